@@ -1,0 +1,1 @@
+//! A software AQL packet processor and signal memory (work in progress).
