@@ -9,8 +9,29 @@
 //!
 //! Every size, alignment and offset is asserted at compile time (`layout.rs`),
 //! and a test compares them with a C compiler reading Debian's ROCr headers.
-//! The runtime library itself is loaded at run time by a function table (added with the loader),
-//! so nothing here needs ROCm, libclang or bindgen to build.
+//!
+//! The runtime library itself is loaded at run time: [`HsaApi::load`] opens
+//! `libhsa-runtime64.so.1` (or the library [`LIBRARY_ENV`],
+//! `SIGPOOL_HSA_LIBRARY`, names) and resolves ROCr's functions into one table,
+//! listed once in `loader.rs` with their exact C signatures (which the same C
+//! test checks). Nothing here needs ROCm, libclang or bindgen to build, and a
+//! machine without ROCm gets a [`LoadError`] that says what to install, not a
+//! link error. Status codes become a [`StatusError`] carrying the code, its C
+//! name and, through [`HsaApi::check_status`], ROCr's own description.
+//!
+//! ```
+//! use hsa_sys::{HsaApi, LoadError};
+//!
+//! match HsaApi::load() {
+//!     Ok(api) => {
+//!         // ROCr describes its status codes even before hsa_init.
+//!         let text = api.status_string(hsa_sys::HSA_STATUS_ERROR_OUT_OF_RESOURCES);
+//!         println!("ROCr from {} says: {text:?}", api.library_path().display());
+//!     }
+//!     Err(LoadError::LibraryMissing { library, .. }) => println!("no {} here", library.display()),
+//!     Err(error) => println!("{error}"),
+//! }
+//! ```
 //!
 //! Names follow the C headers, so that code reads like the HSA specification.
 //!
@@ -33,12 +54,18 @@
 
 mod amd;
 mod layout;
+mod loader;
 mod packet;
 mod queue;
 mod signal;
 mod status;
 
 pub use amd::*;
+#[doc(hidden)]
+pub use layout::{C_LAYOUTS, CLayout};
+pub use loader::{DEFAULT_LIBRARY, HsaApi, LIBRARY_ENV, LoadError, library_to_load};
+#[doc(hidden)]
+pub use loader::{FUNCTION_SIGNATURES, FunctionSignature};
 pub use packet::*;
 pub use queue::*;
 pub use signal::*;

@@ -6,6 +6,9 @@ use core::ffi::c_void;
 use core::sync::atomic::{AtomicU32, Ordering};
 
 /// `hsa_packet_type_t`: bits 0-7 of a packet header.
+///
+/// One byte, where C's enum is four: the value only ever lives in header bits
+/// and never crosses a function call.
 pub type hsa_packet_type_t = u8;
 /// Vendor-specific packet; AMD's formats are selected by the `AmdFormat` byte.
 pub const HSA_PACKET_TYPE_VENDOR_SPECIFIC: hsa_packet_type_t = 0;
@@ -26,6 +29,8 @@ pub type hsa_amd_packet_type8_t = u8;
 pub const HSA_AMD_PACKET_TYPE_BARRIER_VALUE: hsa_amd_packet_type8_t = 2;
 
 /// `hsa_fence_scope_t`: the memory scope of an acquire or release fence.
+///
+/// One byte, where C's enum is four, for the same reason as [`hsa_packet_type_t`].
 pub type hsa_fence_scope_t = u8;
 /// No fence.
 pub const HSA_FENCE_SCOPE_NONE: hsa_fence_scope_t = 0;
@@ -48,6 +53,12 @@ pub const HSA_PACKET_HEADER_WIDTH_TYPE: u32 = 8;
 pub const HSA_PACKET_HEADER_WIDTH_BARRIER: u32 = 1;
 /// Width of either fence-scope field.
 pub const HSA_PACKET_HEADER_WIDTH_FENCE_SCOPE: u32 = 2;
+/// Width of the acquire fence-scope field (the C name).
+pub const HSA_PACKET_HEADER_WIDTH_SCACQUIRE_FENCE_SCOPE: u32 = HSA_PACKET_HEADER_WIDTH_FENCE_SCOPE;
+/// Width of the release fence-scope field (the C name).
+pub const HSA_PACKET_HEADER_WIDTH_SCRELEASE_FENCE_SCOPE: u32 = HSA_PACKET_HEADER_WIDTH_FENCE_SCOPE;
+/// Width of the dimension count in a kernel dispatch's `setup` field.
+pub const HSA_KERNEL_DISPATCH_PACKET_SETUP_WIDTH_DIMENSIONS: u32 = 2;
 /// Bit offset of the dimension count in a kernel dispatch's `setup` field.
 pub const HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS: u32 = 0;
 
@@ -336,13 +347,9 @@ pub struct AqlSlot(pub [AtomicU32; 16]);
 impl AqlSlot {
     /// A slot holding an INVALID header, as a fresh ring does.
     pub const fn invalid() -> Self {
-        const fn word(i: usize) -> AtomicU32 {
-            AtomicU32::new(if i == 0 { HSA_PACKET_TYPE_INVALID as u32 } else { 0 })
-        }
-        AqlSlot([
-            word(0), word(1), word(2), word(3), word(4), word(5), word(6), word(7),
-            word(8), word(9), word(10), word(11), word(12), word(13), word(14), word(15),
-        ])
+        let mut words = [const { AtomicU32::new(0) }; 16];
+        words[0] = AtomicU32::new(HSA_PACKET_TYPE_INVALID as u32);
+        AqlSlot(words)
     }
 
     /// Writes a packet in HSA order: words 1-15 (the body) first, then word 0

@@ -3,12 +3,25 @@
 use crate::hsa_signal_t;
 use core::ffi::c_void;
 
-/// `hsa_queue_type32_t`.
+/// `hsa_queue_type_t`: who may write packets into a queue.
+pub type hsa_queue_type_t = u32;
+/// `hsa_queue_type32_t`: the fixed-size form of [`hsa_queue_type_t`] that
+/// `hsa_queue_create` and [`hsa_queue_t`] use.
 pub type hsa_queue_type32_t = u32;
 /// `HSA_QUEUE_TYPE_MULTI`: several producers may write packets.
 pub const HSA_QUEUE_TYPE_MULTI: hsa_queue_type32_t = 0;
 /// `HSA_QUEUE_TYPE_SINGLE`: one producer writes packets.
 pub const HSA_QUEUE_TYPE_SINGLE: hsa_queue_type32_t = 1;
+/// `HSA_QUEUE_TYPE_COOPERATIVE`: multi-producer, for cooperative dispatches; ROCr
+/// may hand the same queue to several `hsa_queue_create` calls.
+pub const HSA_QUEUE_TYPE_COOPERATIVE: hsa_queue_type32_t = 2;
+
+/// `hsa_queue_feature_t`: bits of [`hsa_queue_t::features`].
+pub type hsa_queue_feature_t = u32;
+/// The queue accepts kernel dispatch packets.
+pub const HSA_QUEUE_FEATURE_KERNEL_DISPATCH: hsa_queue_feature_t = 1;
+/// The queue accepts agent dispatch packets.
+pub const HSA_QUEUE_FEATURE_AGENT_DISPATCH: hsa_queue_feature_t = 2;
 
 /// The user-mode queue descriptor (`hsa_queue_t`, 40 bytes on 64-bit hosts).
 ///
@@ -20,7 +33,7 @@ pub const HSA_QUEUE_TYPE_SINGLE: hsa_queue_type32_t = 1;
 pub struct hsa_queue_t {
     /// Offset 0: [`HSA_QUEUE_TYPE_MULTI`] or [`HSA_QUEUE_TYPE_SINGLE`].
     pub type_: hsa_queue_type32_t,
-    /// Offset 4: feature bits.
+    /// Offset 4: `HSA_QUEUE_FEATURE_*` bits.
     pub features: u32,
     /// Offset 8: the packet ring (64-byte aligned, `size` packets).
     pub base_address: *mut c_void,
@@ -106,7 +119,8 @@ impl amd_queue_t {
         // load of the same size is the matching access.
         unsafe {
             let field = core::ptr::addr_of!((*queue).read_dispatch_id);
-            core::sync::atomic::AtomicU64::from_ptr(field.cast_mut()).load(core::sync::atomic::Ordering::Acquire)
+            core::sync::atomic::AtomicU64::from_ptr(field.cast_mut())
+                .load(core::sync::atomic::Ordering::Acquire)
         }
     }
 
@@ -119,7 +133,8 @@ impl amd_queue_t {
         // 64-bit atomic read-modify-writes on this field.
         unsafe {
             let field = core::ptr::addr_of!((*queue).write_dispatch_id);
-            core::sync::atomic::AtomicU64::from_ptr(field.cast_mut()).load(core::sync::atomic::Ordering::Acquire)
+            core::sync::atomic::AtomicU64::from_ptr(field.cast_mut())
+                .load(core::sync::atomic::Ordering::Acquire)
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Signals: the handle the API passes around and the memory block behind it.
 
+use core::ffi::c_void;
 use core::sync::atomic::{AtomicI64, AtomicU64};
 
 /// The value type of an HSA signal (`hsa_signal_value_t`, 64-bit on every
@@ -145,3 +146,22 @@ pub type hsa_wait_state_t = u32;
 pub const HSA_WAIT_STATE_BLOCKED: hsa_wait_state_t = 0;
 /// The thread spins.
 pub const HSA_WAIT_STATE_ACTIVE: hsa_wait_state_t = 1;
+
+// `hsa_amd_signal_attribute_t` values. C declares them in a 4-byte enum but
+// the only place they go, `hsa_amd_signal_create`'s `attributes`, is a
+// `uint64_t`, so they are typed as that argument.
+
+/// `hsa_amd_signal_create` attribute: only AMD GPUs consume the signal
+/// (ignored unless `num_consumers` is 0).
+pub const HSA_AMD_SIGNAL_AMD_GPU_ONLY: u64 = 1;
+/// `hsa_amd_signal_create` attribute: the signal may be shared with other processes.
+pub const HSA_AMD_SIGNAL_IPC: u64 = 2;
+
+/// `hsa_amd_signal_handler`: the callback of `hsa_amd_signal_async_handler`.
+///
+/// ROCr calls it on its own event thread with the signal value that satisfied
+/// the condition and the registered `arg`; returning `true` keeps the handler
+/// registered, `false` removes it. A panic inside it aborts the process (a
+/// Rust `extern "C"` function does not unwind into C).
+pub type hsa_amd_signal_handler =
+    Option<unsafe extern "C" fn(value: hsa_signal_value_t, arg: *mut c_void) -> bool>;

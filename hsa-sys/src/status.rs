@@ -74,4 +74,155 @@ statuses! {
     HSA_STATUS_ERROR_INVALID_SIGNAL_GROUP = 0x1024, "The signal group is invalid.";
     HSA_STATUS_ERROR_INVALID_RUNTIME_STATE = 0x1025, "The HSA runtime is not in the configuration state.";
     HSA_STATUS_ERROR_FATAL = 0x1026, "The queue received an error that may require process termination.";
+    // AMD's additions (hsa_ext_amd.h): small decimal values, below the 0x1000
+    // where the core error codes start.
+    HSA_STATUS_ERROR_INVALID_MEMORY_POOL = 40, "The memory pool is invalid.";
+    HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION = 41, "Agent accessed memory beyond the maximum legal address.";
+    HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION = 42, "Agent executed an invalid shader instruction.";
+    HSA_STATUS_ERROR_MEMORY_FAULT = 43, "Agent attempted to access an inaccessible address.";
+    HSA_STATUS_CU_MASK_REDUCED = 44, "The CU mask was set, but CUs disabled for the process remain disabled.";
+}
+
+/// A ROCr call that returned something other than [`HSA_STATUS_SUCCESS`].
+///
+/// It carries the code, its C name and, when it was made with an
+/// [`HsaApi`](crate::HsaApi) at hand ([`HsaApi::check_status`](crate::HsaApi::check_status)),
+/// ROCr's own description of it (`hsa_status_string`). Without one it falls
+/// back to the meaning the headers document.
+///
+/// ```
+/// use hsa_sys::{check_status, HSA_STATUS_ERROR_OUT_OF_RESOURCES, HSA_STATUS_SUCCESS};
+///
+/// assert!(check_status(HSA_STATUS_SUCCESS).is_ok());
+/// let error = check_status(HSA_STATUS_ERROR_OUT_OF_RESOURCES).unwrap_err();
+/// assert_eq!(error.status(), 0x1008);
+/// assert_eq!(error.name(), Some("HSA_STATUS_ERROR_OUT_OF_RESOURCES"));
+/// assert!(error.to_string().starts_with("HSA_STATUS_ERROR_OUT_OF_RESOURCES (0x1008): "));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.describe())]
+pub struct StatusError {
+    status: hsa_status_t,
+    runtime_text: Option<String>,
+}
+
+impl StatusError {
+    /// An error for `status`, described by the headers' text alone.
+    pub fn new(status: hsa_status_t) -> Self {
+        Self {
+            status,
+            runtime_text: None,
+        }
+    }
+
+    /// Attaches ROCr's own description of the status (`hsa_status_string`).
+    pub fn with_runtime_text(mut self, text: impl Into<String>) -> Self {
+        self.runtime_text = Some(text.into());
+        self
+    }
+
+    /// The raw status code.
+    pub fn status(&self) -> hsa_status_t {
+        self.status
+    }
+
+    /// The code's C name, or `None` for a code this crate does not know.
+    pub fn name(&self) -> Option<&'static str> {
+        status_name(self.status)
+    }
+
+    /// ROCr's own description, if one was attached.
+    pub fn runtime_text(&self) -> Option<&str> {
+        self.runtime_text.as_deref()
+    }
+
+    fn describe(&self) -> String {
+        let code = self.status;
+        let Some(name) = self.name() else {
+            return match self.runtime_text() {
+                Some(text) => format!("unknown HSA status {code:#x}: {text}"),
+                None => format!("unknown HSA status {code:#x}"),
+            };
+        };
+        // ROCr's text repeats the name ("HSA_STATUS_ERROR_...: The runtime ..."):
+        // drop that prefix rather than print the name twice.
+        let meaning = match self.runtime_text() {
+            Some(text) => text
+                .strip_prefix(name)
+                .map_or(text, |rest| rest.trim_start_matches([':', ' '])),
+            None => status_meaning(code).unwrap_or_default(),
+        };
+        format!("{name} ({code:#x}): {meaning}")
+    }
+}
+
+/// `Ok(())` for [`HSA_STATUS_SUCCESS`], otherwise a [`StatusError`] described by
+/// the headers' text. Use [`HsaApi::check_status`](crate::HsaApi::check_status)
+/// to get ROCr's own text as well.
+///
+/// [`HSA_STATUS_INFO_BREAK`] is an error here too: a traversal whose callback
+/// breaks on purpose should compare for it before checking.
+///
+/// ```
+/// use hsa_sys::{check_status, HSA_STATUS_INFO_BREAK};
+/// assert_eq!(check_status(HSA_STATUS_INFO_BREAK).unwrap_err().status(), HSA_STATUS_INFO_BREAK);
+/// ```
+pub fn check_status(status: hsa_status_t) -> Result<(), StatusError> {
+    match status {
+        HSA_STATUS_SUCCESS => Ok(()),
+        _ => Err(StatusError::new(status)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_status_has_a_name_and_a_meaning() {
+        for status in 0..=0x2000 {
+            assert_eq!(
+                status_name(status).is_some(),
+                status_meaning(status).is_some(),
+                "{status:#x}"
+            );
+        }
+        assert_eq!(
+            status_name(HSA_STATUS_ERROR_INVALID_MEMORY_POOL),
+            Some("HSA_STATUS_ERROR_INVALID_MEMORY_POOL")
+        );
+    }
+
+    #[test]
+    fn runtime_text_replaces_the_header_meaning_without_repeating_the_name() {
+        let error = StatusError::new(HSA_STATUS_ERROR_OUT_OF_RESOURCES).with_runtime_text(
+            "HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate.",
+        );
+        assert_eq!(
+            error.to_string(),
+            "HSA_STATUS_ERROR_OUT_OF_RESOURCES (0x1008): The runtime failed to allocate."
+        );
+
+        let error = StatusError::new(HSA_STATUS_ERROR_INVALID_SIGNAL)
+            .with_runtime_text("a signal went missing");
+        assert_eq!(
+            error.to_string(),
+            "HSA_STATUS_ERROR_INVALID_SIGNAL (0x1006): a signal went missing"
+        );
+    }
+
+    #[test]
+    fn unknown_codes_still_describe_themselves() {
+        assert_eq!(
+            StatusError::new(0xdead).to_string(),
+            "unknown HSA status 0xdead"
+        );
+        assert_eq!(StatusError::new(0xdead).name(), None);
+        assert_eq!(
+            StatusError::new(0xdead)
+                .with_runtime_text("vendor code")
+                .to_string(),
+            "unknown HSA status 0xdead: vendor code"
+        );
+    }
 }
