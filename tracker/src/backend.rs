@@ -1,0 +1,147 @@
+//! What a backend provides: memory that holds signals, and a view of the
+//! hardware queue whose packets the signals complete.
+//!
+//! The tracker never touches signal memory except through [`SignalMemory`], so
+//! the same code runs on the simulator, on ROCr and on CUDA, and it counts
+//! every access itself (see [`Stats`](crate::Stats)) whatever the backend.
+
+use core::fmt::Debug;
+use std::time::Duration;
+
+/// Where a signal's memory lives, which decides what a host access costs.
+///
+/// ```
+/// use tracker::Placement;
+/// assert_eq!(Placement::Device.index(), 1);
+/// assert_eq!(Placement::ALL, [Placement::Host, Placement::Device]);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Placement {
+    /// System memory: host loads and stores are ordinary cached accesses.
+    Host,
+    /// GPU memory seen through a large BAR: a host load is an uncached PCIe
+    /// read (about 1.1 us on MI300X), host stores are write-combined and need
+    /// a store fence (and, for some consumers, an HDP flush) to be visible.
+    Device,
+}
+
+impl Placement {
+    /// Both placements, in index order.
+    pub const ALL: [Placement; 2] = [Placement::Host, Placement::Device];
+
+    /// 0 for host, 1 for device: the index of per-placement counters.
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Start and end of a packet's execution in the GPU's clock (ticks).
+///
+/// ```
+/// let t = tracker::Timestamps { start: 100, end: 350 };
+/// assert_eq!(t.ticks(), 250);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Timestamps {
+    /// When the packet processor launched the packet.
+    pub start: u64,
+    /// When the packet completed.
+    pub end: u64,
+}
+
+impl Timestamps {
+    /// Elapsed GPU ticks (0 if the stamps are out of order).
+    pub const fn ticks(&self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
+}
+
+/// A backend could not provide signals.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AllocError {
+    /// The backend is out of memory (or out of signals) in every placement.
+    #[error("out of signal memory: {0}")]
+    OutOfMemory(String),
+}
+
+/// Memory that holds completion signals, as the host sees it.
+///
+/// A signal is a 64-bit value that the packet processor decrements when the
+/// packet naming it completes; the host arms it by storing a positive value.
+/// Implementations count nothing: the tracker counts every call it makes.
+///
+/// # Contract
+/// The `unsafe` methods take a signal that [`allocate`](Self::allocate)
+/// returned from this same memory; such a signal stays valid until the memory
+/// is dropped. The tracker holds the memory (in an `Arc`) for as long as it or
+/// anything it handed out (references, pins, waiters) may touch a signal.
+pub trait SignalMemory: Send + Sync + 'static {
+    /// A signal handle: cheap to copy, meaningful only to this memory.
+    type Signal: Copy + Eq + Debug + Send + Sync + 'static;
+
+    /// Appends `count` new signals to `out`, each with its actual placement.
+    /// `placement` is a preference: a backend that cannot place a signal in
+    /// device memory falls back to host memory and says so. The new signals
+    /// may hold any value; the tracker arms them before use.
+    fn allocate(
+        &self,
+        count: usize,
+        placement: Placement,
+        out: &mut Vec<(Self::Signal, Placement)>,
+    ) -> Result<(), AllocError>;
+
+    /// Loads the signal's value with acquire ordering.
+    ///
+    /// # Safety
+    /// `signal` comes from this memory's [`allocate`](Self::allocate).
+    unsafe fn load(&self, signal: Self::Signal) -> i64;
+
+    /// Stores a value with release ordering (write-combined for device
+    /// memory: not visible to the GPU before [`store_fence`](Self::store_fence)).
+    ///
+    /// # Safety
+    /// As for [`load`](Self::load).
+    unsafe fn store(&self, signal: Self::Signal, value: i64);
+
+    /// Orders every earlier store to device memory before later ones (x86 `sfence`).
+    fn store_fence(&self);
+
+    /// Makes fenced stores to device memory visible to readers that do not go
+    /// through the BAR in order (an HDP flush: write the flush register, read it back).
+    fn hdp_flush(&self);
+
+    /// Reads the start and end timestamps the packet processor wrote.
+    ///
+    /// # Safety
+    /// As for [`load`](Self::load).
+    unsafe fn timestamps(&self, signal: Self::Signal) -> Timestamps;
+
+    /// The value a packet's `completion_signal` (or `dep_signal`) field takes.
+    fn packet_handle(&self, signal: Self::Signal) -> u64;
+
+    /// Waits up to `timeout` for the signal to leave `observed`, returning the
+    /// value then seen (or `observed` after the timeout). The default spins on
+    /// [`load`](Self::load) once; backends with a cheaper wait (ROCr's
+    /// `hsa_signal_wait_scacquire` for its own signals) override it.
+    ///
+    /// # Safety
+    /// As for [`load`](Self::load).
+    unsafe fn wait_change(&self, signal: Self::Signal, observed: i64, timeout: Duration) -> i64 {
+        let _ = (observed, timeout);
+        // SAFETY: forwarded caller guarantee.
+        unsafe { self.load(signal) }
+    }
+}
+
+/// What the tracker needs to know about the hardware queue.
+pub trait QueueView: Send {
+    /// The packet processor's read index (acquire). It says which packets were
+    /// consumed, not which completed: the tracker only uses it to nominate a
+    /// fence whose signal one load then confirms.
+    fn read_index(&self) -> u64;
+
+    /// Whether the queue's packet ring is in device memory. Then packets reach
+    /// it through the same BAR after fenced signal stores, in order, and no
+    /// HDP flush is needed before publishing; a ring in system memory needs one.
+    fn ring_in_device_memory(&self) -> bool;
+}

@@ -1,0 +1,145 @@
+//! The interface both trackers implement, so the queue layer and every
+//! benchmark run the retiring tracker and the baseline side by side.
+
+use crate::backend::{Placement, QueueView, SignalMemory, Timestamps};
+use crate::error::Error;
+use crate::pin::Pin;
+use crate::share::SignalRef;
+use crate::stats::Stats;
+use crate::ticket::{Generation, Request, Status, Ticket};
+use crate::wait::Waiter;
+
+/// A signal handed out for one use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Acquired {
+    /// The name of the use: ask about it, wait for it, hold or pin it.
+    pub ticket: Ticket,
+    /// The value for the packet's `completion_signal` field. The signal is
+    /// armed and its arming is visible to the GPU: publish the packet as is.
+    pub signal: u64,
+    /// Where the signal lives.
+    pub placement: Placement,
+}
+
+/// Where every signal a tracker created is now. A tracker that loses no
+/// signal always has `in_flight + armed + parked + retired == created`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Census {
+    /// Signals serving a use in flight.
+    pub in_flight: usize,
+    /// Armed signals ready for the next uses.
+    pub armed: usize,
+    /// Signals set aside until their holders let go.
+    pub parked: usize,
+    /// Signals the tracker gave up for good (the baseline replaces shared
+    /// signals with new ones; the retiring tracker never does).
+    pub retired: usize,
+    /// Signals ever created.
+    pub created: usize,
+}
+
+impl Census {
+    /// Whether every created signal is accounted for.
+    pub const fn is_balanced(&self) -> bool {
+        self.in_flight + self.armed + self.parked + self.retired == self.created
+    }
+}
+
+/// A completion-signal tracker for one hardware queue.
+///
+/// The owner (the queue layer, under its submission lock) calls the `&mut`
+/// methods; other threads use a [`Waiter`], a [`SignalRef`] or a [`Pin`],
+/// which need no lock.
+///
+/// The example runs the same code on the retiring tracker and the baseline:
+///
+/// ```
+/// use tracker::{BaselineTracker, Config, Request, RetiringTracker, Status, Tracker, sim_backend};
+///
+/// fn run<T: Tracker<Queue = sim::Queue>>(tracker: &mut T, queue: &sim::Queue) -> Status {
+///     let index = queue.reserve().unwrap();
+///     let acquired = tracker.acquire(Request::packet(index).barrier(true)).unwrap();
+///     sim_backend::submit_barrier(queue, index, acquired.signal);
+///     queue.run_until_idle();
+///     tracker.query(&acquired.ticket).unwrap()
+/// }
+///
+/// let (mut retiring, queue) = sim_backend::stepped_tracker(Config::default());
+/// assert_eq!(run(&mut retiring, &queue), Status::Complete);
+/// let (mut baseline, queue) = sim_backend::stepped_baseline(Config::default());
+/// assert_eq!(run(&mut baseline, &queue), Status::Complete);
+/// ```
+pub trait Tracker: Send {
+    /// Where the signals live.
+    type Memory: SignalMemory;
+    /// The hardware queue.
+    type Queue: QueueView;
+
+    /// Hands out an armed signal for one use. Never blocks on the GPU: when
+    /// the ring is at its limit it returns [`Error::Backpressure`] naming the
+    /// use to wait for.
+    fn acquire(&mut self, request: Request) -> Result<Acquired, Error>;
+
+    /// The use's status, proving retirement as cheaply as it can (no memory
+    /// read when already known).
+    fn query(&mut self, ticket: &Ticket) -> Result<Status, Error>;
+
+    /// What is known about the use without reading signal memory.
+    fn known_status(&self, ticket: &Ticket) -> Result<Option<Status>, Error>;
+
+    /// A handle for lock-free waits and queries from other threads.
+    fn waiter(&self) -> Waiter<Self::Memory>;
+
+    /// A counted reference that keeps the use's signal from being re-armed
+    /// (for an event or an async handler). `None` when the use is already
+    /// known complete: there is nothing left to hold.
+    fn hold(&mut self, ticket: &Ticket) -> Result<Option<SignalRef<Self::Memory>>, Error>;
+
+    /// The signal another queue's packet may wait on, pinned until that
+    /// consumer lets go. `None` when the use is already known complete: emit
+    /// no dependency at all.
+    fn pin(&mut self, ticket: &Ticket) -> Result<Option<Pin<Self::Memory>>, Error>;
+
+    /// Keeps `pin` until the use `consumer` (the packet that waits on it, on
+    /// this tracker's queue) has retired.
+    fn attach(&mut self, consumer: &Ticket, pin: Pin<Self::Memory>) -> Result<(), Error>;
+
+    /// Proves what it can with at most one load (fence probing), then reclaims.
+    /// Returns the number of signals re-armed.
+    fn poll(&mut self) -> usize;
+
+    /// Re-arms retired signals, oldest use first, stopping at the first use
+    /// not known retired. Reads no signal memory. Returns the number re-armed.
+    fn reclaim(&mut self) -> usize;
+
+    /// The use's timestamps, harvested once into host memory. `None` while
+    /// the use is pending, if it was not timed, or if it failed.
+    fn timestamps(&mut self, ticket: &Ticket) -> Result<Option<Timestamps>, Error>;
+
+    /// The runtime moved the stream to another hardware queue: a new generation.
+    fn note_queue_change(&mut self, queue: Self::Queue);
+
+    /// The queue is known idle: everything submitted so far completed.
+    fn note_drained(&mut self);
+
+    /// The queue reported an error: every pending use on it fails (once).
+    /// Returns how many failed now.
+    fn fail_queue(&mut self) -> usize;
+
+    /// The submission of the use failed after issuing `issued` of its
+    /// operations: the use fails, and its signal is reset only once the
+    /// issued part has finished.
+    fn fail_submission(&mut self, ticket: &Ticket, issued: u32) -> Result<(), Error>;
+
+    /// The queue the tracker watches.
+    fn queue(&self) -> &Self::Queue;
+
+    /// The current queue generation.
+    fn generation(&self) -> Generation;
+
+    /// A snapshot of every counter.
+    fn stats(&self) -> Stats;
+
+    /// Where every signal is.
+    fn census(&self) -> Census;
+}

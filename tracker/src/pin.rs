@@ -1,0 +1,121 @@
+//! Pins: lending a use's signal to a packet on another queue that waits for it
+//! on the GPU (a barrier-AND dependency).
+//!
+//! Re-arming the signal while the waiter may still read it would hide the use
+//! from the waiter, so the pin is a counted reference: the producer parks the
+//! signal instead of re-arming it. The consumer's tracker keeps the pin until
+//! the consuming packet has retired; the producer re-arms in use order, so
+//! every earlier use of the producer has retired too before the signal is
+//! reused. A drained consumer queue retires its uses and so releases its pins.
+//! A use already known complete yields no pin and no dependency at all.
+
+use crate::backend::{QueueView, SignalMemory};
+use crate::error::Error;
+use crate::retiring::RetiringTracker;
+use crate::share::SignalRef;
+use crate::ticket::{Status, Ticket};
+use std::collections::VecDeque;
+
+/// A signal lent to a GPU waiter on another queue.
+///
+/// Put [`packet_handle`](Self::packet_handle) in the consumer packet's
+/// `dep_signal`, then give the pin to the consumer queue's tracker with
+/// [`Tracker::attach`](crate::Tracker::attach).
+///
+/// ```
+/// use tracker::{Request, Tracker, sim_backend};
+///
+/// let (mut producer, queue_a) = sim_backend::stepped_tracker(Default::default());
+/// let index = queue_a.reserve().unwrap();
+/// let acquired = producer.acquire(Request::packet(index).barrier(true)).unwrap();
+/// sim_backend::submit_barrier(&queue_a, index, acquired.signal);
+///
+/// let pin = producer.pin(&acquired.ticket).unwrap().expect("still pending");
+/// assert_eq!(pin.packet_handle(), acquired.signal);
+/// queue_a.run_until_idle();
+/// producer.poll();
+/// // Retired, but pinned: parked rather than re-armed.
+/// assert_eq!(producer.census().parked, 1);
+/// drop(pin);
+/// producer.reclaim();
+/// assert_eq!(producer.census().parked, 0);
+/// ```
+#[derive(Debug)]
+pub struct Pin<M: SignalMemory> {
+    reference: SignalRef<M>,
+}
+
+impl<M: SignalMemory> Pin<M> {
+    pub(crate) fn new(reference: SignalRef<M>) -> Self {
+        Self { reference }
+    }
+
+    /// The value for the consumer packet's dependency field.
+    pub fn packet_handle(&self) -> u64 {
+        self.reference.packet_handle()
+    }
+
+    /// The producer use's sequence number.
+    pub fn producer_seq(&self) -> u64 {
+        self.reference.seq()
+    }
+
+    /// The producer use's status, as a holder sees it.
+    pub fn status(&self) -> Status {
+        self.reference.status()
+    }
+}
+
+/// Pins a tracker holds for its consuming uses, ordered by consumer sequence
+/// number, each released when its consumer retires.
+pub(crate) struct Attachments<M: SignalMemory> {
+    pins: VecDeque<(u64, Pin<M>)>,
+}
+
+impl<M: SignalMemory> Default for Attachments<M> {
+    fn default() -> Self {
+        Self { pins: VecDeque::new() }
+    }
+}
+
+impl<M: SignalMemory> Attachments<M> {
+    pub(crate) fn attach(&mut self, consumer: u64, pin: Pin<M>) {
+        let at = self.pins.partition_point(|&(seq, _)| seq <= consumer);
+        self.pins.insert(at, (consumer, pin));
+    }
+
+    /// Drops the pins of every consumer up to `seq`.
+    pub(crate) fn release_through(&mut self, seq: u64) {
+        while self.pins.front().is_some_and(|&(consumer, _)| consumer <= seq) {
+            self.pins.pop_front();
+        }
+    }
+}
+
+impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
+    pub(crate) fn pin_use(&mut self, ticket: &Ticket) -> Result<Option<Pin<M>>, Error> {
+        let cell = self.cell_of(ticket)?;
+        match self.known(ticket.seq, cell) {
+            Some(Status::Complete) => {
+                self.stats.dependencies_elided += 1;
+                Ok(None)
+            }
+            Some(Status::Failed) => {
+                Err(Error::InvalidState { seq: ticket.seq, action: "be waited on", state: "failed" })
+            }
+            _ => {
+                self.stats.pins += 1;
+                Ok(Some(Pin::new(SignalRef::new(&self.shared, cell, ticket.seq))))
+            }
+        }
+    }
+
+    pub(crate) fn attach_pin(&mut self, consumer: &Ticket, pin: Pin<M>) -> Result<(), Error> {
+        self.cell_of(consumer)?;
+        if self.ring.get(consumer.seq).is_some() {
+            self.attachments.attach(consumer.seq, pin);
+        }
+        // Otherwise the consumer already retired: the pin drops here.
+        Ok(())
+    }
+}

@@ -1,0 +1,471 @@
+//! Signal cells and the references other threads hold to them.
+//!
+//! Every signal the tracker owns has a [`Cell`]: its handle, its placement,
+//! and the host-side state other threads read without the tracker's lock —
+//! which use it currently serves, how many references are held on it, whether
+//! it is parked, and the timestamps harvested from its last timed use.
+//!
+//! A [`SignalRef`] (an event's reference, an async handler's, a GPU waiter's
+//! pin) keeps its signal from being re-armed. When the tracker retires a use
+//! whose signal is referenced, it *parks* the signal and hands out an armed
+//! spare instead; the parked signal comes back, re-armed, once the last
+//! reference is dropped. Dropping a reference takes no lock: it decrements the
+//! count and, if it was the last one on a parked signal, leaves a hint the
+//! tracker picks up on its next reclaim.
+
+use crate::backend::{Placement, SignalMemory, Timestamps};
+use crate::stats::SharedCounters;
+use crate::sync::{Arc, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, fence};
+use crate::ticket::{Status, Ticket};
+use core::fmt;
+use core::ptr::NonNull;
+
+/// The phase of a cell's current use, in the low two bits of its state word.
+const LIVE: u64 = 0;
+const COMPLETE: u64 = 1;
+const FAILED: u64 = 2;
+
+/// Packs a use's sequence number and phase into one atomic word, so a reader
+/// sees both from the same moment.
+const fn pack(seq: u64, phase: u64) -> u64 {
+    seq << 2 | phase
+}
+
+const fn unpack(word: u64) -> (u64, u64) {
+    (word >> 2, word & 3)
+}
+
+/// A signal and the host-side state shared with other threads.
+pub(crate) struct Cell<S> {
+    pub(crate) signal: S,
+    pub(crate) placement: Placement,
+    /// `pack(seq, phase)` of the use the signal serves or last served.
+    state: AtomicU64,
+    /// References held outside the tracker (events, pins, handlers).
+    holds: AtomicU32,
+    /// Set while the signal waits in the parked list for its holders to let go.
+    parked: AtomicBool,
+    /// The use whose timestamps `start` and `end` hold (0: none).
+    stamps_seq: AtomicU64,
+    start: AtomicU64,
+    end: AtomicU64,
+}
+
+impl<S> Cell<S> {
+    fn new(signal: S, placement: Placement) -> Self {
+        Self {
+            signal,
+            placement,
+            state: AtomicU64::new(pack(0, COMPLETE)),
+            holds: AtomicU32::new(0),
+            parked: AtomicBool::new(false),
+            stamps_seq: AtomicU64::new(0),
+            start: AtomicU64::new(0),
+            end: AtomicU64::new(0),
+        }
+    }
+
+    /// Marks the cell as serving use `seq` (the tracker's owner only).
+    pub(crate) fn begin_use(&self, seq: u64) {
+        self.state.store(pack(seq, LIVE), Ordering::Release);
+    }
+
+    /// Records that use `seq` completed. Returns false when someone (a CPU
+    /// waiter) recorded it first, so each completion is counted once.
+    pub(crate) fn complete(&self, seq: u64) -> bool {
+        self.transition(seq, COMPLETE)
+    }
+
+    /// Records that use `seq` failed; false if it was already complete or failed.
+    pub(crate) fn fail(&self, seq: u64) -> bool {
+        self.transition(seq, FAILED)
+    }
+
+    fn transition(&self, seq: u64, phase: u64) -> bool {
+        self.state
+            .compare_exchange(pack(seq, LIVE), pack(seq, phase), Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// The phase of use `seq` as far as this cell knows: `None` while the cell
+    /// still serves it and nobody recorded an outcome, `Some(None)` when the
+    /// cell has moved on to a later use (so `seq` was retired earlier).
+    pub(crate) fn phase_of(&self, seq: u64) -> Option<Option<Status>> {
+        let (current, phase) = unpack(self.state.load(Ordering::Acquire));
+        if current > seq {
+            return Some(None);
+        }
+        if current < seq {
+            // Cannot happen for a ticket this tracker issued; treat as pending.
+            return None;
+        }
+        match phase {
+            COMPLETE => Some(Some(Status::Complete)),
+            FAILED => Some(Some(Status::Failed)),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn holds(&self) -> u32 {
+        // Acquire: pairs with the Release decrement in `SignalRef::drop`, so
+        // every access a holder made happens before a re-arm that follows.
+        self.holds.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn add_hold(&self) {
+        // Relaxed, as for `Arc::clone`: a new reference is made either by the
+        // tracker's owner or from an existing reference, so the count cannot be
+        // observed at zero in between.
+        self.holds.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Publishes the harvested timestamps of use `seq` (the owner only).
+    ///
+    /// A small seqlock: `stamps_seq` is cleared while the pair is rewritten,
+    /// so a reader either sees the pair that belongs to the `seq` it asked
+    /// for or gives up. Held signals are never rewritten, so readers that hold
+    /// a reference never give up.
+    pub(crate) fn store_stamps(&self, seq: u64, stamps: Timestamps) {
+        self.stamps_seq.store(0, Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.start.store(stamps.start, Ordering::Relaxed);
+        self.end.store(stamps.end, Ordering::Relaxed);
+        self.stamps_seq.store(seq, Ordering::Release);
+    }
+
+    /// The harvested timestamps of use `seq`, if they are the ones held.
+    pub(crate) fn stamps(&self, seq: u64) -> Option<Timestamps> {
+        if self.stamps_seq.load(Ordering::Acquire) != seq {
+            return None;
+        }
+        let stamps = Timestamps {
+            start: self.start.load(Ordering::Relaxed),
+            end: self.end.load(Ordering::Relaxed),
+        };
+        fence(Ordering::Acquire);
+        (self.stamps_seq.load(Ordering::Relaxed) == seq).then_some(stamps)
+    }
+}
+
+/// A raw pointer to a cell; the cell is owned by [`Shared`] and lives as long
+/// as it does.
+pub(crate) struct CellPtr<S>(NonNull<Cell<S>>);
+
+impl<S> Clone for CellPtr<S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<S> Copy for CellPtr<S> {}
+impl<S> PartialEq for CellPtr<S> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+impl<S> Eq for CellPtr<S> {}
+impl<S> fmt::Debug for CellPtr<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Cell@{:p}", self.0)
+    }
+}
+
+// SAFETY: a `CellPtr` is only dereferenced while the `Shared` that owns the
+// cell is alive (every holder of one also holds the `Shared` or is the
+// tracker that owns it), and everything in a cell other threads may touch is
+// atomic; the signal handle is `Send + Sync` by `SignalMemory`'s bounds.
+unsafe impl<S: Send + Sync> Send for CellPtr<S> {}
+// SAFETY: as above.
+unsafe impl<S: Send + Sync> Sync for CellPtr<S> {}
+
+impl<S> CellPtr<S> {
+    /// # Safety
+    /// The `Shared` that owns the cell must outlive the returned reference.
+    pub(crate) unsafe fn get<'a>(self) -> &'a Cell<S> {
+        // SAFETY: cells are boxed, never moved, and freed only when their
+        // `Shared` drops; the caller keeps it alive.
+        unsafe { self.0.as_ref() }
+    }
+
+    pub(crate) fn erase(self) -> NonNull<()> {
+        self.0.cast()
+    }
+
+    /// The inverse of [`erase`](Self::erase), for a ticket already checked to
+    /// belong to the tracker whose cells have type `Cell<S>`.
+    pub(crate) fn from_erased(ptr: NonNull<()>) -> Self {
+        Self(ptr.cast())
+    }
+}
+
+/// The state a tracker shares with waiters, references and pins: the signal
+/// memory, every cell, and what is known about retired uses.
+pub(crate) struct Shared<M: SignalMemory> {
+    pub(crate) id: u32,
+    pub(crate) memory: Arc<M>,
+    /// Owns every cell (as raw boxes, freed in `Drop`). Locked only to add one.
+    cells: Mutex<Vec<NonNull<Cell<M::Signal>>>>,
+    /// Every use with a sequence number up to this one is retired (complete
+    /// or failed) and has been reclaimed.
+    retired_through: AtomicU64,
+    /// Hints that a parked signal's last holder let go.
+    returns: AtomicUsize,
+    /// Failed uses, as inclusive sequence ranges; consulted only when
+    /// `has_failures` is set, which is never on the hot path.
+    failures: Mutex<Vec<(u64, u64)>>,
+    has_failures: AtomicBool,
+    pub(crate) counters: SharedCounters,
+}
+
+// SAFETY: the raw cell pointers are owned boxes whose contents are `Send +
+// Sync` (atomics and a `Send + Sync` handle); they are only freed in `Drop`.
+unsafe impl<M: SignalMemory> Send for Shared<M> {}
+// SAFETY: as above; all shared mutation goes through atomics or the mutexes.
+unsafe impl<M: SignalMemory> Sync for Shared<M> {}
+
+static NEXT_TRACKER_ID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
+impl<M: SignalMemory> Shared<M> {
+    pub(crate) fn new(memory: Arc<M>) -> Self {
+        Self {
+            id: NEXT_TRACKER_ID.fetch_add(1, core::sync::atomic::Ordering::Relaxed),
+            memory,
+            cells: Mutex::new(Vec::new()),
+            retired_through: AtomicU64::new(0),
+            returns: AtomicUsize::new(0),
+            failures: Mutex::new(Vec::new()),
+            has_failures: AtomicBool::new(false),
+            counters: SharedCounters::default(),
+        }
+    }
+
+    /// Takes ownership of a new signal and returns its cell.
+    pub(crate) fn adopt(&self, signal: M::Signal, placement: Placement) -> CellPtr<M::Signal> {
+        let cell = NonNull::from(Box::leak(Box::new(Cell::new(signal, placement))));
+        self.cells.lock().push(cell);
+        CellPtr(cell)
+    }
+
+    /// The cell a ticket names, if the ticket is this tracker's.
+    pub(crate) fn cell_of(&self, ticket: &Ticket) -> Option<&Cell<M::Signal>> {
+        (ticket.owner == self.id).then(|| {
+            // SAFETY: the ticket was issued by the tracker that owns `self`
+            // (same id, and ids are never reused), so its pointer is one of
+            // `self.cells`, alive as long as `self` is.
+            unsafe { ticket.cell.cast::<Cell<M::Signal>>().as_ref() }
+        })
+    }
+
+    pub(crate) fn retired_through(&self) -> u64 {
+        self.retired_through.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn publish_retired_through(&self, seq: u64) {
+        self.retired_through.store(seq, Ordering::Release);
+    }
+
+    /// Records failed uses `first..=last`. The owner calls it when it
+    /// reclaims a failed use, before the cell can serve another use, so a
+    /// ticket asked about later still answers `Failed`.
+    pub(crate) fn record_failures(&self, first: u64, last: u64) {
+        let mut failures = self.failures.lock();
+        match failures.last_mut() {
+            Some(range) if range.1 + 1 == first => range.1 = last,
+            _ => failures.push((first, last)),
+        }
+        self.has_failures.store(true, Ordering::Release);
+    }
+
+    /// The outcome of a use known to be retired.
+    pub(crate) fn outcome_of_retired(&self, seq: u64) -> Status {
+        if self.has_failures.load(Ordering::Acquire)
+            && self.failures.lock().iter().any(|&(a, b)| (a..=b).contains(&seq))
+        {
+            Status::Failed
+        } else {
+            Status::Complete
+        }
+    }
+
+    /// What is known about use `seq` of `cell` without reading signal memory.
+    pub(crate) fn known_status(&self, seq: u64, cell: &Cell<M::Signal>) -> Option<Status> {
+        if seq <= self.retired_through() {
+            return Some(self.outcome_of_retired(seq));
+        }
+        match cell.phase_of(seq)? {
+            Some(status) => Some(status),
+            None => Some(self.outcome_of_retired(seq)),
+        }
+    }
+
+    /// What is known about use `seq`, loading its signal once if the host
+    /// state does not say. A load of 0 is a proof of completion (recorded in
+    /// the cell, so the tracker retires the use without a load of its own); a
+    /// negative value is a queue error.
+    pub(crate) fn poll(&self, seq: u64, cell: &Cell<M::Signal>) -> Status {
+        if let Some(status) = self.known_status(seq, cell) {
+            return status;
+        }
+        self.counters.load(cell.placement);
+        // SAFETY: the cell's signal came from `self.memory`, which `self` keeps alive.
+        let value = unsafe { self.memory.load(cell.signal) };
+        self.observe(seq, cell, value)
+    }
+
+    /// Turns a value loaded from `cell`'s signal while it served `seq` (or a
+    /// later use) into a status.
+    pub(crate) fn observe(&self, seq: u64, cell: &Cell<M::Signal>, value: i64) -> Status {
+        // The load saw the arming for `seq` or a later store: the tracker arms a
+        // signal before it issues a ticket, and re-arms only retired uses. So 0
+        // means `seq` completed (or a later use did, after `seq` retired).
+        if value == 0 {
+            if cell.complete(seq) {
+                self.counters.retired_by_cpu_wait.fetch_add(1, Ordering::Relaxed);
+            }
+            return self.known_status(seq, cell).unwrap_or(Status::Complete);
+        }
+        if value < 0 && cell.fail(seq) {
+            self.counters.failed.fetch_add(1, Ordering::Relaxed);
+            return Status::Failed;
+        }
+        self.known_status(seq, cell).unwrap_or(Status::Pending)
+    }
+
+    /// Takes the "a holder let go" hints; true if there were any.
+    pub(crate) fn take_returns(&self) -> bool {
+        self.returns.swap(0, Ordering::Acquire) != 0
+    }
+
+    /// Marks `cell` parked. Returns false if its holders already let go, in
+    /// which case the caller re-arms it at once instead.
+    pub(crate) fn park(&self, cell: &Cell<M::Signal>) -> bool {
+        // SeqCst on both sides of the flag/count pair (here and in `release`):
+        // either this load sees the last holder's decrement, or that holder
+        // sees the flag and leaves a hint. Never neither, so no signal is lost.
+        cell.parked.store(true, Ordering::SeqCst);
+        if cell.holds.load(Ordering::SeqCst) == 0 {
+            cell.parked.store(false, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Clears the parked flag of a cell whose holders let go.
+    pub(crate) fn unpark(&self, cell: &Cell<M::Signal>) {
+        cell.parked.store(false, Ordering::Relaxed);
+    }
+
+    /// Drops one reference on `cell`.
+    pub(crate) fn release(&self, cell: &Cell<M::Signal>) {
+        // Release: the holder's reads of the signal happen before the re-arm
+        // that follows the tracker's Acquire load of the count. SeqCst: see `park`.
+        if cell.holds.fetch_sub(1, Ordering::SeqCst) == 1 && cell.parked.load(Ordering::SeqCst) {
+            self.returns.fetch_add(1, Ordering::Release);
+        }
+    }
+}
+
+impl<M: SignalMemory> Drop for Shared<M> {
+    fn drop(&mut self) {
+        for cell in self.cells.lock().drain(..) {
+            // SAFETY: each pointer came from `Box::leak` in `adopt` and is
+            // freed exactly once, here, when nothing can reach the cells any more.
+            drop(unsafe { Box::from_raw(cell.as_ptr()) });
+        }
+    }
+}
+
+/// A counted reference to the signal of one use: it keeps the signal from
+/// being re-armed until dropped, from any thread, without the tracker's lock.
+///
+/// Events, async handlers and GPU waiters (through [`Pin`](crate::Pin)) hold
+/// one. Its status and timestamps are answered from host memory whenever the
+/// tracker already knows them.
+///
+/// ```
+/// use tracker::{Purpose, Request, RetiringTracker, Status, Tracker, sim_backend};
+///
+/// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default());
+/// let index = queue.reserve().unwrap();
+/// let acquired = tracker.acquire(Request::packet(index).barrier(true).purpose(Purpose::Event)).unwrap();
+/// let event = tracker.hold(acquired.ticket).unwrap().expect("pending use");
+/// sim_backend::submit_barrier(&queue, index, acquired.signal);
+/// queue.run_until_idle();
+/// // The event's holder learns completion from one load, from any thread.
+/// assert_eq!(std::thread::spawn(move || event.status()).join().unwrap(), Status::Complete);
+/// ```
+pub struct SignalRef<M: SignalMemory> {
+    shared: Arc<Shared<M>>,
+    cell: CellPtr<M::Signal>,
+    seq: u64,
+}
+
+impl<M: SignalMemory> SignalRef<M> {
+    /// Takes a new reference on `cell` for use `seq` (the tracker's owner only).
+    pub(crate) fn new(shared: &Arc<Shared<M>>, cell: CellPtr<M::Signal>, seq: u64) -> Self {
+        // SAFETY: `shared` owns the cell.
+        unsafe { cell.get() }.add_hold();
+        Self { shared: shared.clone(), cell, seq }
+    }
+
+    fn cell(&self) -> &Cell<M::Signal> {
+        // SAFETY: `self.shared` owns the cell and lives as long as `self`.
+        unsafe { self.cell.get() }
+    }
+
+    /// The sequence number of the use this reference was taken for.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// The value for a packet field that names this signal.
+    pub fn packet_handle(&self) -> u64 {
+        self.shared.memory.packet_handle(self.cell().signal)
+    }
+
+    /// Where the signal lives.
+    pub fn placement(&self) -> Placement {
+        self.cell().placement
+    }
+
+    /// What is known without reading signal memory.
+    pub fn known_status(&self) -> Option<Status> {
+        self.shared.known_status(self.seq, self.cell())
+    }
+
+    /// The use's status, loading the signal at most once.
+    pub fn status(&self) -> Status {
+        self.shared.poll(self.seq, self.cell())
+    }
+
+    /// The use's timestamps once the tracker harvested them (no signal read).
+    pub fn timestamps(&self) -> Option<Timestamps> {
+        self.cell().stamps(self.seq)
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared<M>> {
+        &self.shared
+    }
+
+    pub(crate) fn cell_ptr(&self) -> CellPtr<M::Signal> {
+        self.cell
+    }
+}
+
+impl<M: SignalMemory> Clone for SignalRef<M> {
+    fn clone(&self) -> Self {
+        self.cell().add_hold();
+        Self { shared: self.shared.clone(), cell: self.cell, seq: self.seq }
+    }
+}
+
+impl<M: SignalMemory> Drop for SignalRef<M> {
+    fn drop(&mut self) {
+        self.shared.release(self.cell());
+    }
+}
+
+impl<M: SignalMemory> fmt::Debug for SignalRef<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SignalRef").field("seq", &self.seq).field("cell", &self.cell).finish()
+    }
+}

@@ -1,0 +1,159 @@
+//! The simulator (`sim` crate) as a tracker backend, and small helpers that
+//! set one up for examples and tests.
+//!
+//! ```
+//! use tracker::{Config, Request, Status, Tracker, sim_backend};
+//!
+//! let (mut tracker, queue) = sim_backend::stepped_tracker(Config::default());
+//! let index = queue.reserve().unwrap();
+//! let acquired = tracker.acquire(Request::packet(index).barrier(true)).unwrap();
+//! sim_backend::submit_barrier(&queue, index, acquired.signal);
+//! assert_eq!(tracker.query(&acquired.ticket).unwrap(), Status::Pending);
+//! queue.run_until_idle();
+//! assert_eq!(tracker.query(&acquired.ticket).unwrap(), Status::Complete);
+//! ```
+
+use crate::backend::{AllocError, Placement, QueueView, SignalMemory, Timestamps};
+use crate::baseline::BaselineTracker;
+use crate::config::Config;
+use crate::retiring::RetiringTracker;
+use crate::sync::Arc;
+use hsa_sys::{
+    HSA_PACKET_TYPE_BARRIER_AND, PacketHeader, PacketWords, hsa_barrier_and_packet_t, hsa_signal_t,
+};
+use sim::{AgentId, Queue, QueueConfig, Sim, SimConfig};
+
+/// Signal memory of one simulated agent.
+#[derive(Clone, Debug)]
+pub struct SimMemory {
+    sim: Sim,
+    agent: AgentId,
+}
+
+impl SimMemory {
+    /// The memory of `agent` in `sim`.
+    pub fn new(sim: Sim, agent: AgentId) -> Self {
+        Self { sim, agent }
+    }
+
+    /// The simulator, for ground truth and counters.
+    pub fn sim(&self) -> &Sim {
+        &self.sim
+    }
+}
+
+const fn to_sim(placement: Placement) -> sim::Placement {
+    match placement {
+        Placement::Host => sim::Placement::Host,
+        Placement::Device => sim::Placement::Device,
+    }
+}
+
+const fn from_sim(placement: sim::Placement) -> Placement {
+    match placement {
+        sim::Placement::Host => Placement::Host,
+        sim::Placement::Device => Placement::Device,
+    }
+}
+
+impl SignalMemory for SimMemory {
+    type Signal = sim::Signal;
+
+    fn allocate(
+        &self,
+        count: usize,
+        placement: Placement,
+        out: &mut Vec<(sim::Signal, Placement)>,
+    ) -> Result<(), AllocError> {
+        let signals =
+            self.sim.allocate(count, to_sim(placement), self.agent).map_err(|e| AllocError::OutOfMemory(e.to_string()))?;
+        out.extend(signals.into_iter().map(|s| (s, from_sim(self.sim.placement(s)))));
+        Ok(())
+    }
+
+    unsafe fn load(&self, signal: sim::Signal) -> i64 {
+        self.sim.load(signal)
+    }
+
+    unsafe fn store(&self, signal: sim::Signal, value: i64) {
+        self.sim.store(signal, value)
+    }
+
+    fn store_fence(&self) {
+        self.sim.store_fence()
+    }
+
+    fn hdp_flush(&self) {
+        self.sim.hdp_flush(self.agent)
+    }
+
+    unsafe fn timestamps(&self, signal: sim::Signal) -> Timestamps {
+        let (start, end) = self.sim.load_timestamps(signal);
+        Timestamps { start, end }
+    }
+
+    fn packet_handle(&self, signal: sim::Signal) -> u64 {
+        signal.handle().handle
+    }
+}
+
+impl QueueView for Queue {
+    fn read_index(&self) -> u64 {
+        Queue::read_index(self)
+    }
+
+    fn ring_in_device_memory(&self) -> bool {
+        self.ring_placement() == sim::Placement::Device
+    }
+}
+
+/// Packets a stepped queue made by the helpers below can hold before the
+/// "GPU" consumes any.
+pub const STEPPED_QUEUE_SIZE: u32 = 1 << 14;
+
+/// A stepped simulator with one profiled queue whose ring is in device memory.
+pub fn stepped_queue() -> (Sim, Queue) {
+    let sim = Sim::new(SimConfig::default());
+    let queue = sim
+        .create_queue(QueueConfig { size: STEPPED_QUEUE_SIZE, profiling: true, ..QueueConfig::default() })
+        .expect("a stepped queue of this size is valid");
+    (sim, queue)
+}
+
+/// A retiring tracker on a fresh stepped simulator, and its queue.
+pub fn stepped_tracker(config: Config) -> (RetiringTracker<SimMemory, Queue>, Queue) {
+    let (sim, queue) = stepped_queue();
+    let memory = Arc::new(SimMemory::new(sim, queue.agent()));
+    let tracker = RetiringTracker::new(memory, queue.clone(), config).expect("valid configuration");
+    (tracker, queue)
+}
+
+/// A baseline tracker on a fresh stepped simulator, and its queue.
+pub fn stepped_baseline(config: Config) -> (BaselineTracker<SimMemory, Queue>, Queue) {
+    let (sim, queue) = stepped_queue();
+    let memory = Arc::new(SimMemory::new(sim, queue.agent()));
+    let tracker = BaselineTracker::new(memory, queue.clone(), config).expect("valid configuration");
+    (tracker, queue)
+}
+
+/// Publishes empty work at `index` (reserved with `queue.reserve()`): a
+/// barrier-AND packet with no dependencies and the barrier bit, completing
+/// `completion_signal`, then rings the doorbell.
+pub fn submit_barrier(queue: &Queue, index: u64, completion_signal: u64) {
+    submit_wait(queue, index, completion_signal, &[], true);
+}
+
+/// Publishes a barrier-AND packet at `index` that waits for up to five
+/// signals (packet handles) and completes `completion_signal`.
+pub fn submit_wait(queue: &Queue, index: u64, completion_signal: u64, dependencies: &[u64], barrier: bool) {
+    let mut packet = hsa_barrier_and_packet_t {
+        header: PacketHeader::new(HSA_PACKET_TYPE_BARRIER_AND).barrier(barrier).bits(),
+        completion_signal: hsa_signal_t { handle: completion_signal },
+        ..Default::default()
+    };
+    for (slot, &handle) in packet.dep_signal.iter_mut().zip(dependencies) {
+        *slot = hsa_signal_t { handle };
+    }
+    queue.write(index, PacketWords::from(packet));
+    queue.ring_doorbell(index);
+}

@@ -1,0 +1,146 @@
+//! Counters: exact, so tests can assert them and benchmarks can divide them.
+
+use crate::Placement;
+use crate::sync::{AtomicU64, Ordering};
+
+/// Host accesses to signals of one placement.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Accesses {
+    /// Loads of a signal value (a wait that polls counts one per poll).
+    pub loads: u64,
+    /// Stores of a signal value (arming and re-arming).
+    pub stores: u64,
+    /// Timestamp pairs read from signals of this placement (two loads each,
+    /// counted here, not in `loads`).
+    pub timestamp_reads: u64,
+}
+
+/// Everything a tracker counts. Obtained from [`Tracker::stats`](crate::Tracker::stats).
+///
+/// ```
+/// let stats = tracker::Stats::default();
+/// assert_eq!(stats.device().loads, 0);
+/// assert_eq!(stats.loads_per_retired_use(tracker::Placement::Device), 0.0);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Host accesses per placement, indexed by [`Placement::index`].
+    pub accesses: [Accesses; 2],
+    /// Store fences issued before publishing a packet that uses re-armed signals.
+    pub store_fences: u64,
+    /// HDP flushes issued.
+    pub hdp_flushes: u64,
+    /// Signals created (allocated from the backend), warm-up included.
+    pub signals_created: u64,
+    /// Uses handed out.
+    pub uses: u64,
+    /// Uses proven complete (by any proof).
+    pub retired: u64,
+    /// Uses that failed (each counted once).
+    pub failed: u64,
+    /// Signals re-armed for reuse.
+    pub rearms: u64,
+    /// Probes: loads of a fence's signal nominated by the read index.
+    pub probes: u64,
+    /// Uses retired because a later fence of their generation completed (or
+    /// was confirmed by a probe), without a load of their own.
+    pub retired_by_fence: u64,
+    /// Uses retired because a CPU wait saw their signal at 0.
+    pub retired_by_cpu_wait: u64,
+    /// Uses retired by a direct load of their own signal (the fallback).
+    pub retired_by_load: u64,
+    /// Uses retired because their queue drained.
+    pub retired_by_drain: u64,
+    /// Times the ring grew.
+    pub ring_growths: u64,
+    /// Times a retired signal still held elsewhere was set aside (parked) and
+    /// an armed spare took its place.
+    pub spare_swaps: u64,
+    /// Parked signals that came back, re-armed, once their last holder let go.
+    pub unparks: u64,
+    /// Times acquire found the ring at its limit and returned a ticket to wait for.
+    pub backpressure: u64,
+    /// GPU-waiter requests answered with no dependency because the use was
+    /// already known retired.
+    pub dependencies_elided: u64,
+    /// Pins handed out to GPU waiters.
+    pub pins: u64,
+    /// Timestamp pairs harvested into host memory.
+    pub harvests: u64,
+}
+
+impl Stats {
+    /// Host accesses to host-memory signals.
+    pub const fn host(&self) -> Accesses {
+        self.accesses[0]
+    }
+
+    /// Host accesses to device-memory signals.
+    pub const fn device(&self) -> Accesses {
+        self.accesses[1]
+    }
+
+    /// Loads (timestamp reads included, two each) of `placement` signals per
+    /// retired use; 0 when nothing retired.
+    pub fn loads_per_retired_use(&self, placement: Placement) -> f64 {
+        let a = self.accesses[placement.index()];
+        ratio(a.loads + 2 * a.timestamp_reads, self.retired)
+    }
+
+    /// Fences plus flushes per re-armed signal; 0 when nothing was re-armed.
+    pub fn flushes_per_rearm(&self) -> f64 {
+        ratio(self.hdp_flushes, self.rearms)
+    }
+
+    /// Store fences per re-armed signal; 0 when nothing was re-armed.
+    pub fn fences_per_rearm(&self) -> f64 {
+        ratio(self.store_fences, self.rearms)
+    }
+
+    /// The counters accumulated since `earlier` (field by field).
+    pub fn since(&self, earlier: &Stats) -> Stats {
+        let mut d = *self;
+        for (a, b) in d.accesses.iter_mut().zip(&earlier.accesses) {
+            a.loads -= b.loads;
+            a.stores -= b.stores;
+            a.timestamp_reads -= b.timestamp_reads;
+        }
+        macro_rules! sub { ($($f:ident),*) => { $(d.$f -= earlier.$f;)* } }
+        sub!(
+            store_fences, hdp_flushes, signals_created, uses, retired, failed, rearms, probes,
+            retired_by_fence, retired_by_cpu_wait, retired_by_load, retired_by_drain,
+            ring_growths, spare_swaps, unparks, backpressure, dependencies_elided, pins, harvests
+        );
+        d
+    }
+}
+
+fn ratio(n: u64, d: u64) -> f64 {
+    if d == 0 { 0.0 } else { n as f64 / d as f64 }
+}
+
+/// The counters that threads other than the tracker's owner bump: loads by
+/// lock-free waiters and holders, completions and failures they observe.
+#[derive(Debug, Default)]
+pub(crate) struct SharedCounters {
+    loads: [AtomicU64; 2],
+    pub(crate) retired_by_cpu_wait: AtomicU64,
+    pub(crate) failed: AtomicU64,
+}
+
+impl SharedCounters {
+    pub(crate) fn load(&self, placement: Placement) {
+        self.loads[placement.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds these counters into a snapshot of the owner's.
+    pub(crate) fn add_to(&self, stats: &mut Stats) {
+        for p in Placement::ALL {
+            stats.accesses[p.index()].loads += self.loads[p.index()].load(Ordering::Relaxed);
+        }
+        let cpu = self.retired_by_cpu_wait.load(Ordering::Relaxed);
+        stats.retired_by_cpu_wait += cpu;
+        stats.retired += cpu;
+        stats.failed += self.failed.load(Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,68 @@
+//! The one place the crate takes its atomics, locks and thread hooks from.
+//!
+//! Under `--cfg loom` everything here comes from loom, so the model tests in
+//! `tests/loom_*.rs` explore every interleaving of the real protocol code;
+//! otherwise it is std (and parking_lot for the lock). Nothing outside this
+//! module names `std::sync` directly.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::Arc;
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
+#[cfg(not(loom))]
+pub(crate) use std::sync::Arc;
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
+
+pub(crate) use core::sync::atomic::Ordering;
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::fence;
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::fence;
+
+/// A mutual-exclusion lock with parking_lot's infallible `lock()`.
+#[derive(Debug, Default)]
+pub(crate) struct Mutex<T>(
+    #[cfg(loom)] loom::sync::Mutex<T>,
+    #[cfg(not(loom))] parking_lot::Mutex<T>,
+);
+
+#[cfg(not(loom))]
+impl<T> Mutex<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Self(parking_lot::Mutex::new(value))
+    }
+
+    pub(crate) fn lock(&self) -> parking_lot::MutexGuard<'_, T> {
+        self.0.lock()
+    }
+}
+
+#[cfg(loom)]
+impl<T> Mutex<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Self(loom::sync::Mutex::new(value))
+    }
+
+    pub(crate) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
+        // A poisoned lock means a model thread panicked; loom reports that.
+        self.0.lock().unwrap()
+    }
+}
+
+/// Gives other threads a chance to run: a spin hint normally, a yield point
+/// under loom (where a spin loop without one would never terminate).
+pub(crate) fn spin_hint() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    core::hint::spin_loop();
+}
+
+/// Yields the processor (loom: a scheduling point).
+pub(crate) fn yield_now() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::thread::yield_now();
+}

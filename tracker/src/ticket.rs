@@ -1,0 +1,237 @@
+//! Uses and tickets: what a caller asks for, and the name of what it got.
+
+use core::fmt;
+use core::ptr::NonNull;
+
+/// What a use of a signal is for. It decides where the signal should live:
+/// a use only the profiler reads gets a host-memory signal, everything a CPU
+/// sync or a GPU waiter may read gets the tracker's preferred placement.
+///
+/// ```
+/// use tracker::Purpose;
+/// assert!(Purpose::TimingOnly.is_timed());
+/// assert!(!Purpose::Completion.is_timed());
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Purpose {
+    /// A packet whose completion only the tracker itself observes.
+    #[default]
+    Completion,
+    /// A packet a CPU thread will wait for (a marker for synchronize).
+    CpuSync,
+    /// A packet an event records.
+    Event,
+    /// A packet another queue will wait for on the GPU.
+    GpuWaiter,
+    /// A packet that needs a signal only so the profiler can time it.
+    TimingOnly,
+}
+
+impl Purpose {
+    /// Whether the use always carries timestamps the tracker must harvest.
+    pub const fn is_timed(self) -> bool {
+        matches!(self, Purpose::TimingOnly)
+    }
+}
+
+/// Where the packet a use completes runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Engine {
+    /// An AQL packet on the tracker's queue, at this index.
+    Aql { index: u64, barrier: bool },
+    /// Work on a copy engine (SDMA, blit): its ring is in system memory, so its
+    /// signal is flushed when the use begins, and the AQL queue's fences prove
+    /// nothing about it.
+    Copy,
+}
+
+/// A request for a signal: the packet it will complete and what for.
+///
+/// ```
+/// use tracker::{Purpose, Request};
+///
+/// // A kernel dispatch at AQL index 42 with the barrier bit, whose
+/// // completion an event records and whose time the event reports.
+/// let request = Request::packet(42).barrier(true).purpose(Purpose::Event).timed(true);
+/// assert!(request.is_fence());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Request {
+    pub(crate) engine: Engine,
+    pub(crate) purpose: Purpose,
+    pub(crate) timed: bool,
+    pub(crate) ops: u32,
+}
+
+impl Request {
+    /// An AQL packet at `aql_index` on the tracker's queue. When one use covers
+    /// several packets (see [`ops`](Self::ops)), give the index of the last.
+    pub const fn packet(aql_index: u64) -> Self {
+        Self {
+            engine: Engine::Aql { index: aql_index, barrier: false },
+            purpose: Purpose::Completion,
+            timed: false,
+            ops: 1,
+        }
+    }
+
+    /// Work on a copy engine, outside the AQL queue.
+    pub const fn copy_engine() -> Self {
+        Self { engine: Engine::Copy, purpose: Purpose::Completion, timed: false, ops: 1 }
+    }
+
+    /// Whether the packet has the barrier bit (ignored for copy-engine work).
+    pub const fn barrier(mut self, barrier: bool) -> Self {
+        if let Engine::Aql { index, .. } = self.engine {
+            self.engine = Engine::Aql { index, barrier };
+        }
+        self
+    }
+
+    /// What the use is for.
+    pub const fn purpose(mut self, purpose: Purpose) -> Self {
+        self.purpose = purpose;
+        self
+    }
+
+    /// Whether the packet runs on a profiled queue and its timestamps must be
+    /// harvested before the signal is re-armed.
+    pub const fn timed(mut self, timed: bool) -> Self {
+        self.timed = timed;
+        self
+    }
+
+    /// How many operations decrement the signal (several sub-operations of one
+    /// submission may share it). At least 1.
+    pub const fn ops(mut self, ops: u32) -> Self {
+        self.ops = if ops == 0 { 1 } else { ops };
+        self
+    }
+
+    /// Whether the use is a fence: an AQL packet with the barrier bit, whose
+    /// completion proves every earlier packet of its queue completed.
+    pub const fn is_fence(&self) -> bool {
+        matches!(self.engine, Engine::Aql { barrier: true, .. })
+    }
+
+    pub(crate) const fn is_timed(&self) -> bool {
+        self.timed || self.purpose.is_timed()
+    }
+}
+
+/// A queue generation. A queue change (the runtime moved the stream to another
+/// hardware queue) starts a new one: AQL indices and fences of different
+/// generations prove nothing about each other.
+///
+/// The counter may be narrow (see [`Config::generation_bits`](crate::Config));
+/// [`precedes`](Self::precedes) compares with serial-number arithmetic, so it
+/// stays right across a wrap as long as fewer than half the counter's values
+/// are apart. The tracker's own retirement logic never compares generation
+/// numbers at all: it compares a use's sequence number with the first sequence
+/// number of the current generation, which cannot wrap.
+///
+/// ```
+/// use tracker::Generation;
+/// let bits = 3; // values 0..8
+/// let a = Generation::new(7, bits);
+/// let b = a.next(bits); // wraps to 0
+/// assert_eq!(b.value(), 0);
+/// assert!(a.precedes(b, bits));
+/// assert!(!b.precedes(a, bits));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Generation(u32);
+
+impl Generation {
+    /// A generation with the given value, masked to `bits` bits (1..=32).
+    pub const fn new(value: u32, bits: u32) -> Self {
+        Self(value & Self::mask(bits))
+    }
+
+    /// The counter value.
+    pub const fn value(self) -> u32 {
+        self.0
+    }
+
+    /// The generation after this one, wrapping at `bits` bits.
+    pub const fn next(self, bits: u32) -> Self {
+        Self(self.0.wrapping_add(1) & Self::mask(bits))
+    }
+
+    /// Whether `self` is older than `other` (serial-number arithmetic, RFC 1982).
+    pub const fn precedes(self, other: Self, bits: u32) -> bool {
+        let distance = other.0.wrapping_sub(self.0) & Self::mask(bits);
+        distance != 0 && distance <= Self::mask(bits) / 2
+    }
+
+    const fn mask(bits: u32) -> u32 {
+        let bits = if bits == 0 { 1 } else if bits > 32 { 32 } else { bits };
+        if bits == 32 { u32::MAX } else { (1 << bits) - 1 }
+    }
+}
+
+/// Whether AQL index `a` comes before `b`, wrap-safely.
+pub(crate) const fn aql_before(a: u64, b: u64) -> bool {
+    (b.wrapping_sub(a) as i64) > 0
+}
+
+/// The name of one use of a signal: which use, not just which signal, so a
+/// later use of the same signal can never answer for it. Cheap to copy; holds
+/// no reference, so keeping a ticket never keeps a signal from being re-armed.
+///
+/// Obtained from [`Tracker::acquire`](crate::Tracker::acquire).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ticket {
+    pub(crate) seq: u64,
+    pub(crate) cell: NonNull<()>,
+    pub(crate) owner: u32,
+    pub(crate) generation: Generation,
+}
+
+// SAFETY: a ticket is an identifier; its pointer is only dereferenced by the
+// tracker that issued it (checked through `owner`), which keeps the cell alive.
+unsafe impl Send for Ticket {}
+// SAFETY: as above; a ticket has no interior mutability.
+unsafe impl Sync for Ticket {}
+
+impl Ticket {
+    /// The use's sequence number: uses of one tracker are numbered 1, 2, 3...
+    /// in the order they were acquired.
+    pub const fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// The queue generation the use belongs to.
+    pub const fn generation(&self) -> Generation {
+        self.generation
+    }
+}
+
+impl fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ticket")
+            .field("seq", &self.seq)
+            .field("tracker", &self.owner)
+            .field("generation", &self.generation.0)
+            .finish()
+    }
+}
+
+/// What is known about a use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// The use's work has not been shown to be complete.
+    Pending,
+    /// The use's work completed.
+    Complete,
+    /// The use failed: its queue reported an error, or its submission failed.
+    /// Its work never completes.
+    Failed,
+}
+
+impl Status {
+    /// Whether the use is done, one way or the other.
+    pub const fn is_done(self) -> bool {
+        !matches!(self, Status::Pending)
+    }
+}

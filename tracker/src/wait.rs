@@ -1,0 +1,151 @@
+//! CPU waits: a thread waits for a use without the tracker's lock, so other
+//! threads keep submitting to the same queue while it waits.
+//!
+//! A wait first asks the host-side state (was the use retired by a fence, a
+//! drain, another waiter?), then loads the signal; it spins for a while, then
+//! yields, then sleeps with a growing back-off, until the deadline. Seeing the
+//! signal at 0 is itself a proof of completion, recorded so the tracker later
+//! retires the use without a load of its own.
+
+use crate::backend::SignalMemory;
+use crate::error::Error;
+use crate::share::{Cell, Shared};
+use crate::sync::Arc;
+use crate::ticket::{Status, Ticket};
+use std::time::{Duration, Instant};
+
+/// How a CPU wait spends its time.
+///
+/// ```
+/// use std::time::Duration;
+/// let policy = tracker::WaitPolicy::blocking();
+/// assert_eq!(policy.spin, Duration::ZERO);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitPolicy {
+    /// Poll back to back for this long (lowest latency, one core busy).
+    pub spin: Duration,
+    /// Then poll with a yield between polls for this long.
+    pub yield_for: Duration,
+    /// Then sleep between polls, doubling from 1 us up to this.
+    pub max_sleep: Duration,
+}
+
+impl WaitPolicy {
+    /// Spin first, as a default HIP event does (CLR polls actively for 100 us
+    /// before it blocks; we spin 50 us, then yield up to 1 ms).
+    pub const fn spin() -> Self {
+        Self {
+            spin: Duration::from_micros(50),
+            yield_for: Duration::from_millis(1),
+            max_sleep: Duration::from_micros(500),
+        }
+    }
+
+    /// Give the core away early, as a blocking-sync event does.
+    pub const fn blocking() -> Self {
+        Self { spin: Duration::ZERO, yield_for: Duration::from_micros(20), max_sleep: Duration::from_micros(200) }
+    }
+}
+
+impl Default for WaitPolicy {
+    fn default() -> Self {
+        Self::spin()
+    }
+}
+
+/// Waits for, and asks about, a tracker's uses from any thread, with no lock.
+///
+/// Obtained from [`Tracker::waiter`](crate::Tracker::waiter); cheap to clone.
+///
+/// ```
+/// use std::time::Duration;
+/// use tracker::{Request, Status, Tracker, WaitPolicy, sim_backend};
+///
+/// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default());
+/// let index = queue.reserve().unwrap();
+/// let acquired = tracker.acquire(Request::packet(index).barrier(true)).unwrap();
+/// sim_backend::submit_barrier(&queue, index, acquired.signal);
+///
+/// let waiter = tracker.waiter();
+/// let ticket = acquired.ticket;
+/// let thread = std::thread::spawn(move || waiter.wait(&ticket, Duration::from_secs(10), WaitPolicy::spin()));
+/// queue.run_until_idle(); // the "GPU" finishes while the thread waits
+/// assert_eq!(thread.join().unwrap(), Ok(Status::Complete));
+/// ```
+pub struct Waiter<M: SignalMemory> {
+    pub(crate) shared: Arc<Shared<M>>,
+}
+
+impl<M: SignalMemory> Clone for Waiter<M> {
+    fn clone(&self) -> Self {
+        Self { shared: self.shared.clone() }
+    }
+}
+
+impl<M: SignalMemory> core::fmt::Debug for Waiter<M> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Waiter").field("tracker", &self.shared.id).finish()
+    }
+}
+
+impl<M: SignalMemory> Waiter<M> {
+    fn cell(&self, ticket: &Ticket) -> Result<&Cell<M::Signal>, Error> {
+        self.shared.cell_of(ticket).ok_or(Error::ForeignTicket)
+    }
+
+    /// What is known about the use without reading signal memory.
+    pub fn known_status(&self, ticket: &Ticket) -> Result<Option<Status>, Error> {
+        Ok(self.shared.known_status(ticket.seq, self.cell(ticket)?))
+    }
+
+    /// The use's status, loading its signal at most once.
+    pub fn status(&self, ticket: &Ticket) -> Result<Status, Error> {
+        Ok(self.shared.poll(ticket.seq, self.cell(ticket)?))
+    }
+
+    /// Waits until the use completes or fails, or `timeout` passes
+    /// ([`Error::TimedOut`]). Never reports completion that did not happen.
+    pub fn wait(&self, ticket: &Ticket, timeout: Duration, policy: WaitPolicy) -> Result<Status, Error> {
+        wait_for_use(&self.shared, ticket.seq, self.cell(ticket)?, timeout, policy)
+    }
+}
+
+/// The wait loop shared by [`Waiter`] and [`SignalRef`](crate::SignalRef).
+pub(crate) fn wait_for_use<M: SignalMemory>(
+    shared: &Shared<M>,
+    seq: u64,
+    cell: &Cell<M::Signal>,
+    timeout: Duration,
+    policy: WaitPolicy,
+) -> Result<Status, Error> {
+    let start = Instant::now();
+    let mut sleep = Duration::from_micros(1);
+    loop {
+        let status = shared.poll(seq, cell);
+        if status.is_done() {
+            return Ok(status);
+        }
+        let waited = start.elapsed();
+        if waited >= timeout {
+            return Err(Error::TimedOut(timeout));
+        }
+        if waited < policy.spin {
+            crate::sync::spin_hint();
+        } else if waited < policy.spin + policy.yield_for {
+            crate::sync::yield_now();
+        } else {
+            std::thread::sleep(sleep.min(timeout - waited));
+            sleep = (sleep * 2).min(policy.max_sleep);
+        }
+    }
+}
+
+impl<M: SignalMemory> crate::SignalRef<M> {
+    /// Waits until the use completes or fails, or `timeout` passes.
+    pub fn wait(&self, timeout: Duration, policy: WaitPolicy) -> Result<Status, Error> {
+        // SAFETY: the reference's `Shared` owns the cell and outlives this call.
+        let cell = unsafe { self.cell_ptr().get() };
+        wait_for_use(self.shared(), self.seq(), cell, timeout, policy)
+    }
+}
