@@ -35,16 +35,20 @@ const fn unpack(word: u64) -> (u64, u64) {
     (word >> 2, word & 3)
 }
 
+/// The bit of a cell's hold word that says it is parked.
+const PARKED: u32 = 1 << 31;
+
 /// A signal and the host-side state shared with other threads.
 pub(crate) struct Cell<S> {
     pub(crate) signal: S,
     pub(crate) placement: Placement,
     /// `pack(seq, phase)` of the use the signal serves or last served.
     state: AtomicU64,
-    /// References held outside the tracker (events, pins, handlers).
+    /// References held outside the tracker (events, pins, handlers), and the
+    /// [`PARKED`] bit while the signal waits for them to let go. One word, so
+    /// the last holder and the parking tracker agree on who saw whom through
+    /// the total order of read-modify-writes on it.
     holds: AtomicU32,
-    /// Set while the signal waits in the parked list for its holders to let go.
-    parked: AtomicBool,
     /// The use whose timestamps `start` and `end` hold (0: none).
     stamps_seq: AtomicU64,
     start: AtomicU64,
@@ -58,7 +62,6 @@ impl<S> Cell<S> {
             placement,
             state: AtomicU64::new(pack(0, COMPLETE)),
             holds: AtomicU32::new(0),
-            parked: AtomicBool::new(false),
             stamps_seq: AtomicU64::new(0),
             start: AtomicU64::new(0),
             end: AtomicU64::new(0),
@@ -109,7 +112,7 @@ impl<S> Cell<S> {
     pub(crate) fn holds(&self) -> u32 {
         // Acquire: pairs with the Release decrement in `SignalRef::drop`, so
         // every access a holder made happens before a re-arm that follows.
-        self.holds.load(Ordering::Acquire)
+        self.holds.load(Ordering::Acquire) & !PARKED
     }
 
     pub(crate) fn add_hold(&self) {
@@ -338,12 +341,13 @@ impl<M: SignalMemory> Shared<M> {
     /// Marks `cell` parked. Returns false if its holders already let go, in
     /// which case the caller re-arms it at once instead.
     pub(crate) fn park(&self, cell: &Cell<M::Signal>) -> bool {
-        // SeqCst on both sides of the flag/count pair (here and in `release`):
-        // either this load sees the last holder's decrement, or that holder
-        // sees the flag and leaves a hint. Never neither, so no signal is lost.
-        cell.parked.store(true, Ordering::SeqCst);
-        if cell.holds.load(Ordering::SeqCst) == 0 {
-            cell.parked.store(false, Ordering::Relaxed);
+        // The flag and the count share one word: either this RMW comes after
+        // the last holder's decrement (and sees no holders), or that decrement
+        // comes after it (and sees the flag, and leaves a hint). Never neither,
+        // so no parked signal is forgotten.
+        let before = cell.holds.fetch_or(PARKED, Ordering::AcqRel);
+        if before & !PARKED == 0 {
+            cell.holds.fetch_and(!PARKED, Ordering::Relaxed);
             return false;
         }
         true
@@ -351,14 +355,14 @@ impl<M: SignalMemory> Shared<M> {
 
     /// Clears the parked flag of a cell whose holders let go.
     pub(crate) fn unpark(&self, cell: &Cell<M::Signal>) {
-        cell.parked.store(false, Ordering::Relaxed);
+        cell.holds.fetch_and(!PARKED, Ordering::Relaxed);
     }
 
     /// Drops one reference on `cell`.
     pub(crate) fn release(&self, cell: &Cell<M::Signal>) {
         // Release: the holder's reads of the signal happen before the re-arm
-        // that follows the tracker's Acquire load of the count. SeqCst: see `park`.
-        if cell.holds.fetch_sub(1, Ordering::SeqCst) == 1 && cell.parked.load(Ordering::SeqCst) {
+        // that follows the tracker's Acquire of the count.
+        if cell.holds.fetch_sub(1, Ordering::AcqRel) == PARKED | 1 {
             self.returns.fetch_add(1, Ordering::Release);
         }
     }
