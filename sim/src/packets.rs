@@ -1,0 +1,126 @@
+//! Builders for the packets a completion tracker submits, ready for
+//! [`Queue::write`](crate::Queue::write) or [`Queue::submit`](crate::Queue::submit).
+//!
+//! Every header has system-scope acquire and release fences and no barrier
+//! bit; [`with_barrier_bit`] sets it.
+//!
+//! ```
+//! use sim::packets;
+//! use hsa_sys::{HSA_PACKET_TYPE_BARRIER_AND, PacketHeader};
+//!
+//! let fence = packets::with_barrier_bit(packets::barrier_and(&[], None));
+//! let header = PacketHeader::from_bits(fence.header());
+//! assert_eq!(header.packet_type, HSA_PACKET_TYPE_BARRIER_AND);
+//! assert!(header.barrier);
+//! ```
+
+use crate::memory::Signal;
+use hsa_sys::{
+    HSA_AMD_PACKET_TYPE_BARRIER_VALUE, HSA_PACKET_TYPE_BARRIER_AND, HSA_PACKET_TYPE_BARRIER_OR,
+    HSA_PACKET_TYPE_KERNEL_DISPATCH, HSA_PACKET_TYPE_VENDOR_SPECIFIC, PacketHeader, PacketWords,
+    hsa_amd_barrier_value_packet_t, hsa_amd_vendor_packet_header_t, hsa_barrier_and_packet_t,
+    hsa_barrier_or_packet_t, hsa_kernel_dispatch_packet_t, hsa_signal_condition_t, hsa_signal_t,
+};
+
+fn handle(signal: Option<Signal>) -> hsa_signal_t {
+    signal.map_or(hsa_signal_t::NULL, |s| s.handle())
+}
+
+/// Up to five dependency handles, the rest null.
+///
+/// # Panics
+/// With more than five dependencies: an AQL barrier packet has five slots.
+fn dependency_slots(dependencies: &[Signal]) -> [hsa_signal_t; 5] {
+    assert!(
+        dependencies.len() <= 5,
+        "a barrier packet holds at most 5 dependencies, got {}",
+        dependencies.len()
+    );
+    std::array::from_fn(|k| handle(dependencies.get(k).copied()))
+}
+
+/// A one-work-item kernel dispatch of `kernel_object` (0: the empty kernel,
+/// otherwise a value from [`Sim::register_kernel`](crate::Sim::register_kernel)).
+pub fn kernel(kernel_object: u64, completion: Option<Signal>) -> PacketWords {
+    hsa_kernel_dispatch_packet_t {
+        header: PacketHeader::new(HSA_PACKET_TYPE_KERNEL_DISPATCH).bits(),
+        setup: 1, // one dimension
+        workgroup_size_x: 1,
+        workgroup_size_y: 1,
+        workgroup_size_z: 1,
+        reserved0: 0,
+        grid_size_x: 1,
+        grid_size_y: 1,
+        grid_size_z: 1,
+        private_segment_size: 0,
+        group_segment_size: 0,
+        kernel_object,
+        kernarg_address: std::ptr::null_mut(),
+        reserved2: 0,
+        completion_signal: handle(completion),
+    }
+    .into()
+}
+
+/// A barrier-AND packet: completes when every dependency is 0. With no
+/// dependencies it is empty work (a marker).
+///
+/// # Panics
+/// With more than five dependencies.
+pub fn barrier_and(dependencies: &[Signal], completion: Option<Signal>) -> PacketWords {
+    hsa_barrier_and_packet_t {
+        header: PacketHeader::new(HSA_PACKET_TYPE_BARRIER_AND).bits(),
+        dep_signal: dependency_slots(dependencies),
+        completion_signal: handle(completion),
+        ..Default::default()
+    }
+    .into()
+}
+
+/// A barrier-OR packet: completes when any dependency is 0.
+///
+/// # Panics
+/// With more than five dependencies.
+pub fn barrier_or(dependencies: &[Signal], completion: Option<Signal>) -> PacketWords {
+    hsa_barrier_or_packet_t {
+        header: PacketHeader::new(HSA_PACKET_TYPE_BARRIER_OR).bits(),
+        dep_signal: dependency_slots(dependencies),
+        completion_signal: handle(completion),
+        ..Default::default()
+    }
+    .into()
+}
+
+/// AMD's barrier-value packet: completes when
+/// `(value(signal) & mask) condition compare` holds (`HSA_SIGNAL_CONDITION_*`).
+pub fn barrier_value(
+    signal: Signal,
+    condition: hsa_signal_condition_t,
+    compare: i64,
+    mask: i64,
+    completion: Option<Signal>,
+) -> PacketWords {
+    hsa_amd_barrier_value_packet_t {
+        header: hsa_amd_vendor_packet_header_t {
+            header: PacketHeader::new(HSA_PACKET_TYPE_VENDOR_SPECIFIC).bits(),
+            AmdFormat: HSA_AMD_PACKET_TYPE_BARRIER_VALUE,
+            reserved: 0,
+        },
+        signal: signal.handle(),
+        value: compare,
+        mask,
+        cond: condition,
+        completion_signal: handle(completion),
+        ..Default::default()
+    }
+    .into()
+}
+
+/// `packet` with its barrier bit set: it will not launch until every earlier
+/// packet of its queue completed (a fence).
+pub fn with_barrier_bit(packet: PacketWords) -> PacketWords {
+    let mut packet = packet;
+    let header = PacketHeader::from_bits(packet.header()).barrier(true);
+    packet.0[0] = (packet.0[0] & 0xffff_0000) | u32::from(header.bits());
+    packet
+}

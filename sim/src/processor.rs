@@ -1,0 +1,646 @@
+//! Packet semantics: what a published packet means, when it may launch, when
+//! it may complete, what completing and failing write into signal memory, and
+//! how the read index moves. Both drivers, the caller in stepped mode and the
+//! processor thread in threaded mode, act only through these functions, under
+//! the queue's state lock.
+//!
+//! The rules (HSA System Architecture 2.8-2.9 and AMD's barrier-value
+//! packet, as DESIGN.md section 2 states them):
+//! - Packets launch in index order, once published and covered by the
+//!   doorbell.
+//! - A packet with the barrier bit launches only when every earlier packet of
+//!   its queue completed.
+//! - A barrier packet (barrier-AND, barrier-OR, barrier-value) halts the
+//!   queue: nothing after it launches until it completes.
+//! - On an in-order queue packets complete in index order; on an
+//!   `out_of_order` queue any launched packet may complete once ready.
+//! - Completion writes `end_ts` (profiled queues; `start_ts` was written at
+//!   launch), then decrements the completion signal by 1 with a release RMW.
+//! - A negative dependency of a barrier-AND or barrier-OR fails the queue;
+//!   failing sets every published, incomplete packet's completion signal to
+//!   -1 and stops the queue.
+//! - The read index moves when the processor consumes a packet, which may be
+//!   before it completes; it never passes an unlaunched packet.
+
+use crate::Core;
+use crate::error::{Blocked, StepError};
+use crate::kernel::{Kernel, KernelTable};
+use crate::memory::{Memory, Signal};
+use crate::queue::QueueCore;
+use crate::truth::PacketTruth;
+use hsa_sys::{
+    HSA_AMD_PACKET_TYPE_BARRIER_VALUE, HSA_PACKET_TYPE_BARRIER_AND, HSA_PACKET_TYPE_BARRIER_OR,
+    HSA_PACKET_TYPE_INVALID, HSA_PACKET_TYPE_KERNEL_DISPATCH, HSA_PACKET_TYPE_VENDOR_SPECIFIC,
+    PacketHeader, PacketWords, condition_holds, hsa_signal_t,
+};
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+
+/// The value a failed queue leaves in the completion signal of every packet
+/// it did not complete.
+pub const FAILED_SIGNAL_VALUE: i64 = -1;
+
+/// What a packet does once launched.
+#[derive(Clone, Debug)]
+pub(crate) enum Work {
+    Kernel(Kernel),
+    BarrierAnd([Option<Signal>; 5]),
+    BarrierOr([Option<Signal>; 5]),
+    BarrierValue {
+        signal: Signal,
+        compare: i64,
+        mask: i64,
+        condition: u32,
+    },
+    /// Launching it fails the queue.
+    Malformed(&'static str),
+}
+
+impl Work {
+    /// Barrier packets halt the queue until they complete.
+    fn halts_queue(&self) -> bool {
+        matches!(
+            self,
+            Work::BarrierAnd(_) | Work::BarrierOr(_) | Work::BarrierValue { .. }
+        )
+    }
+
+    /// The signals a barrier packet waits on.
+    fn dependencies(&self) -> [Option<Signal>; 5] {
+        match self {
+            Work::BarrierAnd(deps) | Work::BarrierOr(deps) => *deps,
+            Work::BarrierValue { signal, .. } => [Some(*signal), None, None, None, None],
+            Work::Kernel(_) | Work::Malformed(_) => [None; 5],
+        }
+    }
+}
+
+/// Where a packet is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Reserved,
+    Published,
+    Launched,
+    Completed,
+    Failed,
+}
+
+/// A handle in a packet that is not a signal of this simulator.
+pub(crate) struct UnknownHandle;
+
+/// The processor's record of one packet.
+#[derive(Clone, Debug)]
+pub(crate) struct Packet {
+    words: PacketWords,
+    header: PacketHeader,
+    pub(crate) phase: Phase,
+    pub(crate) work: Work,
+    completion: Option<Signal>,
+    start_ts: Option<u64>,
+    end_ts: Option<u64>,
+    /// Threaded mode: when the packet may launch (doorbell plus launch latency).
+    pub(crate) launch_at_ns: Option<u64>,
+    /// Threaded mode: when a launched kernel has run long enough to complete.
+    pub(crate) due_at_ns: Option<u64>,
+}
+
+impl Packet {
+    fn reserved() -> Self {
+        Self {
+            words: PacketWords::default(),
+            header: PacketHeader::from_bits(u16::from(HSA_PACKET_TYPE_INVALID)),
+            phase: Phase::Reserved,
+            work: Work::Malformed("not published"),
+            completion: None,
+            start_ts: None,
+            end_ts: None,
+            launch_at_ns: None,
+            due_at_ns: None,
+        }
+    }
+
+    /// Decodes a packet being published. `resolve` maps each non-null handle
+    /// the packet names to a signal (recording a violation when it cannot).
+    pub(crate) fn decode(
+        words: PacketWords,
+        kernels: &KernelTable,
+        mut resolve: impl FnMut(hsa_signal_t) -> Result<Signal, UnknownHandle>,
+    ) -> Self {
+        let header = PacketHeader::from_bits(words.header());
+        let mut unknown = false;
+        let mut signal_at = |offset: usize| {
+            let handle = hsa_signal_t {
+                handle: words.u64_at(offset),
+            };
+            if handle.is_null() {
+                return None;
+            }
+            resolve(handle).map_err(|UnknownHandle| unknown = true).ok()
+        };
+        let completion = signal_at(56);
+        let mut dependencies = || std::array::from_fn(|k| signal_at(8 + 8 * k));
+        let amd_format = (words.0[0] >> 16) as u8;
+        let work = match header.packet_type {
+            HSA_PACKET_TYPE_KERNEL_DISPATCH => match kernels.get(words.u64_at(32)) {
+                Some(kernel) => Work::Kernel(kernel),
+                None => Work::Malformed("its kernel_object is not a registered kernel"),
+            },
+            HSA_PACKET_TYPE_BARRIER_AND => Work::BarrierAnd(dependencies()),
+            HSA_PACKET_TYPE_BARRIER_OR => Work::BarrierOr(dependencies()),
+            HSA_PACKET_TYPE_VENDOR_SPECIFIC if amd_format == HSA_AMD_PACKET_TYPE_BARRIER_VALUE => {
+                match dependencies()[0] {
+                    Some(signal) => Work::BarrierValue {
+                        signal,
+                        compare: words.u64_at(16) as i64,
+                        mask: words.u64_at(24) as i64,
+                        condition: words.0[8],
+                    },
+                    None => Work::Malformed("a barrier-value packet must name a signal"),
+                }
+            }
+            HSA_PACKET_TYPE_VENDOR_SPECIFIC => {
+                Work::Malformed("unsupported AMD vendor packet format")
+            }
+            _ => Work::Malformed("unsupported packet type"),
+        };
+        let work = if unknown {
+            Work::Malformed("it names a handle that is not a signal of this simulator")
+        } else {
+            work
+        };
+        Self {
+            words,
+            header,
+            phase: Phase::Published,
+            work,
+            completion,
+            ..Self::reserved()
+        }
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        matches!(self.phase, Phase::Completed | Phase::Failed)
+    }
+
+    fn truth(&self, index: u64) -> PacketTruth {
+        PacketTruth {
+            index,
+            packet_type: self.header.packet_type,
+            barrier: self.header.barrier,
+            packet: self.words,
+            completion_signal: self.words.completion_signal(),
+            published: self.phase != Phase::Reserved,
+            launched: self.start_ts.is_some(),
+            completed: self.phase == Phase::Completed,
+            failed: self.phase == Phase::Failed,
+            start_ts: self.start_ts,
+            end_ts: self.end_ts,
+        }
+    }
+
+    /// Counts this packet's references to its signals (while it is pending,
+    /// host stores to them are violations).
+    fn retain_signals(&self, memory: &Memory) {
+        if let Some(signal) = self.completion {
+            memory
+                .meta(signal)
+                .pending_completions
+                .fetch_add(1, Ordering::AcqRel);
+        }
+        for signal in self.work.dependencies().into_iter().flatten() {
+            memory
+                .meta(signal)
+                .pending_barriers
+                .fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Drops the references of `retain_signals`. Always before the value
+    /// write that ends the packet, so a host that saw that value may store.
+    fn release_signals(&self, memory: &Memory) {
+        if let Some(signal) = self.completion {
+            memory
+                .meta(signal)
+                .pending_completions
+                .fetch_sub(1, Ordering::AcqRel);
+        }
+        for signal in self.work.dependencies().into_iter().flatten() {
+            memory
+                .meta(signal)
+                .pending_barriers
+                .fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Ends the packet as failed: its completion signal goes negative.
+    fn fail(&mut self, memory: &Memory, was_pending: bool) {
+        self.phase = Phase::Failed;
+        if was_pending {
+            self.release_signals(memory);
+        }
+        if let Some(signal) = self.completion {
+            memory
+                .block(signal)
+                .value
+                .store(FAILED_SIGNAL_VALUE, Ordering::Release);
+        }
+    }
+}
+
+/// Whether a launched packet may complete now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Readiness {
+    Ready,
+    Waiting,
+    /// A negative dependency: completing it fails the queue.
+    Fails,
+}
+
+/// Evaluates a launched packet's completion condition, reading signal memory
+/// as the GPU does (uncounted acquire loads).
+pub(crate) fn readiness(memory: &Memory, work: &Work) -> Readiness {
+    let value = |signal: &Signal| memory.block(*signal).value.load(Ordering::Acquire);
+    match work {
+        Work::Kernel(Kernel::SpinUntil(flag)) if !flag.is_set() => Readiness::Waiting,
+        Work::Kernel(_) => Readiness::Ready,
+        Work::BarrierAnd(deps) => {
+            let mut all_zero = true;
+            for v in deps.iter().flatten().map(value) {
+                if v < 0 {
+                    return Readiness::Fails;
+                }
+                all_zero &= v == 0;
+            }
+            if all_zero {
+                Readiness::Ready
+            } else {
+                Readiness::Waiting
+            }
+        }
+        Work::BarrierOr(deps) => {
+            // With no dependency at all there is nothing to wait for.
+            let (mut any_zero, mut none) = (false, true);
+            for v in deps.iter().flatten().map(value) {
+                if v < 0 {
+                    return Readiness::Fails;
+                }
+                none = false;
+                any_zero |= v == 0;
+            }
+            if any_zero || none {
+                Readiness::Ready
+            } else {
+                Readiness::Waiting
+            }
+        }
+        Work::BarrierValue {
+            signal,
+            compare,
+            mask,
+            condition,
+        } => {
+            if condition_holds(*condition, value(signal) & mask, *compare) {
+                Readiness::Ready
+            } else {
+                Readiness::Waiting
+            }
+        }
+        Work::Malformed(_) => Readiness::Fails,
+    }
+}
+
+/// The processor's state of one queue, guarded by the queue's lock.
+#[derive(Debug)]
+pub(crate) struct QueueState {
+    /// Records of packets `base..base + packets.len()`.
+    packets: VecDeque<Packet>,
+    base: u64,
+    /// The next packet to launch: every earlier one launched.
+    next_launch: u64,
+    /// The oldest launched packet that is not complete (`next_launch` when
+    /// every launched packet completed).
+    oldest_incomplete: u64,
+    /// The launched, incomplete barrier packet that halts the queue.
+    halted_by: Option<u64>,
+    /// Published packets neither completed nor failed.
+    pending: usize,
+    failed: bool,
+    stalled: bool,
+    /// Threaded mode: packets before this one have their `launch_at_ns`.
+    pub(crate) arrivals_stamped: u64,
+}
+
+impl QueueState {
+    pub(crate) fn new() -> Self {
+        Self {
+            packets: VecDeque::new(),
+            base: 0,
+            next_launch: 0,
+            oldest_incomplete: 0,
+            halted_by: None,
+            pending: 0,
+            failed: false,
+            stalled: false,
+            arrivals_stamped: 0,
+        }
+    }
+
+    pub(crate) fn packet(&self, index: u64) -> Option<&Packet> {
+        let offset = usize::try_from(index.checked_sub(self.base)?).ok()?;
+        self.packets.get(offset)
+    }
+
+    pub(crate) fn packet_mut(&mut self, index: u64) -> Option<&mut Packet> {
+        let offset = usize::try_from(index.checked_sub(self.base)?).ok()?;
+        self.packets.get_mut(offset)
+    }
+
+    pub(crate) fn next_launch(&self) -> u64 {
+        self.next_launch
+    }
+
+    pub(crate) fn oldest_incomplete(&self) -> u64 {
+        self.oldest_incomplete
+    }
+
+    /// One past the newest packet with a record.
+    pub(crate) fn recorded_end(&self) -> u64 {
+        self.base + self.packets.len() as u64
+    }
+
+    pub(crate) fn is_failed(&self) -> bool {
+        self.failed
+    }
+
+    pub(crate) fn is_stalled(&self) -> bool {
+        self.stalled
+    }
+
+    pub(crate) fn set_stalled(&mut self, stalled: bool) {
+        self.stalled = stalled;
+    }
+
+    /// Every published packet completed or failed.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.pending == 0
+    }
+
+    fn check_running(&self) -> Result<(), StepError> {
+        if self.failed {
+            Err(StepError::QueueFailed)
+        } else if self.stalled {
+            Err(StepError::Stalled)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Why the producer may not publish at `index`, if it may not.
+    pub(crate) fn check_writable(&self, index: u64, write_index: u64) -> Result<(), &'static str> {
+        if index >= write_index {
+            return Err("the index was not reserved");
+        }
+        if index < self.base
+            || self
+                .packet(index)
+                .is_some_and(|p| p.phase != Phase::Reserved)
+        {
+            return Err("the packet was already published");
+        }
+        Ok(())
+    }
+
+    /// The ground truth of packet `index`, `None` if it was never reserved or
+    /// has left the history window.
+    pub(crate) fn truth(&self, index: u64, write_index: u64) -> Option<PacketTruth> {
+        if index < self.base {
+            return None;
+        }
+        match self.packet(index) {
+            Some(packet) => Some(packet.truth(index)),
+            None if index < write_index => Some(Packet::reserved().truth(index)),
+            None => None,
+        }
+    }
+}
+
+/// Records the publication of `packet` at `index` (already checked writable
+/// and written to the ring). On a failed queue the packet fails at once, so
+/// nobody waits for it forever.
+pub(crate) fn publish(core: &Core, q: &QueueCore, st: &mut QueueState, index: u64, packet: Packet) {
+    while st.recorded_end() <= index {
+        st.packets.push_back(Packet::reserved());
+    }
+    let failed = st.failed;
+    let record = st.packet_mut(index).expect("recorded above");
+    *record = packet;
+    if failed {
+        record.fail(&core.memory, false);
+    } else {
+        record.retain_signals(&core.memory);
+        st.pending += 1;
+    }
+    // Forget the oldest finished packets beyond the history window.
+    let write_index = q.write_index();
+    // A finished packet at the front is older than `oldest_incomplete`, so the
+    // order bookkeeping never needs it again.
+    while st.packets.front().is_some_and(Packet::is_done)
+        && write_index - st.base > q.config.truth_history as u64
+    {
+        st.packets.pop_front();
+        st.base += 1;
+    }
+}
+
+/// The next packet in order, if it may launch now (ignoring real-time
+/// latencies, which only the threaded driver knows about).
+pub(crate) fn check_launch(q: &QueueCore, st: &QueueState) -> Result<u64, StepError> {
+    st.check_running()?;
+    let index = st.next_launch;
+    let blocked = |reason| Err(StepError::NotLaunchable { index, reason });
+    if index >= q.write_index() {
+        return blocked(Blocked::NotReserved);
+    }
+    let published = st
+        .packet(index)
+        .is_some_and(|p| p.phase == Phase::Published);
+    if !published || q.slot(index).header().is_none() {
+        return blocked(Blocked::NotPublished);
+    }
+    if q.doorbell() <= index {
+        return blocked(Blocked::DoorbellNotRung);
+    }
+    if let Some(barrier) = st.halted_by {
+        return blocked(Blocked::BarrierPacket { index: barrier });
+    }
+    let barrier_bit = st.packet(index).is_some_and(|p| p.header.barrier);
+    if barrier_bit && st.oldest_incomplete < index {
+        return blocked(Blocked::BarrierBit {
+            waiting_for: st.oldest_incomplete,
+        });
+    }
+    Ok(index)
+}
+
+/// Launches the next packet in order. Stamps `start_ts` (into the completion
+/// signal's block too, on a profiled queue). Does not move the read index.
+pub(crate) fn launch(core: &Core, q: &QueueCore, st: &mut QueueState) -> Result<u64, StepError> {
+    let index = check_launch(q, st)?;
+    let packet = st.packet_mut(index).expect("checked by check_launch");
+    if let Work::Malformed(reason) = packet.work {
+        fail_queue(core, st);
+        return Err(StepError::MalformedPacket { index, reason });
+    }
+    let now = core.clock.event();
+    packet.phase = Phase::Launched;
+    packet.start_ts = Some(now);
+    if let (true, Some(signal)) = (q.config.profiling, packet.completion) {
+        core.memory
+            .block(signal)
+            .start_ts
+            .store(now, Ordering::Relaxed);
+    }
+    if packet.work.halts_queue() {
+        st.halted_by = Some(index);
+    }
+    st.next_launch = index + 1;
+    Ok(index)
+}
+
+/// Completes launched packet `index` if its condition holds and the queue's
+/// order allows it.
+pub(crate) fn complete(
+    core: &Core,
+    q: &QueueCore,
+    st: &mut QueueState,
+    index: u64,
+) -> Result<(), StepError> {
+    st.check_running()?;
+    if index < st.base {
+        // Forgotten packets of a running queue all completed.
+        return Err(StepError::AlreadyComplete { index });
+    }
+    let packet = match st.packet(index) {
+        Some(packet) if packet.phase == Phase::Launched => packet,
+        Some(packet) if packet.phase == Phase::Completed => {
+            return Err(StepError::AlreadyComplete { index });
+        }
+        _ => return Err(StepError::NotLaunched { index }),
+    };
+    if !q.config.out_of_order && index != st.oldest_incomplete {
+        return Err(StepError::OutOfOrder {
+            index,
+            oldest: st.oldest_incomplete,
+        });
+    }
+    match readiness(&core.memory, &packet.work) {
+        Readiness::Ready => {}
+        Readiness::Waiting => return Err(StepError::NotReady { index }),
+        Readiness::Fails => {
+            fail_queue(core, st);
+            return Err(StepError::QueueFailed);
+        }
+    }
+    let now = core.clock.event();
+    let packet = st.packet_mut(index).expect("looked up above");
+    packet.phase = Phase::Completed;
+    packet.end_ts = Some(now);
+    packet.release_signals(&core.memory);
+    if let Some(signal) = packet.completion {
+        let block = core.memory.block(signal);
+        if q.config.profiling {
+            block.end_ts.store(now, Ordering::Relaxed);
+        }
+        block.value.fetch_sub(1, Ordering::Release);
+    }
+    st.pending -= 1;
+    if st.halted_by == Some(index) {
+        st.halted_by = None;
+    }
+    while st.oldest_incomplete < st.next_launch
+        && st
+            .packet(st.oldest_incomplete)
+            .is_some_and(|p| p.phase == Phase::Completed)
+    {
+        st.oldest_incomplete += 1;
+    }
+    Ok(())
+}
+
+/// Consumes the packet at the read index: it must have launched.
+pub(crate) fn advance_read_index(q: &QueueCore, st: &QueueState) -> Result<u64, StepError> {
+    st.check_running()?;
+    let read = q.read_index();
+    if read >= st.next_launch {
+        return Err(StepError::NotLaunched { index: read });
+    }
+    Ok(q.consume(read))
+}
+
+/// Fails the queue: every published, incomplete packet fails and its
+/// completion signal becomes [`FAILED_SIGNAL_VALUE`]; nothing progresses any
+/// more.
+pub(crate) fn fail_queue(core: &Core, st: &mut QueueState) {
+    if st.failed {
+        return;
+    }
+    st.failed = true;
+    st.halted_by = None;
+    for packet in &mut st.packets {
+        if matches!(packet.phase, Phase::Published | Phase::Launched) {
+            packet.fail(&core.memory, true);
+        }
+    }
+    st.pending = 0;
+}
+
+/// Whether anything on the queue can still happen without a host action:
+/// a launch, a completion or a read-index move.
+pub(crate) fn can_progress(core: &Core, q: &QueueCore, st: &QueueState) -> bool {
+    if st.failed || st.stalled {
+        return false;
+    }
+    if check_launch(q, st).is_ok() || q.read_index() < st.next_launch {
+        return true;
+    }
+    for index in st.oldest_incomplete..st.next_launch {
+        let ready = st.packet(index).is_some_and(|p| {
+            p.phase == Phase::Launched && readiness(&core.memory, &p.work) != Readiness::Waiting
+        });
+        if ready {
+            return true;
+        }
+        if !q.config.out_of_order {
+            break;
+        }
+    }
+    false
+}
+
+/// Stepped mode: launches, completes (in index order) and consumes until
+/// nothing can progress. Returns whether anything happened.
+pub(crate) fn run_until_idle(core: &Core, q: &QueueCore, st: &mut QueueState) -> bool {
+    let mut any = false;
+    loop {
+        let mut progressed = false;
+        while launch(core, q, st).is_ok() {
+            progressed = true;
+        }
+        let mut index = st.oldest_incomplete;
+        while index < st.next_launch && !st.failed {
+            if complete(core, q, st, index).is_ok() {
+                progressed = true;
+            } else if !q.config.out_of_order {
+                break;
+            }
+            index += 1;
+        }
+        while advance_read_index(q, st).is_ok() {
+            progressed = true;
+        }
+        if !progressed {
+            return any;
+        }
+        any = true;
+    }
+}

@@ -1,0 +1,173 @@
+//! Cost profiles: how long each host operation and each GPU-side step takes.
+//!
+//! Host operations (signal loads and stores, store fences, HDP flushes,
+//! doorbell writes) cost their duration by busy-waiting on the calling thread,
+//! in both modes, so a benchmark that runs on the simulator pays what it would
+//! pay on the hardware. GPU-side latencies (doorbell to launch, kernel
+//! execution) only matter in [`Mode::Threaded`](crate::Mode::Threaded), where
+//! the processor thread honours them in real time; in stepped mode the caller
+//! decides when everything happens.
+
+use crate::memory::Placement;
+use std::time::{Duration, Instant};
+
+/// What each simulated operation costs.
+///
+/// The fields are public so a test can build any profile it needs, e.g. the
+/// MI300X profile with a slower PCIe read:
+///
+/// ```
+/// use sim::CostProfile;
+/// use std::time::Duration;
+///
+/// let slow = CostProfile {
+///     device_load: Duration::from_micros(2),
+///     ..CostProfile::mi300x()
+/// };
+/// assert!(slow.device_load > CostProfile::mi300x().device_load);
+/// assert_eq!(CostProfile::zero().device_load, Duration::ZERO);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CostProfile {
+    /// Host load of a host-memory signal. MI300X: 30 ns, an upper bound for a
+    /// load that misses the CPU caches because the GPU wrote the line (a
+    /// snooped system-memory read; usually it hits the cache and costs less).
+    pub host_load: Duration,
+    /// Host store to a host-memory signal. MI300X: 20 ns (a cached store; the
+    /// GPU snoops it, so no fence or flush is needed).
+    pub host_store: Duration,
+    /// Host load of a device-memory signal: an uncached read of VRAM through
+    /// the large BAR. MI300X: 1.1 us, the PCIe round trip measured in the seed
+    /// (DESIGN.md section 2).
+    pub device_load: Duration,
+    /// Host store to a device-memory signal. MI300X: 20 ns: the store lands in
+    /// a write-combining buffer and leaves as a posted PCIe write, so the CPU
+    /// does not wait for it (that is also why it needs a fence).
+    pub device_store: Duration,
+    /// A store fence (x86 `sfence`). MI300X: 100 ns, draining the
+    /// write-combining buffers into posted PCIe writes without waiting for
+    /// them to land.
+    pub store_fence: Duration,
+    /// An HDP flush: write 1 to `HDP_MEM_FLUSH_CNTL` and read it back.
+    /// MI300X: 1.1 us, one PCIe round trip (the read-back is an uncached MMIO
+    /// read, as slow as a device-memory load).
+    pub hdp_flush: Duration,
+    /// Ringing a queue's doorbell (a posted MMIO write). MI300X: 100 ns.
+    pub doorbell: Duration,
+    /// From a doorbell write to the launch of the packets it covers: the
+    /// command processor notices the doorbell, fetches the packets and
+    /// dispatches. MI300X: 2 us (see `kernel_execution`).
+    pub launch_latency: Duration,
+    /// Execution of an empty kernel dispatch, from launch to the completion
+    /// signal's decrement (one wave, then the end-of-kernel release fence).
+    /// MI300X: 1.5 us. With `launch_latency` and a 1.1 us `device_load`, "submit
+    /// an empty kernel and see its completion from the host" takes about
+    /// 4.7 us, matching the seed's measured hipEventSynchronize after an empty
+    /// kernel on MI300X (4.5-5.3 us).
+    pub kernel_execution: Duration,
+    /// One GPU timestamp tick, in which `start_ts`/`end_ts` and
+    /// [`Sim::now_ticks`](crate::Sim::now_ticks) count in threaded mode.
+    /// MI300X: 10 ns, its 100 MHz system counter
+    /// (`HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY`).
+    pub gpu_tick: Duration,
+}
+
+impl CostProfile {
+    /// Every operation is free and the GPU is infinitely fast: the profile for
+    /// functional tests. The tick stays at 10 ns, so timestamps keep the
+    /// MI300X unit.
+    pub const fn zero() -> Self {
+        Self {
+            host_load: Duration::ZERO,
+            host_store: Duration::ZERO,
+            device_load: Duration::ZERO,
+            device_store: Duration::ZERO,
+            store_fence: Duration::ZERO,
+            hdp_flush: Duration::ZERO,
+            doorbell: Duration::ZERO,
+            launch_latency: Duration::ZERO,
+            kernel_execution: Duration::ZERO,
+            gpu_tick: Duration::from_nanos(10),
+        }
+    }
+
+    /// An MI300X behind PCIe, with signals in VRAM reached through the large
+    /// BAR. Each field's documentation gives its value and source.
+    pub const fn mi300x() -> Self {
+        Self {
+            host_load: Duration::from_nanos(30),
+            host_store: Duration::from_nanos(20),
+            device_load: Duration::from_nanos(1_100),
+            device_store: Duration::from_nanos(20),
+            store_fence: Duration::from_nanos(100),
+            hdp_flush: Duration::from_nanos(1_100),
+            doorbell: Duration::from_nanos(100),
+            launch_latency: Duration::from_micros(2),
+            kernel_execution: Duration::from_nanos(1_500),
+            gpu_tick: Duration::from_nanos(10),
+        }
+    }
+
+    /// The cost of one host load of a signal placed at `placement`.
+    pub(crate) const fn load(&self, placement: Placement) -> Duration {
+        match placement {
+            Placement::Host => self.host_load,
+            Placement::Device => self.device_load,
+        }
+    }
+
+    /// The cost of one host store to a signal placed at `placement`.
+    pub(crate) const fn store(&self, placement: Placement) -> Duration {
+        match placement {
+            Placement::Host => self.host_store,
+            Placement::Device => self.device_store,
+        }
+    }
+}
+
+impl Default for CostProfile {
+    /// [`CostProfile::zero`].
+    fn default() -> Self {
+        Self::zero()
+    }
+}
+
+/// Busy-waits for `cost`: host operations are paid on the calling thread, as
+/// a real uncached load stalls the core that issues it. Free when `cost` is
+/// zero (no clock read).
+pub(crate) fn pay(cost: Duration) {
+    if cost.is_zero() {
+        return;
+    }
+    let start = Instant::now();
+    while start.elapsed() < cost {
+        std::hint::spin_loop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mi300x_round_trip_matches_the_seed() {
+        let p = CostProfile::mi300x();
+        let submit_to_seen = p.doorbell + p.launch_latency + p.kernel_execution + p.device_load;
+        // The seed measured 4.5-5.3 us for hipEventSynchronize after an empty kernel.
+        assert!(
+            submit_to_seen >= Duration::from_nanos(4_500),
+            "{submit_to_seen:?}"
+        );
+        assert!(
+            submit_to_seen <= Duration::from_nanos(5_300),
+            "{submit_to_seen:?}"
+        );
+    }
+
+    #[test]
+    fn pay_waits_at_least_the_cost() {
+        let start = Instant::now();
+        pay(Duration::from_micros(50));
+        assert!(start.elapsed() >= Duration::from_micros(50));
+    }
+}

@@ -1,0 +1,467 @@
+//! Queues: the AQL ring, its read and write indices, the doorbell, and
+//! publication, where the visibility checks run. The step-mode controls on
+//! [`Queue`] hand over to the [processor](crate::processor) rules.
+
+use crate::error::{SimError, StepError};
+use crate::memory::{AgentId, Placement};
+use crate::processor::{self, Packet, QueueState, UnknownHandle, Work};
+use crate::profile::pay;
+use crate::truth::{PacketTruth, Violation};
+use crate::{Core, Mode, Sim, threaded};
+use hsa_sys::{AqlSlot, HSA_PACKET_TYPE_INVALID, PacketHeader, PacketWords};
+use parking_lot::Mutex;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The largest ring: 131072 packets, the `HSA_AGENT_INFO_QUEUE_MAX_SIZE` ROCr
+/// reports for MI300X.
+pub const MAX_QUEUE_SIZE: u32 = 1 << 17;
+
+/// How to create a [`Queue`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct QueueConfig {
+    /// The GPU agent that runs the queue.
+    pub agent: AgentId,
+    /// Ring size in packets: a power of two from 2 to [`MAX_QUEUE_SIZE`].
+    pub size: u32,
+    /// Where the ring lives. `Device`: in VRAM, written through the same BAR
+    /// as device-memory signals, so packets arrive after the fenced stores
+    /// before them and a store fence suffices. `Host`: in system memory (like
+    /// a copy engine's ring), so device-memory signal stores also need an HDP
+    /// flush of the signal's agent before publication.
+    pub ring: Placement,
+    /// The processor writes `start_ts`/`end_ts` into completion signals.
+    pub profiling: bool,
+    /// Non-barrier packets may complete in any order once launched (several
+    /// kernels running at once); otherwise packets complete in index order.
+    pub out_of_order: bool,
+    /// How many of the newest packets keep their [`Queue::truth`] once
+    /// finished; older finished packets are forgotten so long runs stay
+    /// bounded (unfinished packets are always kept).
+    pub truth_history: usize,
+}
+
+impl Default for QueueConfig {
+    /// Agent 0, 1024 packets, ring in device memory, not profiled, in order,
+    /// truth kept for the newest 65536 packets.
+    fn default() -> Self {
+        Self {
+            agent: AgentId(0),
+            size: 1024,
+            ring: Placement::Device,
+            profiling: false,
+            out_of_order: false,
+            truth_history: 1 << 16,
+        }
+    }
+}
+
+/// The shared part of a queue: the ring, its indices and the processor state.
+pub(crate) struct QueueCore {
+    pub(crate) id: u64,
+    pub(crate) config: QueueConfig,
+    ring: Box<[AqlSlot]>,
+    /// The next index a producer will reserve.
+    write_index: AtomicU64,
+    /// The next index the processor will consume.
+    read_index: AtomicU64,
+    /// One past the highest index a doorbell was rung for.
+    doorbell: AtomicU64,
+    /// Threaded mode: real time of the latest doorbell, in ns since start.
+    rung_at_ns: AtomicU64,
+    pub(crate) state: Mutex<QueueState>,
+}
+
+impl QueueCore {
+    fn new(id: u64, config: QueueConfig) -> Self {
+        Self {
+            id,
+            config,
+            ring: (0..config.size).map(|_| AqlSlot::invalid()).collect(),
+            write_index: AtomicU64::new(0),
+            read_index: AtomicU64::new(0),
+            doorbell: AtomicU64::new(0),
+            rung_at_ns: AtomicU64::new(0),
+            state: Mutex::new(QueueState::new()),
+        }
+    }
+
+    pub(crate) fn write_index(&self) -> u64 {
+        self.write_index.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn read_index(&self) -> u64 {
+        self.read_index.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn doorbell(&self) -> u64 {
+        self.doorbell.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn rung_at_ns(&self) -> u64 {
+        self.rung_at_ns.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn slot(&self, index: u64) -> &AqlSlot {
+        &self.ring[(index & u64::from(self.config.size - 1)) as usize]
+    }
+
+    /// The processor is done with the slot of `index` (the packet at the read
+    /// index): it marks the slot INVALID and moves the read index past it, so
+    /// a producer may reuse it. Returns the new read index.
+    pub(crate) fn consume(&self, index: u64) -> u64 {
+        debug_assert_eq!(index, self.read_index());
+        self.slot(index).invalidate();
+        self.read_index.store(index + 1, Ordering::Release);
+        index + 1
+    }
+}
+
+/// An AQL queue of a [`Sim`]: a ring of 64-byte slots, a write index the
+/// producers reserve from, a read index the processor advances, a doorbell.
+///
+/// Clones share the queue. A queue lives as long as its simulator: dropping
+/// every handle does not stop the processor from finishing its packets.
+///
+/// Producer side, in HSA order: [`reserve`](Queue::reserve) an index,
+/// [`write`](Queue::write) the packet (publication: body, then header by a
+/// release store), [`ring_doorbell`](Queue::ring_doorbell); or all three with
+/// [`submit`](Queue::submit).
+///
+/// Step-mode control ([`Mode::Stepped`] only, else [`StepError::WrongMode`]):
+/// [`launch`](Queue::launch), [`complete`](Queue::complete),
+/// [`advance_read_index`](Queue::advance_read_index),
+/// [`run_until_idle`](Queue::run_until_idle). [`fail`](Queue::fail) and
+/// [`stall`](Queue::stall) work in both modes.
+///
+/// ```
+/// use sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig};
+///
+/// let sim = Sim::new(SimConfig::default());
+/// let queue = sim.create_queue(QueueConfig { size: 4, ..QueueConfig::default() })?;
+/// let signal = sim.allocate(1, Placement::Host, AgentId(0))?[0];
+/// sim.store(signal, 1);
+/// let index = queue.submit(packets::kernel(0, Some(signal)))?;
+///
+/// assert_eq!(queue.launch(), Ok(index));
+/// assert_eq!(queue.advance_read_index(), Ok(1)); // consumed, not complete
+/// assert_eq!(sim.load(signal), 1);
+/// queue.complete(index).unwrap();
+/// assert_eq!(sim.load(signal), 0);
+/// assert!(queue.truth(index).unwrap().completed);
+/// # Ok::<(), sim::SimError>(())
+/// ```
+#[derive(Clone)]
+pub struct Queue {
+    sim: Sim,
+    core: Arc<QueueCore>,
+}
+
+impl Queue {
+    pub(crate) fn create(
+        sim: &Sim,
+        id: u64,
+        config: QueueConfig,
+    ) -> Result<(Queue, Arc<QueueCore>), SimError> {
+        sim.core().memory.check_agent(config.agent)?;
+        if !config.size.is_power_of_two() || !(2..=MAX_QUEUE_SIZE).contains(&config.size) {
+            return Err(SimError::InvalidConfig(format!(
+                "queue size {} must be a power of two from 2 to {MAX_QUEUE_SIZE}",
+                config.size
+            )));
+        }
+        let core = Arc::new(QueueCore::new(id, config));
+        let queue = Queue {
+            sim: sim.clone(),
+            core: core.clone(),
+        };
+        Ok((queue, core))
+    }
+
+    /// The queue's id, unique within its simulator (the order of creation).
+    pub fn id(&self) -> u64 {
+        self.core.id
+    }
+
+    /// The agent that runs the queue.
+    pub fn agent(&self) -> AgentId {
+        self.core.config.agent
+    }
+
+    /// Where the ring lives.
+    pub fn ring_placement(&self) -> Placement {
+        self.core.config.ring
+    }
+
+    /// Ring size in packets.
+    pub fn size(&self) -> u32 {
+        self.core.config.size
+    }
+
+    /// The configuration the queue was created with.
+    pub fn config(&self) -> QueueConfig {
+        self.core.config
+    }
+
+    /// The simulator the queue belongs to.
+    pub fn sim(&self) -> &Sim {
+        &self.sim
+    }
+
+    /// Reserves the next packet index (write index += 1, atomically; safe from
+    /// several producer threads).
+    ///
+    /// # Errors
+    /// [`SimError::QueueFull`] when the slot is still in use: the packet
+    /// `size` indices back has not been consumed (read index).
+    pub fn reserve(&self) -> Result<u64, SimError> {
+        let q = &*self.core;
+        let size = u64::from(q.config.size);
+        let mut index = q.write_index.load(Ordering::Acquire);
+        loop {
+            if index.wrapping_sub(q.read_index()) >= size {
+                return Err(SimError::QueueFull);
+            }
+            match q.write_index.compare_exchange_weak(
+                index,
+                index + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok(index),
+                Err(current) => index = current,
+            }
+        }
+    }
+
+    /// Publishes `packet` at reserved `index`: body, then header by a release
+    /// store ([`AqlSlot::publish`]). This is the moment of publication, so the
+    /// visibility checks run here, on every signal the packet names:
+    /// [`Violation::Unfenced`], [`Violation::Unflushed`],
+    /// [`Violation::UnknownSignal`]. From now until the packet completes or
+    /// fails, a host store to its completion signal or to a dependency is a
+    /// [`Violation::StoreWhileInFlight`].
+    ///
+    /// A write to an index that was not reserved or is already published, or
+    /// with an INVALID header, is ignored and recorded as
+    /// [`Violation::InvalidWrite`]. On a failed queue the packet fails at
+    /// once (its completion signal goes negative), so no one waits for it.
+    pub fn write(&self, index: u64, packet: PacketWords) {
+        let core = self.sim.core();
+        let q = &*self.core;
+        let mut st = q.state.lock();
+        let invalid = |reason| {
+            core.violations.record(Violation::InvalidWrite {
+                queue: q.id,
+                index,
+                reason,
+            })
+        };
+        if let Err(reason) = st.check_writable(index, q.write_index()) {
+            return invalid(reason);
+        }
+        if PacketHeader::from_bits(packet.header()).packet_type == HSA_PACKET_TYPE_INVALID {
+            return invalid("its header is INVALID, so the processor would never consume it");
+        }
+        let mut named_unknown = false;
+        let decoded = Packet::decode(packet, &core.kernels, |handle| {
+            let Some(signal) = core.memory.resolve(handle) else {
+                named_unknown = true;
+                core.violations.record(Violation::UnknownSignal {
+                    queue: q.id,
+                    index,
+                    handle,
+                });
+                return Err(UnknownHandle);
+            };
+            self.check_visibility(core, index, signal);
+            Ok(signal)
+        });
+        if let (Work::Malformed(reason), false) = (&decoded.work, named_unknown) {
+            core.violations.record(Violation::MalformedPacket {
+                queue: q.id,
+                index,
+                reason,
+            });
+        }
+        q.slot(index).publish(packet);
+        processor::publish(core, q, &mut st, index, decoded);
+    }
+
+    fn check_visibility(&self, core: &Core, index: u64, signal: crate::Signal) {
+        use crate::memory::Visibility;
+        let queue = self.core.id;
+        match core.memory.visibility(signal, self.core.config.ring) {
+            Visibility::Visible => {}
+            Visibility::Unfenced => core.violations.record(Violation::Unfenced {
+                queue,
+                index,
+                signal,
+            }),
+            Visibility::Unflushed => core.violations.record(Violation::Unflushed {
+                queue,
+                index,
+                signal,
+                agent: core.memory.meta(signal).agent,
+            }),
+        }
+    }
+
+    /// Rings the doorbell: the processor may consume packets up to and
+    /// including `index` (a lower index than an earlier ring changes nothing).
+    /// Costs the profile's `doorbell`.
+    pub fn ring_doorbell(&self, index: u64) {
+        let core = self.sim.core();
+        pay(core.profile.doorbell);
+        if core.wake.is_some() {
+            self.core
+                .rung_at_ns
+                .fetch_max(core.clock.now_ns(), Ordering::AcqRel);
+        }
+        self.core
+            .doorbell
+            .fetch_max(index.saturating_add(1), Ordering::AcqRel);
+        if let Some(wake) = &core.wake {
+            wake.notify();
+        }
+    }
+
+    /// [`reserve`](Queue::reserve), [`write`](Queue::write) and
+    /// [`ring_doorbell`](Queue::ring_doorbell): returns the packet's index.
+    ///
+    /// # Errors
+    /// [`SimError::QueueFull`], as for `reserve`.
+    pub fn submit(&self, packet: PacketWords) -> Result<u64, SimError> {
+        let index = self.reserve()?;
+        self.write(index, packet);
+        self.ring_doorbell(index);
+        Ok(index)
+    }
+
+    /// The read index (acquire load): packets before it were consumed, and
+    /// their slots may be reused. Consumed does not mean complete.
+    pub fn read_index(&self) -> u64 {
+        self.core.read_index()
+    }
+
+    /// The write index: the next index `reserve` hands out.
+    pub fn write_index(&self) -> u64 {
+        self.core.write_index()
+    }
+
+    fn stepped(&self) -> Result<&Core, StepError> {
+        let core = self.sim.core();
+        match core.mode {
+            Mode::Stepped => Ok(core),
+            Mode::Threaded => Err(StepError::WrongMode),
+        }
+    }
+
+    /// Launches the next packet in order and returns its index. It needs a
+    /// doorbell rung for it, a published header, no earlier barrier packet
+    /// still waiting, and, with the barrier bit, every earlier packet
+    /// complete. Writes `start_ts` on a profiled queue. Does not move the
+    /// read index.
+    ///
+    /// # Errors
+    /// [`StepError::NotLaunchable`] with the reason; `QueueFailed`, `Stalled`,
+    /// `WrongMode`; [`StepError::MalformedPacket`] after failing the queue.
+    pub fn launch(&self) -> Result<u64, StepError> {
+        let core = self.stepped()?;
+        processor::launch(core, &self.core, &mut self.core.state.lock())
+    }
+
+    /// Completes launched packet `index`: writes `end_ts` (profiled queue) and
+    /// decrements its completion signal. A `SpinUntil` kernel needs its flag
+    /// set; a barrier packet needs its condition to hold (a negative
+    /// dependency of a barrier-AND/OR fails the queue instead). An in-order
+    /// queue completes its oldest incomplete packet first.
+    ///
+    /// # Errors
+    /// `NotLaunched`, `NotReady`, `OutOfOrder`, `AlreadyComplete`,
+    /// `QueueFailed`, `Stalled`, `WrongMode`.
+    pub fn complete(&self, index: u64) -> Result<(), StepError> {
+        let core = self.stepped()?;
+        processor::complete(core, &self.core, &mut self.core.state.lock(), index)
+    }
+
+    /// Consumes the packet at the read index (which must have launched) and
+    /// returns the new read index.
+    ///
+    /// # Errors
+    /// [`StepError::NotLaunched`] when the read index reached the next
+    /// packet to launch; `QueueFailed`, `Stalled`, `WrongMode`.
+    pub fn advance_read_index(&self) -> Result<u64, StepError> {
+        self.stepped()?;
+        processor::advance_read_index(&self.core, &self.core.state.lock())
+    }
+
+    /// Stepped mode: launches, completes in index order and consumes until
+    /// nothing can progress (all done, or blocked on a condition, an unset
+    /// flag, a doorbell, a stall). Deterministic. Other queues are not
+    /// driven: use [`Sim::run_until_idle`] for cross-queue waits.
+    ///
+    /// Threaded mode: waits until the processor has nothing left it can do on
+    /// this queue without a host action.
+    pub fn run_until_idle(&self) {
+        let core = self.sim.core();
+        match core.mode {
+            Mode::Stepped => {
+                processor::run_until_idle(core, &self.core, &mut self.core.state.lock());
+            }
+            Mode::Threaded => threaded::wait_until_quiescent(core, &self.core),
+        }
+    }
+
+    /// Stepped mode, one round of [`run_until_idle`](Queue::run_until_idle):
+    /// whether anything happened.
+    pub(crate) fn run_stepped(core: &Core, q: &QueueCore) -> bool {
+        processor::run_until_idle(core, q, &mut q.state.lock())
+    }
+
+    /// Fails the queue (a queue error): every published, incomplete packet
+    /// fails and its completion signal is set to
+    /// [`FAILED_SIGNAL_VALUE`](crate::FAILED_SIGNAL_VALUE); nothing on the
+    /// queue progresses any more, and packets published later fail at once.
+    pub fn fail(&self) {
+        processor::fail_queue(self.sim.core(), &mut self.core.state.lock());
+    }
+
+    /// While stalled, the processor makes no progress on this queue (no
+    /// launch, completion or read-index move; step calls answer
+    /// [`StepError::Stalled`]).
+    pub fn stall(&self, stalled: bool) {
+        self.core.state.lock().set_stalled(stalled);
+        if let (false, Some(wake)) = (stalled, &self.sim.core().wake) {
+            wake.notify();
+        }
+    }
+
+    /// Whether the queue failed.
+    pub fn is_failed(&self) -> bool {
+        self.core.state.lock().is_failed()
+    }
+
+    /// The ground truth of packet `index`: `None` if it was never reserved
+    /// or has left the [`truth_history`](QueueConfig::truth_history) window.
+    pub fn truth(&self, index: u64) -> Option<PacketTruth> {
+        self.core.state.lock().truth(index, self.core.write_index())
+    }
+
+    /// Whether every published packet completed or failed.
+    pub fn is_idle(&self) -> bool {
+        self.core.state.lock().is_idle()
+    }
+}
+
+impl fmt::Debug for Queue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Queue")
+            .field("id", &self.core.id)
+            .field("config", &self.core.config)
+            .field("read_index", &self.read_index())
+            .field("write_index", &self.write_index())
+            .finish()
+    }
+}

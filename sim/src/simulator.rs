@@ -1,0 +1,394 @@
+//! The simulator handle: configuration, the shared core every queue and the
+//! processor thread see, and the host-facing API (signal memory, queues,
+//! kernels, ground truth).
+
+use crate::clock::Clock;
+use crate::counters::Counters;
+use crate::error::SimError;
+use crate::kernel::{Kernel, KernelTable};
+use crate::memory::{AgentId, Memory, Placement, Signal};
+use crate::processor;
+use crate::profile::CostProfile;
+use crate::queue::{Queue, QueueConfig, QueueCore};
+use crate::threaded::{Driver, Wake};
+use crate::truth::{Violation, ViolationLog};
+use hsa_sys::hsa_signal_t;
+use parking_lot::RwLock;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The most agents a simulator may have.
+pub const MAX_AGENTS: u32 = 64;
+
+/// Who drives the packet processor.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// The caller chooses every event ([`Queue::launch`], [`Queue::complete`],
+    /// [`Queue::advance_read_index`], [`Queue::run_until_idle`]) and the GPU
+    /// clock advances by [`STEPPED_TICKS_PER_EVENT`](crate::STEPPED_TICKS_PER_EVENT)
+    /// per event: runs are reproducible.
+    #[default]
+    Stepped,
+    /// A processor thread drives every queue in real time with the profile's
+    /// latencies.
+    Threaded,
+}
+
+/// How to build a [`Sim`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SimConfig {
+    /// Who drives the processor.
+    pub mode: Mode,
+    /// What each operation costs.
+    pub profile: CostProfile,
+    /// How many GPU agents (at least 1, at most [`MAX_AGENTS`]).
+    pub agents: u32,
+    /// Seeds the threaded processor's choices (the completion order of
+    /// overlapping kernels on out-of-order queues).
+    pub seed: u64,
+}
+
+impl Default for SimConfig {
+    /// Stepped, free operations, one agent, seed 0.
+    fn default() -> Self {
+        Self {
+            mode: Mode::Stepped,
+            profile: CostProfile::zero(),
+            agents: 1,
+            seed: 0,
+        }
+    }
+}
+
+/// Simulator ids: never reused in a process, so a signal cannot be mistaken
+/// for one of a later simulator.
+static NEXT_SIM_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Everything a simulator's handles, queues and processor thread share.
+pub(crate) struct Core {
+    pub(crate) id: u64,
+    pub(crate) mode: Mode,
+    pub(crate) profile: CostProfile,
+    pub(crate) seed: u64,
+    pub(crate) memory: Memory,
+    pub(crate) clock: Clock,
+    pub(crate) kernels: KernelTable,
+    pub(crate) violations: ViolationLog,
+    pub(crate) queues: RwLock<Vec<Arc<QueueCore>>>,
+    /// The processor thread's wake-up, in threaded mode.
+    pub(crate) wake: Option<Arc<Wake>>,
+}
+
+/// A simulated GPU system: signal memory, AQL queues and a packet processor.
+///
+/// Cheap to clone (the clones share one simulator), `Send` and `Sync`.
+/// Dropping the last clone, and the last [`Queue`] (which holds one), stops
+/// the processor thread and frees all signal memory.
+///
+/// Host accesses cost the profile's durations (busy-waiting on the calling
+/// thread) and are counted by placement ([`Sim::counters`]).
+///
+/// # Panics
+/// Every method that takes a [`Signal`] panics if the signal was allocated by
+/// another simulator: such a handle names memory this simulator does not own.
+///
+/// ```
+/// use sim::{AgentId, Placement, Sim, SimConfig};
+///
+/// let sim = Sim::new(SimConfig::default());
+/// let signals = sim.allocate(2, Placement::Device, AgentId(0))?;
+/// sim.store(signals[0], 1);
+/// assert_eq!(sim.load(signals[0]), 1);
+/// assert_eq!(sim.placement(signals[0]), Placement::Device);
+/// assert!(sim.violations().is_empty());
+/// # Ok::<(), sim::SimError>(())
+/// ```
+#[derive(Clone)]
+pub struct Sim {
+    inner: Arc<SimInner>,
+}
+
+struct SimInner {
+    /// Dropped first: stops and joins the processor thread.
+    _driver: Option<Driver>,
+    core: Arc<Core>,
+}
+
+impl Sim {
+    /// A new simulator.
+    ///
+    /// # Panics
+    /// If the configuration is invalid or the processor thread cannot start;
+    /// [`Sim::try_new`] returns those as errors.
+    pub fn new(config: SimConfig) -> Sim {
+        match Sim::try_new(config) {
+            Ok(sim) => sim,
+            Err(error) => panic!("sim: {error}"),
+        }
+    }
+
+    /// A new simulator.
+    ///
+    /// # Errors
+    /// [`SimError::InvalidConfig`] for 0 or more than [`MAX_AGENTS`] agents;
+    /// [`SimError::ProcessorThread`] if the processor thread cannot start.
+    pub fn try_new(config: SimConfig) -> Result<Sim, SimError> {
+        if !(1..=MAX_AGENTS).contains(&config.agents) {
+            return Err(SimError::InvalidConfig(format!(
+                "agents is {}; a simulator has 1 to {MAX_AGENTS} agents",
+                config.agents
+            )));
+        }
+        let id = NEXT_SIM_ID.fetch_add(1, Ordering::Relaxed);
+        let (clock, wake) = match config.mode {
+            Mode::Stepped => (Clock::stepped(), None),
+            Mode::Threaded => (
+                Clock::real_time(config.profile.gpu_tick),
+                Some(Arc::new(Wake::default())),
+            ),
+        };
+        let core = Arc::new(Core {
+            id,
+            mode: config.mode,
+            profile: config.profile,
+            seed: config.seed,
+            memory: Memory::new(id, config.agents, config.profile),
+            clock,
+            kernels: KernelTable::default(),
+            violations: ViolationLog::default(),
+            queues: RwLock::new(Vec::new()),
+            wake: wake.clone(),
+        });
+        let driver = match wake {
+            Some(wake) => Some(
+                Driver::spawn(core.clone(), wake)
+                    .map_err(|error| SimError::ProcessorThread(error.to_string()))?,
+            ),
+            None => None,
+        };
+        Ok(Sim {
+            inner: Arc::new(SimInner {
+                _driver: driver,
+                core,
+            }),
+        })
+    }
+
+    pub(crate) fn core(&self) -> &Core {
+        &self.inner.core
+    }
+
+    /// This simulator's id, unique in the process ([`Signal::sim_id`]).
+    pub fn id(&self) -> u64 {
+        self.core().id
+    }
+
+    /// Who drives the processor.
+    pub fn mode(&self) -> Mode {
+        self.core().mode
+    }
+
+    /// The cost profile.
+    pub fn profile(&self) -> CostProfile {
+        self.core().profile
+    }
+
+    /// How many agents the simulator has.
+    pub fn agents(&self) -> u32 {
+        self.core().memory.agents()
+    }
+
+    /// Allocates a batch of `count` new USER signals of `agent` at
+    /// `placement`: one allocation of contiguous 64-byte aligned
+    /// `amd_signal_t` blocks, value 0, zero timestamps. A cold path.
+    ///
+    /// If device memory is unavailable ([`Sim::set_device_memory_available`]),
+    /// a `Device` request falls back to host memory; the returned signals
+    /// report [`Placement::Host`]. `count == 0` returns no signals and
+    /// allocates nothing.
+    ///
+    /// # Errors
+    /// [`SimError::OutOfMemory`] (injected by [`Sim::fail_allocations`]),
+    /// [`SimError::UnknownAgent`], [`SimError::InvalidConfig`] for a batch of
+    /// more than 2^20 signals.
+    pub fn allocate(
+        &self,
+        count: usize,
+        placement: Placement,
+        agent: AgentId,
+    ) -> Result<Vec<Signal>, SimError> {
+        self.core().memory.allocate(count, placement, agent)
+    }
+
+    /// Host load of the signal's value (acquire), counted; costs the
+    /// profile's `host_load` or `device_load`.
+    pub fn load(&self, signal: Signal) -> i64 {
+        self.core().memory.load(signal)
+    }
+
+    /// Host store of the signal's value (release), counted; costs the
+    /// profile's `host_store` or `device_store`.
+    ///
+    /// A store to a device-memory signal is write-combined: a packet
+    /// published before a later [`Sim::store_fence`] (and, through a ring in
+    /// system memory, a later [`Sim::hdp_flush`] of the signal's agent) may
+    /// not see it ([`Violation::Unfenced`], [`Violation::Unflushed`]). A store
+    /// to a signal that a pending packet completes or a pending barrier waits
+    /// on is a [`Violation::StoreWhileInFlight`].
+    pub fn store(&self, signal: Signal, value: i64) {
+        let core = self.core();
+        if let Some(in_flight) = core.memory.store(signal, value) {
+            core.violations.record(Violation::StoreWhileInFlight {
+                signal,
+                value,
+                completions: in_flight.completions,
+                barriers: in_flight.barriers,
+            });
+        }
+        if let Some(wake) = &core.wake {
+            wake.notify();
+        }
+    }
+
+    /// A store fence (x86 `sfence`), counted: orders every earlier
+    /// device-memory store before later publications.
+    pub fn store_fence(&self) {
+        self.core().memory.store_fence();
+    }
+
+    /// An HDP flush of `agent`, counted: makes the device-memory stores that
+    /// a store fence covered before it visible to readers that need it (an
+    /// AQL ring in system memory).
+    ///
+    /// # Panics
+    /// If `agent` is not one of this simulator's agents.
+    pub fn hdp_flush(&self, agent: AgentId) {
+        self.core().memory.hdp_flush(agent);
+    }
+
+    /// Host read of the signal's `start_ts` and `end_ts`: counts as two loads
+    /// of its placement, and costs two.
+    pub fn load_timestamps(&self, signal: Signal) -> (u64, u64) {
+        self.core().memory.load_timestamps(signal)
+    }
+
+    /// Where the signal lives (after any fallback at allocation).
+    pub fn placement(&self, signal: Signal) -> Placement {
+        self.core().memory.meta(signal).placement
+    }
+
+    /// The agent the signal was allocated for.
+    pub fn agent_of(&self, signal: Signal) -> AgentId {
+        self.core().memory.meta(signal).agent
+    }
+
+    /// The signal of this simulator whose block is at `handle`, if any
+    /// (never dereferences `handle`).
+    pub fn resolve(&self, handle: hsa_signal_t) -> Option<Signal> {
+        self.core().memory.resolve(handle)
+    }
+
+    /// A snapshot of the host-access counters.
+    pub fn counters(&self) -> Counters {
+        self.core().memory.counters().snapshot()
+    }
+
+    /// Creates an AQL queue.
+    ///
+    /// # Errors
+    /// [`SimError::InvalidConfig`] for a size that is not a power of two from
+    /// 2 to [`MAX_QUEUE_SIZE`](crate::MAX_QUEUE_SIZE); [`SimError::UnknownAgent`].
+    pub fn create_queue(&self, config: QueueConfig) -> Result<Queue, SimError> {
+        let mut queues = self.core().queues.write();
+        let (queue, core) = Queue::create(self, queues.len() as u64, config)?;
+        queues.push(core);
+        Ok(queue)
+    }
+
+    /// Registers a kernel and returns the `kernel_object` value that names it
+    /// in a dispatch packet (never 0, which is the empty kernel).
+    pub fn register_kernel(&self, kernel: Kernel) -> u64 {
+        let core = self.core();
+        core.kernels.register(kernel, core.wake.as_ref())
+    }
+
+    /// Every violation observed so far, in order.
+    pub fn violations(&self) -> Vec<Violation> {
+        self.core().violations.snapshot()
+    }
+
+    /// Every violation observed so far, clearing the log.
+    pub fn take_violations(&self) -> Vec<Violation> {
+        self.core().violations.take()
+    }
+
+    /// The GPU clock in ticks: real time since the simulator started in
+    /// threaded mode (ticks of the profile's `gpu_tick`), the virtual clock in
+    /// stepped mode.
+    pub fn now_ticks(&self) -> u64 {
+        self.core().clock.now_ticks()
+    }
+
+    /// Failure injection: while `false`, `Device` allocations fall back to
+    /// host memory.
+    pub fn set_device_memory_available(&self, available: bool) {
+        self.core().memory.set_device_memory_available(available);
+    }
+
+    /// Failure injection: the next `calls` calls of [`Sim::allocate`] (with a
+    /// nonzero count) fail with [`SimError::OutOfMemory`].
+    pub fn fail_allocations(&self, calls: u64) {
+        self.core().memory.fail_allocations(calls);
+    }
+
+    /// Stepped mode: runs every queue until none can progress, so cross-queue
+    /// waits resolve. Threaded mode: waits until no queue can progress
+    /// without a host action.
+    pub fn run_until_idle(&self) {
+        let core = self.core();
+        loop {
+            let progressed = match core.mode {
+                Mode::Stepped => core
+                    .queues
+                    .read()
+                    .iter()
+                    .fold(false, |any, q| Queue::run_stepped(core, q) | any),
+                Mode::Threaded => {
+                    let busy = core
+                        .queues
+                        .read()
+                        .iter()
+                        .any(|q| processor::can_progress(core, q, &q.state.lock()));
+                    if busy {
+                        std::thread::yield_now();
+                    }
+                    busy
+                }
+            };
+            if !progressed {
+                return;
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Sim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let core = self.core();
+        f.debug_struct("Sim")
+            .field("id", &core.id)
+            .field("mode", &core.mode)
+            .field("agents", &core.memory.agents())
+            .field("queues", &core.queues.read().len())
+            .finish()
+    }
+}
+
+// Handles cross threads freely.
+const _: fn() = || {
+    fn check<T: Send + Sync>() {}
+    check::<Sim>();
+    check::<Queue>();
+    check::<Signal>();
+};
