@@ -171,36 +171,40 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     }
 
     /// Fence probing (proofs 1 and 2): at most one load, of the newest fence
-    /// the read index nominates, which retires every use up to it.
-    pub(crate) fn probe(&mut self) {
+    /// the read index nominates, which retires every use up to it. Returns
+    /// whether it proved anything new.
+    pub(crate) fn probe(&mut self) -> bool {
         // A CPU wait may already have seen the newest fence complete.
         if let Some((seq, aql)) = self.proofs.newest_fence()
             && !self.proofs.is_proven(aql)
             && self.recorded_complete(seq)
         {
             self.proofs.prove(aql);
-            return;
+            return true;
         }
         let Some((seq, aql)) = self.proofs.nominated(self.queue.read_index()) else {
-            return;
+            return false;
         };
         if self.proofs.is_proven(aql) {
-            return;
+            return false;
         }
         if self.recorded_complete(seq) {
             self.proofs.prove(aql);
-            return;
+            return true;
         }
         let Some(u) = self.ring.get(seq).copied() else {
-            return;
+            return false;
         };
         self.stats.probes += 1;
         let value = self.load(u.cell);
         if value == 0 {
             self.proofs.prove(aql);
-        } else if value < 0 {
+            return true;
+        }
+        if value < 0 {
             self.fail_pending();
         }
+        false
     }
 
     fn recorded_complete(&self, seq: u64) -> bool {
@@ -245,7 +249,11 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             self.learn_fence(ticket.seq, status);
             return Ok(status);
         }
-        self.probe();
+        if self.probe() {
+            // Publish what the probe proved, so waiters and holders on other
+            // threads learn it without a load of their own.
+            self.reclaim_uses();
+        }
         if let Some(status) = self.known(ticket.seq, cell) {
             return Ok(status);
         }

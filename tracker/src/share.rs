@@ -386,12 +386,12 @@ impl<M: SignalMemory> Drop for Shared<M> {
 /// tracker already knows them.
 ///
 /// ```
-/// use tracker::{Purpose, Request, RetiringTracker, Status, Tracker, sim_backend};
+/// use tracker::{Purpose, Request, Status, Tracker, sim_backend};
 ///
 /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default());
 /// let index = queue.reserve().unwrap();
 /// let acquired = tracker.acquire(Request::packet(index).barrier(true).purpose(Purpose::Event)).unwrap();
-/// let event = tracker.hold(acquired.ticket).unwrap().expect("pending use");
+/// let event = tracker.hold(&acquired.ticket).unwrap().expect("pending use");
 /// sim_backend::submit_barrier(&queue, index, acquired.signal);
 /// queue.run_until_idle();
 /// // The event's holder learns completion from one load, from any thread.

@@ -19,7 +19,8 @@ use crate::config::Config;
 use crate::retiring::RetiringTracker;
 use crate::sync::Arc;
 use hsa_sys::{
-    HSA_PACKET_TYPE_BARRIER_AND, PacketHeader, PacketWords, hsa_barrier_and_packet_t, hsa_signal_t,
+    HSA_PACKET_TYPE_BARRIER_AND, HSA_PACKET_TYPE_KERNEL_DISPATCH, PacketHeader, PacketWords, hsa_barrier_and_packet_t,
+    hsa_kernel_dispatch_packet_t, hsa_signal_t,
 };
 use sim::{AgentId, Queue, QueueConfig, Sim, SimConfig};
 
@@ -141,6 +142,32 @@ pub fn stepped_baseline(config: Config) -> (BaselineTracker<SimMemory, Queue>, Q
 /// `completion_signal`, then rings the doorbell.
 pub fn submit_barrier(queue: &Queue, index: u64, completion_signal: u64) {
     submit_wait(queue, index, completion_signal, &[], true);
+}
+
+/// Publishes an empty kernel dispatch (kernel object 0) at `index`, with or
+/// without the barrier bit, completing `completion_signal`, then rings the
+/// doorbell. Unlike a barrier packet, a kernel without the barrier bit lets
+/// later packets launch while it runs.
+pub fn submit_kernel(queue: &Queue, index: u64, completion_signal: u64, barrier: bool) {
+    let packet = hsa_kernel_dispatch_packet_t {
+        header: PacketHeader::new(HSA_PACKET_TYPE_KERNEL_DISPATCH).barrier(barrier).bits(),
+        setup: 1,
+        workgroup_size_x: 1,
+        workgroup_size_y: 1,
+        workgroup_size_z: 1,
+        reserved0: 0,
+        grid_size_x: 1,
+        grid_size_y: 1,
+        grid_size_z: 1,
+        private_segment_size: 0,
+        group_segment_size: 0,
+        kernel_object: 0,
+        kernarg_address: core::ptr::null_mut(),
+        reserved2: 0,
+        completion_signal: hsa_signal_t { handle: completion_signal },
+    };
+    queue.write(index, PacketWords::from(packet));
+    queue.ring_doorbell(index);
 }
 
 /// Publishes a barrier-AND packet at `index` that waits for up to five

@@ -114,7 +114,9 @@ impl Request {
         matches!(self.engine, Engine::Aql { barrier: true, .. })
     }
 
-    pub(crate) const fn is_timed(&self) -> bool {
+    /// Whether the use's timestamps will be harvested (it runs on a profiled
+    /// queue, or exists only to be timed).
+    pub const fn is_timed(&self) -> bool {
         self.timed || self.purpose.is_timed()
     }
 }
