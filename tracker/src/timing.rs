@@ -35,8 +35,13 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             // Reclaimed, and its cell serves another use now: the stamps are gone.
             return Ok(None);
         };
-        if !u.is(Use::<M::Signal>::TIMED) || self.known(u.seq, u.cell) != Some(Status::Complete) {
+        if !u.is(Use::<M::Signal>::TIMED) || self.query_use(ticket)? != Status::Complete {
             return Ok(None);
+        }
+        // The query may have reclaimed (and harvested) it already.
+        // SAFETY: the cell belongs to `self.shared`.
+        if let Some(stamps) = unsafe { cell.get() }.stamps(ticket.seq) {
+            return Ok(Some(stamps));
         }
         self.harvest(u.seq, u.cell);
         if let Some(u) = self.ring.get_mut(ticket.seq) {

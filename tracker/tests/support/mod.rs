@@ -54,6 +54,17 @@ impl Rig<Retiring> {
     }
 }
 
+impl<T> Rig<T> {
+    /// Another retiring tracker on a new queue of the same simulator, for
+    /// cross-queue waits.
+    pub fn neighbour(&self, config: Config) -> Rig<Retiring> {
+        let queue = self.sim.create_queue(queue_config()).unwrap();
+        let memory = Arc::new(SimMemory::new(self.sim.clone(), queue.agent()));
+        let tracker = RetiringTracker::new(memory, queue.clone(), config).unwrap();
+        Rig { tracker, queue, sim: self.sim.clone(), config, issued: Vec::new() }
+    }
+}
+
 impl Rig<Baseline> {
     pub fn baseline(config: Config) -> Self {
         let (sim, queue, memory) = parts(queue_config());

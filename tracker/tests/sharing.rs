@@ -1,0 +1,164 @@
+//! Shared signals: events and handlers hold references, GPU waiters hold
+//! pins; retired held signals are parked and come back once released.
+
+mod support;
+
+use support::Rig;
+use tracker::{Config, Placement, Purpose, Request, Status, Tracker, WaitPolicy};
+
+fn device() -> Config {
+    Config { signals: Placement::Device, ..Config::default() }
+}
+
+#[test]
+fn a_held_signal_is_parked_and_an_armed_spare_takes_its_place() {
+    let mut rig = Rig::retiring(device());
+    let event = rig.submit(true, Purpose::Event).unwrap();
+    let reference = rig.tracker.hold(&event.ticket).unwrap().expect("pending");
+    rig.run();
+    rig.tracker.poll();
+    rig.check();
+    assert_eq!(rig.tracker.census().parked, 1);
+    assert_eq!(rig.tracker.stats().spare_swaps, 1);
+    // The holder reads its outcome from host memory: no load.
+    let loads = rig.tracker.stats().device().loads;
+    assert_eq!(reference.known_status(), Some(Status::Complete));
+    assert_eq!(rig.tracker.stats().device().loads, loads);
+    // New uses never get the parked signal.
+    for _ in 0..200 {
+        let u = rig.submit(true, Purpose::Completion).unwrap();
+        assert_ne!(u.signal, event.signal);
+        rig.run();
+        rig.tracker.poll();
+    }
+    // The last reference is dropped on another thread, without the lock.
+    std::thread::spawn(move || drop(reference)).join().unwrap();
+    rig.tracker.reclaim();
+    rig.check();
+    let census = rig.tracker.census();
+    assert_eq!((census.parked, rig.tracker.stats().unparks), (0, 1));
+}
+
+#[test]
+fn holding_a_complete_use_holds_nothing() {
+    let mut rig = Rig::retiring(device());
+    let u = rig.submit(true, Purpose::Event).unwrap();
+    rig.run();
+    assert_eq!(rig.status(&u), Status::Complete);
+    assert!(rig.tracker.hold(&u.ticket).unwrap().is_none());
+}
+
+#[test]
+fn references_wait_and_report_from_any_thread() {
+    let mut rig = Rig::retiring(device());
+    let u = rig.submit(true, Purpose::Event).unwrap();
+    let reference = rig.tracker.hold(&u.ticket).unwrap().unwrap();
+    let clone = reference.clone();
+    let waiting = std::thread::spawn(move || clone.wait(std::time::Duration::from_secs(10), WaitPolicy::blocking()));
+    rig.queue.run_until_idle();
+    assert_eq!(waiting.join().unwrap(), Ok(Status::Complete));
+    drop(reference);
+    rig.tracker.poll();
+    rig.check();
+    assert_eq!(rig.tracker.census().parked, 0, "all references gone before the retirement: re-armed directly");
+}
+
+#[test]
+fn no_signal_is_created_in_steady_state_with_events_held_and_released() {
+    let mut rig = Rig::retiring(device());
+    let mut held = std::collections::VecDeque::new();
+    let mut created_after_warmup = None;
+    for round in 0..2000 {
+        let u = rig.submit(true, Purpose::Event).unwrap();
+        held.push_back(rig.tracker.hold(&u.ticket).unwrap().unwrap());
+        if held.len() > 8 {
+            held.pop_front(); // the user destroys an old event
+        }
+        rig.queue.run_until_idle();
+        if round % 16 == 0 {
+            rig.tracker.poll();
+        }
+        if round == 500 {
+            created_after_warmup = Some(rig.tracker.stats().signals_created);
+        }
+    }
+    rig.check();
+    assert_eq!(Some(rig.tracker.stats().signals_created), created_after_warmup);
+    let stats = rig.tracker.stats();
+    assert!(stats.unparks > 500, "{stats:?}");
+    assert_eq!(stats.unparks, stats.spare_swaps - rig.tracker.census().parked as u64);
+}
+
+#[test]
+fn a_gpu_waiter_pins_the_signal_until_its_consumer_retires() {
+    let mut producer = Rig::retiring(device());
+    let mut consumer = producer.neighbour(device());
+    let produced = producer.submit(true, Purpose::GpuWaiter).unwrap();
+    let pin = producer.tracker.pin(&produced.ticket).unwrap().expect("pending: a dependency");
+    let consuming = consumer
+        .submit_request(Request::packet(consumer.queue.write_index()).barrier(true), &[pin.packet_handle()])
+        .unwrap();
+    consumer.tracker.attach(&consuming.ticket, pin).unwrap();
+
+    producer.run();
+    producer.tracker.poll();
+    producer.check();
+    assert_eq!(producer.tracker.census().parked, 1, "retired but pinned");
+    // Producer keeps going: the pinned signal is never re-armed meanwhile.
+    for _ in 0..100 {
+        producer.submit(true, Purpose::Completion).unwrap();
+        producer.run();
+        producer.tracker.poll();
+    }
+    consumer.run();
+    assert_eq!(consumer.status(&consuming), Status::Complete);
+    consumer.tracker.reclaim(); // the consumer retires: the pin drops
+    producer.tracker.reclaim();
+    producer.check();
+    consumer.check();
+    assert_eq!(producer.tracker.census().parked, 0);
+}
+
+#[test]
+fn a_use_known_complete_yields_no_dependency() {
+    let mut rig = Rig::retiring(device());
+    let u = rig.submit(true, Purpose::GpuWaiter).unwrap();
+    rig.run();
+    rig.tracker.poll();
+    assert!(rig.tracker.pin(&u.ticket).unwrap().is_none());
+    assert_eq!(rig.tracker.stats().dependencies_elided, 1);
+}
+
+#[test]
+fn a_drained_consumer_queue_releases_its_pins() {
+    let mut producer = Rig::retiring(device());
+    let mut consumer = producer.neighbour(device());
+    let produced = producer.submit(true, Purpose::GpuWaiter).unwrap();
+    let pin = producer.tracker.pin(&produced.ticket).unwrap().unwrap();
+    let consuming = consumer
+        .submit_request(Request::packet(consumer.queue.write_index()).barrier(true), &[pin.packet_handle()])
+        .unwrap();
+    consumer.tracker.attach(&consuming.ticket, pin).unwrap();
+    producer.run();
+    consumer.run();
+    consumer.tracker.note_drained();
+    producer.tracker.poll();
+    producer.check();
+    consumer.check();
+    assert_eq!(producer.tracker.census().parked, 0);
+}
+
+#[test]
+fn the_baseline_replaces_shared_signals_with_new_ones() {
+    let mut rig = Rig::baseline(Config { initial_size: 4, ..device() });
+    let event = rig.submit(true, Purpose::Event).unwrap();
+    let _reference = rig.tracker.hold(&event.ticket).unwrap().unwrap();
+    let created = rig.tracker.stats().signals_created;
+    for _ in 0..8 {
+        rig.submit(true, Purpose::Completion).unwrap();
+        rig.run();
+    }
+    rig.check();
+    assert_eq!(rig.tracker.stats().signals_created, created + 1, "one new signal for the held one");
+    assert_eq!(rig.tracker.census().retired, 1);
+}
