@@ -148,7 +148,7 @@ impl Packet {
             HSA_PACKET_TYPE_BARRIER_AND => Work::BarrierAnd(dependencies()),
             HSA_PACKET_TYPE_BARRIER_OR => Work::BarrierOr(dependencies()),
             HSA_PACKET_TYPE_VENDOR_SPECIFIC if amd_format == HSA_AMD_PACKET_TYPE_BARRIER_VALUE => {
-                match dependencies()[0] {
+                match signal_at(8) {
                     Some(signal) => Work::BarrierValue {
                         signal,
                         compare: words.u64_at(16) as i64,

@@ -244,7 +244,10 @@ impl RealTimeProcessor {
             }
             q.consume(index);
             let run_ns = self.run_time_ns(core, q, &st.packet(index).expect("just launched").work);
-            st.packet_mut(index).expect("just launched").due_at_ns = Some(now + run_ns);
+            // Timed from after the launch stamp, so `end_ts - start_ts` is never
+            // shorter than the run time.
+            let started = core.clock.now_ns();
+            st.packet_mut(index).expect("just launched").due_at_ns = Some(started + run_ns);
         }
     }
 
