@@ -187,14 +187,23 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         }
     }
 
-    /// An armed signal of `wanted` placement: from its pool, from parked
-    /// signals that came back, or from a new batch; a host signal when device
-    /// memory ran out (the slot keeps a signal that works, just slower).
+    /// An armed signal of `wanted` placement: from its pool, from retired uses
+    /// or parked signals that came back, or from a new batch; a host signal
+    /// when device memory ran out (the slot keeps a signal that works, just
+    /// slower).
     fn take_signal(&mut self, wanted: Placement) -> Result<Armed<M::Signal>, Error> {
         if let Some(armed) = self.ring.take_armed(wanted) {
             return Ok(armed);
         }
-        if self.collect_returns() > 0
+        // The pool ran dry: signals are out with uses in flight or parked.
+        // Take back what has retired before creating more.
+        if self.reclaim_uses() > 0
+            && let Some(armed) = self.ring.take_armed(wanted)
+        {
+            return Ok(armed);
+        }
+        if self.probe()
+            && self.reclaim_uses() > 0
             && let Some(armed) = self.ring.take_armed(wanted)
         {
             return Ok(armed);

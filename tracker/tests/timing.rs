@@ -16,7 +16,8 @@ fn timed_uses_that_wrap_the_ring_keep_their_own_stamps() {
     for i in 0..40 {
         let request = Request::packet(rig.queue.write_index()).barrier(true).purpose(Purpose::Event).timed(true);
         let u = rig.submit_request(request, &[]).unwrap();
-        events.push((u, rig.tracker.hold(&u.ticket).unwrap().unwrap()));
+        let reference = rig.tracker.hold(&u.ticket).unwrap().unwrap();
+        events.push((u, reference));
         if i % 4 == 3 {
             rig.run();
             rig.tracker.poll();

@@ -9,8 +9,10 @@ use tracker::sim_backend::{SimMemory, submit_kernel, submit_wait};
 use tracker::{BaselineTracker, Config, Error, Purpose, Request, RetiringTracker, Status, Ticket, Tracker};
 
 /// One use the rig handed out.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Issued {
+    /// The queue its packet went to.
+    pub queue: Queue,
     pub ticket: Ticket,
     /// The AQL index of its packet (`None` for copy-engine uses).
     pub index: Option<u64>,
@@ -92,18 +94,19 @@ impl<T: Tracker<Memory = SimMemory, Queue = Queue>> Rig<T> {
             submit_wait(&self.queue, index, acquired.signal, dependencies, request.is_fence());
         }
         let issued = Issued {
+            queue: self.queue.clone(),
             ticket: acquired.ticket,
             index: Some(index),
             signal: acquired.signal,
             timed: request.is_timed(),
             abandoned: false,
         };
-        self.issued.push(issued);
+        self.issued.push(issued.clone());
         Ok(issued)
     }
 
     pub fn truth(&self, issued: &Issued) -> Option<sim::PacketTruth> {
-        issued.index.and_then(|i| self.queue.truth(i))
+        issued.index.and_then(|i| issued.queue.truth(i))
     }
 
     /// Every invariant of DESIGN.md section 6 that the rig can see.
