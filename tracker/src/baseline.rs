@@ -95,7 +95,10 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         };
         for _ in 0..config.initial_size {
             let cell = tracker.create_signal()?;
-            tracker.slots.push(Slot { cell, last_use: None });
+            tracker.slots.push(Slot {
+                cell,
+                last_use: None,
+            });
         }
         Ok(tracker)
     }
@@ -103,9 +106,13 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
     /// A new signal, as CLR creates one: individually, on demand.
     fn create_signal(&mut self) -> Result<CellPtr<M::Signal>, Error> {
         self.scratch.clear();
-        self.shared.memory.allocate(1, self.config.signals, &mut self.scratch)?;
-        let (signal, placement) =
-            self.scratch.pop().ok_or(Error::InvalidConfig("allocation returned no signals"))?;
+        self.shared
+            .memory
+            .allocate(1, self.config.signals, &mut self.scratch)?;
+        let (signal, placement) = self
+            .scratch
+            .pop()
+            .ok_or(Error::InvalidConfig("allocation returned no signals"))?;
         self.stats.signals_created += 1;
         Ok(self.shared.adopt(signal, placement))
     }
@@ -161,7 +168,12 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
     }
 
     fn use_ticket(&self, slot: usize, seq: u64) -> Ticket {
-        Ticket { seq, cell: self.slots[slot].cell.erase(), owner: self.shared.id, generation: self.generation }
+        Ticket {
+            seq,
+            cell: self.slots[slot].cell.erase(),
+            owner: self.shared.id,
+            generation: self.generation,
+        }
     }
 
     fn acquire_slot(&mut self, request: Request) -> Result<Acquired, Error> {
@@ -174,7 +186,13 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
             let cell = self.slots[ahead].cell;
             if self.load(cell) > 0 {
                 let cell = self.create_signal()?;
-                self.slots.insert(self.current + 1, Slot { cell, last_use: None });
+                self.slots.insert(
+                    self.current + 1,
+                    Slot {
+                        cell,
+                        last_use: None,
+                    },
+                );
                 self.stats.ring_growths += 1;
                 grew = true;
             }
@@ -183,11 +201,16 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         if !grew && !self.previous_use_done(next) {
             self.stats.backpressure += 1;
             let seq = self.slots[next].last_use.map_or(0, |u| u.seq);
-            return Err(Error::Backpressure { wait_for: self.use_ticket(next, seq), in_flight: self.slots.len() });
+            return Err(Error::Backpressure {
+                wait_for: self.use_ticket(next, seq),
+                in_flight: self.slots.len(),
+            });
         }
         if let Some(u) = self.slots[next].last_use.take() {
+            self.stats.rearms += 1;
             // SAFETY: the cell belongs to `self.shared`.
-            if unsafe { self.slots[next].cell.get() }.phase_of(u.seq) == Some(Some(Status::Failed)) {
+            if unsafe { self.slots[next].cell.get() }.phase_of(u.seq) == Some(Some(Status::Failed))
+            {
                 self.shared.record_failures(u.seq, u.seq);
             }
             self.attachments.release_through(u.seq);
@@ -219,7 +242,12 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         let seq = self.next_seq;
         self.next_seq += 1;
         c.begin_use(seq);
-        self.slots[next].last_use = Some(SlotUse { seq, timed: request.is_timed(), copy, residual: 0 });
+        self.slots[next].last_use = Some(SlotUse {
+            seq,
+            timed: request.is_timed(),
+            copy,
+            residual: 0,
+        });
         self.stats.uses += 1;
         Ok(Acquired {
             ticket: self.use_ticket(next, seq),
@@ -229,7 +257,9 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
     }
 
     fn slot_of(&self, seq: u64) -> Option<usize> {
-        self.slots.iter().position(|s| s.last_use.is_some_and(|u| u.seq == seq))
+        self.slots
+            .iter()
+            .position(|s| s.last_use.is_some_and(|u| u.seq == seq))
     }
 
     fn observe(&mut self, seq: u64, cell: CellPtr<M::Signal>) -> Status {
@@ -273,7 +303,9 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
     }
 
     fn waiter(&self) -> Waiter<M> {
-        Waiter { shared: self.shared.clone() }
+        Waiter {
+            shared: self.shared.clone(),
+        }
     }
 
     fn hold(&mut self, ticket: &Ticket) -> Result<Option<SignalRef<M>>, Error> {
@@ -291,10 +323,18 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
                 self.stats.dependencies_elided += 1;
                 Ok(None)
             }
-            Status::Failed => Err(Error::InvalidState { seq: ticket.seq, action: "be waited on", state: "failed" }),
+            Status::Failed => Err(Error::InvalidState {
+                seq: ticket.seq,
+                action: "be waited on",
+                state: "failed",
+            }),
             Status::Pending => {
                 self.stats.pins += 1;
-                Ok(Some(Pin::new(SignalRef::new(&self.shared, cell, ticket.seq))))
+                Ok(Some(Pin::new(SignalRef::new(
+                    &self.shared,
+                    cell,
+                    ticket.seq,
+                ))))
             }
         }
     }
@@ -321,11 +361,16 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
         let cell = self.cell_of(ticket)?;
         // SAFETY: the cell belongs to `self.shared`.
         let c = unsafe { cell.get() };
-        if c.phase_of(ticket.seq) == Some(None) || self.observe(ticket.seq, cell) != Status::Complete {
+        if c.phase_of(ticket.seq) == Some(None)
+            || self.observe(ticket.seq, cell) != Status::Complete
+        {
             // Re-armed for a later use (its stamps are gone), or not complete.
             return Ok(None);
         }
-        let timed = self.slot_of(ticket.seq).and_then(|s| self.slots[s].last_use).is_none_or(|u| u.timed);
+        let timed = self
+            .slot_of(ticket.seq)
+            .and_then(|s| self.slots[s].last_use)
+            .is_none_or(|u| u.timed);
         if !timed {
             return Ok(None);
         }
@@ -346,7 +391,9 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
     fn fail_queue(&mut self) -> usize {
         let mut failed = 0;
         for i in 0..self.slots.len() {
-            let Some(u) = self.slots[i].last_use.filter(|u| !u.copy) else { continue };
+            let Some(u) = self.slots[i].last_use.filter(|u| !u.copy) else {
+                continue;
+            };
             // SAFETY: the cell belongs to `self.shared`.
             let c = unsafe { self.slots[i].cell.get() };
             if self.shared.known_status(u.seq, c).is_none() && c.fail(u.seq) {
@@ -359,7 +406,11 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
 
     fn fail_submission(&mut self, ticket: &Ticket, issued: u32) -> Result<(), Error> {
         let cell = self.cell_of(ticket)?;
-        let invalid = |state| Error::InvalidState { seq: ticket.seq, action: "fail its submission", state };
+        let invalid = |state| Error::InvalidState {
+            seq: ticket.seq,
+            action: "fail its submission",
+            state,
+        };
         let slot = self.slot_of(ticket.seq).ok_or(invalid("retired"))?;
         // SAFETY: the cell belongs to `self.shared`.
         let c = unsafe { cell.get() };

@@ -22,7 +22,9 @@ pub enum Error {
     },
     /// Within one queue generation, AQL indices must increase: fence proofs
     /// depend on it. A new hardware queue needs [`Tracker::note_queue_change`](crate::Tracker::note_queue_change).
-    #[error("AQL index {index} does not follow {previous}, the previous use's index in this queue generation; call note_queue_change when the queue changes")]
+    #[error(
+        "AQL index {index} does not follow {previous}, the previous use's index in this queue generation; call note_queue_change when the queue changes"
+    )]
     AqlIndexOutOfOrder {
         /// The index given.
         index: u64,

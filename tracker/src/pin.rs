@@ -74,7 +74,9 @@ pub(crate) struct Attachments<M: SignalMemory> {
 
 impl<M: SignalMemory> Default for Attachments<M> {
     fn default() -> Self {
-        Self { pins: VecDeque::new() }
+        Self {
+            pins: VecDeque::new(),
+        }
     }
 }
 
@@ -86,7 +88,11 @@ impl<M: SignalMemory> Attachments<M> {
 
     /// Drops the pins of every consumer up to `seq`.
     pub(crate) fn release_through(&mut self, seq: u64) {
-        while self.pins.front().is_some_and(|&(consumer, _)| consumer <= seq) {
+        while self
+            .pins
+            .front()
+            .is_some_and(|&(consumer, _)| consumer <= seq)
+        {
             self.pins.pop_front();
         }
     }
@@ -100,12 +106,18 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
                 self.stats.dependencies_elided += 1;
                 Ok(None)
             }
-            Some(Status::Failed) => {
-                Err(Error::InvalidState { seq: ticket.seq, action: "be waited on", state: "failed" })
-            }
+            Some(Status::Failed) => Err(Error::InvalidState {
+                seq: ticket.seq,
+                action: "be waited on",
+                state: "failed",
+            }),
             _ => {
                 self.stats.pins += 1;
-                Ok(Some(Pin::new(SignalRef::new(&self.shared, cell, ticket.seq))))
+                Ok(Some(Pin::new(SignalRef::new(
+                    &self.shared,
+                    cell,
+                    ticket.seq,
+                ))))
             }
         }
     }

@@ -28,7 +28,12 @@ pub(crate) struct StoreOrder {
 
 impl StoreOrder {
     pub(crate) fn new(flush_before_publish: bool) -> Self {
-        Self { stores_issued: 0, fenced_through: 0, flushed_through: 0, flush_before_publish }
+        Self {
+            stores_issued: 0,
+            fenced_through: 0,
+            flushed_through: 0,
+            flush_before_publish,
+        }
     }
 
     pub(crate) fn set_flush_before_publish(&mut self, flush: bool) {
@@ -62,7 +67,13 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         self.store(cell, 1);
         // SAFETY: the cell belongs to `self.shared`.
         let placement = unsafe { cell.get() }.placement;
-        self.ring.put_armed(placement, Armed { cell, store: self.order.stores_issued });
+        self.ring.put_armed(
+            placement,
+            Armed {
+                cell,
+                store: self.order.stores_issued,
+            },
+        );
     }
 
     fn rearm(&mut self, cell: CellPtr<M::Signal>) {

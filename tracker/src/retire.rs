@@ -73,7 +73,9 @@ impl Proofs {
 
     pub(crate) fn check_order(&self, index: u64) -> Result<(), Error> {
         match self.last_aql {
-            Some(previous) if !aql_before(previous, index) => Err(Error::AqlIndexOutOfOrder { index, previous }),
+            Some(previous) if !aql_before(previous, index) => {
+                Err(Error::AqlIndexOutOfOrder { index, previous })
+            }
             _ => Ok(()),
         }
     }
@@ -126,7 +128,9 @@ impl Proofs {
 
     /// The current generation's fences, as a range of indices into `fences`.
     fn current_fences(&self) -> (usize, usize) {
-        let start = self.fences.partition_point(|&(seq, _)| seq < self.generation_start);
+        let start = self
+            .fences
+            .partition_point(|&(seq, _)| seq < self.generation_start);
         (start, self.fences.len())
     }
 
@@ -281,7 +285,9 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         let (drained, fenced) = (self.proofs.drained(u.seq), self.proofs.fence_proves(u));
         match self.shared.known_status(u.seq, cell) {
             Some(Status::Complete) => true,
-            Some(Status::Failed) => u.residual == 0 || drained || fenced || self.issued_part_done(u),
+            Some(Status::Failed) => {
+                u.residual == 0 || drained || fenced || self.issued_part_done(u)
+            }
             _ if drained || fenced => {
                 if cell.complete(u.seq) {
                     self.stats.retired += 1;
@@ -309,7 +315,10 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         let mut failed = 0;
         let first = self.ring.oldest().map_or(self.next_seq, |u| u.seq);
         for seq in first..self.next_seq {
-            let u = *self.ring.get(seq).expect("uses in flight are numbered consecutively");
+            let u = *self
+                .ring
+                .get(seq)
+                .expect("uses in flight are numbered consecutively");
             if !self.proofs.fences_can_prove(&u) || self.known(u.seq, u.cell).is_some() {
                 continue;
             }
@@ -329,9 +338,17 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     /// A submission failed after issuing `issued` of the use's operations.
     pub(crate) fn fail_use(&mut self, ticket: &Ticket, issued: u32) -> Result<(), Error> {
         let cell = self.cell_of(ticket)?;
-        let invalid = |state| Error::InvalidState { seq: ticket.seq, action: "fail its submission", state };
+        let invalid = |state| Error::InvalidState {
+            seq: ticket.seq,
+            action: "fail its submission",
+            state,
+        };
         if let Some(status) = self.known(ticket.seq, cell) {
-            return Err(invalid(if status == Status::Complete { "complete" } else { "failed" }));
+            return Err(invalid(if status == Status::Complete {
+                "complete"
+            } else {
+                "failed"
+            }));
         }
         let u = self.ring.get_mut(ticket.seq).ok_or(invalid("retired"))?;
         if issued >= u.ops {

@@ -119,19 +119,39 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             self.store(armed.cell, i64::from(request.ops));
             armed.store = self.order.stores_issued;
         }
-        self.make_visible(cell.placement, armed.store, flags & Use::<M::Signal>::COPY != 0);
+        self.make_visible(
+            cell.placement,
+            armed.store,
+            flags & Use::<M::Signal>::COPY != 0,
+        );
 
         let seq = self.next_seq;
         self.next_seq += 1;
         cell.begin_use(seq);
-        let timed = if request.is_timed() { Use::<M::Signal>::TIMED } else { 0 };
-        self.ring.push(Use { seq, aql, cell: armed.cell, flags: flags | timed, ops: request.ops, residual: 0 });
+        let timed = if request.is_timed() {
+            Use::<M::Signal>::TIMED
+        } else {
+            0
+        };
+        self.ring.push(Use {
+            seq,
+            aql,
+            cell: armed.cell,
+            flags: flags | timed,
+            ops: request.ops,
+            residual: 0,
+        });
         if let Engine::Aql { index, barrier } = request.engine {
             self.proofs.note_packet(seq, index, barrier);
         }
         self.stats.uses += 1;
         Ok(Acquired {
-            ticket: Ticket { seq, cell: armed.cell.erase(), owner: self.shared.id, generation: self.proofs.generation() },
+            ticket: Ticket {
+                seq,
+                cell: armed.cell.erase(),
+                owner: self.shared.id,
+                generation: self.proofs.generation(),
+            },
             signal: self.memory().packet_handle(cell.signal),
             placement: cell.placement,
         })
@@ -164,7 +184,10 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             return Ok(());
         }
         self.stats.backpressure += 1;
-        Err(Error::Backpressure { wait_for: self.backpressure_ticket(), in_flight: self.ring.in_flight() })
+        Err(Error::Backpressure {
+            wait_for: self.backpressure_ticket(),
+            in_flight: self.ring.in_flight(),
+        })
     }
 
     /// The use to wait for under back-pressure: the newest fence near the
@@ -221,7 +244,11 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         self.ring
             .take_armed(wanted)
             .or_else(|| self.ring.take_armed(fallback))
-            .ok_or_else(|| allocated.err().unwrap_or(Error::InvalidConfig("allocation returned no signals")))
+            .ok_or_else(|| {
+                allocated
+                    .err()
+                    .unwrap_or(Error::InvalidConfig("allocation returned no signals"))
+            })
     }
 
     /// Creates `count` signals (placed as the backend could), arms them and
@@ -265,7 +292,9 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     }
 
     fn waiter(&self) -> Waiter<M> {
-        Waiter { shared: self.shared.clone() }
+        Waiter {
+            shared: self.shared.clone(),
+        }
     }
 
     fn hold(&mut self, ticket: &Ticket) -> Result<Option<SignalRef<M>>, Error> {
@@ -298,7 +327,8 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     }
 
     fn note_queue_change(&mut self, queue: Q) {
-        self.order.set_flush_before_publish(!queue.ring_in_device_memory());
+        self.order
+            .set_flush_before_publish(!queue.ring_in_device_memory());
         self.queue = queue;
         self.proofs.new_generation(self.next_seq);
     }

@@ -54,7 +54,10 @@ impl<S> Ring<S> {
     pub(crate) fn new(capacity: usize, limit: usize) -> Self {
         Self {
             live: VecDeque::with_capacity(capacity),
-            armed: [VecDeque::with_capacity(capacity), VecDeque::with_capacity(capacity)],
+            armed: [
+                VecDeque::with_capacity(capacity),
+                VecDeque::with_capacity(capacity),
+            ],
             capacity,
             limit,
         }
@@ -98,12 +101,14 @@ impl<S> Ring<S> {
     /// numbered consecutively, so this is an index, not a search.
     pub(crate) fn get(&self, seq: u64) -> Option<&Use<S>> {
         let first = self.live.front()?.seq;
-        self.live.get(usize::try_from(seq.checked_sub(first)?).ok()?)
+        self.live
+            .get(usize::try_from(seq.checked_sub(first)?).ok()?)
     }
 
     pub(crate) fn get_mut(&mut self, seq: u64) -> Option<&mut Use<S>> {
         let first = self.live.front()?.seq;
-        self.live.get_mut(usize::try_from(seq.checked_sub(first)?).ok()?)
+        self.live
+            .get_mut(usize::try_from(seq.checked_sub(first)?).ok()?)
     }
 
     pub(crate) fn uses(&self) -> impl DoubleEndedIterator<Item = &Use<S>> + ExactSizeIterator {

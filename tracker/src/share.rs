@@ -86,7 +86,12 @@ impl<S> Cell<S> {
 
     fn transition(&self, seq: u64, phase: u64) -> bool {
         self.state
-            .compare_exchange(pack(seq, LIVE), pack(seq, phase), Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(
+                pack(seq, LIVE),
+                pack(seq, phase),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
             .is_ok()
     }
 
@@ -281,7 +286,11 @@ impl<M: SignalMemory> Shared<M> {
     /// The outcome of a use known to be retired.
     pub(crate) fn outcome_of_retired(&self, seq: u64) -> Status {
         if self.has_failures.load(Ordering::Acquire)
-            && self.failures.lock().iter().any(|&(a, b)| (a..=b).contains(&seq))
+            && self
+                .failures
+                .lock()
+                .iter()
+                .any(|&(a, b)| (a..=b).contains(&seq))
         {
             Status::Failed
         } else {
@@ -322,7 +331,9 @@ impl<M: SignalMemory> Shared<M> {
         // means `seq` completed (or a later use did, after `seq` retired).
         if value == 0 {
             if cell.complete(seq) {
-                self.counters.retired_by_cpu_wait.fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .retired_by_cpu_wait
+                    .fetch_add(1, Ordering::Relaxed);
             }
             return self.known_status(seq, cell).unwrap_or(Status::Complete);
         }
@@ -408,7 +419,11 @@ impl<M: SignalMemory> SignalRef<M> {
     pub(crate) fn new(shared: &Arc<Shared<M>>, cell: CellPtr<M::Signal>, seq: u64) -> Self {
         // SAFETY: `shared` owns the cell.
         unsafe { cell.get() }.add_hold();
-        Self { shared: shared.clone(), cell, seq }
+        Self {
+            shared: shared.clone(),
+            cell,
+            seq,
+        }
     }
 
     fn cell(&self) -> &Cell<M::Signal> {
@@ -458,7 +473,11 @@ impl<M: SignalMemory> SignalRef<M> {
 impl<M: SignalMemory> Clone for SignalRef<M> {
     fn clone(&self) -> Self {
         self.cell().add_hold();
-        Self { shared: self.shared.clone(), cell: self.cell, seq: self.seq }
+        Self {
+            shared: self.shared.clone(),
+            cell: self.cell,
+            seq: self.seq,
+        }
     }
 }
 
@@ -470,6 +489,9 @@ impl<M: SignalMemory> Drop for SignalRef<M> {
 
 impl<M: SignalMemory> fmt::Debug for SignalRef<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SignalRef").field("seq", &self.seq).field("cell", &self.cell).finish()
+        f.debug_struct("SignalRef")
+            .field("seq", &self.seq)
+            .field("cell", &self.cell)
+            .finish()
     }
 }

@@ -19,8 +19,8 @@ use crate::config::Config;
 use crate::retiring::RetiringTracker;
 use crate::sync::Arc;
 use hsa_sys::{
-    HSA_PACKET_TYPE_BARRIER_AND, HSA_PACKET_TYPE_KERNEL_DISPATCH, PacketHeader, PacketWords, hsa_barrier_and_packet_t,
-    hsa_kernel_dispatch_packet_t, hsa_signal_t,
+    HSA_PACKET_TYPE_BARRIER_AND, HSA_PACKET_TYPE_KERNEL_DISPATCH, PacketHeader, PacketWords,
+    hsa_barrier_and_packet_t, hsa_kernel_dispatch_packet_t, hsa_signal_t,
 };
 use sim::{AgentId, Queue, QueueConfig, Sim, SimConfig};
 
@@ -66,9 +66,15 @@ impl SignalMemory for SimMemory {
         placement: Placement,
         out: &mut Vec<(sim::Signal, Placement)>,
     ) -> Result<(), AllocError> {
-        let signals =
-            self.sim.allocate(count, to_sim(placement), self.agent).map_err(|e| AllocError::OutOfMemory(e.to_string()))?;
-        out.extend(signals.into_iter().map(|s| (s, from_sim(self.sim.placement(s)))));
+        let signals = self
+            .sim
+            .allocate(count, to_sim(placement), self.agent)
+            .map_err(|e| AllocError::OutOfMemory(e.to_string()))?;
+        out.extend(
+            signals
+                .into_iter()
+                .map(|s| (s, from_sim(self.sim.placement(s)))),
+        );
         Ok(())
     }
 
@@ -116,7 +122,11 @@ pub const STEPPED_QUEUE_SIZE: u32 = 1 << 14;
 pub fn stepped_queue() -> (Sim, Queue) {
     let sim = Sim::new(SimConfig::default());
     let queue = sim
-        .create_queue(QueueConfig { size: STEPPED_QUEUE_SIZE, profiling: true, ..QueueConfig::default() })
+        .create_queue(QueueConfig {
+            size: STEPPED_QUEUE_SIZE,
+            profiling: true,
+            ..QueueConfig::default()
+        })
         .expect("a stepped queue of this size is valid");
     (sim, queue)
 }
@@ -150,7 +160,9 @@ pub fn submit_barrier(queue: &Queue, index: u64, completion_signal: u64) {
 /// later packets launch while it runs.
 pub fn submit_kernel(queue: &Queue, index: u64, completion_signal: u64, barrier: bool) {
     let packet = hsa_kernel_dispatch_packet_t {
-        header: PacketHeader::new(HSA_PACKET_TYPE_KERNEL_DISPATCH).barrier(barrier).bits(),
+        header: PacketHeader::new(HSA_PACKET_TYPE_KERNEL_DISPATCH)
+            .barrier(barrier)
+            .bits(),
         setup: 1,
         workgroup_size_x: 1,
         workgroup_size_y: 1,
@@ -164,7 +176,9 @@ pub fn submit_kernel(queue: &Queue, index: u64, completion_signal: u64, barrier:
         kernel_object: 0,
         kernarg_address: core::ptr::null_mut(),
         reserved2: 0,
-        completion_signal: hsa_signal_t { handle: completion_signal },
+        completion_signal: hsa_signal_t {
+            handle: completion_signal,
+        },
     };
     queue.write(index, PacketWords::from(packet));
     queue.ring_doorbell(index);
@@ -172,10 +186,20 @@ pub fn submit_kernel(queue: &Queue, index: u64, completion_signal: u64, barrier:
 
 /// Publishes a barrier-AND packet at `index` that waits for up to five
 /// signals (packet handles) and completes `completion_signal`.
-pub fn submit_wait(queue: &Queue, index: u64, completion_signal: u64, dependencies: &[u64], barrier: bool) {
+pub fn submit_wait(
+    queue: &Queue,
+    index: u64,
+    completion_signal: u64,
+    dependencies: &[u64],
+    barrier: bool,
+) {
     let mut packet = hsa_barrier_and_packet_t {
-        header: PacketHeader::new(HSA_PACKET_TYPE_BARRIER_AND).barrier(barrier).bits(),
-        completion_signal: hsa_signal_t { handle: completion_signal },
+        header: PacketHeader::new(HSA_PACKET_TYPE_BARRIER_AND)
+            .barrier(barrier)
+            .bits(),
+        completion_signal: hsa_signal_t {
+            handle: completion_signal,
+        },
         ..Default::default()
     };
     for (slot, &handle) in packet.dep_signal.iter_mut().zip(dependencies) {

@@ -107,9 +107,25 @@ impl Stats {
         }
         macro_rules! sub { ($($f:ident),*) => { $(d.$f -= earlier.$f;)* } }
         sub!(
-            store_fences, hdp_flushes, signals_created, uses, retired, failed, rearms, probes,
-            retired_by_fence, retired_by_cpu_wait, retired_by_load, retired_by_drain,
-            ring_growths, spare_swaps, unparks, backpressure, dependencies_elided, pins, harvests
+            store_fences,
+            hdp_flushes,
+            signals_created,
+            uses,
+            retired,
+            failed,
+            rearms,
+            probes,
+            retired_by_fence,
+            retired_by_cpu_wait,
+            retired_by_load,
+            retired_by_drain,
+            ring_growths,
+            spare_swaps,
+            unparks,
+            backpressure,
+            dependencies_elided,
+            pins,
+            harvests
         );
         d
     }

@@ -68,7 +68,10 @@ impl Request {
     /// several packets (see [`ops`](Self::ops)), give the index of the last.
     pub const fn packet(aql_index: u64) -> Self {
         Self {
-            engine: Engine::Aql { index: aql_index, barrier: false },
+            engine: Engine::Aql {
+                index: aql_index,
+                barrier: false,
+            },
             purpose: Purpose::Completion,
             timed: false,
             ops: 1,
@@ -77,7 +80,12 @@ impl Request {
 
     /// Work on a copy engine, outside the AQL queue.
     pub const fn copy_engine() -> Self {
-        Self { engine: Engine::Copy, purpose: Purpose::Completion, timed: false, ops: 1 }
+        Self {
+            engine: Engine::Copy,
+            purpose: Purpose::Completion,
+            timed: false,
+            ops: 1,
+        }
     }
 
     /// Whether the packet has the barrier bit (ignored for copy-engine work).
@@ -167,8 +175,18 @@ impl Generation {
     }
 
     const fn mask(bits: u32) -> u32 {
-        let bits = if bits == 0 { 1 } else if bits > 32 { 32 } else { bits };
-        if bits == 32 { u32::MAX } else { (1 << bits) - 1 }
+        let bits = if bits == 0 {
+            1
+        } else if bits > 32 {
+            32
+        } else {
+            bits
+        };
+        if bits == 32 {
+            u32::MAX
+        } else {
+            (1 << bits) - 1
+        }
     }
 }
 

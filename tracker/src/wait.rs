@@ -44,7 +44,11 @@ impl WaitPolicy {
 
     /// Give the core away early, as a blocking-sync event does.
     pub const fn blocking() -> Self {
-        Self { spin: Duration::ZERO, yield_for: Duration::from_micros(20), max_sleep: Duration::from_micros(200) }
+        Self {
+            spin: Duration::ZERO,
+            yield_for: Duration::from_micros(20),
+            max_sleep: Duration::from_micros(200),
+        }
     }
 }
 
@@ -79,13 +83,17 @@ pub struct Waiter<M: SignalMemory> {
 
 impl<M: SignalMemory> Clone for Waiter<M> {
     fn clone(&self) -> Self {
-        Self { shared: self.shared.clone() }
+        Self {
+            shared: self.shared.clone(),
+        }
     }
 }
 
 impl<M: SignalMemory> core::fmt::Debug for Waiter<M> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Waiter").field("tracker", &self.shared.id).finish()
+        f.debug_struct("Waiter")
+            .field("tracker", &self.shared.id)
+            .finish()
     }
 }
 
@@ -106,8 +114,19 @@ impl<M: SignalMemory> Waiter<M> {
 
     /// Waits until the use completes or fails, or `timeout` passes
     /// ([`Error::TimedOut`]). Never reports completion that did not happen.
-    pub fn wait(&self, ticket: &Ticket, timeout: Duration, policy: WaitPolicy) -> Result<Status, Error> {
-        wait_for_use(&self.shared, ticket.seq, self.cell(ticket)?, timeout, policy)
+    pub fn wait(
+        &self,
+        ticket: &Ticket,
+        timeout: Duration,
+        policy: WaitPolicy,
+    ) -> Result<Status, Error> {
+        wait_for_use(
+            &self.shared,
+            ticket.seq,
+            self.cell(ticket)?,
+            timeout,
+            policy,
+        )
     }
 }
 

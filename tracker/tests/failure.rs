@@ -9,13 +9,18 @@ use support::Rig;
 use tracker::{Config, Error, Placement, Purpose, Request, Status, Tracker, WaitPolicy};
 
 fn device() -> Config {
-    Config { signals: Placement::Device, ..Config::default() }
+    Config {
+        signals: Placement::Device,
+        ..Config::default()
+    }
 }
 
 #[test]
 fn a_queue_error_fails_every_pending_use_once() {
     let mut rig = Rig::retiring(device());
-    let uses: Vec<_> = (0..10).map(|_| rig.submit(true, Purpose::Completion).unwrap()).collect();
+    let uses: Vec<_> = (0..10)
+        .map(|_| rig.submit(true, Purpose::Completion).unwrap())
+        .collect();
     for i in 0..3 {
         rig.queue.launch().unwrap();
         rig.queue.complete(i).unwrap();
@@ -25,13 +30,18 @@ fn a_queue_error_fails_every_pending_use_once() {
     // A waiter on another thread is woken with the failure.
     let waiter = rig.tracker.waiter();
     let last = uses[9].ticket;
-    let woken = std::thread::spawn(move || waiter.wait(&last, Duration::from_secs(10), WaitPolicy::spin()));
+    let woken =
+        std::thread::spawn(move || waiter.wait(&last, Duration::from_secs(10), WaitPolicy::spin()));
     assert_eq!(woken.join().unwrap(), Ok(Status::Failed));
     // The probe sees a negative value and fails the rest.
     rig.tracker.poll();
     rig.check();
     for (i, u) in uses.iter().enumerate() {
-        let expected = if i < 3 { Status::Complete } else { Status::Failed };
+        let expected = if i < 3 {
+            Status::Complete
+        } else {
+            Status::Failed
+        };
         assert_eq!(rig.status(u), expected, "use {i}");
     }
     assert_eq!(rig.tracker.fail_queue(), 0, "already failed: not again");
@@ -47,8 +57,14 @@ fn a_queue_error_fails_every_pending_use_once() {
         rig.run();
         rig.tracker.poll();
     }
-    assert_eq!(rig.tracker.waiter().status(&uses[5].ticket), Ok(Status::Failed));
-    assert_eq!(rig.tracker.waiter().status(&uses[1].ticket), Ok(Status::Complete));
+    assert_eq!(
+        rig.tracker.waiter().status(&uses[5].ticket),
+        Ok(Status::Failed)
+    );
+    assert_eq!(
+        rig.tracker.waiter().status(&uses[1].ticket),
+        Ok(Status::Complete)
+    );
     rig.check();
 }
 
@@ -57,7 +73,10 @@ fn a_partly_issued_submission_waits_for_its_issued_part() {
     let mut rig = Rig::retiring(device());
     // One use shared by three operations; the submission fails after two.
     let index = rig.queue.write_index();
-    let acquired = rig.tracker.acquire(Request::packet(index + 1).ops(3)).unwrap();
+    let acquired = rig
+        .tracker
+        .acquire(Request::packet(index + 1).ops(3))
+        .unwrap();
     for i in 0..2 {
         assert_eq!(rig.queue.reserve().unwrap(), index + i);
         tracker::sim_backend::submit_kernel(&rig.queue, index + i, acquired.signal, false);
@@ -70,33 +89,56 @@ fn a_partly_issued_submission_waits_for_its_issued_part() {
     rig.queue.launch().unwrap();
     rig.queue.complete(0).unwrap();
     rig.tracker.poll();
-    assert_eq!(rig.tracker.stats().rearms, 0, "one issued operation still running");
+    assert_eq!(
+        rig.tracker.stats().rearms,
+        0,
+        "one issued operation still running"
+    );
     rig.queue.run_until_idle();
     rig.tracker.poll();
     assert_eq!(rig.tracker.stats().rearms, 1);
     assert_eq!(rig.tracker.stats().failed, 1);
-    assert!(rig.sim.violations().is_empty(), "{:?}", rig.sim.violations());
+    assert!(
+        rig.sim.violations().is_empty(),
+        "{:?}",
+        rig.sim.violations()
+    );
     assert_eq!(rig.tracker.query(&acquired.ticket).unwrap(), Status::Failed);
-    assert!(matches!(rig.tracker.fail_submission(&acquired.ticket, 0), Err(Error::InvalidState { .. })));
+    assert!(matches!(
+        rig.tracker.fail_submission(&acquired.ticket, 0),
+        Err(Error::InvalidState { .. })
+    ));
 }
 
 #[test]
 fn failing_a_submission_that_was_fully_issued_is_refused() {
     let mut rig = Rig::retiring(device());
     let u = rig.submit(true, Purpose::Completion).unwrap();
-    assert!(matches!(rig.tracker.fail_submission(&u.ticket, 1), Err(Error::InvalidState { .. })));
+    assert!(matches!(
+        rig.tracker.fail_submission(&u.ticket, 1),
+        Err(Error::InvalidState { .. })
+    ));
     rig.run();
     assert_eq!(rig.status(&u), Status::Complete);
 }
 
 #[test]
 fn an_allocation_failure_is_a_typed_error_and_the_tracker_recovers() {
-    let config = Config { initial_size: 2, growth_limit: 4, refill_batch: 2, signals: Placement::Device, ..Config::default() };
+    let config = Config {
+        initial_size: 2,
+        growth_limit: 4,
+        refill_batch: 2,
+        signals: Placement::Device,
+        ..Config::default()
+    };
     let mut rig = Rig::retiring(config);
     rig.submit(true, Purpose::Completion).unwrap();
     rig.submit(true, Purpose::Completion).unwrap();
     rig.sim.fail_allocations(2);
-    let err = rig.tracker.acquire(Request::packet(rig.queue.write_index()).barrier(true)).unwrap_err();
+    let err = rig
+        .tracker
+        .acquire(Request::packet(rig.queue.write_index()).barrier(true))
+        .unwrap_err();
     assert!(matches!(err, Error::OutOfSignals(_)), "{err}");
     rig.check();
     // Completed work frees signals: no new allocation needed.
@@ -111,18 +153,28 @@ fn waits_time_out_with_a_typed_error_and_never_report_false_completion() {
     let mut rig = Rig::retiring(device());
     let u = rig.submit(true, Purpose::CpuSync).unwrap();
     let started = std::time::Instant::now();
-    let result = rig.tracker.waiter().wait(&u.ticket, Duration::from_millis(20), WaitPolicy::blocking());
+    let result =
+        rig.tracker
+            .waiter()
+            .wait(&u.ticket, Duration::from_millis(20), WaitPolicy::blocking());
     assert_eq!(result, Err(Error::TimedOut(Duration::from_millis(20))));
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(rig.status(&u), Status::Pending);
     rig.run();
-    assert_eq!(rig.tracker.waiter().wait(&u.ticket, Duration::from_secs(1), WaitPolicy::spin()), Ok(Status::Complete));
+    assert_eq!(
+        rig.tracker
+            .waiter()
+            .wait(&u.ticket, Duration::from_secs(1), WaitPolicy::spin()),
+        Ok(Status::Complete)
+    );
 }
 
 #[test]
 fn the_baseline_reports_failures_too() {
     let mut rig = Rig::baseline(device());
-    let uses: Vec<_> = (0..4).map(|_| rig.submit(true, Purpose::Completion).unwrap()).collect();
+    let uses: Vec<_> = (0..4)
+        .map(|_| rig.submit(true, Purpose::Completion).unwrap())
+        .collect();
     rig.queue.fail();
     for u in &uses {
         assert_eq!(rig.status(u), Status::Failed);

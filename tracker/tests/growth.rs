@@ -24,15 +24,25 @@ fn the_ring_grows_to_its_limit_then_names_a_fence_to_wait_for() {
         rig.check();
     }
     assert_eq!(rig.tracker.stats().ring_growths, 2, "4 -> 8 -> 16");
-    let Err(Error::Backpressure { wait_for, in_flight }) = rig.submit(true, Purpose::Completion) else {
+    let Err(Error::Backpressure {
+        wait_for,
+        in_flight,
+    }) = rig.submit(true, Purpose::Completion)
+    else {
         panic!("expected back-pressure");
     };
     assert_eq!(in_flight, 16);
-    assert_eq!(wait_for.seq(), uses[3].ticket.seq(), "the newest fence near the front");
+    assert_eq!(
+        wait_for.seq(),
+        uses[3].ticket.seq(),
+        "the newest fence near the front"
+    );
     assert_eq!(rig.tracker.stats().backpressure, 1);
     // The caller waits outside its locks, then retries.
     let waiter = rig.tracker.waiter();
-    let thread = std::thread::spawn(move || waiter.wait(&wait_for, Duration::from_secs(10), WaitPolicy::spin()));
+    let thread = std::thread::spawn(move || {
+        waiter.wait(&wait_for, Duration::from_secs(10), WaitPolicy::spin())
+    });
     for _ in 0..4 {
         rig.queue.launch().unwrap();
         let i = rig.queue.read_index();
@@ -42,18 +52,29 @@ fn the_ring_grows_to_its_limit_then_names_a_fence_to_wait_for() {
     assert_eq!(thread.join().unwrap(), Ok(Status::Complete));
     rig.submit(true, Purpose::Completion).unwrap();
     rig.check();
-    assert_eq!(rig.tracker.stats().rearms, 4, "the fence retired the four uses up to it");
+    assert_eq!(
+        rig.tracker.stats().rearms,
+        4,
+        "the fence retired the four uses up to it"
+    );
 }
 
 #[test]
 fn the_baseline_grows_when_the_slot_two_ahead_is_busy() {
-    let config = Config { initial_size: 4, growth_limit: 4, ..Config::default() };
+    let config = Config {
+        initial_size: 4,
+        growth_limit: 4,
+        ..Config::default()
+    };
     let mut rig = Rig::baseline(config);
     for _ in 0..16 {
         rig.submit(true, Purpose::Completion).unwrap();
     }
     assert!(rig.tracker.stats().ring_growths >= 12);
-    assert!(matches!(rig.submit(true, Purpose::Completion), Err(Error::Backpressure { .. })));
+    assert!(matches!(
+        rig.submit(true, Purpose::Completion),
+        Err(Error::Backpressure { .. })
+    ));
     rig.run();
     rig.submit(true, Purpose::Completion).unwrap();
     rig.check();

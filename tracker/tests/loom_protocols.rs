@@ -8,7 +8,8 @@ use loom::sync::Arc;
 use loom::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::time::Duration;
 use tracker::{
-    AllocError, Config, Placement, QueueView, Request, RetiringTracker, SignalMemory, Status, Timestamps, Tracker,
+    AllocError, Config, Placement, QueueView, Request, RetiringTracker, SignalMemory, Status,
+    Timestamps, Tracker,
 };
 
 /// A few host-memory signals as loom atomics.
@@ -19,7 +20,10 @@ struct LoomMemory {
 
 impl LoomMemory {
     fn new(count: usize) -> Arc<Self> {
-        Arc::new(Self { values: (0..count).map(|_| AtomicI64::new(0)).collect(), next: AtomicUsize::new(0) })
+        Arc::new(Self {
+            values: (0..count).map(|_| AtomicI64::new(0)).collect(),
+            next: AtomicUsize::new(0),
+        })
     }
 
     /// The packet processor completing the packet that names `handle`.
@@ -35,7 +39,12 @@ impl LoomMemory {
 impl SignalMemory for LoomMemory {
     type Signal = usize;
 
-    fn allocate(&self, count: usize, _: Placement, out: &mut Vec<(usize, Placement)>) -> Result<(), AllocError> {
+    fn allocate(
+        &self,
+        count: usize,
+        _: Placement,
+        out: &mut Vec<(usize, Placement)>,
+    ) -> Result<(), AllocError> {
         for _ in 0..count {
             let i = self.next.fetch_add(1, Ordering::Relaxed);
             if i >= self.values.len() {
@@ -80,9 +89,17 @@ impl QueueView for ModelQueue {
     }
 }
 
-fn small_tracker(memory: &Arc<LoomMemory>, signals: usize) -> (RetiringTracker<LoomMemory, ModelQueue>, Arc<AtomicUsize>) {
+fn small_tracker(
+    memory: &Arc<LoomMemory>,
+    signals: usize,
+) -> (RetiringTracker<LoomMemory, ModelQueue>, Arc<AtomicUsize>) {
     let read = Arc::new(AtomicUsize::new(0));
-    let config = Config { initial_size: signals, growth_limit: 1, refill_batch: 1, ..Config::default() };
+    let config = Config {
+        initial_size: signals,
+        growth_limit: 1,
+        refill_batch: 1,
+        ..Config::default()
+    };
     let tracker = RetiringTracker::new(memory.clone(), ModelQueue(read.clone()), config).unwrap();
     (tracker, read)
 }
@@ -119,10 +136,19 @@ fn last_reference_drop_versus_parking() {
         holder.join().unwrap();
         tracker.reclaim();
         let census = tracker.census();
-        assert_eq!(census.parked, 0, "the parked signal came back: {census:?} {:?}", tracker.stats());
+        assert_eq!(
+            census.parked,
+            0,
+            "the parked signal came back: {census:?} {:?}",
+            tracker.stats()
+        );
         assert_eq!(census.armed, 2);
         assert!(census.is_balanced());
-        assert_eq!(memory.value(acquired.signal), 1, "re-armed exactly once, after the holder");
+        assert_eq!(
+            memory.value(acquired.signal),
+            1,
+            "re-armed exactly once, after the holder"
+        );
     });
 }
 
@@ -149,7 +175,11 @@ fn pin_release_versus_rearm() {
         let consumer_thread = {
             let memory = memory.clone();
             loom::thread::spawn(move || {
-                assert_eq!(memory.value(dependency), 0, "the waiter sees the completion it waits for");
+                assert_eq!(
+                    memory.value(dependency),
+                    0,
+                    "the waiter sees the completion it waits for"
+                );
                 memory.complete(consuming.signal);
                 consumer_read.store(1, Ordering::Release);
                 consumer.poll(); // retires the consumer: drops the pin
@@ -184,7 +214,11 @@ fn cpu_wait_versus_concurrent_submit() {
                     match waiter.status(&first.ticket).unwrap() {
                         Status::Pending => loom::thread::yield_now(),
                         status => {
-                            assert_eq!(gpu_done.load(Ordering::Acquire), 1, "completion reported early");
+                            assert_eq!(
+                                gpu_done.load(Ordering::Acquire),
+                                1,
+                                "completion reported early"
+                            );
                             return status;
                         }
                     }

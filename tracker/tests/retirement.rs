@@ -7,18 +7,26 @@ use support::Rig;
 use tracker::{Config, Error, Placement, Purpose, Request, Status, Tracker};
 
 fn device() -> Config {
-    Config { signals: Placement::Device, ..Config::default() }
+    Config {
+        signals: Placement::Device,
+        ..Config::default()
+    }
 }
 
 #[test]
 fn one_probe_of_the_newest_fence_retires_a_batch() {
     let mut rig = Rig::retiring(device());
-    let uses: Vec<_> = (0..64).map(|i| rig.submit(i % 8 == 7, Purpose::Completion).unwrap()).collect();
+    let uses: Vec<_> = (0..64)
+        .map(|i| rig.submit(i % 8 == 7, Purpose::Completion).unwrap())
+        .collect();
     rig.run();
     rig.tracker.poll();
     rig.check();
     for u in &uses {
-        assert_eq!(rig.tracker.known_status(&u.ticket).unwrap(), Some(Status::Complete));
+        assert_eq!(
+            rig.tracker.known_status(&u.ticket).unwrap(),
+            Some(Status::Complete)
+        );
     }
     let stats = rig.tracker.stats();
     assert_eq!(stats.device().loads, 1, "one load for the whole batch");
@@ -39,25 +47,37 @@ fn the_read_index_alone_is_never_trusted() {
     rig.tracker.poll();
     rig.check();
     assert_eq!(rig.tracker.known_status(&fence.ticket).unwrap(), None);
-    assert_eq!(rig.tracker.stats().probes, 1, "the nominated fence was loaded");
+    assert_eq!(
+        rig.tracker.stats().probes,
+        1,
+        "the nominated fence was loaded"
+    );
     rig.queue.complete(0).unwrap();
     rig.tracker.poll();
     rig.check();
-    assert_eq!(rig.tracker.known_status(&fence.ticket).unwrap(), Some(Status::Complete));
+    assert_eq!(
+        rig.tracker.known_status(&fence.ticket).unwrap(),
+        Some(Status::Complete)
+    );
 }
 
 #[test]
 fn uses_after_the_nominated_fence_stay_pending() {
     let mut rig = Rig::retiring(device());
     let first = rig.submit(true, Purpose::Completion).unwrap();
-    let later: Vec<_> = (0..3).map(|_| rig.submit(false, Purpose::Completion).unwrap()).collect();
+    let later: Vec<_> = (0..3)
+        .map(|_| rig.submit(false, Purpose::Completion).unwrap())
+        .collect();
     // Complete only the fence.
     rig.queue.launch().unwrap();
     rig.queue.complete(0).unwrap();
     rig.queue.advance_read_index().unwrap();
     rig.tracker.poll();
     rig.check();
-    assert_eq!(rig.tracker.known_status(&first.ticket).unwrap(), Some(Status::Complete));
+    assert_eq!(
+        rig.tracker.known_status(&first.ticket).unwrap(),
+        Some(Status::Complete)
+    );
     for u in &later {
         assert_eq!(rig.tracker.known_status(&u.ticket).unwrap(), None);
     }
@@ -65,9 +85,14 @@ fn uses_after_the_nominated_fence_stay_pending() {
 
 #[test]
 fn out_of_order_completions_retire_only_through_a_fence_or_their_own_signal() {
-    let config = sim::QueueConfig { out_of_order: true, ..support::queue_config() };
+    let config = sim::QueueConfig {
+        out_of_order: true,
+        ..support::queue_config()
+    };
     let mut rig = Rig::retiring_on(device(), config);
-    let kernels: Vec<_> = (0..4).map(|_| rig.submit(false, Purpose::Completion).unwrap()).collect();
+    let kernels: Vec<_> = (0..4)
+        .map(|_| rig.submit(false, Purpose::Completion).unwrap())
+        .collect();
     let fence = rig.submit(true, Purpose::Completion).unwrap();
     for _ in 0..4 {
         rig.queue.launch().unwrap();
@@ -82,7 +107,11 @@ fn out_of_order_completions_retire_only_through_a_fence_or_their_own_signal() {
     rig.tracker.reclaim();
     rig.check();
     assert_eq!(rig.tracker.known_status(&kernels[0].ticket).unwrap(), None);
-    assert_eq!(rig.tracker.stats().rearms, 0, "reclaim stops at the first busy use");
+    assert_eq!(
+        rig.tracker.stats().rearms,
+        0,
+        "reclaim stops at the first busy use"
+    );
     for i in [0, 1, 3] {
         rig.queue.complete(i).unwrap();
     }
@@ -91,7 +120,12 @@ fn out_of_order_completions_retire_only_through_a_fence_or_their_own_signal() {
     rig.queue.advance_read_index().unwrap();
     rig.tracker.poll();
     rig.check();
-    assert!(kernels.iter().chain([&fence]).all(|u| rig.tracker.known_status(&u.ticket).unwrap() == Some(Status::Complete)));
+    assert!(
+        kernels
+            .iter()
+            .chain([&fence])
+            .all(|u| rig.tracker.known_status(&u.ticket).unwrap() == Some(Status::Complete))
+    );
     assert_eq!(rig.tracker.stats().rearms, 5);
 }
 
@@ -109,7 +143,10 @@ fn a_queue_change_keeps_fences_from_proving_another_generations_uses() {
     rig.run(); // the new queue's fence completes; the old use does not
     rig.tracker.poll();
     rig.check();
-    assert_eq!(rig.tracker.known_status(&fence.ticket).unwrap(), Some(Status::Complete));
+    assert_eq!(
+        rig.tracker.known_status(&fence.ticket).unwrap(),
+        Some(Status::Complete)
+    );
     assert_eq!(rig.tracker.known_status(&old.ticket).unwrap(), None);
     // The old use retires by its own signal once its queue runs.
     old_queue.run_until_idle();
@@ -119,7 +156,10 @@ fn a_queue_change_keeps_fences_from_proving_another_generations_uses() {
 
 #[test]
 fn a_narrow_generation_counter_wraps_without_confusing_generations() {
-    let config = Config { generation_bits: 1, ..device() };
+    let config = Config {
+        generation_bits: 1,
+        ..device()
+    };
     let mut rig = Rig::retiring(config);
     let mut pending = Vec::new();
     let mut queues = vec![rig.queue.clone()];
@@ -130,38 +170,63 @@ fn a_narrow_generation_counter_wraps_without_confusing_generations() {
         rig.queue = queue.clone();
         queues.push(queue);
     }
-    assert_eq!(rig.tracker.generation().value(), 0, "4 changes on a 1-bit counter wrap to 0");
+    assert_eq!(
+        rig.tracker.generation().value(),
+        0,
+        "4 changes on a 1-bit counter wrap to 0"
+    );
     let fence = rig.submit(true, Purpose::Completion).unwrap();
     rig.run();
     rig.tracker.poll();
     rig.check();
-    assert_eq!(rig.tracker.known_status(&fence.ticket).unwrap(), Some(Status::Complete));
+    assert_eq!(
+        rig.tracker.known_status(&fence.ticket).unwrap(),
+        Some(Status::Complete)
+    );
     for u in &pending {
-        assert_eq!(rig.tracker.known_status(&u.ticket).unwrap(), None, "same counter value, other generation");
+        assert_eq!(
+            rig.tracker.known_status(&u.ticket).unwrap(),
+            None,
+            "same counter value, other generation"
+        );
     }
 }
 
 #[test]
 fn a_drained_queue_retires_everything_without_loads() {
     let mut rig = Rig::retiring(device());
-    let uses: Vec<_> = (0..10).map(|_| rig.submit(false, Purpose::Completion).unwrap()).collect();
+    let uses: Vec<_> = (0..10)
+        .map(|_| rig.submit(false, Purpose::Completion).unwrap())
+        .collect();
     rig.run();
     rig.tracker.note_drained();
     rig.check();
-    assert!(uses.iter().all(|u| rig.tracker.known_status(&u.ticket).unwrap() == Some(Status::Complete)));
+    assert!(
+        uses.iter()
+            .all(|u| rig.tracker.known_status(&u.ticket).unwrap() == Some(Status::Complete))
+    );
     let stats = rig.tracker.stats();
-    assert_eq!((stats.device().loads, stats.retired_by_drain, stats.rearms), (0, 10, 10));
+    assert_eq!(
+        (stats.device().loads, stats.retired_by_drain, stats.rearms),
+        (0, 10, 10)
+    );
 }
 
 #[test]
 fn a_cpu_wait_that_saw_zero_is_a_proof() {
     let mut rig = Rig::retiring(device());
-    let kernels: Vec<_> = (0..3).map(|_| rig.submit(false, Purpose::Completion).unwrap()).collect();
+    let kernels: Vec<_> = (0..3)
+        .map(|_| rig.submit(false, Purpose::Completion).unwrap())
+        .collect();
     let marker = rig.submit(true, Purpose::CpuSync).unwrap();
     let waiter = rig.tracker.waiter();
     let ticket = marker.ticket;
     let thread = std::thread::spawn(move || {
-        waiter.wait(&ticket, std::time::Duration::from_secs(10), tracker::WaitPolicy::spin())
+        waiter.wait(
+            &ticket,
+            std::time::Duration::from_secs(10),
+            tracker::WaitPolicy::spin(),
+        )
     });
     rig.queue.run_until_idle();
     assert_eq!(thread.join().unwrap(), Ok(Status::Complete));
@@ -169,8 +234,16 @@ fn a_cpu_wait_that_saw_zero_is_a_proof() {
     rig.tracker.poll();
     rig.check();
     // The marker is a fence: its observed completion retires the kernels too.
-    assert!(kernels.iter().all(|u| rig.tracker.known_status(&u.ticket).unwrap() == Some(Status::Complete)));
-    assert_eq!(rig.tracker.stats().device().loads, loads_before, "no load after the wait");
+    assert!(
+        kernels
+            .iter()
+            .all(|u| rig.tracker.known_status(&u.ticket).unwrap() == Some(Status::Complete))
+    );
+    assert_eq!(
+        rig.tracker.stats().device().loads,
+        loads_before,
+        "no load after the wait"
+    );
     assert_eq!(rig.tracker.stats().retired_by_cpu_wait, 1);
 }
 
@@ -179,7 +252,13 @@ fn aql_indices_must_increase_within_a_generation() {
     let mut rig = Rig::retiring(device());
     rig.submit(true, Purpose::Completion).unwrap();
     let err = rig.tracker.acquire(Request::packet(0)).unwrap_err();
-    assert_eq!(err, Error::AqlIndexOutOfOrder { index: 0, previous: 0 });
+    assert_eq!(
+        err,
+        Error::AqlIndexOutOfOrder {
+            index: 0,
+            previous: 0
+        }
+    );
     assert!(err.to_string().contains("note_queue_change"));
 }
 
@@ -189,7 +268,10 @@ fn tickets_of_another_tracker_are_rejected() {
     let mut b = Rig::retiring(device());
     let u = a.submit(true, Purpose::Completion).unwrap();
     assert_eq!(b.tracker.query(&u.ticket), Err(Error::ForeignTicket));
-    assert_eq!(b.tracker.waiter().status(&u.ticket), Err(Error::ForeignTicket));
+    assert_eq!(
+        b.tracker.waiter().status(&u.ticket),
+        Err(Error::ForeignTicket)
+    );
     assert_eq!(b.tracker.hold(&u.ticket).unwrap_err(), Error::ForeignTicket);
 }
 
@@ -211,5 +293,8 @@ fn a_retired_tickets_status_costs_no_memory_read() {
         rig.run();
         rig.tracker.poll();
     }
-    assert_eq!(rig.tracker.waiter().known_status(&u.ticket), Ok(Some(Status::Complete)));
+    assert_eq!(
+        rig.tracker.waiter().known_status(&u.ticket),
+        Ok(Some(Status::Complete))
+    );
 }

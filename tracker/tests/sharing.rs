@@ -7,7 +7,10 @@ use support::Rig;
 use tracker::{Config, Placement, Purpose, Request, Status, Tracker, WaitPolicy};
 
 fn device() -> Config {
-    Config { signals: Placement::Device, ..Config::default() }
+    Config {
+        signals: Placement::Device,
+        ..Config::default()
+    }
 }
 
 #[test]
@@ -54,13 +57,19 @@ fn references_wait_and_report_from_any_thread() {
     let u = rig.submit(true, Purpose::Event).unwrap();
     let reference = rig.tracker.hold(&u.ticket).unwrap().unwrap();
     let clone = reference.clone();
-    let waiting = std::thread::spawn(move || clone.wait(std::time::Duration::from_secs(10), WaitPolicy::blocking()));
+    let waiting = std::thread::spawn(move || {
+        clone.wait(std::time::Duration::from_secs(10), WaitPolicy::blocking())
+    });
     rig.queue.run_until_idle();
     assert_eq!(waiting.join().unwrap(), Ok(Status::Complete));
     drop(reference);
     rig.tracker.poll();
     rig.check();
-    assert_eq!(rig.tracker.census().parked, 0, "all references gone before the retirement: re-armed directly");
+    assert_eq!(
+        rig.tracker.census().parked,
+        0,
+        "all references gone before the retirement: re-armed directly"
+    );
 }
 
 #[test]
@@ -83,10 +92,16 @@ fn no_signal_is_created_in_steady_state_with_events_held_and_released() {
         }
     }
     rig.check();
-    assert_eq!(Some(rig.tracker.stats().signals_created), created_after_warmup);
+    assert_eq!(
+        Some(rig.tracker.stats().signals_created),
+        created_after_warmup
+    );
     let stats = rig.tracker.stats();
     assert!(stats.unparks > 500, "{stats:?}");
-    assert_eq!(stats.unparks, stats.spare_swaps - rig.tracker.census().parked as u64);
+    assert_eq!(
+        stats.unparks,
+        stats.spare_swaps - rig.tracker.census().parked as u64
+    );
 }
 
 #[test]
@@ -94,9 +109,16 @@ fn a_gpu_waiter_pins_the_signal_until_its_consumer_retires() {
     let mut producer = Rig::retiring(device());
     let mut consumer = producer.neighbour(device());
     let produced = producer.submit(true, Purpose::GpuWaiter).unwrap();
-    let pin = producer.tracker.pin(&produced.ticket).unwrap().expect("pending: a dependency");
+    let pin = producer
+        .tracker
+        .pin(&produced.ticket)
+        .unwrap()
+        .expect("pending: a dependency");
     let consuming = consumer
-        .submit_request(Request::packet(consumer.queue.write_index()).barrier(true), &[pin.packet_handle()])
+        .submit_request(
+            Request::packet(consumer.queue.write_index()).barrier(true),
+            &[pin.packet_handle()],
+        )
         .unwrap();
     consumer.tracker.attach(&consuming.ticket, pin).unwrap();
 
@@ -136,7 +158,10 @@ fn a_drained_consumer_queue_releases_its_pins() {
     let produced = producer.submit(true, Purpose::GpuWaiter).unwrap();
     let pin = producer.tracker.pin(&produced.ticket).unwrap().unwrap();
     let consuming = consumer
-        .submit_request(Request::packet(consumer.queue.write_index()).barrier(true), &[pin.packet_handle()])
+        .submit_request(
+            Request::packet(consumer.queue.write_index()).barrier(true),
+            &[pin.packet_handle()],
+        )
         .unwrap();
     consumer.tracker.attach(&consuming.ticket, pin).unwrap();
     producer.run();
@@ -150,7 +175,10 @@ fn a_drained_consumer_queue_releases_its_pins() {
 
 #[test]
 fn the_baseline_replaces_shared_signals_with_new_ones() {
-    let mut rig = Rig::baseline(Config { initial_size: 4, ..device() });
+    let mut rig = Rig::baseline(Config {
+        initial_size: 4,
+        ..device()
+    });
     let event = rig.submit(true, Purpose::Event).unwrap();
     let _reference = rig.tracker.hold(&event.ticket).unwrap().unwrap();
     let created = rig.tracker.stats().signals_created;
@@ -159,6 +187,10 @@ fn the_baseline_replaces_shared_signals_with_new_ones() {
         rig.run();
     }
     rig.check();
-    assert_eq!(rig.tracker.stats().signals_created, created + 1, "one new signal for the held one");
+    assert_eq!(
+        rig.tracker.stats().signals_created,
+        created + 1,
+        "one new signal for the held one"
+    );
     assert_eq!(rig.tracker.census().retired, 1);
 }

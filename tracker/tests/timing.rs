@@ -10,11 +10,19 @@ use tracker::{Config, Placement, Purpose, Request, Tracker};
 fn timed_uses_that_wrap_the_ring_keep_their_own_stamps() {
     // A graph launch under a profiler: more timed uses than ring slots, each
     // event held while later uses re-arm the ring around it.
-    let config = Config { initial_size: 8, growth_limit: 1, signals: Placement::Device, ..Config::default() };
+    let config = Config {
+        initial_size: 8,
+        growth_limit: 1,
+        signals: Placement::Device,
+        ..Config::default()
+    };
     let mut rig = Rig::retiring(config);
     let mut events = Vec::new();
     for i in 0..40 {
-        let request = Request::packet(rig.queue.write_index()).barrier(true).purpose(Purpose::Event).timed(true);
+        let request = Request::packet(rig.queue.write_index())
+            .barrier(true)
+            .purpose(Purpose::Event)
+            .timed(true);
         let u = rig.submit_request(request, &[]).unwrap();
         let reference = rig.tracker.hold(&u.ticket).unwrap().unwrap();
         events.push((u, reference));
@@ -30,7 +38,10 @@ fn timed_uses_that_wrap_the_ring_keep_their_own_stamps() {
     for (u, reference) in &events {
         let truth = rig.truth(u).unwrap();
         let stamps = reference.timestamps().expect("harvested at retirement");
-        assert_eq!((Some(stamps.start), Some(stamps.end)), (truth.start_ts, truth.end_ts));
+        assert_eq!(
+            (Some(stamps.start), Some(stamps.end)),
+            (truth.start_ts, truth.end_ts)
+        );
         assert_eq!(rig.tracker.timestamps(&u.ticket).unwrap(), Some(stamps));
     }
     let stats = rig.tracker.stats();
@@ -40,12 +51,22 @@ fn timed_uses_that_wrap_the_ring_keep_their_own_stamps() {
 
 #[test]
 fn timing_only_uses_get_host_signals_from_their_own_pool() {
-    let config = Config { signals: Placement::Device, ..Config::default() };
+    let config = Config {
+        signals: Placement::Device,
+        ..Config::default()
+    };
     let mut rig = Rig::retiring(config);
     let mut uses = Vec::new();
     for _ in 0..100 {
         let index = rig.queue.write_index();
-        let acquired = rig.tracker.acquire(Request::packet(index).barrier(true).purpose(Purpose::TimingOnly)).unwrap();
+        let acquired = rig
+            .tracker
+            .acquire(
+                Request::packet(index)
+                    .barrier(true)
+                    .purpose(Purpose::TimingOnly),
+            )
+            .unwrap();
         assert_eq!(acquired.placement, Placement::Host);
         rig.queue.reserve().unwrap();
         tracker::sim_backend::submit_kernel(&rig.queue, index, acquired.signal, true);
@@ -55,22 +76,54 @@ fn timing_only_uses_get_host_signals_from_their_own_pool() {
     }
     rig.tracker.poll();
     let stats = rig.tracker.stats();
-    assert_eq!(stats.device().timestamp_reads, 0, "no PCIe read for the profiler's stamps");
+    assert_eq!(
+        stats.device().timestamp_reads,
+        0,
+        "no PCIe read for the profiler's stamps"
+    );
     assert_eq!(stats.host().timestamp_reads, 100);
     assert_eq!(stats.device().loads, 0);
     // A sync use still gets a device signal.
     let sync = rig.submit(true, Purpose::CpuSync).unwrap();
     let _ = sync;
-    assert_eq!(rig.sim.placement(rig.sim.resolve(hsa_sys::hsa_signal_t { handle: sync.signal }).unwrap()), sim::Placement::Device);
+    assert_eq!(
+        rig.sim.placement(
+            rig.sim
+                .resolve(hsa_sys::hsa_signal_t {
+                    handle: sync.signal
+                })
+                .unwrap()
+        ),
+        sim::Placement::Device
+    );
 }
 
 #[test]
 fn elapsed_time_of_an_event_costs_no_pcie_read() {
-    let config = Config { signals: Placement::Device, ..Config::default() };
+    let config = Config {
+        signals: Placement::Device,
+        ..Config::default()
+    };
     let mut rig = Rig::retiring(config);
-    let start = rig.submit_request(Request::packet(rig.queue.write_index()).barrier(true).purpose(Purpose::Event).timed(true), &[]).unwrap();
+    let start = rig
+        .submit_request(
+            Request::packet(rig.queue.write_index())
+                .barrier(true)
+                .purpose(Purpose::Event)
+                .timed(true),
+            &[],
+        )
+        .unwrap();
     let start_ref = rig.tracker.hold(&start.ticket).unwrap().unwrap();
-    let end = rig.submit_request(Request::packet(rig.queue.write_index()).barrier(true).purpose(Purpose::Event).timed(true), &[]).unwrap();
+    let end = rig
+        .submit_request(
+            Request::packet(rig.queue.write_index())
+                .barrier(true)
+                .purpose(Purpose::Event)
+                .timed(true),
+            &[],
+        )
+        .unwrap();
     let end_ref = rig.tracker.hold(&end.ticket).unwrap().unwrap();
     rig.run();
     rig.tracker.poll();
@@ -84,18 +137,32 @@ fn elapsed_time_of_an_event_costs_no_pcie_read() {
 
 #[test]
 fn a_device_allocation_that_fell_back_keeps_a_working_host_signal() {
-    let config = Config { initial_size: 4, refill_batch: 4, signals: Placement::Device, ..Config::default() };
+    let config = Config {
+        initial_size: 4,
+        refill_batch: 4,
+        signals: Placement::Device,
+        ..Config::default()
+    };
     let mut rig = Rig::retiring(config);
     rig.sim.set_device_memory_available(false);
     let mut placements = Vec::new();
     for _ in 0..12 {
         let u = rig.submit(true, Purpose::CpuSync).unwrap(); // ring grows past its 4 device signals
-        placements.push(rig.sim.placement(rig.sim.resolve(hsa_sys::hsa_signal_t { handle: u.signal }).unwrap()));
+        placements.push(
+            rig.sim.placement(
+                rig.sim
+                    .resolve(hsa_sys::hsa_signal_t { handle: u.signal })
+                    .unwrap(),
+            ),
+        );
     }
     rig.run();
     rig.tracker.poll();
     rig.check();
-    assert!(placements.contains(&sim::Placement::Host), "fell back to host memory");
+    assert!(
+        placements.contains(&sim::Placement::Host),
+        "fell back to host memory"
+    );
     assert!(placements[..4].iter().all(|p| *p == sim::Placement::Device));
     assert_eq!(rig.tracker.stats().retired, 12);
 }

@@ -6,7 +6,9 @@
 use sim::{Queue, QueueConfig, Sim, SimConfig};
 use std::sync::Arc;
 use tracker::sim_backend::{SimMemory, submit_kernel, submit_wait};
-use tracker::{BaselineTracker, Config, Error, Purpose, Request, RetiringTracker, Status, Ticket, Tracker};
+use tracker::{
+    BaselineTracker, Config, Error, Purpose, Request, RetiringTracker, Status, Ticket, Tracker,
+};
 
 /// One use the rig handed out.
 #[derive(Clone, Debug)]
@@ -34,11 +36,18 @@ pub type Retiring = RetiringTracker<SimMemory, Queue>;
 pub type Baseline = BaselineTracker<SimMemory, Queue>;
 
 pub fn queue_config() -> QueueConfig {
-    QueueConfig { size: 1 << 14, profiling: true, ..QueueConfig::default() }
+    QueueConfig {
+        size: 1 << 14,
+        profiling: true,
+        ..QueueConfig::default()
+    }
 }
 
 fn parts(queue_config: QueueConfig) -> (Sim, Queue, Arc<SimMemory>) {
-    let sim = Sim::new(SimConfig { agents: 2, ..SimConfig::default() });
+    let sim = Sim::new(SimConfig {
+        agents: 2,
+        ..SimConfig::default()
+    });
     let queue = sim.create_queue(queue_config).unwrap();
     let memory = Arc::new(SimMemory::new(sim.clone(), queue.agent()));
     (sim, queue, memory)
@@ -52,7 +61,13 @@ impl Rig<Retiring> {
     pub fn retiring_on(config: Config, queue_config: QueueConfig) -> Self {
         let (sim, queue, memory) = parts(queue_config);
         let tracker = RetiringTracker::new(memory, queue.clone(), config).unwrap();
-        Rig { tracker, queue, sim, config, issued: Vec::new() }
+        Rig {
+            tracker,
+            queue,
+            sim,
+            config,
+            issued: Vec::new(),
+        }
     }
 }
 
@@ -63,15 +78,31 @@ impl<T> Rig<T> {
         let queue = self.sim.create_queue(queue_config()).unwrap();
         let memory = Arc::new(SimMemory::new(self.sim.clone(), queue.agent()));
         let tracker = RetiringTracker::new(memory, queue.clone(), config).unwrap();
-        Rig { tracker, queue, sim: self.sim.clone(), config, issued: Vec::new() }
+        Rig {
+            tracker,
+            queue,
+            sim: self.sim.clone(),
+            config,
+            issued: Vec::new(),
+        }
     }
 }
 
 impl Rig<Baseline> {
     pub fn baseline(config: Config) -> Self {
-        let (sim, queue, memory) = parts(queue_config());
+        Self::baseline_on(config, queue_config())
+    }
+
+    pub fn baseline_on(config: Config, queue_config: QueueConfig) -> Self {
+        let (sim, queue, memory) = parts(queue_config);
         let tracker = BaselineTracker::new(memory, queue.clone(), config).unwrap();
-        Rig { tracker, queue, sim, config, issued: Vec::new() }
+        Rig {
+            tracker,
+            queue,
+            sim,
+            config,
+            issued: Vec::new(),
+        }
     }
 }
 
@@ -79,19 +110,34 @@ impl<T: Tracker<Memory = SimMemory, Queue = Queue>> Rig<T> {
     /// Acquires a signal for the next packet and publishes empty work (an
     /// empty kernel) completing it.
     pub fn submit(&mut self, barrier: bool, purpose: Purpose) -> Result<Issued, Error> {
-        self.submit_request(Request::packet(self.queue.write_index()).barrier(barrier).purpose(purpose), &[])
+        self.submit_request(
+            Request::packet(self.queue.write_index())
+                .barrier(barrier)
+                .purpose(purpose),
+            &[],
+        )
     }
 
     /// As `submit`, with dependencies (packet handles) to wait on: then the
     /// packet is a barrier-AND.
-    pub fn submit_request(&mut self, request: Request, dependencies: &[u64]) -> Result<Issued, Error> {
+    pub fn submit_request(
+        &mut self,
+        request: Request,
+        dependencies: &[u64],
+    ) -> Result<Issued, Error> {
         let index = self.queue.write_index();
         let acquired = self.tracker.acquire(request)?;
         assert_eq!(self.queue.reserve().unwrap(), index);
         if dependencies.is_empty() {
             submit_kernel(&self.queue, index, acquired.signal, request.is_fence());
         } else {
-            submit_wait(&self.queue, index, acquired.signal, dependencies, request.is_fence());
+            submit_wait(
+                &self.queue,
+                index,
+                acquired.signal,
+                dependencies,
+                request.is_fence(),
+            );
         }
         let issued = Issued {
             queue: self.queue.clone(),
@@ -115,7 +161,9 @@ impl<T: Tracker<Memory = SimMemory, Queue = Queue>> Rig<T> {
         assert!(violations.is_empty(), "simulator saw: {violations:#?}");
         for issued in self.issued.clone() {
             let known = self.tracker.known_status(&issued.ticket).unwrap();
-            let Some(truth) = self.truth(&issued) else { continue };
+            let Some(truth) = self.truth(&issued) else {
+                continue;
+            };
             match known {
                 Some(Status::Complete) => assert!(
                     truth.completed,
@@ -133,7 +181,10 @@ impl<T: Tracker<Memory = SimMemory, Queue = Queue>> Rig<T> {
         }
         let census = self.tracker.census();
         assert!(census.is_balanced(), "a signal went missing: {census:?}");
-        assert!(census.in_flight <= self.config.max_in_flight(), "ring past its bound: {census:?}");
+        assert!(
+            census.in_flight <= self.config.max_in_flight(),
+            "ring past its bound: {census:?}"
+        );
     }
 
     /// Runs the simulated GPU until it can do nothing more, then checks.
