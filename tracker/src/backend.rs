@@ -145,3 +145,55 @@ pub trait QueueView: Send {
     /// HDP flush is needed before publishing; a ring in system memory needs one.
     fn ring_in_device_memory(&self) -> bool;
 }
+
+/// Work a queue layer publishes on a hardware queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Work<'a> {
+    /// Empty work: completes as soon as it runs (a marker).
+    Empty,
+    /// A kernel the backend knows by this handle (for the simulator, a
+    /// registered kernel object; 0 is the empty kernel).
+    Kernel(u64),
+    /// Waits until every signal (packet handles, at most five) reaches 0:
+    /// a barrier-AND packet on AQL queues.
+    Wait(&'a [u64]),
+}
+
+/// A hardware queue that accepts work: what a queue layer needs beyond the
+/// tracker's [`QueueView`].
+///
+/// Publication follows HSA order: the packet body, then its header by a
+/// release store, then the doorbell. The completion signal must already be
+/// armed and its arming visible, which [`Tracker::acquire`](crate::Tracker::acquire)
+/// guarantees for the signals it hands out.
+pub trait HardwareQueue: QueueView + Clone + Send + Sync + 'static {
+    /// Reserves the next packet slot and returns its index. Every reserved
+    /// slot must be published, or the queue stalls at it.
+    fn reserve(&self) -> Result<u64, QueueError>;
+
+    /// Publishes `work` at `index` (reserved), completing `completion` (a
+    /// packet handle, or 0 for none), with or without the barrier bit, and
+    /// rings the doorbell.
+    fn publish(
+        &self,
+        index: u64,
+        work: Work<'_>,
+        barrier: bool,
+        completion: u64,
+    ) -> Result<(), QueueError>;
+}
+
+/// A hardware queue refused work.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum QueueError {
+    /// Every packet slot is taken by work the processor has not consumed.
+    #[error("the hardware queue is full; wait for it to drain, then retry")]
+    Full,
+    /// The queue reported an error and accepts no more work.
+    #[error("the hardware queue failed: {0}")]
+    Failed(String),
+    /// The work cannot be expressed on this queue (for example, more than
+    /// five dependencies in one packet).
+    #[error("unsupported work: {0}")]
+    Unsupported(String),
+}

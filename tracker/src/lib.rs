@@ -65,7 +65,9 @@ mod ticket;
 mod timing;
 mod wait;
 
-pub use backend::{AllocError, Placement, QueueView, SignalMemory, Timestamps};
+pub use backend::{
+    AllocError, HardwareQueue, Placement, QueueError, QueueView, SignalMemory, Timestamps, Work,
+};
 pub use baseline::BaselineTracker;
 pub use config::Config;
 pub use error::Error;

@@ -13,7 +13,9 @@
 //! assert_eq!(tracker.query(&acquired.ticket).unwrap(), Status::Complete);
 //! ```
 
-use crate::backend::{AllocError, Placement, QueueView, SignalMemory, Timestamps};
+use crate::backend::{
+    AllocError, HardwareQueue, Placement, QueueError, QueueView, SignalMemory, Timestamps, Work,
+};
 use crate::baseline::BaselineTracker;
 use crate::config::Config;
 use crate::retiring::RetiringTracker;
@@ -114,6 +116,38 @@ impl QueueView for Queue {
     }
 }
 
+impl HardwareQueue for Queue {
+    fn reserve(&self) -> Result<u64, QueueError> {
+        Queue::reserve(self).map_err(|e| match e {
+            sim::SimError::QueueFull => QueueError::Full,
+            other => QueueError::Failed(other.to_string()),
+        })
+    }
+
+    fn publish(
+        &self,
+        index: u64,
+        work: Work<'_>,
+        barrier: bool,
+        completion: u64,
+    ) -> Result<(), QueueError> {
+        match work {
+            Work::Empty => submit_kernel_object(self, index, completion, barrier, 0),
+            Work::Kernel(object) => submit_kernel_object(self, index, completion, barrier, object),
+            Work::Wait(dependencies) if dependencies.len() <= 5 => {
+                submit_wait(self, index, completion, dependencies, barrier)
+            }
+            Work::Wait(dependencies) => {
+                return Err(QueueError::Unsupported(format!(
+                    "{} dependencies in one barrier-AND packet (at most 5: chain packets)",
+                    dependencies.len()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Packets a stepped queue made by the helpers below can hold before the
 /// "GPU" consumes any.
 pub const STEPPED_QUEUE_SIZE: u32 = 1 << 14;
@@ -159,6 +193,17 @@ pub fn submit_barrier(queue: &Queue, index: u64, completion_signal: u64) {
 /// doorbell. Unlike a barrier packet, a kernel without the barrier bit lets
 /// later packets launch while it runs.
 pub fn submit_kernel(queue: &Queue, index: u64, completion_signal: u64, barrier: bool) {
+    submit_kernel_object(queue, index, completion_signal, barrier, 0);
+}
+
+/// Publishes a dispatch of a registered kernel (see `Sim::register_kernel`).
+pub fn submit_kernel_object(
+    queue: &Queue,
+    index: u64,
+    completion_signal: u64,
+    barrier: bool,
+    kernel_object: u64,
+) {
     let packet = hsa_kernel_dispatch_packet_t {
         header: PacketHeader::new(HSA_PACKET_TYPE_KERNEL_DISPATCH)
             .barrier(barrier)
@@ -173,7 +218,7 @@ pub fn submit_kernel(queue: &Queue, index: u64, completion_signal: u64, barrier:
         grid_size_z: 1,
         private_segment_size: 0,
         group_segment_size: 0,
-        kernel_object: 0,
+        kernel_object,
         kernarg_address: core::ptr::null_mut(),
         reserved2: 0,
         completion_signal: hsa_signal_t {
