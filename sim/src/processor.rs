@@ -331,9 +331,11 @@ pub(crate) struct QueueState {
 }
 
 impl QueueState {
-    pub(crate) fn new() -> Self {
+    /// Room for `capacity` packet records up front, so that publishing
+    /// allocates nothing until more packets than that are recorded at once.
+    pub(crate) fn with_capacity(capacity: usize) -> Self {
         Self {
-            packets: VecDeque::new(),
+            packets: VecDeque::with_capacity(capacity),
             base: 0,
             next_launch: 0,
             oldest_incomplete: 0,

@@ -44,7 +44,7 @@ pub struct QueueConfig {
 
 impl Default for QueueConfig {
     /// Agent 0, 1024 packets, ring in device memory, not profiled, in order,
-    /// truth kept for the newest 65536 packets.
+    /// truth kept for the newest 16384 packets.
     fn default() -> Self {
         Self {
             agent: AgentId(0),
@@ -52,7 +52,7 @@ impl Default for QueueConfig {
             ring: Placement::Device,
             profiling: false,
             out_of_order: false,
-            truth_history: 1 << 16,
+            truth_history: 1 << 14,
         }
     }
 }
@@ -83,7 +83,9 @@ impl QueueCore {
             read_index: AtomicU64::new(0),
             doorbell: AtomicU64::new(0),
             rung_at_ns: AtomicU64::new(0),
-            state: Mutex::new(QueueState::new()),
+            state: Mutex::new(QueueState::with_capacity(
+                config.size as usize + config.truth_history.min(4096),
+            )),
         }
     }
 
@@ -425,7 +427,13 @@ impl Queue {
     /// [`FAILED_SIGNAL_VALUE`](crate::FAILED_SIGNAL_VALUE); nothing on the
     /// queue progresses any more, and packets published later fail at once.
     pub fn fail(&self) {
-        processor::fail_queue(self.sim.core(), &mut self.core.state.lock());
+        let core = self.sim.core();
+        processor::fail_queue(core, &mut self.core.state.lock());
+        // Barriers on other queues may wait on the signals that just went
+        // negative: they fail too, and the processor must notice.
+        if let Some(wake) = &core.wake {
+            wake.notify();
+        }
     }
 
     /// While stalled, the processor makes no progress on this queue (no
