@@ -289,6 +289,12 @@ impl Queue {
         }
         q.slot(index).publish(packet);
         processor::publish(core, q, &mut st, index, decoded);
+        drop(st);
+        // HSA order rings the doorbell after this, but a producer that rang
+        // it first must not leave a parked processor unaware of the packet.
+        if let (true, Some(wake)) = (index < q.doorbell(), &core.wake) {
+            wake.notify();
+        }
     }
 
     fn check_visibility(&self, core: &Core, index: u64, signal: crate::Signal) {

@@ -249,3 +249,16 @@ fn run_until_idle_waits_for_the_processor() {
     assert!(q.is_idle());
     assert!(all_done(&sim, &s));
 }
+
+#[test]
+fn a_packet_published_after_its_doorbell_still_runs() {
+    let sim = threaded(CostProfile::zero());
+    let q = sim.create_queue(QueueConfig::default()).unwrap();
+    let s = armed(&sim, 1, Placement::Host)[0];
+    let index = q.reserve().unwrap();
+    q.ring_doorbell(index); // out of HSA order: the header is still INVALID
+    std::thread::sleep(Duration::from_millis(20)); // the processor parks
+    assert!(!q.truth(index).unwrap().launched);
+    q.write(index, packets::kernel(0, Some(s)));
+    assert!(eventually(DEADLINE, || sim.load(s) == 0));
+}
