@@ -3,7 +3,7 @@
 //! [`Queue`] hand over to the [processor](crate::processor) rules.
 
 use crate::error::{SimError, StepError};
-use crate::memory::{AgentId, Placement};
+use crate::memory::{AgentId, Placement, Signal, Visibility};
 use crate::processor::{self, Packet, QueueState, UnknownHandle, Work};
 use crate::profile::pay;
 use crate::truth::{PacketTruth, Violation};
@@ -297,8 +297,7 @@ impl Queue {
         }
     }
 
-    fn check_visibility(&self, core: &Core, index: u64, signal: crate::Signal) {
-        use crate::memory::Visibility;
+    fn check_visibility(&self, core: &Core, index: u64, signal: Signal) {
         let queue = self.core.id;
         match core.memory.visibility(signal, self.core.config.ring) {
             Visibility::Visible => {}
