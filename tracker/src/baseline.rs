@@ -233,10 +233,10 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         let copy = matches!(request.engine, Engine::Copy);
         if c.placement == Placement::Device {
             self.shared.memory.store_fence();
-            self.stats.store_fences += 1;
+            self.stats.accesses[c.placement.index()].fences += 1;
             if copy || !self.queue.ring_in_device_memory() {
                 self.shared.memory.hdp_flush();
-                self.stats.hdp_flushes += 1;
+                self.stats.accesses[c.placement.index()].flushes += 1;
             }
         }
         let seq = self.next_seq;

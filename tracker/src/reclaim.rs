@@ -93,12 +93,12 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         if store > order.fenced_through {
             self.shared.memory.store_fence();
             order.fenced_through = order.stores_issued;
-            self.stats.store_fences += 1;
+            self.stats.accesses[placement.index()].fences += 1;
         }
         if (copy_engine || order.flush_before_publish) && store > order.flushed_through {
             self.shared.memory.hdp_flush();
             order.flushed_through = order.fenced_through;
-            self.stats.hdp_flushes += 1;
+            self.stats.accesses[placement.index()].flushes += 1;
         }
     }
 
@@ -130,7 +130,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             self.attachments.release_through(u.seq);
             if cell.holds() > 0 && self.shared.park(cell) {
                 self.parked.push(u.cell);
-                self.stats.spare_swaps += 1;
+                self.stats.parks += 1;
             } else {
                 self.rearm(u.cell);
                 rearmed += 1;

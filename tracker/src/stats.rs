@@ -13,6 +13,11 @@ pub struct Accesses {
     /// Timestamp pairs read from signals of this placement (two loads each,
     /// counted here, not in `loads`).
     pub timestamp_reads: u64,
+    /// Store fences issued to make stores to these signals visible (only
+    /// write-combined device memory needs them).
+    pub fences: u64,
+    /// HDP flushes issued for these signals (device memory only).
+    pub flushes: u64,
 }
 
 /// Everything a tracker counts. Obtained from [`Tracker::stats`](crate::Tracker::stats).
@@ -24,12 +29,9 @@ pub struct Accesses {
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// Host accesses per placement, indexed by [`Placement::index`].
+    /// Host accesses, fences and flushes per placement, indexed by
+    /// [`Placement::index`].
     pub accesses: [Accesses; 2],
-    /// Store fences issued before publishing a packet that uses re-armed signals.
-    pub store_fences: u64,
-    /// HDP flushes issued.
-    pub hdp_flushes: u64,
     /// Signals created (allocated from the backend), warm-up included.
     pub signals_created: u64,
     /// Uses handed out.
@@ -53,8 +55,12 @@ pub struct Stats {
     pub retired_by_drain: u64,
     /// Times the ring grew.
     pub ring_growths: u64,
-    /// Times a retired signal still held elsewhere was set aside (parked) and
-    /// an armed spare took its place.
+    /// Times a retired signal still held elsewhere (an event, a pin, a
+    /// handler) was set aside (parked) and an armed spare took its place.
+    pub parks: u64,
+    /// Uses served from the other placement's pool: a timing-only use given a
+    /// host signal by a device-memory tracker, or a device allocation that
+    /// fell back to host memory.
     pub spare_swaps: u64,
     /// Parked signals that came back, re-armed, once their last holder let go.
     pub unparks: u64,
@@ -80,6 +86,16 @@ impl Stats {
         self.accesses[1]
     }
 
+    /// Store fences, all placements.
+    pub const fn store_fences(&self) -> u64 {
+        self.accesses[0].fences + self.accesses[1].fences
+    }
+
+    /// HDP flushes, all placements.
+    pub const fn hdp_flushes(&self) -> u64 {
+        self.accesses[0].flushes + self.accesses[1].flushes
+    }
+
     /// Loads (timestamp reads included, two each) of `placement` signals per
     /// retired use; 0 when nothing retired.
     pub fn loads_per_retired_use(&self, placement: Placement) -> f64 {
@@ -89,12 +105,12 @@ impl Stats {
 
     /// Fences plus flushes per re-armed signal; 0 when nothing was re-armed.
     pub fn flushes_per_rearm(&self) -> f64 {
-        ratio(self.hdp_flushes, self.rearms)
+        ratio(self.hdp_flushes(), self.rearms)
     }
 
     /// Store fences per re-armed signal; 0 when nothing was re-armed.
     pub fn fences_per_rearm(&self) -> f64 {
-        ratio(self.store_fences, self.rearms)
+        ratio(self.store_fences(), self.rearms)
     }
 
     /// The counters accumulated since `earlier` (field by field).
@@ -104,11 +120,11 @@ impl Stats {
             a.loads -= b.loads;
             a.stores -= b.stores;
             a.timestamp_reads -= b.timestamp_reads;
+            a.fences -= b.fences;
+            a.flushes -= b.flushes;
         }
         macro_rules! sub { ($($f:ident),*) => { $(d.$f -= earlier.$f;)* } }
         sub!(
-            store_fences,
-            hdp_flushes,
             signals_created,
             uses,
             retired,
@@ -120,6 +136,7 @@ impl Stats {
             retired_by_load,
             retired_by_drain,
             ring_growths,
+            parks,
             spare_swaps,
             unparks,
             backpressure,

@@ -22,7 +22,7 @@ fn a_held_signal_is_parked_and_an_armed_spare_takes_its_place() {
     rig.tracker.poll();
     rig.check();
     assert_eq!(rig.tracker.census().parked, 1);
-    assert_eq!(rig.tracker.stats().spare_swaps, 1);
+    assert_eq!(rig.tracker.stats().parks, 1);
     // The holder reads its outcome from host memory: no load.
     let loads = rig.tracker.stats().device().loads;
     assert_eq!(reference.known_status(), Some(Status::Complete));
@@ -100,7 +100,7 @@ fn no_signal_is_created_in_steady_state_with_events_held_and_released() {
     assert!(stats.unparks > 500, "{stats:?}");
     assert_eq!(
         stats.unparks,
-        stats.spare_swaps - rig.tracker.census().parked as u64
+        stats.parks - rig.tracker.census().parked as u64
     );
 }
 

@@ -50,8 +50,8 @@ fn report(name: &str, s: &Stats) {
         s.signals_created,
         s.device().loads,
         s.device().stores,
-        s.store_fences,
-        s.hdp_flushes,
+        s.store_fences(),
+        s.hdp_flushes(),
         s.probes,
     );
 }

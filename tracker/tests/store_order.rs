@@ -35,11 +35,11 @@ fn a_device_ring_needs_one_fence_per_batch_and_no_flush() {
     churn(&mut rig, 2048);
     rig.check();
     let stats = rig.tracker.stats();
-    assert_eq!(stats.hdp_flushes, 0);
+    assert_eq!(stats.hdp_flushes(), 0);
     assert!(stats.fences_per_rearm() <= 1.0 / 32.0, "{stats:?}");
     assert_eq!(
         rig.sim.counters().store_fences,
-        stats.store_fences,
+        stats.store_fences(),
         "the tracker counts what the hardware sees"
     );
 }
@@ -54,9 +54,9 @@ fn a_host_ring_gets_one_hdp_flush_per_batch() {
     churn(&mut rig, 2048);
     rig.check(); // no Unflushed violation
     let stats = rig.tracker.stats();
-    assert!(stats.hdp_flushes > 0);
+    assert!(stats.hdp_flushes() > 0);
     assert!(stats.flushes_per_rearm() <= 1.0 / 32.0, "{stats:?}");
-    assert_eq!(rig.sim.counters().hdp_flushes, stats.hdp_flushes);
+    assert_eq!(rig.sim.counters().hdp_flushes, stats.hdp_flushes());
 }
 
 #[test]
@@ -69,7 +69,7 @@ fn host_signals_need_neither_fence_nor_flush() {
     churn(&mut rig, 512);
     rig.check();
     let stats = rig.tracker.stats();
-    assert_eq!((stats.store_fences, stats.hdp_flushes), (0, 0));
+    assert_eq!((stats.store_fences(), stats.hdp_flushes()), (0, 0));
 }
 
 #[test]
@@ -84,9 +84,9 @@ fn a_copy_engine_use_is_flushed_when_it_begins() {
         })
         .unwrap();
     churn(&mut rig, 200); // signals re-armed and fenced, never flushed
-    assert_eq!(rig.tracker.stats().hdp_flushes, 0);
+    assert_eq!(rig.tracker.stats().hdp_flushes(), 0);
     let copy = rig.tracker.acquire(Request::copy_engine()).unwrap();
-    assert_eq!(rig.tracker.stats().hdp_flushes, 1);
+    assert_eq!(rig.tracker.stats().hdp_flushes(), 1);
     let index = copy_engine.reserve().unwrap();
     tracker::sim_backend::submit_kernel(&copy_engine, index, copy.signal, true);
     copy_engine.run_until_idle();
@@ -103,5 +103,5 @@ fn the_baseline_fences_every_device_store() {
     churn(&mut rig, 256);
     rig.check();
     let stats = rig.tracker.stats();
-    assert_eq!(stats.store_fences, stats.uses, "one fence per re-arm");
+    assert_eq!(stats.store_fences(), stats.uses, "one fence per re-arm");
 }

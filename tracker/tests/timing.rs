@@ -83,6 +83,10 @@ fn timing_only_uses_get_host_signals_from_their_own_pool() {
     );
     assert_eq!(stats.host().timestamp_reads, 100);
     assert_eq!(stats.device().loads, 0);
+    assert_eq!(
+        stats.spare_swaps, 100,
+        "each served from the host timing pool"
+    );
     // A sync use still gets a device signal.
     let sync = rig.submit(true, Purpose::CpuSync).unwrap();
     let _ = sync;
