@@ -114,6 +114,9 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         let mut armed = self.take_signal(self.placement_for(request.purpose))?;
         // SAFETY: the cell belongs to `self.shared`, which outlives this call.
         let cell = unsafe { armed.cell.get() };
+        if cell.placement != self.config.signals {
+            self.stats.spare_swaps += 1;
+        }
         if request.ops > 1 {
             // Several operations will each decrement the signal.
             self.store(armed.cell, i64::from(request.ops));
