@@ -33,6 +33,14 @@ impl Placement {
     pub const fn index(self) -> usize {
         self as usize
     }
+
+    /// The other placement.
+    pub const fn other(self) -> Placement {
+        match self {
+            Placement::Host => Placement::Device,
+            Placement::Device => Placement::Host,
+        }
+    }
 }
 
 /// Start and end of a packet's execution in the GPU's clock (ticks).

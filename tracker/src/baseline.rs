@@ -348,6 +348,11 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
     }
 
     /// The baseline proves nothing in batches: nothing to do.
+    fn probe(&mut self) -> bool {
+        false
+    }
+
+    /// The baseline proves nothing in batches: nothing to do.
     fn poll(&mut self) -> usize {
         0
     }

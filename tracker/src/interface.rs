@@ -104,8 +104,13 @@ pub trait Tracker: Send {
     /// this tracker's queue) has retired.
     fn attach(&mut self, consumer: &Ticket, pin: Pin<Self::Memory>) -> Result<(), Error>;
 
-    /// Proves what it can with at most one load (fence probing), then reclaims.
-    /// Returns the number of signals re-armed.
+    /// Proves what it can with at most one load (fence probing: the newest
+    /// fence the read index nominates), without re-arming anything. Returns
+    /// whether it proved anything new.
+    fn probe(&mut self) -> bool;
+
+    /// [`probe`](Self::probe), then [`reclaim`](Self::reclaim). Returns the
+    /// number of signals re-armed.
     fn poll(&mut self) -> usize;
 
     /// Re-arms retired signals, oldest use first, stopping at the first use

@@ -86,6 +86,10 @@ impl<M: SignalMemory> Attachments<M> {
         self.pins.insert(at, (consumer, pin));
     }
 
+    pub(crate) fn is_empty(&self) -> bool {
+        self.pins.is_empty()
+    }
+
     /// Drops the pins of every consumer up to `seq`.
     pub(crate) fn release_through(&mut self, seq: u64) {
         while self

@@ -10,10 +10,11 @@
 //! reclaim batch in steady state, not one per signal.
 
 use crate::backend::{Placement, QueueView, SignalMemory};
+use crate::retire::Outcome;
 use crate::retiring::RetiringTracker;
-use crate::ring::{Armed, Use};
+use crate::ring::{Slot, Spare};
 use crate::share::CellPtr;
-use crate::ticket::Status;
+use crate::ticket::aql_before;
 
 /// The store ordering state: stores are numbered; fences and flushes cover
 /// every store up to the number current when they were issued.
@@ -39,6 +40,15 @@ impl StoreOrder {
     pub(crate) fn set_flush_before_publish(&mut self, flush: bool) {
         self.flush_before_publish = flush;
     }
+
+    /// Whether an AQL packet may use a signal of `placement` armed by store
+    /// `store` without a fence or flush first.
+    #[inline]
+    pub(crate) fn is_visible(&self, placement: Placement, store: u64) -> bool {
+        placement != Placement::Device
+            || (store <= self.fenced_through
+                && (!self.flush_before_publish || store <= self.flushed_through))
+    }
 }
 
 impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
@@ -62,89 +72,166 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         unsafe { self.shared.memory.store(c.signal, value) }
     }
 
-    /// Arms a signal (value 1) and adds it to its pool.
-    pub(crate) fn arm(&mut self, cell: CellPtr<M::Signal>) {
-        self.store(cell, 1);
-        // SAFETY: the cell belongs to `self.shared`.
-        let placement = unsafe { cell.get() }.placement;
-        self.ring.put_armed(
-            placement,
-            Armed {
-                cell,
-                store: self.order.stores_issued,
-            },
-        );
-    }
-
-    fn rearm(&mut self, cell: CellPtr<M::Signal>) {
-        self.arm(cell);
-        self.stats.rearms += 1;
-    }
-
     /// Makes the arming store `store` of a signal of `placement` visible to
     /// the GPU before the packet using it is published: a store fence for
     /// write-combined device memory, plus an HDP flush when the packet reaches
     /// the GPU by another path (a ring in system memory, or a copy engine).
+    #[inline]
     pub(crate) fn make_visible(&mut self, placement: Placement, store: u64, copy_engine: bool) {
-        if placement != Placement::Device {
-            return;
+        if placement == Placement::Device
+            && (store > self.order.fenced_through
+                || ((copy_engine || self.order.flush_before_publish)
+                    && store > self.order.flushed_through))
+        {
+            self.fence_and_flush(store, copy_engine);
         }
+    }
+
+    /// The slow half of `make_visible`: once per batch of re-arms.
+    #[cold]
+    #[inline(never)]
+    fn fence_and_flush(&mut self, store: u64, copy_engine: bool) {
+        let device = Placement::Device.index();
         let order = &mut self.order;
         if store > order.fenced_through {
             self.shared.memory.store_fence();
             order.fenced_through = order.stores_issued;
-            self.stats.accesses[placement.index()].fences += 1;
+            self.stats.accesses[device].fences += 1;
         }
         if (copy_engine || order.flush_before_publish) && store > order.flushed_through {
             self.shared.memory.hdp_flush();
             order.flushed_through = order.fenced_through;
-            self.stats.accesses[placement.index()].flushes += 1;
+            self.stats.accesses[device].flushes += 1;
         }
     }
 
     /// The walk: retires uses oldest first while a proof holds, harvests
     /// their timestamps, releases the pins they held as consumers, and
-    /// re-arms their signals (or parks those still held). Reads no signal
-    /// memory except to confirm a failed submission's issued part finished.
+    /// re-arms their signals in place (or parks those still held and gives
+    /// the slot a spare). Reads no signal memory except to confirm that a
+    /// failed submission's issued part finished.
     pub(crate) fn reclaim_uses(&mut self) -> usize {
-        let mut rearmed = self.collect_returns();
-        let mut last = None;
-        while let Some(u) = self.ring.oldest().copied() {
-            if !self.settle(&u) {
+        let mut rearmed = if self.parked.is_empty() {
+            0
+        } else {
+            self.collect_returns()
+        };
+        let first = self.ring.head();
+        // The walk does not change the proofs: read them once.
+        let (generation_start, proven, _) = self.proofs.snapshot();
+        while let Some(slot) = self.ring.oldest() {
+            let seq = self.ring.head();
+            // Fast path: a plain use a fence proves, whose signal nobody holds
+            // and whose outcome nobody recorded: count it and re-arm in place.
+            if slot.flags & (Slot::<M::Signal>::COPY | Slot::<M::Signal>::TIMED) == 0
+                && seq >= generation_start
+                && proven.is_some_and(|p| !aql_before(p, slot.aql))
+                && self.attachments.is_empty()
+            {
+                let cell_ptr = slot.cell;
+                // SAFETY: the cell belongs to `self.shared`.
+                let cell = unsafe { cell_ptr.get() };
+                if cell.holds() == 0 && cell.complete(seq) {
+                    self.stats.retired += 1;
+                    self.stats.retired_by_fence += 1;
+                    self.rearm_oldest(cell_ptr);
+                    rearmed += 1;
+                    self.ring.advance_head();
+                    continue;
+                }
+            }
+            let slot = *slot;
+            let Some(outcome) = self.settle(seq, &slot) else {
                 break;
+            };
+            match self.retire_special(seq, slot, outcome) {
+                None => break, // held, and no spare to take its place: wait for one
+                Some(true) => rearmed += 1,
+                Some(false) => {}
             }
-            self.ring.pop_oldest();
-            // SAFETY: the cell belongs to `self.shared`.
-            let cell = unsafe { u.cell.get() };
-            if cell.phase_of(u.seq) == Some(Some(Status::Failed)) {
-                // Before the cell can serve another use, so the use's ticket
-                // keeps answering `Failed`.
-                self.shared.record_failures(u.seq, u.seq);
-            }
-            if u.is(Use::<M::Signal>::FENCE) {
-                self.proofs.retire_fence(u.seq);
-            }
-            if u.is(Use::<M::Signal>::TIMED) && !u.is(Use::<M::Signal>::HARVESTED) {
-                self.harvest(u.seq, u.cell);
-            }
-            self.attachments.release_through(u.seq);
-            if cell.holds() > 0 && self.shared.park(cell) {
-                self.parked.push(u.cell);
-                self.stats.parks += 1;
-            } else {
-                self.rearm(u.cell);
-                rearmed += 1;
-            }
-            last = Some(u.seq);
+            self.ring.advance_head();
         }
-        if let Some(seq) = last {
-            self.shared.publish_retired_through(seq);
+        if self.ring.head() > first {
+            self.shared.publish_retired_through(self.ring.head() - 1);
         }
         rearmed
     }
 
-    /// Re-arms parked signals whose last holder let go. Cheap when nothing
-    /// changed: it scans only after a holder left a hint.
+    fn rearm_oldest(&mut self, cell: CellPtr<M::Signal>) {
+        self.store(cell, 1);
+        let store = self.order.stores_issued;
+        self.ring.oldest_mut().expect("in flight").store = store;
+        self.stats.rearms += 1;
+    }
+
+    /// Retires the oldest use in every case the fast path leaves out: a
+    /// failure to record, timestamps to harvest, pins to release, a held
+    /// signal to park. Returns `None` if it cannot retire yet, else whether
+    /// it re-armed.
+    fn retire_special(
+        &mut self,
+        seq: u64,
+        slot: Slot<M::Signal>,
+        outcome: Outcome,
+    ) -> Option<bool> {
+        // SAFETY: the cell belongs to `self.shared`.
+        let cell = unsafe { slot.cell.get() };
+        let held = cell.holds() > 0;
+        if held && !self.park_oldest(slot) {
+            return None;
+        }
+        if outcome == Outcome::Failed {
+            // Before the cell can serve another use, so the use's ticket
+            // keeps answering `Failed`.
+            self.shared.record_failures(seq, seq);
+        }
+        if slot.flags & (Slot::<M::Signal>::TIMED | Slot::<M::Signal>::HARVESTED)
+            == Slot::<M::Signal>::TIMED
+        {
+            self.harvest(seq, slot.cell);
+        }
+        self.attachments.release_through(seq);
+        if !held || self.ring.oldest().is_some_and(|s| s.cell == slot.cell) {
+            // Not parked (or its holders let go meanwhile): re-arm in place.
+            self.rearm_oldest(slot.cell);
+            return Some(true);
+        }
+        Some(false)
+    }
+
+    /// Sets the oldest use's held signal aside and gives its slot an armed
+    /// spare of the same placement (a new batch if there is none, the other
+    /// placement if that fails). Returns false if no spare could be found.
+    fn park_oldest(&mut self, slot: Slot<M::Signal>) -> bool {
+        // SAFETY: the cell belongs to `self.shared`.
+        let cell = unsafe { slot.cell.get() };
+        let placement = cell.placement;
+        if self.ring.spares(placement) == 0 {
+            let _ = self.allocate_spares(self.config.refill_batch, placement);
+        }
+        let Some(spare) = self
+            .ring
+            .take_spare(placement)
+            .or_else(|| self.ring.take_spare(placement.other()))
+        else {
+            return false;
+        };
+        if !self.shared.park(cell) {
+            // Its holders let go meanwhile: re-arm it in place after all.
+            self.ring.put_spare(spare_placement(&spare), spare);
+            return true;
+        }
+        self.parked.push(slot.cell);
+        let oldest = self.ring.oldest_mut().expect("in flight");
+        oldest.cell = spare.cell;
+        oldest.store = spare.store;
+        self.stats.parks += 1;
+        true
+    }
+
+    /// Re-arms parked signals whose last holder let go and returns them to
+    /// the spares. Cheap when nothing changed: it scans only after a holder
+    /// left a hint.
     pub(crate) fn collect_returns(&mut self) -> usize {
         if self.parked.is_empty() || !self.shared.take_returns() {
             return 0;
@@ -158,7 +245,15 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             if c.holds() == 0 {
                 self.shared.unpark(c);
                 self.parked.swap_remove(i);
-                self.rearm(cell);
+                self.store(cell, 1);
+                self.ring.put_spare(
+                    c.placement,
+                    Spare {
+                        cell,
+                        store: self.order.stores_issued,
+                    },
+                );
+                self.stats.rearms += 1;
                 self.stats.unparks += 1;
                 returned += 1;
             } else {
@@ -167,4 +262,9 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         }
         returned
     }
+}
+
+fn spare_placement<S>(spare: &Spare<S>) -> crate::backend::Placement {
+    // SAFETY: spares' cells belong to the tracker's `Shared`, alive here.
+    unsafe { spare.cell.get() }.placement
 }

@@ -15,10 +15,9 @@
 use crate::backend::{QueueView, SignalMemory};
 use crate::error::Error;
 use crate::retiring::RetiringTracker;
-use crate::ring::Use;
+use crate::ring::Slot;
 use crate::share::CellPtr;
 use crate::ticket::{Generation, Status, Ticket, aql_before};
-use std::collections::VecDeque;
 
 /// What the tracker knows about its queue's progress.
 pub(crate) struct Proofs {
@@ -28,8 +27,8 @@ pub(crate) struct Proofs {
     generation_start: u64,
     /// The AQL index of the current generation's newest use.
     last_aql: Option<u64>,
-    /// Fences in flight, oldest first: (sequence number, AQL index).
-    fences: VecDeque<(u64, u64)>,
+    /// The sequence number of the current generation's newest fence (0: none).
+    last_fence: u64,
     /// Every current-generation use up to this AQL index completed.
     proven: Option<u64>,
     /// Every use up to this sequence number completed (the queue drained).
@@ -37,13 +36,13 @@ pub(crate) struct Proofs {
 }
 
 impl Proofs {
-    pub(crate) fn new(bits: u32, max_in_flight: usize) -> Self {
+    pub(crate) fn new(bits: u32) -> Self {
         Self {
             generation: Generation::new(0, bits),
             bits,
             generation_start: 1,
             last_aql: None,
-            fences: VecDeque::with_capacity(max_in_flight),
+            last_fence: 0,
             proven: None,
             drained_through: 0,
         }
@@ -68,7 +67,17 @@ impl Proofs {
         self.generation = self.generation.next(self.bits);
         self.generation_start = start;
         self.last_aql = None;
+        self.last_fence = 0;
         self.proven = None;
+    }
+
+    /// Whether AQL index `index` may follow the current generation's newest.
+    #[inline]
+    pub(crate) fn in_order(&self, index: u64) -> bool {
+        match self.last_aql {
+            Some(previous) => aql_before(previous, index),
+            None => true,
+        }
     }
 
     pub(crate) fn check_order(&self, index: u64) -> Result<(), Error> {
@@ -80,25 +89,28 @@ impl Proofs {
         }
     }
 
+    /// The newest AQL index (0 before any): what a copy-engine use records so
+    /// that indices stay ordered along the ring.
+    pub(crate) fn last_aql(&self) -> u64 {
+        self.last_aql.unwrap_or(0)
+    }
+
+    pub(crate) fn last_fence(&self) -> u64 {
+        self.last_fence
+    }
+
     pub(crate) fn note_packet(&mut self, seq: u64, index: u64, barrier: bool) {
         self.last_aql = Some(index);
         if barrier {
-            self.fences.push_back((seq, index));
+            self.last_fence = seq;
         }
     }
 
     /// Forgets a fence whose packet will not complete as a whole (its
-    /// submission failed).
+    /// submission failed): new uses no longer name it as their fence.
     pub(crate) fn forget_fence(&mut self, seq: u64) {
-        if let Some(i) = self.fences.iter().rposition(|&(s, _)| s == seq) {
-            self.fences.remove(i);
-        }
-    }
-
-    /// Drops the fence entry of a use leaving the ring.
-    pub(crate) fn retire_fence(&mut self, seq: u64) {
-        if self.fences.front().is_some_and(|&(s, _)| s <= seq) {
-            self.fences.pop_front();
+        if self.last_fence == seq {
+            self.last_fence = 0;
         }
     }
 
@@ -110,14 +122,24 @@ impl Proofs {
         seq <= self.drained_through
     }
 
-    /// Whether a fence of the current generation could ever prove `u`.
-    pub(crate) fn fences_can_prove<S>(&self, u: &Use<S>) -> bool {
-        u.seq >= self.generation_start && !u.is(Use::<S>::COPY)
+    pub(crate) fn generation_start(&self) -> u64 {
+        self.generation_start
     }
 
-    /// Whether a completed fence already proves `u` (proof 1).
-    pub(crate) fn fence_proves<S>(&self, u: &Use<S>) -> bool {
-        self.fences_can_prove(u) && self.proven.is_some_and(|p| !aql_before(p, u.aql))
+    /// Whether a fence of the current generation could ever prove use `seq`.
+    pub(crate) fn fences_can_prove<S>(&self, seq: u64, slot: &Slot<S>) -> bool {
+        seq >= self.generation_start && !slot.is(Slot::<S>::COPY)
+    }
+
+    /// Whether a completed fence already proves use `seq` (proof 1).
+    pub(crate) fn fence_proves<S>(&self, seq: u64, slot: &Slot<S>) -> bool {
+        self.fences_can_prove(seq, slot) && self.is_proven(slot.aql)
+    }
+
+    /// What the proofs say about uses of the current generation, as plain
+    /// values for the reclaim walk's fast path.
+    pub(crate) fn snapshot(&self) -> (u64, Option<u64>, u64) {
+        (self.generation_start, self.proven, self.drained_through)
     }
 
     fn prove(&mut self, aql: u64) {
@@ -126,37 +148,16 @@ impl Proofs {
         }
     }
 
-    /// The current generation's fences, as a range of indices into `fences`.
-    fn current_fences(&self) -> (usize, usize) {
-        let start = self
-            .fences
-            .partition_point(|&(seq, _)| seq < self.generation_start);
-        (start, self.fences.len())
-    }
-
-    /// The newest current-generation fence the read index has passed.
-    fn nominated(&self, read_index: u64) -> Option<(u64, u64)> {
-        let (mut lo, mut hi) = self.current_fences();
-        let start = lo;
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if aql_before(self.fences[mid].1, read_index) {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        (lo > start).then(|| self.fences[lo - 1])
-    }
-
-    fn newest_fence(&self) -> Option<(u64, u64)> {
-        let (start, end) = self.current_fences();
-        (end > start).then(|| self.fences[end - 1])
-    }
-
     fn is_proven(&self, aql: u64) -> bool {
         self.proven.is_some_and(|p| !aql_before(p, aql))
     }
+}
+
+/// How a retired use ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Complete,
+    Failed,
 }
 
 impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
@@ -170,39 +171,48 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         if self.proofs.drained(seq) {
             return Some(Status::Complete);
         }
-        let u = self.ring.get(seq)?;
-        self.proofs.fence_proves(u).then_some(Status::Complete)
+        let slot = self.ring.get(seq)?;
+        self.proofs
+            .fence_proves(seq, slot)
+            .then_some(Status::Complete)
     }
 
     /// Fence probing (proofs 1 and 2): at most one load, of the newest fence
     /// the read index nominates, which retires every use up to it. Returns
     /// whether it proved anything new.
-    pub(crate) fn probe(&mut self) -> bool {
+    pub(crate) fn probe_fence(&mut self) -> bool {
+        let lo = self.ring.head().max(self.proofs.generation_start());
+        let hi = self.ring.tail();
+        if lo >= hi {
+            return false;
+        }
         // A CPU wait may already have seen the newest fence complete.
-        if let Some((seq, aql)) = self.proofs.newest_fence()
-            && !self.proofs.is_proven(aql)
-            && self.recorded_complete(seq)
-        {
-            self.proofs.prove(aql);
+        let newest = self.proofs.last_fence();
+        if newest >= lo && self.try_recorded_fence(newest) {
             return true;
         }
-        let Some((seq, aql)) = self.proofs.nominated(self.queue.read_index()) else {
+        let read_index = self.queue.read_index();
+        let Some(passed) = self
+            .ring
+            .last_where(lo, hi, |aql| aql_before(aql, read_index))
+        else {
             return false;
         };
-        if self.proofs.is_proven(aql) {
+        let fence = self.ring.get(passed).expect("in flight").last_fence;
+        if fence < lo {
+            return false; // already reclaimed, or of an older generation
+        }
+        let slot = *self.ring.get(fence).expect("in flight");
+        if !slot.is(Slot::<M::Signal>::FENCE) || self.proofs.is_proven(slot.aql) {
             return false;
         }
-        if self.recorded_complete(seq) {
-            self.proofs.prove(aql);
+        if self.try_recorded_fence(fence) {
             return true;
         }
-        let Some(u) = self.ring.get(seq).copied() else {
-            return false;
-        };
         self.stats.probes += 1;
-        let value = self.load(u.cell);
+        let value = self.load(slot.cell);
         if value == 0 {
-            self.proofs.prove(aql);
+            self.proofs.prove(slot.aql);
             return true;
         }
         if value < 0 {
@@ -211,40 +221,46 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         false
     }
 
-    fn recorded_complete(&self, seq: u64) -> bool {
-        self.ring.get(seq).is_some_and(|u| {
-            // SAFETY: the cell belongs to `self.shared`.
-            let cell = unsafe { u.cell.get() };
-            cell.phase_of(seq) == Some(Some(Status::Complete))
-        })
+    /// Proves through fence `seq` if a CPU wait recorded it complete.
+    fn try_recorded_fence(&mut self, seq: u64) -> bool {
+        let Some(slot) = self.ring.get(seq).copied() else {
+            return false;
+        };
+        // SAFETY: the cell belongs to `self.shared`.
+        let recorded = unsafe { slot.cell.get() }.phase_of(seq) == Some(Some(Status::Complete));
+        if recorded && slot.is(Slot::<M::Signal>::FENCE) && !self.proofs.is_proven(slot.aql) {
+            self.proofs.prove(slot.aql);
+            return true;
+        }
+        false
     }
 
     /// Proof 4: one load of the use's own signal.
     pub(crate) fn load_own(&mut self, seq: u64) -> Status {
-        let Some(u) = self.ring.get(seq).copied() else {
+        let Some(slot) = self.ring.get(seq).copied() else {
             return self.shared.outcome_of_retired(seq);
         };
         // SAFETY: the cell belongs to `self.shared`.
-        let cell = unsafe { u.cell.get() };
-        let value = self.load(u.cell);
+        let cell = unsafe { slot.cell.get() };
+        let value = self.load(slot.cell);
         if value == 0 {
             if cell.complete(seq) {
                 self.stats.retired += 1;
                 self.stats.retired_by_load += 1;
             }
-            if u.is(Use::<M::Signal>::FENCE) && self.proofs.fences_can_prove(&u) {
-                self.proofs.prove(u.aql);
+            if slot.is(Slot::<M::Signal>::FENCE) && self.proofs.fences_can_prove(seq, &slot) {
+                self.proofs.prove(slot.aql);
             }
             return Status::Complete;
         }
         if value < 0 {
-            if self.proofs.fences_can_prove(&u) {
+            if self.proofs.fences_can_prove(seq, &slot) {
                 self.fail_pending();
             } else if cell.fail(seq) {
-                self.note_failed(seq);
+                self.stats.failed += 1;
             }
         }
-        self.known(seq, u.cell).unwrap_or(Status::Pending)
+        self.known(seq, slot.cell).unwrap_or(Status::Pending)
     }
 
     pub(crate) fn query_use(&mut self, ticket: &Ticket) -> Result<Status, Error> {
@@ -253,7 +269,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             self.learn_fence(ticket.seq, status);
             return Ok(status);
         }
-        if self.probe() {
+        if self.probe_fence() {
             // Publish what the probe proved, so waiters and holders on other
             // threads learn it without a load of their own.
             self.reclaim_uses();
@@ -267,72 +283,70 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     /// A fence learned complete by any means proves its predecessors.
     fn learn_fence(&mut self, seq: u64, status: Status) {
         if status == Status::Complete
-            && let Some(u) = self.ring.get(seq)
-            && u.is(Use::<M::Signal>::FENCE)
-            && self.proofs.fences_can_prove(u)
+            && let Some(slot) = self.ring.get(seq).copied()
+            && slot.is(Slot::<M::Signal>::FENCE)
+            && self.proofs.fences_can_prove(seq, &slot)
         {
-            let aql = u.aql;
-            self.proofs.prove(aql);
+            self.proofs.prove(slot.aql);
         }
     }
 
-    /// Decides whether the oldest use is retired, recording the proof (and
-    /// counting it once). A failed submission's use is retired only once the
-    /// part that was issued has finished.
-    pub(crate) fn settle(&mut self, u: &Use<M::Signal>) -> bool {
+    /// Decides whether use `seq` (the oldest) is retired, recording the proof
+    /// and counting it once. A failed submission's use is retired only once
+    /// the part that was issued has finished.
+    pub(crate) fn settle(&mut self, seq: u64, slot: &Slot<M::Signal>) -> Option<Outcome> {
         // SAFETY: the cell belongs to `self.shared`.
-        let cell = unsafe { u.cell.get() };
-        let (drained, fenced) = (self.proofs.drained(u.seq), self.proofs.fence_proves(u));
-        match self.shared.known_status(u.seq, cell) {
-            Some(Status::Complete) => true,
-            Some(Status::Failed) => {
-                u.residual == 0 || drained || fenced || self.issued_part_done(u)
-            }
-            _ if drained || fenced => {
-                if cell.complete(u.seq) {
-                    self.stats.retired += 1;
-                    if drained {
-                        self.stats.retired_by_drain += 1;
-                    } else {
-                        self.stats.retired_by_fence += 1;
-                    }
+        let cell = unsafe { slot.cell.get() };
+        let drained = self.proofs.drained(seq);
+        if drained || self.proofs.fence_proves(seq, slot) {
+            if cell.complete(seq) {
+                self.stats.retired += 1;
+                if drained {
+                    self.stats.retired_by_drain += 1;
+                } else {
+                    self.stats.retired_by_fence += 1;
                 }
-                true
+                return Some(Outcome::Complete);
             }
-            _ => false,
+            // Decided before: a CPU wait saw it complete, or it failed (and
+            // the proof covers whatever part of it was issued).
+            return Some(match cell.phase_of(seq) {
+                Some(Some(Status::Failed)) => Outcome::Failed,
+                _ => Outcome::Complete,
+            });
+        }
+        match cell.phase_of(seq) {
+            Some(Some(Status::Complete)) => Some(Outcome::Complete),
+            Some(Some(Status::Failed)) if slot.residual == 0 || self.issued_part_done(slot) => {
+                Some(Outcome::Failed)
+            }
+            _ => None,
         }
     }
 
     /// Whether a failed submission's issued operations all finished: the
     /// signal then holds exactly the decrements that were never issued.
-    fn issued_part_done(&mut self, u: &Use<M::Signal>) -> bool {
-        let value = self.load(u.cell);
-        value < 0 || value == i64::from(u.residual)
+    fn issued_part_done(&mut self, slot: &Slot<M::Signal>) -> bool {
+        let value = self.load(slot.cell);
+        value < 0 || value == i64::from(slot.residual)
     }
 
     /// Fails every pending use of the current generation (a queue error).
     pub(crate) fn fail_pending(&mut self) -> usize {
         let mut failed = 0;
-        let first = self.ring.oldest().map_or(self.next_seq, |u| u.seq);
-        for seq in first..self.next_seq {
-            let u = *self
-                .ring
-                .get(seq)
-                .expect("uses in flight are numbered consecutively");
-            if !self.proofs.fences_can_prove(&u) || self.known(u.seq, u.cell).is_some() {
+        let first = self.ring.head().max(self.proofs.generation_start());
+        for seq in first..self.ring.tail() {
+            let slot = *self.ring.get(seq).expect("in flight");
+            if !self.proofs.fences_can_prove(seq, &slot) || self.known(seq, slot.cell).is_some() {
                 continue;
             }
             // SAFETY: the cell belongs to `self.shared`.
-            if unsafe { u.cell.get() }.fail(u.seq) {
-                self.note_failed(u.seq);
+            if unsafe { slot.cell.get() }.fail(seq) {
+                self.stats.failed += 1;
                 failed += 1;
             }
         }
         failed
-    }
-
-    pub(crate) fn note_failed(&mut self, _seq: u64) {
-        self.stats.failed += 1;
     }
 
     /// A submission failed after issuing `issued` of the use's operations.
@@ -350,19 +364,18 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
                 "failed"
             }));
         }
-        let u = self.ring.get_mut(ticket.seq).ok_or(invalid("retired"))?;
-        if issued >= u.ops {
+        let slot = self.ring.get_mut(ticket.seq).ok_or(invalid("retired"))?;
+        if issued >= slot.ops {
             return Err(invalid("fully issued"));
         }
-        u.residual = u.ops - issued;
-        let fence = u.is(Use::<M::Signal>::FENCE);
+        slot.residual = slot.ops - issued;
+        // It will never complete as a whole: it proves nothing.
+        slot.flags &= !Slot::<M::Signal>::FENCE;
         // SAFETY: the cell belongs to `self.shared`.
         if unsafe { cell.get() }.fail(ticket.seq) {
-            self.note_failed(ticket.seq);
+            self.stats.failed += 1;
         }
-        if fence {
-            self.proofs.forget_fence(ticket.seq);
-        }
+        self.proofs.forget_fence(ticket.seq);
         Ok(())
     }
 }

@@ -14,7 +14,7 @@ use crate::interface::{Acquired, Census, Tracker};
 use crate::pin::{Attachments, Pin};
 use crate::reclaim::StoreOrder;
 use crate::retire::Proofs;
-use crate::ring::{Armed, Ring, Use};
+use crate::ring::{Ring, Slot, Spare};
 use crate::share::{CellPtr, Shared, SignalRef};
 use crate::stats::Stats;
 use crate::sync::Arc;
@@ -51,7 +51,6 @@ pub struct RetiringTracker<M: SignalMemory, Q: QueueView> {
     pub(crate) ring: Ring<M::Signal>,
     /// Signals of retired uses still held elsewhere, waiting to come back.
     pub(crate) parked: Vec<CellPtr<M::Signal>>,
-    pub(crate) next_seq: u64,
     pub(crate) proofs: Proofs,
     pub(crate) order: StoreOrder,
     pub(crate) attachments: Attachments<M>,
@@ -62,7 +61,7 @@ pub struct RetiringTracker<M: SignalMemory, Q: QueueView> {
 
 impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     /// A tracker for `queue` whose signals come from `memory`. Allocates and
-    /// arms `config.initial_size` signals up front.
+    /// arms `config.initial_size` signals up front, in one batch.
     pub fn new(memory: Arc<M>, queue: Q, config: Config) -> Result<Self, Error> {
         config.validate()?;
         let order = StoreOrder::new(!queue.ring_in_device_memory());
@@ -70,21 +69,21 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             shared: Arc::new(Shared::new(memory)),
             queue,
             config,
-            ring: Ring::new(config.initial_size, config.max_in_flight()),
+            ring: Ring::new(Vec::new(), config.max_in_flight()),
             parked: Vec::new(),
-            next_seq: 1,
-            proofs: Proofs::new(config.generation_bits, config.max_in_flight()),
+            proofs: Proofs::new(config.generation_bits),
             order,
             attachments: Attachments::default(),
             stats: Stats::default(),
             scratch: Vec::with_capacity(config.refill_batch.max(config.initial_size)),
         };
-        tracker.allocate(config.initial_size, config.signals)?;
+        tracker.allocate_spares(config.initial_size, config.signals)?;
+        if tracker.ring.fill(config.initial_size, config.signals) < config.initial_size {
+            return Err(Error::InvalidConfig(
+                "the backend returned fewer signals than asked for",
+            ));
+        }
         Ok(tracker)
-    }
-
-    pub(crate) fn memory(&self) -> &M {
-        &self.shared.memory
     }
 
     pub(crate) fn cell_of(&self, ticket: &Ticket) -> Result<CellPtr<M::Signal>, Error> {
@@ -100,90 +99,197 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         }
     }
 
+    /// The hot path: take the next slot's armed signal, make its arming
+    /// visible, record the use. No allocation and no lock in steady state.
+    #[inline]
     fn acquire_use(&mut self, request: Request) -> Result<Acquired, Error> {
-        let (aql, flags) = match request.engine {
+        match self.acquire_fast(&request) {
+            Some(acquired) => Ok(acquired),
+            None => self.acquire_slow(request),
+        }
+    }
+
+    /// The common case, kept small: a single-operation AQL packet, in order,
+    /// a free slot whose signal has the wanted placement and whose arming is
+    /// already fenced (and flushed where needed). Anything else goes the slow
+    /// way, which handles every case (this one included).
+    #[inline(always)]
+    fn acquire_fast(&mut self, request: &Request) -> Option<Acquired> {
+        let Engine::Aql { index, barrier } = request.engine else {
+            return None;
+        };
+        if request.ops != 1 || self.ring.is_full() || !self.proofs.in_order(index) {
+            return None;
+        }
+        let wanted = if request.purpose == Purpose::TimingOnly {
+            Placement::Host
+        } else {
+            self.config.signals
+        };
+        let seq = self.ring.tail();
+        let last_fence = if barrier {
+            seq
+        } else {
+            self.proofs.last_fence()
+        };
+        let timed = request.is_timed();
+        let order = &self.order;
+        let slot = self.ring.next_mut();
+        // SAFETY: cells belong to `self.shared`, which outlives this call.
+        let cell = unsafe { slot.cell.get() };
+        if cell.placement != wanted || !order.is_visible(cell.placement, slot.store) {
+            return None;
+        }
+        slot.aql = index;
+        slot.ops = 1;
+        slot.residual = 0;
+        slot.last_fence = last_fence;
+        slot.flags = if barrier { Slot::<M::Signal>::FENCE } else { 0 }
+            | if timed { Slot::<M::Signal>::TIMED } else { 0 };
+        let cell_ptr = slot.cell;
+        self.ring.advance_tail();
+        cell.begin_use(seq);
+        self.proofs.note_packet(seq, index, barrier);
+        self.stats.uses += 1;
+        Some(Acquired {
+            ticket: Ticket {
+                seq,
+                cell: cell_ptr.erase(),
+                owner: self.shared.id,
+                generation: self.proofs.generation(),
+            },
+            signal: self.shared.memory.packet_handle(cell.signal),
+            placement: cell.placement,
+        })
+    }
+
+    /// Every case: makes room, swaps placement, arms for several operations,
+    /// fences and flushes as needed.
+    #[inline(never)]
+    fn acquire_slow(&mut self, request: Request) -> Result<Acquired, Error> {
+        let (aql, fence, copy) = match request.engine {
             Engine::Aql { index, barrier } => {
                 self.proofs.check_order(index)?;
-                (index, if barrier { Use::<M::Signal>::FENCE } else { 0 })
+                (index, barrier, false)
             }
-            Engine::Copy => (0, Use::<M::Signal>::COPY),
+            // Off the AQL queue: keep indices ordered along the ring.
+            Engine::Copy => (self.proofs.last_aql(), false, true),
         };
         if self.ring.is_full() {
             self.make_room()?;
         }
-        let mut armed = self.take_signal(self.placement_for(request.purpose))?;
-        // SAFETY: the cell belongs to `self.shared`, which outlives this call.
-        let cell = unsafe { armed.cell.get() };
-        if cell.placement != self.config.signals {
-            self.stats.spare_swaps += 1;
+        let wanted = self.placement_for(request.purpose);
+        // SAFETY: cells belong to `self.shared`, which outlives this call.
+        if unsafe { self.ring.next_mut().cell.get() }.placement != wanted {
+            self.swap_for(wanted);
         }
         if request.ops > 1 {
-            // Several operations will each decrement the signal.
-            self.store(armed.cell, i64::from(request.ops));
-            armed.store = self.order.stores_issued;
+            self.arm_for_ops(request.ops);
         }
-        self.make_visible(
-            cell.placement,
-            armed.store,
-            flags & Use::<M::Signal>::COPY != 0,
-        );
-
-        let seq = self.next_seq;
-        self.next_seq += 1;
+        let seq = self.ring.tail();
+        let last_fence = if fence { seq } else { self.proofs.last_fence() };
+        let slot = self.ring.next_mut();
+        slot.aql = aql;
+        slot.ops = request.ops;
+        slot.residual = 0;
+        slot.last_fence = last_fence;
+        slot.flags = if fence { Slot::<M::Signal>::FENCE } else { 0 }
+            | if copy { Slot::<M::Signal>::COPY } else { 0 }
+            | if request.is_timed() {
+                Slot::<M::Signal>::TIMED
+            } else {
+                0
+            };
+        let (cell_ptr, store) = (slot.cell, slot.store);
+        // SAFETY: as above.
+        let cell = unsafe { cell_ptr.get() };
+        self.make_visible(cell.placement, store, copy);
+        self.ring.advance_tail();
         cell.begin_use(seq);
-        let timed = if request.is_timed() {
-            Use::<M::Signal>::TIMED
-        } else {
-            0
-        };
-        self.ring.push(Use {
-            seq,
-            aql,
-            cell: armed.cell,
-            flags: flags | timed,
-            ops: request.ops,
-            residual: 0,
-        });
-        if let Engine::Aql { index, barrier } = request.engine {
-            self.proofs.note_packet(seq, index, barrier);
+        if !copy {
+            self.proofs.note_packet(seq, aql, fence);
         }
         self.stats.uses += 1;
         Ok(Acquired {
             ticket: Ticket {
                 seq,
-                cell: armed.cell.erase(),
+                cell: cell_ptr.erase(),
                 owner: self.shared.id,
                 generation: self.proofs.generation(),
             },
-            signal: self.memory().packet_handle(cell.signal),
+            signal: self.shared.memory.packet_handle(cell.signal),
             placement: cell.placement,
         })
     }
 
+    /// Several operations will each decrement the next slot's signal: arm it
+    /// with their count.
+    #[cold]
+    #[inline(never)]
+    fn arm_for_ops(&mut self, ops: u32) {
+        let cell = self.ring.next_mut().cell;
+        self.store(cell, i64::from(ops));
+        self.ring.next_mut().store = self.order.stores_issued;
+    }
+
+    /// Gives the next slot a signal of `wanted` placement from the spares (a
+    /// new batch if there are none), keeping its own signal as a spare. If the
+    /// batch fell back to the other placement, the slot keeps its signal:
+    /// it works, just not where the use would like it.
+    #[cold]
+    #[inline(never)]
+    fn swap_for(&mut self, wanted: Placement) {
+        if self.ring.spares(wanted) == 0 {
+            let batch = if wanted == Placement::Host && self.config.signals == Placement::Device {
+                self.config.timing_batch
+            } else {
+                self.config.refill_batch
+            };
+            // A failed allocation leaves the slot's signal in place.
+            let _ = self.allocate_spares(batch, wanted);
+        }
+        let Some(spare) = self.ring.take_spare(wanted) else {
+            return;
+        };
+        let slot = self.ring.next_mut();
+        let old = Spare {
+            cell: slot.cell,
+            store: slot.store,
+        };
+        slot.cell = spare.cell;
+        slot.store = spare.store;
+        // SAFETY: the cell belongs to `self.shared`.
+        let placement = unsafe { old.cell.get() }.placement;
+        self.ring.put_spare(placement, old);
+        self.stats.spare_swaps += 1;
+    }
+
     /// The ring is full: free a slot without blocking, or say what to wait for.
+    #[inline(never)]
     fn make_room(&mut self) -> Result<(), Error> {
         self.reclaim_uses();
         if !self.ring.is_full() {
             return Ok(());
         }
-        self.probe();
-        self.reclaim_uses();
-        if !self.ring.is_full() {
-            return Ok(());
-        }
-        // No fence of this queue can prove an older generation's use or a
-        // copy-engine use; only its own signal can.
-        if let Some(oldest) = self.ring.oldest().copied()
-            && !self.proofs.fences_can_prove(&oldest)
-        {
-            self.load_own(oldest.seq);
+        if self.probe_fence() {
             self.reclaim_uses();
             if !self.ring.is_full() {
                 return Ok(());
             }
         }
-        if self.ring.grow() {
-            self.stats.ring_growths += 1;
+        // No fence of this queue can prove an older generation's use or a
+        // copy-engine use; only its own signal can.
+        let oldest = self.ring.head();
+        if let Some(slot) = self.ring.oldest().copied()
+            && !self.proofs.fences_can_prove(oldest, &slot)
+        {
+            self.load_own(oldest);
+            self.reclaim_uses();
+            if !self.ring.is_full() {
+                return Ok(());
+            }
+        }
+        if self.grow() {
             return Ok(());
         }
         self.stats.backpressure += 1;
@@ -193,77 +299,76 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         })
     }
 
+    /// Doubles the ring (up to its limit) with spares, allocating a batch
+    /// first if there are not enough.
+    fn grow(&mut self) -> bool {
+        if !self.ring.can_grow() {
+            return false;
+        }
+        let placement = self.config.signals;
+        let step = self.ring.growth_step();
+        if self.ring.spares(placement) < step {
+            let missing = step - self.ring.spares(placement);
+            let _ = self.allocate_spares(missing.max(self.config.refill_batch), placement);
+        }
+        let added = match self.ring.grow(placement) {
+            0 => self.ring.grow(placement.other()),
+            added => added,
+        };
+        if added > 0 {
+            self.stats.ring_growths += 1;
+        }
+        added > 0
+    }
+
     /// The use to wait for under back-pressure: the newest fence near the
     /// front (its completion retires everything before it), else the oldest.
     fn backpressure_ticket(&self) -> Ticket {
+        let head = self.ring.head();
+        let window = head..(head + self.config.backpressure_window as u64).min(self.ring.tail());
         let oldest = *self.ring.oldest().expect("a full ring holds uses");
-        let pick = self
-            .ring
-            .uses()
-            .take(self.config.backpressure_window)
-            .filter(|u| u.is(Use::<M::Signal>::FENCE) && self.proofs.fences_can_prove(&oldest))
-            .last()
-            .copied()
-            .unwrap_or(oldest);
-        Ticket {
-            seq: pick.seq,
-            cell: pick.cell.erase(),
-            owner: self.shared.id,
-            generation: self.proofs.generation_of(pick.seq),
-        }
-    }
-
-    /// An armed signal of `wanted` placement: from its pool, from retired uses
-    /// or parked signals that came back, or from a new batch; a host signal
-    /// when device memory ran out (the slot keeps a signal that works, just
-    /// slower).
-    fn take_signal(&mut self, wanted: Placement) -> Result<Armed<M::Signal>, Error> {
-        if let Some(armed) = self.ring.take_armed(wanted) {
-            return Ok(armed);
-        }
-        // The pool ran dry: signals are out with uses in flight or parked.
-        // Take back what has retired before creating more.
-        if self.reclaim_uses() > 0
-            && let Some(armed) = self.ring.take_armed(wanted)
-        {
-            return Ok(armed);
-        }
-        if self.probe()
-            && self.reclaim_uses() > 0
-            && let Some(armed) = self.ring.take_armed(wanted)
-        {
-            return Ok(armed);
-        }
-        let batch = if wanted == Placement::Host && self.config.signals == Placement::Device {
-            self.config.timing_batch
+        let seq = if self.proofs.fences_can_prove(head, &oldest) {
+            window
+                .rev()
+                .find(|&seq| {
+                    self.ring
+                        .get(seq)
+                        .is_some_and(|s| s.is(Slot::<M::Signal>::FENCE))
+                })
+                .unwrap_or(head)
         } else {
-            self.config.refill_batch
+            head
         };
-        let allocated = self.allocate(batch, wanted);
-        let fallback = match wanted {
-            Placement::Host => Placement::Device,
-            Placement::Device => Placement::Host,
-        };
-        self.ring
-            .take_armed(wanted)
-            .or_else(|| self.ring.take_armed(fallback))
-            .ok_or_else(|| {
-                allocated
-                    .err()
-                    .unwrap_or(Error::InvalidConfig("allocation returned no signals"))
-            })
+        let slot = self.ring.get(seq).expect("in flight");
+        Ticket {
+            seq,
+            cell: slot.cell.erase(),
+            owner: self.shared.id,
+            generation: self.proofs.generation_of(seq),
+        }
     }
 
     /// Creates `count` signals (placed as the backend could), arms them and
-    /// adds them to their pools.
-    pub(crate) fn allocate(&mut self, count: usize, placement: Placement) -> Result<(), Error> {
+    /// adds them to the spares of their actual placement.
+    pub(crate) fn allocate_spares(
+        &mut self,
+        count: usize,
+        placement: Placement,
+    ) -> Result<(), Error> {
         let mut scratch = core::mem::take(&mut self.scratch);
         scratch.clear();
         let result = self.shared.memory.allocate(count, placement, &mut scratch);
         for (signal, actual) in scratch.drain(..) {
             let cell = self.shared.adopt(signal, actual);
             self.stats.signals_created += 1;
-            self.arm(cell);
+            self.store(cell, 1);
+            self.ring.put_spare(
+                actual,
+                Spare {
+                    cell,
+                    store: self.order.stores_issued,
+                },
+            );
         }
         self.scratch = scratch;
         result.map_err(Error::from)
@@ -316,8 +421,12 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
         self.attach_pin(consumer, pin)
     }
 
+    fn probe(&mut self) -> bool {
+        self.probe_fence()
+    }
+
     fn poll(&mut self) -> usize {
-        self.probe();
+        self.probe_fence();
         self.reclaim_uses()
     }
 
@@ -333,11 +442,11 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
         self.order
             .set_flush_before_publish(!queue.ring_in_device_memory());
         self.queue = queue;
-        self.proofs.new_generation(self.next_seq);
+        self.proofs.new_generation(self.ring.tail());
     }
 
     fn note_drained(&mut self) {
-        self.proofs.drain_through(self.next_seq - 1);
+        self.proofs.drain_through(self.ring.tail() - 1);
         self.reclaim_uses();
     }
 
@@ -364,7 +473,9 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     fn census(&self) -> Census {
         Census {
             in_flight: self.ring.in_flight(),
-            armed: self.ring.armed(Placement::Host) + self.ring.armed(Placement::Device),
+            armed: self.ring.capacity() - self.ring.in_flight()
+                + self.ring.spares(Placement::Host)
+                + self.ring.spares(Placement::Device),
             parked: self.parked.len(),
             retired: 0,
             created: self.stats.signals_created as usize,

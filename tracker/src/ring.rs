@@ -1,129 +1,264 @@
-//! The ring: uses in flight, oldest first, and the armed signals ready for
-//! the next ones, bounded by a capacity that grows up to a limit.
+//! The ring: a circle of slots, each owning an armed signal. Uses take slots
+//! in order at the tail; reclaim re-arms them in order at the head. A use's
+//! slot is found from its sequence number by arithmetic, never by search.
 //!
-//! A slot is a use in flight; the ring's size is how many may be in flight at
-//! once. Armed signals wait in one pool per placement, in the order they were
-//! re-armed, each tagged with the number of the store that armed it, so the
-//! tracker fences only when it hands out a signal whose arming is not yet
-//! fenced.
+//! A slot keeps its signal across uses (re-armed in place) unless the signal
+//! must leave: it is still held elsewhere (parked, replaced by a spare), or
+//! the next use wants the other placement (swapped with a spare of that
+//! placement, as a timing-only use takes a host signal). Spares wait in one
+//! pool per placement. The ring grows, up to a limit, by doubling, with
+//! signals from the spares first and then from a new batch.
 
 use crate::backend::Placement;
 use crate::share::CellPtr;
-use std::collections::VecDeque;
 
-/// One use in flight.
-#[derive(Clone, Copy)]
-pub(crate) struct Use<S> {
-    pub(crate) seq: u64,
-    /// AQL index (meaningless for copy-engine uses).
-    pub(crate) aql: u64,
+/// One slot: its signal, and the use it serves while the use is in flight.
+pub(crate) struct Slot<S> {
     pub(crate) cell: CellPtr<S>,
+    /// The number of the store that armed the signal; compared with the
+    /// fences issued since, so a signal is fenced once before it is used.
+    pub(crate) store: u64,
+    /// The use's AQL index (for copy-engine uses, the previous AQL index, so
+    /// indices stay ordered along the ring).
+    pub(crate) aql: u64,
+    /// The sequence number of the newest fence at or before this use (0: none).
+    pub(crate) last_fence: u64,
     pub(crate) flags: u8,
     /// Operations that decrement the signal (its arming value).
     pub(crate) ops: u32,
-    /// Decrements the signal still expects once the issued part of a failed
-    /// submission finished (0: none).
+    /// Decrements a failed submission's signal still expects once its issued
+    /// part finished (0: none).
     pub(crate) residual: u32,
 }
 
-impl<S> Use<S> {
+impl<S> Slot<S> {
     pub(crate) const FENCE: u8 = 1;
     pub(crate) const COPY: u8 = 2;
     pub(crate) const TIMED: u8 = 4;
     pub(crate) const HARVESTED: u8 = 8;
+
+    pub(crate) fn new(cell: CellPtr<S>, store: u64) -> Self {
+        Self {
+            cell,
+            store,
+            aql: 0,
+            last_fence: 0,
+            flags: 0,
+            ops: 1,
+            residual: 0,
+        }
+    }
 
     pub(crate) fn is(&self, flag: u8) -> bool {
         self.flags & flag != 0
     }
 }
 
-/// An armed signal and the number of the store that armed it.
-pub(crate) struct Armed<S> {
+/// A spare signal and the number of the store that armed it.
+pub(crate) struct Spare<S> {
     pub(crate) cell: CellPtr<S>,
     pub(crate) store: u64,
 }
 
+// Manual impls: the handle type `S` need not be `Copy` for a pointer to its cell to be.
+impl<S> Clone for Slot<S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<S> Copy for Slot<S> {}
+impl<S> Clone for Spare<S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<S> Copy for Spare<S> {}
+
 pub(crate) struct Ring<S> {
-    live: VecDeque<Use<S>>,
-    armed: [VecDeque<Armed<S>>; 2],
-    capacity: usize,
+    slots: Vec<Slot<S>>,
+    /// The position of the oldest use's slot.
+    head_pos: usize,
+    /// The position of the next use's slot.
+    tail_pos: usize,
+    /// The oldest use not yet reclaimed.
+    head: u64,
+    /// The sequence number the next use gets.
+    tail: u64,
     limit: usize,
+    spares: [Vec<Spare<S>>; 2],
 }
 
 impl<S> Ring<S> {
-    pub(crate) fn new(capacity: usize, limit: usize) -> Self {
+    /// A ring of `slots` (armed signals), which may grow to `limit` slots.
+    pub(crate) fn new(slots: Vec<Slot<S>>, limit: usize) -> Self {
         Self {
-            live: VecDeque::with_capacity(capacity),
-            armed: [
-                VecDeque::with_capacity(capacity),
-                VecDeque::with_capacity(capacity),
-            ],
-            capacity,
+            slots,
+            head_pos: 0,
+            tail_pos: 0,
+            head: 1,
+            tail: 1,
             limit,
+            spares: [Vec::new(), Vec::new()],
         }
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.slots.len()
     }
 
     pub(crate) fn in_flight(&self) -> usize {
-        self.live.len()
+        (self.tail - self.head) as usize
     }
 
     pub(crate) fn is_full(&self) -> bool {
-        self.live.len() >= self.capacity
+        self.in_flight() >= self.slots.len()
     }
 
-    /// Doubles the capacity, up to the limit. Reserves room for the new uses
-    /// now, so pushing them later allocates nothing.
-    pub(crate) fn grow(&mut self) -> bool {
-        if self.capacity >= self.limit {
-            return false;
+    /// The oldest use not yet reclaimed (equal to `tail` when none is).
+    pub(crate) fn head(&self) -> u64 {
+        self.head
+    }
+
+    /// The sequence number of the next use.
+    pub(crate) fn tail(&self) -> u64 {
+        self.tail
+    }
+
+    fn position(&self, seq: u64) -> usize {
+        let pos = self.head_pos + (seq - self.head) as usize;
+        if pos >= self.slots.len() {
+            pos - self.slots.len()
+        } else {
+            pos
         }
-        self.capacity = (self.capacity * 2).min(self.limit);
-        self.live.reserve(self.capacity - self.live.len());
-        for pool in &mut self.armed {
-            pool.reserve(self.capacity.saturating_sub(pool.len()));
+    }
+
+    /// The slot of use `seq`, if it is in flight.
+    pub(crate) fn get(&self, seq: u64) -> Option<&Slot<S>> {
+        (self.head..self.tail)
+            .contains(&seq)
+            .then(|| &self.slots[self.position(seq)])
+    }
+
+    pub(crate) fn get_mut(&mut self, seq: u64) -> Option<&mut Slot<S>> {
+        if !(self.head..self.tail).contains(&seq) {
+            return None;
         }
-        true
+        let pos = self.position(seq);
+        Some(&mut self.slots[pos])
     }
 
-    pub(crate) fn push(&mut self, entry: Use<S>) {
-        self.live.push_back(entry);
+    /// The slot the next use takes (the ring must not be full).
+    pub(crate) fn next_mut(&mut self) -> &mut Slot<S> {
+        debug_assert!(!self.is_full());
+        &mut self.slots[self.tail_pos]
     }
 
-    pub(crate) fn oldest(&self) -> Option<&Use<S>> {
-        self.live.front()
+    /// Hands the next slot to a use; returns its sequence number.
+    pub(crate) fn advance_tail(&mut self) -> u64 {
+        let seq = self.tail;
+        self.tail += 1;
+        self.tail_pos = self.wrap(self.tail_pos + 1);
+        seq
     }
 
-    pub(crate) fn pop_oldest(&mut self) -> Option<Use<S>> {
-        self.live.pop_front()
+    /// The oldest use's slot, if any use is in flight.
+    pub(crate) fn oldest(&self) -> Option<&Slot<S>> {
+        (self.head < self.tail).then(|| &self.slots[self.head_pos])
     }
 
-    /// The use with sequence number `seq`, if it is in flight. Uses are
-    /// numbered consecutively, so this is an index, not a search.
-    pub(crate) fn get(&self, seq: u64) -> Option<&Use<S>> {
-        let first = self.live.front()?.seq;
-        self.live
-            .get(usize::try_from(seq.checked_sub(first)?).ok()?)
+    pub(crate) fn oldest_mut(&mut self) -> Option<&mut Slot<S>> {
+        (self.head < self.tail).then(|| &mut self.slots[self.head_pos])
     }
 
-    pub(crate) fn get_mut(&mut self, seq: u64) -> Option<&mut Use<S>> {
-        let first = self.live.front()?.seq;
-        self.live
-            .get_mut(usize::try_from(seq.checked_sub(first)?).ok()?)
+    /// The oldest use leaves; its slot (re-armed by the caller) is free again.
+    pub(crate) fn advance_head(&mut self) {
+        debug_assert!(self.head < self.tail);
+        self.head += 1;
+        self.head_pos = self.wrap(self.head_pos + 1);
     }
 
-    pub(crate) fn uses(&self) -> impl DoubleEndedIterator<Item = &Use<S>> + ExactSizeIterator {
-        self.live.iter()
+    fn wrap(&self, pos: usize) -> usize {
+        if pos == self.slots.len() { 0 } else { pos }
     }
 
-    pub(crate) fn take_armed(&mut self, placement: Placement) -> Option<Armed<S>> {
-        self.armed[placement.index()].pop_front()
+    /// The last in-flight use, within `seqs`, whose AQL index satisfies `before`
+    /// (indices increase along the ring, so this is a binary search).
+    pub(crate) fn last_where(
+        &self,
+        mut lo: u64,
+        mut hi: u64,
+        before: impl Fn(u64) -> bool,
+    ) -> Option<u64> {
+        let start = lo;
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if before(self.slots[self.position(mid)].aql) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        (lo > start).then(|| lo - 1)
     }
 
-    pub(crate) fn put_armed(&mut self, placement: Placement, armed: Armed<S>) {
-        self.armed[placement.index()].push_back(armed);
+    pub(crate) fn take_spare(&mut self, placement: Placement) -> Option<Spare<S>> {
+        self.spares[placement.index()].pop()
     }
 
-    pub(crate) fn armed(&self, placement: Placement) -> usize {
-        self.armed[placement.index()].len()
+    pub(crate) fn put_spare(&mut self, placement: Placement, spare: Spare<S>) {
+        self.spares[placement.index()].push(spare);
+    }
+
+    pub(crate) fn spares(&self, placement: Placement) -> usize {
+        self.spares[placement.index()].len()
+    }
+
+    /// Doubles the ring (up to its limit) with `fill` new armed slots taken
+    /// from the spares of `placement` (the caller made sure there are enough,
+    /// or gives fewer). Returns how many slots were added.
+    pub(crate) fn grow(&mut self, placement: Placement) -> usize {
+        let wanted = (self.slots.len() * 2).min(self.limit) - self.slots.len();
+        let extra = wanted.min(self.spares[placement.index()].len());
+        if extra == 0 {
+            return 0;
+        }
+        // Rebuild with the oldest use at position 0, then the armed slots
+        // after the newest, then the new ones.
+        let mut slots = Vec::with_capacity(self.slots.len() + extra);
+        slots.extend(self.slots[self.head_pos..].iter().copied());
+        slots.extend(self.slots[..self.head_pos].iter().copied());
+        for _ in 0..extra {
+            let spare = self.spares[placement.index()].pop().expect("counted above");
+            slots.push(Slot::new(spare.cell, spare.store));
+        }
+        self.slots = slots;
+        self.head_pos = 0;
+        self.tail_pos = self.in_flight();
+        extra
+    }
+
+    /// Adds up to `count` slots to an empty ring from the spares, preferring
+    /// `placement`. Returns the ring's size.
+    pub(crate) fn fill(&mut self, count: usize, placement: Placement) -> usize {
+        debug_assert_eq!(self.in_flight(), 0);
+        for p in [placement, placement.other()] {
+            while self.slots.len() < count
+                && let Some(spare) = self.spares[p.index()].pop()
+            {
+                self.slots.push(Slot::new(spare.cell, spare.store));
+            }
+        }
+        self.tail_pos = self.wrap(self.tail_pos);
+        self.slots.len()
+    }
+
+    pub(crate) fn can_grow(&self) -> bool {
+        self.slots.len() < self.limit
+    }
+
+    /// How many slots the next growth adds.
+    pub(crate) fn growth_step(&self) -> usize {
+        (self.slots.len() * 2).min(self.limit) - self.slots.len()
     }
 }

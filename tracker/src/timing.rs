@@ -9,7 +9,7 @@
 use crate::backend::{QueueView, SignalMemory, Timestamps};
 use crate::error::Error;
 use crate::retiring::RetiringTracker;
-use crate::ring::Use;
+use crate::ring::Slot;
 use crate::share::CellPtr;
 use crate::ticket::{Status, Ticket};
 
@@ -31,11 +31,11 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         if let Some(stamps) = unsafe { cell.get() }.stamps(ticket.seq) {
             return Ok(Some(stamps));
         }
-        let Some(u) = self.ring.get(ticket.seq).copied() else {
+        let Some(slot) = self.ring.get(ticket.seq).copied() else {
             // Reclaimed, and its cell serves another use now: the stamps are gone.
             return Ok(None);
         };
-        if !u.is(Use::<M::Signal>::TIMED) || self.query_use(ticket)? != Status::Complete {
+        if !slot.is(Slot::<M::Signal>::TIMED) || self.query_use(ticket)? != Status::Complete {
             return Ok(None);
         }
         // The query may have reclaimed (and harvested) it already.
@@ -43,9 +43,9 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         if let Some(stamps) = unsafe { cell.get() }.stamps(ticket.seq) {
             return Ok(Some(stamps));
         }
-        self.harvest(u.seq, u.cell);
-        if let Some(u) = self.ring.get_mut(ticket.seq) {
-            u.flags |= Use::<M::Signal>::HARVESTED;
+        self.harvest(ticket.seq, slot.cell);
+        if let Some(slot) = self.ring.get_mut(ticket.seq) {
+            slot.flags |= Slot::<M::Signal>::HARVESTED;
         }
         // SAFETY: as above.
         Ok(unsafe { cell.get() }.stamps(ticket.seq))

@@ -124,6 +124,20 @@ fn failing_a_submission_that_was_fully_issued_is_refused() {
 
 #[test]
 fn an_allocation_failure_is_a_typed_error_and_the_tracker_recovers() {
+    // Creating a tracker allocates its ring: a failure there is an error.
+    let (sim, queue) = tracker::sim_backend::stepped_queue();
+    sim.fail_allocations(1);
+    let memory = std::sync::Arc::new(tracker::sim_backend::SimMemory::new(
+        sim.clone(),
+        queue.agent(),
+    ));
+    let err = tracker::RetiringTracker::new(memory, queue, device())
+        .err()
+        .expect("allocation failed");
+    assert!(matches!(err, Error::OutOfSignals(_)), "{err}");
+
+    // A full ring that cannot grow for want of memory does not fail the
+    // submission: it names the use to wait for, and recovers.
     let config = Config {
         initial_size: 2,
         growth_limit: 4,
@@ -134,18 +148,26 @@ fn an_allocation_failure_is_a_typed_error_and_the_tracker_recovers() {
     let mut rig = Rig::retiring(config);
     rig.submit(true, Purpose::Completion).unwrap();
     rig.submit(true, Purpose::Completion).unwrap();
-    rig.sim.fail_allocations(2);
+    rig.sim.fail_allocations(1);
     let err = rig
         .tracker
         .acquire(Request::packet(rig.queue.write_index()).barrier(true))
         .unwrap_err();
-    assert!(matches!(err, Error::OutOfSignals(_)), "{err}");
+    assert!(
+        matches!(err, Error::Backpressure { in_flight: 2, .. }),
+        "{err}"
+    );
+    assert_eq!(rig.tracker.stats().ring_growths, 0);
     rig.check();
-    // Completed work frees signals: no new allocation needed.
     rig.run();
     rig.submit(true, Purpose::Completion).unwrap();
     rig.run();
     rig.check();
+    assert_eq!(
+        rig.tracker.stats().signals_created,
+        2,
+        "completed work freed signals: none created"
+    );
 }
 
 #[test]

@@ -1,0 +1,138 @@
+//! The per-use workload: a producer keeps a fixed number of uses in flight
+//! on a stepped, zero-cost simulator; the "GPU" completes the oldest packets
+//! as fast as new ones arrive. Only the tracker's own calls (acquire, poll,
+//! reclaim) are the measured host work; publishing packets and the simulated
+//! GPU are outside it, the same for both trackers.
+
+use sim::{Queue, QueueConfig, Sim, SimConfig};
+use std::sync::Arc;
+use tracker::sim_backend::{SimMemory, submit_kernel};
+use tracker::{BaselineTracker, Config, Placement, Request, RetiringTracker, Tracker};
+
+/// Uses submitted between two GPU catch-ups.
+pub const BURST: usize = 32;
+
+/// Which tracker a workload drives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// The retiring tracker.
+    Retiring,
+    /// CLR's original tracker.
+    Baseline,
+}
+
+impl Kind {
+    /// Both, in report order.
+    pub const ALL: [Kind; 2] = [Kind::Retiring, Kind::Baseline];
+
+    /// The name used in reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Kind::Retiring => "retiring",
+            Kind::Baseline => "baseline",
+        }
+    }
+}
+
+/// A tracker with a steady number of uses in flight on a stepped simulator.
+pub struct Steady {
+    tracker: Box<dyn Tracker<Memory = SimMemory, Queue = Queue>>,
+    queue: Queue,
+    in_flight: usize,
+}
+
+impl Steady {
+    /// A tracker of `kind` whose ring can hold `in_flight` uses (its initial
+    /// size is `in_flight / 16`, so it may grow to exactly that), filled with
+    /// `in_flight` uses of empty kernels with the barrier bit, as CLR
+    /// dispatches them. Device-memory signals on a device-memory ring.
+    pub fn new(kind: Kind, in_flight: usize) -> Self {
+        assert!(
+            in_flight >= 2 * BURST && in_flight.is_power_of_two(),
+            "in_flight: a power of two >= {}",
+            2 * BURST
+        );
+        let sim = Sim::new(SimConfig::default());
+        let queue_size = (2 * in_flight).next_power_of_two().max(1024) as u32;
+        let queue = sim
+            .create_queue(QueueConfig {
+                size: queue_size,
+                truth_history: 64,
+                ..QueueConfig::default()
+            })
+            .expect("valid queue");
+        let memory = Arc::new(SimMemory::new(sim, queue.agent()));
+        let config = Config {
+            initial_size: (in_flight / 16).max(BURST),
+            signals: Placement::Device,
+            ..Config::default()
+        };
+        let tracker: Box<dyn Tracker<Memory = SimMemory, Queue = Queue>> = match kind {
+            Kind::Retiring => {
+                Box::new(RetiringTracker::new(memory, queue.clone(), config).expect("valid config"))
+            }
+            Kind::Baseline => {
+                Box::new(BaselineTracker::new(memory, queue.clone(), config).expect("valid config"))
+            }
+        };
+        let mut steady = Self {
+            tracker,
+            queue,
+            in_flight,
+        };
+        for _ in 0..in_flight {
+            let signal = steady.acquire_one();
+            steady.publish(signal);
+        }
+        steady
+    }
+
+    /// The tracker, for its counters.
+    pub fn tracker(&self) -> &dyn Tracker<Memory = SimMemory, Queue = Queue> {
+        &*self.tracker
+    }
+
+    /// Uses kept in flight.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// The measured host work for one use: acquire a signal for the next
+    /// packet (which re-arms and retires as the tracker needs).
+    #[inline(never)]
+    pub fn acquire_one(&mut self) -> u64 {
+        let index = self.queue.write_index();
+        self.tracker
+            .acquire(Request::packet(index).barrier(true))
+            .expect("the GPU keeps up")
+            .signal
+    }
+
+    /// Publishes the packet for the signal just acquired (not measured).
+    #[inline(never)]
+    pub fn publish(&mut self, signal: u64) {
+        let index = self.queue.reserve().expect("queue sized for the workload");
+        submit_kernel(&self.queue, index, signal, true);
+    }
+
+    /// The GPU completes the oldest `BURST` packets (not measured).
+    #[inline(never)]
+    pub fn gpu_completes_burst(&mut self) {
+        for _ in 0..BURST {
+            let index = self.queue.launch().expect("a published packet");
+            self.queue.complete(index).expect("in order");
+            self.queue.advance_read_index().expect("launched");
+        }
+    }
+
+    /// One burst: the GPU completes `BURST` packets, the producer submits
+    /// `BURST` more. Returns the number of uses submitted.
+    pub fn burst(&mut self) -> usize {
+        self.gpu_completes_burst();
+        for _ in 0..BURST {
+            let signal = self.acquire_one();
+            self.publish(signal);
+        }
+        BURST
+    }
+}
