@@ -52,6 +52,10 @@ mod config;
 mod error;
 mod interface;
 mod pin;
+#[cfg(feature = "planted-bugs")]
+pub mod planted;
+#[cfg(not(feature = "planted-bugs"))]
+mod planted;
 mod reclaim;
 mod retire;
 mod retiring;

@@ -9,6 +9,7 @@
 //! One fence therefore covers every re-arm since the previous one — a whole
 //! reclaim batch in steady state, not one per signal.
 
+use crate::planted::{self, Bug};
 use crate::backend::{Placement, QueueView, SignalMemory};
 use crate::retire::Outcome;
 use crate::retiring::RetiringTracker;
@@ -94,12 +95,16 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         let device = Placement::Device.index();
         let order = &mut self.order;
         if store > order.fenced_through {
-            self.shared.memory.store_fence();
+            if !planted::active(Bug::SkipStoreFence) {
+                self.shared.memory.store_fence();
+            }
             order.fenced_through = order.stores_issued;
             self.stats.accesses[device].fences += 1;
         }
         if (copy_engine || order.flush_before_publish) && store > order.flushed_through {
-            self.shared.memory.hdp_flush();
+            if !planted::active(Bug::SkipHdpFlush) {
+                self.shared.memory.hdp_flush();
+            }
             order.flushed_through = order.fenced_through;
             self.stats.accesses[device].flushes += 1;
         }
@@ -176,7 +181,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     ) -> Option<bool> {
         // SAFETY: the cell belongs to `self.shared`.
         let cell = unsafe { slot.cell.get() };
-        let held = cell.holds() > 0;
+        let held = !planted::active(Bug::RearmHeldSignal) && cell.holds() > 0;
         if held && !self.park_oldest(slot) {
             return None;
         }
@@ -187,10 +192,16 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         }
         if slot.flags & (Slot::<M::Signal>::TIMED | Slot::<M::Signal>::HARVESTED)
             == Slot::<M::Signal>::TIMED
+            && !planted::active(Bug::HarvestAfterRearm)
         {
             self.harvest(seq, slot.cell);
         }
-        self.attachments.release_through(seq);
+        let consumers_done = if planted::active(Bug::DropPinEarly) {
+            seq + 1
+        } else {
+            seq
+        };
+        self.attachments.release_through(consumers_done);
         if !held || self.ring.oldest().is_some_and(|s| s.cell == slot.cell) {
             // Not parked (or its holders let go meanwhile): re-arm in place.
             self.rearm_oldest(slot.cell);

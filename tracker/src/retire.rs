@@ -12,6 +12,7 @@
 //! to the current generation exactly when its sequence number is at least the
 //! generation's first, so no generation number is ever compared.
 
+use crate::planted::{self, Bug};
 use crate::backend::{QueueView, SignalMemory};
 use crate::error::Error;
 use crate::retiring::RetiringTracker;
@@ -128,7 +129,8 @@ impl Proofs {
 
     /// Whether a fence of the current generation could ever prove use `seq`.
     pub(crate) fn fences_can_prove<S>(&self, seq: u64, slot: &Slot<S>) -> bool {
-        seq >= self.generation_start && !slot.is(Slot::<S>::COPY)
+        (seq >= self.generation_start || planted::active(Bug::RetireAcrossGenerations))
+            && !slot.is(Slot::<S>::COPY)
     }
 
     /// Whether a completed fence already proves use `seq` (proof 1).
@@ -207,6 +209,10 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             return false;
         }
         if self.try_recorded_fence(fence) {
+            return true;
+        }
+        if planted::active(Bug::TrustReadIndex) {
+            self.proofs.prove(slot.aql);
             return true;
         }
         self.stats.probes += 1;

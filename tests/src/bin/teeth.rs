@@ -1,0 +1,60 @@
+//! Teeth: runs the property scenarios (the same seeds as `tests/property.rs`)
+//! against the retiring tracker with one planted bug, and prints one row of
+//! the table `.ci/teeth` assembles: the bug, the check that caught it, how
+//! many scenarios ran until then, and how long it took.
+//!
+//! ```sh
+//! TRACKER_PLANTED_BUG=trust-read-index cargo run --release -p scenarios --features planted-bugs --bin teeth
+//! cargo run --release -p scenarios --features planted-bugs --bin teeth -- --list
+//! ```
+//!
+//! Exits 1 when the bug was not caught within `SCENARIO_TEETH_CASES`
+//! scenarios per setup (default 500), so a script notices a blunt check.
+
+use scenarios::search::{PROPERTY_SEED, explore};
+use scenarios::setup::setups;
+use scenarios::{Coverage, TrackerKind};
+use std::process::ExitCode;
+use std::time::Instant;
+use tracker::planted::{self, Bug};
+
+fn main() -> ExitCode {
+    if std::env::args().any(|a| a == "--list") {
+        for bug in Bug::ALL {
+            println!("{}", bug.name());
+        }
+        return ExitCode::SUCCESS;
+    }
+    let Some(bug) = planted::current() else {
+        eprintln!("set TRACKER_PLANTED_BUG to one of the names `--list` prints");
+        return ExitCode::FAILURE;
+    };
+    let cases: u64 = std::env::var("SCENARIO_TEETH_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500);
+    let setups = setups();
+    let start = Instant::now();
+    let outcome = explore(TrackerKind::Retiring, &setups, cases, PROPERTY_SEED);
+    let seconds = start.elapsed().as_secs_f64();
+    match outcome {
+        Err(caught) => {
+            eprintln!("{}", caught.report());
+            println!(
+                "| {} | {} | {} | {seconds:.2} |",
+                bug.name(),
+                caught.failure.check,
+                caught.cases
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(Coverage { ops, .. }) => {
+            println!(
+                "| {} | NOT CAUGHT ({ops} ops) | > {} | {seconds:.2} |",
+                bug.name(),
+                cases * setups.len() as u64
+            );
+            ExitCode::FAILURE
+        }
+    }
+}

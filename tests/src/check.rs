@@ -1,0 +1,124 @@
+//! The invariants of DESIGN.md section 6, each with a name, and the report
+//! a broken one produces.
+
+use core::fmt;
+
+/// An invariant the driver checks, after every operation unless noted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Check {
+    /// The simulator saw a packet published naming a device-memory signal
+    /// whose re-arm was not fenced (or, through a ring in system memory,
+    /// not flushed) before publication.
+    PublishOrder,
+    /// The simulator saw a store to a signal that an incomplete packet
+    /// completes or a pending barrier packet (a GPU waiter) waits on.
+    RearmWhileInFlight,
+    /// A signal held by an event, an async handler or a GPU waiter's pin
+    /// changed value (it was re-armed), or was handed out for a new use.
+    RearmWhileHeld,
+    /// `acquire` handed out a signal whose previous use has not finished.
+    HandedOutBusySignal,
+    /// A use of the current generation was reported complete (by a status,
+    /// a wait, a reference, an elided dependency) before its packet completed.
+    EarlyCompletion,
+    /// A use of an older generation was reported complete before its packet
+    /// completed: a fence of one generation retired another's use.
+    CrossGeneration,
+    /// A use was reported failed although its packet completed.
+    FalseFailure,
+    /// A ticket changed its answer (complete, then something else).
+    TicketChanged,
+    /// A completed use was not retired by the proof that covers it: its own
+    /// query or wait, a probe of a completed fence the read index passed,
+    /// or a drain.
+    NotRetiredWhenProven,
+    /// Timestamps differ from the packet processor's ground truth, or a
+    /// held, completed, timed use has none.
+    Timestamps,
+    /// The ring holds more uses than its bound, or back-pressure named a
+    /// use that is already done.
+    RingBound,
+    /// A signal is unaccounted for (`census().is_balanced()`), or one is
+    /// still parked, or a use is still in flight, once everything finished
+    /// and every holder let go.
+    Leak,
+    /// A packet never finished although every queue ran and nothing was
+    /// stalled: a GPU waiter lost the completion it waited for.
+    Hang,
+    /// The tracker returned an error or panicked where the scenario gave it
+    /// no reason to.
+    Unexpected,
+}
+
+impl Check {
+    /// Every check, in report order.
+    pub const ALL: [Check; 14] = [
+        Check::PublishOrder,
+        Check::RearmWhileInFlight,
+        Check::RearmWhileHeld,
+        Check::HandedOutBusySignal,
+        Check::EarlyCompletion,
+        Check::CrossGeneration,
+        Check::FalseFailure,
+        Check::TicketChanged,
+        Check::NotRetiredWhenProven,
+        Check::Timestamps,
+        Check::RingBound,
+        Check::Leak,
+        Check::Hang,
+        Check::Unexpected,
+    ];
+
+    /// A short name for tables.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Check::PublishOrder => "publish-order (sim: unfenced/unflushed)",
+            Check::RearmWhileInFlight => "rearm-while-in-flight (sim)",
+            Check::RearmWhileHeld => "rearm-while-held",
+            Check::HandedOutBusySignal => "handed-out-busy-signal",
+            Check::EarlyCompletion => "early-completion",
+            Check::CrossGeneration => "cross-generation",
+            Check::FalseFailure => "false-failure",
+            Check::TicketChanged => "ticket-changed",
+            Check::NotRetiredWhenProven => "not-retired-when-proven",
+            Check::Timestamps => "timestamps",
+            Check::RingBound => "ring-bound",
+            Check::Leak => "leak",
+            Check::Hang => "hang",
+            Check::Unexpected => "unexpected",
+        }
+    }
+}
+
+impl fmt::Display for Check {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A broken invariant: which one, at which step, and what was seen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// The invariant.
+    pub check: Check,
+    /// The operation after which it broke (the number of operations
+    /// applied before it; the scenario's length for the final checks).
+    pub step: usize,
+    /// What was seen.
+    pub detail: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{}] at step {}: {}", self.check, self.step, self.detail)
+    }
+}
+
+/// Shorthand for a failed check, filled in with its step by the driver.
+pub(crate) fn fail<T>(check: Check, detail: impl Into<String>) -> Result<T, Failure> {
+    Err(Failure {
+        check,
+        step: 0,
+        detail: detail.into(),
+    })
+}

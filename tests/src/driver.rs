@@ -1,0 +1,1074 @@
+//! The operation-sequence driver: two streams, each a tracker on its own
+//! simulated hardware queues of one stepped simulator, driven one
+//! [`Op`] at a time, with every invariant of DESIGN.md section 6 checked
+//! against the simulator's ground truth and the [`Model`] after each step.
+
+use crate::check::{Check, Failure, fail};
+use crate::model::{
+    HeldReference, Holder, KnownBug, Model, PinRecord, UseRecord, describe, expected_value,
+};
+use crate::ops::{Op, StreamId};
+use crate::setup::{QUEUE_SIZE, Setup, TRUTH_HISTORY};
+use sim::hsa_sys::hsa_signal_t;
+use sim::{AgentId, Placement as RingPlacement, Queue, QueueConfig, Sim, SimConfig, Violation};
+use std::sync::Arc;
+use std::time::Duration;
+use tracker::sim_backend::{SimMemory, submit_kernel, submit_wait};
+use tracker::{
+    BaselineTracker, Config, Error, Generation, Purpose, Request, RetiringTracker, Status, Ticket,
+    Tracker, WaitPolicy,
+};
+
+/// Which tracker a scenario drives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TrackerKind {
+    /// [`RetiringTracker`].
+    Retiring,
+    /// [`BaselineTracker`], CLR's original design.
+    Baseline,
+}
+
+impl TrackerKind {
+    /// Both kinds.
+    pub const ALL: [TrackerKind; 2] = [TrackerKind::Retiring, TrackerKind::Baseline];
+
+    /// Whether the tracker proves retirement from fences the read index
+    /// nominates. The baseline by design has one proof only, a load of the
+    /// use's own signal: the model expects nothing of its `poll`.
+    pub const fn probes_fences(self) -> bool {
+        matches!(self, TrackerKind::Retiring)
+    }
+
+    /// Whether the tracker retires everything when told its queue drained.
+    /// CLR's original tracker has no notion of a drained queue: the model
+    /// expects nothing of the baseline's `note_drained`.
+    pub const fn retires_on_drain(self) -> bool {
+        matches!(self, TrackerKind::Retiring)
+    }
+
+    /// Whether back-pressure comes only at the growth limit. The baseline
+    /// grows only when the slot two ahead is busy, so with out-of-order
+    /// completions the next slot can be busy first, and it pushes back below
+    /// the limit (where CLR would block).
+    pub const fn backpressure_only_at_limit(self) -> bool {
+        matches!(self, TrackerKind::Retiring)
+    }
+
+    /// Whether every use leaves the ring once it is retired and reclaimed.
+    /// The baseline keeps each slot's last use until the slot is reused.
+    pub const fn empties_ring(self) -> bool {
+        matches!(self, TrackerKind::Retiring)
+    }
+}
+
+/// A tracker the driver can build on the simulator.
+pub trait SimTracker: Tracker<Memory = SimMemory, Queue = Queue> + Sized {
+    /// Which one it is.
+    const KIND: TrackerKind;
+
+    /// A tracker for `queue` with signals from `memory`.
+    fn create(memory: Arc<SimMemory>, queue: Queue, config: Config) -> Result<Self, Error>;
+}
+
+impl SimTracker for RetiringTracker<SimMemory, Queue> {
+    const KIND: TrackerKind = TrackerKind::Retiring;
+
+    fn create(memory: Arc<SimMemory>, queue: Queue, config: Config) -> Result<Self, Error> {
+        RetiringTracker::new(memory, queue, config)
+    }
+}
+
+impl SimTracker for BaselineTracker<SimMemory, Queue> {
+    const KIND: TrackerKind = TrackerKind::Baseline;
+
+    fn create(memory: Arc<SimMemory>, queue: Queue, config: Config) -> Result<Self, Error> {
+        BaselineTracker::new(memory, queue, config)
+    }
+}
+
+/// How often a scenario reached the states that matter, summed over
+/// scenarios to show the tests get where the bugs live.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Coverage {
+    /// Operations applied.
+    pub ops: u64,
+    /// Uses handed out.
+    pub uses: u64,
+    /// Acquires answered with back-pressure (the growth limit reached).
+    pub backpressure: u64,
+    /// Times a ring grew.
+    pub growths: u64,
+    /// Queue changes that wrapped the generation counter to 0.
+    pub generation_wraps: u64,
+    /// Held signals parked, and parked signals that came back.
+    pub parks: u64,
+    /// Parked signals re-armed after their last holder let go.
+    pub unparks: u64,
+    /// Pins attached to consumer uses.
+    pub pins: u64,
+    /// Drains told to a tracker.
+    pub drains: u64,
+    /// Uses retired by a fence proof, by a CPU wait's observation, by a
+    /// load of their own signal.
+    pub retired_by_fence: u64,
+    /// See `retired_by_fence`.
+    pub retired_by_cpu_wait: u64,
+    /// See `retired_by_fence`.
+    pub retired_by_load: u64,
+    /// Uses that failed.
+    pub failed: u64,
+    /// Timestamp pairs harvested.
+    pub harvests: u64,
+    /// HDP flushes issued.
+    pub flushes: u64,
+}
+
+impl Coverage {
+    /// Adds `other` into `self`.
+    pub fn add(&mut self, other: &Coverage) {
+        self.ops += other.ops;
+        self.uses += other.uses;
+        self.backpressure += other.backpressure;
+        self.growths += other.growths;
+        self.generation_wraps += other.generation_wraps;
+        self.parks += other.parks;
+        self.unparks += other.unparks;
+        self.pins += other.pins;
+        self.drains += other.drains;
+        self.retired_by_fence += other.retired_by_fence;
+        self.retired_by_cpu_wait += other.retired_by_cpu_wait;
+        self.retired_by_load += other.retired_by_load;
+        self.failed += other.failed;
+        self.harvests += other.harvests;
+        self.flushes += other.flushes;
+    }
+}
+
+/// The most hardware queues (generations) one stream moves through.
+const MAX_GENERATIONS: usize = 8;
+
+/// A CPU wait that never sleeps long: the stepped simulator cannot move
+/// while the driver's own thread waits.
+const QUICK_WAIT: WaitPolicy = WaitPolicy {
+    spin: Duration::ZERO,
+    yield_for: Duration::ZERO,
+    max_sleep: Duration::from_micros(5),
+};
+
+struct Stream<T> {
+    tracker: T,
+    /// One hardware queue per generation, oldest first: the last is current.
+    queues: Vec<Queue>,
+    agent: AgentId,
+}
+
+/// Two streams on one stepped simulator, and the model of what they did.
+pub struct Driver<T: SimTracker> {
+    sim: Sim,
+    setup: Setup,
+    streams: Vec<Stream<T>>,
+    model: Model,
+    step: usize,
+    coverage: Coverage,
+}
+
+impl<T: SimTracker> Driver<T> {
+    /// Two fresh streams under `setup`.
+    pub fn new(setup: Setup) -> Result<Self, Failure> {
+        let sim = Sim::new(SimConfig {
+            agents: 2,
+            ..SimConfig::default()
+        });
+        let mut streams = Vec::new();
+        for agent in [AgentId(0), AgentId(1)] {
+            let queue = create_queue(&sim, &setup, agent, setup.first_ring);
+            let memory = Arc::new(SimMemory::new(sim.clone(), agent));
+            let tracker = T::create(memory, queue.clone(), setup.tracker).or_else(|e| {
+                fail(
+                    Check::Unexpected,
+                    format!("creating the tracker failed: {e}"),
+                )
+            })?;
+            streams.push(Stream {
+                tracker,
+                queues: vec![queue],
+                agent,
+            });
+        }
+        Ok(Self {
+            sim,
+            setup,
+            streams,
+            model: Model {
+                kind: Some(T::KIND),
+                ..Model::default()
+            },
+            step: 0,
+            coverage: Coverage::default(),
+        })
+    }
+
+    /// Applies one operation, then checks every invariant.
+    pub fn apply(&mut self, op: Op) -> Result<(), Failure> {
+        if std::env::var("SCENARIO_TRACE").is_ok() {
+            for (s, stream) in self.streams.iter().enumerate() {
+                eprintln!("  stream {s}: {:?}", stream.tracker.census());
+            }
+            eprintln!("{}: {op:?}", self.step);
+        }
+        let result = self.apply_op(op).and_then(|()| self.check_invariants());
+        self.step += 1;
+        self.coverage.ops += 1;
+        result.map_err(|f| Failure {
+            step: self.step - 1,
+            ..f
+        })
+    }
+
+    /// Lets every holder go, runs every queue to the end, asks about every
+    /// use and reclaims: then nothing may be pending, parked, hung or lost.
+    pub fn finish(mut self) -> Result<Coverage, Failure> {
+        let step = self.step;
+        self.finish_checks()
+            .map_err(|f| Failure { step, ..f })
+            .map(|()| self.coverage)
+    }
+
+    fn finish_checks(&mut self) -> Result<(), Failure> {
+        self.model.references.clear();
+        for stream in &self.streams {
+            for queue in &stream.queues {
+                queue.stall(false);
+            }
+        }
+        self.sim.run_until_idle();
+        for use_id in 0..self.model.uses.len() {
+            let u = &self.model.uses[use_id];
+            let truth = u.truth();
+            if !truth.is_done() {
+                return fail(
+                    Check::Hang,
+                    format!(
+                        "use {} of stream {} never finished with every queue run and none stalled: {}",
+                        u.ticket.seq(),
+                        u.stream,
+                        describe(&truth)
+                    ),
+                );
+            }
+            let ticket = u.ticket;
+            let status = self.streams[u.stream]
+                .tracker
+                .query(&ticket)
+                .or_else(|e| fail(Check::Unexpected, format!("query failed: {e}")))?;
+            self.model.judge_answer(use_id, status)?;
+        }
+        // Twice: a consumer's retirement drops its pin after the producer's
+        // reclaim may have run.
+        for _ in 0..2 {
+            for stream in &mut self.streams {
+                stream.tracker.reclaim();
+            }
+        }
+        self.check_invariants()?;
+        for (s, stream) in self.streams.iter().enumerate() {
+            let census = stream.tracker.census();
+            let stuck = census.parked > 0 || (T::KIND.empties_ring() && census.in_flight > 0);
+            if stuck || !census.is_balanced() {
+                return fail(
+                    Check::Leak,
+                    format!(
+                        "stream {s} after every use finished and every holder let go: {census:?}"
+                    ),
+                );
+            }
+            let stats = stream.tracker.stats();
+            let c = &mut self.coverage;
+            c.growths += stats.ring_growths;
+            c.parks += stats.parks;
+            c.unparks += stats.unparks;
+            c.retired_by_fence += stats.retired_by_fence;
+            c.retired_by_cpu_wait += stats.retired_by_cpu_wait;
+            c.retired_by_load += stats.retired_by_load;
+            c.failed += stats.failed;
+            c.harvests += stats.harvests;
+            c.flushes += stats.hdp_flushes();
+        }
+        Ok(())
+    }
+
+    fn stream(&self, id: StreamId) -> &Stream<T> {
+        &self.streams[id.index()]
+    }
+
+    fn current_queue(&self, stream: usize) -> Queue {
+        self.streams[stream]
+            .queues
+            .last()
+            .expect("a stream always has a queue")
+            .clone()
+    }
+
+    /// One of the stream's queues: 0 the current one, then older ones.
+    fn pick_queue(&self, id: StreamId, pick: u8) -> Queue {
+        let queues = &self.stream(id).queues;
+        queues[queues.len() - 1 - usize::from(pick) % queues.len()].clone()
+    }
+
+    fn known(&self, use_id: usize) -> Result<Option<Status>, Failure> {
+        let u = &self.model.uses[use_id];
+        self.streams[u.stream]
+            .tracker
+            .known_status(&u.ticket)
+            .or_else(|e| fail(Check::Unexpected, format!("known_status failed: {e}")))
+    }
+
+    fn apply_op(&mut self, op: Op) -> Result<(), Failure> {
+        match op {
+            Op::Submit {
+                stream,
+                barrier,
+                purpose,
+                timed,
+            } => {
+                let packet = Packet {
+                    barrier,
+                    purpose: purpose.into(),
+                    timed,
+                };
+                self.submit(stream.index(), packet, None).map(|_| ())
+            }
+            Op::HoldEvent { stream, pick } => self.hold(stream, pick, Holder::Event),
+            Op::HoldHandler { stream, pick } => self.hold(stream, pick, Holder::Handler),
+            Op::DropEvent { pick } => {
+                self.drop_reference(Holder::Event, pick);
+                Ok(())
+            }
+            Op::RunHandler { pick } => self.run_handler(pick),
+            Op::PinAcross {
+                producer,
+                pick,
+                barrier,
+            } => self.pin_across(producer, pick, barrier),
+            Op::ConsumerPasses { pick } => self.consumer_passes(pick),
+            Op::Launch { stream, queue } => {
+                // Nothing to launch is a normal answer.
+                let _ = self.pick_queue(stream, queue).launch();
+                Ok(())
+            }
+            Op::Complete {
+                stream,
+                queue,
+                pick,
+            } => {
+                self.complete(stream, queue, pick);
+                Ok(())
+            }
+            Op::AdvanceReadIndex { stream, queue } => {
+                // Nothing launched past the read index is a normal answer.
+                let _ = self.pick_queue(stream, queue).advance_read_index();
+                Ok(())
+            }
+            Op::RunQueue { stream, queue } => {
+                self.pick_queue(stream, queue).run_until_idle();
+                Ok(())
+            }
+            Op::FailQueue {
+                stream,
+                queue,
+                notify,
+            } => {
+                let failing = self.pick_queue(stream, queue);
+                failing.fail();
+                // The runtime's error callback names the queue the tracker
+                // watches; a tracker learns of an older queue's error from
+                // its signals.
+                if notify
+                    && failing.id() == self.current_queue(stream.index()).id()
+                    && self.may_notify_queue_error(stream.index())?
+                {
+                    self.streams[stream.index()].tracker.fail_queue();
+                }
+                Ok(())
+            }
+            Op::Stall {
+                stream,
+                queue,
+                stalled,
+            } => {
+                self.pick_queue(stream, queue).stall(stalled);
+                Ok(())
+            }
+            Op::QueueChange { stream, host_ring } => {
+                self.queue_change(stream.index(), host_ring);
+                Ok(())
+            }
+            Op::Drain { stream } => self.drain(stream.index()),
+            Op::Poll { stream } => self.poll(stream.index()),
+            Op::Query { stream, pick } => {
+                let Some(use_id) = self.model.recent_use(stream.index(), pick) else {
+                    return Ok(());
+                };
+                let ticket = self.model.uses[use_id].ticket;
+                let status = self.streams[stream.index()]
+                    .tracker
+                    .query(&ticket)
+                    .or_else(|e| fail(Check::Unexpected, format!("query failed: {e}")))?;
+                self.model.judge_answer(use_id, status)
+            }
+            Op::Reclaim { stream } => {
+                self.streams[stream.index()].tracker.reclaim();
+                Ok(())
+            }
+            Op::CpuWait {
+                stream,
+                pick,
+                deadline,
+            } => self.cpu_wait(stream.index(), pick, deadline.duration()),
+            Op::Timestamps { stream, pick } => self.timestamps(stream.index(), pick),
+        }
+    }
+
+    /// Acquires a signal for the stream's next packet and publishes an
+    /// empty kernel, or a barrier-AND waiting on `dependency`. Returns the
+    /// new use, or `None` when the tracker pushed back or the queue was full.
+    fn submit(
+        &mut self,
+        stream: usize,
+        packet: Packet,
+        dependency: Option<(usize, u64)>,
+    ) -> Result<Option<usize>, Failure> {
+        let queue = self.current_queue(stream);
+        if queue.write_index() - queue.read_index() >= u64::from(QUEUE_SIZE) {
+            // The packet ring is full: a runtime waits for the GPU first.
+            return Ok(None);
+        }
+        let index = queue.write_index();
+        let request = Request::packet(index)
+            .barrier(packet.barrier)
+            .purpose(packet.purpose)
+            .timed(packet.timed);
+        let acquired = match self.streams[stream].tracker.acquire(request) {
+            Ok(acquired) => acquired,
+            Err(Error::Backpressure {
+                wait_for,
+                in_flight,
+            }) => {
+                self.judge_backpressure(stream, wait_for, in_flight)?;
+                return Ok(None);
+            }
+            Err(e) => return fail(Check::Unexpected, format!("acquire failed: {e}")),
+        };
+        self.check_handout(stream, acquired.signal)?;
+        let expected = Generation::new(
+            self.model.generations[stream] as u32,
+            self.setup.tracker.generation_bits,
+        );
+        if acquired.ticket.generation() != expected {
+            return fail(
+                Check::Unexpected,
+                format!(
+                    "use {} is labelled generation {:?}, the stream is in {expected:?}",
+                    acquired.ticket.seq(),
+                    acquired.ticket.generation()
+                ),
+            );
+        }
+        let reserved = queue
+            .reserve()
+            .or_else(|e| fail(Check::Unexpected, format!("reserve failed: {e}")))?;
+        assert_eq!(reserved, index, "a stream has one producer");
+        match dependency {
+            None => submit_kernel(&queue, index, acquired.signal, request.is_fence()),
+            Some((_, dependency)) => submit_wait(
+                &queue,
+                index,
+                acquired.signal,
+                &[dependency],
+                request.is_fence(),
+            ),
+        }
+        let Some(sim_signal) = self.sim.resolve(hsa_signal_t {
+            handle: acquired.signal,
+        }) else {
+            return fail(
+                Check::Unexpected,
+                format!("{:#x} is not a signal of the simulator", acquired.signal),
+            );
+        };
+        self.model.uses.push(UseRecord {
+            stream,
+            ticket: acquired.ticket,
+            generation: self.model.generations[stream],
+            queue,
+            index,
+            fence: request.is_fence(),
+            timed: request.is_timed(),
+            signal: acquired.signal,
+            sim_signal,
+            dependency: dependency.map(|(use_id, _)| use_id),
+            answered: None,
+        });
+        self.coverage.uses += 1;
+        Ok(Some(self.model.uses.len() - 1))
+    }
+
+    /// A handed-out signal must not be busy: no unfinished use of it, no holder.
+    fn check_handout(&self, stream: usize, signal: u64) -> Result<(), Failure> {
+        for u in self.model.uses.iter().filter(|u| u.signal == signal) {
+            let truth = u.truth();
+            if !truth.is_done() {
+                return fail(
+                    Check::HandedOutBusySignal,
+                    format!(
+                        "stream {stream} handed out {signal:#x}, still the signal of use {} of stream {}: {}",
+                        u.ticket.seq(),
+                        u.stream,
+                        describe(&truth)
+                    ),
+                );
+            }
+        }
+        for (use_id, why) in self.held_uses()? {
+            if self.model.uses[use_id].signal == signal {
+                return fail(
+                    Check::RearmWhileHeld,
+                    format!(
+                        "stream {stream} handed out {signal:#x}, held by the {why} on use {}",
+                        self.model.uses[use_id].ticket.seq()
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn held_uses(&self) -> Result<Vec<(usize, String)>, Failure> {
+        let mut consumer_done = Vec::with_capacity(self.model.pins.len());
+        for pin in &self.model.pins {
+            consumer_done.push((pin.consumer, self.known(pin.consumer)?.is_some()));
+        }
+        Ok(self
+            .model
+            .held_uses(|consumer| consumer_done.iter().any(|&(c, done)| c == consumer && done)))
+    }
+
+    fn judge_backpressure(
+        &mut self,
+        stream: usize,
+        wait_for: Ticket,
+        in_flight: usize,
+    ) -> Result<(), Failure> {
+        self.coverage.backpressure += 1;
+        let limit = self.setup.tracker.max_in_flight();
+        if T::KIND.backpressure_only_at_limit() && in_flight != limit {
+            return fail(
+                Check::RingBound,
+                format!("back-pressure with {in_flight} uses in flight, below the limit {limit}"),
+            );
+        }
+        let Some(use_id) = self
+            .model
+            .uses_of(stream)
+            .find(|&i| self.model.uses[i].ticket.seq() == wait_for.seq())
+        else {
+            return fail(
+                Check::RingBound,
+                format!(
+                    "back-pressure names use {}, which this stream never made",
+                    wait_for.seq()
+                ),
+            );
+        };
+        if let Some(status) = self.known(use_id)? {
+            if KnownBug::BackpressureNamesDoneUse.tolerated() {
+                return Ok(());
+            }
+            return fail(
+                Check::RingBound,
+                format!(
+                    "back-pressure names use {}, already known {status:?}: waiting for it frees nothing",
+                    wait_for.seq()
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    fn hold(&mut self, stream: StreamId, pick: u8, holder: Holder) -> Result<(), Failure> {
+        let Some(use_id) = self.model.recent_use(stream.index(), pick) else {
+            return Ok(());
+        };
+        let ticket = self.model.uses[use_id].ticket;
+        match self.streams[stream.index()].tracker.hold(&ticket) {
+            // Nothing to hold: the tracker says the use is complete.
+            Ok(None) => self.model.judge_report(use_id, Some(Status::Complete)),
+            Ok(Some(reference)) => {
+                let u = &self.model.uses[use_id];
+                let (truth, value) = (u.truth(), self.sim.load(u.sim_signal));
+                if value != expected_value(&truth) {
+                    if self.known(use_id)? == Some(Status::Failed)
+                        && KnownBug::HoldsRetiredFailedUse.tolerated()
+                    {
+                        // The reference is stale from the start: nothing to model.
+                        return Ok(());
+                    }
+                    return fail(
+                        Check::RearmWhileHeld,
+                        format!(
+                            "hold on use {} returned a reference to a signal already re-armed \
+                             (it holds {value}); its packet: {}",
+                            u.ticket.seq(),
+                            describe(&truth)
+                        ),
+                    );
+                }
+                self.model.references.push(HeldReference {
+                    use_id,
+                    holder,
+                    reference,
+                    answered: None,
+                });
+                Ok(())
+            }
+            Err(e) => fail(Check::Unexpected, format!("hold failed: {e}")),
+        }
+    }
+
+    fn drop_reference(&mut self, holder: Holder, pick: u8) -> Option<HeldReference> {
+        let of_holder: Vec<usize> = (0..self.model.references.len())
+            .filter(|&i| self.model.references[i].holder == holder)
+            .collect();
+        if of_holder.is_empty() {
+            return None;
+        }
+        let at = of_holder[usize::from(pick) % of_holder.len()];
+        Some(self.model.references.remove(at))
+    }
+
+    fn run_handler(&mut self, pick: u8) -> Result<(), Failure> {
+        let handlers: Vec<usize> = (0..self.model.references.len())
+            .filter(|&i| self.model.references[i].holder == Holder::Handler)
+            .collect();
+        if handlers.is_empty() {
+            return Ok(());
+        }
+        let at = handlers[usize::from(pick) % handlers.len()];
+        let held = &self.model.references[at];
+        let (use_id, status) = (held.use_id, held.reference.status());
+        self.model.judge_answer(use_id, status)?;
+        if status.is_done() {
+            // The handler processed its use: it lets go.
+            self.model.references.remove(at);
+        }
+        Ok(())
+    }
+
+    fn pin_across(&mut self, producer: StreamId, pick: u8, barrier: bool) -> Result<(), Failure> {
+        let Some(use_id) = self.model.recent_use(producer.index(), pick) else {
+            return Ok(());
+        };
+        let consumer = producer.other().index();
+        let queue = self.current_queue(consumer);
+        if queue.write_index() - queue.read_index() >= u64::from(QUEUE_SIZE) {
+            return Ok(());
+        }
+        let ticket = self.model.uses[use_id].ticket;
+        let pin = match self.streams[producer.index()].tracker.pin(&ticket) {
+            // No dependency: the tracker says the use is complete.
+            Ok(None) => return self.model.judge_report(use_id, Some(Status::Complete)),
+            Ok(Some(pin)) => pin,
+            Err(Error::InvalidState { .. }) => {
+                // A failed use cannot be waited on: it must be known failed.
+                let known = self.known(use_id)?;
+                if known != Some(Status::Failed) {
+                    return fail(
+                        Check::Unexpected,
+                        format!(
+                            "pin refused use {} as failed, but it is known {known:?}",
+                            ticket.seq()
+                        ),
+                    );
+                }
+                return Ok(());
+            }
+            Err(e) => return fail(Check::Unexpected, format!("pin failed: {e}")),
+        };
+        if pin.packet_handle() != self.model.uses[use_id].signal {
+            return fail(
+                Check::Unexpected,
+                format!(
+                    "the pin of use {} names {:#x}, not the use's signal",
+                    ticket.seq(),
+                    pin.packet_handle()
+                ),
+            );
+        }
+        let packet = Packet {
+            barrier,
+            purpose: Purpose::Completion,
+            timed: false,
+        };
+        let Some(consumer_id) = self.submit(
+            consumer,
+            packet,
+            Some((use_id, self.model.uses[use_id].signal)),
+        )?
+        else {
+            // No consumer packet was published: the pin drops unused.
+            return Ok(());
+        };
+        let consumer_ticket = self.model.uses[consumer_id].ticket;
+        self.streams[consumer]
+            .tracker
+            .attach(&consumer_ticket, pin)
+            .or_else(|e| fail(Check::Unexpected, format!("attach failed: {e}")))?;
+        self.model.pins.push(PinRecord {
+            producer: use_id,
+            consumer: consumer_id,
+        });
+        self.coverage.pins += 1;
+        Ok(())
+    }
+
+    fn consumer_passes(&mut self, pick: u8) -> Result<(), Failure> {
+        if self.model.pins.is_empty() {
+            return Ok(());
+        }
+        let pin = self.model.pins[usize::from(pick) % self.model.pins.len()];
+        let (producer, consumer) = (
+            &self.model.uses[pin.producer],
+            &self.model.uses[pin.consumer],
+        );
+        producer.queue.run_until_idle();
+        consumer.queue.run_until_idle();
+        let (consumer_stream, consumer_ticket) = (consumer.stream, consumer.ticket);
+        let status = self.streams[consumer_stream]
+            .tracker
+            .query(&consumer_ticket)
+            .or_else(|e| fail(Check::Unexpected, format!("query failed: {e}")))?;
+        self.model.judge_answer(pin.consumer, status)?;
+        self.streams[consumer_stream].tracker.reclaim();
+        self.streams[1 - consumer_stream].tracker.reclaim();
+        Ok(())
+    }
+
+    /// Completes one launched packet of the queue (on an in-order queue,
+    /// the oldest: nothing else may complete).
+    fn complete(&mut self, stream: StreamId, queue: u8, pick: u8) {
+        let queue = self.pick_queue(stream, queue);
+        let mut launched: Vec<u64> = self
+            .model
+            .uses
+            .iter()
+            .filter(|u| u.queue.id() == queue.id() && u.stream == stream.index())
+            .filter(|u| {
+                let truth = u.truth();
+                truth.launched && !truth.is_done()
+            })
+            .map(|u| u.index)
+            .collect();
+        launched.sort_unstable();
+        if !queue.config().out_of_order {
+            launched.truncate(1);
+        }
+        if launched.is_empty() {
+            return;
+        }
+        // A barrier waiting on an unfinished dependency is not ready: a
+        // normal answer.
+        let _ = queue.complete(launched[usize::from(pick) % launched.len()]);
+    }
+
+    /// Whether the driver may tell the stream's tracker of its current
+    /// queue's error. Always for the retiring tracker; for the baseline only
+    /// when no use on an earlier queue is unknown, because of
+    /// [`KnownBug::BaselineErrorFailsEarlierQueues`].
+    fn may_notify_queue_error(&self, stream: usize) -> Result<bool, Failure> {
+        if T::KIND == TrackerKind::Retiring
+            || !KnownBug::BaselineErrorFailsEarlierQueues.tolerated()
+        {
+            return Ok(true);
+        }
+        let current = self.model.generations[stream];
+        for use_id in self.model.uses_of(stream) {
+            if self.model.uses[use_id].generation < current && self.known(use_id)?.is_none() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    fn queue_change(&mut self, stream: usize, host_ring: bool) {
+        if self.streams[stream].queues.len() >= MAX_GENERATIONS {
+            return;
+        }
+        let ring = if host_ring && self.setup.host_rings {
+            RingPlacement::Host
+        } else {
+            RingPlacement::Device
+        };
+        let queue = create_queue(&self.sim, &self.setup, self.streams[stream].agent, ring);
+        let s = &mut self.streams[stream];
+        s.tracker.note_queue_change(queue.clone());
+        s.queues.push(queue);
+        self.model.generations[stream] += 1;
+        if s.tracker.generation().value() == 0 {
+            self.coverage.generation_wraps += 1;
+        }
+    }
+
+    fn drain(&mut self, stream: usize) -> Result<(), Failure> {
+        // A runtime knows a queue idle after waiting for it: run everything.
+        self.sim.run_until_idle();
+        let all_complete = self
+            .model
+            .uses_of(stream)
+            .all(|i| self.model.uses[i].truth().completed);
+        if !all_complete {
+            // Not idle (stalled, failed or waiting): the drain's contract
+            // does not hold, so the runtime would not call it.
+            return Ok(());
+        }
+        self.streams[stream].tracker.note_drained();
+        self.coverage.drains += 1;
+        if !T::KIND.retires_on_drain() {
+            return Ok(());
+        }
+        for use_id in self.model.uses_of(stream).collect::<Vec<_>>() {
+            let known = self.known(use_id)?;
+            let excused = known == Some(Status::Failed) && self.model.excuses_false_failure(use_id);
+            if known != Some(Status::Complete) && !excused {
+                return fail(
+                    Check::NotRetiredWhenProven,
+                    format!(
+                        "use {} is known {known:?} after its queue drained",
+                        self.model.uses[use_id].ticket.seq()
+                    ),
+                );
+            }
+        }
+        let census = self.streams[stream].tracker.census();
+        if census.in_flight > 0 {
+            return fail(
+                Check::NotRetiredWhenProven,
+                format!("uses still in flight after a drain: {census:?}"),
+            );
+        }
+        Ok(())
+    }
+
+    /// Fence probing: if the newest fence of the current generation that
+    /// the read index passed has completed, every use up to it is retired.
+    fn poll(&mut self, stream: usize) -> Result<(), Failure> {
+        self.streams[stream].tracker.poll();
+        if !T::KIND.probes_fences() {
+            return Ok(());
+        }
+        let read_index = self.current_queue(stream).read_index();
+        let generation = self.model.generations[stream];
+        let in_generation: Vec<usize> = self
+            .model
+            .uses_of(stream)
+            .filter(|&i| self.model.uses[i].generation == generation)
+            .collect();
+        let nominated = in_generation.iter().copied().rfind(|&i| {
+            let u = &self.model.uses[i];
+            u.fence && u.index < read_index
+        });
+        let Some(fence) = nominated else {
+            return Ok(());
+        };
+        if !self.model.uses[fence].truth().completed {
+            return Ok(());
+        }
+        let fence_index = self.model.uses[fence].index;
+        for use_id in in_generation {
+            let u = &self.model.uses[use_id];
+            if u.index > fence_index {
+                break;
+            }
+            let known = self.known(use_id)?;
+            let excused = known == Some(Status::Failed) && self.model.excuses_false_failure(use_id);
+            if known != Some(Status::Complete) && !excused {
+                return fail(
+                    Check::NotRetiredWhenProven,
+                    format!(
+                        "use {} (index {}) is known {known:?} after a probe: the read index {read_index} \
+                         passed fence use {} (index {fence_index}), which completed",
+                        u.ticket.seq(),
+                        u.index,
+                        self.model.uses[fence].ticket.seq()
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn cpu_wait(&mut self, stream: usize, pick: u8, deadline: Duration) -> Result<(), Failure> {
+        let Some(use_id) = self.model.recent_use(stream, pick) else {
+            return Ok(());
+        };
+        let ticket = self.model.uses[use_id].ticket;
+        let waiter = self.streams[stream].tracker.waiter();
+        match waiter.wait(&ticket, deadline, QUICK_WAIT) {
+            Ok(status) => self.model.judge_answer(use_id, status),
+            Err(Error::TimedOut(_)) => self.model.judge_answer(use_id, Status::Pending),
+            Err(e) => fail(Check::Unexpected, format!("wait failed: {e}")),
+        }
+    }
+
+    fn timestamps(&mut self, stream: usize, pick: u8) -> Result<(), Failure> {
+        let Some(use_id) = self.model.recent_use(stream, pick) else {
+            return Ok(());
+        };
+        let ticket = self.model.uses[use_id].ticket;
+        let stamps = self.streams[stream]
+            .tracker
+            .timestamps(&ticket)
+            .or_else(|e| fail(Check::Unexpected, format!("timestamps failed: {e}")))?;
+        match stamps {
+            Some(stamps) => self.model.judge_timestamps(use_id, stamps),
+            None => {
+                // A held signal is never re-armed, so a held, completed,
+                // timed use always has its stamps.
+                let u = &self.model.uses[use_id];
+                let held = self.model.references.iter().any(|r| r.use_id == use_id);
+                // A use reported failed has no stamps (a false failure is a
+                // known bug the model judged already).
+                let failed = u.answered == Some(Status::Failed);
+                if u.timed && held && u.truth().completed && !failed {
+                    return fail(
+                        Check::Timestamps,
+                        format!(
+                            "held, completed, timed use {} has no timestamps",
+                            u.ticket.seq()
+                        ),
+                    );
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Every invariant that holds after any step.
+    fn check_invariants(&mut self) -> Result<(), Failure> {
+        self.check_simulator()?;
+        for use_id in 0..self.model.uses.len() {
+            let known = self.known(use_id)?;
+            self.model.judge_report(use_id, known)?;
+        }
+        for (use_id, why) in self.held_uses()? {
+            let u = &self.model.uses[use_id];
+            let truth = u.truth();
+            let value = self.sim.load(u.sim_signal);
+            if value != expected_value(&truth) {
+                return fail(
+                    Check::RearmWhileHeld,
+                    format!(
+                        "the signal of use {} (stream {}) holds {value} under the {why}; its packet: {}",
+                        u.ticket.seq(),
+                        u.stream,
+                        describe(&truth)
+                    ),
+                );
+            }
+        }
+        for i in 0..self.model.references.len() {
+            self.model.judge_reference(i)?;
+            let held = &self.model.references[i];
+            let (use_id, stamps) = (held.use_id, held.reference.timestamps());
+            if let Some(stamps) = stamps {
+                self.model.judge_timestamps(use_id, stamps)?;
+            }
+        }
+        for (s, stream) in self.streams.iter().enumerate() {
+            let census = stream.tracker.census();
+            if !census.is_balanced() {
+                return fail(
+                    Check::Leak,
+                    format!("stream {s}: a signal is unaccounted for: {census:?}"),
+                );
+            }
+            let limit = self.setup.tracker.max_in_flight();
+            if census.in_flight > limit {
+                return fail(
+                    Check::RingBound,
+                    format!("stream {s}: {census:?} is past the limit of {limit} in flight"),
+                );
+            }
+            let timed = self
+                .model
+                .uses_of(s)
+                .filter(|&i| self.model.uses[i].timed)
+                .count() as u64;
+            let harvests = stream.tracker.stats().harvests;
+            if harvests > timed {
+                return fail(
+                    Check::Timestamps,
+                    format!("stream {s}: {harvests} harvests for {timed} timed uses (once each)"),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn check_simulator(&self) -> Result<(), Failure> {
+        // Taken, so each violation is judged once.
+        let mut violations = self.sim.take_violations();
+        violations.retain(|v| !self.pinned_signal_unflushed(v));
+        let Some(first) = violations.first() else {
+            return Ok(());
+        };
+        let check = match first {
+            Violation::Unfenced { .. } | Violation::Unflushed { .. } => Check::PublishOrder,
+            Violation::StoreWhileInFlight { .. } => Check::RearmWhileInFlight,
+            _ => Check::Unexpected,
+        };
+        fail(check, format!("the simulator saw: {violations:?}"))
+    }
+}
+
+impl<T: SimTracker> Driver<T> {
+    /// Whether `violation` is [`KnownBug::PinnedSignalUnflushed`]'s symptom:
+    /// a barrier packet's dependency (not its own completion signal) unflushed.
+    fn pinned_signal_unflushed(&self, violation: &Violation) -> bool {
+        let Violation::Unflushed {
+            queue,
+            index,
+            signal,
+            ..
+        } = *violation
+        else {
+            return false;
+        };
+        KnownBug::PinnedSignalUnflushed.tolerated()
+            && self.model.uses.iter().any(|u| {
+                u.queue.id() == queue
+                    && u.index == index
+                    && u.dependency
+                        .is_some_and(|p| self.model.uses[p].sim_signal == signal)
+            })
+    }
+}
+
+fn create_queue(sim: &Sim, setup: &Setup, agent: AgentId, ring: RingPlacement) -> Queue {
+    sim.create_queue(QueueConfig {
+        agent,
+        size: QUEUE_SIZE,
+        ring,
+        profiling: true,
+        out_of_order: setup.out_of_order,
+        truth_history: TRUTH_HISTORY,
+    })
+    .expect("a valid queue configuration")
+}
+
+/// What a submission asks for, besides its AQL index (the queue's write index).
+#[derive(Clone, Copy, Debug)]
+struct Packet {
+    barrier: bool,
+    purpose: Purpose,
+    timed: bool,
+}

@@ -1,0 +1,413 @@
+//! The operations a scenario is made of, drawn with `arbitrary` from bytes
+//! (a seeded generator in the property tests, libFuzzer in `fuzz/`).
+//!
+//! Indices into the driver's lists (`pick`, `queue`) are raw bytes taken
+//! modulo the list's length when the operation runs, so every byte string is
+//! a valid scenario and a fuzzer's mutations stay meaningful.
+
+use arbitrary::{Arbitrary, Unstructured};
+use std::time::Duration;
+use tracker::Purpose;
+
+/// One of the two streams of a scenario. Each has its own tracker and its
+/// own hardware queues on one simulator, so GPU waiters cross queues.
+#[derive(Arbitrary, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StreamId {
+    /// The first stream.
+    A,
+    /// The second stream.
+    B,
+}
+
+impl StreamId {
+    /// The stream's index in the driver.
+    pub const fn index(self) -> usize {
+        match self {
+            StreamId::A => 0,
+            StreamId::B => 1,
+        }
+    }
+
+    /// The other stream: the consumer of a GPU wait this stream produces.
+    pub const fn other(self) -> StreamId {
+        match self {
+            StreamId::A => StreamId::B,
+            StreamId::B => StreamId::A,
+        }
+    }
+}
+
+/// What a submitted packet's use is for.
+#[derive(Arbitrary, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PurposeChoice {
+    /// [`Purpose::Completion`].
+    Completion,
+    /// [`Purpose::CpuSync`].
+    CpuSync,
+    /// [`Purpose::Event`].
+    Event,
+    /// [`Purpose::GpuWaiter`].
+    GpuWaiter,
+    /// [`Purpose::TimingOnly`]: a host signal from the timing pool.
+    TimingOnly,
+}
+
+impl From<PurposeChoice> for Purpose {
+    fn from(choice: PurposeChoice) -> Purpose {
+        match choice {
+            PurposeChoice::Completion => Purpose::Completion,
+            PurposeChoice::CpuSync => Purpose::CpuSync,
+            PurposeChoice::Event => Purpose::Event,
+            PurposeChoice::GpuWaiter => Purpose::GpuWaiter,
+            PurposeChoice::TimingOnly => Purpose::TimingOnly,
+        }
+    }
+}
+
+/// How long a CPU wait may take. The stepped simulator does not move while
+/// the driver's thread waits, so a wait either finds the use done at once or
+/// runs into its deadline: short deadlines keep scenarios fast.
+#[derive(Arbitrary, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Deadline {
+    /// Poll once, then time out.
+    Zero,
+    /// Poll for 20 microseconds.
+    Short,
+}
+
+impl Deadline {
+    /// The wait's timeout.
+    pub const fn duration(self) -> Duration {
+        match self {
+            Deadline::Zero => Duration::ZERO,
+            Deadline::Short => Duration::from_micros(20),
+        }
+    }
+}
+
+/// One step of a scenario.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Acquire a signal for the stream's next packet and publish an empty
+    /// kernel that completes it, with or without the barrier bit.
+    Submit {
+        /// The stream.
+        stream: StreamId,
+        /// The barrier bit: the use is a fence.
+        barrier: bool,
+        /// What the use is for.
+        purpose: PurposeChoice,
+        /// Whether its timestamps must be harvested.
+        timed: bool,
+    },
+    /// Take an event's reference on one of the stream's recent uses.
+    HoldEvent {
+        /// The stream.
+        stream: StreamId,
+        /// Which recent use.
+        pick: u8,
+    },
+    /// The user destroys an event: drop its reference, whatever its state.
+    DropEvent {
+        /// Which held event reference.
+        pick: u8,
+    },
+    /// An async handler registers on one of the stream's recent uses.
+    HoldHandler {
+        /// The stream.
+        stream: StreamId,
+        /// Which recent use.
+        pick: u8,
+    },
+    /// An async handler runs: it reads its use's status (one load at most)
+    /// and, once the use is done, drops its reference.
+    RunHandler {
+        /// Which handler reference.
+        pick: u8,
+    },
+    /// A GPU waiter: pin one of the producer stream's recent uses and
+    /// publish, on the other stream, a barrier-AND packet that waits on it,
+    /// attaching the pin to that consumer use.
+    PinAcross {
+        /// The producing stream.
+        producer: StreamId,
+        /// Which recent use of it.
+        pick: u8,
+        /// The consumer packet's barrier bit.
+        barrier: bool,
+    },
+    /// Let a consumer pass: run its queue, ask about the consumer use and
+    /// reclaim on both trackers, so the pin drops and the producer's signal
+    /// comes back.
+    ConsumerPasses {
+        /// Which pin.
+        pick: u8,
+    },
+    /// The packet processor launches the next packet of one of the stream's queues.
+    Launch {
+        /// The stream.
+        stream: StreamId,
+        /// Which of its queues (0: the current one; older generations after).
+        queue: u8,
+    },
+    /// The packet processor completes one launched packet.
+    Complete {
+        /// The stream.
+        stream: StreamId,
+        /// Which queue.
+        queue: u8,
+        /// Which launched, incomplete packet.
+        pick: u8,
+    },
+    /// The packet processor consumes the packet at the read index (possibly
+    /// before it completes).
+    AdvanceReadIndex {
+        /// The stream.
+        stream: StreamId,
+        /// Which queue.
+        queue: u8,
+    },
+    /// The packet processor runs one queue until it can do nothing more.
+    RunQueue {
+        /// The stream.
+        stream: StreamId,
+        /// Which queue.
+        queue: u8,
+    },
+    /// A queue error: every published, incomplete packet of the queue fails.
+    FailQueue {
+        /// The stream.
+        stream: StreamId,
+        /// Which queue.
+        queue: u8,
+        /// Whether the runtime tells the tracker (only for the current
+        /// queue; otherwise the tracker learns it from a negative value).
+        notify: bool,
+    },
+    /// Stall or release one queue.
+    Stall {
+        /// The stream.
+        stream: StreamId,
+        /// Which queue.
+        queue: u8,
+        /// Stalled or running.
+        stalled: bool,
+    },
+    /// The runtime moves the stream to a new hardware queue: a new generation.
+    QueueChange {
+        /// The stream.
+        stream: StreamId,
+        /// The new queue's ring lives in system memory (device-memory
+        /// signals then need an HDP flush before publication), where the
+        /// configuration allows it.
+        host_ring: bool,
+    },
+    /// The stream is known idle: when every use it ever submitted has
+    /// completed, the driver tells the tracker (the call's contract).
+    Drain {
+        /// The stream.
+        stream: StreamId,
+    },
+    /// Fence probing and reclaim (`Tracker::poll`).
+    Poll {
+        /// The stream.
+        stream: StreamId,
+    },
+    /// Ask about one recent use (`Tracker::query`): its own proof if needed.
+    Query {
+        /// The stream.
+        stream: StreamId,
+        /// Which recent use.
+        pick: u8,
+    },
+    /// Re-arm what is known retired (`Tracker::reclaim`).
+    Reclaim {
+        /// The stream.
+        stream: StreamId,
+    },
+    /// A CPU wait, through the lock-free `Waiter`, with a deadline.
+    CpuWait {
+        /// The stream.
+        stream: StreamId,
+        /// Which recent use.
+        pick: u8,
+        /// The wait's deadline.
+        deadline: Deadline,
+    },
+    /// Read one recent use's timestamps.
+    Timestamps {
+        /// The stream.
+        stream: StreamId,
+        /// Which recent use.
+        pick: u8,
+    },
+}
+
+/// How often each operation is drawn, in percent: submissions, simulator
+/// events and proofs dominate, so rings fill, wrap and retire; failures and
+/// queue changes are rare, so a scenario is not over before it starts.
+const WEIGHTS: [(OpKind, u8); 20] = [
+    (OpKind::Submit, 23),
+    (OpKind::HoldEvent, 4),
+    (OpKind::DropEvent, 3),
+    (OpKind::HoldHandler, 3),
+    (OpKind::RunHandler, 3),
+    (OpKind::PinAcross, 4),
+    (OpKind::ConsumerPasses, 2),
+    (OpKind::Launch, 8),
+    (OpKind::Complete, 8),
+    (OpKind::AdvanceReadIndex, 7),
+    (OpKind::RunQueue, 4),
+    (OpKind::FailQueue, 1),
+    (OpKind::Stall, 2),
+    (OpKind::QueueChange, 2),
+    (OpKind::Drain, 2),
+    (OpKind::Poll, 8),
+    (OpKind::Query, 6),
+    (OpKind::Reclaim, 4),
+    (OpKind::CpuWait, 3),
+    (OpKind::Timestamps, 3),
+];
+
+#[derive(Clone, Copy)]
+enum OpKind {
+    Submit,
+    HoldEvent,
+    DropEvent,
+    HoldHandler,
+    RunHandler,
+    PinAcross,
+    ConsumerPasses,
+    Launch,
+    Complete,
+    AdvanceReadIndex,
+    RunQueue,
+    FailQueue,
+    Stall,
+    QueueChange,
+    Drain,
+    Poll,
+    Query,
+    Reclaim,
+    CpuWait,
+    Timestamps,
+}
+
+const _: () = {
+    let mut total = 0;
+    let mut i = 0;
+    while i < WEIGHTS.len() {
+        total += WEIGHTS[i].1 as u32;
+        i += 1;
+    }
+    assert!(total == 100, "the weights are percentages");
+};
+
+impl<'a> Arbitrary<'a> for Op {
+    fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Self> {
+        let mut roll = u.int_in_range(0..=99u8)?;
+        let mut kind = OpKind::Submit;
+        for (candidate, weight) in WEIGHTS {
+            if roll < weight {
+                kind = candidate;
+                break;
+            }
+            roll -= weight;
+        }
+        Ok(match kind {
+            OpKind::Submit => Op::Submit {
+                stream: u.arbitrary()?,
+                barrier: u.arbitrary()?,
+                purpose: u.arbitrary()?,
+                timed: u.arbitrary()?,
+            },
+            OpKind::HoldEvent => Op::HoldEvent {
+                stream: u.arbitrary()?,
+                pick: u.arbitrary()?,
+            },
+            OpKind::DropEvent => Op::DropEvent {
+                pick: u.arbitrary()?,
+            },
+            OpKind::HoldHandler => Op::HoldHandler {
+                stream: u.arbitrary()?,
+                pick: u.arbitrary()?,
+            },
+            OpKind::RunHandler => Op::RunHandler {
+                pick: u.arbitrary()?,
+            },
+            OpKind::PinAcross => Op::PinAcross {
+                producer: u.arbitrary()?,
+                pick: u.arbitrary()?,
+                barrier: u.arbitrary()?,
+            },
+            OpKind::ConsumerPasses => Op::ConsumerPasses {
+                pick: u.arbitrary()?,
+            },
+            OpKind::Launch => Op::Launch {
+                stream: u.arbitrary()?,
+                queue: u.arbitrary()?,
+            },
+            OpKind::Complete => Op::Complete {
+                stream: u.arbitrary()?,
+                queue: u.arbitrary()?,
+                pick: u.arbitrary()?,
+            },
+            OpKind::AdvanceReadIndex => Op::AdvanceReadIndex {
+                stream: u.arbitrary()?,
+                queue: u.arbitrary()?,
+            },
+            OpKind::RunQueue => Op::RunQueue {
+                stream: u.arbitrary()?,
+                queue: u.arbitrary()?,
+            },
+            OpKind::FailQueue => Op::FailQueue {
+                stream: u.arbitrary()?,
+                queue: u.arbitrary()?,
+                notify: u.arbitrary()?,
+            },
+            OpKind::Stall => Op::Stall {
+                stream: u.arbitrary()?,
+                queue: u.arbitrary()?,
+                stalled: u.arbitrary()?,
+            },
+            OpKind::QueueChange => Op::QueueChange {
+                stream: u.arbitrary()?,
+                host_ring: u.arbitrary()?,
+            },
+            OpKind::Drain => Op::Drain {
+                stream: u.arbitrary()?,
+            },
+            OpKind::Poll => Op::Poll {
+                stream: u.arbitrary()?,
+            },
+            OpKind::Query => Op::Query {
+                stream: u.arbitrary()?,
+                pick: u.arbitrary()?,
+            },
+            OpKind::Reclaim => Op::Reclaim {
+                stream: u.arbitrary()?,
+            },
+            OpKind::CpuWait => Op::CpuWait {
+                stream: u.arbitrary()?,
+                pick: u.arbitrary()?,
+                deadline: u.arbitrary()?,
+            },
+            OpKind::Timestamps => Op::Timestamps {
+                stream: u.arbitrary()?,
+                pick: u.arbitrary()?,
+            },
+        })
+    }
+}
+
+/// Decodes up to `max` operations from `u`, stopping when its bytes run out.
+pub fn decode_ops(u: &mut Unstructured<'_>, max: usize) -> Vec<Op> {
+    let mut ops = Vec::new();
+    while ops.len() < max && !u.is_empty() {
+        match Op::arbitrary(u) {
+            Ok(op) => ops.push(op),
+            Err(_) => break,
+        }
+    }
+    ops
+}

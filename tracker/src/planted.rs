@@ -1,0 +1,133 @@
+//! Planted bugs: test-only hooks that prove the test suite has teeth.
+//!
+//! Each [`Bug`] names a mistake a tracker could plausibly make. The tracker
+//! checks `planted::active(Bug::X)` at the one place that mistake would be
+//! made. Without the `planted-bugs` feature (the default, and every build
+//! that ships) `active` is a `const fn` returning `false`, so every hook
+//! compiles away. With it, at most one bug is active at a time: the one named
+//! by the environment variable `TRACKER_PLANTED_BUG` (read once), or set by
+//! [`plant`]. The `teeth` runner of the `scenarios` crate (`.ci/teeth`) runs
+//! the property scenarios once per bug and reports which check caught it.
+
+/// A bug that can be planted in the retiring tracker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Bug {
+    /// Reclaim re-arms a retired use's signal without checking whether an
+    /// event, a handler or a pin still holds it.
+    RearmHeldSignal,
+    /// Fence probing trusts the read index: a fence it passed counts as
+    /// complete without the confirming load.
+    TrustReadIndex,
+    /// Handing out a re-armed device-memory signal skips the store fence.
+    SkipStoreFence,
+    /// Handing out a re-armed device-memory signal for a queue whose ring is
+    /// in system memory skips the HDP flush.
+    SkipHdpFlush,
+    /// A completed fence proves uses of earlier generations too (the
+    /// generation check is skipped).
+    RetireAcrossGenerations,
+    /// Timestamps are not harvested before re-arm but read from the signal
+    /// when asked, after it may have been re-armed and reused.
+    HarvestAfterRearm,
+    /// A consumer's pin is released when the use before the consumer
+    /// retires, one use too early.
+    DropPinEarly,
+}
+
+#[cfg(not(feature = "planted-bugs"))]
+/// Always `false`: no bug is ever planted in a normal build.
+#[inline(always)]
+pub(crate) const fn active(_bug: Bug) -> bool {
+    false
+}
+
+#[cfg(feature = "planted-bugs")]
+pub use switch::{active, current, plant};
+
+#[cfg(feature = "planted-bugs")]
+impl Bug {
+    /// Every bug, in report order.
+    pub const ALL: [Bug; 7] = [
+        Bug::RearmHeldSignal,
+        Bug::TrustReadIndex,
+        Bug::SkipStoreFence,
+        Bug::SkipHdpFlush,
+        Bug::RetireAcrossGenerations,
+        Bug::HarvestAfterRearm,
+        Bug::DropPinEarly,
+    ];
+
+    /// The bug's name, as `TRACKER_PLANTED_BUG` spells it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Bug::RearmHeldSignal => "rearm-held-signal",
+            Bug::TrustReadIndex => "trust-read-index",
+            Bug::SkipStoreFence => "skip-store-fence",
+            Bug::SkipHdpFlush => "skip-hdp-flush",
+            Bug::RetireAcrossGenerations => "retire-across-generations",
+            Bug::HarvestAfterRearm => "harvest-after-rearm",
+            Bug::DropPinEarly => "drop-pin-early",
+        }
+    }
+
+    /// The bug named `name`.
+    pub fn from_name(name: &str) -> Option<Bug> {
+        Bug::ALL.into_iter().find(|bug| bug.name() == name)
+    }
+}
+
+#[cfg(feature = "planted-bugs")]
+mod switch {
+    use super::Bug;
+    // A process-wide switch, not a protocol under test: plain std atomics,
+    // outside the loom shim (the feature is never on under loom).
+    use std::sync::atomic::{AtomicU8, Ordering};
+
+    const UNREAD: u8 = u8::MAX;
+    const NONE: u8 = 0;
+
+    /// 0: no bug; `i + 1`: `Bug::ALL[i]`; `UNREAD`: the environment is not read yet.
+    static ACTIVE: AtomicU8 = AtomicU8::new(UNREAD);
+
+    fn encode(bug: Option<Bug>) -> u8 {
+        bug.map_or(NONE, |bug| {
+            Bug::ALL.iter().position(|&b| b == bug).expect("listed") as u8 + 1
+        })
+    }
+
+    /// The planted bug, if any.
+    ///
+    /// # Panics
+    /// If `TRACKER_PLANTED_BUG` names no bug: a typo must not silently run
+    /// the suite without the bug it was meant to plant.
+    pub fn current() -> Option<Bug> {
+        let mut code = ACTIVE.load(Ordering::Relaxed);
+        if code == UNREAD {
+            let planted = std::env::var("TRACKER_PLANTED_BUG").ok().map(|name| {
+                Bug::from_name(&name).unwrap_or_else(|| {
+                    panic!(
+                        "TRACKER_PLANTED_BUG={name} names no planted bug; see tracker::planted::Bug"
+                    )
+                })
+            });
+            code = encode(planted);
+            // Lose to a concurrent `plant`, which is more specific.
+            code = match ACTIVE.compare_exchange(UNREAD, code, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => code,
+                Err(set) => set,
+            };
+        }
+        (code != NONE).then(|| Bug::ALL[usize::from(code - 1)])
+    }
+
+    /// Whether `bug` is the planted one.
+    pub fn active(bug: Bug) -> bool {
+        current() == Some(bug)
+    }
+
+    /// Plants `bug` (or none) for the whole process, overriding the environment.
+    pub fn plant(bug: Option<Bug>) {
+        ACTIVE.store(encode(bug), Ordering::Relaxed);
+    }
+}
