@@ -92,11 +92,15 @@ impl CounterCells {
     }
 
     pub(crate) fn store(&self, placement: Placement) {
+        self.stores(placement, 1);
+    }
+
+    pub(crate) fn stores(&self, placement: Placement, count: u64) {
         let cell = match placement {
             Placement::Host => &self.host_stores,
             Placement::Device => &self.device_stores,
         };
-        cell.fetch_add(1, Ordering::Relaxed);
+        cell.fetch_add(count, Ordering::Relaxed);
     }
 
     pub(crate) fn store_fence(&self) {

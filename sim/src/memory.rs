@@ -411,6 +411,41 @@ impl Memory {
         (in_flight.completions > 0 || in_flight.barriers > 0).then_some(in_flight)
     }
 
+    /// The same value stored to several signals, each counted, costed and
+    /// checked as a store; the sequence number and the counters are updated
+    /// once for the batch (a fence after it covers all of it). Calls
+    /// `in_flight` for each store that hit a signal still in flight.
+    pub(crate) fn store_many(
+        &self,
+        signals: &[Signal],
+        value: i64,
+        mut in_flight: impl FnMut(Signal, InFlight),
+    ) {
+        if signals.is_empty() {
+            return;
+        }
+        let seq = self.store_seq.fetch_add(1, Ordering::AcqRel) + 1;
+        let mut counts = [0u64; 2];
+        for &signal in signals {
+            let (block, meta) = self.parts(signal);
+            pay(self.profile.store(meta.placement));
+            counts[(meta.placement == Placement::Device) as usize] += 1;
+            if meta.placement == Placement::Device {
+                meta.last_device_store.fetch_max(seq, Ordering::AcqRel);
+            }
+            let pending = InFlight {
+                completions: meta.pending_completions.load(Ordering::Acquire),
+                barriers: meta.pending_barriers.load(Ordering::Acquire),
+            };
+            block.value.store(value, Ordering::Release);
+            if pending.completions > 0 || pending.barriers > 0 {
+                in_flight(signal, pending);
+            }
+        }
+        self.counters.stores(Placement::Host, counts[0]);
+        self.counters.stores(Placement::Device, counts[1]);
+    }
+
     /// A counted store fence: covers every device store made before it.
     pub(crate) fn store_fence(&self) {
         pay(self.profile.store_fence);

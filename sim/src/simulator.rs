@@ -251,6 +251,33 @@ impl Sim {
         }
     }
 
+    /// Host stores of one value to several signals (a batched re-arm): each
+    /// is counted, costed and checked exactly as [`Sim::store`] would, with
+    /// the bookkeeping shared by the batch.
+    ///
+    /// ```
+    /// use sim::{AgentId, Placement, Sim, SimConfig};
+    /// let sim = Sim::new(SimConfig::default());
+    /// let signals = sim.allocate(4, Placement::Device, AgentId(0)).unwrap();
+    /// sim.store_many(&signals, 1);
+    /// assert!(signals.iter().all(|&s| sim.load(s) == 1));
+    /// assert_eq!(sim.counters().device.stores, 4);
+    /// ```
+    pub fn store_many(&self, signals: &[Signal], value: i64) {
+        let core = self.core();
+        core.memory.store_many(signals, value, |signal, in_flight| {
+            core.violations.record(Violation::StoreWhileInFlight {
+                signal,
+                value,
+                completions: in_flight.completions,
+                barriers: in_flight.barriers,
+            });
+        });
+        if let Some(wake) = &core.wake {
+            wake.notify();
+        }
+    }
+
     /// A store fence (x86 `sfence`), counted: orders every earlier
     /// device-memory store before later publications.
     pub fn store_fence(&self) {

@@ -219,6 +219,35 @@ fn re_arming_a_signal_a_gpu_waiter_still_looks_at_is_caught() {
     assert_eq!(sim.violations(), []);
 }
 
+#[test]
+fn a_batched_store_is_checked_and_counted_like_single_stores() {
+    let sim = stepped(1);
+    let q = queue(&sim, QueueConfig::default());
+    let s = armed(&sim, 3, Placement::Device);
+    q.submit(packets::kernel(0, Some(s[1]))).unwrap();
+    let before = sim.counters();
+    sim.store_many(&s, 1);
+    // The one still in flight is caught, the others are not.
+    assert!(matches!(
+        sim.take_violations()[..],
+        [Violation::StoreWhileInFlight { signal, completions: 1, .. }] if signal == s[1]
+    ));
+    assert_eq!(sim.counters().since(before).device.stores, 3);
+    q.run_until_idle();
+    // Unfenced until a fence covers the whole batch.
+    sim.store_many(&s[..1], 1);
+    q.submit(packets::kernel(0, Some(s[0]))).unwrap();
+    assert!(matches!(
+        sim.take_violations()[..],
+        [Violation::Unfenced { .. }]
+    ));
+    q.run_until_idle();
+    sim.store_many(&s, 1);
+    sim.store_fence();
+    q.submit(packets::kernel(0, Some(s[2]))).unwrap();
+    assert_eq!(sim.violations(), []);
+}
+
 fn barrier_naming(handle: u64) -> PacketWords {
     hsa_barrier_and_packet_t {
         header: PacketHeader::new(sim::hsa_sys::HSA_PACKET_TYPE_BARRIER_AND).bits(),

@@ -111,6 +111,19 @@ pub trait SignalMemory: Send + Sync + 'static {
     /// As for [`load`](Self::load).
     unsafe fn store(&self, signal: Self::Signal, value: i64);
 
+    /// Stores one value to several signals: a batched re-arm. The default
+    /// stores them one by one; a backend whose per-call cost is high
+    /// overrides it.
+    ///
+    /// # Safety
+    /// As for [`load`](Self::load), for every signal.
+    unsafe fn store_many(&self, signals: &[Self::Signal], value: i64) {
+        for &signal in signals {
+            // SAFETY: forwarded caller guarantee.
+            unsafe { self.store(signal, value) }
+        }
+    }
+
     /// Orders every earlier store to device memory before later ones (x86 `sfence`).
     fn store_fence(&self);
 

@@ -9,13 +9,14 @@
 //! One fence therefore covers every re-arm since the previous one — a whole
 //! reclaim batch in steady state, not one per signal.
 
-use crate::planted::{self, Bug};
 use crate::backend::{Placement, QueueView, SignalMemory};
+use crate::planted::{self, Bug};
 use crate::retire::Outcome;
 use crate::retiring::RetiringTracker;
 use crate::ring::{Slot, Spare};
 use crate::share::CellPtr;
 use crate::ticket::aql_before;
+use arrayvec::ArrayVec;
 
 /// The store ordering state: stores are numbered; fences and flushes cover
 /// every store up to the number current when they were issued.
@@ -124,28 +125,38 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         let first = self.ring.head();
         // The walk does not change the proofs: read them once.
         let (generation_start, proven, _) = self.proofs.snapshot();
-        while let Some(slot) = self.ring.oldest() {
+        let mut batch = RearmBatch::new(self.order.stores_issued + 1);
+        loop {
             let seq = self.ring.head();
+            let Some(slot) = self.ring.oldest_mut() else {
+                break;
+            };
             // Fast path: a plain use a fence proves, whose signal nobody holds
-            // and whose outcome nobody recorded: count it and re-arm in place.
+            // and whose outcome nobody recorded: count it and queue its
+            // re-arm in place (stored with the rest of the batch).
             if slot.flags & (Slot::<M::Signal>::COPY | Slot::<M::Signal>::TIMED) == 0
                 && seq >= generation_start
                 && proven.is_some_and(|p| !aql_before(p, slot.aql))
                 && self.attachments.is_empty()
             {
-                let cell_ptr = slot.cell;
                 // SAFETY: the cell belongs to `self.shared`.
-                let cell = unsafe { cell_ptr.get() };
-                if cell.holds() == 0 && cell.complete(seq) {
+                let cell = unsafe { slot.cell.get() };
+                if cell.holds() == 0 && batch.fits(cell.placement) && cell.complete(seq) {
+                    slot.store = batch.number;
+                    batch.push(cell.signal, cell.placement);
                     self.stats.retired += 1;
                     self.stats.retired_by_fence += 1;
-                    self.rearm_oldest(cell_ptr);
                     rearmed += 1;
                     self.ring.advance_head();
+                    if batch.is_full() {
+                        self.store_batch(&mut batch);
+                    }
                     continue;
                 }
             }
             let slot = *slot;
+            // Everything else stores on its own: the batch goes first.
+            self.store_batch(&mut batch);
             let Some(outcome) = self.settle(seq, &slot) else {
                 break;
             };
@@ -155,11 +166,29 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
                 Some(false) => {}
             }
             self.ring.advance_head();
+            batch.number = self.order.stores_issued + 1;
         }
+        self.store_batch(&mut batch);
         if self.ring.head() > first {
             self.shared.publish_retired_through(self.ring.head() - 1);
         }
         rearmed
+    }
+
+    /// Re-arms a batch of signals with one backend call, as one numbered store.
+    fn store_batch(&mut self, batch: &mut RearmBatch<M::Signal>) {
+        let Some(placement) = batch.placement else {
+            return;
+        };
+        let n = batch.signals.len() as u64;
+        // SAFETY: every signal came from this memory, kept alive by `self.shared`.
+        unsafe { self.shared.memory.store_many(&batch.signals, 1) };
+        self.stats.accesses[placement.index()].stores += n;
+        self.stats.rearms += n;
+        self.order.stores_issued = batch.number;
+        batch.signals.clear();
+        batch.placement = None;
+        batch.number += 1;
     }
 
     fn rearm_oldest(&mut self, cell: CellPtr<M::Signal>) {
@@ -278,4 +307,39 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
 fn spare_placement<S>(spare: &Spare<S>) -> crate::backend::Placement {
     // SAFETY: spares' cells belong to the tracker's `Shared`, alive here.
     unsafe { spare.cell.get() }.placement
+}
+
+/// Signals re-armed together: one placement, one store number, one backend
+/// call. Fences compare store numbers, so the batch counts as one store.
+struct RearmBatch<S> {
+    signals: ArrayVec<S, REARM_BATCH>,
+    placement: Option<crate::backend::Placement>,
+    /// The store number every slot in the batch records.
+    number: u64,
+}
+
+/// Re-arms stored with one backend call.
+const REARM_BATCH: usize = 32;
+
+impl<S> RearmBatch<S> {
+    fn new(number: u64) -> Self {
+        Self {
+            signals: ArrayVec::new(),
+            placement: None,
+            number,
+        }
+    }
+
+    fn fits(&self, placement: crate::backend::Placement) -> bool {
+        self.placement.is_none_or(|p| p == placement)
+    }
+
+    fn push(&mut self, signal: S, placement: crate::backend::Placement) {
+        self.signals.push(signal);
+        self.placement = Some(placement);
+    }
+
+    fn is_full(&self) -> bool {
+        self.signals.is_full()
+    }
 }

@@ -12,9 +12,9 @@
 //! to the current generation exactly when its sequence number is at least the
 //! generation's first, so no generation number is ever compared.
 
-use crate::planted::{self, Bug};
 use crate::backend::{QueueView, SignalMemory};
 use crate::error::Error;
+use crate::planted::{self, Bug};
 use crate::retiring::RetiringTracker;
 use crate::ring::Slot;
 use crate::share::CellPtr;

@@ -88,6 +88,10 @@ impl SignalMemory for SimMemory {
         self.sim.store(signal, value)
     }
 
+    unsafe fn store_many(&self, signals: &[sim::Signal], value: i64) {
+        self.sim.store_many(signals, value)
+    }
+
     fn store_fence(&self) {
         self.sim.store_fence()
     }

@@ -6,9 +6,9 @@
 //! (see [`Purpose::TimingOnly`](crate::Purpose::TimingOnly)), so harvesting
 //! theirs costs no PCIe read either.
 
-use crate::planted::{self, Bug};
 use crate::backend::{QueueView, SignalMemory, Timestamps};
 use crate::error::Error;
+use crate::planted::{self, Bug};
 use crate::retiring::RetiringTracker;
 use crate::ring::Slot;
 use crate::share::CellPtr;
