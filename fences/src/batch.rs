@@ -1,0 +1,382 @@
+//! Submission batches and the commands in them.
+//!
+//! Every packet the queue publishes with a completion signal is a command,
+//! numbered in submission order, and joins the queue's open batch. A batch
+//! is *completed* when the fence that ends it (a marker, an event's marker,
+//! or its last command: every packet carries the barrier bit) is known done:
+//! each command's host-side status is settled and its waiters are released.
+//! A batch closes after [`BatchLimits`](crate::BatchLimits) commands and
+//! completes through the completion thread; synchronize and event
+//! synchronize complete the part before their marker themselves.
+//!
+//! When the fence failed or the device entered the error state, the batch is
+//! still completed, but each command is settled with what is actually known
+//! about it (complete, failed, or abandoned by the device error): nothing is
+//! ever reported complete that did not complete.
+
+use crate::config::QueueConfig;
+use crate::cpu_wait::{self, WaitEnd, WaitSettings};
+use crate::device::DeviceState;
+use crate::error::Error;
+use crate::sync::{Arc, AtomicU8, Ordering};
+use tracker::{SignalMemory, Status, Ticket, Waiter};
+
+/// What is known about a command.
+///
+/// ```
+/// use fences::CommandStatus;
+/// assert!(CommandStatus::Complete.is_done());
+/// assert!(!CommandStatus::Pending.is_done());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CommandStatus {
+    /// Not shown to be complete yet.
+    Pending,
+    /// The command's work completed.
+    Complete,
+    /// The command's work failed (a queue error).
+    Failed,
+    /// The device entered the error state before the command was seen
+    /// complete; its batch was released without completion (the GPU may
+    /// still run it).
+    DeviceError,
+}
+
+impl CommandStatus {
+    /// Whether the command reached a final state.
+    pub const fn is_done(self) -> bool {
+        !matches!(self, CommandStatus::Pending)
+    }
+
+    const fn code(self) -> u8 {
+        match self {
+            CommandStatus::Pending => 0,
+            CommandStatus::Complete => 1,
+            CommandStatus::Failed => 2,
+            CommandStatus::DeviceError => 3,
+        }
+    }
+
+    const fn from_code(code: u8) -> Self {
+        match code {
+            1 => CommandStatus::Complete,
+            2 => CommandStatus::Failed,
+            3 => CommandStatus::DeviceError,
+            _ => CommandStatus::Pending,
+        }
+    }
+
+    pub(crate) const fn from_status(status: Status) -> Self {
+        match status {
+            Status::Pending => CommandStatus::Pending,
+            Status::Complete => CommandStatus::Complete,
+            Status::Failed => CommandStatus::Failed,
+        }
+    }
+}
+
+/// How a batch ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Its fence completed: every command in it completed.
+    Complete,
+    /// Its fence failed (a queue error).
+    Failed,
+    /// The device entered the error state before the fence was seen done.
+    DeviceError(Error),
+}
+
+/// The host-side status a command's batch completion settles.
+#[derive(Debug, Default)]
+pub(crate) struct CommandState {
+    status: AtomicU8,
+}
+
+impl CommandState {
+    /// Settles the command (once; later calls change nothing).
+    fn settle(&self, status: CommandStatus) {
+        let _ = self.status.compare_exchange(
+            CommandStatus::Pending.code(),
+            status.code(),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+
+    fn settled(&self) -> CommandStatus {
+        CommandStatus::from_code(self.status.load(Ordering::Acquire))
+    }
+}
+
+/// One command in a batch.
+#[derive(Clone, Debug)]
+pub(crate) struct Entry {
+    pub(crate) seq: u64,
+    pub(crate) index: u64,
+    pub(crate) ticket: Ticket,
+    /// Its timestamps are harvested when its batch's timing is processed.
+    pub(crate) timed: bool,
+    pub(crate) state: Arc<CommandState>,
+}
+
+/// Commands in submission order, oldest first.
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    entries: Vec<Entry>,
+}
+
+impl Batch {
+    pub(crate) fn push(&mut self, entry: Entry) {
+        self.entries.push(entry);
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub(crate) fn last(&self) -> Option<&Entry> {
+        self.entries.last()
+    }
+
+    pub(crate) fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// Takes the whole batch, leaving an empty one.
+    pub(crate) fn take(&mut self) -> Batch {
+        core::mem::take(self)
+    }
+
+    /// Takes the commands up to and including `seq`, leaving the rest.
+    pub(crate) fn split_through(&mut self, seq: u64) -> Batch {
+        let at = self.entries.partition_point(|e| e.seq <= seq);
+        let rest = self.entries.split_off(at);
+        Batch {
+            entries: core::mem::replace(&mut self.entries, rest),
+        }
+    }
+
+    /// Completes the batch: settles every command by the outcome. A
+    /// completed fence proves every command complete; otherwise each command
+    /// is asked about (one load at most) so only real completions are
+    /// reported.
+    pub(crate) fn complete<M: SignalMemory>(self, outcome: &Outcome, waiter: &Waiter<M>) {
+        for entry in &self.entries {
+            let status = match outcome {
+                Outcome::Complete => CommandStatus::Complete,
+                Outcome::Failed | Outcome::DeviceError(_) => {
+                    match waiter.status(&entry.ticket).unwrap_or(Status::Pending) {
+                        Status::Complete => CommandStatus::Complete,
+                        Status::Failed => CommandStatus::Failed,
+                        Status::Pending if matches!(outcome, Outcome::Failed) => {
+                            CommandStatus::Failed
+                        }
+                        Status::Pending => CommandStatus::DeviceError,
+                    }
+                }
+            };
+            entry.state.settle(status);
+        }
+    }
+}
+
+/// A submitted command: ask about it or wait for it from any thread, with
+/// no lock.
+///
+/// ```
+/// use fences::CommandStatus;
+/// use fences::sim::SimPlatform;
+///
+/// let platform = SimPlatform::stepped();
+/// let device = platform.device(Default::default(), Default::default())?;
+/// let command = device.default_queue().launch(0)?; // the empty kernel
+/// assert_eq!(command.status(), CommandStatus::Pending);
+/// platform.sim().run_until_idle(); // the GPU runs it
+/// assert_eq!(command.status(), CommandStatus::Complete);
+/// assert!(!command.is_released()); // its batch is still open
+/// device.default_queue().synchronize()?;
+/// assert!(command.is_released());
+/// # Ok::<(), fences::Error>(())
+/// ```
+pub struct Command<M: SignalMemory> {
+    pub(crate) entry: Entry,
+    pub(crate) queue: u64,
+    pub(crate) waiter: Waiter<M>,
+    pub(crate) device: Arc<DeviceState>,
+    pub(crate) config: QueueConfig,
+}
+
+impl<M: SignalMemory> Command<M> {
+    /// The command's number on its queue (1, 2, 3... in submission order).
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let first = device.default_queue().launch(0)?;
+    /// let second = device.default_queue().launch(0)?;
+    /// assert_eq!((first.seq(), second.seq()), (1, 2));
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn seq(&self) -> u64 {
+        self.entry.seq
+    }
+
+    /// The AQL index of the command's packet.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let command = device.default_queue().launch(0)?;
+    /// assert_eq!(command.aql_index(), 0);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn aql_index(&self) -> u64 {
+        self.entry.index
+    }
+
+    /// The tracker's ticket for the command's signal use.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let command = device.default_queue().launch(0)?;
+    /// assert_eq!(command.ticket().seq(), 1);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn ticket(&self) -> Ticket {
+        self.entry.ticket
+    }
+
+    /// Whether the command's batch was completed (its status settled on the
+    /// host side).
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let command = device.default_queue().launch(0)?;
+    /// assert!(!command.is_released());
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn is_released(&self) -> bool {
+        self.entry.state.settled().is_done()
+    }
+
+    /// The command's status: settled by its batch, else from its signal
+    /// (one load at most, none once the tracker knows).
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let command = device.default_queue().launch(0)?;
+    /// assert_eq!(command.status(), fences::CommandStatus::Pending);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn status(&self) -> CommandStatus {
+        match self.entry.state.settled() {
+            CommandStatus::Pending => CommandStatus::from_status(
+                self.waiter
+                    .status(&self.entry.ticket)
+                    .unwrap_or(Status::Pending),
+            ),
+            settled => settled,
+        }
+    }
+
+    /// Waits for the command, holding no lock, until it completes, fails, or
+    /// its batch is released by a device error; bounded by the queue's
+    /// [`wait_timeout`](crate::QueueConfig::wait_timeout).
+    ///
+    /// ```
+    /// use fences::sim::SimPlatform;
+    /// let platform = SimPlatform::stepped();
+    /// let device = platform.device(Default::default(), Default::default())?;
+    /// let command = device.default_queue().launch(0)?;
+    /// // The stepped GPU runs on this thread while the wait runs on another.
+    /// platform.run_while(|| command.wait())?;
+    /// assert_eq!(command.status(), fences::CommandStatus::Complete);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn wait(&self) -> Result<(), Error> {
+        let settings = WaitSettings::from(&self.config);
+        let end = cpu_wait::wait_for(
+            |slice, policy| {
+                match self.entry.state.settled() {
+                    CommandStatus::Pending => {}
+                    CommandStatus::Complete => return Ok(Status::Complete),
+                    CommandStatus::Failed => return Ok(Status::Failed),
+                    // Released by a device error: end the wait below.
+                    CommandStatus::DeviceError => return Err(tracker::Error::TimedOut(slice)),
+                }
+                self.waiter.wait(&self.entry.ticket, slice, policy)
+            },
+            &self.device,
+            &settings,
+        )?;
+        match end {
+            WaitEnd::Done(Status::Complete) => Ok(()),
+            WaitEnd::Done(_) => Err(Error::QueueFailed { queue: self.queue }),
+            WaitEnd::DeviceError(error) => Err(error),
+            WaitEnd::TimedOut(timeout) => Err(Error::TimedOut(timeout)),
+        }
+    }
+}
+
+impl<M: SignalMemory> core::fmt::Debug for Command<M> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Command")
+            .field("queue", &self.queue)
+            .field("seq", &self.entry.seq)
+            .field("aql_index", &self.entry.index)
+            .field("settled", &self.entry.state.settled())
+            .finish()
+    }
+}
+
+#[cfg(all(test, feature = "sim"))]
+mod tests {
+    use super::*;
+
+    fn entry(seq: u64) -> Entry {
+        // A ticket is only an identifier; these are never looked up.
+        let (mut tracker, queue) = tracker::sim_backend::stepped_tracker(Default::default());
+        let index = queue.reserve().unwrap();
+        let acquired =
+            tracker::Tracker::acquire(&mut tracker, tracker::Request::packet(index)).unwrap();
+        Entry {
+            seq,
+            index,
+            ticket: acquired.ticket,
+            timed: false,
+            state: Arc::new(CommandState::default()),
+        }
+    }
+
+    #[test]
+    fn split_through_takes_the_prefix() {
+        let mut batch = Batch::default();
+        for seq in 1..=5 {
+            batch.push(entry(seq));
+        }
+        let head = batch.split_through(3);
+        assert_eq!(
+            head.entries().iter().map(|e| e.seq).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
+        assert_eq!(
+            batch.entries().iter().map(|e| e.seq).collect::<Vec<_>>(),
+            [4, 5]
+        );
+        assert_eq!(batch.split_through(0).len(), 0);
+        assert_eq!(batch.split_through(99).len(), 2);
+        assert_eq!(batch.len(), 0);
+    }
+
+    #[test]
+    fn a_command_settles_once() {
+        let state = CommandState::default();
+        assert_eq!(state.settled(), CommandStatus::Pending);
+        state.settle(CommandStatus::DeviceError);
+        state.settle(CommandStatus::Complete);
+        assert_eq!(state.settled(), CommandStatus::DeviceError);
+    }
+}

@@ -1,0 +1,163 @@
+//! Queue and device configuration, with CLR's names and defaults.
+
+use crate::error::Error;
+use std::time::Duration;
+use tracker::{Placement, WaitPolicy};
+
+/// Where a synchronizing thread waits for its small-batch marker.
+///
+/// ```
+/// use fences::SyncWait;
+/// assert_eq!(SyncWait::default(), SyncWait::OutsideLock);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SyncWait {
+    /// The fix (CLR #13532): the marker is submitted under the execution
+    /// lock, the calling thread waits for it after releasing the lock, then
+    /// takes the lock once more to process timing and reset queue state.
+    #[default]
+    OutsideLock,
+    /// The old behaviour, kept to prove the regression test catches it: the
+    /// calling thread waits for the GPU while holding the execution lock, so
+    /// every other thread that submits to or queries the queue blocks for as
+    /// long as the GPU takes (and deadlocks if the GPU waits for one of them).
+    UnderLock,
+}
+
+/// When a submission batch closes and is handed to the completion thread.
+///
+/// ```
+/// use fences::BatchLimits;
+/// use tracker::Placement;
+/// let limits = BatchLimits::default();
+/// assert_eq!(limits.for_signals(Placement::Host), 1000);
+/// assert_eq!(limits.for_signals(Placement::Device), 64);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BatchLimits {
+    /// Commands per batch when the queue's signals live in host memory
+    /// (CLR's `DEBUG_CLR_MAX_BATCH_SIZE`, 1000).
+    pub host_signals: usize,
+    /// Commands per batch when they live in device memory (CLR: 64 with
+    /// `DEBUG_CLR_DEV_SIGNALS`, so a record/sync loop does not keep hundreds
+    /// of signals referenced and parked).
+    pub device_signals: usize,
+}
+
+impl Default for BatchLimits {
+    fn default() -> Self {
+        Self {
+            host_signals: 1000,
+            device_signals: 64,
+        }
+    }
+}
+
+impl BatchLimits {
+    /// The limit for a queue whose signals are at `placement`.
+    pub const fn for_signals(&self, placement: Placement) -> usize {
+        match placement {
+            Placement::Host => self.host_signals,
+            Placement::Device => self.device_signals,
+        }
+    }
+}
+
+/// How a [`HostQueue`](crate::HostQueue) batches, synchronizes and waits.
+///
+/// ```
+/// use fences::{QueueConfig, SyncWait};
+/// let config = QueueConfig::default();
+/// assert_eq!(config.cpu_sync_batch, 8);
+/// assert_eq!(config.sync_wait, SyncWait::OutsideLock);
+/// assert!(config.validate().is_ok());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueConfig {
+    /// When a submission batch closes.
+    pub batch_limits: BatchLimits,
+    /// A synchronize whose pending batch has fewer commands than this waits
+    /// for its marker on the calling thread (CLR's
+    /// `DEBUG_CLR_BATCH_CPU_SYNC_SIZE`, 8); a larger batch completes through
+    /// the completion thread. 0 sends every batch to the completion thread.
+    pub cpu_sync_batch: usize,
+    /// Where the small-batch wait happens: outside the lock (the fix) or
+    /// under it (the old behaviour).
+    pub sync_wait: SyncWait,
+    /// The hardware queue writes timestamps: events recorded on it are timed.
+    pub profiling: bool,
+    /// How CPU waits spend their time (spin, yield, sleep).
+    pub wait_policy: WaitPolicy,
+    /// The longest a wait may take before [`Error::TimedOut`]; `None` waits
+    /// as long as the GPU takes (as HIP does).
+    pub wait_timeout: Option<Duration>,
+    /// How often a wait checks the device error state.
+    pub error_check_interval: Duration,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        Self {
+            batch_limits: BatchLimits::default(),
+            cpu_sync_batch: 8,
+            sync_wait: SyncWait::OutsideLock,
+            profiling: true,
+            wait_policy: WaitPolicy::spin(),
+            wait_timeout: None,
+            error_check_interval: Duration::from_millis(1),
+        }
+    }
+}
+
+impl QueueConfig {
+    /// Checks every value is in range.
+    ///
+    /// ```
+    /// use fences::{BatchLimits, QueueConfig};
+    /// let bad = QueueConfig {
+    ///     batch_limits: BatchLimits { host_signals: 0, device_signals: 64 },
+    ///     ..QueueConfig::default()
+    /// };
+    /// assert!(bad.validate().is_err());
+    /// ```
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.batch_limits.host_signals == 0 || self.batch_limits.device_signals == 0 {
+            return Err(Error::InvalidConfig("batch limits must be at least 1"));
+        }
+        if self.error_check_interval.is_zero() {
+            return Err(Error::InvalidConfig(
+                "error_check_interval must be longer than zero",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// How a [`Device`](crate::Device) reacts to errors and reads time.
+///
+/// ```
+/// use fences::DeviceConfig;
+/// let config = DeviceConfig::default();
+/// assert!(!config.skip_abort_on_error);
+/// assert_eq!(config.timestamp_period, std::time::Duration::from_nanos(10));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DeviceConfig {
+    /// Keep going after a GPU error (CLR's `HIP_SKIP_ABORT_ON_GPU_ERROR`):
+    /// waits return [`Error::DeviceError`] early and queues accept work.
+    /// Without it the device refuses all further work ([`Error::Aborted`])
+    /// where CLR would abort the process.
+    pub skip_abort_on_error: bool,
+    /// One GPU timestamp tick (`HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY`; 10 ns
+    /// for MI300X's 100 MHz counter, the simulator's default).
+    pub timestamp_period: Duration,
+}
+
+impl Default for DeviceConfig {
+    fn default() -> Self {
+        Self {
+            skip_abort_on_error: false,
+            timestamp_period: Duration::from_nanos(10),
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! CPU waits, always outside the execution lock (except in the old
+//! behaviour this crate keeps for its regression test).
+//!
+//! A wait runs the tracker's own lock-free wait ([`tracker::Waiter::wait`] or
+//! [`tracker::SignalRef::wait`]) in slices of
+//! [`QueueConfig::error_check_interval`], so that between slices it can
+//! notice the device error state (and return early, without completion) and
+//! its deadline. The spin and yield phases of the wait policy are spent once
+//! over the whole wait, not once per slice.
+
+use crate::config::QueueConfig;
+use crate::device::DeviceState;
+use crate::error::Error;
+use std::time::{Duration, Instant};
+use tracker::{Status, WaitPolicy};
+
+/// How long and how a wait runs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WaitSettings {
+    pub(crate) policy: WaitPolicy,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) slice: Duration,
+}
+
+impl From<&QueueConfig> for WaitSettings {
+    fn from(config: &QueueConfig) -> Self {
+        Self {
+            policy: config.wait_policy,
+            timeout: config.wait_timeout,
+            slice: config.error_check_interval,
+        }
+    }
+}
+
+/// How a wait ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum WaitEnd {
+    /// The use completed or failed.
+    Done(Status),
+    /// The device entered the error state first: the wait returns early.
+    DeviceError(Error),
+    /// The deadline passed first.
+    TimedOut(Duration),
+}
+
+/// What is left of `policy`'s spin and yield phases after `elapsed`.
+fn remaining(policy: WaitPolicy, elapsed: Duration) -> WaitPolicy {
+    let spin = policy.spin.saturating_sub(elapsed);
+    let yield_for = (policy.spin + policy.yield_for)
+        .saturating_sub(elapsed)
+        .saturating_sub(spin);
+    WaitPolicy {
+        spin,
+        yield_for,
+        max_sleep: policy.max_sleep,
+    }
+}
+
+/// Waits with `wait_slice` (a tracker wait bounded by its first argument)
+/// until the use is done, the device is in the error state, or the deadline.
+pub(crate) fn wait_for(
+    mut wait_slice: impl FnMut(Duration, WaitPolicy) -> Result<Status, tracker::Error>,
+    device: &DeviceState,
+    settings: &WaitSettings,
+) -> Result<WaitEnd, Error> {
+    let start = Instant::now();
+    loop {
+        let elapsed = start.elapsed();
+        let mut slice = settings.slice;
+        if let Some(timeout) = settings.timeout {
+            slice = slice.min(timeout.saturating_sub(elapsed));
+        }
+        if device.has_error() {
+            // Look once, then return early if the work is not done.
+            slice = Duration::ZERO;
+        }
+        match wait_slice(slice, remaining(settings.policy, elapsed)) {
+            Ok(status) if status.is_done() => return Ok(WaitEnd::Done(status)),
+            Ok(_) | Err(tracker::Error::TimedOut(_)) => {}
+            Err(error) => return Err(error.into()),
+        }
+        if let Some(error) = device.wait_error() {
+            return Ok(WaitEnd::DeviceError(error));
+        }
+        if let Some(timeout) = settings.timeout
+            && start.elapsed() >= timeout
+        {
+            return Ok(WaitEnd::TimedOut(timeout));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::DeviceConfig;
+
+    #[test]
+    fn the_policy_is_spent_once_over_the_wait() {
+        let policy = WaitPolicy {
+            spin: Duration::from_micros(50),
+            yield_for: Duration::from_micros(100),
+            max_sleep: Duration::from_micros(7),
+        };
+        assert_eq!(remaining(policy, Duration::ZERO), policy);
+        let later = remaining(policy, Duration::from_micros(80));
+        assert_eq!(later.spin, Duration::ZERO);
+        assert_eq!(later.yield_for, Duration::from_micros(70));
+        let done = remaining(policy, Duration::from_millis(1));
+        assert_eq!(
+            (done.spin, done.yield_for),
+            (Duration::ZERO, Duration::ZERO)
+        );
+        assert_eq!(done.max_sleep, policy.max_sleep);
+    }
+
+    #[test]
+    fn a_device_error_ends_a_wait_early() {
+        let device = DeviceState::new(DeviceConfig {
+            skip_abort_on_error: true,
+            ..DeviceConfig::default()
+        });
+        let settings = WaitSettings {
+            policy: WaitPolicy::blocking(),
+            timeout: None,
+            slice: Duration::from_micros(100),
+        };
+        let mut polls = 0;
+        let end = wait_for(
+            |slice, _| {
+                polls += 1;
+                if polls == 3 {
+                    device.report("injected".into());
+                }
+                Err(tracker::Error::TimedOut(slice))
+            },
+            &device,
+            &settings,
+        )
+        .unwrap();
+        assert_eq!(
+            end,
+            WaitEnd::DeviceError(Error::DeviceError {
+                reason: "injected".into()
+            })
+        );
+        assert_eq!(polls, 3);
+    }
+
+    #[test]
+    fn a_done_use_wins_over_a_device_error() {
+        let device = DeviceState::new(DeviceConfig::default());
+        device.report("injected".into());
+        let settings = WaitSettings {
+            policy: WaitPolicy::blocking(),
+            timeout: Some(Duration::from_secs(1)),
+            slice: Duration::from_millis(1),
+        };
+        let end = wait_for(|_, _| Ok(Status::Complete), &device, &settings).unwrap();
+        assert_eq!(end, WaitEnd::Done(Status::Complete));
+    }
+
+    #[test]
+    fn a_wait_times_out() {
+        let device = DeviceState::new(DeviceConfig::default());
+        let settings = WaitSettings {
+            policy: WaitPolicy::blocking(),
+            timeout: Some(Duration::from_millis(3)),
+            slice: Duration::from_millis(1),
+        };
+        let end = wait_for(
+            |slice, _| {
+                std::thread::sleep(slice);
+                Err(tracker::Error::TimedOut(slice))
+            },
+            &device,
+            &settings,
+        )
+        .unwrap();
+        assert_eq!(end, WaitEnd::TimedOut(Duration::from_millis(3)));
+    }
+}

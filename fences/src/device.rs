@@ -1,0 +1,263 @@
+//! The device: its error state, its completion thread, its default queue.
+//!
+//! The error state is explicit, one flag per device that every wait checks:
+//! a queue failure seen by any wait, query or the completion thread sets it,
+//! and so can a test ([`Device::set_error`]). With
+//! [`DeviceConfig::skip_abort_on_error`] (CLR's `HIP_SKIP_ABORT_ON_GPU_ERROR`)
+//! waits then return [`Error::DeviceError`] early, without completion, and
+//! the batches they were completing are released so nobody hangs; without
+//! it the device refuses all further work ([`Error::Aborted`]) where CLR
+//! would abort the process.
+
+use crate::config::{DeviceConfig, QueueConfig};
+use crate::error::Error;
+use crate::handler::Handler;
+use crate::queue::{HostQueue, QueueTracker};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering};
+use std::sync::OnceLock;
+use std::thread::ThreadId;
+
+/// The device-wide state every queue and the completion thread share.
+pub(crate) struct DeviceState {
+    pub(crate) config: DeviceConfig,
+    in_error: AtomicBool,
+    reason: Mutex<Option<String>>,
+    /// The completion thread, once started: a queue torn down there would be
+    /// a bug, and tests check it never happens.
+    pub(crate) handler_thread: OnceLock<ThreadId>,
+    pub(crate) queue_teardowns: AtomicU64,
+    pub(crate) teardowns_on_handler: AtomicU64,
+}
+
+impl DeviceState {
+    pub(crate) fn new(config: DeviceConfig) -> Self {
+        Self {
+            config,
+            in_error: AtomicBool::new(false),
+            reason: Mutex::new(None),
+            handler_thread: OnceLock::new(),
+            queue_teardowns: AtomicU64::new(0),
+            teardowns_on_handler: AtomicU64::new(0),
+        }
+    }
+
+    /// Puts the device in the error state (the first reason is kept).
+    pub(crate) fn report(&self, reason: String) {
+        let mut slot = self.reason.lock();
+        if slot.is_none() {
+            *slot = Some(reason);
+        }
+        drop(slot);
+        self.in_error.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn has_error(&self) -> bool {
+        self.in_error.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn reason(&self) -> Option<String> {
+        if !self.has_error() {
+            return None;
+        }
+        self.reason.lock().clone()
+    }
+
+    /// The error a wait returns early with, if the device is in the error state.
+    pub(crate) fn wait_error(&self) -> Option<Error> {
+        let reason = self.reason()?;
+        Some(if self.config.skip_abort_on_error {
+            Error::DeviceError { reason }
+        } else {
+            Error::Aborted { reason }
+        })
+    }
+
+    /// Refuses new work on an aborting device in the error state.
+    pub(crate) fn check_accepting(&self) -> Result<(), Error> {
+        match self.wait_error() {
+            Some(error @ Error::Aborted { .. }) => Err(error),
+            _ => Ok(()),
+        }
+    }
+
+    /// Records a queue teardown and whether it ran on the completion thread.
+    pub(crate) fn note_teardown(&self) {
+        self.queue_teardowns.fetch_add(1, Ordering::Relaxed);
+        #[cfg(not(loom))]
+        if self.handler_thread.get() == Some(&std::thread::current().id()) {
+            self.teardowns_on_handler.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What queues hold of their device: the state, and the completion thread.
+/// Dropped (on a user thread, see `handler`) after the last queue.
+pub(crate) struct DeviceShared {
+    pub(crate) state: Arc<DeviceState>,
+    pub(crate) handler: Handler,
+}
+
+/// Counters of a device, for tests and diagnostics.
+///
+/// ```
+/// let stats = fences::DeviceStats::default();
+/// assert_eq!(stats.teardowns_on_completion_thread, 0);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceStats {
+    /// Queues torn down so far.
+    pub queue_teardowns: u64,
+    /// Of those, torn down on the completion thread: always 0 (the queue's
+    /// last handle waits for the completion thread's jobs before it lets go).
+    pub teardowns_on_completion_thread: u64,
+    /// Whether the completion thread has started (it starts with the first
+    /// batch it is given).
+    pub completion_thread_started: bool,
+}
+
+/// A GPU device: its error state, its completion thread and its default queue.
+///
+/// Generic over the tracker (and so the backend) its queues use. Queues
+/// created from it share its error state and completion thread.
+///
+/// ```
+/// use fences::sim::SimPlatform;
+/// use fences::{DeviceConfig, QueueConfig};
+///
+/// let platform = SimPlatform::stepped();
+/// let device = platform.device(DeviceConfig::default(), QueueConfig::default())?;
+/// let stream = platform.create_queue(&device, QueueConfig::default())?;
+/// assert_ne!(device.default_queue().id(), stream.id());
+/// assert!(device.error().is_none());
+/// # Ok::<(), fences::Error>(())
+/// ```
+pub struct Device<T: QueueTracker> {
+    shared: Arc<DeviceShared>,
+    default_queue: HostQueue<T>,
+}
+
+impl<T: QueueTracker> Device<T> {
+    /// A device whose default queue runs on `default_tracker`'s hardware queue.
+    ///
+    /// ```
+    /// use fences::sim::SimPlatform;
+    /// use fences::{Device, DeviceConfig, QueueConfig};
+    ///
+    /// let platform = SimPlatform::stepped();
+    /// let device = Device::new(DeviceConfig::default(), platform.tracker()?, QueueConfig::default())?;
+    /// assert_eq!(device.default_queue().stats().commands, 0);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn new(
+        config: DeviceConfig,
+        default_tracker: T,
+        default_config: QueueConfig,
+    ) -> Result<Self, Error> {
+        default_config.validate()?;
+        let state = Arc::new(DeviceState::new(config));
+        let shared = Arc::new(DeviceShared {
+            handler: Handler::new(state.clone()),
+            state,
+        });
+        let default_queue = HostQueue::create(shared.clone(), default_tracker, default_config)?;
+        Ok(Self {
+            shared,
+            default_queue,
+        })
+    }
+
+    /// The device's default queue (HIP's null stream): it lives as long as
+    /// the device.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let queue = device.default_queue().clone();
+    /// assert_eq!(queue.id(), device.default_queue().id());
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn default_queue(&self) -> &HostQueue<T> {
+        &self.default_queue
+    }
+
+    /// A new queue (a created stream) on `tracker`'s hardware queue.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let queue = device.create_queue(platform.tracker()?, fences::QueueConfig::default())?;
+    /// assert_eq!(queue.query()?, tracker::Status::Complete); // nothing submitted
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn create_queue(&self, tracker: T, config: QueueConfig) -> Result<HostQueue<T>, Error> {
+        config.validate()?;
+        HostQueue::create(self.shared.clone(), tracker, config)
+    }
+
+    /// Puts the device in the error state, as a GPU error would. Waits on
+    /// its queues then return early ([`Error::DeviceError`] with
+    /// `skip_abort_on_error`, else [`Error::Aborted`]).
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// device.set_error("injected");
+    /// assert_eq!(device.error().as_deref(), Some("injected"));
+    /// assert!(matches!(device.default_queue().launch(0), Err(fences::Error::Aborted { .. })));
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn set_error(&self, reason: impl Into<String>) {
+        self.shared.state.report(reason.into());
+    }
+
+    /// Why the device is in the error state, if it is.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// assert_eq!(device.error(), None);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn error(&self) -> Option<String> {
+        self.shared.state.reason()
+    }
+
+    /// The device's configuration.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// assert!(!device.config().skip_abort_on_error);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn config(&self) -> DeviceConfig {
+        self.shared.state.config
+    }
+
+    /// The device's counters.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// assert!(!device.stats().completion_thread_started);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn stats(&self) -> DeviceStats {
+        let state = &self.shared.state;
+        DeviceStats {
+            queue_teardowns: state.queue_teardowns.load(Ordering::Relaxed),
+            teardowns_on_completion_thread: state.teardowns_on_handler.load(Ordering::Relaxed),
+            completion_thread_started: state.handler_thread.get().is_some(),
+        }
+    }
+}
+
+impl<T: QueueTracker> core::fmt::Debug for Device<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Device")
+            .field("config", &self.shared.state.config)
+            .field("error", &self.error())
+            .field("default_queue", &self.default_queue.id())
+            .finish()
+    }
+}

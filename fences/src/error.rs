@@ -1,0 +1,84 @@
+//! The queue layer's errors: each one says what the caller can do about it.
+
+use std::time::Duration;
+
+/// Everything a queue-layer call can report.
+///
+/// ```
+/// use fences::Error;
+/// let error = Error::DeviceError { reason: "queue 3 failed".into() };
+/// assert!(error.to_string().contains("returned early"));
+/// assert!(error.is_device_error());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The tracker refused (out of signals, a foreign ticket, a bad
+    /// configuration). Back-pressure never surfaces here: the queue waits for
+    /// the named use outside its lock and retries.
+    #[error("tracker: {0}")]
+    Tracker(#[from] tracker::Error),
+    /// The hardware queue refused work or failed.
+    #[error("hardware queue: {0}")]
+    Queue(#[from] tracker::QueueError),
+    /// The device is in an error state and the device was configured not to
+    /// abort ([`DeviceConfig::skip_abort_on_error`](crate::DeviceConfig), CLR's
+    /// `HIP_SKIP_ABORT_ON_GPU_ERROR`): the wait returned early without
+    /// completion. Timing and the queue-state reset were skipped; the batch
+    /// was released so no thread waits on it forever. The GPU may still run
+    /// the work.
+    #[error(
+        "the device is in an error state ({reason}): the wait returned early without completion; the GPU may still be running the work"
+    )]
+    DeviceError {
+        /// What put the device in the error state.
+        reason: String,
+    },
+    /// The device is in an error state and was configured to abort (CLR
+    /// aborts the process; a library refuses all further work on the
+    /// device instead). Recreate the device.
+    #[error(
+        "the device is in an error state ({reason}) and aborts on GPU errors: no further work is accepted; recreate the device (or set skip_abort_on_error)"
+    )]
+    Aborted {
+        /// What put the device in the error state.
+        reason: String,
+    },
+    /// Work on this queue failed (its completion signal went negative: a
+    /// queue error). The device is now in the error state.
+    #[error("queue {queue} failed: its work will not complete; the device is in the error state")]
+    QueueFailed {
+        /// The queue's id.
+        queue: u64,
+    },
+    /// A wait ran out of time ([`QueueConfig::wait_timeout`](crate::QueueConfig)).
+    /// The work may still complete; nothing was reported complete.
+    #[error("timed out after {0:?}; the work has not completed (it may still)")]
+    TimedOut(Duration),
+    /// The hardware queue stayed full for the whole wait timeout.
+    #[error("the hardware queue stayed full for {0:?}: the GPU is not consuming packets")]
+    RingFull(Duration),
+    /// An event's timestamps were asked for but it is not timed (its queue
+    /// does not profile).
+    #[error("the event is not timed: record it on a queue with QueueConfig::profiling = true")]
+    NotTimed,
+    /// An event's result was asked for before it completed.
+    #[error("the event has not completed: synchronize it first")]
+    NotReady,
+    /// An event's work failed, so it has no timing.
+    #[error("the event failed: its work did not complete")]
+    EventFailed,
+    /// A configuration value is out of range.
+    #[error("invalid queue configuration: {0}")]
+    InvalidConfig(&'static str),
+}
+
+impl Error {
+    /// Whether the error comes from the device error state (early return,
+    /// abort, or a failed queue).
+    pub fn is_device_error(&self) -> bool {
+        matches!(
+            self,
+            Error::DeviceError { .. } | Error::Aborted { .. } | Error::QueueFailed { .. }
+        )
+    }
+}

@@ -1,0 +1,332 @@
+//! Events: record, query, synchronize, elapsed time.
+//!
+//! Recording publishes a marker (barrier bit, [`Purpose::Event`], timed on a
+//! profiled queue) and keeps a [`SignalRef`] to its signal, so the tracker
+//! parks the signal rather than re-arm it while the event lives: queries and
+//! waits from any thread need no lock, and the harvested timestamps stay
+//! readable from host memory (elapsed time costs no PCIe read).
+//!
+//! Event synchronize completes the queue's submission batch through the
+//! event's marker once the marker is done (CLR's CompleteSubmissionBatch):
+//! a record/sync loop then never keeps hundreds of commands referenced
+//! until the batch limit. Once that is done, synchronizing the event again
+//! takes no lock at all.
+
+use crate::batch::Outcome;
+use crate::cpu_wait::{self, WaitEnd};
+use crate::error::Error;
+use crate::publish::{Packet, Step, published};
+use crate::queue::{HostQueue, QueueCore, QueueTracker};
+use crate::stats::bump;
+use crate::sync::Arc;
+use std::time::Duration;
+use tracker::{Purpose, SignalRef, Status, Ticket, Timestamps, Work};
+
+/// A recorded event (`hipEventRecord`): a marker on its queue.
+///
+/// ```
+/// use fences::sim::SimPlatform;
+/// use tracker::Status;
+///
+/// let platform = SimPlatform::stepped();
+/// let device = platform.device(Default::default(), Default::default())?;
+/// let queue = device.default_queue();
+/// let start = queue.record_event()?;
+/// queue.launch(0)?;
+/// let stop = queue.record_event()?;
+/// assert_eq!(stop.query(), Status::Pending);
+/// platform.run_while(|| stop.synchronize())?;
+/// assert_eq!(start.query(), Status::Complete);
+/// assert!(start.elapsed_to(&stop)? > std::time::Duration::ZERO);
+/// # Ok::<(), fences::Error>(())
+/// ```
+pub struct Event<T: QueueTracker> {
+    queue: Arc<QueueCore<T>>,
+    seq: u64,
+    index: u64,
+    ticket: Ticket,
+    /// `None` only if the tracker knew the marker complete at record time.
+    signal: Option<SignalRef<T::Memory>>,
+    timed: bool,
+}
+
+impl<T: QueueTracker> HostQueue<T> {
+    /// Records an event: a marker after everything submitted so far.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let event = device.default_queue().record_event()?;
+    /// assert!(event.is_timed()); // queues profile by default
+    /// assert_eq!(device.default_queue().stats().markers, 1);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn record_event(&self) -> Result<Event<T>, Error> {
+        let core = self.core();
+        let timed = core.config.profiling;
+        let (entry, signal) = core.with_publication(|core, inner| {
+            let published = published!(inner.publish(
+                &core.stats,
+                Packet::new(Work::Empty, Purpose::Event).timed(timed).hold()
+            )?);
+            core.push_command(inner, published.entry.clone(), true);
+            Ok(Step::Done((published.entry, published.signal)))
+        })?;
+        Ok(Event {
+            queue: core.clone(),
+            seq: entry.seq,
+            index: entry.index,
+            ticket: entry.ticket,
+            signal,
+            timed,
+        })
+    }
+}
+
+impl<T: QueueTracker> Event<T> {
+    /// The queue the event was recorded on.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let event = device.default_queue().record_event()?;
+    /// assert_eq!(event.queue_id(), device.default_queue().id());
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn queue_id(&self) -> u64 {
+        self.queue.id
+    }
+
+    /// The marker's command number on its queue.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// device.default_queue().launch(0)?;
+    /// assert_eq!(device.default_queue().record_event()?.seq(), 2);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// The AQL index of the event's marker packet.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// assert_eq!(device.default_queue().record_event()?.aql_index(), 0);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn aql_index(&self) -> u64 {
+        self.index
+    }
+
+    /// The tracker's ticket for the marker's use.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// assert_eq!(device.default_queue().record_event()?.ticket().seq(), 1);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn ticket(&self) -> Ticket {
+        self.ticket
+    }
+
+    /// Whether the event carries timestamps (its queue profiles).
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// assert!(device.default_queue().record_event()?.is_timed());
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn is_timed(&self) -> bool {
+        self.timed
+    }
+
+    pub(crate) fn queue_core(&self) -> &Arc<QueueCore<T>> {
+        &self.queue
+    }
+
+    /// What is known without reading signal memory.
+    pub(crate) fn known_status(&self) -> Option<Status> {
+        match &self.signal {
+            Some(signal) => signal.known_status(),
+            None => Some(Status::Complete),
+        }
+    }
+
+    /// The event's status (`hipEventQuery`), with no lock: no memory read
+    /// once the tracker knows, else one load of the marker's signal. A
+    /// failed marker puts the device in the error state.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let event = device.default_queue().record_event()?;
+    /// assert_eq!(event.query(), tracker::Status::Pending);
+    /// platform.sim().run_until_idle();
+    /// assert_eq!(event.query(), tracker::Status::Complete);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn query(&self) -> Status {
+        let status = match &self.signal {
+            Some(signal) => signal.status(),
+            None => Status::Complete,
+        };
+        if status == Status::Failed {
+            self.queue.report_failure();
+        }
+        status
+    }
+
+    /// Waits for the event (`hipEventSynchronize`) without the queue's
+    /// lock, then completes the queue's submission batch through the
+    /// event's marker (taking the lock once, briefly). Returns without any
+    /// lock when the marker already completed and its batch is done.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let queue = device.default_queue();
+    /// let kernel = queue.launch(0)?;
+    /// let event = queue.record_event()?;
+    /// platform.run_while(|| event.synchronize())?;
+    /// assert!(kernel.is_released()); // the batch through the marker completed
+    /// let locks = queue.stats().lock_acquisitions;
+    /// event.synchronize()?;
+    /// assert_eq!(queue.stats().lock_acquisitions, locks);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn synchronize(&self) -> Result<(), Error> {
+        let core = &self.queue;
+        if self.known_status() == Some(Status::Complete)
+            && core.progress.taken_through() >= self.seq
+        {
+            bump(&core.stats.event_syncs_without_lock);
+            return Ok(());
+        }
+        let end = match &self.signal {
+            Some(signal) => cpu_wait::wait_for(
+                |slice, policy| signal.wait(slice, policy),
+                core.state(),
+                &core.settings(),
+            )?,
+            None => WaitEnd::Done(Status::Complete),
+        };
+        match end {
+            WaitEnd::Done(Status::Complete) => {
+                self.complete_batch_through(&Outcome::Complete);
+                Ok(())
+            }
+            WaitEnd::Done(_) => {
+                let error = core.report_failure();
+                self.complete_batch_through(&Outcome::Failed);
+                Err(error)
+            }
+            WaitEnd::DeviceError(error) => {
+                self.complete_batch_through(&Outcome::DeviceError(error.clone()));
+                Err(error)
+            }
+            WaitEnd::TimedOut(timeout) => Err(Error::TimedOut(timeout)),
+        }
+    }
+
+    /// Completes the open batch's commands up to the event's marker.
+    fn complete_batch_through(&self, outcome: &Outcome) {
+        let core = &self.queue;
+        if core.progress.taken_through() >= self.seq {
+            // Someone else took (and completes) that part of the batch.
+            if *outcome == Outcome::Complete {
+                core.progress.note_synced(self.seq);
+            }
+            return;
+        }
+        let batch = {
+            let mut inner = core.lock();
+            let batch = inner.batch.split_through(self.seq);
+            core.progress.note_taken(self.seq);
+            if *outcome == Outcome::Complete {
+                core.process_timing(&mut inner, &batch);
+            }
+            batch
+        };
+        core.finish_batch(batch, self.seq, outcome, core.state(), false);
+    }
+
+    /// The marker's timestamps, harvested once into host memory: no PCIe
+    /// read, and no lock once harvested.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let event = device.default_queue().record_event()?;
+    /// assert_eq!(event.timestamps(), Err(fences::Error::NotReady));
+    /// platform.sim().run_until_idle();
+    /// let stamps = event.timestamps()?;
+    /// assert!(stamps.end >= stamps.start);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn timestamps(&self) -> Result<Timestamps, Error> {
+        if !self.timed {
+            return Err(Error::NotTimed);
+        }
+        let Some(signal) = &self.signal else {
+            // Known complete before a reference could be taken: only the
+            // tracker may still have the stamps.
+            return self.harvest();
+        };
+        match signal.known_status().unwrap_or_else(|| signal.status()) {
+            Status::Pending => return Err(Error::NotReady),
+            Status::Failed => return Err(Error::EventFailed),
+            Status::Complete => {}
+        }
+        match signal.timestamps() {
+            Some(stamps) => Ok(stamps),
+            None => self.harvest(),
+        }
+    }
+
+    /// Asks the tracker (under the lock) to harvest the stamps.
+    fn harvest(&self) -> Result<Timestamps, Error> {
+        let stamps = self.queue.lock().tracker.timestamps(&self.ticket)?;
+        stamps.ok_or(Error::NotReady)
+    }
+
+    /// GPU time from this event to `stop` (`hipEventElapsedTime`), from the
+    /// markers' completion timestamps in the device's timestamp period.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let queue = device.default_queue();
+    /// let start = queue.record_event()?;
+    /// let stop = queue.record_event()?;
+    /// platform.sim().run_until_idle();
+    /// assert!(start.elapsed_to(&stop)? > std::time::Duration::ZERO);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn elapsed_to<P: QueueTracker>(&self, stop: &Event<P>) -> Result<Duration, Error> {
+        let start = self.timestamps()?;
+        let end = stop.timestamps()?;
+        let ticks = end.end.saturating_sub(start.end);
+        let period = self.queue.state().config.timestamp_period;
+        let nanos = u128::from(ticks) * period.as_nanos();
+        Ok(Duration::from_nanos(
+            u64::try_from(nanos).unwrap_or(u64::MAX),
+        ))
+    }
+}
+
+impl<T: QueueTracker> core::fmt::Debug for Event<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Event")
+            .field("queue", &self.queue.id)
+            .field("seq", &self.seq)
+            .field("aql_index", &self.index)
+            .field("timed", &self.timed)
+            .finish()
+    }
+}

@@ -1,0 +1,600 @@
+//! The host queue and its execution lock.
+//!
+//! The lock (`QueueCore::lock`) covers submission only: packet publication,
+//! the open batch, the last command, the marker in flight, and the tracker
+//! (which is `&mut` under it). No thread ever waits for the GPU while holding
+//! it — CPU waits use the tracker's lock-free [`Waiter`] or a
+//! [`SignalRef`](tracker::SignalRef) — except in the old behaviour
+//! ([`SyncWait::UnderLock`](crate::SyncWait)) kept to prove the regression
+//! test catches it.
+//!
+//! What other threads read without the lock lives in `Progress` (three
+//! counters of command numbers) and in the stats: that is what lets a
+//! completed marker answer synchronize with no lock at all.
+
+use crate::batch::{Batch, Command, Entry, Outcome};
+use crate::config::QueueConfig;
+use crate::cpu_wait::{self, WaitEnd, WaitSettings};
+use crate::device::{DeviceShared, DeviceState};
+use crate::error::Error;
+use crate::handler::{BatchJob, Job, JobCount};
+use crate::marker::Marker;
+use crate::publish::{Packet, Step, published};
+use crate::stats::{Counters, QueueStats, bump};
+use crate::sync::{Arc, AtomicU64, Mutex, MutexGuard, Ordering};
+use std::time::{Duration, Instant};
+use tracker::{
+    HardwareQueue, Placement, Purpose, SignalRef, Status, Ticket, Tracker, Waiter, Work,
+};
+
+/// A tracker the queue layer can drive: any [`Tracker`] whose queue accepts
+/// work ([`HardwareQueue`]). The simulator's, ROCr's and CUDA's all do.
+///
+/// ```
+/// fn takes<T: fences::QueueTracker>() {}
+/// takes::<fences::sim::SimTracker>();
+/// takes::<fences::sim::SimBaselineTracker>();
+/// ```
+pub trait QueueTracker: Tracker<Queue: HardwareQueue> + 'static {}
+
+impl<T> QueueTracker for T
+where
+    T: Tracker + 'static,
+    T::Queue: HardwareQueue,
+{
+}
+
+/// Queue ids: unique in the process.
+static NEXT_QUEUE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A batch closed by the batch limit, waiting (under the lock) to be handed
+/// to the completion thread once the lock is released.
+pub(crate) struct Closed<M: tracker::SignalMemory> {
+    pub(crate) batch: Batch,
+    pub(crate) signal: Option<SignalRef<M>>,
+    pub(crate) last_seq: u64,
+}
+
+/// Everything the execution lock protects.
+pub(crate) struct Inner<T: QueueTracker> {
+    pub(crate) tracker: T,
+    /// The open submission batch.
+    pub(crate) batch: Batch,
+    /// The newest command: its number and its use.
+    pub(crate) last: Option<(u64, Ticket)>,
+    pub(crate) next_seq: u64,
+    /// The synchronize marker in flight, for a second synchronizing thread.
+    pub(crate) in_flight_marker: Option<Arc<Marker>>,
+    /// Where the queue's signals live (as the tracker hands them out).
+    pub(crate) signals: Placement,
+    /// Batches closed under the lock, handed out after it is released.
+    pub(crate) closed: Vec<Closed<T::Memory>>,
+}
+
+impl<T: QueueTracker> Inner<T> {
+    pub(crate) fn last_seq(&self) -> u64 {
+        self.last.map_or(0, |(seq, _)| seq)
+    }
+}
+
+/// Command numbers other threads read without the lock.
+#[derive(Debug, Default)]
+pub(crate) struct Progress {
+    /// The newest command published.
+    pub(crate) submitted: AtomicU64,
+    /// Every command up to this one left the open batch (to a marker, the
+    /// completion thread, or an event's synchronize).
+    pub(crate) taken_through: AtomicU64,
+    /// Every command up to this one completed on the GPU and left the open
+    /// batch: a synchronize that finds nothing newer returns at once.
+    pub(crate) synced_through: AtomicU64,
+}
+
+impl Progress {
+    pub(crate) fn submitted(&self) -> u64 {
+        self.submitted.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn synced_through(&self) -> u64 {
+        self.synced_through.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn taken_through(&self) -> u64 {
+        self.taken_through.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn note_synced(&self, seq: u64) {
+        self.synced_through.fetch_max(seq, Ordering::AcqRel);
+    }
+
+    pub(crate) fn note_taken(&self, seq: u64) {
+        self.taken_through.fetch_max(seq, Ordering::AcqRel);
+    }
+}
+
+/// One queue's shared state. Held by its handles, its events and the
+/// completion thread's jobs; torn down on a user thread (see `handler`).
+pub(crate) struct QueueCore<T: QueueTracker> {
+    pub(crate) id: u64,
+    pub(crate) config: QueueConfig,
+    lock: Mutex<Inner<T>>,
+    /// Lock-free waits and queries of the tracker's uses.
+    pub(crate) waiter: Waiter<T::Memory>,
+    pub(crate) device: Arc<DeviceShared>,
+    pub(crate) progress: Progress,
+    pub(crate) stats: Counters,
+    pub(crate) jobs: Arc<JobCount>,
+}
+
+impl<T: QueueTracker> QueueCore<T> {
+    /// Takes the execution lock (counted).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner<T>> {
+        bump(&self.stats.lock_acquisitions);
+        self.lock.lock()
+    }
+
+    /// Takes the execution lock if it is free (counted when taken).
+    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, Inner<T>>> {
+        let guard = self.lock.try_lock()?;
+        bump(&self.stats.lock_acquisitions);
+        Some(guard)
+    }
+
+    pub(crate) fn state(&self) -> &DeviceState {
+        &self.device.state
+    }
+
+    pub(crate) fn settings(&self) -> WaitSettings {
+        WaitSettings::from(&self.config)
+    }
+
+    /// A user handle for a published command.
+    pub(crate) fn command(&self, entry: Entry) -> Command<T::Memory> {
+        Command {
+            entry,
+            queue: self.id,
+            waiter: self.waiter.clone(),
+            device: self.device.state.clone(),
+            config: self.config,
+        }
+    }
+
+    /// Adds a published command to the open batch, closing the batch when
+    /// it reaches its limit (unless the caller takes it itself).
+    pub(crate) fn push_command(&self, inner: &mut Inner<T>, entry: Entry, may_close: bool) {
+        self.progress.submitted.store(entry.seq, Ordering::Release);
+        inner.batch.push(entry);
+        let limit = self.config.batch_limits.for_signals(inner.signals);
+        if may_close && inner.batch.len() >= limit {
+            self.close_batch(inner);
+        }
+    }
+
+    /// Closes the open batch: it completes through the completion thread
+    /// when its last command (a fence) completes.
+    fn close_batch(&self, inner: &mut Inner<T>) {
+        let batch = inner.batch.take();
+        let Some(last) = batch.last() else {
+            return;
+        };
+        let (last_seq, ticket) = (last.seq, last.ticket);
+        // `None`: already known complete; the batch completes at once.
+        let signal = inner.tracker.hold(&ticket).ok().flatten();
+        self.progress.note_taken(last_seq);
+        bump(&self.stats.batches_closed);
+        inner.closed.push(Closed {
+            batch,
+            signal,
+            last_seq,
+        });
+    }
+
+    /// Runs `step` under the lock until it is done, waiting outside the lock
+    /// (for the use the tracker named, or for ring space) between attempts.
+    /// Hands batches closed under the lock to the completion thread after
+    /// each attempt.
+    pub(crate) fn with_publication<R>(
+        self: &Arc<Self>,
+        mut step: impl FnMut(&Self, &mut Inner<T>) -> Result<Step<R>, Error>,
+    ) -> Result<R, Error> {
+        self.state().check_accepting()?;
+        let start = Instant::now();
+        let mut ring_backoff = Duration::from_micros(10);
+        let mut retrying = false;
+        loop {
+            let (outcome, closed) = {
+                let mut inner = self.lock();
+                if retrying {
+                    // What the wait proved frees room: take it in.
+                    inner.tracker.poll();
+                }
+                let outcome = step(self, &mut inner);
+                (outcome, core::mem::take(&mut inner.closed))
+            };
+            self.dispatch_closed(closed);
+            retrying = true;
+            match outcome? {
+                Step::Done(result) => return Ok(result),
+                Step::Backpressure(ticket) => {
+                    bump(&self.stats.backpressure_waits);
+                    self.wait_outside_lock(&ticket)?;
+                }
+                Step::RingFull => {
+                    bump(&self.stats.ring_full_retries);
+                    if let Some(error) = self.state().wait_error() {
+                        bump(&self.stats.device_error_returns);
+                        return Err(error);
+                    }
+                    if let Some(timeout) = self.config.wait_timeout
+                        && start.elapsed() >= timeout
+                    {
+                        return Err(Error::RingFull(timeout));
+                    }
+                    crate::sync::sleep(ring_backoff);
+                    ring_backoff = (ring_backoff * 2).min(Duration::from_millis(1));
+                }
+            }
+        }
+    }
+
+    /// Waits for `ticket`'s use outside the lock (back-pressure).
+    fn wait_outside_lock(&self, ticket: &Ticket) -> Result<(), Error> {
+        let end = cpu_wait::wait_for(
+            |slice, policy| self.waiter.wait(ticket, slice, policy),
+            self.state(),
+            &self.settings(),
+        )?;
+        match end {
+            WaitEnd::Done(Status::Complete) => Ok(()),
+            WaitEnd::Done(_) => Err(self.report_failure()),
+            WaitEnd::DeviceError(error) => {
+                bump(&self.stats.device_error_returns);
+                Err(error)
+            }
+            WaitEnd::TimedOut(timeout) => Err(Error::TimedOut(timeout)),
+        }
+    }
+
+    /// Hands closed batches to the completion thread (outside the lock).
+    pub(crate) fn dispatch_closed(self: &Arc<Self>, closed: Vec<Closed<T::Memory>>) {
+        for Closed {
+            batch,
+            signal,
+            last_seq,
+        } in closed
+        {
+            if signal.is_none() {
+                // Its fence is already known complete: nothing to wait for.
+                self.finish_batch(batch, last_seq, &Outcome::Complete, self.state(), false);
+                continue;
+            }
+            self.hand_to_handler(batch, signal, last_seq, None);
+        }
+    }
+
+    /// Gives a batch to the completion thread; if the thread cannot start,
+    /// the calling thread completes the batch itself (outside the lock).
+    pub(crate) fn hand_to_handler(
+        self: &Arc<Self>,
+        batch: Batch,
+        signal: Option<SignalRef<T::Memory>>,
+        last_seq: u64,
+        marker: Option<Arc<Marker>>,
+    ) {
+        self.jobs.add();
+        let job = Box::new(BatchJob {
+            signal,
+            batch,
+            last_seq,
+            marker,
+            queue: Some(self.clone()),
+            jobs: self.jobs.clone(),
+            outcome: None,
+        });
+        if let Err(job) = self.device.handler.submit(job as Box<dyn Job>) {
+            // The completion thread could not start: finish the job here,
+            // outside the lock.
+            crate::handler::run_inline(job, self.state());
+        }
+    }
+
+    /// Completes a batch that left the open batch: settles its commands
+    /// (outside the lock) and records what is now known.
+    pub(crate) fn finish_batch(
+        &self,
+        batch: Batch,
+        last_seq: u64,
+        outcome: &Outcome,
+        device: &DeviceState,
+        poll: bool,
+    ) {
+        match outcome {
+            Outcome::Complete => {
+                self.progress.note_synced(last_seq);
+                batch.complete(outcome, &self.waiter);
+                if poll && let Some(mut inner) = self.try_lock() {
+                    // Off the submit path: retire and re-arm what completed.
+                    inner.tracker.poll();
+                }
+            }
+            Outcome::Failed => {
+                device.report(format!("queue {} failed", self.id));
+                batch.complete(outcome, &self.waiter);
+                if let Some(mut inner) = self.try_lock() {
+                    inner.tracker.fail_queue();
+                }
+            }
+            Outcome::DeviceError(_) => {
+                bump(&self.stats.device_error_returns);
+                batch.complete(outcome, &self.waiter);
+            }
+        }
+        bump(&self.stats.batches_completed);
+    }
+
+    /// A use of this queue failed: the device enters the error state.
+    pub(crate) fn report_failure(&self) -> Error {
+        self.state().report(format!("queue {} failed", self.id));
+        Error::QueueFailed { queue: self.id }
+    }
+
+    /// Harvests the timestamps of a completed batch's timed commands into
+    /// host memory (under the lock), so elapsed-time reads need no PCIe read
+    /// and no lock.
+    pub(crate) fn process_timing(&self, inner: &mut Inner<T>, batch: &Batch) {
+        if !self.config.profiling {
+            return;
+        }
+        for entry in batch.entries().iter().filter(|e| e.timed) {
+            let _ = inner.tracker.timestamps(&entry.ticket);
+        }
+        bump(&self.stats.timing_passes);
+    }
+
+    /// Resets queue state after a completed fence that is the newest
+    /// command: the queue is idle, so the tracker may retire everything
+    /// (and release the pins its waits held).
+    pub(crate) fn reset_state(&self, inner: &mut Inner<T>) {
+        inner.tracker.note_drained();
+        bump(&self.stats.state_resets);
+    }
+}
+
+impl<T: QueueTracker> Drop for QueueCore<T> {
+    fn drop(&mut self) {
+        self.device.state.note_teardown();
+    }
+}
+
+/// The owner of a queue's last user handle: its `Drop` waits for the
+/// completion thread's jobs, so the queue's teardown never runs there.
+struct QueueHandle<T: QueueTracker> {
+    core: Arc<QueueCore<T>>,
+}
+
+impl<T: QueueTracker> Drop for QueueHandle<T> {
+    fn drop(&mut self) {
+        // Each job drops its queue reference before it counts itself done,
+        // so once this returns no job holds the queue, and the reference
+        // dropped right after (or an event's, later) is the last: on a user
+        // thread, as the teardown must be.
+        self.core.jobs.clone().wait_idle();
+    }
+}
+
+/// A host queue (a HIP stream) on one hardware queue.
+///
+/// Cheap to clone; clones share the queue. Its execution lock covers
+/// submission only: `launch`, `record_event`, `wait_event` and `query` take
+/// it for microseconds, and no thread holds it while it waits for the GPU,
+/// so a synchronize on one thread never blocks another thread's submission.
+///
+/// Dropping the last handle waits until the completion thread has finished
+/// the queue's closed batches (like `hipStreamDestroy`), then the queue is
+/// torn down on the dropping thread (or later, on the thread that drops
+/// its last event).
+///
+/// ```
+/// use fences::sim::SimPlatform;
+/// use tracker::Status;
+///
+/// let platform = SimPlatform::stepped();
+/// let device = platform.device(Default::default(), Default::default())?;
+/// let queue = device.default_queue();
+/// let kernel = queue.launch(0)?;
+/// assert_eq!(queue.query()?, Status::Pending);
+/// platform.run_while(|| queue.synchronize())?; // the stepped GPU runs meanwhile
+/// assert_eq!(queue.query()?, Status::Complete);
+/// assert!(kernel.is_released());
+/// # Ok::<(), fences::Error>(())
+/// ```
+pub struct HostQueue<T: QueueTracker> {
+    handle: Arc<QueueHandle<T>>,
+}
+
+impl<T: QueueTracker> Clone for HostQueue<T> {
+    fn clone(&self) -> Self {
+        Self {
+            handle: self.handle.clone(),
+        }
+    }
+}
+
+impl<T: QueueTracker> HostQueue<T> {
+    pub(crate) fn create(
+        device: Arc<DeviceShared>,
+        tracker: T,
+        config: QueueConfig,
+    ) -> Result<Self, Error> {
+        config.validate()?;
+        let waiter = tracker.waiter();
+        let core = QueueCore {
+            id: NEXT_QUEUE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            config,
+            lock: Mutex::new(Inner {
+                tracker,
+                batch: Batch::default(),
+                last: None,
+                next_seq: 1,
+                in_flight_marker: None,
+                signals: Placement::Host,
+                closed: Vec::new(),
+            }),
+            waiter,
+            device,
+            progress: Progress::default(),
+            stats: Counters::default(),
+            jobs: Arc::new(JobCount::default()),
+        };
+        Ok(Self {
+            handle: Arc::new(QueueHandle {
+                core: Arc::new(core),
+            }),
+        })
+    }
+
+    pub(crate) fn core(&self) -> &Arc<QueueCore<T>> {
+        &self.handle.core
+    }
+
+    /// The queue's id, unique in the process.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// assert!(device.default_queue().id() > 0);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn id(&self) -> u64 {
+        self.core().id
+    }
+
+    /// The queue's configuration.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// assert_eq!(device.default_queue().config().cpu_sync_batch, 8);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn config(&self) -> QueueConfig {
+        self.core().config
+    }
+
+    /// Dispatches the kernel the backend knows by `kernel_object` (0: the
+    /// empty kernel; on the simulator, see `Sim::register_kernel`). The
+    /// packet carries the barrier bit (an in-order queue). Takes the lock for
+    /// the publication only; under tracker back-pressure it waits for the
+    /// named use *outside* the lock, then retries.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let copy = platform.sim().register_kernel(sim::Kernel::Duration(std::time::Duration::from_micros(50)));
+    /// let command = device.default_queue().launch(copy)?;
+    /// assert_eq!(command.seq(), 1);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn launch(&self, kernel_object: u64) -> Result<Command<T::Memory>, Error> {
+        let work = if kernel_object == 0 {
+            Work::Empty
+        } else {
+            Work::Kernel(kernel_object)
+        };
+        let core = self.core();
+        let entry = core.with_publication(|core, inner| {
+            let published =
+                published!(inner.publish(&core.stats, Packet::new(work, Purpose::Completion))?);
+            let entry = published.entry;
+            core.push_command(inner, entry.clone(), true);
+            Ok(Step::Done(entry))
+        })?;
+        Ok(core.command(entry))
+    }
+
+    /// Whether everything submitted so far completed: the status of the
+    /// newest command (a fence), proven with at most one load. Takes the lock
+    /// briefly (as `hipStreamQuery` does) unless a completed marker already
+    /// covers everything submitted. A failed queue puts the device in the
+    /// error state and answers [`Status::Failed`].
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let queue = device.default_queue();
+    /// queue.launch(0)?;
+    /// assert_eq!(queue.query()?, tracker::Status::Pending);
+    /// platform.sim().run_until_idle();
+    /// assert_eq!(queue.query()?, tracker::Status::Complete);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn query(&self) -> Result<Status, Error> {
+        let core = self.core();
+        if core.progress.synced_through() >= core.progress.submitted() {
+            return Ok(Status::Complete);
+        }
+        let status = {
+            let mut inner = core.lock();
+            match inner.last {
+                None => Status::Complete,
+                Some((_, ticket)) => inner.tracker.query(&ticket)?,
+            }
+        };
+        if status == Status::Failed {
+            core.report_failure();
+        }
+        Ok(status)
+    }
+
+    /// A snapshot of the queue's counters.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// device.default_queue().launch(0)?;
+    /// assert_eq!(device.default_queue().stats().commands, 1);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn stats(&self) -> QueueStats {
+        self.core().stats.snapshot()
+    }
+
+    /// Runs `f` on the tracker under the execution lock (for diagnostics:
+    /// its stats, its census). Do not wait for the GPU inside `f`.
+    ///
+    /// ```
+    /// use tracker::Tracker;
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// device.default_queue().launch(0)?;
+    /// let uses = device.default_queue().with_tracker(|t| t.stats().uses);
+    /// assert_eq!(uses, 1);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn with_tracker<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut self.core().lock().tracker)
+    }
+
+    /// How many closed batches the completion thread still holds for this
+    /// queue.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// assert_eq!(device.default_queue().batches_in_completion(), 0);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn batches_in_completion(&self) -> usize {
+        self.core().jobs.pending()
+    }
+}
+
+impl<T: QueueTracker> core::fmt::Debug for HostQueue<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("HostQueue")
+            .field("id", &self.id())
+            .field("config", &self.core().config)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}

@@ -1,0 +1,287 @@
+//! Cross-queue waits (`hipStreamWaitEvent`): barrier-AND packets on the
+//! consumer queue carrying pinned producer signals.
+//!
+//! For each producer use the consumer must wait for, the producer's tracker
+//! pins its signal ([`Tracker::pin`], under the producer's lock, briefly) —
+//! or answers that the use is already known complete, and then no
+//! dependency is emitted at all. The pins go into barrier-AND packets of at
+//! most five dependencies each, chained on the consumer queue (every packet
+//! carries the barrier bit, so the chain is in order), and each pin is
+//! attached to the consumer use that waits on it ([`Tracker::attach`]): it is
+//! released when that use retires, never earlier, so the producer cannot
+//! re-arm the signal while the GPU may still read it.
+//!
+//! The producer's and the consumer's locks are never held together, so two
+//! queues waiting on each other cannot deadlock.
+
+use crate::batch::Command;
+use crate::error::Error;
+use crate::event::Event;
+use crate::publish::{Packet, Step, published};
+use crate::queue::{HostQueue, QueueCore, QueueTracker};
+use crate::stats::{add, bump};
+use crate::sync::Arc;
+use std::collections::VecDeque;
+use tracker::{Pin, Purpose, SignalMemory, Status, Ticket, Tracker, Work};
+
+/// Dependencies a barrier-AND packet carries at most (the AQL packet format).
+pub const MAX_DEPENDENCIES_PER_PACKET: usize = 5;
+
+/// What a cross-queue wait emitted.
+///
+/// ```
+/// # let platform = fences::sim::SimPlatform::stepped();
+/// # let device = platform.device(Default::default(), Default::default())?;
+/// # let other = platform.create_queue(&device, Default::default())?;
+/// let event = other.record_event()?;
+/// let wait = device.default_queue().wait_event(&event)?;
+/// assert_eq!((wait.packets(), wait.dependencies(), wait.elided()), (1, 1, 0));
+/// # Ok::<(), fences::Error>(())
+/// ```
+pub struct CrossWait<M: SignalMemory> {
+    commands: Vec<Command<M>>,
+    dependencies: usize,
+    elided: usize,
+}
+
+impl<M: SignalMemory> CrossWait<M> {
+    /// Barrier-AND packets published on the consumer queue.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let event = device.default_queue().record_event()?;
+    /// platform.sim().run_until_idle();
+    /// event.synchronize()?; // known complete: nothing to wait for
+    /// assert_eq!(device.default_queue().wait_event(&event)?.packets(), 0);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn packets(&self) -> usize {
+        self.commands.len()
+    }
+
+    /// Producer signals the packets wait on (pinned).
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// # let other = platform.create_queue(&device, Default::default())?;
+    /// let events: Vec<_> = (0..7).map(|_| other.record_event()).collect::<Result<_, _>>()?;
+    /// let refs: Vec<_> = events.iter().collect();
+    /// let wait = device.default_queue().wait_events(&refs)?;
+    /// assert_eq!((wait.packets(), wait.dependencies()), (2, 7)); // 5 + 2, chained
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn dependencies(&self) -> usize {
+        self.dependencies
+    }
+
+    /// Producer uses that needed no dependency (already known complete).
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let wait = device.default_queue().wait_events::<fences::sim::SimTracker>(&[])?;
+    /// assert_eq!(wait.elided(), 0);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn elided(&self) -> usize {
+        self.elided
+    }
+
+    /// The barrier-AND packets, as commands of the consumer queue.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// # let other = platform.create_queue(&device, Default::default())?;
+    /// let event = other.record_event()?;
+    /// let wait = device.default_queue().wait_event(&event)?;
+    /// assert_eq!(wait.commands()[0].status(), fences::CommandStatus::Pending);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn commands(&self) -> &[Command<M>] {
+        &self.commands
+    }
+}
+
+impl<M: SignalMemory> core::fmt::Debug for CrossWait<M> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("CrossWait")
+            .field("packets", &self.commands.len())
+            .field("dependencies", &self.dependencies)
+            .field("elided", &self.elided)
+            .finish()
+    }
+}
+
+/// Pins `ticket`'s use on `producer` (under its lock, briefly). `None`: the
+/// use is already known complete.
+fn pin_on<P: QueueTracker>(
+    producer: &QueueCore<P>,
+    ticket: &Ticket,
+) -> Result<Option<Pin<P::Memory>>, Error> {
+    let pinned = producer.lock().tracker.pin(ticket);
+    match pinned {
+        Ok(pin) => Ok(pin),
+        Err(tracker::Error::InvalidState { .. }) => Err(producer.report_failure()),
+        Err(error) => Err(error.into()),
+    }
+}
+
+impl<T: QueueTracker> HostQueue<T> {
+    /// Makes this queue wait, on the GPU, for `event` (recorded on any queue
+    /// of the same signal memory): `hipStreamWaitEvent`. Emits nothing when
+    /// the event is already known complete.
+    ///
+    /// ```
+    /// use fences::CommandStatus;
+    /// use fences::sim::SimPlatform;
+    ///
+    /// let platform = SimPlatform::stepped();
+    /// let device = platform.device(Default::default(), Default::default())?;
+    /// let producer = platform.create_queue(&device, Default::default())?;
+    /// let consumer = device.default_queue();
+    /// let flag = sim::HostFlag::new();
+    /// let spin = platform.sim().register_kernel(sim::Kernel::SpinUntil(flag.clone()));
+    /// producer.launch(spin)?;
+    /// let event = producer.record_event()?;
+    /// consumer.wait_event(&event)?;
+    /// let after = consumer.launch(0)?;
+    /// platform.sim().run_until_idle();
+    /// assert_eq!(after.status(), CommandStatus::Pending); // waits for the producer
+    /// flag.set();
+    /// platform.sim().run_until_idle();
+    /// assert_eq!(after.status(), CommandStatus::Complete);
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn wait_event<P>(&self, event: &Event<P>) -> Result<CrossWait<T::Memory>, Error>
+    where
+        P: QueueTracker + Tracker<Memory = T::Memory>,
+    {
+        self.wait_events(&[event])
+    }
+
+    /// Makes this queue wait for every event in `events`, with barrier-AND
+    /// packets of at most [`MAX_DEPENDENCIES_PER_PACKET`] dependencies,
+    /// chained.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// # let other = platform.create_queue(&device, Default::default())?;
+    /// let a = other.record_event()?;
+    /// let b = other.record_event()?;
+    /// let wait = device.default_queue().wait_events(&[&a, &b])?;
+    /// assert_eq!((wait.packets(), wait.dependencies()), (1, 2));
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn wait_events<P>(&self, events: &[&Event<P>]) -> Result<CrossWait<T::Memory>, Error>
+    where
+        P: QueueTracker + Tracker<Memory = T::Memory>,
+    {
+        self.core().state().check_accepting()?;
+        let mut pins = VecDeque::with_capacity(events.len());
+        let mut elided = 0;
+        for event in events {
+            // Known complete without a load or a lock: no dependency.
+            if event.known_status() == Some(Status::Complete) {
+                elided += 1;
+                continue;
+            }
+            match pin_on(event.queue_core(), &event.ticket())? {
+                Some(pin) => pins.push_back(pin),
+                None => elided += 1,
+            }
+        }
+        self.wait_pins(pins, elided)
+    }
+
+    /// Makes this queue wait for everything submitted to `producer` so far:
+    /// a marker on the producer ([`Purpose::GpuWaiter`]) whose signal this
+    /// queue waits on, pinned. Emits nothing when the producer's newest
+    /// command is already known complete.
+    ///
+    /// ```
+    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// # let producer = platform.create_queue(&device, Default::default())?;
+    /// producer.launch(0)?;
+    /// let wait = device.default_queue().wait_queue(&producer)?;
+    /// assert_eq!((wait.packets(), wait.dependencies()), (1, 1));
+    /// assert_eq!(producer.stats().markers, 1); // the GPU-waiter marker
+    /// # Ok::<(), fences::Error>(())
+    /// ```
+    pub fn wait_queue<P>(&self, producer: &HostQueue<P>) -> Result<CrossWait<T::Memory>, Error>
+    where
+        P: QueueTracker + Tracker<Memory = T::Memory>,
+    {
+        let producer = producer.core();
+        let pin = producer.with_publication(|core, inner| {
+            let Some((_, ticket)) = inner.last else {
+                return Ok(Step::Done(None));
+            };
+            if inner.tracker.known_status(&ticket)? == Some(Status::Complete) {
+                return Ok(Step::Done(None));
+            }
+            let published = published!(
+                inner.publish(&core.stats, Packet::new(Work::Empty, Purpose::GpuWaiter))?
+            );
+            let ticket = published.entry.ticket;
+            core.push_command(inner, published.entry, true);
+            match inner.tracker.pin(&ticket) {
+                Ok(pin) => Ok(Step::Done(pin)),
+                Err(tracker::Error::InvalidState { .. }) => Err(core.report_failure()),
+                Err(error) => Err(error.into()),
+            }
+        })?;
+        let (pins, elided) = match pin {
+            Some(pin) => (VecDeque::from([pin]), 0),
+            None => (VecDeque::new(), 1),
+        };
+        self.wait_pins(pins, elided)
+    }
+
+    /// Publishes the chained barrier-AND packets for `pins` and attaches
+    /// each pin to the packet that waits on it.
+    fn wait_pins(
+        &self,
+        mut pins: VecDeque<Pin<T::Memory>>,
+        elided: usize,
+    ) -> Result<CrossWait<T::Memory>, Error> {
+        let core: &Arc<QueueCore<T>> = self.core();
+        add(&core.stats.dependencies_elided, elided as u64);
+        let dependencies = pins.len();
+        let mut entries = Vec::with_capacity(dependencies.div_ceil(MAX_DEPENDENCIES_PER_PACKET));
+        if !pins.is_empty() {
+            core.with_publication(|core, inner| {
+                while !pins.is_empty() {
+                    let count = pins.len().min(MAX_DEPENDENCIES_PER_PACKET);
+                    let mut handles = [0u64; MAX_DEPENDENCIES_PER_PACKET];
+                    for (handle, pin) in handles.iter_mut().zip(pins.iter()) {
+                        *handle = pin.packet_handle();
+                    }
+                    let published = published!(inner.publish(
+                        &core.stats,
+                        Packet::new(Work::Wait(&handles[..count]), Purpose::Completion)
+                    )?);
+                    let consumer = published.entry.ticket;
+                    for pin in pins.drain(..count) {
+                        // Released when the consumer use retires.
+                        inner.tracker.attach(&consumer, pin)?;
+                    }
+                    bump(&core.stats.wait_packets);
+                    add(&core.stats.dependencies, count as u64);
+                    core.push_command(inner, published.entry.clone(), true);
+                    entries.push(published.entry);
+                }
+                Ok(Step::Done(()))
+            })?;
+        }
+        Ok(CrossWait {
+            commands: entries.into_iter().map(|e| core.command(e)).collect(),
+            dependencies,
+            elided,
+        })
+    }
+}
