@@ -227,11 +227,11 @@ impl<T: QueueTracker> Job for BatchJob<T> {
             return;
         };
         let batch = core::mem::take(&mut self.batch);
+        queue.stats.handler_batches.fetch_add(1, Ordering::Relaxed);
         queue.finish_batch(batch, self.last_seq, &outcome, device, true);
         if let Some(marker) = self.marker.take() {
             marker.finish(outcome);
         }
-        queue.stats.handler_batches.fetch_add(1, Ordering::Relaxed);
         // First the signal: the queue, still held, keeps the tracker and its
         // signal memory alive, so this is never the signal's last reference.
         drop(signal);

@@ -1,0 +1,138 @@
+//! Shared test helpers: platforms, deterministic handshakes, a watchdog.
+#![allow(dead_code)]
+
+use fences::sim::{SimPlatform, SimTracker};
+use fences::{Device, DeviceConfig, HostQueue, QueueConfig};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long a handshake may take before the test fails (never reached when
+/// the code under test is right; it turns a hang into a failure).
+pub const HANDSHAKE: Duration = Duration::from_secs(10);
+
+/// A queue config whose waits give up after `HANDSHAKE`, so a bug fails a
+/// test instead of hanging it.
+pub fn bounded() -> QueueConfig {
+    QueueConfig {
+        wait_timeout: Some(HANDSHAKE),
+        ..QueueConfig::default()
+    }
+}
+
+pub fn stepped() -> (SimPlatform, Device<SimTracker>) {
+    let platform = SimPlatform::stepped();
+    let device = platform.device(DeviceConfig::default(), bounded()).unwrap();
+    (platform, device)
+}
+
+pub fn stepped_with(device: DeviceConfig, queue: QueueConfig) -> (SimPlatform, Device<SimTracker>) {
+    let platform = SimPlatform::stepped();
+    let device = platform.device(device, queue).unwrap();
+    (platform, device)
+}
+
+pub fn threaded() -> (SimPlatform, Device<SimTracker>) {
+    let platform = SimPlatform::threaded(sim::CostProfile::zero());
+    let device = platform.device(DeviceConfig::default(), bounded()).unwrap();
+    (platform, device)
+}
+
+/// Polls `condition` (yielding) until it holds; fails the test after
+/// `HANDSHAKE`. A handshake on state the code under test publishes, not a
+/// sleep.
+pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !condition() {
+        assert!(
+            start.elapsed() < HANDSHAKE,
+            "timed out waiting until {what}"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// Runs `f` on a new thread.
+pub fn spawn<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> JoinHandle<R> {
+    std::thread::spawn(f)
+}
+
+/// Steps a stepped simulator until `handle` finishes, then joins it.
+pub fn drive<R>(platform: &SimPlatform, handle: JoinHandle<R>) -> R {
+    let start = Instant::now();
+    while !handle.is_finished() {
+        assert!(start.elapsed() < HANDSHAKE, "the thread never finished");
+        platform.sim().run_until_idle();
+        std::thread::yield_now();
+    }
+    platform.sim().run_until_idle();
+    handle.join().unwrap()
+}
+
+/// A watchdog: unless disarmed within `limit`, it records that it fired and
+/// runs `rescue` (which must break whatever deadlock it guards, so the test
+/// ends).
+pub struct Watchdog {
+    disarm: Option<mpsc::Sender<()>>,
+    fired: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Watchdog {
+    pub fn start(limit: Duration, rescue: impl FnOnce() + Send + 'static) -> Self {
+        let (disarm, armed) = mpsc::channel::<()>();
+        let fired = Arc::new(AtomicBool::new(false));
+        let flag = fired.clone();
+        let thread = std::thread::spawn(move || {
+            if let Err(mpsc::RecvTimeoutError::Timeout) = armed.recv_timeout(limit) {
+                flag.store(true, Ordering::SeqCst);
+                rescue();
+            }
+        });
+        Self {
+            disarm: Some(disarm),
+            fired,
+            thread: Some(thread),
+        }
+    }
+
+    /// Whether the watchdog has fired so far.
+    pub fn fired(&self) -> bool {
+        self.fired.load(Ordering::SeqCst)
+    }
+
+    /// Stops the watchdog; returns whether it had fired.
+    pub fn disarm(mut self) -> bool {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> bool {
+        if let Some(disarm) = self.disarm.take() {
+            let _ = disarm.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            thread.join().unwrap();
+        }
+        self.fired()
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Registers a kernel that spins until `flag` is set.
+pub fn spin_kernel(platform: &SimPlatform, flag: &sim::HostFlag) -> u64 {
+    platform
+        .sim()
+        .register_kernel(sim::Kernel::SpinUntil(flag.clone()))
+}
+
+/// The queue's number of CPU waits in progress right now.
+pub fn waiting(queue: &HostQueue<SimTracker>) -> u64 {
+    queue.stats().cpu_waits_in_progress
+}

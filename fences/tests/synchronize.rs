@@ -1,0 +1,288 @@
+//! Synchronize: the small-batch marker waited for outside the lock, the one
+//! re-lock for timing and reset, the reset only when nothing followed the
+//! marker, a second synchronizer joining the marker in flight, the no-lock
+//! answer of a completed marker, and the completion-thread path.
+
+mod support;
+
+use fences::{CommandStatus, Error, QueueConfig, SyncWait};
+use std::sync::mpsc;
+use std::time::Duration;
+use support::*;
+use tracker::{Status, Tracker};
+
+#[test]
+fn the_small_batch_marker_is_waited_for_outside_the_lock() {
+    let (platform, device) = stepped();
+    let queue = device.default_queue().clone();
+    let flag = sim::HostFlag::new();
+    let kernel = queue.launch(spin_kernel(&platform, &flag)).unwrap();
+
+    let syncing = queue.clone();
+    let sync = spawn(move || syncing.synchronize());
+    wait_until("the synchronizing thread waits for its marker", || {
+        waiting(&queue) == 1
+    });
+    // The lock is free while the GPU wait runs: query and submit go through.
+    assert_eq!(queue.query().unwrap(), Status::Pending);
+    let late_flag = sim::HostFlag::new();
+    let late = queue.launch(spin_kernel(&platform, &late_flag)).unwrap();
+    assert!(!sync.is_finished());
+
+    flag.set();
+    assert_eq!(drive(&platform, sync), Ok(()));
+    assert_eq!(kernel.status(), CommandStatus::Complete);
+    assert!(kernel.is_released(), "the marker's batch was completed");
+    // Work was submitted after the marker: no reset, and the late kernel is
+    // not reported complete (a reset would have told the tracker the queue
+    // drained).
+    let stats = queue.stats();
+    assert_eq!((stats.state_resets, stats.state_resets_skipped), (0, 1));
+    assert_eq!(late.status(), CommandStatus::Pending);
+    assert_ne!(
+        queue.with_tracker(|t| t.known_status(&late.ticket()).unwrap()),
+        Some(Status::Complete)
+    );
+    assert!(!late.is_released());
+
+    late_flag.set();
+    platform.sim().run_until_idle();
+    assert_eq!(queue.query().unwrap(), Status::Complete);
+    assert!(platform.sim().violations().is_empty());
+}
+
+#[test]
+fn the_reset_runs_when_nothing_followed_the_marker_and_the_lock_is_retaken_once() {
+    let (platform, device) = stepped();
+    let queue = device.default_queue().clone();
+    let flag = sim::HostFlag::new();
+    let mut commands: Vec<_> = (0..2).map(|_| queue.launch(0).unwrap()).collect();
+    commands.push(queue.launch(spin_kernel(&platform, &flag)).unwrap());
+    let before = queue.stats();
+    let sync = {
+        let queue = queue.clone();
+        spawn(move || queue.synchronize())
+    };
+    wait_until("the synchronizer waits", || waiting(&queue) == 1);
+    flag.set();
+    drive(&platform, sync).unwrap();
+    let after = queue.stats();
+    // One lock to publish the marker, one after the wait: never during it.
+    assert_eq!(after.lock_acquisitions - before.lock_acquisitions, 2);
+    assert_eq!(after.markers - before.markers, 1);
+    assert_eq!(after.cpu_waits, 1);
+    assert_eq!(after.state_resets, 1);
+    assert_eq!(after.state_resets_skipped, 0);
+    assert_eq!(after.timing_passes, 1);
+    assert!(commands.iter().all(|c| c.is_released()));
+    assert!(
+        commands
+            .iter()
+            .all(|c| c.status() == CommandStatus::Complete)
+    );
+    // The reset told the tracker the queue drained: everything retired.
+    assert_eq!(queue.with_tracker(|t| t.census().in_flight), 0);
+}
+
+#[test]
+fn a_second_synchronizer_waits_on_the_marker_in_flight_outside_the_lock() {
+    let (platform, device) = stepped();
+    let queue = device.default_queue().clone();
+    let flag = sim::HostFlag::new();
+    queue.launch(spin_kernel(&platform, &flag)).unwrap();
+
+    let first = {
+        let queue = queue.clone();
+        spawn(move || queue.synchronize())
+    };
+    wait_until("the first synchronizer waits", || waiting(&queue) == 1);
+    let second = {
+        let queue = queue.clone();
+        spawn(move || queue.synchronize())
+    };
+    wait_until("the second synchronizer waits too", || waiting(&queue) == 2);
+    let stats = queue.stats();
+    assert_eq!(stats.marker_joins, 1);
+    assert_eq!(
+        stats.markers, 1,
+        "the second thread sent no marker of its own"
+    );
+    // Both wait without the lock.
+    assert_eq!(queue.query().unwrap(), Status::Pending);
+
+    flag.set();
+    assert_eq!(drive(&platform, first), Ok(()));
+    assert_eq!(drive(&platform, second), Ok(()));
+    assert_eq!(queue.query().unwrap(), Status::Complete);
+}
+
+#[test]
+fn a_completed_marker_answers_synchronize_without_the_lock() {
+    let (platform, device) = stepped();
+    let queue = device.default_queue().clone();
+    queue.launch(0).unwrap();
+    platform.run_while(|| queue.synchronize()).unwrap();
+
+    // Another thread holds the execution lock; synchronize must not need it.
+    let (entered, holding) = mpsc::channel();
+    let (release, released) = mpsc::channel::<()>();
+    let holder = {
+        let queue = queue.clone();
+        spawn(move || {
+            queue.with_tracker(|_| {
+                entered.send(()).unwrap();
+                released.recv().unwrap();
+            })
+        })
+    };
+    holding.recv().unwrap();
+    let locks = queue.stats().lock_acquisitions;
+    assert_eq!(queue.synchronize(), Ok(()));
+    assert_eq!(queue.query(), Ok(Status::Complete));
+    assert_eq!(queue.stats().lock_acquisitions, locks);
+    assert_eq!(queue.stats().syncs_without_lock, 1);
+    release.send(()).unwrap();
+    holder.join().unwrap();
+}
+
+#[test]
+fn synchronize_with_nothing_submitted_takes_no_lock() {
+    let (_platform, device) = stepped();
+    let queue = device.default_queue();
+    assert_eq!(queue.synchronize(), Ok(()));
+    assert_eq!(queue.stats().lock_acquisitions, 0);
+}
+
+#[test]
+fn synchronize_on_completed_work_sends_no_marker() {
+    let (platform, device) = stepped();
+    let queue = device.default_queue();
+    let command = queue.launch(0).unwrap();
+    platform.sim().run_until_idle();
+    assert_eq!(queue.synchronize(), Ok(()));
+    let stats = queue.stats();
+    assert_eq!(
+        (stats.markers, stats.syncs_inline, stats.cpu_waits),
+        (0, 1, 0)
+    );
+    assert_eq!(stats.state_resets, 1);
+    assert!(command.is_released());
+}
+
+#[test]
+fn a_larger_batch_completes_through_the_completion_thread() {
+    let (platform, device) = stepped_with(
+        Default::default(),
+        QueueConfig {
+            cpu_sync_batch: 2,
+            ..bounded()
+        },
+    );
+    let queue = device.default_queue().clone();
+    let flag = sim::HostFlag::new();
+    let spin = spin_kernel(&platform, &flag);
+    let commands: Vec<_> = (0..3).map(|_| queue.launch(spin).unwrap()).collect();
+
+    let sync = {
+        let queue = queue.clone();
+        spawn(move || queue.synchronize())
+    };
+    wait_until("the batch went to the completion thread", || {
+        queue.stats().syncs_by_handler == 1 && waiting(&queue) == 1
+    });
+    assert!(device.stats().completion_thread_started);
+    assert_eq!(queue.batches_in_completion(), 1);
+    assert_eq!(queue.query().unwrap(), Status::Pending); // no lock held
+    assert!(commands.iter().all(|c| !c.is_released()));
+
+    flag.set();
+    assert_eq!(drive(&platform, sync), Ok(()));
+    assert!(commands.iter().all(|c| c.is_released()));
+    assert_eq!(queue.stats().handler_batches, 1);
+    assert_eq!(queue.stats().cpu_waits, 1);
+    wait_until("the job let go of the queue", || {
+        queue.batches_in_completion() == 0
+    });
+}
+
+#[test]
+fn cpu_sync_batch_zero_sends_every_batch_to_the_completion_thread() {
+    let (platform, device) = stepped_with(
+        Default::default(),
+        QueueConfig {
+            cpu_sync_batch: 0,
+            ..bounded()
+        },
+    );
+    let queue = device.default_queue().clone();
+    let flag = sim::HostFlag::new();
+    queue.launch(spin_kernel(&platform, &flag)).unwrap();
+    let sync = {
+        let queue = queue.clone();
+        spawn(move || queue.synchronize())
+    };
+    wait_until("the batch went to the completion thread", || {
+        queue.stats().syncs_by_handler == 1
+    });
+    flag.set();
+    drive(&platform, sync).unwrap();
+    assert_eq!(queue.stats().syncs_by_handler, 1);
+    assert_eq!(queue.stats().handler_batches, 1);
+}
+
+#[test]
+fn the_old_behaviour_holds_the_lock_across_the_gpu_wait() {
+    let (platform, device) = stepped_with(
+        Default::default(),
+        QueueConfig {
+            sync_wait: SyncWait::UnderLock,
+            ..bounded()
+        },
+    );
+    let queue = device.default_queue().clone();
+    let flag = sim::HostFlag::new();
+    queue.launch(spin_kernel(&platform, &flag)).unwrap();
+    let sync = {
+        let queue = queue.clone();
+        spawn(move || queue.synchronize())
+    };
+    wait_until("the synchronizer waits", || waiting(&queue) == 1);
+    let query = {
+        let queue = queue.clone();
+        spawn(move || queue.query())
+    };
+    // A negative check needs some time to pass: the query cannot finish
+    // while the GPU spins, however long we give it.
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(!query.is_finished(), "the query must block on the lock");
+    flag.set();
+    assert_eq!(drive(&platform, sync), Ok(()));
+    assert_eq!(query.join().unwrap(), Ok(Status::Complete));
+}
+
+#[test]
+fn a_timed_out_synchronize_leaves_its_batch_to_the_completion_thread() {
+    let (platform, device) = stepped_with(
+        Default::default(),
+        QueueConfig {
+            wait_timeout: Some(Duration::from_millis(20)),
+            ..QueueConfig::default()
+        },
+    );
+    let queue = device.default_queue();
+    let flag = sim::HostFlag::new();
+    let command = queue.launch(spin_kernel(&platform, &flag)).unwrap();
+    assert_eq!(
+        queue.synchronize(),
+        Err(Error::TimedOut(Duration::from_millis(20)))
+    );
+    assert!(!command.is_released());
+    assert_eq!(command.status(), CommandStatus::Pending);
+    flag.set();
+    platform.sim().run_until_idle();
+    wait_until("the completion thread completed the batch", || {
+        command.is_released()
+    });
+    assert_eq!(command.status(), CommandStatus::Complete);
+    assert_eq!(queue.synchronize(), Ok(()));
+}
