@@ -1,0 +1,12 @@
+//! The scenarios driver on the retiring tracker: every input is a setup
+//! and a sequence of operations; a broken invariant is a crash.
+#![no_main]
+
+mod tally;
+
+use libfuzzer_sys::fuzz_target;
+use scenarios::{TrackerKind, fuzz_one};
+
+fuzz_target!(|data: &[u8]| {
+    tally::record(fuzz_one(TrackerKind::Retiring, data));
+});
