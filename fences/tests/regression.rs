@@ -1,0 +1,216 @@
+//! The regression test of DESIGN.md section 4 (CLR's
+//! Unit_hipStreamSynchronize_ConcurrentSubmitFromOtherThread, #13532).
+//!
+//! A kernel spins until the host sets a flag. While the main thread is
+//! inside synchronize on that queue (and, in half the runs, three more
+//! threads synchronize it too), another thread polls query and submits
+//! cross-queue waits on the same queue; only when all those calls have
+//! returned is the kernel released. With the fix the calls never wait for
+//! the GPU and the test passes. With the old behaviour (waiting for the
+//! marker while holding the execution lock) the calls block on the lock
+//! while the lock holder waits for a kernel that only they can release: a
+//! deadlock, which the watchdog turns into a test result by releasing the
+//! kernel itself (as the seed's device-side watchdog ends its kernel).
+//!
+//! Runs on a threaded simulator, on the default queue and on a created
+//! queue, with 0 and 3 extra synchronizing threads.
+
+mod support;
+
+use fences::sim::SimPlatform;
+use fences::{DeviceConfig, Error, QueueConfig, SyncWait};
+use std::time::{Duration, Instant};
+use support::Watchdog;
+use tracker::Status;
+
+/// The fixed behaviour never lets this fire: it only bounds a regression.
+const WATCHDOG: Duration = Duration::from_secs(10);
+/// The old behaviour deadlocks for certain; the watchdog's length only sets
+/// how long the test takes to prove it.
+const OLD_BEHAVIOUR_WATCHDOG: Duration = Duration::from_secs(1);
+/// Rounds of query + cross-queue wait the other thread runs.
+const ROUNDS: usize = 5;
+
+#[derive(Clone, Copy, Debug)]
+enum QueueKind {
+    Default,
+    Created,
+}
+
+#[derive(Debug)]
+struct Outcome {
+    watchdog_fired: bool,
+    main: Result<(), Error>,
+    extra: Vec<Result<(), Error>>,
+    /// What the other thread's queries answered.
+    queries: Vec<Status>,
+    /// Dependencies its cross-queue waits emitted.
+    dependencies: usize,
+    /// The longest any of its calls took.
+    longest_call: Duration,
+    marker_joins: u64,
+    state_resets_skipped: u64,
+}
+
+fn run(kind: QueueKind, extra_syncers: usize, sync_wait: SyncWait, watchdog: Duration) -> Outcome {
+    let platform = SimPlatform::threaded(sim::CostProfile::zero());
+    let config = QueueConfig {
+        sync_wait,
+        wait_timeout: Some(Duration::from_secs(30)),
+        ..QueueConfig::default()
+    };
+    let device = platform.device(DeviceConfig::default(), config).unwrap();
+    let created = platform.create_queue(&device, config).unwrap();
+    let producer = platform.create_queue(&device, config).unwrap();
+    let queue = match kind {
+        QueueKind::Default => device.default_queue().clone(),
+        QueueKind::Created => created.clone(),
+    };
+
+    let flag = sim::HostFlag::new();
+    let spin = platform
+        .sim()
+        .register_kernel(sim::Kernel::SpinUntil(flag.clone()));
+    // An event on another queue that stays pending until the flag is set, so
+    // every cross-queue wait on it needs a real (pinned) dependency.
+    producer.launch(spin).unwrap();
+    let produced = producer.record_event().unwrap();
+    queue.launch(spin).unwrap();
+
+    let watchdog = Watchdog::start(watchdog, {
+        let flag = flag.clone();
+        move || flag.set()
+    });
+    let waiting = |q: &fences::HostQueue<fences::sim::SimTracker>| q.stats().cpu_waits_in_progress;
+    let (extra, other) = std::thread::scope(|scope| {
+        let extra: Vec<_> = (0..extra_syncers)
+            .map(|_| {
+                let queue = &queue;
+                let watchdog = &watchdog;
+                scope.spawn(move || {
+                    // Start once the main thread is inside synchronize.
+                    while waiting(queue) == 0 && !watchdog.fired() {
+                        std::thread::yield_now();
+                    }
+                    queue.synchronize()
+                })
+            })
+            .collect();
+        let other = {
+            let queue = &queue;
+            let watchdog = &watchdog;
+            let produced = &produced;
+            let flag = &flag;
+            scope.spawn(move || {
+                // Start once every synchronizing thread is waiting.
+                while waiting(queue) < 1 + extra_syncers as u64 && !watchdog.fired() {
+                    std::thread::yield_now();
+                }
+                let mut queries = Vec::new();
+                let mut dependencies = 0;
+                let mut longest = Duration::ZERO;
+                for _ in 0..ROUNDS {
+                    let started = Instant::now();
+                    queries.push(queue.query().unwrap());
+                    longest = longest.max(started.elapsed());
+                    let started = Instant::now();
+                    dependencies += queue.wait_event(produced).unwrap().dependencies();
+                    longest = longest.max(started.elapsed());
+                }
+                // Only now is the kernel released.
+                flag.set();
+                (queries, dependencies, longest)
+            })
+        };
+        // The main thread synchronizes.
+        let main = queue.synchronize();
+        let extra: Vec<_> = extra.into_iter().map(|t| t.join().unwrap()).collect();
+        let other = other.join().unwrap();
+        ((main, extra), other)
+    });
+    let ((main, extra), (queries, dependencies, longest_call)) = (extra, other);
+    let watchdog_fired = watchdog.disarm();
+    // Whatever happened, everything finishes.
+    queue.synchronize().unwrap();
+    assert_eq!(queue.query().unwrap(), Status::Complete);
+    assert!(platform.sim().violations().is_empty());
+    let stats = queue.stats();
+    Outcome {
+        watchdog_fired,
+        main,
+        extra,
+        queries,
+        dependencies,
+        longest_call,
+        marker_joins: stats.marker_joins,
+        state_resets_skipped: stats.state_resets_skipped,
+    }
+}
+
+fn fixed_passes(kind: QueueKind, extra_syncers: usize) {
+    let outcome = run(kind, extra_syncers, SyncWait::OutsideLock, WATCHDOG);
+    assert!(!outcome.watchdog_fired, "deadlock: {outcome:?}");
+    assert_eq!(outcome.main, Ok(()));
+    assert!(outcome.extra.iter().all(|r| r.is_ok()), "{outcome:?}");
+    // The other thread ran while the kernel still spun, and never waited
+    // for it.
+    assert_eq!(outcome.queries, vec![Status::Pending; ROUNDS]);
+    assert_eq!(outcome.dependencies, ROUNDS);
+    assert!(outcome.longest_call < Duration::from_secs(1), "{outcome:?}");
+    // Every extra synchronizer waited on the main thread's marker, and the
+    // reset was skipped because the waits were submitted after it.
+    assert_eq!(outcome.marker_joins, extra_syncers as u64);
+    assert_eq!(outcome.state_resets_skipped, 1);
+}
+
+fn old_behaviour_deadlocks(kind: QueueKind, extra_syncers: usize) {
+    let outcome = run(kind, extra_syncers, SyncWait::UnderLock, OLD_BEHAVIOUR_WATCHDOG);
+    assert!(outcome.watchdog_fired, "the deadlock went undetected: {outcome:?}");
+    // The other thread's first call blocked until the watchdog released the
+    // kernel (or it could not even start before then).
+    assert!(
+        outcome.longest_call >= OLD_BEHAVIOUR_WATCHDOG / 2
+            || outcome.queries.first() != Some(&Status::Pending),
+        "{outcome:?}"
+    );
+}
+
+#[test]
+fn fixed_default_queue_no_extra_synchronizers() {
+    fixed_passes(QueueKind::Default, 0);
+}
+
+#[test]
+fn fixed_default_queue_three_extra_synchronizers() {
+    fixed_passes(QueueKind::Default, 3);
+}
+
+#[test]
+fn fixed_created_queue_no_extra_synchronizers() {
+    fixed_passes(QueueKind::Created, 0);
+}
+
+#[test]
+fn fixed_created_queue_three_extra_synchronizers() {
+    fixed_passes(QueueKind::Created, 3);
+}
+
+#[test]
+fn old_behaviour_deadlocks_default_queue_no_extra_synchronizers() {
+    old_behaviour_deadlocks(QueueKind::Default, 0);
+}
+
+#[test]
+fn old_behaviour_deadlocks_default_queue_three_extra_synchronizers() {
+    old_behaviour_deadlocks(QueueKind::Default, 3);
+}
+
+#[test]
+fn old_behaviour_deadlocks_created_queue_no_extra_synchronizers() {
+    old_behaviour_deadlocks(QueueKind::Created, 0);
+}
+
+#[test]
+fn old_behaviour_deadlocks_created_queue_three_extra_synchronizers() {
+    old_behaviour_deadlocks(QueueKind::Created, 3);
+}
