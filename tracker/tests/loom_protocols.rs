@@ -247,3 +247,44 @@ fn cpu_wait_versus_concurrent_submit() {
         let _ = Duration::ZERO;
     });
 }
+
+/// An async handler's reference dropped on the handler thread while its
+/// owner retires the use and then tears the tracker down: the handler reads
+/// its use's outcome from live memory and never a re-arm, and whichever side
+/// lets go last frees the tracker's shared state and the signal memory
+/// exactly once (loom reports a leaked or doubly freed `Arc`, and any access
+/// after free, as a failure).
+#[test]
+fn async_handler_reference_versus_teardown() {
+    model(|| {
+        let memory = LoomMemory::new(4);
+        let (mut tracker, read) = small_tracker(&memory, 2);
+        let acquired = tracker.acquire(Request::packet(0).barrier(true)).unwrap();
+        let handler_reference = tracker.hold(&acquired.ticket).unwrap().expect("pending");
+        memory.complete(acquired.signal);
+        read.store(1, Ordering::Release);
+
+        let handler = {
+            let memory = memory.clone();
+            loom::thread::spawn(move || {
+                assert_eq!(handler_reference.status(), Status::Complete);
+                assert_eq!(
+                    memory.value(handler_reference.packet_handle()),
+                    0,
+                    "the handler's signal is never re-armed under it"
+                );
+                drop(handler_reference);
+            })
+        };
+        // The owner retires the use (parking the held signal, or re-arming
+        // it if the handler already let go) and tears the queue down.
+        tracker.poll();
+        drop(tracker);
+        handler.join().unwrap();
+        assert_eq!(
+            Arc::strong_count(&memory),
+            1,
+            "the tracker's and the handler's holds on the memory are gone"
+        );
+    });
+}
