@@ -1,0 +1,182 @@
+//! Tracker bugs the scenarios found (see `scenarios::model::KnownBug`):
+//! each test replays the shortened scenario with no tolerance and asserts
+//! that every invariant holds, so it fails until its bug is fixed. Ignored,
+//! so CI stays green meanwhile; run them with
+//! `cargo test -p scenarios --test known_bugs -- --ignored`.
+
+use scenarios::TrackerKind;
+use scenarios::model::strictly;
+use scenarios::ops::{Deadline, Op, PurposeChoice::*, StreamId::*};
+use scenarios::search::run;
+use scenarios::setup::setups;
+
+fn assert_every_invariant_holds(kind: TrackerKind, setup: usize, ops: &[Op]) {
+    let setup = setups()[setup];
+    if let Err(failure) = strictly(|| run(kind, setup, ops)) {
+        panic!("{kind:?} tracker, setup \"{}\": {failure}", setup.name);
+    }
+}
+
+fn submit(
+    stream: scenarios::ops::StreamId,
+    barrier: bool,
+    purpose: scenarios::ops::PurposeChoice,
+    timed: bool,
+) -> Op {
+    Op::Submit {
+        stream,
+        barrier,
+        purpose,
+        timed,
+    }
+}
+
+#[test]
+#[ignore = "known bug QueueErrorFailsCompletedUses: fail_queue fails uses whose packets completed"]
+fn a_queue_error_does_not_fail_completed_uses_retiring() {
+    let ops = [
+        submit(A, false, Completion, false),
+        submit(A, true, Completion, false),
+        Op::Launch {
+            stream: A,
+            queue: 0,
+        },
+        Op::Complete {
+            stream: A,
+            queue: 0,
+            pick: 0,
+        },
+        Op::FailQueue {
+            stream: A,
+            queue: 0,
+            notify: true,
+        },
+    ];
+    assert_every_invariant_holds(TrackerKind::Retiring, 0, &ops);
+}
+
+#[test]
+#[ignore = "known bug QueueErrorFailsCompletedUses: fail_queue fails uses whose packets completed"]
+fn a_queue_error_does_not_fail_completed_uses_baseline() {
+    let ops = [
+        submit(B, true, CpuSync, false),
+        Op::RunQueue {
+            stream: B,
+            queue: 0,
+        },
+        Op::FailQueue {
+            stream: B,
+            queue: 0,
+            notify: true,
+        },
+    ];
+    assert_every_invariant_holds(TrackerKind::Baseline, 3, &ops);
+}
+
+#[test]
+#[ignore = "known bug StampsOfFailedUses: a failed timed use gets timestamps"]
+fn a_failed_use_has_no_timestamps() {
+    let ops = [
+        Op::FailQueue {
+            stream: B,
+            queue: 0,
+            notify: false,
+        },
+        submit(B, false, CpuSync, false),
+        submit(B, true, Completion, true),
+        submit(B, false, CpuSync, true),
+        submit(B, false, Completion, true),
+        Op::HoldHandler { stream: B, pick: 2 },
+        Op::Timestamps { stream: B, pick: 0 },
+        submit(B, true, CpuSync, false),
+    ];
+    assert_every_invariant_holds(TrackerKind::Retiring, 2, &ops);
+}
+
+#[test]
+#[ignore = "known bug PinnedSignalUnflushed: a pin read through a ring in system memory is never HDP-flushed"]
+fn a_pinned_signal_is_flushed_for_a_consumer_ring_in_system_memory() {
+    let ops = [
+        submit(B, true, CpuSync, false),
+        Op::QueueChange {
+            stream: B,
+            host_ring: true,
+        },
+        Op::PinAcross {
+            producer: B,
+            pick: 0,
+            barrier: true,
+        },
+        Op::PinAcross {
+            producer: A,
+            pick: 0,
+            barrier: false,
+        },
+    ];
+    for kind in TrackerKind::ALL {
+        assert_every_invariant_holds(kind, 3, &ops);
+    }
+}
+
+#[test]
+#[ignore = "known bug QueueChangeForgetsFenceProofs: a use said complete is unknown after a queue change"]
+fn a_queue_change_keeps_what_fences_proved() {
+    let ops = [
+        submit(A, false, GpuWaiter, false),
+        Op::QueueChange {
+            stream: A,
+            host_ring: false,
+        },
+        submit(B, true, Completion, false),
+        submit(A, true, TimingOnly, true),
+        Op::PinAcross {
+            producer: B,
+            pick: 0,
+            barrier: false,
+        },
+        Op::ConsumerPasses { pick: 0 },
+        Op::QueueChange {
+            stream: A,
+            host_ring: false,
+        },
+    ];
+    assert_every_invariant_holds(TrackerKind::Retiring, 3, &ops);
+}
+
+#[test]
+#[ignore = "known bug BackpressureNamesDoneUse: back-pressure names a use already known done"]
+fn backpressure_names_a_use_whose_completion_frees_room() {
+    let ops = [
+        Op::FailQueue {
+            stream: A,
+            queue: 0,
+            notify: true,
+        },
+        submit(B, false, CpuSync, true),
+        submit(B, true, CpuSync, true),
+        Op::HoldHandler { stream: B, pick: 0 },
+        submit(A, false, CpuSync, true),
+        Op::PinAcross {
+            producer: A,
+            pick: 0,
+            barrier: false,
+        },
+        submit(B, true, TimingOnly, false),
+        Op::RunQueue {
+            stream: B,
+            queue: 0,
+        },
+        Op::RunHandler { pick: 0 },
+        Op::PinAcross {
+            producer: A,
+            pick: 0,
+            barrier: true,
+        },
+        Op::CpuWait {
+            stream: B,
+            pick: 0,
+            deadline: Deadline::Zero,
+        },
+    ];
+    assert_every_invariant_holds(TrackerKind::Retiring, 0, &ops);
+}
