@@ -1,0 +1,96 @@
+//! The backend's errors: each says what went wrong and what to do about it.
+
+use hsa_sys::{LoadError, StatusError};
+use std::time::Duration;
+
+/// Everything the ROCr backend can report.
+///
+/// Loading and initialisation never panic and never hang: a machine without
+/// ROCm gets [`Error::Load`], one without a GPU [`Error::InitFailed`] (ROCr
+/// itself refuses to start) or [`Error::NoGpu`], and a runtime that does not
+/// answer [`Error::InitTimedOut`].
+///
+/// ```
+/// let error = hsa_backend::Runtime::load_from("/nonexistent/libhsa-runtime64.so.1").unwrap_err();
+/// assert!(matches!(error, hsa_backend::Error::Load(hsa_sys::LoadError::LibraryMissing { .. })));
+/// assert!(error.to_string().contains("SIGPOOL_HSA_LIBRARY"), "{error}");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The ROCr library is missing, or lacks a function the backend needs
+    /// (its text names the library or the symbol, and how to fix it).
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// `hsa_init` failed. On a machine without an AMD GPU (no `/dev/kfd`)
+    /// ROCr answers `HSA_STATUS_ERROR_OUT_OF_RESOURCES`.
+    #[error(
+        "hsa_init failed: {0}. Check that an AMD GPU and its kernel driver (amdgpu, /dev/kfd) \
+         are present and that this user may open /dev/kfd and /dev/dri/renderD* (the `render` \
+         and `video` groups)"
+    )]
+    InitFailed(StatusError),
+    /// `hsa_init` did not return in time (a wedged driver). The call goes on
+    /// in the background and, should it succeed later, is balanced there.
+    #[error(
+        "hsa_init did not return within {0:?}; the GPU driver may be hung (see dmesg), or \
+         raise InitOptions::timeout"
+    )]
+    InitTimedOut(Duration),
+    /// ROCr started but reports no GPU agent that runs kernel dispatches.
+    #[error(
+        "ROCr found no GPU agent: the driver sees no supported AMD GPU, or \
+         HIP_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES hide them all"
+    )]
+    NoGpu,
+    /// A GPU index beyond those ROCr reports.
+    #[error("there is no GPU {index}: ROCr reports {count} GPU agent(s), numbered from 0")]
+    NoSuchGpu {
+        /// The index asked for.
+        index: usize,
+        /// How many GPUs there are.
+        count: usize,
+    },
+    /// A ROCr call failed.
+    #[error("{call} failed: {status}")]
+    Call {
+        /// The C function.
+        call: &'static str,
+        /// What ROCr answered, with its own description.
+        status: StatusError,
+    },
+    /// A queue size ROCr cannot make.
+    #[error(
+        "a queue of {size} packets is not possible on this GPU: use a power of two from {min} to {max}"
+    )]
+    InvalidQueueSize {
+        /// The size asked for.
+        size: u32,
+        /// `HSA_AGENT_INFO_QUEUE_MIN_SIZE`.
+        min: u32,
+        /// `HSA_AGENT_INFO_QUEUE_MAX_SIZE`.
+        max: u32,
+    },
+    /// A wait ran out of time.
+    #[error("timed out after {0:?} waiting for the GPU; the work may still complete")]
+    TimedOut(Duration),
+}
+
+impl Error {
+    /// The ROCr status behind the error, if one is.
+    ///
+    /// ```
+    /// use hsa_backend::Error;
+    /// use hsa_sys::{StatusError, HSA_STATUS_ERROR_OUT_OF_RESOURCES};
+    ///
+    /// let error = Error::InitFailed(StatusError::new(HSA_STATUS_ERROR_OUT_OF_RESOURCES));
+    /// assert_eq!(error.status().map(|s| s.status()), Some(HSA_STATUS_ERROR_OUT_OF_RESOURCES));
+    /// assert!(error.to_string().contains("HSA_STATUS_ERROR_OUT_OF_RESOURCES"));
+    /// ```
+    pub fn status(&self) -> Option<&StatusError> {
+        match self {
+            Error::InitFailed(status) | Error::Call { status, .. } => Some(status),
+            _ => None,
+        }
+    }
+}

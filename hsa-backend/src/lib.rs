@@ -1,0 +1,83 @@
+//! The ROCr backend of the completion-signal tracker: AMD GPUs through the
+//! HSA runtime, loaded at run time.
+//!
+//! `hsa-sys` is the raw layer (ROCr's C ABI and a table of its functions);
+//! this crate is the safe layer above it and owns every invariant the raw
+//! calls leave to the caller: what is initialised, what is alive, which
+//! memory the GPU may still touch, what the host must do before the GPU sees
+//! its stores.
+//!
+//! - [`Runtime`] loads `libhsa-runtime64.so.1`, runs `hsa_init` under a
+//!   deadline and finds the agents; a missing library, a missing symbol, a
+//!   failed `hsa_init` (with ROCr's status text) and a machine without a GPU
+//!   are each an [`Error`], never a panic or a hang.
+//! - [`Device`] is a GPU: its VRAM pool, whether the host reaches it through
+//!   a large BAR, its system-memory pool, its HDP flush registers.
+//! - [`SignalPool`] is the tracker's [`SignalMemory`](tracker::SignalMemory):
+//!   signals built in batches (one allocation of N `amd_signal_t` blocks in
+//!   VRAM, falling back to system memory, then to ROCr's own signals), armed
+//!   with direct atomic stores, made visible with a store fence and, where
+//!   needed, an HDP flush ([`visibility`](store_fence)), waited for by
+//!   polling or by ROCr.
+//! - [`AqlQueue`] is the tracker's [`QueueView`](tracker::QueueView) and the
+//!   queue layer's [`HardwareQueue`](tracker::HardwareQueue): a profiled AQL
+//!   queue that publishes packets in HSA order and rings its doorbell.
+//! - Teardown never frees memory the GPU may still touch: a pool's memory is
+//!   released once the runtime's queues are destroyed, and a queue drains
+//!   within a bound before it is destroyed.
+//!
+//! No GPU is needed to run any of it: the `rocr-standin` crate builds a
+//! library that exports ROCr's functions over the project's simulator, and
+//! every example and test here loads it in place of ROCr. On a machine with
+//! ROCm, replace `Runtime::load_from(library)` with [`Runtime::load`].
+//!
+//! ```
+//! # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+//! # let library = standin.library_path();
+//! use hsa_backend::{AqlQueue, QueueOptions, Runtime, SignalPool};
+//! use std::{sync::Arc, time::Duration};
+//! use tracker::{Config, HardwareQueue, Placement, Request, RetiringTracker, Status, Tracker, WaitPolicy, Work};
+//!
+//! let runtime = Runtime::load_from(library)?;
+//! let device = runtime.device(0)?;
+//! let queue = AqlQueue::new(&device, QueueOptions::default())?;
+//! let signals = Arc::new(SignalPool::new(&device));
+//! let config = Config { signals: Placement::Device, ..Config::default() };
+//! let mut tracker = RetiringTracker::new(signals, queue.clone(), config)?;
+//!
+//! // One packet with the barrier bit (a fence): the tracker hands out an
+//! // armed VRAM signal whose arming the GPU can already see.
+//! let index = queue.reserve()?;
+//! let acquired = tracker.acquire(Request::packet(index).barrier(true))?;
+//! assert_eq!(acquired.placement, Placement::Device);
+//! queue.publish(index, Work::Empty, true, acquired.signal)?;
+//!
+//! // Another thread could wait, without the tracker's lock.
+//! let status = tracker.waiter().wait(&acquired.ticket, Duration::from_secs(10), WaitPolicy::spin())?;
+//! assert_eq!(status, Status::Complete);
+//! # drop((tracker, queue));
+//! # standin.assert_no_violations();
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![warn(missing_docs)]
+
+mod device;
+mod error;
+mod memory;
+pub mod packet;
+mod queue;
+mod runtime;
+mod teardown;
+mod timing;
+mod visibility;
+mod wait;
+
+pub use device::{Device, MemoryPool};
+pub use error::Error;
+pub use memory::{Batch, Counters, HsaSignal, SignalPool};
+pub use queue::{AqlQueue, QueueOptions};
+pub use runtime::{InitOptions, Runtime};
+pub use timing::system_duration;
+pub use visibility::{HdpFlush, store_fence};
+pub use wait::poll_until_change;

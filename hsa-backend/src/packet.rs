@@ -1,0 +1,133 @@
+//! The AQL packets the backend publishes, built as [`PacketWords`].
+//!
+//! Every header has system-scope acquire and release fences: the host reads
+//! completion signals and the results, so the packet processor must make
+//! the work's writes visible system-wide before it decrements the signal.
+
+use hsa_sys::*;
+use tracker::{QueueError, Work};
+
+/// Dependencies one barrier-AND packet holds (HSA: `dep_signal[5]`).
+pub const MAX_DEPENDENCIES: usize = 5;
+
+/// A barrier-AND packet: completes once every dependency (a signal handle)
+/// is 0; with none, it is empty work that completes as soon as it runs.
+/// `None` with more than [`MAX_DEPENDENCIES`] dependencies.
+///
+/// ```
+/// use hsa_sys::{PacketHeader, HSA_PACKET_TYPE_BARRIER_AND};
+/// let words = hsa_backend::packet::barrier_and(&[0x1000, 0x2040], true, 0x3000).unwrap();
+/// let header = PacketHeader::from_bits(words.header());
+/// assert_eq!((header.packet_type, header.barrier), (HSA_PACKET_TYPE_BARRIER_AND, true));
+/// assert_eq!(words.u64_at(8), 0x1000);
+/// assert_eq!(words.completion_signal().handle, 0x3000);
+/// assert!(hsa_backend::packet::barrier_and(&[1; 6], false, 0).is_none());
+/// ```
+pub fn barrier_and(dependencies: &[u64], barrier: bool, completion: u64) -> Option<PacketWords> {
+    if dependencies.len() > MAX_DEPENDENCIES {
+        return None;
+    }
+    let mut packet = hsa_barrier_and_packet_t {
+        header: PacketHeader::new(HSA_PACKET_TYPE_BARRIER_AND)
+            .barrier(barrier)
+            .bits(),
+        completion_signal: hsa_signal_t { handle: completion },
+        ..Default::default()
+    };
+    for (slot, &handle) in packet.dep_signal.iter_mut().zip(dependencies) {
+        *slot = hsa_signal_t { handle };
+    }
+    Some(packet.into())
+}
+
+/// What a barrier-value packet waits for: `(value of signal & mask)
+/// condition compare` (AMD's `hsa_amd_barrier_value_packet_t`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BarrierValue {
+    /// The signal handle compared.
+    pub signal: u64,
+    /// An `HSA_SIGNAL_CONDITION_*`.
+    pub condition: hsa_signal_condition_t,
+    /// The value compared with.
+    pub compare: hsa_signal_value_t,
+    /// Applied to the signal's value first (`-1` for all bits).
+    pub mask: hsa_signal_value_t,
+}
+
+/// AMD's barrier-value packet: completes once the condition holds.
+///
+/// ```
+/// use hsa_backend::packet::{barrier_value, BarrierValue};
+/// use hsa_sys::{HSA_AMD_PACKET_TYPE_BARRIER_VALUE, HSA_SIGNAL_CONDITION_EQ};
+/// let wait = BarrierValue { signal: 0x1000, condition: HSA_SIGNAL_CONDITION_EQ, compare: 0, mask: -1 };
+/// let words = barrier_value(wait, false, 0);
+/// assert_eq!((words.0[0] >> 16) as u8, HSA_AMD_PACKET_TYPE_BARRIER_VALUE);
+/// assert_eq!(words.u64_at(8), 0x1000);
+/// ```
+pub fn barrier_value(wait: BarrierValue, barrier: bool, completion: u64) -> PacketWords {
+    hsa_amd_barrier_value_packet_t {
+        header: hsa_amd_vendor_packet_header_t {
+            header: PacketHeader::new(HSA_PACKET_TYPE_VENDOR_SPECIFIC)
+                .barrier(barrier)
+                .bits(),
+            AmdFormat: HSA_AMD_PACKET_TYPE_BARRIER_VALUE,
+            reserved: 0,
+        },
+        signal: hsa_signal_t {
+            handle: wait.signal,
+        },
+        value: wait.compare,
+        mask: wait.mask,
+        cond: wait.condition,
+        completion_signal: hsa_signal_t { handle: completion },
+        ..Default::default()
+    }
+    .into()
+}
+
+/// A kernel dispatch of one work-item (one-dimensional grid and work-group
+/// of 1) of `kernel_object`, without kernel arguments or segments: enough
+/// for markers and for the stand-in's simulated kernels. Real kernels need
+/// their code object's segment sizes and arguments: build their packet and
+/// publish it with [`AqlQueue::publish_packet`](crate::AqlQueue::publish_packet).
+pub fn kernel_dispatch(kernel_object: u64, barrier: bool, completion: u64) -> PacketWords {
+    hsa_kernel_dispatch_packet_t {
+        header: PacketHeader::new(HSA_PACKET_TYPE_KERNEL_DISPATCH)
+            .barrier(barrier)
+            .bits(),
+        setup: 1 << HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS,
+        workgroup_size_x: 1,
+        workgroup_size_y: 1,
+        workgroup_size_z: 1,
+        reserved0: 0,
+        grid_size_x: 1,
+        grid_size_y: 1,
+        grid_size_z: 1,
+        private_segment_size: 0,
+        group_segment_size: 0,
+        kernel_object,
+        kernarg_address: std::ptr::null_mut(),
+        reserved2: 0,
+        completion_signal: hsa_signal_t { handle: completion },
+    }
+    .into()
+}
+
+/// The packet for the queue layer's `work`: empty work and waits are
+/// barrier-AND packets, kernels are dispatches.
+pub(crate) fn for_work(
+    work: Work<'_>,
+    barrier: bool,
+    completion: u64,
+) -> Result<PacketWords, QueueError> {
+    match work {
+        Work::Empty => Ok(barrier_and(&[], barrier, completion).expect("no dependencies")),
+        Work::Kernel(object) => Ok(kernel_dispatch(object, barrier, completion)),
+        Work::Wait(dependencies) => barrier_and(dependencies, barrier, completion).ok_or_else(|| {
+            QueueError::Unsupported(format!(
+                "{} dependencies in one barrier-AND packet (at most {MAX_DEPENDENCIES}: chain packets)",
+                dependencies.len()
+            ))
+        }),
+    }
+}

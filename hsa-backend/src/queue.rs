@@ -1,0 +1,495 @@
+//! An AQL queue: creation with profiling, slot reservation, packet
+//! publication in HSA order with the doorbell, the read index, queue errors,
+//! and a teardown that drains within a bound, then destroys.
+
+use crate::device::Device;
+use crate::error::Error;
+use crate::packet;
+use crate::teardown::Release;
+use crate::wait::system_ticks;
+use hsa_sys::*;
+use std::ffi::c_void;
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tracker::{HardwareQueue, QueueError, QueueView, Work};
+
+/// How [`AqlQueue::new`] makes a queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueOptions {
+    /// Ring size in packets: a power of two within the device's
+    /// [`queue_size_limits`](Device::queue_size_limits).
+    pub size: u32,
+    /// The packet processor writes start and end timestamps into completion
+    /// signals (`hsa_amd_profiling_set_profiler_enabled`).
+    pub profiling: bool,
+    /// Whether ROCr put the ring in VRAM. ROCr does not say; a runtime that
+    /// knows (it configured ROCr so) may set it, and the tracker then skips
+    /// the HDP flush before publishing, as the packets reach the ring through
+    /// the same BAR after the signal stores. `false` is always safe.
+    pub ring_in_device_memory: bool,
+    /// How long dropping the last handle waits for the queue's work to finish
+    /// before destroying it anyway (0: destroy at once).
+    pub drain_timeout: Duration,
+}
+
+impl Default for QueueOptions {
+    /// 4096 packets, profiled, ring assumed in system memory, 1 s drain.
+    fn default() -> Self {
+        Self {
+            size: 4096,
+            profiling: true,
+            ring_in_device_memory: false,
+            drain_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Where ROCr reports asynchronous queue errors (its event thread calls
+/// [`on_queue_error`] with this as `data`).
+#[derive(Debug, Default)]
+struct ErrorCell {
+    /// The first error status, 0 while none.
+    status: AtomicU32,
+}
+
+/// `hsa_queue_create`'s callback: records the first error. Runs on ROCr's
+/// event thread, so it only stores an atomic (and cannot unwind).
+unsafe extern "C" fn on_queue_error(
+    status: hsa_status_t,
+    _queue: *mut hsa_queue_t,
+    data: *mut c_void,
+) {
+    // SAFETY: `data` is the `ErrorCell` of `QueueInner::errors`, which stays
+    // alive until after hsa_queue_destroy returns (no callback after that).
+    let cell = unsafe { &*data.cast::<ErrorCell>() };
+    let _ = cell
+        .status
+        .compare_exchange(0, status.max(1), Ordering::AcqRel, Ordering::Acquire);
+}
+
+/// An AQL queue on one GPU: the tracker's [`QueueView`] and the queue
+/// layer's [`HardwareQueue`]. Cheap to clone; the queue is destroyed when
+/// the last clone goes.
+///
+/// ```
+/// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+/// use hsa_backend::{AqlQueue, QueueOptions, Runtime};
+/// use tracker::{HardwareQueue, Work};
+///
+/// let device = Runtime::load_from(standin.library_path())?.device(0)?;
+/// let queue = AqlQueue::new(&device, QueueOptions::default())?;
+/// let index = queue.reserve()?;
+/// queue.publish(index, Work::Empty, true, 0)?; // a barrier-AND, then the doorbell
+/// queue.drain(std::time::Duration::from_secs(10))?;
+/// assert_eq!(queue.read_index(), 2); // the packet and the drain's barrier
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct AqlQueue {
+    inner: Arc<QueueInner>,
+}
+
+struct QueueInner {
+    device: Device,
+    queue: NonNull<hsa_queue_t>,
+    ring: NonNull<AqlSlot>,
+    size: u32,
+    doorbell: hsa_signal_t,
+    id: u64,
+    options: QueueOptions,
+    /// Shared with ROCr's callback (as a raw `Arc`) until the queue is gone.
+    errors: Arc<ErrorCell>,
+}
+
+// SAFETY: the queue descriptor and ring belong to ROCr and stay mapped until
+// `hsa_queue_destroy` in `Drop`; the backend touches them only through
+// atomics (`write_dispatch_id`, the ring's `AqlSlot` words) and ROCr calls,
+// which are thread-safe. The other fields are plain values or `Sync`.
+unsafe impl Send for QueueInner {}
+// SAFETY: as above.
+unsafe impl Sync for QueueInner {}
+
+impl fmt::Debug for AqlQueue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AqlQueue")
+            .field("id", &self.inner.id)
+            .field("size", &self.inner.size)
+            .field("read_index", &self.read_index())
+            .field("write_index", &self.write_index())
+            .finish()
+    }
+}
+
+impl AqlQueue {
+    /// Creates a queue on `device` (`hsa_queue_create`, multi-producer) and
+    /// enables profiling if asked.
+    ///
+    /// # Errors
+    /// [`Error::InvalidQueueSize`]; [`Error::Call`] if ROCr refuses.
+    pub fn new(device: &Device, options: QueueOptions) -> Result<Self, Error> {
+        let (min, max) = device.queue_size_limits();
+        if !options.size.is_power_of_two() || options.size > max {
+            return Err(Error::InvalidQueueSize {
+                size: options.size,
+                min,
+                max,
+            });
+        }
+        let api = device.api();
+        let errors = Arc::new(ErrorCell::default());
+        let data = Arc::into_raw(errors.clone()).cast_mut().cast::<c_void>();
+        let mut queue: *mut hsa_queue_t = std::ptr::null_mut();
+        let teardown = &device.runtime().teardown;
+        teardown.queue_created();
+        // SAFETY: the runtime is initialised; `device.agent()` is a GPU that
+        // runs dispatches; the callback only touches `data`, an `ErrorCell`
+        // kept alive until after destruction; u32::MAX segment sizes mean
+        // "no hint"; `queue` is a place for the pointer.
+        let status = unsafe {
+            api.hsa_queue_create(
+                device.agent(),
+                options.size,
+                HSA_QUEUE_TYPE_MULTI,
+                Some(on_queue_error),
+                data,
+                u32::MAX,
+                u32::MAX,
+                &raw mut queue,
+            )
+        };
+        let no_queue = |text: &str| Error::Call {
+            call: "hsa_queue_create",
+            status: StatusError::new(HSA_STATUS_ERROR).with_runtime_text(text),
+        };
+        let created = device.check("hsa_queue_create", status).and_then(|()| {
+            let queue = NonNull::new(queue).ok_or_else(|| no_queue("it returned no queue"))?;
+            // SAFETY: ROCr returned a live descriptor; its fields are written
+            // once at creation and read-only afterwards.
+            let descriptor = unsafe { queue.as_ref() };
+            let ring = NonNull::new(descriptor.base_address.cast::<AqlSlot>());
+            match ring {
+                Some(ring) if descriptor.size.is_power_of_two() => Ok((queue, ring, descriptor)),
+                _ => {
+                    // SAFETY: the queue is live and not used by anyone else.
+                    unsafe { api.hsa_queue_destroy(queue.as_ptr()) };
+                    Err(no_queue("the queue it returned has no ring"))
+                }
+            }
+        });
+        let (queue, ring, descriptor) = match created {
+            Ok(created) => created,
+            Err(error) => {
+                // SAFETY: no queue exists, so ROCr holds no copy of `data`.
+                drop(unsafe { Arc::from_raw(data.cast::<ErrorCell>()) });
+                teardown.queue_destroyed(api);
+                return Err(error);
+            }
+        };
+        let queue = AqlQueue {
+            inner: Arc::new(QueueInner {
+                device: device.clone(),
+                queue,
+                ring,
+                size: descriptor.size,
+                doorbell: descriptor.doorbell_signal,
+                id: descriptor.id,
+                options,
+                errors,
+            }),
+        };
+        if options.profiling {
+            // SAFETY: a live queue of this runtime.
+            let status = unsafe { api.hsa_amd_profiling_set_profiler_enabled(queue.raw(), 1) };
+            device.check("hsa_amd_profiling_set_profiler_enabled", status)?;
+        }
+        Ok(queue)
+    }
+
+    /// The device the queue runs on.
+    pub fn device(&self) -> &Device {
+        &self.inner.device
+    }
+
+    /// ROCr's queue (the address of its `amd_queue_t`).
+    pub fn raw(&self) -> *mut hsa_queue_t {
+        self.inner.queue.as_ptr()
+    }
+
+    /// The queue id, unique in the process.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// Ring size in packets (ROCr may round the request up).
+    pub fn size(&self) -> u32 {
+        self.inner.size
+    }
+
+    /// Whether the packet processor writes timestamps.
+    pub fn is_profiled(&self) -> bool {
+        self.inner.options.profiling
+    }
+
+    /// The first error ROCr reported for the queue, if any.
+    pub fn error(&self) -> Option<StatusError> {
+        self.inner.error()
+    }
+
+    /// The read index (`hsa_queue_load_read_index_scacquire`): packets below
+    /// it were consumed, which says nothing about their completion.
+    pub fn read_index(&self) -> u64 {
+        self.inner.read_index()
+    }
+
+    /// The write index: the next packet id a producer reserves.
+    pub fn write_index(&self) -> u64 {
+        self.inner.write_dispatch_id().load(Ordering::Acquire)
+    }
+
+    /// Reserves the next packet id, if its slot is free (the packet `size`
+    /// ids back was consumed). Never blocks. Lock-free: a compare-and-swap on
+    /// the write index, which other producers may race.
+    pub fn try_reserve(&self) -> Result<u64, QueueError> {
+        self.inner.try_reserve()
+    }
+
+    /// Publishes a packet at reserved `index` in HSA order — the body, then
+    /// the header by a release store, then the doorbell (`index`, through
+    /// `hsa_signal_store_screlease` on the doorbell signal). Signals it names
+    /// must be armed, and their arming visible to the GPU, before this call.
+    pub fn publish_packet(&self, index: u64, packet: PacketWords) -> Result<(), QueueError> {
+        self.inner.publish_packet(index, packet)
+    }
+
+    /// Publishes a barrier-value packet at reserved `index`.
+    pub fn publish_barrier_value(
+        &self,
+        index: u64,
+        wait: packet::BarrierValue,
+        barrier: bool,
+        completion: u64,
+    ) -> Result<(), QueueError> {
+        self.publish_packet(index, packet::barrier_value(wait, barrier, completion))
+    }
+
+    /// Waits until every packet published so far has completed, at most
+    /// `timeout`: publishes a barrier-AND with the barrier bit that completes
+    /// a signal ROCr creates for the purpose, and waits for it through ROCr.
+    ///
+    /// # Errors
+    /// [`Error::TimedOut`]; [`Error::Call`] if the signal cannot be made or
+    /// the queue failed.
+    pub fn drain(&self, timeout: Duration) -> Result<(), Error> {
+        self.inner.drain(timeout)
+    }
+}
+
+impl QueueInner {
+    fn error(&self) -> Option<StatusError> {
+        match self.errors.status.load(Ordering::Acquire) {
+            0 => None,
+            status => Some(match self.device.api().status_string(status) {
+                Some(text) => StatusError::new(status).with_runtime_text(text),
+                None => StatusError::new(status),
+            }),
+        }
+    }
+
+    fn failed(&self) -> Option<QueueError> {
+        self.error()
+            .map(|status| QueueError::Failed(status.to_string()))
+    }
+
+    fn read_index(&self) -> u64 {
+        // SAFETY: a live queue of this runtime.
+        unsafe {
+            self.device
+                .api()
+                .hsa_queue_load_read_index_scacquire(self.queue.as_ptr())
+        }
+    }
+
+    /// `amd_queue_t::write_dispatch_id`, the write index itself. ROCr's
+    /// `hsa_queue_cas_write_index_scacq_screl` is a compare-and-swap on this
+    /// very field; the backend does it directly, since the function table has
+    /// no entry for it.
+    fn write_dispatch_id(&self) -> &AtomicU64 {
+        let block = self.queue.as_ptr().cast::<amd_queue_t>();
+        // SAFETY: an `hsa_queue_t*` from ROCr is the first field of its
+        // `amd_queue_t` (`amd_hsa_queue.h`), live until destruction; the field
+        // is 8-byte aligned and every producer updates it atomically.
+        unsafe { AtomicU64::from_ptr(&raw mut (*block).write_dispatch_id) }
+    }
+
+    fn slot(&self, index: u64) -> &AqlSlot {
+        let offset = (index & u64::from(self.size - 1)) as usize;
+        // SAFETY: the ring holds `size` 64-byte slots (ROCr's `base_address`,
+        // 64-byte aligned) for as long as the queue lives, and slots are only
+        // accessed through `AqlSlot`'s atomics.
+        unsafe { &*self.ring.as_ptr().add(offset) }
+    }
+
+    fn try_reserve(&self) -> Result<u64, QueueError> {
+        if let Some(failed) = self.failed() {
+            return Err(failed);
+        }
+        let write = self.write_dispatch_id();
+        let size = u64::from(self.size);
+        let mut index = write.load(Ordering::Acquire);
+        loop {
+            if index.wrapping_sub(self.read_index()) >= size {
+                return Err(QueueError::Full);
+            }
+            match write.compare_exchange_weak(index, index + 1, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Ok(index),
+                Err(current) => index = current,
+            }
+        }
+    }
+
+    fn publish_packet(&self, index: u64, packet: PacketWords) -> Result<(), QueueError> {
+        let write = self.write_dispatch_id().load(Ordering::Acquire);
+        if index >= write || write - index > u64::from(self.size) {
+            return Err(QueueError::Unsupported(format!(
+                "packet id {index} is not reserved (write index {write})"
+            )));
+        }
+        self.slot(index).publish(packet);
+        // SAFETY: the doorbell is the queue's own signal, live with it; its
+        // value is the id of the packet just published.
+        unsafe {
+            self.device
+                .api()
+                .hsa_signal_store_screlease(self.doorbell, index as i64)
+        };
+        match self.failed() {
+            Some(failed) => Err(failed),
+            None => Ok(()),
+        }
+    }
+
+    fn drain(&self, timeout: Duration) -> Result<(), Error> {
+        let api = self.device.api();
+        let start = Instant::now();
+        let mut signal = hsa_signal_t::NULL;
+        // SAFETY: the runtime is initialised; `signal` is a place for it.
+        let status =
+            unsafe { api.hsa_amd_signal_create(1, 0, std::ptr::null(), 0, &raw mut signal) };
+        self.device.check("hsa_amd_signal_create", status)?;
+        let outcome = self.drain_with(signal, start, timeout);
+        if matches!(outcome, Err(Error::TimedOut(_))) {
+            // The barrier packet may still complete the signal later, so it
+            // must outlive the queue: it is released with the memory that
+            // waits for the runtime's queues to be destroyed.
+            let runtime = self.device.runtime();
+            runtime.teardown.release(api, vec![Release::Signal(signal)]);
+        } else {
+            // SAFETY: the barrier completed, failed, or was never published:
+            // nothing will write the signal any more.
+            unsafe { api.hsa_signal_destroy(signal) };
+        }
+        outcome
+    }
+
+    fn drain_with(
+        &self,
+        signal: hsa_signal_t,
+        start: Instant,
+        timeout: Duration,
+    ) -> Result<(), Error> {
+        let failed = |error: QueueError| Error::Call {
+            call: "hsa_queue_create",
+            status: self.error().unwrap_or_else(|| {
+                StatusError::new(HSA_STATUS_ERROR).with_runtime_text(error.to_string())
+            }),
+        };
+        let index = loop {
+            match self.try_reserve() {
+                Ok(index) => break index,
+                Err(QueueError::Full) if start.elapsed() < timeout => std::thread::yield_now(),
+                Err(QueueError::Full) => return Err(Error::TimedOut(timeout)),
+                Err(error) => return Err(failed(error)),
+            }
+        };
+        let packet = packet::barrier_and(&[], true, signal.handle).expect("no dependencies");
+        self.publish_packet(index, packet).map_err(failed)?;
+        let api = self.device.api();
+        loop {
+            let left = timeout.saturating_sub(start.elapsed());
+            // SAFETY: a live signal ROCr created.
+            let value = unsafe {
+                api.hsa_signal_wait_scacquire(
+                    signal,
+                    HSA_SIGNAL_CONDITION_LT,
+                    1,
+                    system_ticks(self.device.runtime(), left),
+                    HSA_WAIT_STATE_BLOCKED,
+                )
+            };
+            if value < 0 {
+                return Err(failed(QueueError::Failed(
+                    "the drain barrier failed".into(),
+                )));
+            }
+            if value == 0 {
+                return Ok(());
+            }
+            if start.elapsed() >= timeout {
+                return Err(Error::TimedOut(timeout));
+            }
+        }
+    }
+}
+
+impl Drop for QueueInner {
+    /// The last handle is gone: drain within the bound (unless the queue
+    /// failed, when nothing more will complete), destroy the queue, and let
+    /// memory whose release waited for it go.
+    fn drop(&mut self) {
+        if !self.options.drain_timeout.is_zero() && self.error().is_none() {
+            // Bounded; a queue that does not drain in time is destroyed anyway.
+            let _ = self.drain(self.options.drain_timeout);
+        }
+        let api = self.device.api();
+        // SAFETY: the last handle is going, so nobody publishes any more; the
+        // queue is live until this call.
+        unsafe { api.hsa_queue_destroy(self.queue.as_ptr()) };
+        // SAFETY: ROCr calls no callback after hsa_queue_destroy returned, so
+        // the reference `new` gave it (`Arc::into_raw`) can be taken back.
+        drop(unsafe { Arc::from_raw(Arc::as_ptr(&self.errors)) });
+        self.device.runtime().teardown.queue_destroyed(api);
+    }
+}
+
+impl QueueView for AqlQueue {
+    fn read_index(&self) -> u64 {
+        AqlQueue::read_index(self)
+    }
+
+    fn ring_in_device_memory(&self) -> bool {
+        self.inner.options.ring_in_device_memory
+    }
+}
+
+impl HardwareQueue for AqlQueue {
+    fn reserve(&self) -> Result<u64, QueueError> {
+        self.try_reserve()
+    }
+
+    /// Empty work and waits become barrier-AND packets, kernels one-item
+    /// dispatches ([`packet::kernel_dispatch`]).
+    fn publish(
+        &self,
+        index: u64,
+        work: Work<'_>,
+        barrier: bool,
+        completion: u64,
+    ) -> Result<(), QueueError> {
+        let packet = packet::for_work(work, barrier, completion)?;
+        self.publish_packet(index, packet)
+    }
+}

@@ -1,0 +1,78 @@
+//! How host stores to VRAM become visible to the GPU.
+//!
+//! The host maps VRAM through the large BAR as write-combining memory: its
+//! stores collect in write-combining buffers and leave as posted PCIe writes
+//! in no promised order. A **store fence** (x86 `sfence`) drains them, so
+//! they reach the GPU before anything the host writes after the fence (a
+//! packet in a VRAM ring, through the same BAR, in order). A reader that the
+//! GPU's host data path (HDP) does not order behind those writes (the packet
+//! processor fetching a ring in system memory, a copy engine) also needs an
+//! **HDP flush**: write 1 to the `HDP_MEM_FLUSH_CNTL` register that
+//! `HSA_AMD_AGENT_INFO_HDP_FLUSH` returns, then read it back, which returns
+//! only once the flush is done (DESIGN.md section 2, and CLR's own flush).
+
+use hsa_sys::hsa_amd_hdp_flush_t;
+use std::ptr::NonNull;
+
+/// A store fence: every store the thread made before it reaches memory
+/// before any store it makes after it, write-combined ones included.
+///
+/// ```
+/// hsa_backend::store_fence(); // costs ~100 ns on a large-BAR system
+/// ```
+#[inline]
+pub fn store_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `sfence` has no operands and no preconditions; SSE is part of
+    // the x86_64 baseline.
+    unsafe {
+        core::arch::x86_64::_mm_sfence()
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    // Elsewhere the strongest portable fence orders the stores as well.
+    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+}
+
+/// A GPU's HDP flush register, mapped into the process by ROCr.
+///
+/// Obtained from [`Device::hdp_flush`](crate::Device::hdp_flush); valid for
+/// as long as that device's runtime.
+#[derive(Debug)]
+pub struct HdpFlush {
+    mem_flush_cntl: NonNull<u32>,
+}
+
+// SAFETY: the register is MMIO that any thread may write and read: each
+// access is one volatile 32-bit load or store, which the hardware (and the
+// stand-in's plain memory) serialises; the pointer itself never changes.
+unsafe impl Send for HdpFlush {}
+// SAFETY: as above; `flush` takes `&self` and touches only the register.
+unsafe impl Sync for HdpFlush {}
+
+impl HdpFlush {
+    /// Wraps the registers ROCr returned; `None` if it returned none.
+    ///
+    /// # Safety
+    /// `registers.HDP_MEM_FLUSH_CNTL`, if non-null, must point to the mapped
+    /// register (or memory standing in for it) for as long as the result
+    /// lives.
+    pub(crate) unsafe fn new(registers: hsa_amd_hdp_flush_t) -> Option<Self> {
+        NonNull::new(registers.HDP_MEM_FLUSH_CNTL).map(|mem_flush_cntl| Self { mem_flush_cntl })
+    }
+
+    /// Flushes the HDP: writes 1 to `HDP_MEM_FLUSH_CNTL` and reads it back.
+    /// Earlier store-fenced writes to VRAM are then visible to every reader
+    /// on the GPU. About one PCIe round trip (1.1 us on MI300X).
+    pub fn flush(&self) {
+        let register = self.mem_flush_cntl.as_ptr();
+        // SAFETY: `new`'s contract: the register is mapped while `self`
+        // lives. MMIO must be accessed with volatile operations of the
+        // register's width, exactly once each, which these are.
+        unsafe {
+            register.write_volatile(1);
+            // The read-back: a non-posted read that returns after the write
+            // (posted, in order) has been performed, hence after the flush.
+            let _ = register.read_volatile();
+        }
+    }
+}

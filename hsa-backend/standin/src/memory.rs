@@ -1,0 +1,294 @@
+//! Memory: pool allocations (`hsa_amd_memory_pool_allocate`), the access
+//! grants on them (`hsa_amd_agents_allow_access`), and the signals ROCr
+//! creates itself (`hsa_signal_create`, `hsa_amd_signal_create`).
+//!
+//! Every block handed out is one of the simulator's signal batches: real,
+//! 64-byte aligned `amd_signal_t` blocks that its packet processor decrements
+//! and whose handles [`sim::Sim::resolve`] knows. So a backend that carves
+//! its own signals out of pool memory, as ROCr's users do, gets signals the
+//! simulated GPU can complete. Freed memory stays mapped (the simulator owns
+//! it until shutdown), so a use after free is reported, not a crash.
+
+use crate::abi::{AllocationInfo, PoolKind};
+use crate::machine::{AgentKind, POOL_ALLOC_MAX, POOL_GRANULE, Pool};
+use crate::state::Instance;
+use hsa_sys::*;
+use parking_lot::{Mutex, RwLock};
+use sim::{AgentId, Placement};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+
+/// One pool allocation.
+#[derive(Clone, Debug)]
+pub(crate) struct Allocation {
+    pub(crate) base: u64,
+    pub(crate) bytes: u64,
+    pub(crate) kind: PoolKind,
+    /// The GPU whose VRAM it is (0 for system memory).
+    pub(crate) gpu: u32,
+    /// The agents of the last `hsa_amd_agents_allow_access`.
+    granted: Vec<AgentKind>,
+    pub(crate) freed: bool,
+}
+
+impl Allocation {
+    /// Whether `agent` may touch the block now.
+    pub(crate) fn reachable_by(&self, agent: AgentKind) -> bool {
+        let owner = match self.kind {
+            PoolKind::System => AgentKind::Cpu,
+            PoolKind::Device => AgentKind::Gpu(self.gpu),
+        };
+        agent == owner || self.granted.contains(&agent)
+    }
+
+    pub(crate) fn contains(&self, handle: u64) -> bool {
+        (self.base..self.base + self.bytes).contains(&handle)
+    }
+}
+
+/// The memory of one runtime instance.
+#[derive(Default)]
+pub(crate) struct Memory {
+    allocations: Mutex<BTreeMap<u64, Allocation>>,
+    /// Live signals ROCr created, by handle.
+    signals: RwLock<HashMap<u64, sim::Signal>>,
+    /// Handles of signals ROCr created and later destroyed.
+    destroyed: Mutex<Vec<u64>>,
+    /// Failure injection, per [`PoolKind`]: allocations fail with
+    /// `HSA_STATUS_ERROR_OUT_OF_RESOURCES`.
+    exhausted: [AtomicBool; 2],
+    /// Failure injection: this many signal creations fail.
+    signal_failures: AtomicU64,
+}
+
+impl Memory {
+    pub(crate) fn set_exhausted(&self, kind: PoolKind, exhausted: bool) {
+        self.exhausted[kind as usize].store(exhausted, Ordering::Release);
+    }
+
+    pub(crate) fn fail_signal_creations(&self, count: u64) {
+        self.signal_failures.store(count, Ordering::Release);
+    }
+
+    /// `hsa_amd_memory_pool_allocate`: `size` rounded up to the granule.
+    pub(crate) fn allocate(
+        &self,
+        instance: &Instance,
+        pool: Pool,
+        size: usize,
+    ) -> Result<u64, hsa_status_t> {
+        if size == 0 {
+            return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
+        }
+        if size > POOL_ALLOC_MAX {
+            return Err(HSA_STATUS_ERROR_INVALID_ALLOCATION);
+        }
+        if self.exhausted[pool.kind as usize].load(Ordering::Acquire) {
+            return Err(HSA_STATUS_ERROR_OUT_OF_RESOURCES);
+        }
+        let bytes = size.div_ceil(POOL_GRANULE) * POOL_GRANULE;
+        let (placement, gpu) = match (pool.kind, pool.owner) {
+            (PoolKind::Device, AgentKind::Gpu(gpu)) => (Placement::Device, gpu),
+            _ => (Placement::Host, 0),
+        };
+        let blocks = bytes / size_of::<amd_signal_t>();
+        let signals = instance
+            .sim
+            .allocate(blocks, placement, AgentId(gpu))
+            .map_err(|_| HSA_STATUS_ERROR_OUT_OF_RESOURCES)?;
+        // The simulator falls back to host memory on its own when told to;
+        // a VRAM pool never hands out system memory, it fails.
+        if instance.sim.placement(signals[0]) != placement {
+            return Err(HSA_STATUS_ERROR_OUT_OF_RESOURCES);
+        }
+        let base = signals[0].handle().handle;
+        self.allocations.lock().insert(
+            base,
+            Allocation {
+                base,
+                bytes: bytes as u64,
+                kind: pool.kind,
+                gpu,
+                granted: Vec::new(),
+                freed: false,
+            },
+        );
+        Ok(base)
+    }
+
+    /// `hsa_amd_memory_pool_free`.
+    pub(crate) fn free(&self, instance: &Instance, ptr: u64) -> hsa_status_t {
+        let released = {
+            let mut allocations = self.allocations.lock();
+            match allocations.get_mut(&ptr) {
+                Some(allocation) if !allocation.freed => {
+                    allocation.freed = true;
+                    allocation.clone()
+                }
+                Some(_) => {
+                    drop(allocations);
+                    instance.violation(format!("hsa_amd_memory_pool_free({ptr:#x}): freed twice"));
+                    return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+                }
+                None => {
+                    drop(allocations);
+                    instance.violation(format!(
+                        "hsa_amd_memory_pool_free({ptr:#x}): not a block hsa_amd_memory_pool_allocate returned"
+                    ));
+                    return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+                }
+            }
+        };
+        instance.checker.lock().on_release(
+            instance,
+            "hsa_amd_memory_pool_free",
+            released.base..released.base + released.bytes,
+        );
+        HSA_STATUS_SUCCESS
+    }
+
+    /// `hsa_amd_agents_allow_access`: afterwards exactly `agents` (and the
+    /// owner) reach the block.
+    pub(crate) fn allow_access(
+        &self,
+        instance: &Instance,
+        agents: &[AgentKind],
+        ptr: u64,
+    ) -> hsa_status_t {
+        let mut allocations = self.allocations.lock();
+        let Some(allocation) = allocations.get_mut(&ptr).filter(|a| !a.freed) else {
+            return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+        };
+        let pool = match allocation.kind {
+            PoolKind::System => instance.machine.pools_of(AgentKind::Cpu).next(),
+            PoolKind::Device => instance
+                .machine
+                .pools_of(AgentKind::Gpu(allocation.gpu))
+                .next(),
+        };
+        let Some(pool) = pool else {
+            return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+        };
+        if agents
+            .iter()
+            .any(|a| instance.machine.access(*a, pool) == HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED)
+        {
+            return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+        }
+        allocation.granted = agents.to_vec();
+        HSA_STATUS_SUCCESS
+    }
+
+    /// The allocation that contains `handle`, freed or not.
+    pub(crate) fn allocation_containing(&self, handle: u64) -> Option<Allocation> {
+        let allocations = self.allocations.lock();
+        let (_, allocation) = allocations.range(..=handle).next_back()?;
+        allocation.contains(handle).then(|| allocation.clone())
+    }
+
+    pub(crate) fn info(&self, ptr: u64) -> Option<AllocationInfo> {
+        let allocations = self.allocations.lock();
+        let a = allocations.get(&ptr)?;
+        Some(AllocationInfo {
+            bytes: a.bytes,
+            pool_kind: a.kind as u32,
+            gpu: a.gpu,
+            cpu_access: a.reachable_by(AgentKind::Cpu),
+            gpu_access: match a.kind {
+                PoolKind::System => a.granted.iter().any(|g| matches!(g, AgentKind::Gpu(_))),
+                PoolKind::Device => true,
+            },
+            freed: a.freed,
+        })
+    }
+
+    pub(crate) fn live_allocations(&self) -> u64 {
+        self.allocations
+            .lock()
+            .values()
+            .filter(|a| !a.freed)
+            .count() as u64
+    }
+
+    /// `hsa_signal_create` / `hsa_amd_signal_create`: a signal in system
+    /// memory holding `initial`.
+    pub(crate) fn create_signal(
+        &self,
+        instance: &Instance,
+        initial: hsa_signal_value_t,
+    ) -> Result<hsa_signal_t, hsa_status_t> {
+        let injected = self
+            .signal_failures
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok();
+        if injected {
+            return Err(HSA_STATUS_ERROR_OUT_OF_RESOURCES);
+        }
+        let signal = instance
+            .sim
+            .allocate(1, Placement::Host, AgentId(0))
+            .map_err(|_| HSA_STATUS_ERROR_OUT_OF_RESOURCES)?[0];
+        // ROCr initialises the block before handing it out: not a host store
+        // the application made, so it bypasses the simulator's counters.
+        // SAFETY: the block was just allocated by the simulator, which keeps
+        // it for as long as this instance.
+        unsafe { store_value(signal.handle().handle, initial) };
+        let handle = signal.handle();
+        self.signals.write().insert(handle.handle, signal);
+        Ok(handle)
+    }
+
+    /// `hsa_signal_destroy`.
+    pub(crate) fn destroy_signal(&self, instance: &Instance, signal: hsa_signal_t) -> hsa_status_t {
+        if self.signals.write().remove(&signal.handle).is_none() {
+            instance.violation(format!(
+                "hsa_signal_destroy({:#x}): not a live signal ROCr created \
+                 (ROCr would free memory it does not own)",
+                signal.handle
+            ));
+            return HSA_STATUS_ERROR_INVALID_SIGNAL;
+        }
+        self.destroyed.lock().push(signal.handle);
+        instance.checker.lock().on_release(
+            instance,
+            "hsa_signal_destroy",
+            signal.handle..signal.handle + 64,
+        );
+        HSA_STATUS_SUCCESS
+    }
+
+    /// The live signal ROCr created at `handle`.
+    pub(crate) fn runtime_signal(&self, handle: u64) -> Option<sim::Signal> {
+        self.signals.read().get(&handle).copied()
+    }
+
+    pub(crate) fn was_destroyed(&self, handle: u64) -> bool {
+        self.destroyed.lock().contains(&handle)
+    }
+
+    pub(crate) fn live_signals(&self) -> u64 {
+        self.signals.read().len() as u64
+    }
+}
+
+/// The `value` word of the block at `handle`, as the GPU reads it (an
+/// uncounted acquire load).
+///
+/// # Safety
+/// `handle` must be the address of a block the simulator owns (in a pool
+/// allocation or a signal ROCr created, live or not): the simulator keeps
+/// those mapped until the instance shuts down.
+pub(crate) unsafe fn peek_value(handle: u64) -> i64 {
+    // SAFETY: the caller guarantees a live, 64-byte aligned block; offset 8
+    // is its 8-byte aligned `value` field, which everyone accesses atomically.
+    unsafe { AtomicI64::from_ptr((handle + 8) as *mut i64) }.load(Ordering::Acquire)
+}
+
+/// Stores to the `value` word of the block at `handle` without counting.
+///
+/// # Safety
+/// As for [`peek_value`].
+unsafe fn store_value(handle: u64, value: i64) {
+    // SAFETY: as in `peek_value`.
+    unsafe { AtomicI64::from_ptr((handle + 8) as *mut i64) }.store(value, Ordering::Release);
+}
