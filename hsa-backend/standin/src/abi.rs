@@ -42,6 +42,8 @@ pub struct Config {
     pub out_of_order: bool,
     /// The status `hsa_init` returns (`HSA_STATUS_SUCCESS` to initialise).
     pub init_status: u32,
+    /// How long `hsa_init` takes, in milliseconds (a wedged driver).
+    pub init_delay_ms: u64,
     /// Seeds the threaded processor's choices.
     pub seed: u64,
     /// How many finished packets per queue keep their ground truth.
@@ -63,6 +65,7 @@ impl Default for Config {
             ring_in_device_memory: true,
             out_of_order: false,
             init_status: 0,
+            init_delay_ms: 0,
             seed: 0,
             truth_history: 1 << 14,
         }

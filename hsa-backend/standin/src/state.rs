@@ -180,6 +180,8 @@ pub(crate) fn configure(config: Config) -> bool {
 
 /// `hsa_init`: the first call builds the instance; later ones count.
 pub(crate) fn init() -> hsa_status_t {
+    let delay = GLOBAL.read().config.unwrap_or_default().init_delay_ms;
+    std::thread::sleep(std::time::Duration::from_millis(delay));
     let mut global = GLOBAL.write();
     let config = global.config.unwrap_or_default();
     if config.init_status != HSA_STATUS_SUCCESS {
