@@ -1,0 +1,268 @@
+//! Errors: one enum whose variants a caller can act on.
+//!
+//! Every driver call goes through [`check`], so a failure always names the
+//! call and the driver's own `CUresult` name (`CUDA_ERROR_OUT_OF_MEMORY`, ...).
+//! Nothing in this crate panics or hangs on a missing library, a missing
+//! device or a driver error: it returns one of these.
+
+use crate::driver::CudaVersion;
+use cudarc::driver::sys::CUresult;
+
+/// What went wrong, and what to do about it (the `Display` text says).
+///
+/// ```
+/// use cuda_backend::Error;
+/// use cudarc::driver::sys::CUresult;
+///
+/// let error = Error::Driver { call: "cuMemHostAlloc", code: CUresult::CUDA_ERROR_OUT_OF_MEMORY };
+/// assert_eq!(error.code_name(), Some("CUDA_ERROR_OUT_OF_MEMORY".to_string()));
+/// assert!(error.to_string().starts_with("cuMemHostAlloc failed: CUDA_ERROR_OUT_OF_MEMORY (2)"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// `libcuda.so` could not be loaded: no NVIDIA driver on this machine.
+    #[error(
+        "the CUDA driver library (libcuda.so.1) was not found: install the NVIDIA driver, \
+         or add the folder that holds libcuda.so.1 to LD_LIBRARY_PATH"
+    )]
+    LibraryMissing,
+
+    /// The driver predates what this backend needs.
+    #[error(
+        "the CUDA driver supports CUDA {found}, but this backend needs {needed} or newer \
+         (for 64-bit stream memory operations): update the NVIDIA driver"
+    )]
+    DriverTooOld {
+        /// The CUDA version the installed driver supports.
+        found: CudaVersion,
+        /// The oldest version that works.
+        needed: CudaVersion,
+    },
+
+    /// The requested device does not exist.
+    #[error(
+        "there is no CUDA device {requested}: the driver sees {found} device(s); \
+         pick an ordinal below {found}, or check CUDA_VISIBLE_DEVICES"
+    )]
+    NoDevice {
+        /// The ordinal asked for.
+        requested: u32,
+        /// How many devices the driver sees.
+        found: u32,
+    },
+
+    /// The device lacks a capability completion signals need.
+    #[error("CUDA device {ordinal} ({name}) lacks {missing}, which {why}: use another device")]
+    MissingCapability {
+        /// The device's ordinal.
+        ordinal: u32,
+        /// The device's name.
+        name: String,
+        /// The missing capability (the driver attribute's name).
+        missing: &'static str,
+        /// Why the backend needs it.
+        why: &'static str,
+    },
+
+    /// A driver call failed.
+    #[error("{call} failed: {code:?} ({number}){hint}", number = *.code as u32, hint = driver_hint(*.code))]
+    Driver {
+        /// The driver function that failed.
+        call: &'static str,
+        /// Its result code.
+        code: CUresult,
+    },
+
+    /// The driver could not compile the signal kernels' PTX.
+    #[error("the driver rejected the signal kernels' PTX ({code:?}): {log}")]
+    KernelLoad {
+        /// The result of `cuModuleLoadDataEx`.
+        code: CUresult,
+        /// The JIT compiler's error log.
+        log: String,
+    },
+
+    /// More signals than one pinned allocation can hold were asked for.
+    #[error("{requested} signals do not fit in one pinned allocation: allocate fewer at a time")]
+    TooManySignals {
+        /// The number asked for.
+        requested: usize,
+    },
+
+    /// The tracker refused to start (bad configuration or no signals).
+    #[error(transparent)]
+    Tracker(#[from] tracker::Error),
+}
+
+/// This crate's result type.
+pub type Result<T, E = Error> = core::result::Result<T, E>;
+
+impl Error {
+    /// The driver's name for the result code, if this is a driver error.
+    pub fn code_name(&self) -> Option<String> {
+        match self {
+            Error::Driver { code, .. } | Error::KernelLoad { code, .. } => {
+                Some(format!("{code:?}"))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether the error means the context is lost (a sticky error: a kernel
+    /// faulted, the device fell off the bus). Every later call on the context
+    /// fails the same way; no enqueued work will complete, so pending uses
+    /// may be failed and their signals reused.
+    pub fn is_context_lost(&self) -> bool {
+        matches!(self, Error::Driver { code, .. } if is_sticky(*code))
+    }
+}
+
+/// Turns a driver result into a `Result` that names the call.
+///
+/// ```
+/// use cudarc::driver::sys::CUresult;
+/// assert!(cuda_backend::check("cuInit", CUresult::CUDA_SUCCESS).is_ok());
+/// let err = cuda_backend::check("cuInit", CUresult::CUDA_ERROR_NO_DEVICE).unwrap_err();
+/// assert_eq!(err.code_name().as_deref(), Some("CUDA_ERROR_NO_DEVICE"));
+/// ```
+pub fn check(call: &'static str, code: CUresult) -> Result<()> {
+    match code {
+        CUresult::CUDA_SUCCESS => Ok(()),
+        code => Err(Error::Driver { call, code }),
+    }
+}
+
+/// Errors after which the context cannot be used again (CUDA's documentation
+/// calls them sticky: "the process must be terminated and relaunched").
+fn is_sticky(code: CUresult) -> bool {
+    use CUresult::*;
+    matches!(
+        code,
+        CUDA_ERROR_ILLEGAL_ADDRESS
+            | CUDA_ERROR_LAUNCH_FAILED
+            | CUDA_ERROR_HARDWARE_STACK_ERROR
+            | CUDA_ERROR_ILLEGAL_INSTRUCTION
+            | CUDA_ERROR_MISALIGNED_ADDRESS
+            | CUDA_ERROR_INVALID_ADDRESS_SPACE
+            | CUDA_ERROR_INVALID_PC
+            | CUDA_ERROR_ECC_UNCORRECTABLE
+            | CUDA_ERROR_ASSERT
+            | CUDA_ERROR_CONTEXT_IS_DESTROYED
+    )
+}
+
+/// What to do about the codes a caller of this crate can meet.
+fn driver_hint(code: CUresult) -> &'static str {
+    use CUresult::*;
+    match code {
+        CUDA_ERROR_OUT_OF_MEMORY => ": out of pinned host memory; allocate smaller batches",
+        CUDA_ERROR_NO_DEVICE => ": no CUDA device is visible (check CUDA_VISIBLE_DEVICES)",
+        CUDA_ERROR_INVALID_VALUE => ": an argument was out of range (launch shape, address)",
+        CUDA_ERROR_NOT_SUPPORTED => ": the device or driver does not support this operation",
+        CUDA_ERROR_NOT_INITIALIZED | CUDA_ERROR_DEINITIALIZED => {
+            ": the driver is not initialised (or shutting down)"
+        }
+        code if is_sticky(code) => {
+            ": the context is lost; create a new one (in a new process, for sticky errors)"
+        }
+        _ => "",
+    }
+}
+
+impl From<Error> for tracker::QueueError {
+    fn from(error: Error) -> Self {
+        tracker::QueueError::Failed(error.to_string())
+    }
+}
+
+impl From<Error> for tracker::AllocError {
+    fn from(error: Error) -> Self {
+        tracker::AllocError::OutOfMemory(error.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn driver_errors_name_the_call_and_the_code() {
+        let error = check("cuLaunchKernel", CUresult::CUDA_ERROR_INVALID_VALUE).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE (1): an argument was out of \
+             range (launch shape, address)"
+        );
+        assert_eq!(
+            error.code_name().as_deref(),
+            Some("CUDA_ERROR_INVALID_VALUE")
+        );
+        assert!(!error.is_context_lost());
+    }
+
+    #[test]
+    fn sticky_codes_say_the_context_is_lost() {
+        let error = check("cuStreamQuery", CUresult::CUDA_ERROR_ILLEGAL_ADDRESS).unwrap_err();
+        assert!(error.is_context_lost());
+        assert!(
+            error
+                .to_string()
+                .contains("CUDA_ERROR_ILLEGAL_ADDRESS (700)")
+        );
+        assert!(error.to_string().contains("the context is lost"));
+    }
+
+    #[test]
+    fn codes_without_a_hint_still_print_their_name() {
+        let error = check("cuEventQuery", CUresult::CUDA_ERROR_NOT_READY).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "cuEventQuery failed: CUDA_ERROR_NOT_READY (600)"
+        );
+    }
+
+    #[test]
+    fn every_variant_says_what_to_do() {
+        let cases = [
+            Error::LibraryMissing,
+            Error::DriverTooOld {
+                found: CudaVersion::new(11, 4),
+                needed: CudaVersion::new(12, 0),
+            },
+            Error::NoDevice {
+                requested: 3,
+                found: 1,
+            },
+            Error::MissingCapability {
+                ordinal: 0,
+                name: "Old GPU".into(),
+                missing: "CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY",
+                why: "signals live in mapped host memory",
+            },
+            Error::TooManySignals {
+                requested: usize::MAX,
+            },
+        ];
+        let texts: Vec<String> = cases.iter().map(ToString::to_string).collect();
+        assert!(texts[0].contains("LD_LIBRARY_PATH"));
+        assert!(texts[1].contains("CUDA 11.4") && texts[1].contains("12.0"));
+        assert!(texts[2].contains("ordinal below 1"));
+        assert!(texts[3].contains("Old GPU") && texts[3].contains("use another device"));
+        assert!(texts[4].contains("allocate fewer"));
+    }
+
+    #[test]
+    fn errors_become_the_trackers_backend_errors() {
+        let error = Error::Driver {
+            call: "cuStreamBatchMemOp_v2",
+            code: CUresult::CUDA_ERROR_INVALID_VALUE,
+        };
+        let queue: tracker::QueueError = error.clone().into();
+        assert!(
+            matches!(queue, tracker::QueueError::Failed(text) if text.contains("cuStreamBatchMemOp_v2"))
+        );
+        let alloc: tracker::AllocError = error.into();
+        assert!(alloc.to_string().contains("CUDA_ERROR_INVALID_VALUE"));
+    }
+}

@@ -1,0 +1,86 @@
+//! The tracker on NVIDIA GPUs, through CUDA's driver API.
+//!
+//! A completion signal here is a 64-bit word in pinned, device-mapped host
+//! memory ([`CudaMemory`]). A use's work runs on a CUDA stream
+//! ([`CudaQueue`]); after it, the stream writes 0 into the signal with a
+//! stream memory operation (`cuStreamWriteValue64`, batched with
+//! `cuStreamBatchMemOp`); another stream waits for it on the GPU with
+//! `cuStreamWaitValue64`. A stream runs in order, so every use is a fence and
+//! one host load of the newest completed signal retires every use before it
+//! (DESIGN.md sections 3 and 5). The tracker's read index is a progress word
+//! the stream writes after each completion; it only nominates, and the
+//! tracker confirms with one load.
+//!
+//! Empty work is a real kernel launch: three tiny kernels are written in PTX
+//! and JIT-compiled by the driver ([`kernel`]), so the build needs no CUDA
+//! toolkit, and each writes the GPU's `%globaltimer` into its signal's
+//! timestamps.
+//!
+//! `libcuda` is loaded at run time through cudarc (`dynamic-loading`): the
+//! crate builds and its CPU-side tests run on machines without a GPU, and
+//! every constructor returns a typed [`Error`] there
+//! ([`Error::LibraryMissing`], [`Error::NoDevice`],
+//! [`Error::MissingCapability`], ...) instead of panicking, as cudarc would.
+//!
+//! Layout, one idea per module: [`error`](Error) (the error enum), `driver`
+//! (library guard, versions), `device` (capabilities), `context` (primary
+//! context, arena, registered launches), `pinned` (pinned allocations and
+//! their lifetime), `batch` (carving signals out of batches), `memory` (the
+//! [`SignalMemory`](tracker::SignalMemory) implementation), [`kernel`] (the
+//! PTX), `ops` (the memory operations a publication enqueues), `order`
+//! (index-ordered publication), `stream` (an owned stream), `queue` (the
+//! [`HardwareQueue`](tracker::HardwareQueue)), and [`native`] (CUDA's own
+//! events, for comparison).
+//!
+//! ```no_run
+//! use cuda_backend::CudaContext;
+//! use tracker::{Config, HardwareQueue, Purpose, Request, Status, Tracker, Work};
+//!
+//! let context = CudaContext::new(0)?;
+//! println!("{}", context.report());
+//! let (mut tracker, queue) = context.retiring_tracker(Config::default())?;
+//!
+//! // 64 empty kernels, each completing its own signal, then an event.
+//! for _ in 0..64 {
+//!     let index = queue.reserve().unwrap();
+//!     let acquired = tracker.acquire(Request::packet(index).barrier(true)).unwrap();
+//!     queue.publish(index, Work::Empty, true, acquired.signal).unwrap();
+//! }
+//! let index = queue.reserve().unwrap();
+//! let event = tracker
+//!     .acquire(Request::packet(index).barrier(true).purpose(Purpose::Event).timed(true))
+//!     .unwrap();
+//! queue.publish(index, Work::Empty, true, event.signal).unwrap();
+//!
+//! queue.synchronize()?;
+//! tracker.poll(); // one host load of the newest signal retires all 65
+//! assert_eq!(tracker.query(&event.ticket).unwrap(), Status::Complete);
+//! assert_eq!(tracker.stats().host().loads, 1);
+//! let stamps = tracker.timestamps(&event.ticket).unwrap().unwrap();
+//! println!("the event's kernel ran for {} ns", stamps.ticks());
+//! # Ok::<(), cuda_backend::Error>(())
+//! ```
+
+#![warn(missing_docs)]
+
+mod batch;
+mod context;
+mod device;
+mod driver;
+mod error;
+pub mod kernel;
+mod memory;
+pub mod native;
+mod ops;
+mod order;
+mod pinned;
+mod queue;
+mod stream;
+
+pub use context::CudaContext;
+pub use device::{DeviceInfo, device_count};
+pub use driver::{CudaVersion, driver_version, kernel_module_version, library_present};
+pub use error::{Error, Result, check};
+pub use kernel::{FlagState, HostFlag, KernelHandle};
+pub use memory::{CudaMemory, CudaSignal, SignalBlock};
+pub use queue::{CudaQueue, QueueFailure};

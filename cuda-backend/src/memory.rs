@@ -1,0 +1,244 @@
+//! Signal memory: completion signals as 64-bit words in pinned host memory.
+//!
+//! Each signal is a 32-byte [`SignalBlock`]: the value the GPU writes 0 into
+//! when the use completes (`cuStreamWriteValue64`), and two timestamps the
+//! signal kernels write from the GPU's `%globaltimer` (nanoseconds). Blocks
+//! are carved from batch allocations ([`batch`](crate::batch)).
+//!
+//! **Placement.** The words are host memory, so a host load is an ordinary
+//! cached load: every signal is [`Placement::Host`]. A request for
+//! [`Placement::Device`] is served from host memory and reported as such for
+//! each signal, as [`SignalMemory::allocate`] allows; configure the tracker
+//! with `Placement::Host` (the default) to avoid the useless swap attempts.
+//!
+//! **Re-arming.** The tracker re-arms a retired signal with one host store of
+//! 1, in batches, with no driver call. No re-arm needs a stream-ordered store
+//! (`cuStreamBatchMemOp`): the tracker re-arms only signals whose use retired
+//! (the GPU's write of 0 has landed) and that nobody holds (no waiter's
+//! `cuStreamWaitValue64` can still read them), and the next write of 0 comes
+//! from a stream operation enqueued after the store, through the driver's
+//! doorbell, which is ordered after the host's earlier stores. So the host's
+//! 1 always lands before the GPU's next 0, and no GPU reader sees the re-arm
+//! early.
+
+use crate::batch::{Carver, Chunk};
+use crate::context::CudaContext;
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicI64, AtomicU64, Ordering, fence};
+use parking_lot::Mutex;
+use tracker::{AllocError, Placement, SignalMemory, Timestamps};
+
+/// The memory behind one signal: 32 bytes, 32-byte aligned.
+///
+/// The kernels write `start_ns` and `end_ns` at byte offsets 8 and 16 of the
+/// block whose address they are given (the signal's packet handle), so the
+/// layout is part of the PTX's contract; it is asserted at compile time.
+#[repr(C, align(32))]
+#[derive(Debug, Default)]
+pub struct SignalBlock {
+    /// The signal's value: 1 armed, 0 complete.
+    pub(crate) value: AtomicI64,
+    /// `%globaltimer` when the use's kernel started (ns).
+    pub(crate) start_ns: AtomicU64,
+    /// `%globaltimer` when the use's kernel finished (ns).
+    pub(crate) end_ns: AtomicU64,
+    _reserved: AtomicU64,
+}
+
+impl SignalBlock {
+    /// Bytes per block.
+    pub const SIZE: usize = core::mem::size_of::<SignalBlock>();
+    /// Where the kernels write the start stamp.
+    pub const START_OFFSET: usize = core::mem::offset_of!(SignalBlock, start_ns);
+    /// Where the kernels write the end stamp.
+    pub const END_OFFSET: usize = core::mem::offset_of!(SignalBlock, end_ns);
+}
+
+const _: () = {
+    assert!(SignalBlock::SIZE == 32);
+    assert!(core::mem::align_of::<SignalBlock>() == 32);
+    assert!(core::mem::offset_of!(SignalBlock, value) == 0);
+    assert!(SignalBlock::START_OFFSET == 8);
+    assert!(SignalBlock::END_OFFSET == 16);
+};
+
+/// A signal: the host and device addresses of its block.
+///
+/// Cheap to copy; meaningful only to the [`CudaMemory`] that allocated it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CudaSignal {
+    block: NonNull<SignalBlock>,
+    device: u64,
+}
+
+// SAFETY: a signal is two addresses; it grants access only through
+// `SignalMemory`'s unsafe methods, whose contract keeps the memory alive.
+unsafe impl Send for CudaSignal {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for CudaSignal {}
+
+impl CudaSignal {
+    pub(crate) fn new(block: NonNull<SignalBlock>, device: u64) -> Self {
+        Self { block, device }
+    }
+
+    /// The value word's address as the GPU sees it: what a stream memory
+    /// operation writes or waits on, and the signal's packet handle.
+    pub fn device_address(&self) -> u64 {
+        self.device
+    }
+
+    /// The block's address as the host sees it.
+    pub fn host_address(&self) -> *const SignalBlock {
+        self.block.as_ptr()
+    }
+
+    /// The block.
+    ///
+    /// # Safety
+    /// The memory that allocated the signal is alive.
+    unsafe fn block(&self) -> &SignalBlock {
+        // SAFETY: the caller keeps the allocation alive; every field is an
+        // atomic, so a shared reference is sound while the GPU writes it.
+        unsafe { self.block.as_ref() }
+    }
+}
+
+/// Completion signals in pinned, device-mapped host memory, allocated in
+/// batches: the tracker's [`SignalMemory`] on CUDA.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use cuda_backend::{CudaContext, CudaMemory};
+/// use tracker::{Placement, SignalMemory};
+///
+/// let context = CudaContext::new(0)?;
+/// let memory = Arc::new(CudaMemory::new(&context));
+/// let mut signals = Vec::new();
+/// memory.allocate(4, Placement::Device, &mut signals).unwrap();
+/// // Device memory was asked for; pinned host memory is what this backend has.
+/// assert!(signals.iter().all(|&(_, placement)| placement == Placement::Host));
+/// # Ok::<(), cuda_backend::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct CudaMemory {
+    context: CudaContext,
+    carver: Mutex<Carver>,
+    device_requests: AtomicU64,
+}
+
+impl CudaMemory {
+    /// Blocks per pinned allocation by default: one 4 KiB page.
+    pub const DEFAULT_BATCH: usize = 4096 / SignalBlock::SIZE;
+
+    /// Signal memory of `context`, allocating [`DEFAULT_BATCH`](Self::DEFAULT_BATCH)
+    /// blocks at a time.
+    pub fn new(context: &CudaContext) -> Self {
+        Self::with_batch(context, Self::DEFAULT_BATCH)
+    }
+
+    /// Signal memory that allocates at least `blocks` blocks at a time.
+    pub fn with_batch(context: &CudaContext, blocks: usize) -> Self {
+        Self {
+            context: context.clone(),
+            carver: Mutex::new(Carver::new(blocks)),
+            device_requests: AtomicU64::new(0),
+        }
+    }
+
+    /// The context whose memory this is.
+    pub fn context(&self) -> &CudaContext {
+        &self.context
+    }
+
+    /// Signals asked for in device memory and served from host memory.
+    pub fn device_requests_served_from_host(&self) -> u64 {
+        self.device_requests.load(Ordering::Relaxed)
+    }
+
+    /// Pinned allocations made so far.
+    pub fn batches_allocated(&self) -> usize {
+        self.carver.lock().chunks()
+    }
+
+    fn allocate_signals(
+        &self,
+        count: usize,
+        out: &mut Vec<(CudaSignal, Placement)>,
+    ) -> crate::Result<()> {
+        let mut carver = self.carver.lock();
+        carver.carve(
+            count,
+            |blocks| {
+                let pinned = self.context.allocate_pinned(Carver::bytes_for(blocks)?)?;
+                Ok(Chunk {
+                    host: pinned.host.cast(),
+                    device: pinned.device,
+                    blocks,
+                })
+            },
+            |signal| out.push((signal, Placement::Host)),
+        )
+    }
+}
+
+impl SignalMemory for CudaMemory {
+    type Signal = CudaSignal;
+
+    /// Carves `count` signals from the current batch, allocating a new
+    /// pinned batch when it runs out. Every signal is `Placement::Host`.
+    fn allocate(
+        &self,
+        count: usize,
+        placement: Placement,
+        out: &mut Vec<(CudaSignal, Placement)>,
+    ) -> Result<(), AllocError> {
+        self.allocate_signals(count, out)?;
+        if placement == Placement::Device {
+            self.device_requests
+                .fetch_add(count as u64, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    unsafe fn load(&self, signal: CudaSignal) -> i64 {
+        // SAFETY: the caller passes a signal of this memory, which keeps its
+        // allocation alive (the context's arena outlives `self`).
+        unsafe { signal.block() }.value.load(Ordering::Acquire)
+    }
+
+    unsafe fn store(&self, signal: CudaSignal, value: i64) {
+        // SAFETY: as in `load`.
+        unsafe { signal.block() }
+            .value
+            .store(value, Ordering::Release)
+    }
+
+    /// Host memory is coherent with the GPU's reads over PCIe, and the
+    /// driver orders its doorbell after the host's earlier stores, so
+    /// nothing is needed; a full fence is issued anyway, so a caller that
+    /// relies on the call still gets an ordering point. (The tracker calls
+    /// it only for device-memory signals, which this backend never has.)
+    fn store_fence(&self) {
+        fence(Ordering::SeqCst);
+    }
+
+    /// No HDP on NVIDIA GPUs: nothing to flush.
+    fn hdp_flush(&self) {}
+
+    /// The `%globaltimer` stamps (ns) the use's kernel wrote. The GPU
+    /// wrote them before the completion value (its write carries a memory
+    /// barrier), so once the tracker saw 0 they are the use's own.
+    unsafe fn timestamps(&self, signal: CudaSignal) -> Timestamps {
+        // SAFETY: as in `load`.
+        let block = unsafe { signal.block() };
+        Timestamps {
+            start: block.start_ns.load(Ordering::Acquire),
+            end: block.end_ns.load(Ordering::Acquire),
+        }
+    }
+
+    fn packet_handle(&self, signal: CudaSignal) -> u64 {
+        signal.device
+    }
+}

@@ -1,0 +1,235 @@
+//! CUDA's own completion tracking, for measuring against: events, stream
+//! and context synchronisation, through the same driver and context.
+//!
+//! A benchmark records a native [`Event`] where the tracker would acquire a
+//! signal, and times `cuEventSynchronize` / `cuEventQuery` /
+//! `cuEventElapsedTime` / `cuStreamSynchronize` / `cuCtxSynchronize` in the
+//! same process, next to the tracker's own answers. [`SystemReport`] says on
+//! what machine the figures were taken.
+//!
+//! ```no_run
+//! use cuda_backend::{CudaContext, native::{Event, EventFlags, SystemReport}};
+//!
+//! let context = CudaContext::new(0)?;
+//! let queue = context.create_queue()?;
+//! let (start, end) = (Event::new(&context, EventFlags::default())?, Event::new(&context, EventFlags::default())?);
+//! start.record(&queue)?;
+//! queue.launch_empty()?;
+//! end.record(&queue)?;
+//! end.synchronize()?;
+//! assert!(end.is_complete()?);
+//! println!("empty kernel: {:?} on {}", end.elapsed_since(&start)?, SystemReport::of(&context));
+//! # Ok::<(), cuda_backend::Error>(())
+//! ```
+
+use crate::context::CudaContext;
+use crate::driver::{CudaVersion, kernel_module_version};
+use crate::error::{Result, check};
+use crate::queue::CudaQueue;
+use core::fmt;
+use cudarc::driver::sys::{self, CUevent, CUevent_flags};
+use std::time::Duration;
+
+/// How an event is created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventFlags {
+    /// Record timestamps (`cuEventElapsedTime`); without them an event is
+    /// cheaper to record and query (`CU_EVENT_DISABLE_TIMING`).
+    pub timing: bool,
+    /// Block in the kernel rather than spin in `cuEventSynchronize`
+    /// (`CU_EVENT_BLOCKING_SYNC`, a blocking-sync event).
+    pub blocking_sync: bool,
+}
+
+impl Default for EventFlags {
+    /// Timing on, spinning synchronisation: `cudaEventDefault`.
+    fn default() -> Self {
+        Self {
+            timing: true,
+            blocking_sync: false,
+        }
+    }
+}
+
+impl EventFlags {
+    fn bits(self) -> u32 {
+        let mut bits = CUevent_flags::CU_EVENT_DEFAULT as u32;
+        if !self.timing {
+            bits |= CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+        }
+        if self.blocking_sync {
+            bits |= CUevent_flags::CU_EVENT_BLOCKING_SYNC as u32;
+        }
+        bits
+    }
+}
+
+/// A native CUDA event (`cuEventCreate`), destroyed on drop.
+#[derive(Debug)]
+pub struct Event {
+    raw: CUevent,
+    context: CudaContext,
+}
+
+// SAFETY: an event handle may be used from any thread on which its context
+// is current; every method binds it first.
+unsafe impl Send for Event {}
+// SAFETY: as for `Send`; the driver synchronises concurrent use of an event.
+unsafe impl Sync for Event {}
+
+impl Event {
+    /// A new event of `context`.
+    pub fn new(context: &CudaContext, flags: EventFlags) -> Result<Self> {
+        context.bind()?;
+        let mut raw = core::ptr::null_mut();
+        // SAFETY: the context is bound; `raw` is a live local.
+        check("cuEventCreate", unsafe {
+            sys::cuEventCreate(&mut raw, flags.bits())
+        })?;
+        Ok(Self {
+            raw,
+            context: context.clone(),
+        })
+    }
+
+    /// Records the event on `queue`'s stream (`cuEventRecord`): it completes
+    /// when everything published before it has run.
+    pub fn record(&self, queue: &CudaQueue) -> Result<()> {
+        self.context.bind()?;
+        // SAFETY: both handles are alive and of the bound context (a queue
+        // of another context makes the driver return an error).
+        check("cuEventRecord", unsafe {
+            sys::cuEventRecord(self.raw, queue.as_raw())
+        })
+    }
+
+    /// Blocks until the event completes (`cuEventSynchronize`).
+    pub fn synchronize(&self) -> Result<()> {
+        self.context.bind()?;
+        // SAFETY: the event is alive and its context bound.
+        check("cuEventSynchronize", unsafe {
+            sys::cuEventSynchronize(self.raw)
+        })
+    }
+
+    /// Whether the event has completed (`cuEventQuery`; `NOT_READY` is
+    /// `false`, not an error).
+    pub fn is_complete(&self) -> Result<bool> {
+        self.context.bind()?;
+        // SAFETY: the event is alive and its context bound.
+        match unsafe { sys::cuEventQuery(self.raw) } {
+            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            code => check("cuEventQuery", code).map(|()| true),
+        }
+    }
+
+    /// GPU time from `start` to this event (`cuEventElapsedTime`, about
+    /// 0.5 us resolution). Both must have completed and have timing on.
+    pub fn elapsed_since(&self, start: &Event) -> Result<Duration> {
+        self.context.bind()?;
+        let mut milliseconds = 0f32;
+        // SAFETY: both events are alive and of the bound context;
+        // `milliseconds` is a live local.
+        check("cuEventElapsedTime", unsafe {
+            sys::cuEventElapsedTime(&mut milliseconds, start.raw, self.raw)
+        })?;
+        Ok(Duration::from_secs_f64(
+            f64::from(milliseconds.max(0.0)) / 1e3,
+        ))
+    }
+
+    /// The raw event, for other native calls.
+    pub fn as_raw(&self) -> CUevent {
+        self.raw
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        if self.context.bind().is_ok() {
+            // SAFETY: the event is ours and destroyed once; a recorded event
+            // still pending is released by the driver once it completes.
+            unsafe { sys::cuEventDestroy_v2(self.raw) };
+        }
+    }
+}
+
+/// The machine a figure was measured on: device, driver, kernel module, and
+/// the CUDA API this crate was built against.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SystemReport {
+    /// The device's name (`NVIDIA H200`).
+    pub device: String,
+    /// Its compute capability.
+    pub compute_capability: (u32, u32),
+    /// The CUDA version the driver supports (`cuDriverGetVersion`).
+    pub cuda_driver: CudaVersion,
+    /// The NVIDIA kernel module's version (`580.159.04`), where readable.
+    pub kernel_module: Option<String>,
+    /// The CUDA headers this crate's bindings come from.
+    pub built_against: CudaVersion,
+}
+
+impl SystemReport {
+    /// The report for `context`'s device.
+    pub fn of(context: &CudaContext) -> Self {
+        let info = context.info();
+        Self {
+            device: info.name.clone(),
+            compute_capability: info.compute_capability,
+            cuda_driver: info.driver,
+            kernel_module: kernel_module_version(),
+            built_against: CudaVersion::BUILT_AGAINST,
+        }
+    }
+}
+
+impl fmt::Display for SystemReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} (compute {}.{}), driver {} (CUDA {}), built against CUDA {}",
+            self.device,
+            self.compute_capability.0,
+            self.compute_capability.1,
+            self.kernel_module.as_deref().unwrap_or("unknown"),
+            self.cuda_driver,
+            self.built_against,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_flags_map_to_the_drivers_bits() {
+        assert_eq!(EventFlags::default().bits(), 0);
+        let cheap = EventFlags {
+            timing: false,
+            blocking_sync: false,
+        };
+        assert_eq!(cheap.bits(), 2);
+        let blocking = EventFlags {
+            timing: true,
+            blocking_sync: true,
+        };
+        assert_eq!(blocking.bits(), 1);
+    }
+
+    #[test]
+    fn a_report_reads_as_one_line() {
+        let report = SystemReport {
+            device: "NVIDIA H200".into(),
+            compute_capability: (9, 0),
+            cuda_driver: CudaVersion::new(13, 0),
+            kernel_module: Some("580.159.04".into()),
+            built_against: CudaVersion::BUILT_AGAINST,
+        };
+        assert_eq!(
+            report.to_string(),
+            "NVIDIA H200 (compute 9.0), driver 580.159.04 (CUDA 13.0), built against CUDA 12.8"
+        );
+    }
+}

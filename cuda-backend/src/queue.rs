@@ -1,0 +1,429 @@
+//! A CUDA stream as the tracker's hardware queue.
+//!
+//! **Indices.** A stream has no packet ring, so [`reserve`](HardwareQueue::reserve)
+//! just hands out consecutive indices (it is never full), and
+//! [`publish`](HardwareQueue::publish) enqueues in index order
+//! ([`order`](crate::order)): work, then the completion write, then the
+//! progress write ([`ops`](crate::ops)).
+//!
+//! **Every use is a fence.** A stream runs its work in order, so when a use's
+//! completion lands, every earlier use's has. Callers should publish with
+//! `barrier: true` (the argument is otherwise ignored: nothing on a stream
+//! can overtake) and tell the tracker so with `Request::barrier(true)`; then
+//! one load of the newest completed use retires everything before it.
+//!
+//! **The read index.** A stream has none, so the queue makes one: each
+//! publication's last memory operation writes `index + 1` into a progress
+//! word in pinned host memory, after (in stream order, behind the driver's
+//! memory barrier) its completion write. [`read_index`](QueueView::read_index)
+//! is one cached host load of that word. It is the tracker's read index with
+//! the same meaning and the same limit: it only *nominates* the newest fence
+//! below it, and the tracker confirms with one load of that fence's signal
+//! before retiring anything ("the read index is never trusted alone"). Here
+//! the nomination is almost always right, since the word is written after
+//! the completion, but the tracker does not rely on that: a progress word
+//! seen ahead of its completion (or one corrupted) costs a wasted probe,
+//! never a false retirement.
+//!
+//! **Failure.** A driver error while enqueueing fails the queue for good, as
+//! a queue error does on AQL: the failing call's [`QueueError::Failed`] names
+//! the error, later calls refuse, and [`failure`](CudaQueue::failure) tells
+//! from which index on no completion will be written. Work enqueued before
+//! the failure still runs and completes, so its uses retire normally (the
+//! progress word and the signals keep working): the queue layer should call
+//! `fail_submission` for the uses from that index on, *not* `fail_queue`
+//! (which would re-arm signals the stream is still going to write), then move
+//! to a new queue with `note_queue_change`. Only when [`health`](CudaQueue::health)
+//! reports a lost context is `fail_queue` right: then nothing runs any more.
+
+use crate::context::CudaContext;
+use crate::error::{Error, Result};
+use crate::ops::{MemOp, encode, plan};
+use crate::order::{Admission, AlreadyPublished, Reorder};
+use crate::pinned::Pinned;
+use crate::stream::Stream;
+use core::fmt;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use cudarc::driver::sys::{CUstream, CUstreamBatchMemOpParams};
+use parking_lot::Mutex;
+use std::sync::Arc;
+use tracker::{HardwareQueue, QueueError, QueueView, Work};
+
+/// A stream that accepts the tracker's work: see the [module docs](self).
+///
+/// ```no_run
+/// use cuda_backend::{CudaContext, CudaMemory};
+/// use std::sync::Arc;
+/// use tracker::{Config, Request, RetiringTracker, Status, Tracker, HardwareQueue, Work};
+///
+/// let context = CudaContext::new(0)?;
+/// let queue = context.create_queue()?;
+/// let memory = Arc::new(CudaMemory::new(&context));
+/// let mut tracker = RetiringTracker::new(memory, queue.clone(), Config::default())?;
+/// let mut tickets = Vec::new();
+/// for _ in 0..64 {
+///     let index = queue.reserve().unwrap();
+///     let acquired = tracker.acquire(Request::packet(index).barrier(true)).unwrap();
+///     queue.publish(index, Work::Empty, true, acquired.signal).unwrap();
+///     tickets.push(acquired.ticket);
+/// }
+/// queue.synchronize()?;
+/// tracker.poll(); // one host load of the newest use retires all 64
+/// assert_eq!(tracker.stats().host().loads, 1);
+/// assert!(tickets.iter().all(|t| tracker.known_status(t).unwrap() == Some(Status::Complete)));
+/// # Ok::<(), cuda_backend::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct CudaQueue {
+    inner: Arc<QueueInner>,
+}
+
+struct QueueInner {
+    context: CudaContext,
+    stream: Stream,
+    /// The progress word: `index + 1` of the newest publication whose
+    /// completion was written.
+    progress: Pinned,
+    /// The next index `reserve` hands out.
+    reserved: AtomicU64,
+    /// Mirrors `publisher.failure.is_some()`, for `reserve` without the lock.
+    failed: AtomicBool,
+    publisher: Mutex<Publisher>,
+}
+
+/// What `publish` needs under its lock: the order, the queue's failure, and
+/// buffers reused by every publication (no allocation in steady state).
+struct Publisher {
+    order: Reorder<Publication>,
+    plan: Vec<MemOp>,
+    params: Vec<CUstreamBatchMemOpParams>,
+    failure: Option<QueueFailure>,
+}
+
+/// A publication parked until the index before it is published.
+enum Publication {
+    Work {
+        work: OwnedWork,
+        completion: u64,
+    },
+    /// A rejected publication: its index is consumed, nothing is enqueued.
+    Nothing,
+}
+
+enum OwnedWork {
+    Empty,
+    Kernel(u64),
+    Wait(Vec<u64>),
+}
+
+impl OwnedWork {
+    fn from_work(work: Work<'_>) -> Self {
+        match work {
+            Work::Empty => OwnedWork::Empty,
+            Work::Kernel(handle) => OwnedWork::Kernel(handle),
+            Work::Wait(dependencies) => OwnedWork::Wait(dependencies.to_vec()),
+        }
+    }
+
+    fn as_work(&self) -> Work<'_> {
+        match self {
+            OwnedWork::Empty => Work::Empty,
+            OwnedWork::Kernel(handle) => Work::Kernel(*handle),
+            OwnedWork::Wait(dependencies) => Work::Wait(dependencies),
+        }
+    }
+}
+
+/// Why a queue stopped accepting work.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "publication {index} failed ({error}); no completion is written from index {index} on: \
+     fail those uses' submissions and move to a new queue"
+)]
+pub struct QueueFailure {
+    /// The first index whose completion will never be written.
+    pub index: u64,
+    /// The driver error.
+    pub error: Error,
+}
+
+impl CudaQueue {
+    pub(crate) fn new(context: &CudaContext) -> Result<Self> {
+        let stream = Stream::new(context)?;
+        let progress = context.allocate_pinned(8)?;
+        Ok(Self {
+            inner: Arc::new(QueueInner {
+                context: context.clone(),
+                stream,
+                progress,
+                reserved: AtomicU64::new(0),
+                failed: AtomicBool::new(false),
+                publisher: Mutex::new(Publisher {
+                    order: Reorder::new(0),
+                    plan: Vec::with_capacity(8),
+                    params: Vec::with_capacity(8),
+                    failure: None,
+                }),
+            }),
+        })
+    }
+
+    /// The context the stream belongs to.
+    pub fn context(&self) -> &CudaContext {
+        &self.inner.context
+    }
+
+    /// The raw stream, for native CUDA calls (events) on it.
+    pub fn as_raw(&self) -> CUstream {
+        self.inner.stream.raw()
+    }
+
+    /// Blocks until everything published so far has run
+    /// (`cuStreamSynchronize`).
+    pub fn synchronize(&self) -> Result<()> {
+        self.inner.context.bind()?;
+        self.inner.stream.synchronize()
+    }
+
+    /// Whether everything published so far has run (`cuStreamQuery`).
+    pub fn is_idle(&self) -> Result<bool> {
+        self.inner.context.bind()?;
+        self.inner.stream.is_idle()
+    }
+
+    /// `Ok` while the stream can run work; the driver's error once the
+    /// context is lost (then [`Error::is_context_lost`] is true and no
+    /// published work will complete).
+    pub fn health(&self) -> Result<()> {
+        self.is_idle().map(|_| ())
+    }
+
+    /// Why the queue stopped accepting work, if it did.
+    pub fn failure(&self) -> Option<QueueFailure> {
+        self.inner.publisher.lock().failure.clone()
+    }
+
+    /// Indices handed out by `reserve` so far.
+    pub fn reserved(&self) -> u64 {
+        self.inner.reserved.load(Ordering::Acquire)
+    }
+
+    /// Indices enqueued (or consumed by a rejected publication) so far: the
+    /// first index still waiting to be published.
+    pub fn published(&self) -> u64 {
+        self.inner.publisher.lock().order.next()
+    }
+
+    /// Publications parked until an earlier index is published.
+    pub fn parked(&self) -> usize {
+        self.inner.publisher.lock().order.parked()
+    }
+
+    /// Launches the empty kernel with no signal and no index: untracked
+    /// work, for native baselines (an event recorded after it).
+    pub fn launch_empty(&self) -> Result<()> {
+        let _ordered = self.inner.publisher.lock();
+        self.inner.context.bind()?;
+        let kernels = self.inner.context.kernels();
+        self.inner.stream.launch(kernels.empty, 1, &[0])
+    }
+
+    fn progress(&self) -> &AtomicU64 {
+        // SAFETY: 8 bytes of a page-aligned pinned allocation that the
+        // context's arena keeps alive while `inner.context` is held; the GPU
+        // writes it only with 64-bit stream writes, the host only reads it.
+        unsafe { AtomicU64::from_ptr(self.inner.progress.host.as_ptr().cast()) }
+    }
+
+    /// Why `work` cannot be published at all (nothing is enqueued for it).
+    fn reject(&self, work: Work<'_>) -> Option<QueueError> {
+        match work {
+            Work::Kernel(handle) if handle != 0 && self.inner.context.launch(handle).is_none() => {
+                Some(QueueError::Unsupported(format!(
+                    "kernel handle {handle} was not registered on this queue's context \
+                     (register it with CudaContext::register_busy_kernel or register_spin_kernel)"
+                )))
+            }
+            _ => None,
+        }
+    }
+
+    /// Enqueues publication `index`: its work, then its memory operations.
+    /// The context is bound and the publisher locked.
+    fn enqueue(
+        &self,
+        publisher: &mut Publisher,
+        index: u64,
+        work: Work<'_>,
+        completion: u64,
+    ) -> Result<()> {
+        let stream = &self.inner.stream;
+        let kernels = self.inner.context.kernels();
+        let dependencies: &[u64] = match work {
+            // Empty work without a completion signal has nothing to show:
+            // only its progress is written.
+            Work::Empty | Work::Kernel(0) if completion == 0 => &[],
+            Work::Empty | Work::Kernel(0) => {
+                stream.launch(kernels.empty, 1, &[completion])?;
+                &[]
+            }
+            Work::Kernel(handle) => {
+                match self.inner.context.launch(handle) {
+                    Some(crate::kernel::Launch::Busy { nanos, threads }) => {
+                        stream.launch(kernels.busy, threads, &[completion, nanos])?
+                    }
+                    Some(crate::kernel::Launch::SpinUntil {
+                        flag,
+                        timeout_nanos,
+                    }) => {
+                        stream.launch(kernels.spin_until, 1, &[completion, flag, timeout_nanos])?
+                    }
+                    None => unreachable!("rejected before admission"),
+                }
+                &[]
+            }
+            Work::Wait(dependencies) => dependencies,
+        };
+        plan(
+            index,
+            dependencies,
+            completion,
+            self.inner.progress.device,
+            &mut publisher.plan,
+        );
+        publisher.params.clear();
+        publisher
+            .params
+            .extend(publisher.plan.iter().map(|&op| encode(op)));
+        stream.memops(&mut publisher.params)
+    }
+
+    /// Records the queue's failure at `index`.
+    fn fail(&self, publisher: &mut Publisher, index: u64, error: Error) -> QueueError {
+        let failure = QueueFailure { index, error };
+        let reported = QueueError::Failed(failure.to_string());
+        publisher.failure = Some(failure);
+        self.inner.failed.store(true, Ordering::Release);
+        reported
+    }
+}
+
+impl QueueView for CudaQueue {
+    /// The progress word: `index + 1` of the newest publication whose
+    /// completion the stream has written (one cached host load).
+    fn read_index(&self) -> u64 {
+        self.progress().load(Ordering::Acquire)
+    }
+
+    /// Always true: no HDP flush is ever needed. Signals are host memory,
+    /// and commands reach the GPU through the driver, which orders its
+    /// doorbell after the host's earlier stores.
+    fn ring_in_device_memory(&self) -> bool {
+        true
+    }
+}
+
+impl HardwareQueue for CudaQueue {
+    /// The next index. Never [`QueueError::Full`]: a stream has no ring.
+    fn reserve(&self) -> Result<u64, QueueError> {
+        if self.inner.failed.load(Ordering::Acquire) {
+            return Err(self.failure().map_or_else(
+                || QueueError::Failed("the queue failed".into()),
+                |f| QueueError::Failed(f.to_string()),
+            ));
+        }
+        Ok(self.inner.reserved.fetch_add(1, Ordering::AcqRel))
+    }
+
+    /// Enqueues `work` at `index`, then writes `completion` (a signal's
+    /// packet handle, or 0) to 0 and the progress word to `index + 1`.
+    ///
+    /// `barrier` is ignored: on a stream every use is a fence (pass `true`).
+    /// A signal whose use several publications share (`Request::ops(n)`)
+    /// must be given to the last of them only: the stream writes 0 rather
+    /// than decrementing, and stream order makes the last one finish last.
+    ///
+    /// Errors: [`QueueError::Unsupported`] for an unreserved or already
+    /// published index or an unregistered kernel (the index is consumed, the
+    /// queue keeps working); [`QueueError::Failed`] for a driver error (the
+    /// queue fails: see the [module docs](self)).
+    fn publish(
+        &self,
+        index: u64,
+        work: Work<'_>,
+        _barrier: bool,
+        completion: u64,
+    ) -> Result<(), QueueError> {
+        let reserved = self.reserved();
+        if index >= reserved {
+            return Err(QueueError::Unsupported(format!(
+                "index {index} was not reserved (the next reserved index is {reserved})"
+            )));
+        }
+        let rejection = self.reject(work);
+        let mut publisher = self.inner.publisher.lock();
+        if let Some(failure) = &publisher.failure {
+            return Err(QueueError::Failed(failure.to_string()));
+        }
+        match publisher.order.admit(index) {
+            Err(AlreadyPublished(index)) => {
+                return Err(QueueError::Unsupported(format!(
+                    "index {index} was already published"
+                )));
+            }
+            Ok(Admission::Later) => {
+                let parked = match rejection {
+                    Some(_) => Publication::Nothing,
+                    None => Publication::Work {
+                        work: OwnedWork::from_work(work),
+                        completion,
+                    },
+                };
+                publisher.order.park(index, parked);
+                return rejection.map_or(Ok(()), Err);
+            }
+            Ok(Admission::Now) => {}
+        }
+        let publisher = &mut *publisher;
+        let outcome = match rejection {
+            // The index is consumed, so later publications are not held up.
+            Some(rejection) => Err(rejection),
+            None => match self
+                .inner
+                .context
+                .bind()
+                .and_then(|()| self.enqueue(publisher, index, work, completion))
+            {
+                Ok(()) => Ok(()),
+                Err(error) => return Err(self.fail(publisher, index, error)),
+            },
+        };
+        publisher.order.advance();
+        // Publications parked behind this one may go now. A failure here is
+        // the queue's (recorded in `failure`), not this publication's.
+        while let Some((ready, parked)) = publisher.order.take_ready() {
+            let enqueued = match &parked {
+                Publication::Nothing => Ok(()),
+                Publication::Work { work, completion } => {
+                    self.enqueue(publisher, ready, work.as_work(), *completion)
+                }
+            };
+            publisher.order.advance();
+            if let Err(error) = enqueued {
+                self.fail(publisher, ready, error);
+                break;
+            }
+        }
+        outcome
+    }
+}
+
+impl fmt::Debug for CudaQueue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CudaQueue")
+            .field("reserved", &self.reserved())
+            .field("read_index", &self.read_index())
+            .field("failed", &self.inner.failed.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
