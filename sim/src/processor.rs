@@ -624,7 +624,11 @@ pub(crate) fn can_progress(core: &Core, q: &QueueCore, st: &QueueState) -> bool 
 pub(crate) fn run_until_idle(core: &Core, q: &QueueCore, st: &mut QueueState) -> bool {
     let mut any = false;
     loop {
+        // A queue that fails here (a barrier on a negative dependency) sets
+        // its pending signals negative: that is progress for other queues
+        // waiting on them, so it counts.
         let mut progressed = false;
+        let was_failed = st.failed;
         while launch(core, q, st).is_ok() {
             progressed = true;
         }
@@ -640,6 +644,7 @@ pub(crate) fn run_until_idle(core: &Core, q: &QueueCore, st: &mut QueueState) ->
         while advance_read_index(q, st).is_ok() {
             progressed = true;
         }
+        progressed |= st.failed && !was_failed;
         if !progressed {
             return any;
         }

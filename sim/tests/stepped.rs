@@ -526,3 +526,29 @@ fn the_truth_history_forgets_only_old_finished_packets() {
     assert!(!q.truth(reserved).unwrap().published);
     assert_eq!(q.complete(0), Err(StepError::AlreadyComplete { index: 0 }));
 }
+
+#[test]
+fn a_queue_failing_while_running_to_idle_releases_its_waiters() {
+    // q1 waits on q2's packet; q2 fails while the simulator runs every queue
+    // (its barrier meets a negative dependency). q1 must then see the
+    // negative value and fail too, in the same run, not hang.
+    let sim = stepped(1);
+    let q1 = queue(&sim, QueueConfig::default());
+    let q2 = queue(&sim, QueueConfig::default());
+    let q3 = queue(&sim, QueueConfig::default());
+    let s = armed(&sim, 3, Placement::Device);
+    sim.store_fence();
+    let waiter = q1.submit(packets::barrier_and(&[s[1]], None)).unwrap();
+    q2.submit(packets::barrier_and(&[s[2]], Some(s[1])))
+        .unwrap();
+    q3.submit(packets::kernel(0, Some(s[2]))).unwrap();
+    for q in [&q1, &q2] {
+        q.launch().unwrap();
+        q.advance_read_index().unwrap();
+    }
+    q3.fail(); // s[2] goes negative: q2's barrier will fail its queue
+    sim.run_until_idle();
+    assert!(q2.is_failed());
+    assert!(q1.is_failed(), "the waiter saw its dependency fail");
+    assert!(q1.truth(waiter).unwrap().failed);
+}

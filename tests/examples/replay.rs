@@ -29,6 +29,10 @@ fn main() {
         println!("no invariant broken");
         return;
     };
+    if std::env::var("NO_SHRINK").is_ok() {
+        println!("{failure}");
+        return;
+    }
     let (ops, failure) = search::shrink(kind, setup, &ops, &failure);
     println!("setup \"{}\": {failure}", setup.name);
     for (i, op) in ops.iter().enumerate() {

@@ -4,9 +4,7 @@
 //! against the simulator's ground truth and the [`Model`] after each step.
 
 use crate::check::{Check, Failure, fail};
-use crate::model::{
-    HeldReference, Holder, KnownBug, Model, PinRecord, UseRecord, describe, expected_value,
-};
+use crate::model::{HeldReference, Holder, Model, PinRecord, UseRecord, describe, expected_value};
 use crate::ops::{Op, StreamId};
 use crate::setup::{QUEUE_SIZE, Setup, TRUTH_HISTORY};
 use sim::hsa_sys::hsa_signal_t;
@@ -246,12 +244,32 @@ impl<T: SimTracker> Driver<T> {
             let u = &self.model.uses[use_id];
             let truth = u.truth();
             if !truth.is_done() {
+                let waits_on = u.dependency.map_or(String::new(), |d| {
+                    let dep = &self.model.uses[d];
+                    let later: Vec<String> = self
+                        .model
+                        .uses
+                        .iter()
+                        .filter(|v| v.sim_signal == dep.sim_signal && v.ticket.seq() > dep.ticket.seq() && v.stream == dep.stream)
+                        .map(|v| format!("use {} ({})", v.ticket.seq(), describe(&v.truth())))
+                        .collect();
+                    format!(
+                        "; it waits on use {} of stream {} ({}), whose signal {:?} now holds {} and later served {later:?}",
+                        dep.ticket.seq(),
+                        dep.stream,
+                        describe(&dep.truth()),
+                        dep.sim_signal,
+                        self.sim.load(dep.sim_signal),
+                    )
+                });
                 return fail(
                     Check::Hang,
                     format!(
-                        "use {} of stream {} never finished with every queue run and none stalled: {}",
+                        "use {} of stream {} (queue {}{}) never finished with every queue run and none stalled: {}{waits_on}",
                         u.ticket.seq(),
                         u.stream,
+                        u.queue.id(),
+                        if u.queue.is_failed() { ", failed" } else { "" },
                         describe(&truth)
                     ),
                 );
@@ -383,10 +401,7 @@ impl<T: SimTracker> Driver<T> {
                 // The runtime's error callback names the queue the tracker
                 // watches; a tracker learns of an older queue's error from
                 // its signals.
-                if notify
-                    && failing.id() == self.current_queue(stream.index()).id()
-                    && self.may_notify_queue_error(stream.index())?
-                {
+                if notify && failing.id() == self.current_queue(stream.index()).id() {
                     self.streams[stream.index()].tracker.fail_queue();
                 }
                 Ok(())
@@ -581,9 +596,6 @@ impl<T: SimTracker> Driver<T> {
             );
         };
         if let Some(status) = self.known(use_id)? {
-            if KnownBug::BackpressureNamesDoneUse.tolerated() {
-                return Ok(());
-            }
             return fail(
                 Check::RingBound,
                 format!(
@@ -601,18 +613,22 @@ impl<T: SimTracker> Driver<T> {
         };
         let ticket = self.model.uses[use_id].ticket;
         match self.streams[stream.index()].tracker.hold(&ticket) {
-            // Nothing to hold: the tracker says the use is complete.
-            Ok(None) => self.model.judge_report(use_id, Some(Status::Complete)),
+            // Nothing to hold: the tracker says the use is done; it must
+            // know which way (complete or failed), and be right.
+            Ok(None) => match self.known(use_id)? {
+                Some(status) => self.model.judge_report(use_id, Some(status)),
+                None => fail(
+                    Check::Unexpected,
+                    format!(
+                        "hold on use {} returned nothing, but the use is not known done",
+                        ticket.seq()
+                    ),
+                ),
+            },
             Ok(Some(reference)) => {
                 let u = &self.model.uses[use_id];
                 let (truth, value) = (u.truth(), self.sim.load(u.sim_signal));
                 if value != expected_value(&truth) {
-                    if self.known(use_id)? == Some(Status::Failed)
-                        && KnownBug::HoldsRetiredFailedUse.tolerated()
-                    {
-                        // The reference is stale from the start: nothing to model.
-                        return Ok(());
-                    }
                     return fail(
                         Check::RearmWhileHeld,
                         format!(
@@ -780,25 +796,6 @@ impl<T: SimTracker> Driver<T> {
         let _ = queue.complete(launched[usize::from(pick) % launched.len()]);
     }
 
-    /// Whether the driver may tell the stream's tracker of its current
-    /// queue's error. Always for the retiring tracker; for the baseline only
-    /// when no use on an earlier queue is unknown, because of
-    /// [`KnownBug::BaselineErrorFailsEarlierQueues`].
-    fn may_notify_queue_error(&self, stream: usize) -> Result<bool, Failure> {
-        if T::KIND == TrackerKind::Retiring
-            || !KnownBug::BaselineErrorFailsEarlierQueues.tolerated()
-        {
-            return Ok(true);
-        }
-        let current = self.model.generations[stream];
-        for use_id in self.model.uses_of(stream) {
-            if self.model.uses[use_id].generation < current && self.known(use_id)?.is_none() {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
-
     fn queue_change(&mut self, stream: usize, host_ring: bool) {
         if self.streams[stream].queues.len() >= MAX_GENERATIONS {
             return;
@@ -837,8 +834,7 @@ impl<T: SimTracker> Driver<T> {
         }
         for use_id in self.model.uses_of(stream).collect::<Vec<_>>() {
             let known = self.known(use_id)?;
-            let excused = known == Some(Status::Failed) && self.model.excuses_false_failure(use_id);
-            if known != Some(Status::Complete) && !excused {
+            if known != Some(Status::Complete) {
                 return fail(
                     Check::NotRetiredWhenProven,
                     format!(
@@ -889,8 +885,7 @@ impl<T: SimTracker> Driver<T> {
                 break;
             }
             let known = self.known(use_id)?;
-            let excused = known == Some(Status::Failed) && self.model.excuses_false_failure(use_id);
-            if known != Some(Status::Complete) && !excused {
+            if known != Some(Status::Complete) {
                 return fail(
                     Check::NotRetiredWhenProven,
                     format!(
@@ -1016,8 +1011,7 @@ impl<T: SimTracker> Driver<T> {
 
     fn check_simulator(&self) -> Result<(), Failure> {
         // Taken, so each violation is judged once.
-        let mut violations = self.sim.take_violations();
-        violations.retain(|v| !self.pinned_signal_unflushed(v));
+        let violations = self.sim.take_violations();
         let Some(first) = violations.first() else {
             return Ok(());
         };
@@ -1027,29 +1021,6 @@ impl<T: SimTracker> Driver<T> {
             _ => Check::Unexpected,
         };
         fail(check, format!("the simulator saw: {violations:?}"))
-    }
-}
-
-impl<T: SimTracker> Driver<T> {
-    /// Whether `violation` is [`KnownBug::PinnedSignalUnflushed`]'s symptom:
-    /// a barrier packet's dependency (not its own completion signal) unflushed.
-    fn pinned_signal_unflushed(&self, violation: &Violation) -> bool {
-        let Violation::Unflushed {
-            queue,
-            index,
-            signal,
-            ..
-        } = *violation
-        else {
-            return false;
-        };
-        KnownBug::PinnedSignalUnflushed.tolerated()
-            && self.model.uses.iter().any(|u| {
-                u.queue.id() == queue
-                    && u.index == index
-                    && u.dependency
-                        .is_some_and(|p| self.model.uses[p].sim_signal == signal)
-            })
     }
 }
 

@@ -18,83 +18,12 @@
 //!   it (1 while pending, 0 once complete, negative once failed) and is
 //!   never handed out.
 //! - Timestamps, when given, are the packet processor's.
-//!
-//! Two of these rules are broken by tracker bugs this suite found (see
-//! [`KnownBug`]); the model tolerates exactly those symptoms, and nothing
-//! else, unless `SCENARIO_STRICT=1`.
 
 use crate::check::{Check, Failure, fail};
 use crate::driver::TrackerKind;
 use sim::{FAILED_SIGNAL_VALUE, PacketTruth, Queue};
-use std::cell::Cell;
 use tracker::sim_backend::SimMemory;
 use tracker::{SignalRef, Status, Ticket, Timestamps};
-
-/// A tracker bug this suite found, reported, and demonstrated by a failing
-/// test in `tests/known_bugs.rs` (ignored, so CI stays green until the fix;
-/// run it with `--ignored`). The model tolerates its exact symptom so the
-/// property tests and fuzzers keep checking everything else; with
-/// `SCENARIO_STRICT=1` it tolerates nothing. Remove a variant when its bug
-/// is fixed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KnownBug {
-    /// A queue error fails every use the tracker has not proven yet, also
-    /// those whose packets completed before the error (`fail_queue`, and
-    /// the retiring tracker's reaction to a negative probe).
-    QueueErrorFailsCompletedUses,
-    /// A failed, timed use gets timestamps (the harvest does not check that
-    /// the use completed): the stamps of a packet that never ran.
-    StampsOfFailedUses,
-    /// `hold` on a use already retired as failed returns a reference,
-    /// although the use's signal may have been re-armed for a later use: the
-    /// reference names that later use's signal (and parks it when it retires).
-    HoldsRetiredFailedUse,
-    /// The baseline's `fail_queue` also fails unproven uses of earlier
-    /// generations, whose hardware queues did not fail, and then re-arms
-    /// their signals while their packets are still in flight. Too harmful
-    /// to tolerate: the driver avoids it instead (it does not tell the
-    /// baseline of a queue error while uses on earlier queues are unknown).
-    BaselineErrorFailsEarlierQueues,
-    /// Back-pressure names a use already known done: a fence failed by a
-    /// queue error while the oldest use is not yet known failed, or a fence
-    /// a CPU wait saw complete that the probe does not consult (it looks at
-    /// the newest fence and the read index's nominee only). Waiting for it
-    /// returns at once and frees nothing: a caller that waits and retries
-    /// spins while the read index stands still.
-    BackpressureNamesDoneUse,
-    /// A queue change forgets what the ending generation's fences proved:
-    /// a use the tracker said complete (by a fence proof not yet recorded,
-    /// because reclaim stopped at an older busy use) is unknown again.
-    QueueChangeForgetsFenceProofs,
-    /// A pinned device-memory signal, armed by a tracker whose queue's ring
-    /// is in device memory (so it only fenced), is waited on by a barrier
-    /// packet published through a ring in system memory: nobody issues the
-    /// HDP flush that the consumer's path needs.
-    PinnedSignalUnflushed,
-}
-
-impl KnownBug {
-    /// Whether the model tolerates the bug's symptom in this run.
-    pub fn tolerated(self) -> bool {
-        static STRICT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        let strict_env =
-            *STRICT.get_or_init(|| std::env::var("SCENARIO_STRICT").is_ok_and(|v| v == "1"));
-        !strict_env && !STRICT_HERE.with(Cell::get)
-    }
-}
-
-thread_local! {
-    static STRICT_HERE: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Runs `f` with no [`KnownBug`] tolerated on this thread (the known-bug
-/// tests use it to fail until the bugs are fixed).
-pub fn strictly<R>(f: impl FnOnce() -> R) -> R {
-    STRICT_HERE.with(|s| s.set(true));
-    let result = f();
-    STRICT_HERE.with(|s| s.set(false));
-    result
-}
 
 /// One use a scenario made.
 #[derive(Clone, Debug)]
@@ -226,14 +155,6 @@ impl Model {
         self.judge_truthful(use_id, said)?;
         let u = &self.uses[use_id];
         let before = u.answered;
-        if before == Some(Status::Complete)
-            && said.is_none()
-            && u.generation < self.generations[u.stream]
-            && self.kind == Some(TrackerKind::Retiring)
-            && KnownBug::QueueChangeForgetsFenceProofs.tolerated()
-        {
-            return Ok(());
-        }
         self.uses[use_id].answered = judge_steady(before, said)
             .or_else(|before| fail(Check::TicketChanged, self.said(use_id, said, before)))?;
         Ok(())
@@ -267,7 +188,7 @@ impl Model {
                 };
                 fail(check, self.said(use_id, said, None))
             }
-            Some(Status::Failed) if truth.completed && !self.tolerated_false_failure(u) => {
+            Some(Status::Failed) if truth.completed => {
                 fail(Check::FalseFailure, self.said(use_id, said, None))
             }
             _ => Ok(()),
@@ -288,25 +209,13 @@ impl Model {
         )
     }
 
-    /// Whether a known bug explains why a completed use is reported failed.
-    pub fn excuses_false_failure(&self, use_id: usize) -> bool {
-        self.tolerated_false_failure(&self.uses[use_id])
-    }
-
-    /// The false failures [`KnownBug`]s explain.
-    fn tolerated_false_failure(&self, u: &UseRecord) -> bool {
-        KnownBug::QueueErrorFailsCompletedUses.tolerated() && u.queue.is_failed()
-    }
-
     /// Checks the answer to a question that may read memory (a query, a
     /// wait, a handler's status): it must be the truth.
     pub fn judge_answer(&mut self, use_id: usize, said: Status) -> Result<(), Failure> {
         self.judge_report(use_id, Some(said).filter(|s| s.is_done()))?;
         let u = &self.uses[use_id];
         let truth = u.truth();
-        let tolerated =
-            said == Status::Failed && truth.completed && self.tolerated_false_failure(u);
-        if said != true_status(&truth) && !tolerated {
+        if said != true_status(&truth) {
             return fail(
                 Check::NotRetiredWhenProven,
                 format!(
@@ -323,9 +232,6 @@ impl Model {
     pub fn judge_timestamps(&self, use_id: usize, stamps: Timestamps) -> Result<(), Failure> {
         let u = &self.uses[use_id];
         let truth = u.truth();
-        if truth.failed && KnownBug::StampsOfFailedUses.tolerated() {
-            return Ok(());
-        }
         if !truth.completed
             || truth.start_ts != Some(stamps.start)
             || truth.end_ts != Some(stamps.end)

@@ -30,6 +30,7 @@ use crate::wait::Waiter;
 #[derive(Clone, Copy)]
 struct SlotUse {
     seq: u64,
+    generation: Generation,
     timed: bool,
     copy: bool,
     residual: u32,
@@ -69,6 +70,8 @@ pub struct BaselineTracker<M: SignalMemory, Q: QueueView> {
     current: usize,
     next_seq: u64,
     generation: Generation,
+    /// The first sequence number of the current generation.
+    generation_start: u64,
     /// Signals replaced because they were still referenced.
     replaced: usize,
     attachments: Attachments<M>,
@@ -88,6 +91,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
             current: config.initial_size - 1,
             next_seq: 1,
             generation: Generation::new(0, config.generation_bits),
+            generation_start: 1,
             replaced: 0,
             attachments: Attachments::default(),
             stats: Stats::default(),
@@ -168,11 +172,15 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
     }
 
     fn use_ticket(&self, slot: usize, seq: u64) -> Ticket {
+        let generation = self.slots[slot]
+            .last_use
+            .filter(|u| u.seq == seq)
+            .map_or(self.generation, |u| u.generation);
         Ticket {
             seq,
             cell: self.slots[slot].cell.erase(),
             owner: self.shared.id,
-            generation: self.generation,
+            generation,
         }
     }
 
@@ -243,6 +251,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         self.next_seq += 1;
         c.begin_use(seq);
         self.slots[next].last_use = Some(SlotUse {
+            generation: self.generation,
             seq,
             timed: request.is_timed(),
             copy,
@@ -310,7 +319,9 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
 
     fn hold(&mut self, ticket: &Ticket) -> Result<Option<SignalRef<M>>, Error> {
         let cell = self.cell_of(ticket)?;
-        if self.observe(ticket.seq, cell) == Status::Complete {
+        if self.observe(ticket.seq, cell).is_done() {
+            // Complete or failed: nothing to hold, and its signal may serve a
+            // later use already.
             return Ok(None);
         }
         Ok(Some(SignalRef::new(&self.shared, cell, ticket.seq)))
@@ -329,6 +340,12 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
                 state: "failed",
             }),
             Status::Pending => {
+                // The consumer may publish through a ring in system memory.
+                // SAFETY: the cell belongs to `self.shared`.
+                if unsafe { cell.get() }.placement == Placement::Device {
+                    self.shared.memory.hdp_flush();
+                    self.stats.accesses[Placement::Device.index()].flushes += 1;
+                }
                 self.stats.pins += 1;
                 Ok(Some(Pin::new(SignalRef::new(
                     &self.shared,
@@ -388,20 +405,35 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
     fn note_queue_change(&mut self, queue: Q) {
         self.queue = queue;
         self.generation = self.generation.next(self.config.generation_bits);
+        self.generation_start = self.next_seq;
     }
 
     /// CLR's original tracker has no notion of a drained queue.
     fn note_drained(&mut self) {}
 
+    /// A queue error: each pending use of the current queue is settled by a
+    /// load of its signal (0: it completed before the error).
     fn fail_queue(&mut self) -> usize {
         let mut failed = 0;
         for i in 0..self.slots.len() {
-            let Some(u) = self.slots[i].last_use.filter(|u| !u.copy) else {
+            let Some(u) = self.slots[i]
+                .last_use
+                .filter(|u| !u.copy && u.seq >= self.generation_start)
+            else {
                 continue;
             };
+            let cell = self.slots[i].cell;
             // SAFETY: the cell belongs to `self.shared`.
-            let c = unsafe { self.slots[i].cell.get() };
-            if self.shared.known_status(u.seq, c).is_none() && c.fail(u.seq) {
+            let c = unsafe { cell.get() };
+            if self.shared.known_status(u.seq, c).is_some() {
+                continue;
+            }
+            if self.load(cell) == 0 {
+                if c.complete(u.seq) {
+                    self.stats.retired += 1;
+                    self.stats.retired_by_load += 1;
+                }
+            } else if c.fail(u.seq) {
                 self.note_failed(u.seq);
                 failed += 1;
             }

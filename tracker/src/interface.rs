@@ -92,7 +92,8 @@ pub trait Tracker: Send {
 
     /// A counted reference that keeps the use's signal from being re-armed
     /// (for an event or an async handler). `None` when the use is already
-    /// known complete: there is nothing left to hold.
+    /// known done (complete or failed): there is nothing left to hold, and
+    /// [`query`](Self::query) says which.
     fn hold(&mut self, ticket: &Ticket) -> Result<Option<SignalRef<Self::Memory>>, Error>;
 
     /// The signal another queue's packet may wait on, pinned until that

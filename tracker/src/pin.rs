@@ -116,6 +116,14 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
                 state: "failed",
             }),
             _ => {
+                // The consumer may publish through a ring in system memory (a
+                // copy engine's, another agent's): flush the arming as for a
+                // copy-engine use, if this queue's own publishing did not.
+                if let Some(slot) = self.ring.get(ticket.seq).copied() {
+                    // SAFETY: the cell belongs to `self.shared`.
+                    let placement = unsafe { cell.get() }.placement;
+                    self.make_visible(placement, slot.store, true);
+                }
                 self.stats.pins += 1;
                 Ok(Some(Pin::new(SignalRef::new(
                     &self.shared,

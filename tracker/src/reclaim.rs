@@ -219,8 +219,10 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             // keeps answering `Failed`.
             self.shared.record_failures(seq, seq);
         }
-        if slot.flags & (Slot::<M::Signal>::TIMED | Slot::<M::Signal>::HARVESTED)
-            == Slot::<M::Signal>::TIMED
+        // Only a use that ran has stamps worth keeping.
+        if outcome == Outcome::Complete
+            && slot.flags & (Slot::<M::Signal>::TIMED | Slot::<M::Signal>::HARVESTED)
+                == Slot::<M::Signal>::TIMED
             && !planted::active(Bug::HarvestAfterRearm)
         {
             self.harvest(seq, slot.cell);

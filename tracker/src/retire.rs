@@ -53,17 +53,6 @@ impl Proofs {
         self.generation
     }
 
-    /// The generation of a use still in flight or just acquired.
-    pub(crate) fn generation_of(&self, seq: u64) -> Generation {
-        if seq >= self.generation_start {
-            self.generation
-        } else {
-            // Older uses are reported one generation back: enough for a caller
-            // to see they predate the queue change.
-            Generation::new(self.generation.value().wrapping_sub(1), self.bits)
-        }
-    }
-
     pub(crate) fn new_generation(&mut self, start: u64) {
         self.generation = self.generation.next(self.bits);
         self.generation_start = start;
@@ -223,6 +212,29 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         }
         if value < 0 {
             self.fail_pending();
+            return false;
+        }
+        // Not yet: an older fence a CPU wait saw complete may still prove
+        // something, without a load.
+        self.prove_recorded_before(fence, lo)
+    }
+
+    /// Walks the fence chain back from `fence` (not included) to `lo`, at most
+    /// a back-pressure window of fences, and proves through the newest one a
+    /// CPU wait recorded complete.
+    fn prove_recorded_before(&mut self, fence: u64, lo: u64) -> bool {
+        let mut seq = fence;
+        for _ in 0..self.config.backpressure_window {
+            if seq <= lo {
+                return false;
+            }
+            seq = self.ring.get(seq - 1).map_or(0, |slot| slot.last_fence);
+            if seq < lo {
+                return false;
+            }
+            if self.try_recorded_fence(seq) {
+                return true;
+            }
         }
         false
     }
@@ -337,7 +349,10 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         value < 0 || value == i64::from(slot.residual)
     }
 
-    /// Fails every pending use of the current generation (a queue error).
+    /// A queue error: every use of the current generation not yet known done
+    /// is settled by a load of its own signal — 0 means its packet completed
+    /// before the error, anything else that it never will — so nothing that
+    /// completed is reported failed. Cold: only after an error.
     pub(crate) fn fail_pending(&mut self) -> usize {
         let mut failed = 0;
         let first = self.ring.head().max(self.proofs.generation_start());
@@ -347,12 +362,32 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
                 continue;
             }
             // SAFETY: the cell belongs to `self.shared`.
-            if unsafe { slot.cell.get() }.fail(seq) {
+            let cell = unsafe { slot.cell.get() };
+            if self.load(slot.cell) == 0 {
+                if cell.complete(seq) {
+                    self.stats.retired += 1;
+                    self.stats.retired_by_load += 1;
+                }
+            } else if cell.fail(seq) {
                 self.stats.failed += 1;
                 failed += 1;
             }
         }
         failed
+    }
+
+    /// Records in the cells what the current generation's fences proved, so
+    /// it survives a queue change (which forgets the proofs themselves).
+    pub(crate) fn record_fence_proofs(&mut self) {
+        let first = self.ring.head().max(self.proofs.generation_start());
+        for seq in first..self.ring.tail() {
+            let slot = *self.ring.get(seq).expect("in flight");
+            // SAFETY: the cell belongs to `self.shared`.
+            if self.proofs.fence_proves(seq, &slot) && unsafe { slot.cell.get() }.complete(seq) {
+                self.stats.retired += 1;
+                self.stats.retired_by_fence += 1;
+            }
+        }
     }
 
     /// A submission failed after issuing `issued` of the use's operations.

@@ -133,6 +133,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             self.proofs.last_fence()
         };
         let timed = request.is_timed();
+        let generation = self.proofs.generation();
         let order = &self.order;
         let slot = self.ring.next_mut();
         // SAFETY: cells belong to `self.shared`, which outlives this call.
@@ -144,6 +145,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         slot.ops = 1;
         slot.residual = 0;
         slot.last_fence = last_fence;
+        slot.generation = generation;
         slot.flags = if barrier { Slot::<M::Signal>::FENCE } else { 0 }
             | if timed { Slot::<M::Signal>::TIMED } else { 0 };
         let cell_ptr = slot.cell;
@@ -188,11 +190,13 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         }
         let seq = self.ring.tail();
         let last_fence = if fence { seq } else { self.proofs.last_fence() };
+        let generation = self.proofs.generation();
         let slot = self.ring.next_mut();
         slot.aql = aql;
         slot.ops = request.ops;
         slot.residual = 0;
         slot.last_fence = last_fence;
+        slot.generation = generation;
         slot.flags = if fence { Slot::<M::Signal>::FENCE } else { 0 }
             | if copy { Slot::<M::Signal>::COPY } else { 0 }
             | if request.is_timed() {
@@ -293,10 +297,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             return Ok(());
         }
         self.stats.backpressure += 1;
-        Err(Error::Backpressure {
-            wait_for: self.backpressure_ticket(),
-            in_flight: self.ring.in_flight(),
-        })
+        Err(self.backpressure())
     }
 
     /// Doubles the ring (up to its limit) with spares, allocating a batch
@@ -321,30 +322,37 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         added > 0
     }
 
-    /// The use to wait for under back-pressure: the newest fence near the
-    /// front (its completion retires everything before it), else the oldest.
-    fn backpressure_ticket(&self) -> Ticket {
+    /// What to do when the ring is full and cannot grow: name a use whose
+    /// completion frees room — the newest fence near the front that is not
+    /// known done (it retires everything before it), else the oldest use not
+    /// known done. If every use in flight is known done, the ring is blocked
+    /// by held signals with no spare to replace them: out of signals.
+    fn backpressure(&self) -> Error {
         let head = self.ring.head();
-        let window = head..(head + self.config.backpressure_window as u64).min(self.ring.tail());
-        let oldest = *self.ring.oldest().expect("a full ring holds uses");
-        let seq = if self.proofs.fences_can_prove(head, &oldest) {
-            window
-                .rev()
-                .find(|&seq| {
-                    self.ring
-                        .get(seq)
-                        .is_some_and(|s| s.is(Slot::<M::Signal>::FENCE))
-                })
-                .unwrap_or(head)
-        } else {
-            head
+        let window_end = (head + self.config.backpressure_window as u64).min(self.ring.tail());
+        let pending = |seq: u64| {
+            self.ring
+                .get(seq)
+                .filter(|slot| self.known(seq, slot.cell).is_none())
         };
-        let slot = self.ring.get(seq).expect("in flight");
-        Ticket {
-            seq,
-            cell: slot.cell.erase(),
-            owner: self.shared.id,
-            generation: self.proofs.generation_of(seq),
+        let fence = (head..window_end).rev().find(|&seq| {
+            pending(seq).is_some_and(|slot| {
+                slot.is(Slot::<M::Signal>::FENCE) && self.proofs.fences_can_prove(seq, slot)
+            })
+        });
+        match fence.or_else(|| (head..self.ring.tail()).find(|&seq| pending(seq).is_some())) {
+            Some(seq) => {
+                let slot = self.ring.get(seq).expect("in flight");
+                Error::Backpressure {
+                    wait_for: Ticket { seq, cell: slot.cell.erase(), owner: self.shared.id, generation: slot.generation },
+                    in_flight: self.ring.in_flight(),
+                }
+            }
+            None => Error::OutOfSignals(crate::backend::AllocError::OutOfMemory(
+                "every use in flight is done, but their signals are still held and no spare could be allocated: \
+                 drop held references (events, pins) or free memory"
+                    .into(),
+            )),
         }
     }
 
@@ -407,7 +415,9 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
 
     fn hold(&mut self, ticket: &Ticket) -> Result<Option<SignalRef<M>>, Error> {
         let cell = self.cell_of(ticket)?;
-        if self.known(ticket.seq, cell) == Some(Status::Complete) {
+        if self.known(ticket.seq, cell).is_some() {
+            // Done (complete or failed): nothing left to hold, and its signal
+            // may already serve a later use.
             return Ok(None);
         }
         Ok(Some(SignalRef::new(&self.shared, cell, ticket.seq)))
@@ -439,6 +449,8 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     }
 
     fn note_queue_change(&mut self, queue: Q) {
+        self.reclaim_uses();
+        self.record_fence_proofs();
         self.order
             .set_flush_before_publish(!queue.ring_in_device_memory());
         self.queue = queue;

@@ -11,6 +11,7 @@
 
 use crate::backend::Placement;
 use crate::share::CellPtr;
+use crate::ticket::Generation;
 
 /// One slot: its signal, and the use it serves while the use is in flight.
 pub(crate) struct Slot<S> {
@@ -29,6 +30,8 @@ pub(crate) struct Slot<S> {
     /// Decrements a failed submission's signal still expects once its issued
     /// part finished (0: none).
     pub(crate) residual: u32,
+    /// The queue generation of the use.
+    pub(crate) generation: Generation,
 }
 
 impl<S> Slot<S> {
@@ -46,6 +49,7 @@ impl<S> Slot<S> {
             flags: 0,
             ops: 1,
             residual: 0,
+            generation: Generation::default(),
         }
     }
 

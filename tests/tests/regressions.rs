@@ -1,18 +1,15 @@
-//! Tracker bugs the scenarios found (see `scenarios::model::KnownBug`):
-//! each test replays the shortened scenario with no tolerance and asserts
-//! that every invariant holds, so it fails until its bug is fixed. Ignored,
-//! so CI stays green meanwhile; run them with
-//! `cargo test -p scenarios --test known_bugs -- --ignored`.
+//! Regressions: tracker bugs the scenarios found, each replayed from its
+//! shortened scenario. Every invariant must hold; each test failed before
+//! its fix (named in the test's doc comment).
 
 use scenarios::TrackerKind;
-use scenarios::model::strictly;
 use scenarios::ops::{Deadline, Op, PurposeChoice::*, StreamId::*};
 use scenarios::search::run;
 use scenarios::setup::setups;
 
 fn assert_every_invariant_holds(kind: TrackerKind, setup: usize, ops: &[Op]) {
     let setup = setups()[setup];
-    if let Err(failure) = strictly(|| run(kind, setup, ops)) {
+    if let Err(failure) = run(kind, setup, ops) {
         panic!("{kind:?} tracker, setup \"{}\": {failure}", setup.name);
     }
 }
@@ -32,7 +29,7 @@ fn submit(
 }
 
 #[test]
-#[ignore = "known bug QueueErrorFailsCompletedUses: fail_queue fails uses whose packets completed"]
+/// Was: QueueErrorFailsCompletedUses: fail_queue fails uses whose packets completed.
 fn a_queue_error_does_not_fail_completed_uses_retiring() {
     let ops = [
         submit(A, false, Completion, false),
@@ -56,7 +53,7 @@ fn a_queue_error_does_not_fail_completed_uses_retiring() {
 }
 
 #[test]
-#[ignore = "known bug QueueErrorFailsCompletedUses: fail_queue fails uses whose packets completed"]
+/// Was: QueueErrorFailsCompletedUses: fail_queue fails uses whose packets completed.
 fn a_queue_error_does_not_fail_completed_uses_baseline() {
     let ops = [
         submit(B, true, CpuSync, false),
@@ -74,7 +71,7 @@ fn a_queue_error_does_not_fail_completed_uses_baseline() {
 }
 
 #[test]
-#[ignore = "known bug StampsOfFailedUses: a failed timed use gets timestamps"]
+/// Was: StampsOfFailedUses: a failed timed use gets timestamps.
 fn a_failed_use_has_no_timestamps() {
     let ops = [
         Op::FailQueue {
@@ -94,7 +91,7 @@ fn a_failed_use_has_no_timestamps() {
 }
 
 #[test]
-#[ignore = "known bug PinnedSignalUnflushed: a pin read through a ring in system memory is never HDP-flushed"]
+/// Was: PinnedSignalUnflushed: a pin read through a ring in system memory is never HDP-flushed.
 fn a_pinned_signal_is_flushed_for_a_consumer_ring_in_system_memory() {
     let ops = [
         submit(B, true, CpuSync, false),
@@ -119,7 +116,7 @@ fn a_pinned_signal_is_flushed_for_a_consumer_ring_in_system_memory() {
 }
 
 #[test]
-#[ignore = "known bug QueueChangeForgetsFenceProofs: a use said complete is unknown after a queue change"]
+/// Was: QueueChangeForgetsFenceProofs: a use said complete is unknown after a queue change.
 fn a_queue_change_keeps_what_fences_proved() {
     let ops = [
         submit(A, false, GpuWaiter, false),
@@ -144,7 +141,7 @@ fn a_queue_change_keeps_what_fences_proved() {
 }
 
 #[test]
-#[ignore = "known bug BackpressureNamesDoneUse: back-pressure names a use already known done"]
+/// Was: BackpressureNamesDoneUse: back-pressure names a use already known done.
 fn backpressure_names_a_use_whose_completion_frees_room() {
     let ops = [
         Op::FailQueue {
@@ -179,4 +176,36 @@ fn backpressure_names_a_use_whose_completion_frees_room() {
         },
     ];
     assert_every_invariant_holds(TrackerKind::Retiring, 0, &ops);
+}
+
+/// Every crash input kept in `fuzz/regressions` replays with every
+/// invariant holding. The first, a hang, was the simulator's: a queue that
+/// failed while running to idle did not count as progress, so a barrier on
+/// another queue waiting on its (now negative) signals was never looked at
+/// again.
+#[test]
+fn fuzz_regressions_replay_cleanly() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/regressions");
+    let mut replayed = 0;
+    for entry in std::fs::read_dir(&dir).expect("fuzz/regressions exists") {
+        let path = entry.unwrap().path();
+        let data = std::fs::read(&path).unwrap();
+        let setups = setups();
+        let setup = setups[usize::from(data[0]) % setups.len()];
+        let ops = scenarios::ops::decode_ops(
+            &mut arbitrary::Unstructured::new(&data[1..]),
+            scenarios::search::MAX_OPS,
+        );
+        for kind in TrackerKind::ALL {
+            if let Err(failure) = run(kind, setup, &ops) {
+                panic!("{}: {kind:?} tracker: {failure}", path.display());
+            }
+        }
+        replayed += 1;
+    }
+    assert!(
+        replayed > 0,
+        "no regression input found in {}",
+        dir.display()
+    );
 }
