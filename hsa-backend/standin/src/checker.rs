@@ -43,13 +43,24 @@ impl Use {
     }
 }
 
+/// A barrier packet waiting on a signal.
+#[derive(Clone)]
+struct Wait {
+    barrier: Use,
+    /// The newest packet completing the signal when the barrier was fetched:
+    /// the use it waits for (`None`: it waits for a use not yet published).
+    watched: Option<Use>,
+}
+
 /// Pending packets by the signals they name.
 #[derive(Default)]
 pub(crate) struct Checker {
     /// Packets completing each signal (pruned of finished ones when looked at).
     completions: BTreeMap<u64, Vec<Use>>,
-    /// Barrier packets waiting on each signal.
-    waits: BTreeMap<u64, Vec<Use>>,
+    /// The newest packet completing each signal, finished or not.
+    newest_completion: BTreeMap<u64, Use>,
+    /// Barrier packets waiting on each signal (pruned likewise).
+    waits: BTreeMap<u64, Vec<Wait>>,
 }
 
 /// The signals a packet waits on: barrier-AND/OR dependencies, or a
@@ -69,16 +80,29 @@ fn dependencies(packet: &PacketWords) -> Vec<u64> {
     handles.into_iter().filter(|h| *h != 0).collect()
 }
 
-fn pending_in(map: &mut BTreeMap<u64, Vec<Use>>, handle: u64) -> Vec<Use> {
-    let Some(uses) = map.get_mut(&handle) else {
+/// The entries of `map[handle]` still pending, after dropping the others.
+fn pending_in<T: Clone>(
+    map: &mut BTreeMap<u64, Vec<T>>,
+    handle: u64,
+    pending: impl Fn(&T) -> bool,
+) -> Vec<T> {
+    let Some(entries) = map.get_mut(&handle) else {
         return Vec::new();
     };
-    uses.retain(Use::pending);
-    let pending = uses.clone();
-    if uses.is_empty() {
+    entries.retain(pending);
+    let left = entries.clone();
+    if entries.is_empty() {
         map.remove(&handle);
     }
-    pending
+    left
+}
+
+fn pending_uses(map: &mut BTreeMap<u64, Vec<Use>>, handle: u64) -> Vec<Use> {
+    pending_in(map, handle, Use::pending)
+}
+
+fn pending_waits(map: &mut BTreeMap<u64, Vec<Wait>>, handle: u64) -> Vec<Wait> {
+    pending_in(map, handle, |w: &Wait| w.barrier.pending())
 }
 
 impl Checker {
@@ -100,7 +124,7 @@ impl Checker {
             }
         }
         if completion != 0 && is_known(instance, completion) {
-            let earlier = pending_in(&mut self.completions, completion);
+            let earlier = pending_uses(&mut self.completions, completion);
             // SAFETY: `is_known`: a block the simulator owns.
             let value = unsafe { peek_value(completion) };
             if value <= earlier.len() as i64 {
@@ -113,24 +137,37 @@ impl Checker {
                     earlier.len(),
                 ));
             }
-            let waiters = pending_in(&mut self.waits, completion);
-            if !waiters.is_empty() {
-                let waiters: Vec<_> = waiters.iter().map(Use::describe).collect();
+            let overtaken: Vec<_> = pending_waits(&mut self.waits, completion)
+                .into_iter()
+                .filter(|w| w.watched.as_ref().is_some_and(|u| !u.pending()))
+                .map(|w| w.barrier.describe())
+                .collect();
+            if !overtaken.is_empty() {
                 instance.violation(format!(
-                    "{}: completion signal {completion:#x} is reused while barrier packet(s) \
-                     {waiters:?} still wait on its previous use (a GPU waiter's signal was re-armed)",
+                    "{}: completion signal {completion:#x} is used again while barrier packet(s) \
+                     {overtaken:?} still wait on its previous, finished use: it was re-armed \
+                     before the GPU waiter saw that use complete",
                     here(),
                 ));
             }
-            self.completions.entry(completion).or_default().push(Use {
+            let this = Use {
                 queue: queue.clone(),
                 index,
-            });
+            };
+            self.completions
+                .entry(completion)
+                .or_default()
+                .push(this.clone());
+            self.newest_completion.insert(completion, this);
         }
         for handle in dependencies {
-            self.waits.entry(handle).or_default().push(Use {
-                queue: queue.clone(),
-                index,
+            let watched = self.newest_completion.get(&handle).cloned();
+            self.waits.entry(handle).or_default().push(Wait {
+                barrier: Use {
+                    queue: queue.clone(),
+                    index,
+                },
+                watched,
             });
         }
     }
@@ -138,16 +175,28 @@ impl Checker {
     /// Checks that no pending packet still names a signal in `range`, which
     /// `call` is releasing.
     pub(crate) fn on_release(&mut self, instance: &Instance, call: &str, range: Range<u64>) {
+        let released: Vec<u64> = self
+            .newest_completion
+            .range(range.clone())
+            .map(|(h, _)| *h)
+            .collect();
+        for handle in released {
+            self.newest_completion.remove(&handle);
+        }
         let handles: Vec<u64> = self
             .completions
             .range(range.clone())
-            .chain(self.waits.range(range.clone()))
             .map(|(handle, _)| *handle)
+            .chain(self.waits.range(range.clone()).map(|(handle, _)| *handle))
             .collect();
         for handle in handles {
-            let users: Vec<_> = pending_in(&mut self.completions, handle)
+            let users: Vec<_> = pending_uses(&mut self.completions, handle)
                 .into_iter()
-                .chain(pending_in(&mut self.waits, handle))
+                .chain(
+                    pending_waits(&mut self.waits, handle)
+                        .into_iter()
+                        .map(|w| w.barrier),
+                )
                 .map(|u| u.describe())
                 .collect();
             if !users.is_empty() {

@@ -1,0 +1,376 @@
+//! The AQL queue: creation with profiling, reservation, publication in HSA
+//! order with the doorbell, ROCr's read index, barrier-AND packets as empty
+//! work and as cross-queue waits, barrier-value packets, queue errors, and
+//! several producers at once.
+
+mod support;
+
+use hsa_backend::packet::{BarrierValue, MAX_DEPENDENCIES};
+use hsa_backend::{AqlQueue, Error, QueueOptions, SignalPool};
+use hsa_sys::{
+    HSA_PACKET_TYPE_BARRIER_AND, HSA_PACKET_TYPE_KERNEL_DISPATCH, HSA_SIGNAL_CONDITION_EQ,
+};
+use rocr_standin::{Kernel, StepStatus};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::Gpu;
+use tracker::{HardwareQueue, Placement, QueueError, QueueView, SignalMemory, Work};
+
+fn options(size: u32) -> QueueOptions {
+    QueueOptions {
+        size,
+        drain_timeout: Duration::ZERO,
+        ..QueueOptions::default()
+    }
+}
+
+/// An armed VRAM signal of `pool`, its arming fenced.
+fn armed(pool: &SignalPool) -> u64 {
+    let mut out = Vec::new();
+    pool.allocate(1, Placement::Device, &mut out).unwrap();
+    let (signal, _) = out[0];
+    // SAFETY: a signal of `pool`.
+    unsafe { pool.store(signal, 1) };
+    pool.store_fence();
+    pool.packet_handle(signal)
+}
+
+fn value(pool: &SignalPool, handle: u64) -> i64 {
+    let _ = pool; // the block lives in `pool`
+    // SAFETY: the handle is the address of a live block of `pool`: read its
+    // value word atomically, as the backend does.
+    unsafe { std::sync::atomic::AtomicI64::from_ptr((handle + 8) as *mut i64) }
+        .load(std::sync::atomic::Ordering::Acquire)
+}
+
+#[test]
+fn creation_enables_profiling_and_checks_the_size() {
+    let gpu = Gpu::stepped();
+    let queue = AqlQueue::new(&gpu.device, options(4)).unwrap();
+    assert_eq!(queue.size(), 64, "ROCr rounds up to its minimum");
+    assert!(queue.is_profiled());
+    assert_eq!(gpu.standin.calls("hsa_queue_create"), 1);
+    assert_eq!(
+        gpu.standin.calls("hsa_amd_profiling_set_profiler_enabled"),
+        1
+    );
+    assert!(!queue.ring_in_device_memory(), "the safe default");
+    for size in [3, 1 << 18] {
+        let error = AqlQueue::new(&gpu.device, options(size)).unwrap_err();
+        assert_eq!(
+            error,
+            Error::InvalidQueueSize {
+                size,
+                min: 64,
+                max: 1 << 17
+            }
+        );
+        assert!(error.to_string().contains("power of two"), "{error}");
+    }
+    let unprofiled = AqlQueue::new(
+        &gpu.device,
+        QueueOptions {
+            profiling: false,
+            ..options(64)
+        },
+    )
+    .unwrap();
+    assert!(!unprofiled.is_profiled());
+    assert_eq!(
+        gpu.standin.calls("hsa_amd_profiling_set_profiler_enabled"),
+        1
+    );
+    drop((queue, unprofiled));
+    assert_eq!(gpu.standin.calls("hsa_queue_destroy"), 2);
+    assert_eq!(gpu.standin.census().queues, 0);
+}
+
+#[test]
+fn a_packet_reaches_the_packet_processor_at_its_doorbell() {
+    let gpu = Gpu::stepped();
+    let queue = gpu.queue(options(64));
+    let pool = SignalPool::new(&gpu.device);
+    let control = gpu.control(&queue);
+    let completion = armed(&pool);
+    assert_eq!(queue.write_index(), 0);
+    let index = queue.reserve().unwrap();
+    assert_eq!((index, queue.write_index()), (0, 1));
+    assert_eq!(
+        control.launch(),
+        Err(StepStatus::NotLaunchable),
+        "reserved, not published"
+    );
+    queue.publish(index, Work::Empty, true, completion).unwrap();
+    assert_eq!(
+        gpu.standin.calls("hsa_signal_store_screlease"),
+        1,
+        "the doorbell"
+    );
+    let truth = control.truth(index).unwrap();
+    assert!(truth.published && !truth.launched);
+    assert_eq!(
+        truth.packet_type, HSA_PACKET_TYPE_BARRIER_AND,
+        "empty work is a barrier-AND"
+    );
+    assert!(truth.barrier);
+    assert_eq!(truth.completion_signal, completion);
+    assert_eq!(control.launch(), Ok(0));
+    assert_eq!(queue.read_index(), 0, "launched, not consumed");
+    assert_eq!(control.advance_read_index(), Ok(1));
+    assert_eq!(
+        queue.read_index(),
+        1,
+        "ROCr's read index is the processor's"
+    );
+    assert_eq!(value(&pool, completion), 1, "consumed, not complete");
+    control.complete(0).unwrap();
+    assert_eq!(value(&pool, completion), 0);
+    assert!(gpu.standin.calls("hsa_queue_load_read_index_scacquire") >= 3);
+    gpu.standin.assert_no_violations();
+}
+
+#[test]
+fn kernels_are_dispatch_packets_and_more_than_five_dependencies_are_refused() {
+    let gpu = Gpu::stepped();
+    let queue = gpu.queue(options(64));
+    let kernel = gpu.standin.register_kernel(Kernel::Empty);
+    let index = queue.reserve().unwrap();
+    queue
+        .publish(index, Work::Kernel(kernel), false, 0)
+        .unwrap();
+    let truth = gpu.control(&queue).truth(index).unwrap();
+    assert_eq!(
+        (truth.packet_type, truth.barrier),
+        (HSA_PACKET_TYPE_KERNEL_DISPATCH, false)
+    );
+    let index = queue.reserve().unwrap();
+    let six = [1u64; MAX_DEPENDENCIES + 1];
+    assert!(matches!(
+        queue.publish(index, Work::Wait(&six), false, 0),
+        Err(QueueError::Unsupported(_))
+    ));
+    // The reserved slot must still be published, or the queue stalls at it.
+    queue.publish(index, Work::Empty, false, 0).unwrap();
+    assert!(matches!(
+        queue.publish_packet(99, hsa_backend::packet::barrier_and(&[], false, 0).unwrap()),
+        Err(QueueError::Unsupported(_))
+    ));
+    gpu.standin.run_until_idle();
+    gpu.standin.assert_no_violations();
+}
+
+#[test]
+fn reserve_says_full_instead_of_blocking_and_recovers() {
+    let gpu = Gpu::stepped();
+    let queue = gpu.queue(options(64));
+    for _ in 0..64 {
+        let index = queue.reserve().unwrap();
+        queue.publish(index, Work::Empty, false, 0).unwrap();
+    }
+    assert_eq!(queue.reserve(), Err(QueueError::Full));
+    assert_eq!(
+        queue.write_index(),
+        64,
+        "a refused reservation takes nothing"
+    );
+    gpu.control(&queue).run_until_idle();
+    assert_eq!(queue.reserve(), Ok(64));
+    queue.publish(64, Work::Empty, false, 0).unwrap();
+    gpu.standin.assert_no_violations();
+}
+
+#[test]
+fn a_barrier_and_waits_for_another_queues_signal() {
+    let gpu = Gpu::stepped();
+    let producer = gpu.queue(options(64));
+    let consumer = gpu.queue(options(64));
+    let pool = SignalPool::new(&gpu.device);
+    let flag = gpu.standin.new_flag();
+    let spin = gpu.standin.register_kernel(Kernel::SpinUntil(flag));
+    let produced = armed(&pool);
+    let consumed = armed(&pool);
+    let index = producer.reserve().unwrap();
+    producer
+        .publish(index, Work::Kernel(spin), true, produced)
+        .unwrap();
+    let index = consumer.reserve().unwrap();
+    consumer
+        .publish(index, Work::Wait(&[produced]), true, consumed)
+        .unwrap();
+    gpu.standin.run_until_idle();
+    assert_eq!(
+        (value(&pool, produced), value(&pool, consumed)),
+        (1, 1),
+        "both wait for the kernel"
+    );
+    gpu.standin.set_flag(flag, true);
+    gpu.standin.run_until_idle();
+    assert_eq!((value(&pool, produced), value(&pool, consumed)), (0, 0));
+    gpu.standin.assert_no_violations();
+}
+
+/// A barrier-value packet compares a masked value, not just zero: here it
+/// waits until two kernels on another queue have counted a signal down from
+/// 2 to 1, while the second kernel still runs. (A gate the host sets through
+/// ROCr, as `hipStreamWaitValue` uses, is the other use; the simulator counts
+/// any host store to a signal a pending barrier watches as a violation, so
+/// the stand-in cannot show that one.)
+#[test]
+fn a_barrier_value_packet_completes_once_its_condition_holds() {
+    let gpu = Gpu::stepped();
+    let producer = gpu.queue(options(64));
+    let consumer = gpu.queue(options(64));
+    let pool = SignalPool::new(&gpu.device);
+    let flag = gpu.standin.new_flag();
+    let spin = gpu.standin.register_kernel(Kernel::SpinUntil(flag));
+    let empty = gpu.standin.register_kernel(Kernel::Empty);
+    let gate = armed(&pool);
+    // SAFETY: `gate` is a block of `pool`; arm it to 2 for two decrements.
+    unsafe { std::sync::atomic::AtomicI64::from_ptr((gate + 8) as *mut i64) }
+        .store(2, std::sync::atomic::Ordering::Release);
+    pool.store_fence();
+    let completion = armed(&pool);
+    let index = consumer.reserve().unwrap();
+    let wait = BarrierValue {
+        signal: gate,
+        condition: HSA_SIGNAL_CONDITION_EQ,
+        compare: 1,
+        mask: 0xF,
+    };
+    consumer
+        .publish_barrier_value(index, wait, true, completion)
+        .unwrap();
+    for kernel in [empty, spin] {
+        let index = producer.reserve().unwrap();
+        producer
+            .publish(index, Work::Kernel(kernel), false, gate)
+            .unwrap();
+    }
+    gpu.standin.run_until_idle();
+    assert_eq!(value(&pool, gate), 1, "one of two decrements");
+    assert_eq!(value(&pool, completion), 0, "the barrier saw 1 & 0xF == 1");
+    gpu.standin.set_flag(flag, true);
+    gpu.standin.run_until_idle();
+    assert_eq!(value(&pool, gate), 0);
+    drop((producer, consumer));
+    gpu.standin.assert_no_violations();
+}
+
+#[test]
+fn a_queue_error_reaches_the_backend_through_rocrs_callback() {
+    let gpu = Gpu::stepped();
+    let queue = gpu.queue(options(64));
+    let pool = SignalPool::new(&gpu.device);
+    let completion = armed(&pool);
+    let index = queue.reserve().unwrap();
+    queue.publish(index, Work::Empty, true, completion).unwrap();
+    assert!(queue.error().is_none());
+    gpu.control(&queue).fail();
+    let error = queue.error().expect("reported");
+    assert_eq!(error.status(), hsa_sys::HSA_STATUS_ERROR_EXCEPTION);
+    assert!(
+        error.to_string().contains("HSA_STATUS_ERROR_EXCEPTION"),
+        "{error}"
+    );
+    assert_eq!(value(&pool, completion), -1, "the pending packet failed");
+    let QueueError::Failed(text) = queue.reserve().unwrap_err() else {
+        panic!("a failed queue takes no reservation");
+    };
+    assert!(text.contains("HSA_STATUS_ERROR_EXCEPTION"), "{text}");
+}
+
+#[test]
+fn several_producers_reserve_and_publish_at_once() {
+    const THREADS: usize = 4;
+    const EACH: usize = 500;
+    let gpu = Gpu::threaded();
+    let queue = gpu.queue(QueueOptions {
+        size: 256,
+        ..QueueOptions::default()
+    });
+    let pool = Arc::new(SignalPool::new(&gpu.device));
+    let mut signals = Vec::new();
+    pool.allocate(THREADS, Placement::Device, &mut signals)
+        .unwrap();
+    let threads: Vec<_> = signals
+        .iter()
+        .map(|&(signal, _)| {
+            let queue = queue.clone();
+            let pool = pool.clone();
+            std::thread::spawn(move || {
+                let mut indices = Vec::new();
+                for _ in 0..EACH {
+                    // One packet at a time per signal: arm, publish, wait.
+                    // SAFETY: a signal of `pool`, idle.
+                    unsafe { pool.store(signal, 1) };
+                    pool.store_fence();
+                    let index = loop {
+                        match queue.reserve() {
+                            Ok(index) => break index,
+                            Err(QueueError::Full) => std::thread::yield_now(),
+                            Err(error) => panic!("{error}"),
+                        }
+                    };
+                    queue
+                        .publish(index, Work::Empty, false, pool.packet_handle(signal))
+                        .unwrap();
+                    // SAFETY: as above.
+                    assert_eq!(
+                        unsafe { pool.wait_change(signal, 1, Duration::from_secs(10)) },
+                        0
+                    );
+                    indices.push(index);
+                }
+                indices
+            })
+        })
+        .collect();
+    let mut all: Vec<u64> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), THREADS * EACH, "every reservation was unique");
+    assert_eq!(queue.write_index(), (THREADS * EACH) as u64);
+    queue.drain(Duration::from_secs(10)).unwrap();
+    drop(queue);
+    gpu.standin.assert_no_violations();
+}
+
+#[test]
+fn drain_waits_for_the_work_and_times_out_on_a_hung_kernel() {
+    let gpu = Gpu::threaded();
+    let queue = gpu.queue(QueueOptions {
+        drain_timeout: Duration::from_millis(50),
+        ..QueueOptions::default()
+    });
+    let slow = gpu
+        .standin
+        .register_kernel(Kernel::Duration(Duration::from_millis(20)));
+    let index = queue.reserve().unwrap();
+    queue.publish(index, Work::Kernel(slow), false, 0).unwrap();
+    queue.drain(Duration::from_secs(10)).unwrap();
+    assert!(gpu.control(&queue).truth(index).unwrap().completed);
+
+    let flag = gpu.standin.new_flag();
+    let spin = gpu.standin.register_kernel(Kernel::SpinUntil(flag));
+    let index = queue.reserve().unwrap();
+    queue.publish(index, Work::Kernel(spin), false, 0).unwrap();
+    let started = Instant::now();
+    assert_eq!(
+        queue.drain(Duration::from_millis(30)),
+        Err(Error::TimedOut(Duration::from_millis(30)))
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // Dropping the queue drains within its bound, then destroys it anyway.
+    let started = Instant::now();
+    drop(queue);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(gpu.standin.census().queues, 0);
+    gpu.standin.assert_no_violations();
+}
