@@ -275,11 +275,12 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         if !self.ring.is_full() {
             return Ok(());
         }
-        if self.probe_fence() {
-            self.reclaim_uses();
-            if !self.ring.is_full() {
-                return Ok(());
-            }
+        // A probe may prove a batch, or meet a queue error and fail the
+        // pending uses: either way, reclaim after it.
+        self.probe_fence();
+        self.reclaim_uses();
+        if !self.ring.is_full() {
+            return Ok(());
         }
         // No fence of this queue can prove an older generation's use or a
         // copy-engine use; only its own signal can.
