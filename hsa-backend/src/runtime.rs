@@ -151,6 +151,20 @@ impl Runtime {
         self.timestamp_frequency
     }
 
+    /// One system timestamp tick, to the nanosecond: the unit of converted
+    /// GPU timestamps (and so of a queue layer's `timestamp_period` on this
+    /// backend). ROCr's system clock ticks at 1 GHz.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// assert_eq!(runtime.timestamp_period(), std::time::Duration::from_nanos(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn timestamp_period(&self) -> Duration {
+        crate::timing::system_duration(1, self.timestamp_frequency)
+    }
+
     /// `HSA_SYSTEM_INFO_TIMESTAMP`: the system clock, in ticks of
     /// [`Runtime::timestamp_frequency`].
     pub fn system_timestamp(&self) -> Result<u64, Error> {
