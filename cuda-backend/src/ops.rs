@@ -6,9 +6,9 @@
 //! 1. for [`Work::Wait`](tracker::Work::Wait), one 64-bit wait per dependency
 //!    until it equals 0 (a GPU waiter: the stream stalls on the GPU, not the
 //!    host);
-//! 2. for a wait with a completion signal, zeros into the signal's stamps
-//!    (no kernel runs to write them, and a timed use must never report an
-//!    earlier use's stamps);
+//! 2. for a wait (or any publication that runs no kernel) with a completion
+//!    signal, zeros into the signal's stamps (no kernel writes them, and a
+//!    timed use must never report an earlier use's stamps);
 //! 3. the completion: 0 into the signal's value;
 //! 4. the progress: `index + 1` into the queue's progress word, which
 //!    [`read_index`](tracker::QueueView::read_index) loads.
@@ -45,16 +45,29 @@ pub(crate) const fn progress_after(index: u64) -> u64 {
     index.wrapping_add(1)
 }
 
-/// Appends the operations of publication `index` to `out` (cleared first):
-/// waits on `dependencies`, then the completion of `completion` (a signal's
-/// device address, or 0 for none), then the progress word at `progress`.
-pub(crate) fn plan(
-    index: u64,
-    dependencies: &[u64],
-    completion: u64,
-    progress: u64,
-    out: &mut Vec<MemOp>,
-) {
+/// What one publication enqueues after its work.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Publication<'a> {
+    /// Its queue index.
+    pub(crate) index: u64,
+    /// Signals (device addresses) to wait for until they are 0.
+    pub(crate) dependencies: &'a [u64],
+    /// The signal to complete (its device address), or 0 for none.
+    pub(crate) completion: u64,
+    /// No kernel writes the completion signal's stamps: clear them.
+    pub(crate) clear_stamps: bool,
+}
+
+/// Appends the operations of `publication` to `out` (cleared first): waits
+/// on its dependencies, cleared stamps, its completion, then `index + 1`
+/// into the progress word at `progress`.
+pub(crate) fn plan(publication: Publication<'_>, progress: u64, out: &mut Vec<MemOp>) {
+    let Publication {
+        index,
+        dependencies,
+        completion,
+        clear_stamps,
+    } = publication;
     out.clear();
     out.extend(
         dependencies
@@ -62,7 +75,7 @@ pub(crate) fn plan(
             .map(|&address| MemOp::WaitZero { address }),
     );
     if completion != 0 {
-        if !dependencies.is_empty() {
+        if clear_stamps {
             for offset in [SignalBlock::START_OFFSET, SignalBlock::END_OFFSET] {
                 out.push(MemOp::Write {
                     address: completion + offset as u64,
@@ -115,10 +128,51 @@ mod tests {
 
     const PROGRESS: u64 = 0x9000;
 
+    fn publication(
+        index: u64,
+        dependencies: &[u64],
+        completion: u64,
+        clear_stamps: bool,
+    ) -> Publication<'_> {
+        Publication {
+            index,
+            dependencies,
+            completion,
+            clear_stamps,
+        }
+    }
+
+    #[test]
+    fn a_wait_without_dependencies_still_clears_its_stamps() {
+        let mut ops = Vec::new();
+        plan(publication(3, &[], 0x1000, true), PROGRESS, &mut ops);
+        assert_eq!(
+            ops,
+            [
+                MemOp::Write {
+                    address: 0x1008,
+                    value: 0
+                },
+                MemOp::Write {
+                    address: 0x1010,
+                    value: 0
+                },
+                MemOp::Write {
+                    address: 0x1000,
+                    value: 0
+                },
+                MemOp::Write {
+                    address: PROGRESS,
+                    value: 4
+                },
+            ]
+        );
+    }
+
     #[test]
     fn a_completion_is_written_before_the_progress_word() {
         let mut ops = Vec::new();
-        plan(41, &[], 0x1000, PROGRESS, &mut ops);
+        plan(publication(41, &[], 0x1000, false), PROGRESS, &mut ops);
         assert_eq!(
             ops,
             [
@@ -137,7 +191,7 @@ mod tests {
     #[test]
     fn without_a_completion_only_progress_is_written() {
         let mut ops = vec![MemOp::WaitZero { address: 1 }];
-        plan(0, &[], 0, PROGRESS, &mut ops);
+        plan(publication(0, &[], 0, true), PROGRESS, &mut ops);
         assert_eq!(
             ops,
             [MemOp::Write {
@@ -150,7 +204,11 @@ mod tests {
     #[test]
     fn a_wait_stalls_on_each_dependency_then_clears_its_stamps_and_completes() {
         let mut ops = Vec::new();
-        plan(7, &[0x2000, 0x3000], 0x1000, PROGRESS, &mut ops);
+        plan(
+            publication(7, &[0x2000, 0x3000], 0x1000, true),
+            PROGRESS,
+            &mut ops,
+        );
         assert_eq!(
             ops,
             [
@@ -208,10 +266,8 @@ mod tests {
             CUstreamBatchMemOpType::CU_STREAM_MEM_OP_WRITE_VALUE_64
         );
         // SAFETY: as above.
-        assert_eq!(
-            (w.address, unsafe { w.__bindgen_anon_1.value64 }, w.flags),
-            (0x40, 9, 0)
-        );
+        let value = unsafe { w.__bindgen_anon_1.value64 };
+        assert_eq!((w.address, value, w.flags), (0x40, 9, 0));
         assert_eq!(core::mem::size_of::<CUstreamBatchMemOpParams>(), 48);
     }
 }

@@ -38,7 +38,7 @@
 
 use crate::context::CudaContext;
 use crate::error::{Error, Result};
-use crate::ops::{MemOp, encode, plan};
+use crate::ops::{self, MemOp, encode, plan};
 use crate::order::{Admission, AlreadyPublished, Reorder};
 use crate::pinned::Pinned;
 use crate::stream::Stream;
@@ -284,13 +284,13 @@ impl CudaQueue {
             }
             Work::Wait(dependencies) => dependencies,
         };
-        plan(
+        let publication = ops::Publication {
             index,
             dependencies,
             completion,
-            self.inner.progress.device,
-            &mut publisher.plan,
-        );
+            clear_stamps: matches!(work, Work::Wait(_)),
+        };
+        plan(publication, self.inner.progress.device, &mut publisher.plan);
         publisher.params.clear();
         publisher
             .params
