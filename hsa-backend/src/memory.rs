@@ -264,8 +264,12 @@ impl SignalPool {
         self.device
             .check("hsa_amd_memory_pool_allocate", status)
             .map_err(|e| e.to_string())?;
-        if base.is_null() || base as usize % align_of::<amd_signal_t>() != 0 {
-            // SAFETY: `base` came from the allocation just made, if non-null.
+        if base.is_null() {
+            return Err("the pool returned a null block".to_owned());
+        }
+        if base as usize % align_of::<amd_signal_t>() != 0 {
+            // SAFETY: `base` came from the allocation just made; nothing else
+            // refers to it.
             unsafe { api.hsa_amd_memory_pool_free(base) };
             return Err(format!(
                 "the pool returned a block at {base:p}, not 64-byte aligned"

@@ -513,3 +513,85 @@ fn regression_old_behaviour_deadlocks_default_queue() {
 fn regression_old_behaviour_deadlocks_created_queue_three_extra_synchronizers() {
     old_behaviour_deadlocks(QueueKind::Created, 3);
 }
+
+// --- Stress -------------------------------------------------------------------
+
+/// hip-tests' event-overflow shape on the backend: threads over queues
+/// recording, querying, synchronizing and waiting across queues on a
+/// threaded GPU, under a progress watchdog; afterwards nothing is left
+/// behind and the stand-in saw no violation.
+#[test]
+fn many_threads_over_many_queues_make_progress_and_leave_nothing_behind() {
+    const THREADS: usize = 4;
+    const ROUNDS: usize = 500;
+    let platform = Platform::threaded().with_device_signals();
+    let device = platform.device(bounded());
+    let queues: Vec<_> = (0..THREADS)
+        .map(|_| platform.create_queue(&device, bounded()))
+        .collect();
+    let kernel = platform
+        .gpu
+        .standin
+        .register_kernel(Kernel::Duration(Duration::from_micros(5)));
+    let progress = std::sync::atomic::AtomicUsize::new(0);
+    let watchdog = Watchdog::start(Duration::from_secs(60), || {});
+    std::thread::scope(|scope| {
+        for (t, queue) in queues.iter().enumerate() {
+            let (queues, progress) = (&queues, &progress);
+            scope.spawn(move || {
+                let neighbour = &queues[(t + 1) % queues.len()];
+                let mut events = std::collections::VecDeque::new();
+                for round in 0..ROUNDS {
+                    queue.launch(kernel).unwrap();
+                    let event = queue.record_event().unwrap();
+                    let _ = event.query();
+                    if round % 5 == 0 {
+                        neighbour.wait_event(&event).unwrap();
+                    }
+                    events.push_back(event);
+                    if events.len() > 16 {
+                        events.pop_front().unwrap().synchronize().unwrap();
+                    }
+                    if round % 25 == 24 {
+                        queue.synchronize().unwrap();
+                    }
+                    progress.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                for event in events {
+                    event.synchronize().unwrap();
+                }
+                queue.synchronize().unwrap();
+            });
+        }
+    });
+    assert!(!watchdog.disarm(), "no progress for a minute");
+    assert_eq!(progress.into_inner(), THREADS * ROUNDS);
+    for queue in &queues {
+        queue.synchronize().unwrap();
+        assert_eq!(queue.query().unwrap(), Status::Complete);
+        let census = queue.with_tracker(|t| t.census());
+        assert!(census.is_balanced(), "{census:?}");
+        assert_eq!(
+            queue.with_tracker(|t| t.stats().signals_created) as usize,
+            census.created
+        );
+    }
+    drop((queues, device));
+    let Platform { gpu, .. } = platform;
+    let gpu = Arc::into_inner(gpu).expect("the last handle");
+    let standin = {
+        let support::Gpu {
+            device,
+            runtime,
+            standin,
+        } = gpu;
+        drop((device, runtime));
+        standin
+    };
+    assert_eq!(
+        standin.census(),
+        rocr_standin::Census::default(),
+        "nothing leaked"
+    );
+    standin.assert_no_violations();
+}

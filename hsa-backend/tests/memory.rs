@@ -242,11 +242,8 @@ fn waits_poll_batch_signals_and_let_rocr_wait_for_its_own() {
     // SAFETY: a signal of `pool`.
     unsafe { pool.store(raw, 1) };
     // SAFETY: as above.
-    assert_eq!(
-        unsafe { pool.wait_change(raw, 1, Duration::from_millis(5)) },
-        1,
-        "timed out"
-    );
+    let seen = unsafe { pool.wait_change(raw, 1, Duration::from_millis(5)) };
+    assert_eq!(seen, 1, "timed out");
     let completer = {
         let pool = pool.clone();
         std::thread::spawn(move || {
@@ -256,10 +253,8 @@ fn waits_poll_batch_signals_and_let_rocr_wait_for_its_own() {
         })
     };
     // SAFETY: as above.
-    assert_eq!(
-        unsafe { pool.wait_change(raw, 1, Duration::from_secs(10)) },
-        0
-    );
+    let seen = unsafe { pool.wait_change(raw, 1, Duration::from_secs(10)) };
+    assert_eq!(seen, 0);
     completer.join().unwrap();
     assert_eq!(gpu.standin.calls("hsa_signal_wait_scacquire"), 0);
     assert_eq!(pool.counters().polled_waits, 2);
@@ -280,10 +275,8 @@ fn waits_poll_batch_signals_and_let_rocr_wait_for_its_own() {
         })
     };
     // SAFETY: as above.
-    assert_eq!(
-        unsafe { pool.wait_change(rocr, 1, Duration::from_secs(10)) },
-        0
-    );
+    let seen = unsafe { pool.wait_change(rocr, 1, Duration::from_secs(10)) };
+    assert_eq!(seen, 0);
     completer.join().unwrap();
     assert!(gpu.standin.calls("hsa_signal_wait_scacquire") >= 1);
     assert_eq!(pool.counters().rocr_waits, 1);
@@ -329,10 +322,8 @@ fn timestamps_are_read_and_converted_to_the_system_domain() {
             )
             .unwrap();
         // SAFETY: as above.
-        assert_eq!(
-            unsafe { pool.wait_change(signal, 1, Duration::from_secs(10)) },
-            0
-        );
+        let seen = unsafe { pool.wait_change(signal, 1, Duration::from_secs(10)) };
+        assert_eq!(seen, 0);
         indices.push(index);
     }
     for (signal, index) in [raw, rocr].into_iter().zip(indices) {
@@ -372,8 +363,6 @@ fn unstamped_signals_read_as_zero() {
     let pool = SignalPool::new(&gpu.device);
     let (raw, _) = allocate(&pool, 1, Placement::Host)[0];
     // SAFETY: a signal of `pool`.
-    assert_eq!(
-        unsafe { pool.timestamps(raw) },
-        tracker::Timestamps::default()
-    );
+    let seen = unsafe { pool.timestamps(raw) };
+    assert_eq!(seen, tracker::Timestamps::default());
 }

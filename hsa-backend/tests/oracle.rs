@@ -120,9 +120,9 @@ fn vram_the_host_was_never_granted_is_reported() {
     let block = raw_block(&gpu, false);
     publish(&queue, Work::Empty, block as u64);
     assert_reported(&gpu, "CPU agent was never granted access");
-    // SAFETY: the block came from hsa_amd_memory_pool_allocate; its packet
-    // never runs (stepped) and the queue is destroyed first below.
     drop(queue);
+    // SAFETY: the block came from hsa_amd_memory_pool_allocate; its packet
+    // never ran (stepped) and its queue is destroyed.
     unsafe { gpu.runtime.api().hsa_amd_memory_pool_free(block) };
 }
 

@@ -315,10 +315,8 @@ fn several_producers_reserve_and_publish_at_once() {
                         .publish(index, Work::Empty, false, pool.packet_handle(signal))
                         .unwrap();
                     // SAFETY: as above.
-                    assert_eq!(
-                        unsafe { pool.wait_change(signal, 1, Duration::from_secs(10)) },
-                        0
-                    );
+                    let seen = unsafe { pool.wait_change(signal, 1, Duration::from_secs(10)) };
+                    assert_eq!(seen, 0);
                     indices.push(index);
                 }
                 indices

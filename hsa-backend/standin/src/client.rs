@@ -95,8 +95,10 @@ fn candidate_dirs() -> Vec<PathBuf> {
 }
 
 /// Builds the library with the cargo that built this crate, into a target
-/// directory of its own: the one `cargo test` is using stays locked while
-/// tests run, so building there would wait forever.
+/// directory of its own. (Cargo 1.95 releases the build directory's lock
+/// before it runs tests, so a build into the same directory would not wait;
+/// a directory of its own still cannot wait for a lock under any cargo, and
+/// cannot disturb the artifacts of the run in progress.)
 fn build() -> Result<PathBuf, String> {
     let cargo: OsString = std::env::var_os("CARGO")
         .or_else(|| option_env!("CARGO").map(OsString::from))

@@ -157,7 +157,7 @@ impl Machine {
             AgentKind::Gpu(gpu) => Some(gpu),
             AgentKind::Cpu => None,
         };
-        // SAFETY (every write below): the caller guarantees `value` holds the
+        // SAFETY: for every write below, the caller guarantees `value` holds the
         // attribute's type; unaligned writes make no alignment assumption.
         unsafe {
             match attribute {
@@ -253,7 +253,7 @@ impl Machine {
                     | HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT
             }
         };
-        // SAFETY (every write below): as in `agent_info`.
+        // SAFETY: for every write below, as in `agent_info`.
         unsafe {
             match attribute {
                 HSA_AMD_MEMORY_POOL_INFO_SEGMENT => value
