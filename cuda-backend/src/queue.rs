@@ -385,15 +385,14 @@ impl HardwareQueue for CudaQueue {
             Ok(Admission::Now) => {}
         }
         let publisher = &mut *publisher;
+        // Bound before anything is enqueued, this one or those parked behind it.
+        if let Err(error) = self.inner.context.bind() {
+            return Err(self.fail(publisher, index, error));
+        }
         let outcome = match rejection {
             // The index is consumed, so later publications are not held up.
             Some(rejection) => Err(rejection),
-            None => match self
-                .inner
-                .context
-                .bind()
-                .and_then(|()| self.enqueue(publisher, index, work, completion))
-            {
+            None => match self.enqueue(publisher, index, work, completion) {
                 Ok(()) => Ok(()),
                 Err(error) => return Err(self.fail(publisher, index, error)),
             },
