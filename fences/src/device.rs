@@ -27,6 +27,7 @@ pub(crate) struct DeviceState {
     pub(crate) handler_thread: OnceLock<ThreadId>,
     pub(crate) queue_teardowns: AtomicU64,
     pub(crate) teardowns_on_handler: AtomicU64,
+    pub(crate) teardowns_leaked: AtomicU64,
 }
 
 impl DeviceState {
@@ -38,6 +39,7 @@ impl DeviceState {
             handler_thread: OnceLock::new(),
             queue_teardowns: AtomicU64::new(0),
             teardowns_on_handler: AtomicU64::new(0),
+            teardowns_leaked: AtomicU64::new(0),
         }
     }
 
@@ -107,9 +109,13 @@ pub(crate) struct DeviceShared {
 pub struct DeviceStats {
     /// Queues torn down so far.
     pub queue_teardowns: u64,
-    /// Of those, torn down on the completion thread: always 0 (the queue's
-    /// last handle waits for the completion thread's jobs before it lets go).
+    /// Of those, torn down on the completion thread: always 0 (a queue
+    /// whose last reference a completion job held is torn down on a
+    /// teardown thread of its own).
     pub teardowns_on_completion_thread: u64,
+    /// Queues leaked because no teardown thread could be started (rather
+    /// than torn down on the completion thread).
+    pub teardowns_leaked: u64,
     /// Whether the completion thread has started (it starts with the first
     /// batch it is given).
     pub completion_thread_started: bool,
@@ -247,6 +253,7 @@ impl<T: QueueTracker> Device<T> {
         DeviceStats {
             queue_teardowns: state.queue_teardowns.load(Ordering::Relaxed),
             teardowns_on_completion_thread: state.teardowns_on_handler.load(Ordering::Relaxed),
+            teardowns_leaked: state.teardowns_leaked.load(Ordering::Relaxed),
             completion_thread_started: state.handler_thread.get().is_some(),
         }
     }

@@ -12,12 +12,13 @@
 //! Neither the signal nor the queue may be destroyed on this thread (CLR
 //! defers both to the runtime's own threads). A finished job therefore drops
 //! its signal reference first — the queue it still holds keeps the tracker,
-//! and with it the signal memory, alive — and then its queue reference. That
-//! one is never the last: the last [`HostQueue`](crate::HostQueue) handle's
-//! `Drop` waits until every job of its queue has finished *and dropped its
-//! queue reference* ([`JobCount`]), so the final teardown runs on the user's
-//! thread. The thread itself holds only the device's error state, so the
-//! device (and its join of this thread) is torn down on a user thread too.
+//! and with it the signal memory, alive, so this is never the signal's last
+//! reference — and then lets go of its queue reference with
+//! [`Arc::into_inner`](std::sync::Arc::into_inner): if every handle and
+//! event of the queue is already gone, that was the last reference, and the
+//! queue is handed to a short-lived teardown thread instead of being
+//! destroyed here. The thread itself holds only the device's error state,
+//! so the device, and its join of this thread, is torn down elsewhere too.
 
 use crate::batch::{Batch, Outcome};
 use crate::device::DeviceState;
@@ -25,7 +26,7 @@ use crate::marker::Marker;
 use crate::queue::{QueueCore, QueueTracker};
 use crate::sync::mpsc::{self, Received};
 use crate::sync::thread::{self, JoinHandle};
-use crate::sync::{Arc, Condvar, Mutex, Ordering};
+use crate::sync::{Arc, Mutex, Ordering};
 use std::time::Duration;
 use tracker::{SignalRef, Status};
 
@@ -43,11 +44,10 @@ pub(crate) trait Job: Send {
     fn finish(self: Box<Self>, device: &DeviceState);
 }
 
-/// Counts a queue's jobs that still hold a reference to it.
+/// Counts a queue's jobs on the completion thread.
 #[derive(Debug, Default)]
 pub(crate) struct JobCount {
     pending: Mutex<usize>,
-    idle: Condvar,
 }
 
 impl JobCount {
@@ -55,25 +55,13 @@ impl JobCount {
         *self.pending.lock() += 1;
     }
 
-    /// Called after the job dropped its queue reference.
     pub(crate) fn done(&self) {
         let mut pending = self.pending.lock();
         *pending = pending.saturating_sub(1);
-        if *pending == 0 {
-            self.idle.notify_all();
-        }
     }
 
     pub(crate) fn pending(&self) -> usize {
         *self.pending.lock()
-    }
-
-    /// Waits until no job holds the queue.
-    pub(crate) fn wait_idle(&self) {
-        let mut pending = self.pending.lock();
-        while *pending > 0 {
-            self.idle.wait_for(&mut pending, Duration::from_millis(10));
-        }
     }
 }
 
@@ -182,6 +170,26 @@ fn run(receiver: &mpsc::Receiver<Box<dyn Job>>, state: &DeviceState) {
     }
 }
 
+/// Destroys `orphan` on a short-lived thread of its own. If no thread can
+/// be started, the orphan is leaked (and counted) rather than destroyed here.
+fn tear_down_elsewhere<C: Send + 'static>(orphan: C, device: &DeviceState) {
+    let slot = Arc::new(Mutex::new(Some(orphan)));
+    let theirs = slot.clone();
+    let started = thread::spawn("fences-teardown".into(), move || {
+        let orphan = theirs.lock().take();
+        drop(orphan);
+    });
+    match started {
+        Ok(handle) => drop(handle), // detached: it ends once the drop is done
+        Err(_) => {
+            if let Some(orphan) = slot.lock().take() {
+                core::mem::forget(orphan);
+                device.teardowns_leaked.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
 /// Finishes `job` on the calling thread (when the completion thread cannot
 /// start), polling with a short back-off.
 pub(crate) fn run_inline(mut job: Box<dyn Job>, device: &DeviceState) {
@@ -232,12 +240,14 @@ impl<T: QueueTracker> Job for BatchJob<T> {
         if let Some(marker) = self.marker.take() {
             marker.finish(outcome);
         }
+        self.jobs.done();
         // First the signal: the queue, still held, keeps the tracker and its
         // signal memory alive, so this is never the signal's last reference.
         drop(signal);
-        // Then the queue: never its last reference either, because the last
-        // handle's Drop waits for `jobs` to reach zero, which happens below.
-        drop(queue);
-        self.jobs.done();
+        // Then the queue. If this was its last reference (every handle and
+        // event is gone), it is torn down on another thread, not this one.
+        if let Some(orphan) = crate::sync::arc_into_inner(queue) {
+            tear_down_elsewhere(orphan, device);
+        }
     }
 }

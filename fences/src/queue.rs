@@ -366,22 +366,6 @@ impl<T: QueueTracker> Drop for QueueCore<T> {
     }
 }
 
-/// The owner of a queue's last user handle: its `Drop` waits for the
-/// completion thread's jobs, so the queue's teardown never runs there.
-struct QueueHandle<T: QueueTracker> {
-    core: Arc<QueueCore<T>>,
-}
-
-impl<T: QueueTracker> Drop for QueueHandle<T> {
-    fn drop(&mut self) {
-        // Each job drops its queue reference before it counts itself done,
-        // so once this returns no job holds the queue, and the reference
-        // dropped right after (or an event's, later) is the last: on a user
-        // thread, as the teardown must be.
-        self.core.jobs.clone().wait_idle();
-    }
-}
-
 /// A host queue (a HIP stream) on one hardware queue.
 ///
 /// Cheap to clone; clones share the queue. Its execution lock covers
@@ -389,10 +373,11 @@ impl<T: QueueTracker> Drop for QueueHandle<T> {
 /// it for microseconds, and no thread holds it while it waits for the GPU,
 /// so a synchronize on one thread never blocks another thread's submission.
 ///
-/// Dropping the last handle waits until the completion thread has finished
-/// the queue's closed batches (like `hipStreamDestroy`), then the queue is
-/// torn down on the dropping thread (or later, on the thread that drops
-/// its last event).
+/// Dropping the last handle never waits for the GPU: the queue lives on
+/// while its events or the completion thread's jobs hold it, and is torn
+/// down by whichever lets go last, except that the completion thread hands
+/// its last reference to a teardown thread rather than destroy the queue
+/// itself.
 ///
 /// ```
 /// use fences::sim::SimPlatform;
@@ -409,13 +394,13 @@ impl<T: QueueTracker> Drop for QueueHandle<T> {
 /// # Ok::<(), fences::Error>(())
 /// ```
 pub struct HostQueue<T: QueueTracker> {
-    handle: Arc<QueueHandle<T>>,
+    core: Arc<QueueCore<T>>,
 }
 
 impl<T: QueueTracker> Clone for HostQueue<T> {
     fn clone(&self) -> Self {
         Self {
-            handle: self.handle.clone(),
+            core: self.core.clone(),
         }
     }
 }
@@ -447,14 +432,12 @@ impl<T: QueueTracker> HostQueue<T> {
             jobs: Arc::new(JobCount::default()),
         };
         Ok(Self {
-            handle: Arc::new(QueueHandle {
-                core: Arc::new(core),
-            }),
+            core: Arc::new(core),
         })
     }
 
     pub(crate) fn core(&self) -> &Arc<QueueCore<T>> {
-        &self.handle.core
+        &self.core
     }
 
     /// The queue's id, unique in the process.

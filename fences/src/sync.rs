@@ -19,6 +19,20 @@ pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64};
 pub(crate) use core::sync::atomic::Ordering;
 use std::time::Duration;
 
+/// Takes the value out of `arc` if this was its last strong reference, in
+/// one atomic step (loom has no `into_inner`: its models do not race
+/// teardowns, so `try_unwrap` stands in).
+pub(crate) fn arc_into_inner<T>(arc: Arc<T>) -> Option<T> {
+    #[cfg(not(loom))]
+    {
+        Arc::into_inner(arc)
+    }
+    #[cfg(loom)]
+    {
+        Arc::try_unwrap(arc).ok()
+    }
+}
+
 /// A mutual-exclusion lock with parking_lot's infallible `lock()`.
 #[derive(Debug, Default)]
 pub(crate) struct Mutex<T>(

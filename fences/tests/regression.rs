@@ -164,8 +164,16 @@ fn fixed_passes(kind: QueueKind, extra_syncers: usize) {
 }
 
 fn old_behaviour_deadlocks(kind: QueueKind, extra_syncers: usize) {
-    let outcome = run(kind, extra_syncers, SyncWait::UnderLock, OLD_BEHAVIOUR_WATCHDOG);
-    assert!(outcome.watchdog_fired, "the deadlock went undetected: {outcome:?}");
+    let outcome = run(
+        kind,
+        extra_syncers,
+        SyncWait::UnderLock,
+        OLD_BEHAVIOUR_WATCHDOG,
+    );
+    assert!(
+        outcome.watchdog_fired,
+        "the deadlock went undetected: {outcome:?}"
+    );
     // The other thread's first call blocked until the watchdog released the
     // kernel (or it could not even start before then).
     assert!(

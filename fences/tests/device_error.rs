@@ -1,0 +1,192 @@
+//! The device error state: with "do not abort" (CLR's
+//! HIP_SKIP_ABORT_ON_GPU_ERROR) waits return early without completion,
+//! timing and the reset are skipped, batches are released, nobody hangs;
+//! without it the device refuses further work. A queue failure puts the
+//! device in the error state.
+
+mod support;
+
+use fences::{CommandStatus, DeviceConfig, Error, QueueConfig};
+use support::*;
+use tracker::{Status, Tracker};
+
+fn skip_abort() -> DeviceConfig {
+    DeviceConfig {
+        skip_abort_on_error: true,
+        ..DeviceConfig::default()
+    }
+}
+
+fn injected() -> Error {
+    Error::DeviceError {
+        reason: "injected".into(),
+    }
+}
+
+#[test]
+fn synchronize_returns_early_and_releases_its_batch() {
+    let (platform, device) = stepped_with(skip_abort(), bounded());
+    let queue = device.default_queue().clone();
+    let flag = sim::HostFlag::new();
+    let spin = queue.launch(spin_kernel(&platform, &flag)).unwrap();
+    let empty = queue.launch(0).unwrap();
+
+    let owner = {
+        let queue = queue.clone();
+        spawn(move || queue.synchronize())
+    };
+    wait_until("the owner waits", || waiting(&queue) == 1);
+    let joiner = {
+        let queue = queue.clone();
+        spawn(move || queue.synchronize())
+    };
+    let command_waiter = spawn({
+        let queue = queue.clone();
+        move || {
+            // A thread waiting on one of the batch's commands.
+            let command = queue.launch(0);
+            command.map(|c| c.wait())
+        }
+    });
+    wait_until("the joiner waits", || waiting(&queue) >= 2);
+
+    device.set_error("injected");
+    assert_eq!(owner.join().unwrap(), Err(injected()));
+    assert_eq!(joiner.join().unwrap(), Err(injected()));
+    assert_eq!(command_waiter.join().unwrap(), Ok(Err(injected())));
+    // Released without completion; no timing, no reset.
+    assert!(spin.is_released() && empty.is_released());
+    assert_eq!(spin.status(), CommandStatus::DeviceError);
+    assert_eq!(spin.wait(), Err(injected()));
+    let stats = queue.stats();
+    assert_eq!((stats.timing_passes, stats.state_resets), (0, 0));
+    assert!(stats.device_error_returns >= 2);
+
+    // The GPU finishes later; nothing was reported complete before it did.
+    flag.set();
+    platform.sim().run_until_idle();
+    assert_eq!(queue.query().unwrap(), Status::Complete);
+}
+
+#[test]
+fn a_batch_on_the_completion_thread_is_released_too() {
+    let (platform, device) = stepped_with(
+        skip_abort(),
+        QueueConfig {
+            cpu_sync_batch: 1,
+            ..bounded()
+        },
+    );
+    let queue = device.default_queue().clone();
+    let flag = sim::HostFlag::new();
+    let commands: Vec<_> = (0..2)
+        .map(|_| queue.launch(spin_kernel(&platform, &flag)).unwrap())
+        .collect();
+    let sync = {
+        let queue = queue.clone();
+        spawn(move || queue.synchronize())
+    };
+    wait_until("the synchronize waits on the completion thread", || {
+        queue.stats().syncs_by_handler == 1 && waiting(&queue) == 1
+    });
+    device.set_error("injected");
+    assert_eq!(sync.join().unwrap(), Err(injected()));
+    wait_until("the completion thread released the batch", || {
+        commands.iter().all(|c| c.is_released())
+    });
+    assert!(
+        commands
+            .iter()
+            .all(|c| c.status() == CommandStatus::DeviceError)
+    );
+    flag.set();
+    platform.sim().run_until_idle();
+}
+
+#[test]
+fn event_synchronize_returns_early_and_releases_the_batch_through_its_marker() {
+    let (platform, device) = stepped_with(skip_abort(), bounded());
+    let queue = device.default_queue().clone();
+    let flag = sim::HostFlag::new();
+    let command = queue.launch(spin_kernel(&platform, &flag)).unwrap();
+    let event = queue.record_event().unwrap();
+    device.set_error("injected");
+    assert_eq!(event.synchronize(), Err(injected()));
+    assert!(command.is_released());
+    assert_eq!(command.status(), CommandStatus::DeviceError);
+    assert_eq!(event.query(), Status::Pending, "not reported complete");
+    // Skip-abort keeps the queue usable.
+    assert!(queue.launch(0).is_ok());
+    flag.set();
+    platform.sim().run_until_idle();
+}
+
+#[test]
+fn without_skip_abort_the_device_refuses_further_work() {
+    let (platform, device) = stepped();
+    let queue = device.default_queue().clone();
+    let flag = sim::HostFlag::new();
+    queue.launch(spin_kernel(&platform, &flag)).unwrap();
+    let sync = {
+        let queue = queue.clone();
+        spawn(move || queue.synchronize())
+    };
+    wait_until("the synchronize waits", || waiting(&queue) == 1);
+    device.set_error("injected");
+    let aborted = Error::Aborted {
+        reason: "injected".into(),
+    };
+    assert_eq!(sync.join().unwrap(), Err(aborted.clone()));
+    assert_eq!(queue.launch(0).unwrap_err(), aborted);
+    assert_eq!(queue.record_event().unwrap_err(), aborted);
+    assert_eq!(queue.synchronize().unwrap_err(), aborted);
+    flag.set();
+    platform.sim().run_until_idle();
+}
+
+#[test]
+fn a_queue_failure_puts_the_device_in_the_error_state() {
+    let (platform, device) = stepped_with(skip_abort(), bounded());
+    let failing = platform.create_queue(&device, bounded()).unwrap();
+    let other = device.default_queue().clone();
+    let flag = sim::HostFlag::new();
+    let doomed = failing.launch(spin_kernel(&platform, &flag)).unwrap();
+    other.launch(spin_kernel(&platform, &flag)).unwrap();
+    let sync_other = {
+        let other = other.clone();
+        spawn(move || other.synchronize())
+    };
+    wait_until("the other queue's synchronize waits", || {
+        waiting(&other) == 1
+    });
+
+    failing.with_tracker(|t| t.queue().fail());
+    assert_eq!(
+        failing.synchronize(),
+        Err(Error::QueueFailed {
+            queue: failing.id()
+        })
+    );
+    assert_eq!(doomed.status(), CommandStatus::Failed);
+    assert!(device.error().unwrap().contains("failed"));
+    // The other queue's wait returns early, without completion.
+    assert!(matches!(
+        sync_other.join().unwrap(),
+        Err(Error::DeviceError { .. })
+    ));
+    flag.set();
+    platform.sim().run_until_idle();
+}
+
+#[test]
+fn work_that_did_complete_is_still_reported_complete() {
+    let (platform, device) = stepped_with(skip_abort(), bounded());
+    let queue = device.default_queue();
+    let command = queue.launch(0).unwrap();
+    let event = queue.record_event().unwrap();
+    platform.sim().run_until_idle();
+    device.set_error("injected");
+    assert_eq!(event.synchronize(), Ok(()));
+    assert_eq!(queue.synchronize(), Ok(()));
+    assert_eq!(command.status(), CommandStatus::Complete);
+}

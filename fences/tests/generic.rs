@@ -1,0 +1,47 @@
+//! The queue layer is generic over the tracker: the same flows on CLR's
+//! baseline tracker.
+
+mod support;
+
+use fences::sim::{SimBaselineTracker, SimPlatform};
+use fences::{CommandStatus, Device, DeviceConfig, HostQueue};
+use support::*;
+use tracker::Status;
+
+fn device(platform: &SimPlatform) -> Device<SimBaselineTracker> {
+    Device::new(
+        DeviceConfig::default(),
+        platform.baseline_tracker().unwrap(),
+        bounded(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn the_flows_run_on_the_baseline_tracker() {
+    let platform = SimPlatform::stepped();
+    let device = device(&platform);
+    let producer: HostQueue<SimBaselineTracker> = device
+        .create_queue(platform.baseline_tracker().unwrap(), bounded())
+        .unwrap();
+    let consumer = device.default_queue();
+    let flag = sim::HostFlag::new();
+    producer.launch(spin_kernel(&platform, &flag)).unwrap();
+    let event = producer.record_event().unwrap();
+    assert_eq!(consumer.wait_event(&event).unwrap().dependencies(), 1);
+    let after = consumer.launch(0).unwrap();
+
+    let sync = {
+        let consumer = consumer.clone();
+        spawn(move || consumer.synchronize())
+    };
+    wait_until("the consumer's synchronize waits", || {
+        consumer.stats().cpu_waits_in_progress == 1
+    });
+    assert_eq!(consumer.query().unwrap(), Status::Pending);
+    flag.set();
+    assert_eq!(drive(&platform, sync), Ok(()));
+    assert_eq!(after.status(), CommandStatus::Complete);
+    assert!(event.elapsed_to(&event).is_ok());
+    assert!(platform.sim().violations().is_empty());
+}

@@ -1,0 +1,273 @@
+//! Packet publication: back-pressure waits outside the lock after filling
+//! the reserved slot with empty work; a failed acquire never stalls the
+//! ring; a full hardware ring is retried outside the lock; bad input fails
+//! cleanly.
+
+mod support;
+
+use fences::sim::SimPlatform;
+use fences::{BatchLimits, CommandStatus, DeviceConfig, Error, QueueConfig};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use support::*;
+use tracker::{Config, Status, Tracker};
+
+fn hardware(queue: &fences::HostQueue<fences::sim::SimTracker>) -> sim::Queue {
+    queue.with_tracker(|t| t.queue().clone())
+}
+
+#[test]
+fn backpressure_fills_the_slot_with_empty_work_and_waits_outside_the_lock() {
+    let platform = SimPlatform::stepped().with_tracker_config(Config {
+        initial_size: 2,
+        growth_limit: 1,
+        ..Config::default()
+    });
+    let device = platform.device(DeviceConfig::default(), bounded()).unwrap();
+    let queue = device.default_queue().clone();
+    let flag = sim::HostFlag::new();
+    queue.launch(spin_kernel(&platform, &flag)).unwrap();
+    queue.launch(0).unwrap();
+
+    let third = {
+        let queue = queue.clone();
+        spawn(move || queue.launch(0))
+    };
+    wait_until("the launch waits under back-pressure", || {
+        queue.stats().backpressure_waits == 1
+    });
+    // It waits without the lock.
+    assert_eq!(queue.query().unwrap(), Status::Pending);
+    assert_eq!(queue.stats().empty_packets, 1);
+    let empty = hardware(&queue).truth(2).unwrap();
+    assert!(empty.published);
+    assert_eq!(empty.completion_signal.handle, 0, "no completion signal");
+
+    flag.set();
+    let third = drive(&platform, third).unwrap();
+    assert_eq!(third.aql_index(), 3, "retried after the empty packet");
+    platform.sim().run_until_idle();
+    assert_eq!(third.status(), CommandStatus::Complete);
+    assert!(platform.sim().violations().is_empty());
+}
+
+#[test]
+fn a_failed_growth_allocation_waits_for_room_instead_of_failing() {
+    let platform = SimPlatform::stepped().with_tracker_config(Config {
+        initial_size: 1,
+        growth_limit: 4,
+        refill_batch: 1,
+        ..Config::default()
+    });
+    let device = platform.device(DeviceConfig::default(), bounded()).unwrap();
+    let queue = device.default_queue().clone();
+    queue.launch(0).unwrap();
+    platform.sim().fail_allocations(1_000);
+    let second = {
+        let queue = queue.clone();
+        spawn(move || queue.launch(0))
+    };
+    wait_until("the launch waits for room", || {
+        queue.stats().backpressure_waits >= 1
+    });
+    let second = drive(&platform, second).unwrap();
+    platform.sim().run_until_idle();
+    assert_eq!(second.status(), CommandStatus::Complete);
+    assert!(hardware(&queue).is_idle());
+    assert!(platform.sim().violations().is_empty());
+}
+
+/// A tracker that refuses the next acquire on demand (failure injection),
+/// delegating everything else: the queue layer is generic over trackers.
+struct Refusing {
+    inner: fences::sim::SimTracker,
+    refuse: Arc<AtomicBool>,
+}
+
+impl Tracker for Refusing {
+    type Memory = tracker::sim_backend::SimMemory;
+    type Queue = sim::Queue;
+
+    fn acquire(&mut self, request: tracker::Request) -> Result<tracker::Acquired, tracker::Error> {
+        if self.refuse.swap(false, Ordering::SeqCst) {
+            return Err(tracker::Error::OutOfSignals(
+                tracker::AllocError::OutOfMemory("injected".into()),
+            ));
+        }
+        self.inner.acquire(request)
+    }
+    fn query(&mut self, t: &tracker::Ticket) -> Result<Status, tracker::Error> {
+        self.inner.query(t)
+    }
+    fn known_status(&self, t: &tracker::Ticket) -> Result<Option<Status>, tracker::Error> {
+        self.inner.known_status(t)
+    }
+    fn waiter(&self) -> tracker::Waiter<Self::Memory> {
+        self.inner.waiter()
+    }
+    fn hold(
+        &mut self,
+        t: &tracker::Ticket,
+    ) -> Result<Option<tracker::SignalRef<Self::Memory>>, tracker::Error> {
+        self.inner.hold(t)
+    }
+    fn pin(
+        &mut self,
+        t: &tracker::Ticket,
+    ) -> Result<Option<tracker::Pin<Self::Memory>>, tracker::Error> {
+        self.inner.pin(t)
+    }
+    fn attach(
+        &mut self,
+        consumer: &tracker::Ticket,
+        pin: tracker::Pin<Self::Memory>,
+    ) -> Result<(), tracker::Error> {
+        self.inner.attach(consumer, pin)
+    }
+    fn probe(&mut self) -> bool {
+        self.inner.probe()
+    }
+    fn poll(&mut self) -> usize {
+        self.inner.poll()
+    }
+    fn reclaim(&mut self) -> usize {
+        self.inner.reclaim()
+    }
+    fn timestamps(
+        &mut self,
+        t: &tracker::Ticket,
+    ) -> Result<Option<tracker::Timestamps>, tracker::Error> {
+        self.inner.timestamps(t)
+    }
+    fn note_queue_change(&mut self, queue: sim::Queue) {
+        self.inner.note_queue_change(queue)
+    }
+    fn note_drained(&mut self) {
+        self.inner.note_drained()
+    }
+    fn fail_queue(&mut self) -> usize {
+        self.inner.fail_queue()
+    }
+    fn fail_submission(&mut self, t: &tracker::Ticket, issued: u32) -> Result<(), tracker::Error> {
+        self.inner.fail_submission(t, issued)
+    }
+    fn queue(&self) -> &sim::Queue {
+        self.inner.queue()
+    }
+    fn generation(&self) -> tracker::Generation {
+        self.inner.generation()
+    }
+    fn stats(&self) -> tracker::Stats {
+        self.inner.stats()
+    }
+    fn census(&self) -> tracker::Census {
+        self.inner.census()
+    }
+}
+
+#[test]
+fn a_refused_acquire_publishes_empty_work_so_the_ring_never_stalls() {
+    let platform = SimPlatform::stepped();
+    let refuse = Arc::new(AtomicBool::new(false));
+    let tracker = Refusing {
+        inner: platform.tracker().unwrap(),
+        refuse: refuse.clone(),
+    };
+    let hw = tracker.queue().clone();
+    let device = fences::Device::new(DeviceConfig::default(), tracker, bounded()).unwrap();
+    let queue = device.default_queue();
+    let first = queue.launch(0).unwrap();
+    refuse.store(true, Ordering::SeqCst);
+    assert!(matches!(
+        queue.launch(0),
+        Err(Error::Tracker(tracker::Error::OutOfSignals(_)))
+    ));
+    assert_eq!(queue.stats().empty_packets, 1);
+    let empty = hw.truth(first.aql_index() + 1).unwrap();
+    assert!(empty.published && empty.completion_signal.handle == 0);
+    let later = queue.launch(0).unwrap();
+    assert_eq!(later.aql_index(), first.aql_index() + 2);
+    platform.run_while(|| queue.synchronize()).unwrap();
+    assert_eq!(later.status(), CommandStatus::Complete);
+    assert!(hw.is_idle(), "the processor went past the empty packet");
+    assert!(platform.sim().violations().is_empty());
+}
+
+#[test]
+fn a_full_hardware_ring_is_retried_outside_the_lock_until_the_timeout() {
+    let platform = SimPlatform::stepped().with_queue_config(sim::QueueConfig {
+        size: 2,
+        profiling: true,
+        ..sim::QueueConfig::default()
+    });
+    let device = platform
+        .device(
+            DeviceConfig::default(),
+            QueueConfig {
+                wait_timeout: Some(Duration::from_millis(30)),
+                ..QueueConfig::default()
+            },
+        )
+        .unwrap();
+    let queue = device.default_queue();
+    queue.launch(0).unwrap();
+    queue.launch(0).unwrap();
+    assert_eq!(
+        queue.launch(0).unwrap_err(),
+        Error::RingFull(Duration::from_millis(30))
+    );
+    assert!(queue.stats().ring_full_retries > 0);
+    platform.sim().run_until_idle();
+    let later = queue.launch(0).unwrap();
+    assert_eq!(later.aql_index(), 2);
+}
+
+#[test]
+fn an_unknown_kernel_fails_the_queue_not_the_host() {
+    let (platform, device) = stepped();
+    let queue = device.default_queue();
+    let bad = queue.launch(12345).unwrap();
+    platform.sim().run_until_idle();
+    assert_eq!(queue.query().unwrap(), Status::Failed);
+    assert!(device.error().is_some());
+    assert_eq!(bad.status(), CommandStatus::Failed);
+    assert!(matches!(
+        queue.synchronize(),
+        Err(Error::QueueFailed { .. } | Error::Aborted { .. })
+    ));
+    // The device aborts on errors by default: no more work.
+    assert!(matches!(queue.launch(0), Err(Error::Aborted { .. })));
+}
+
+#[test]
+fn invalid_configurations_are_refused() {
+    let (platform, device) = stepped();
+    let bad = QueueConfig {
+        batch_limits: BatchLimits {
+            host_signals: 0,
+            device_signals: 1,
+        },
+        ..QueueConfig::default()
+    };
+    assert!(matches!(
+        platform.create_queue(&device, bad),
+        Err(Error::InvalidConfig(_))
+    ));
+    let bad = QueueConfig {
+        error_check_interval: Duration::ZERO,
+        ..QueueConfig::default()
+    };
+    assert!(matches!(
+        device.create_queue(platform.tracker().unwrap(), bad),
+        Err(Error::InvalidConfig(_))
+    ));
+    let tiny = SimPlatform::stepped().with_tracker_config(Config {
+        initial_size: 0,
+        ..Config::default()
+    });
+    assert!(matches!(
+        tiny.tracker(),
+        Err(Error::Tracker(tracker::Error::InvalidConfig(_)))
+    ));
+}
