@@ -55,6 +55,11 @@ pub struct RetiringTracker<M: SignalMemory, Q: QueueView> {
     pub(crate) order: StoreOrder,
     pub(crate) attachments: Attachments<M>,
     pub(crate) stats: Stats,
+    /// Where uses that may be waited on get their signals: the configured
+    /// placement, until an allocation for it came back in host memory (the
+    /// device has none to give); from then on, host memory, so the tracker
+    /// does not keep asking for what it cannot get.
+    pub(crate) preferred: Placement,
     /// Reused buffer for batch allocations.
     scratch: Vec<(M::Signal, Placement)>,
 }
@@ -75,6 +80,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             order,
             attachments: Attachments::default(),
             stats: Stats::default(),
+            preferred: config.signals,
             scratch: Vec::with_capacity(config.refill_batch.max(config.initial_size)),
         };
         tracker.allocate_spares(config.initial_size, config.signals)?;
@@ -95,7 +101,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         match purpose {
             // Only the profiler reads it: keep its stamps out of PCIe's way.
             Purpose::TimingOnly => Placement::Host,
-            _ => self.config.signals,
+            _ => self.preferred,
         }
     }
 
@@ -124,7 +130,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         let wanted = if request.purpose == Purpose::TimingOnly {
             Placement::Host
         } else {
-            self.config.signals
+            self.preferred
         };
         let seq = self.ring.tail();
         let last_fence = if barrier {
@@ -307,7 +313,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         if !self.ring.can_grow() {
             return false;
         }
-        let placement = self.config.signals;
+        let placement = self.preferred;
         let step = self.ring.growth_step();
         if self.ring.spares(placement) < step {
             let missing = step - self.ring.spares(placement);
@@ -367,6 +373,9 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         let mut scratch = core::mem::take(&mut self.scratch);
         scratch.clear();
         let result = self.shared.memory.allocate(count, placement, &mut scratch);
+        if scratch.iter().any(|&(_, actual)| actual != placement) {
+            self.preferred = Placement::Host;
+        }
         for (signal, actual) in scratch.drain(..) {
             let cell = self.shared.adopt(signal, actual);
             self.stats.signals_created += 1;

@@ -170,3 +170,37 @@ fn a_device_allocation_that_fell_back_keeps_a_working_host_signal() {
     assert!(placements[..4].iter().all(|p| *p == sim::Placement::Device));
     assert_eq!(rig.tracker.stats().retired, 12);
 }
+
+#[test]
+fn a_backend_without_device_memory_settles_on_host_signals() {
+    // The device gives no device memory at all: the tracker finds out once,
+    // then stops asking (it used to allocate a batch per use).
+    let (sim, queue) = tracker::sim_backend::stepped_queue();
+    sim.set_device_memory_available(false);
+    let memory = std::sync::Arc::new(tracker::sim_backend::SimMemory::new(
+        sim.clone(),
+        queue.agent(),
+    ));
+    let config = Config {
+        signals: Placement::Device,
+        ..Config::default()
+    };
+    let mut tracker = tracker::RetiringTracker::new(memory, queue.clone(), config).unwrap();
+    for _ in 0..200 {
+        let index = queue.reserve().unwrap();
+        let acquired = tracker
+            .acquire(
+                Request::packet(index)
+                    .barrier(true)
+                    .purpose(Purpose::CpuSync),
+            )
+            .unwrap();
+        assert_eq!(acquired.placement, Placement::Host);
+        tracker::sim_backend::submit_kernel(&queue, index, acquired.signal, true);
+        queue.run_until_idle();
+    }
+    tracker.poll();
+    let stats = tracker.stats();
+    assert_eq!(stats.signals_created, 64, "the initial ring only");
+    assert_eq!(stats.retired, 200);
+}
