@@ -64,7 +64,7 @@ impl<T: QueueTracker> HostQueue<T> {
     pub fn record_event(&self) -> Result<Event<T>, Error> {
         let core = self.core();
         let timed = core.config.profiling;
-        let (entry, signal) = core.with_publication(|core, inner| {
+        let (entry, signal) = QueueCore::with_publication(core, |core, inner| {
             let published = published!(inner.publish(
                 &core.stats,
                 Packet::new(Work::Empty, Purpose::Event).timed(timed).hold()

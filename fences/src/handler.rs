@@ -92,7 +92,13 @@ impl Handler {
             let (sender, receiver) = mpsc::channel();
             let state = self.state.clone();
             match thread::spawn("fences-completion".into(), move || run(&receiver, &state)) {
-                Ok(thread) => *running = Some(Running { sender, thread }),
+                Ok(thread) => {
+                    // Known before the thread runs, so a teardown there is
+                    // always recognised.
+                    #[cfg(not(loom))]
+                    let _ = self.state.handler_thread.set(thread.thread().id());
+                    *running = Some(Running { sender, thread });
+                }
                 Err(_) => return Err(job),
             }
         }

@@ -202,18 +202,18 @@ impl<T: QueueTracker> QueueCore<T> {
     }
 
     /// Steps 2-4 (CLR's CompleteCpuWait), called without the lock.
-    fn complete_cpu_wait(self: &Arc<Self>, marker: Arc<Marker>, batch: Batch) -> Result<(), Error> {
-        match self.wait_for_marker(&marker)? {
+    fn complete_cpu_wait(this: &Arc<Self>, marker: Arc<Marker>, batch: Batch) -> Result<(), Error> {
+        match this.wait_for_marker(&marker)? {
             WaitEnd::Done(Status::Complete) => {
                 {
                     // Step 3: the lock, once.
-                    let mut inner = self.lock();
-                    self.process_timing(&mut inner, &batch);
+                    let mut inner = this.lock();
+                    this.process_timing(&mut inner, &batch);
                     if inner.last_seq() == marker.seq {
-                        self.reset_state(&mut inner);
+                        this.reset_state(&mut inner);
                     } else {
                         // Newer work may still use the queue's state.
-                        bump(&self.stats.state_resets_skipped);
+                        bump(&this.stats.state_resets_skipped);
                         inner.tracker.poll();
                     }
                     if inner
@@ -226,13 +226,13 @@ impl<T: QueueTracker> QueueCore<T> {
                 }
                 // Step 4: the batch is private to this thread (it left the
                 // open batch under the lock), so it completes without it.
-                self.finish_batch(batch, marker.seq, &Outcome::Complete, self.state(), false);
+                this.finish_batch(batch, marker.seq, &Outcome::Complete, this.state(), false);
                 marker.finish(Outcome::Complete);
                 Ok(())
             }
             WaitEnd::Done(_) => {
-                let error = self.report_failure();
-                self.finish_batch(batch, marker.seq, &Outcome::Failed, self.state(), false);
+                let error = this.report_failure();
+                this.finish_batch(batch, marker.seq, &Outcome::Failed, this.state(), false);
                 marker.finish(Outcome::Failed);
                 Err(error)
             }
@@ -240,13 +240,13 @@ impl<T: QueueTracker> QueueCore<T> {
                 // The GPU may still run: no timing, no reset. Release the
                 // batch so no thread waiting on its commands hangs.
                 let outcome = Outcome::DeviceError(error.clone());
-                self.finish_batch(batch, marker.seq, &outcome, self.state(), false);
+                this.finish_batch(batch, marker.seq, &outcome, this.state(), false);
                 marker.finish(outcome);
                 Err(error)
             }
             WaitEnd::TimedOut(timeout) => {
-                let signal = self.lock().tracker.hold(&marker.ticket).ok().flatten();
-                self.hand_to_handler(batch, signal, marker.seq, Some(marker));
+                let signal = this.lock().tracker.hold(&marker.ticket).ok().flatten();
+                QueueCore::hand_to_handler(this, batch, signal, marker.seq, Some(marker));
                 Err(Error::TimedOut(timeout))
             }
         }
@@ -318,24 +318,24 @@ impl<T: QueueTracker> QueueCore<T> {
 
     /// Hands a large batch to the completion thread and waits for its verdict.
     fn sync_through_handler(
-        self: &Arc<Self>,
+        this: &Arc<Self>,
         marker: Arc<Marker>,
         batch: Batch,
         signal: Option<SignalRef<T::Memory>>,
     ) -> Result<(), Error> {
         let seq = marker.seq;
-        self.hand_to_handler(batch, signal, seq, Some(marker.clone()));
-        bump(&self.stats.cpu_waits);
-        self.stats
+        QueueCore::hand_to_handler(this, batch, signal, seq, Some(marker.clone()));
+        bump(&this.stats.cpu_waits);
+        this.stats
             .cpu_waits_in_progress
             .fetch_add(1, Ordering::AcqRel);
-        let end = marker.wait_finished(self.state(), &self.settings());
-        self.stats
+        let end = marker.wait_finished(this.state(), &this.settings());
+        this.stats
             .cpu_waits_in_progress
             .fetch_sub(1, Ordering::AcqRel);
         match end {
             WaitEnd::Done(Status::Complete) => Ok(()),
-            WaitEnd::Done(_) => Err(Error::QueueFailed { queue: self.id }),
+            WaitEnd::Done(_) => Err(Error::QueueFailed { queue: this.id }),
             WaitEnd::DeviceError(error) => Err(error),
             WaitEnd::TimedOut(timeout) => Err(Error::TimedOut(timeout)),
         }
@@ -382,7 +382,7 @@ impl<T: QueueTracker> HostQueue<T> {
             bump(&core.stats.syncs_without_lock);
             return Ok(());
         }
-        let plan = core.with_publication(|core, inner| core.plan_sync(inner))?;
+        let plan = QueueCore::with_publication(core, |core, inner| core.plan_sync(inner))?;
         match plan {
             SyncPlan::Done(result) => result,
             SyncPlan::Inline {
@@ -402,12 +402,12 @@ impl<T: QueueTracker> HostQueue<T> {
                 }
             }
             SyncPlan::Join(marker) => core.join_marker(&marker),
-            SyncPlan::Own { marker, batch } => core.complete_cpu_wait(marker, batch),
+            SyncPlan::Own { marker, batch } => QueueCore::complete_cpu_wait(core, marker, batch),
             SyncPlan::Handler {
                 marker,
                 batch,
                 signal,
-            } => core.sync_through_handler(marker, batch, signal),
+            } => QueueCore::sync_through_handler(core, marker, batch, signal),
             SyncPlan::HandOff {
                 marker,
                 batch,
@@ -415,7 +415,7 @@ impl<T: QueueTracker> HostQueue<T> {
                 error,
             } => {
                 let seq = marker.seq;
-                core.hand_to_handler(batch, signal, seq, Some(marker));
+                QueueCore::hand_to_handler(core, batch, signal, seq, Some(marker));
                 Err(error)
             }
         }

@@ -194,38 +194,38 @@ impl<T: QueueTracker> QueueCore<T> {
     /// Hands batches closed under the lock to the completion thread after
     /// each attempt.
     pub(crate) fn with_publication<R>(
-        self: &Arc<Self>,
+        this: &Arc<Self>,
         mut step: impl FnMut(&Self, &mut Inner<T>) -> Result<Step<R>, Error>,
     ) -> Result<R, Error> {
-        self.state().check_accepting()?;
+        this.state().check_accepting()?;
         let start = Instant::now();
         let mut ring_backoff = Duration::from_micros(10);
         let mut retrying = false;
         loop {
             let (outcome, closed) = {
-                let mut inner = self.lock();
+                let mut inner = this.lock();
                 if retrying {
                     // What the wait proved frees room: take it in.
                     inner.tracker.poll();
                 }
-                let outcome = step(self, &mut inner);
+                let outcome = step(this, &mut inner);
                 (outcome, core::mem::take(&mut inner.closed))
             };
-            self.dispatch_closed(closed);
+            QueueCore::dispatch_closed(this, closed);
             retrying = true;
             match outcome? {
                 Step::Done(result) => return Ok(result),
                 Step::Backpressure(ticket) => {
-                    bump(&self.stats.backpressure_waits);
-                    self.wait_outside_lock(&ticket)?;
+                    bump(&this.stats.backpressure_waits);
+                    this.wait_outside_lock(&ticket)?;
                 }
                 Step::RingFull => {
-                    bump(&self.stats.ring_full_retries);
-                    if let Some(error) = self.state().wait_error() {
-                        bump(&self.stats.device_error_returns);
+                    bump(&this.stats.ring_full_retries);
+                    if let Some(error) = this.state().wait_error() {
+                        bump(&this.stats.device_error_returns);
                         return Err(error);
                     }
-                    if let Some(timeout) = self.config.wait_timeout
+                    if let Some(timeout) = this.config.wait_timeout
                         && start.elapsed() >= timeout
                     {
                         return Err(Error::RingFull(timeout));
@@ -256,7 +256,7 @@ impl<T: QueueTracker> QueueCore<T> {
     }
 
     /// Hands closed batches to the completion thread (outside the lock).
-    pub(crate) fn dispatch_closed(self: &Arc<Self>, closed: Vec<Closed<T::Memory>>) {
+    pub(crate) fn dispatch_closed(this: &Arc<Self>, closed: Vec<Closed<T::Memory>>) {
         for Closed {
             batch,
             signal,
@@ -265,36 +265,36 @@ impl<T: QueueTracker> QueueCore<T> {
         {
             if signal.is_none() {
                 // Its fence is already known complete: nothing to wait for.
-                self.finish_batch(batch, last_seq, &Outcome::Complete, self.state(), false);
+                this.finish_batch(batch, last_seq, &Outcome::Complete, this.state(), false);
                 continue;
             }
-            self.hand_to_handler(batch, signal, last_seq, None);
+            QueueCore::hand_to_handler(this, batch, signal, last_seq, None);
         }
     }
 
     /// Gives a batch to the completion thread; if the thread cannot start,
     /// the calling thread completes the batch itself (outside the lock).
     pub(crate) fn hand_to_handler(
-        self: &Arc<Self>,
+        this: &Arc<Self>,
         batch: Batch,
         signal: Option<SignalRef<T::Memory>>,
         last_seq: u64,
         marker: Option<Arc<Marker>>,
     ) {
-        self.jobs.add();
+        this.jobs.add();
         let job = Box::new(BatchJob {
             signal,
             batch,
             last_seq,
             marker,
-            queue: Some(self.clone()),
-            jobs: self.jobs.clone(),
+            queue: Some(this.clone()),
+            jobs: this.jobs.clone(),
             outcome: None,
         });
-        if let Err(job) = self.device.handler.submit(job as Box<dyn Job>) {
+        if let Err(job) = this.device.handler.submit(job as Box<dyn Job>) {
             // The completion thread could not start: finish the job here,
             // outside the lock.
-            crate::handler::run_inline(job, self.state());
+            crate::handler::run_inline(job, this.state());
         }
     }
 
@@ -485,7 +485,7 @@ impl<T: QueueTracker> HostQueue<T> {
             Work::Kernel(kernel_object)
         };
         let core = self.core();
-        let entry = core.with_publication(|core, inner| {
+        let entry = QueueCore::with_publication(core, |core, inner| {
             let published =
                 published!(inner.publish(&core.stats, Packet::new(work, Purpose::Completion))?);
             let entry = published.entry;

@@ -217,7 +217,7 @@ impl<T: QueueTracker> HostQueue<T> {
         P: QueueTracker + Tracker<Memory = T::Memory>,
     {
         let producer = producer.core();
-        let pin = producer.with_publication(|core, inner| {
+        let pin = QueueCore::with_publication(producer, |core, inner| {
             let Some((_, ticket)) = inner.last else {
                 return Ok(Step::Done(None));
             };
@@ -254,7 +254,7 @@ impl<T: QueueTracker> HostQueue<T> {
         let dependencies = pins.len();
         let mut entries = Vec::with_capacity(dependencies.div_ceil(MAX_DEPENDENCIES_PER_PACKET));
         if !pins.is_empty() {
-            core.with_publication(|core, inner| {
+            QueueCore::with_publication(core, |core, inner| {
                 while !pins.is_empty() {
                     let count = pins.len().min(MAX_DEPENDENCIES_PER_PACKET);
                     let mut handles = [0u64; MAX_DEPENDENCIES_PER_PACKET];
