@@ -31,6 +31,29 @@
 //! every example and test here loads it in place of ROCr. On a machine with
 //! ROCm, replace `Runtime::load_from(library)` with [`Runtime::load`].
 //!
+//! # What runs without a GPU, and what only a GPU shows
+//!
+//! Against the stand-in, the tests run every ROCr call the backend makes
+//! (`hsa_init`/`hsa_shut_down`, agent and pool iteration and attributes,
+//! `hsa_amd_memory_pool_allocate`/`_free`, `hsa_amd_agents_allow_access`,
+//! `hsa_amd_signal_create`, `hsa_signal_destroy`, ROCr's signal loads,
+//! stores, silent stores and waits, `hsa_queue_create`/`_destroy`, the read
+//! and write indices, the doorbell, `hsa_amd_profiling_set_profiler_enabled`,
+//! `hsa_amd_profiling_get_dispatch_time`,
+//! `hsa_amd_profiling_convert_tick_to_system_domain`, `hsa_system_get_info`,
+//! `hsa_status_string`) and every code path above them, including the
+//! failure paths (each error of [`Error`], pool exhaustion and every
+//! fallback, queue errors, hung queues at teardown). Against Debian's real
+//! ROCr, loading and the failing `hsa_init` of a machine without a GPU.
+//!
+//! Only hardware shows: that an `sfence` really drains write-combined VRAM
+//! stores and an HDP flush really makes them visible (the stand-in sees the
+//! register written, not a cache flushed); PCIe costs of the backend's own
+//! loads; interrupt signals sleeping in `hsa_signal_wait_scacquire`; ROCr's
+//! clock calibration; the driver's preemption of a destroyed busy queue; and
+//! whether ROCr placed a ring in VRAM ([`QueueOptions::ring_in_device_memory`]
+//! must be told).
+//!
 //! ```
 //! # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
 //! # let library = standin.library_path();

@@ -35,10 +35,10 @@ fn armed(pool: &SignalPool) -> u64 {
     pool.packet_handle(signal)
 }
 
-fn value(pool: &SignalPool, handle: u64) -> i64 {
-    let _ = pool; // the block lives in `pool`
-    // SAFETY: the handle is the address of a live block of `pool`: read its
-    // value word atomically, as the backend does.
+/// The value of the block at `handle`, which lives in `_pool`.
+fn value(_pool: &SignalPool, handle: u64) -> i64 {
+    // SAFETY: the handle is the address of a live block of `_pool` (which the
+    // borrow keeps alive): read its value word atomically, as the backend does.
     unsafe { std::sync::atomic::AtomicI64::from_ptr((handle + 8) as *mut i64) }
         .load(std::sync::atomic::Ordering::Acquire)
 }

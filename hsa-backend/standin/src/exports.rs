@@ -523,7 +523,7 @@ rocr_exports! {
             if queue.is_null() {
                 return HSA_STATUS_ERROR_INVALID_ARGUMENT;
             }
-            instance.queues.destroy(instance, queue)
+            instance.queues.destroy(queue)
         })
     }
 

@@ -399,22 +399,21 @@ impl Queues {
         self.by_doorbell.read().get(&handle).cloned()
     }
 
-    pub(crate) fn destroy(&self, instance: &Instance, queue: *const hsa_queue_t) -> hsa_status_t {
+    pub(crate) fn destroy(&self, queue: *const hsa_queue_t) -> hsa_status_t {
         let Some(adapter) = self.by_address.write().remove(&(queue as u64)) else {
             return HSA_STATUS_ERROR_INVALID_QUEUE;
         };
         self.by_doorbell.write().remove(&adapter.doorbell_handle());
         adapter.destroy();
-        let _ = instance;
         self.destroyed.lock().push(adapter);
         HSA_STATUS_SUCCESS
     }
 
     /// Destroys every live queue (shutdown); returns how many there were.
-    pub(crate) fn destroy_all(&self, instance: &Instance) -> u64 {
+    pub(crate) fn destroy_all(&self) -> u64 {
         let live: Vec<u64> = self.by_address.read().keys().copied().collect();
         for address in &live {
-            self.destroy(instance, *address as *const hsa_queue_t);
+            self.destroy(*address as *const hsa_queue_t);
         }
         live.len() as u64
     }

@@ -117,7 +117,7 @@ impl Instance {
     /// Ends the instance (the last `hsa_shut_down`): destroys the queues it
     /// still has, as ROCr does, and notes what the application leaked.
     fn tear_down(&self) {
-        let queues = self.queues.destroy_all(self);
+        let queues = self.queues.destroy_all();
         let allocations = self.memory.live_allocations();
         let signals = self.memory.live_signals();
         for (count, what) in [
