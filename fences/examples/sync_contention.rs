@@ -263,10 +263,11 @@ fn main() {
     let old = &results[1].1;
     let met = fixed.longest < Duration::from_millis(1);
     println!(
-        "bar: fixed never blocked more than 1 ms ({:.3} ms): {}; old blocked about the GPU wait ({:.1} ms of {:.1} ms)",
-        ms(fixed.longest),
+        "bar: fixed never blocked more than 1 ms: {} ({:.3} ms); old blocked up to {:.1} ms, about the longest GPU wait another thread's synchronize did ({:.1} ms; each holds a {:.0} ms kernel, longer when it waits on a neighbour's)",
         if met { "met" } else { "NOT met" },
+        ms(fixed.longest),
         ms(old.longest),
+        ms(old.longest_sync),
         ms(options.hold)
     );
 

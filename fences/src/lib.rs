@@ -69,8 +69,11 @@
 //! complete the batch; synced_through := M. A concurrent submit is: lock;
 //! publish (submitted := N > M); unlock. The property to model: a drain is
 //! noted only if no command was published after M, and no command is
-//! reported complete before its packet completed. The completion thread's
-//! protocol ("async handler versus finish") is in `handler`'s docs.
+//! reported complete before its packet completed. `tests/loom_queue.rs`
+//! models exactly this against the real code (`RUSTFLAGS="--cfg loom" cargo
+//! test -p fences --no-default-features --release --test loom_queue`). The
+//! completion thread's protocol ("async handler versus finish") is in
+//! `handler`'s docs.
 
 #![warn(missing_docs)]
 
