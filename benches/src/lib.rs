@@ -1,4 +1,17 @@
-//! Shared workloads for the benchmarks, so the criterion benches, the
-//! instruction counts and the `sigbench` binary measure the same thing.
+//! sigbench: the project's main job, and the workloads its benchmarks share.
+//!
+//! - [`measure`]: the seed's event and synchronize table, generic over any
+//!   tracker the queue layer runs on, and the steady-state counters.
+//! - [`platform`] and [`platforms`]: the backends (ROCr, CUDA, the
+//!   simulator), chosen best first.
+//! - [`report`]: the table and the JSON.
+//! - [`workload`]: the per-use workload of the criterion benches and of
+//!   `benches/instructions.sh`.
+//! - [`alloc`]: a counting allocator for the allocations-per-use bar.
 
+pub mod alloc;
+pub mod measure;
+pub mod platform;
+pub mod platforms;
+pub mod report;
 pub mod workload;

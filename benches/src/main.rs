@@ -1,0 +1,244 @@
+//! `sigbench`: the event and synchronize latency table of the seed, for the
+//! retiring tracker and the baseline side by side (and the backend's own
+//! API where it has one), on the best backend the machine has, with the
+//! steady-state counters of DESIGN.md section 7.
+//!
+//! ```text
+//! cargo run --release -p sigbench -- [--backend auto|sim|rocr|cuda] [--iterations N]
+//!     [--warmup N] [--steady-uses N] [--json FILE] [--markdown]
+//! ```
+
+use sigbench::measure::{self, Api, Row, Steady};
+use sigbench::platform::{Platform, Skipped};
+use sigbench::platforms::{cuda::CudaBench, rocr::RocrBench, sim::SimBench};
+use sigbench::report::{Report, SteadyState};
+use std::time::Instant;
+use tracker::{Config, Placement};
+
+#[global_allocator]
+static ALLOCATOR: sigbench::alloc::Counting = sigbench::alloc::Counting;
+
+const USAGE: &str = "usage: sigbench [--backend auto|sim|rocr|cuda] [--iterations N] [--warmup N] \
+                     [--steady-uses N] [--json FILE] [--markdown]";
+
+struct Options {
+    backend: String,
+    iterations: usize,
+    warmup: usize,
+    steady_uses: usize,
+    json: Option<String>,
+    markdown: bool,
+}
+
+fn parse() -> Result<Options, String> {
+    let mut o = Options {
+        backend: "auto".into(),
+        iterations: 2000,
+        warmup: 100,
+        steady_uses: 20_000,
+        json: None,
+        markdown: false,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = || {
+            args.next()
+                .ok_or_else(|| format!("{arg} needs a value\n{USAGE}"))
+        };
+        let number = |v: String| {
+            v.parse::<usize>()
+                .map_err(|_| format!("not a number: {v}\n{USAGE}"))
+        };
+        match arg.as_str() {
+            "--backend" => o.backend = value()?,
+            "--iterations" => o.iterations = number(value()?)?.max(1),
+            "--warmup" => o.warmup = number(value()?)?,
+            "--steady-uses" => o.steady_uses = number(value()?)?.max(1),
+            "--json" => o.json = Some(value()?),
+            "--markdown" => o.markdown = true,
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            _ => return Err(format!("unknown option {arg}\n{USAGE}")),
+        }
+    }
+    if !["auto", "sim", "rocr", "cuda"].contains(&o.backend.as_str()) {
+        return Err(format!("unknown backend {}\n{USAGE}", o.backend));
+    }
+    Ok(o)
+}
+
+fn main() {
+    let options = match parse() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    let mut skipped: Vec<Skipped> = Vec::new();
+    let want = |name: &str| options.backend == "auto" || options.backend == name;
+    let result = 'chosen: {
+        if want("rocr") {
+            match RocrBench::open() {
+                Ok(p) => {
+                    break 'chosen run(&p, &options, reason("an AMD GPU through ROCr", &skipped));
+                }
+                Err(s) => skipped.push(s),
+            }
+        }
+        if want("cuda") {
+            match CudaBench::open() {
+                Ok(p) => {
+                    break 'chosen run(
+                        &p,
+                        &options,
+                        reason("an NVIDIA GPU through CUDA", &skipped),
+                    );
+                }
+                Err(s) => skipped.push(s),
+            }
+        }
+        if want("sim") {
+            let why = reason(
+                "the simulator with the MI300X-like profile (no GPU backend available)",
+                &skipped,
+            );
+            break 'chosen run(&SimBench::new(), &options, why);
+        }
+        Err(format!(
+            "the backend asked for is not available: {}",
+            skipped
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        ))
+    };
+    match result {
+        Ok(report) => {
+            print!("{}", report.table(options.markdown));
+            if let Some(path) = &options.json {
+                let json = serde_json::to_string_pretty(&report).expect("the report serializes");
+                if let Err(e) = std::fs::write(path, json + "\n") {
+                    eprintln!("cannot write {path}: {e}");
+                    std::process::exit(1);
+                }
+                eprintln!("wrote {path}");
+            }
+        }
+        Err(e) => {
+            eprintln!("sigbench: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn reason(chosen: &str, skipped: &[Skipped]) -> String {
+    let mut why = chosen.to_string();
+    for s in skipped {
+        why += &format!("; not {s}");
+    }
+    why
+}
+
+fn signals_name(p: Placement) -> &'static str {
+    match p {
+        Placement::Host => "host",
+        Placement::Device => "device",
+    }
+}
+
+fn run<P: Platform>(
+    platform: &P,
+    options: &Options,
+    backend_reason: String,
+) -> Result<Report, String> {
+    eprintln!("sigbench: {} ({backend_reason})", platform.backend());
+    eprintln!("machine: {}", platform.machine());
+    let placements = platform.placements();
+    let cells = Api::ALL.len() * (2 * placements.len() + usize::from(platform.native().is_some()));
+    let mut rows: Vec<Row> = Vec::new();
+    let started = Instant::now();
+    let progress = |rows: &Vec<Row>, what: &str| {
+        eprintln!(
+            "[{:>2}/{cells}] {what} ({:.1} s)",
+            rows.len() + 1,
+            started.elapsed().as_secs_f64()
+        );
+    };
+    for api in Api::ALL {
+        for &placement in &placements {
+            let config = Config {
+                signals: placement,
+                ..Config::default()
+            };
+            let signals = signals_name(placement);
+            progress(&rows, &format!("{} retiring/{signals}", api.name()));
+            let (samples, traffic) = measure::measure(
+                api,
+                &|| platform.retiring(config),
+                options.iterations,
+                options.warmup,
+            )?;
+            rows.push(measure::row(api, "retiring", signals, samples, traffic));
+            progress(&rows, &format!("{} baseline/{signals}", api.name()));
+            let (samples, traffic) = measure::measure(
+                api,
+                &|| platform.baseline(config),
+                options.iterations,
+                options.warmup,
+            )?;
+            rows.push(measure::row(api, "baseline", signals, samples, traffic));
+        }
+        if let Some(native) = platform.native() {
+            progress(&rows, &format!("{} native", api.name()));
+            let mut samples = Vec::with_capacity(options.iterations);
+            for i in 0..options.warmup + options.iterations {
+                let took = match api {
+                    Api::EventSynchronize => native.event_synchronize(false),
+                    Api::EventSynchronizeBlocking => native.event_synchronize(true),
+                    Api::EventQuery => native.event_query(),
+                    Api::StreamSynchronize => native.stream_synchronize(),
+                    Api::StreamSynchronizeCompleted => native.stream_synchronize_completed(),
+                    Api::DeviceSynchronize => native.device_synchronize(),
+                    Api::EventRecord => native.event_record(),
+                    Api::EventElapsedTime => native.event_elapsed_time(),
+                }?;
+                if i >= options.warmup {
+                    samples.push(took);
+                }
+            }
+            rows.push(measure::row(
+                api,
+                "native",
+                "native",
+                samples,
+                Default::default(),
+            ));
+        }
+    }
+    let steady_placement = *placements.last().expect("a backend offers a placement");
+    let config = Config {
+        signals: steady_placement,
+        ..Config::default()
+    };
+    eprintln!("steady state: retiring ({} uses)", options.steady_uses);
+    let retiring = measure::steady(platform.retiring(config)?, 4096, options.steady_uses)?;
+    eprintln!("steady state: baseline ({} uses)", options.steady_uses);
+    let baseline = measure::steady(platform.baseline(config)?, 4096, options.steady_uses)?;
+    let name = signals_name(steady_placement);
+    let label = |s: Steady| Steady { signals: name, ..s };
+    Ok(Report {
+        backend: platform.backend(),
+        backend_reason,
+        machine: platform.machine(),
+        iterations: options.iterations,
+        rows,
+        steady_state: SteadyState {
+            retiring: label(retiring),
+            baseline: label(baseline),
+        },
+    })
+}

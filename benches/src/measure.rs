@@ -1,0 +1,369 @@
+//! The measurements: the seed's latency table (one cell per API, tracker
+//! and signal placement) and the steady-state counters, generic over any
+//! tracker the queue layer runs on.
+//!
+//! Every cell times the API call alone (what the seed's "host time per
+//! call" means), after the work it needs was submitted, over `iterations`
+//! samples after a warm-up, and counts the tracker's memory traffic during
+//! the timed calls only.
+
+use crate::alloc;
+use fences::{Device, DeviceConfig, HostQueue, QueueConfig, QueueTracker};
+use serde::Serialize;
+use std::time::{Duration, Instant};
+use tracker::{HardwareQueue, Placement, Request, Stats, WaitPolicy, Work};
+
+/// An API the seed's tables time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Api {
+    /// Empty work, record an event, synchronize it.
+    EventSynchronize,
+    /// The same with a blocking-sync event.
+    EventSynchronizeBlocking,
+    /// Query an event already complete.
+    EventQuery,
+    /// Empty work, synchronize the queue.
+    StreamSynchronize,
+    /// Synchronize a queue with nothing pending.
+    StreamSynchronizeCompleted,
+    /// Empty work on two queues, synchronize the device.
+    DeviceSynchronize,
+    /// Record an event after empty work.
+    EventRecord,
+    /// Elapsed time between two completed events.
+    EventElapsedTime,
+}
+
+impl Api {
+    /// Every row, in the seed's order.
+    pub const ALL: [Api; 8] = [
+        Api::EventSynchronize,
+        Api::EventSynchronizeBlocking,
+        Api::EventQuery,
+        Api::StreamSynchronize,
+        Api::StreamSynchronizeCompleted,
+        Api::DeviceSynchronize,
+        Api::EventRecord,
+        Api::EventElapsedTime,
+    ];
+
+    /// The row's name in reports and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Api::EventSynchronize => "event_synchronize",
+            Api::EventSynchronizeBlocking => "event_synchronize_blocking",
+            Api::EventQuery => "event_query",
+            Api::StreamSynchronize => "stream_synchronize",
+            Api::StreamSynchronizeCompleted => "stream_synchronize_completed",
+            Api::DeviceSynchronize => "device_synchronize",
+            Api::EventRecord => "event_record",
+            Api::EventElapsedTime => "event_elapsed_time",
+        }
+    }
+}
+
+/// One cell of the table.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// The API.
+    pub api: Api,
+    /// `retiring`, `baseline` or `native`.
+    pub tracker: &'static str,
+    /// `host`, `device` or `native`.
+    pub signals: &'static str,
+    /// Median, 10th and 90th percentile, microseconds.
+    pub p50_us: f64,
+    /// 10th percentile.
+    pub p10_us: f64,
+    /// 90th percentile.
+    pub p90_us: f64,
+    /// Loads of device-memory signals per call (timestamp reads count two).
+    pub device_loads_per_op: f64,
+    /// Store fences per call.
+    pub fences_per_op: f64,
+    /// HDP flushes per call.
+    pub flushes_per_op: f64,
+    /// Signals created during the timed calls.
+    pub signals_created: u64,
+    /// Samples.
+    pub samples: usize,
+}
+
+/// Percentiles and counters of a set of samples.
+pub fn row(
+    api: Api,
+    tracker: &'static str,
+    signals: &'static str,
+    mut samples: Vec<Duration>,
+    traffic: Traffic,
+) -> Row {
+    samples.sort_unstable();
+    let at = |q: f64| {
+        if samples.is_empty() {
+            return 0.0;
+        }
+        let i = ((samples.len() - 1) as f64 * q).round() as usize;
+        samples[i].as_secs_f64() * 1e6
+    };
+    let n = samples.len().max(1) as f64;
+    Row {
+        api,
+        tracker,
+        signals,
+        p50_us: at(0.5),
+        p10_us: at(0.1),
+        p90_us: at(0.9),
+        device_loads_per_op: traffic.device_loads as f64 / n,
+        fences_per_op: traffic.fences as f64 / n,
+        flushes_per_op: traffic.flushes as f64 / n,
+        signals_created: traffic.signals_created,
+        samples: samples.len(),
+    }
+}
+
+/// Tracker traffic accumulated over the timed calls.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Traffic {
+    device_loads: u64,
+    fences: u64,
+    flushes: u64,
+    signals_created: u64,
+}
+
+impl Traffic {
+    fn add(&mut self, before: &Stats, after: &Stats) {
+        let d = after.since(before);
+        let device = d.device();
+        // Everything read across PCIe: the tracker's proofs, the waits' polls,
+        // timestamp pairs.
+        self.device_loads += device.loads + device.polls + 2 * device.timestamp_reads;
+        self.fences += d.store_fences();
+        self.flushes += d.hdp_flushes();
+        self.signals_created += d.signals_created;
+    }
+}
+
+fn stats<T: QueueTracker>(queues: &[&HostQueue<T>]) -> Stats {
+    let mut total = Stats::default();
+    for q in queues {
+        let s = q.with_tracker(|t| t.stats());
+        for (a, b) in total.accesses.iter_mut().zip(s.accesses) {
+            a.loads += b.loads;
+            a.stores += b.stores;
+            a.timestamp_reads += b.timestamp_reads;
+            a.fences += b.fences;
+            a.flushes += b.flushes;
+        }
+        total.signals_created += s.signals_created;
+    }
+    total
+}
+
+fn fail(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// Measures one API on a fresh device whose queues come from `make`.
+pub fn measure<T: QueueTracker>(
+    api: Api,
+    make: &dyn Fn() -> Result<T, String>,
+    iterations: usize,
+    warmup: usize,
+) -> Result<(Vec<Duration>, Traffic), String> {
+    let config = QueueConfig {
+        wait_policy: if api == Api::EventSynchronizeBlocking {
+            WaitPolicy::blocking()
+        } else {
+            WaitPolicy::spin()
+        },
+        ..QueueConfig::default()
+    };
+    let device = Device::new(DeviceConfig::default(), make()?, config).map_err(fail)?;
+    let queue = device.default_queue().clone();
+    let other = device.create_queue(make()?, config).map_err(fail)?;
+    let mut samples = Vec::with_capacity(iterations);
+    let mut traffic = Traffic::default();
+    for i in 0..warmup + iterations {
+        let queues = [&queue, &other];
+        // Set-up (untimed), then the timed call between two snapshots.
+        let (took, before, after) = match api {
+            Api::EventSynchronize | Api::EventSynchronizeBlocking => {
+                queue.launch(0).map_err(fail)?;
+                let event = queue.record_event().map_err(fail)?;
+                let before = stats(&queues);
+                let start = Instant::now();
+                event.synchronize().map_err(fail)?;
+                (start.elapsed(), before, stats(&queues))
+            }
+            Api::EventQuery => {
+                queue.launch(0).map_err(fail)?;
+                let event = queue.record_event().map_err(fail)?;
+                event.synchronize().map_err(fail)?;
+                let before = stats(&queues);
+                let start = Instant::now();
+                let status = event.query();
+                let took = start.elapsed();
+                if status != tracker::Status::Complete {
+                    return Err(format!("a synchronized event answered {status:?}"));
+                }
+                (took, before, stats(&queues))
+            }
+            Api::StreamSynchronize => {
+                queue.launch(0).map_err(fail)?;
+                let before = stats(&queues);
+                let start = Instant::now();
+                queue.synchronize().map_err(fail)?;
+                (start.elapsed(), before, stats(&queues))
+            }
+            Api::StreamSynchronizeCompleted => {
+                queue.launch(0).map_err(fail)?;
+                queue.synchronize().map_err(fail)?;
+                let before = stats(&queues);
+                let start = Instant::now();
+                queue.synchronize().map_err(fail)?;
+                (start.elapsed(), before, stats(&queues))
+            }
+            Api::DeviceSynchronize => {
+                queue.launch(0).map_err(fail)?;
+                other.launch(0).map_err(fail)?;
+                let before = stats(&queues);
+                let start = Instant::now();
+                queue.synchronize().map_err(fail)?;
+                other.synchronize().map_err(fail)?;
+                (start.elapsed(), before, stats(&queues))
+            }
+            Api::EventRecord => {
+                queue.launch(0).map_err(fail)?;
+                let before = stats(&queues);
+                let start = Instant::now();
+                let event = queue.record_event().map_err(fail)?;
+                let took = start.elapsed();
+                let after = stats(&queues);
+                if i % 32 == 31 {
+                    event.synchronize().map_err(fail)?;
+                }
+                (took, before, after)
+            }
+            Api::EventElapsedTime => {
+                let first = queue.record_event().map_err(fail)?;
+                queue.launch(0).map_err(fail)?;
+                let second = queue.record_event().map_err(fail)?;
+                second.synchronize().map_err(fail)?;
+                let before = stats(&queues);
+                let start = Instant::now();
+                let elapsed = first.elapsed_to(&second).map_err(fail)?;
+                let took = start.elapsed();
+                std::hint::black_box(elapsed);
+                (took, before, stats(&queues))
+            }
+        };
+        if i >= warmup {
+            samples.push(took);
+            traffic.add(&before, &after);
+        }
+    }
+    queue.synchronize().map_err(fail)?;
+    other.synchronize().map_err(fail)?;
+    Ok((samples, traffic))
+}
+
+/// The steady-state bars of DESIGN.md section 7 for one tracker.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Steady {
+    /// The tracker's own loads of device-memory signals per retired use
+    /// (timestamp reads count two; CPU waits' polls are reported apart).
+    pub device_loads_per_retired_use: f64,
+    /// Polls of device-memory signals by CPU waits, per use (the cost of
+    /// waiting under back-pressure, not of proving retirement).
+    pub device_polls_per_use: f64,
+    /// HDP flushes per re-armed signal.
+    pub flushes_per_rearm: f64,
+    /// Store fences per re-armed signal.
+    pub fences_per_rearm: f64,
+    /// Signals created after the warm-up.
+    pub signals_created_after_warmup: u64,
+    /// Heap allocations per use in the tracker's calls after the warm-up.
+    pub allocations_per_use: f64,
+    /// Uses measured.
+    pub uses: u64,
+    /// Where the signals lived.
+    pub signals: &'static str,
+}
+
+/// A stream of empty work with the barrier bit (as CLR dispatches), the
+/// tracker driven directly on the backend's queue: acquire, publish, and
+/// under back-pressure a wait outside any lock. Counts the tracker's
+/// traffic and allocations after `warmup` uses.
+pub fn steady<T: QueueTracker>(
+    mut tracker: T,
+    warmup: usize,
+    uses: usize,
+) -> Result<Steady, String> {
+    let waiter = tracker.waiter();
+    let mut before = None;
+    let mut allocations = 0;
+    for i in 0..warmup + uses {
+        if i == warmup {
+            before = Some(tracker.stats());
+            allocations = alloc::allocations();
+        }
+        submit_one(&mut tracker, &waiter, true)?;
+        if i % 32 == 31 {
+            // Off the submit path, as a runtime would after a sync.
+            alloc::counted(|| tracker.poll());
+        }
+    }
+    let allocations = alloc::allocations() - allocations;
+    // Let the GPU finish, then account for what retired.
+    let last = submit_one(&mut tracker, &waiter, false)?;
+    waiter
+        .wait(&last, Duration::from_secs(30), WaitPolicy::spin())
+        .map_err(fail)?;
+    tracker.poll();
+    let d = tracker.stats().since(&before.expect("uses > 0"));
+    Ok(Steady {
+        device_loads_per_retired_use: d.loads_per_retired_use(Placement::Device),
+        device_polls_per_use: d.device().polls as f64 / uses as f64,
+        flushes_per_rearm: d.flushes_per_rearm(),
+        fences_per_rearm: d.fences_per_rearm(),
+        signals_created_after_warmup: d.signals_created,
+        allocations_per_use: allocations as f64 / uses as f64,
+        uses: uses as u64,
+        signals: "",
+    })
+}
+
+/// Submits one use of empty work with the barrier bit: reserve, acquire
+/// (counting the tracker's allocations when `count` is set), publish; under
+/// back-pressure, wait for the named use outside any lock and retry.
+fn submit_one<T: QueueTracker>(
+    tracker: &mut T,
+    waiter: &tracker::Waiter<T::Memory>,
+    count: bool,
+) -> Result<tracker::Ticket, String> {
+    let queue = tracker.queue().clone();
+    let index = queue.reserve().map_err(fail)?;
+    loop {
+        let request = Request::packet(index).barrier(true);
+        let result = if count {
+            alloc::counted(|| tracker.acquire(request))
+        } else {
+            tracker.acquire(request)
+        };
+        match result {
+            Ok(acquired) => {
+                queue
+                    .publish(index, Work::Empty, true, acquired.signal)
+                    .map_err(fail)?;
+                return Ok(acquired.ticket);
+            }
+            Err(tracker::Error::Backpressure { wait_for, .. }) => {
+                waiter
+                    .wait(&wait_for, Duration::from_secs(30), WaitPolicy::spin())
+                    .map_err(fail)?;
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! Where sigbench runs: the backend it found, how to make trackers on it,
+//! and what its native API offers to compare against.
+//!
+//! The choice, best first: ROCr with an AMD GPU, CUDA with an NVIDIA GPU,
+//! otherwise the simulator with its MI300X-like cost profile. Each backend
+//! either answers with a platform or says why it cannot, and sigbench prints
+//! every reason, so a user knows what was tried.
+
+use fences::QueueTracker;
+use std::fmt;
+use tracker::{Config, Placement};
+
+/// A backend sigbench can run on.
+pub trait Platform {
+    /// The retiring tracker on this backend.
+    type Retiring: QueueTracker;
+    /// The baseline tracker on this backend.
+    type Baseline: QueueTracker;
+
+    /// `"sim"`, `"rocr"` or `"cuda"`.
+    fn backend(&self) -> &'static str;
+
+    /// The machine, in words (device, driver, runtime).
+    fn machine(&self) -> String;
+
+    /// The signal placements the backend offers.
+    fn placements(&self) -> Vec<Placement>;
+
+    /// A retiring tracker on a new hardware queue.
+    fn retiring(&self, config: Config) -> Result<Self::Retiring, String>;
+
+    /// A baseline tracker on a new hardware queue.
+    fn baseline(&self, config: Config) -> Result<Self::Baseline, String>;
+
+    /// The backend's own event and synchronize calls, if it has any worth
+    /// comparing with (CUDA's).
+    fn native(&self) -> Option<&dyn Native> {
+        None
+    }
+}
+
+/// A backend's own API, measured the same way as the trackers' rows.
+pub trait Native {
+    /// Empty work, then wait for an event recorded after it (default or
+    /// blocking-sync event).
+    fn event_synchronize(&self, blocking: bool) -> Result<std::time::Duration, String>;
+    /// Query an event that has completed.
+    fn event_query(&self) -> Result<std::time::Duration, String>;
+    /// Empty work, then synchronize the stream.
+    fn stream_synchronize(&self) -> Result<std::time::Duration, String>;
+    /// Synchronize a stream with nothing pending.
+    fn stream_synchronize_completed(&self) -> Result<std::time::Duration, String>;
+    /// Empty work on two streams, then synchronize the device.
+    fn device_synchronize(&self) -> Result<std::time::Duration, String>;
+    /// Record an event after empty work.
+    fn event_record(&self) -> Result<std::time::Duration, String>;
+    /// Elapsed time between two completed events.
+    fn event_elapsed_time(&self) -> Result<std::time::Duration, String>;
+}
+
+/// Why a backend was not used.
+#[derive(Clone, Debug)]
+pub struct Skipped {
+    /// The backend.
+    pub backend: &'static str,
+    /// Why.
+    pub reason: String,
+}
+
+impl fmt::Display for Skipped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.backend, self.reason)
+    }
+}

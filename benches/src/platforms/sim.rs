@@ -1,0 +1,97 @@
+//! The simulator with the MI300X-like cost profile: a device-memory load
+//! costs 1.1 us, empty work completes in a few microseconds, in real time
+//! on a processor thread.
+
+use crate::platform::Platform;
+use fences::sim::{SimBaselineTracker, SimPlatform, SimTracker};
+use sim::{CostProfile, Mode, Placement as RingPlacement, QueueConfig, Sim, SimConfig};
+use tracker::{Config, Placement};
+
+/// The threaded simulator as a sigbench backend.
+pub struct SimBench {
+    sim: Sim,
+}
+
+impl SimBench {
+    /// A threaded simulator with the MI300X-like profile, rings in device
+    /// memory (so re-armed signals need a store fence, not an HDP flush),
+    /// profiling on.
+    pub fn new() -> Self {
+        Self {
+            sim: Sim::new(SimConfig {
+                mode: Mode::Threaded,
+                profile: CostProfile::mi300x(),
+                ..SimConfig::default()
+            }),
+        }
+    }
+
+    fn platform(&self, config: Config) -> SimPlatform {
+        let queue = QueueConfig {
+            ring: RingPlacement::Device,
+            profiling: true,
+            size: 4096,
+            ..QueueConfig::default()
+        };
+        SimPlatform::new(self.sim.clone())
+            .with_tracker_config(config)
+            .with_queue_config(queue)
+    }
+}
+
+impl Default for SimBench {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Platform for SimBench {
+    type Retiring = SimTracker;
+    type Baseline = SimBaselineTracker;
+
+    fn backend(&self) -> &'static str {
+        "sim"
+    }
+
+    fn machine(&self) -> String {
+        let p = self.sim.profile();
+        format!(
+            "software AQL packet processor, MI300X-like costs (device-memory load {:?}, HDP flush {:?}, \
+             launch {:?} + empty kernel {:?}) on {}",
+            p.device_load,
+            p.hdp_flush,
+            p.launch_latency,
+            p.kernel_execution,
+            host_cpu()
+        )
+    }
+
+    fn placements(&self) -> Vec<Placement> {
+        vec![Placement::Host, Placement::Device]
+    }
+
+    fn retiring(&self, config: Config) -> Result<SimTracker, String> {
+        self.platform(config).tracker().map_err(|e| e.to_string())
+    }
+
+    fn baseline(&self, config: Config) -> Result<SimBaselineTracker, String> {
+        self.platform(config)
+            .baseline_tracker()
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The host CPU's model name, from /proc/cpuinfo where there is one.
+pub fn host_cpu() -> String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "an unknown CPU".into());
+    format!("{model} ({cores} threads)")
+}

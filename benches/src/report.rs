@@ -1,0 +1,180 @@
+//! The report: a readable table (plain or Markdown) and the JSON file.
+
+use crate::measure::{Api, Row, Steady};
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// Everything one run measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// `sim`, `rocr` or `cuda`.
+    pub backend: &'static str,
+    /// Why this backend: which others were tried and why they were not used.
+    pub backend_reason: String,
+    /// The machine, in words.
+    pub machine: String,
+    /// Samples per cell.
+    pub iterations: usize,
+    /// Every cell.
+    pub rows: Vec<Row>,
+    /// The steady-state counters per tracker.
+    pub steady_state: SteadyState,
+}
+
+/// Steady-state counters of both trackers.
+#[derive(Clone, Debug, Serialize)]
+pub struct SteadyState {
+    /// The retiring tracker.
+    pub retiring: Steady,
+    /// The baseline tracker.
+    pub baseline: Steady,
+}
+
+impl Report {
+    fn find(&self, api: Api, tracker: &str, signals: &str) -> Option<&Row> {
+        self.rows
+            .iter()
+            .find(|r| r.api == api && r.tracker == tracker && r.signals == signals)
+    }
+
+    /// The p50 of `row` over the p50 of the row it is compared with: the
+    /// baseline on the same signals, or for native rows' neighbours, native.
+    fn ratio(&self, row: &Row) -> Option<(f64, &'static str)> {
+        match row.tracker {
+            "retiring" => {
+                if let Some(native) = self.find(row.api, "native", "native") {
+                    return Some((row.p50_us / native.p50_us, "x native"));
+                }
+                let base = self.find(row.api, "baseline", row.signals)?;
+                Some((row.p50_us / base.p50_us, "x baseline"))
+            }
+            _ => None,
+        }
+    }
+
+    /// The table as plain text (or Markdown).
+    pub fn table(&self, markdown: bool) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "sigbench on {} ({})", self.backend, self.machine);
+        let _ = writeln!(out, "backend choice: {}", self.backend_reason);
+        let _ = writeln!(
+            out,
+            "host time per call in us over {} calls; traffic per call from the tracker's counters\n",
+            self.iterations
+        );
+        let head = [
+            "api",
+            "tracker",
+            "signals",
+            "p50",
+            "p10",
+            "p90",
+            "ratio",
+            "dev loads/op",
+            "fences/op",
+            "flushes/op",
+            "created",
+        ];
+        if markdown {
+            let _ = writeln!(out, "| {} |", head.join(" | "));
+            let _ = writeln!(out, "|{}", "---|".repeat(head.len()));
+        } else {
+            let _ = writeln!(
+                out,
+                "{:<29} {:<8} {:<7} {:>8} {:>8} {:>8} {:>15} {:>12} {:>9} {:>10} {:>7}",
+                head[0],
+                head[1],
+                head[2],
+                head[3],
+                head[4],
+                head[5],
+                head[6],
+                head[7],
+                head[8],
+                head[9],
+                head[10]
+            );
+        }
+        for api in Api::ALL {
+            for row in self.rows.iter().filter(|r| r.api == api) {
+                let ratio = self
+                    .ratio(row)
+                    .map_or(String::new(), |(r, what)| format!("{r:.2} {what}"));
+                if markdown {
+                    let _ = writeln!(
+                        out,
+                        "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {} | {:.3} | {:.3} | {:.3} | {} |",
+                        api.name(),
+                        row.tracker,
+                        row.signals,
+                        row.p50_us,
+                        row.p10_us,
+                        row.p90_us,
+                        ratio,
+                        row.device_loads_per_op,
+                        row.fences_per_op,
+                        row.flushes_per_op,
+                        row.signals_created
+                    );
+                } else {
+                    let _ = writeln!(
+                        out,
+                        "{:<29} {:<8} {:<7} {:>8.2} {:>8.2} {:>8.2} {:>15} {:>12.3} {:>9.3} {:>10.3} {:>7}",
+                        api.name(),
+                        row.tracker,
+                        row.signals,
+                        row.p50_us,
+                        row.p10_us,
+                        row.p90_us,
+                        ratio,
+                        row.device_loads_per_op,
+                        row.fences_per_op,
+                        row.flushes_per_op,
+                        row.signals_created
+                    );
+                }
+            }
+        }
+        let _ = writeln!(
+            out,
+            "\nsteady state ({} uses after warm-up, {} signals):",
+            self.steady_state.retiring.uses, self.steady_state.retiring.signals
+        );
+        for (name, s) in [
+            ("retiring", &self.steady_state.retiring),
+            ("baseline", &self.steady_state.baseline),
+        ] {
+            let _ = writeln!(
+                out,
+                "  {name:<9} device loads per retired use {:.4} (waits' polls per use {:.3}) | flushes per re-arm {:.4} | fences per re-arm {:.4} | signals created after warm-up {} | heap allocations per use {:.4}",
+                s.device_loads_per_retired_use,
+                s.device_polls_per_use,
+                s.flushes_per_rearm,
+                s.fences_per_rearm,
+                s.signals_created_after_warmup,
+                s.allocations_per_use
+            );
+        }
+        let r = &self.steady_state.retiring;
+        let bars = [
+            (
+                "device loads per retired use <= 1/32",
+                r.device_loads_per_retired_use <= 1.0 / 32.0,
+            ),
+            (
+                "flushes per re-armed signal <= 1/32",
+                r.flushes_per_rearm <= 1.0 / 32.0,
+            ),
+            (
+                "signals created after warm-up = 0",
+                r.signals_created_after_warmup == 0,
+            ),
+            ("heap allocations per use = 0", r.allocations_per_use == 0.0),
+        ];
+        let _ = writeln!(out, "bars (DESIGN.md section 7), retiring tracker:");
+        for (bar, ok) in bars {
+            let _ = writeln!(out, "  {} {bar}", if ok { "ok  " } else { "FAIL" });
+        }
+        out
+    }
+}
