@@ -220,14 +220,16 @@ fn run<P: Platform>(
         }
     }
     let steady_placement = *placements.last().expect("a backend offers a placement");
+    // A runtime that polls after every 32 submissions: each load pays for a batch.
     let config = Config {
         signals: steady_placement,
+        probe_batch: 32,
         ..Config::default()
     };
     eprintln!("steady state: retiring ({} uses)", options.steady_uses);
-    let retiring = measure::steady(platform.retiring(config)?, 4096, options.steady_uses)?;
+    let retiring = measure::steady(&|| platform.retiring(config), 4096, options.steady_uses)?;
     eprintln!("steady state: baseline ({} uses)", options.steady_uses);
-    let baseline = measure::steady(platform.baseline(config)?, 4096, options.steady_uses)?;
+    let baseline = measure::steady(&|| platform.baseline(config), 4096, options.steady_uses)?;
     let name = signals_name(steady_placement);
     let label = |s: Steady| Steady { signals: name, ..s };
     Ok(Report {

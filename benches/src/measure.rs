@@ -272,10 +272,10 @@ pub fn measure<T: QueueTracker>(
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Steady {
     /// The tracker's own loads of device-memory signals per retired use
-    /// (timestamp reads count two; CPU waits' polls are reported apart).
+    /// (timestamp reads count two; CPU waits' polls are reported apart), in
+    /// the runtime loop: bursts of kernels, each ended by a synchronize.
     pub device_loads_per_retired_use: f64,
-    /// Polls of device-memory signals by CPU waits, per use (the cost of
-    /// waiting under back-pressure, not of proving retirement).
+    /// Polls of device-memory signals by the synchronizes' CPU waits, per use.
     pub device_polls_per_use: f64,
     /// HDP flushes per re-armed signal.
     pub flushes_per_rearm: f64,
@@ -285,20 +285,44 @@ pub struct Steady {
     pub signals_created_after_warmup: u64,
     /// Heap allocations per use in the tracker's calls after the warm-up.
     pub allocations_per_use: f64,
-    /// Uses measured.
+    /// The tracker's own device-memory loads per retired use when the
+    /// producer outruns the GPU with no synchronize at all (the ring at its
+    /// limit, back-pressure every few dozen uses): the worst steady case.
+    pub saturated_device_loads_per_retired_use: f64,
+    /// Uses measured (in each loop).
     pub uses: u64,
     /// Where the signals lived.
     pub signals: &'static str,
 }
 
-/// A stream of empty work with the barrier bit (as CLR dispatches), the
-/// tracker driven directly on the backend's queue: acquire, publish, and
-/// under back-pressure a wait outside any lock. Counts the tracker's
-/// traffic and allocations after `warmup` uses.
+/// Uses between two synchronizes in the runtime loop.
+pub const BURST: usize = 64;
+
+/// The steady state of one tracker, driven directly on the backend's queue
+/// (acquire, publish, and under back-pressure a wait outside any lock),
+/// empty work with the barrier bit as CLR dispatches it. Two loops after
+/// `warmup` uses each: the runtime loop (bursts of [`BURST`] uses, each
+/// ended by a CPU wait for its last use and a poll, as a stream synchronize
+/// does), which gives the bars; and a saturated loop with no wait at all.
+/// `make` builds a fresh tracker for each.
 pub fn steady<T: QueueTracker>(
+    make: &dyn Fn() -> Result<T, String>,
+    warmup: usize,
+    uses: usize,
+) -> Result<Steady, String> {
+    let runtime = drive(make()?, warmup, uses, Some(BURST))?;
+    let saturated = drive(make()?, warmup, uses, None)?;
+    Ok(Steady {
+        saturated_device_loads_per_retired_use: saturated.device_loads_per_retired_use,
+        ..runtime
+    })
+}
+
+fn drive<T: QueueTracker>(
     mut tracker: T,
     warmup: usize,
     uses: usize,
+    sync_every: Option<usize>,
 ) -> Result<Steady, String> {
     let waiter = tracker.waiter();
     let mut before = None;
@@ -308,10 +332,18 @@ pub fn steady<T: QueueTracker>(
             before = Some(tracker.stats());
             allocations = alloc::allocations();
         }
-        submit_one(&mut tracker, &waiter, true)?;
-        if i % 32 == 31 {
-            // Off the submit path, as a runtime would after a sync.
-            alloc::counted(|| tracker.poll());
+        let ticket = submit_one(&mut tracker, &waiter, true)?;
+        match sync_every {
+            Some(n) if i % n == n - 1 => {
+                waiter
+                    .wait(&ticket, Duration::from_secs(30), WaitPolicy::spin())
+                    .map_err(fail)?;
+                alloc::counted(|| tracker.poll());
+            }
+            None if i % 32 == 31 => {
+                alloc::counted(|| tracker.poll());
+            }
+            _ => {}
         }
     }
     let allocations = alloc::allocations() - allocations;
@@ -329,6 +361,7 @@ pub fn steady<T: QueueTracker>(
         fences_per_rearm: d.fences_per_rearm(),
         signals_created_after_warmup: d.signals_created,
         allocations_per_use: allocations as f64 / uses as f64,
+        saturated_device_loads_per_retired_use: 0.0,
         uses: uses as u64,
         signals: "",
     })

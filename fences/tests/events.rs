@@ -107,7 +107,7 @@ fn a_completed_event_costs_no_device_memory_read() {
     let device_reads = |q: &fences::HostQueue<_>| {
         q.with_tracker(|t: &mut fences::sim::SimTracker| {
             let d = t.stats().device();
-            (d.loads, d.timestamp_reads)
+            (d.loads, d.polls, d.timestamp_reads)
         })
     };
     let reads = device_reads(queue);

@@ -237,7 +237,7 @@ fn a_completed_event_costs_no_vram_read() {
     let reads = || {
         queue.with_tracker(|t| {
             let d = t.stats().device();
-            (d.loads, d.timestamp_reads)
+            (d.loads, d.polls, d.timestamp_reads)
         })
     };
     let before = reads();

@@ -44,6 +44,14 @@ impl TrackerKind {
         matches!(self, TrackerKind::Retiring)
     }
 
+    /// Whether the tracker answers a completed use's status from host
+    /// memory once it knows it. CLR's original tracker does not: it loads
+    /// the signal every time, so between loads it may answer "unknown"
+    /// again (never a different outcome).
+    pub const fn remembers_completions(self) -> bool {
+        matches!(self, TrackerKind::Retiring)
+    }
+
     /// Whether back-pressure comes only at the growth limit. The baseline
     /// grows only when the slot two ahead is busy, so with out-of-order
     /// completions the next slot can be busy first, and it pushes back below
@@ -561,7 +569,14 @@ impl<T: SimTracker> Driver<T> {
     fn held_uses(&self) -> Result<Vec<(usize, String)>, Failure> {
         let mut consumer_done = Vec::with_capacity(self.model.pins.len());
         for pin in &self.model.pins {
-            consumer_done.push((pin.consumer, self.known(pin.consumer)?.is_some()));
+            // A tracker that keeps no host-side record of completions may
+            // release a pin once a load showed its consumer complete, and
+            // then not say so: for it, the consumer's packet having finished
+            // is the condition.
+            let done = self.known(pin.consumer)?.is_some()
+                || (!T::KIND.remembers_completions()
+                    && self.model.uses[pin.consumer].truth().is_done());
+            consumer_done.push((pin.consumer, done));
         }
         Ok(self
             .model
@@ -615,7 +630,18 @@ impl<T: SimTracker> Driver<T> {
         match self.streams[stream.index()].tracker.hold(&ticket) {
             // Nothing to hold: the tracker says the use is done; it must
             // know which way (complete or failed), and be right.
-            Ok(None) => match self.known(use_id)? {
+            Ok(None) => match if T::KIND.remembers_completions() {
+                self.known(use_id)?
+            } else {
+                // It keeps no record: ask again, reading memory.
+                Some(
+                    self.streams[stream.index()]
+                        .tracker
+                        .query(&ticket)
+                        .or_else(|e| fail(Check::Unexpected, format!("query failed: {e}")))?,
+                )
+                .filter(|s| s.is_done())
+            } {
                 Some(status) => self.model.judge_report(use_id, Some(status)),
                 None => fail(
                     Check::Unexpected,

@@ -84,7 +84,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
     pub fn new(memory: Arc<M>, queue: Q, config: Config) -> Result<Self, Error> {
         config.validate()?;
         let mut tracker = Self {
-            shared: Arc::new(Shared::new(memory)),
+            shared: Arc::new(Shared::new(memory, false)),
             queue,
             config,
             slots: Vec::with_capacity(config.initial_size),

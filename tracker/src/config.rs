@@ -29,6 +29,12 @@ pub struct Config {
     pub generation_bits: u32,
     /// How far from the oldest use back-pressure looks for a fence to wait for.
     pub backpressure_window: usize,
+    /// [`Tracker::poll`](crate::Tracker::poll) loads a fence only once the
+    /// read index has passed this many packets since the last probe, so a
+    /// runtime that polls often still pays one load per batch. 1 (the
+    /// default) probes on every poll. Probes that make room or answer a
+    /// query are never held back.
+    pub probe_batch: usize,
 }
 
 impl Default for Config {
@@ -41,6 +47,7 @@ impl Default for Config {
             timing_batch: 16,
             generation_bits: 32,
             backpressure_window: 32,
+            probe_batch: 1,
         }
     }
 }
@@ -64,6 +71,9 @@ impl Config {
         }
         if !(1..=32).contains(&self.generation_bits) {
             return bad("generation_bits must be between 1 and 32");
+        }
+        if self.probe_batch == 0 {
+            return bad("probe_batch must be at least 1");
         }
         if self.backpressure_window == 0 {
             return bad("backpressure_window must be at least 1");

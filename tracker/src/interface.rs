@@ -111,7 +111,10 @@ pub trait Tracker: Send {
     fn probe(&mut self) -> bool;
 
     /// [`probe`](Self::probe), then [`reclaim`](Self::reclaim). Returns the
-    /// number of signals re-armed.
+    /// number of signals re-armed. With [`Config::probe_batch`](crate::Config)
+    /// above 1, the probe is skipped until the read index has passed that
+    /// many packets since the last one, so frequent polls still cost one load
+    /// per batch.
     fn poll(&mut self) -> usize;
 
     /// Re-arms retired signals, oldest use first, stopping at the first use

@@ -34,6 +34,8 @@ pub(crate) struct Proofs {
     proven: Option<u64>,
     /// Every use up to this sequence number completed (the queue drained).
     drained_through: u64,
+    /// The read index when a probe last loaded a fence.
+    probed_at: u64,
 }
 
 impl Proofs {
@@ -46,6 +48,7 @@ impl Proofs {
             last_fence: 0,
             proven: None,
             drained_through: 0,
+            probed_at: 0,
         }
     }
 
@@ -59,6 +62,8 @@ impl Proofs {
         self.last_aql = None;
         self.last_fence = 0;
         self.proven = None;
+        // A new queue's read index starts afresh.
+        self.probed_at = 0;
     }
 
     /// Whether AQL index `index` may follow the current generation's newest.
@@ -169,9 +174,10 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     }
 
     /// Fence probing (proofs 1 and 2): at most one load, of the newest fence
-    /// the read index nominates, which retires every use up to it. Returns
-    /// whether it proved anything new.
-    pub(crate) fn probe_fence(&mut self) -> bool {
+    /// the read index nominates, which retires every use up to it — and none
+    /// unless the read index moved `min_batch` packets since the last load.
+    /// Returns whether it proved anything new.
+    pub(crate) fn probe_fence(&mut self, min_batch: u64) -> bool {
         let lo = self.ring.head().max(self.proofs.generation_start());
         let hi = self.ring.tail();
         if lo >= hi {
@@ -183,6 +189,12 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             return true;
         }
         let read_index = self.queue.read_index();
+        // A batched poll waits for the read index to move a batch; any other
+        // probe loads even at the same read index (its fence may have
+        // completed since).
+        if min_batch > 1 && read_index.wrapping_sub(self.proofs.probed_at) < min_batch {
+            return false;
+        }
         let Some(passed) = self
             .ring
             .last_where(lo, hi, |aql| aql_before(aql, read_index))
@@ -205,6 +217,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             return true;
         }
         self.stats.probes += 1;
+        self.proofs.probed_at = read_index;
         let value = self.load(slot.cell);
         if value == 0 {
             self.proofs.prove(slot.aql);
@@ -215,7 +228,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             return false;
         }
         // Not yet: an older fence a CPU wait saw complete may still prove
-        // something, without a load.
+        // something, without another load.
         self.prove_recorded_before(fence, lo)
     }
 
@@ -287,7 +300,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             self.learn_fence(ticket.seq, status);
             return Ok(status);
         }
-        if self.probe_fence() {
+        if self.probe_fence(1) {
             // Publish what the probe proved, so waiters and holders on other
             // threads learn it without a load of their own.
             self.reclaim_uses();

@@ -71,7 +71,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         config.validate()?;
         let order = StoreOrder::new(!queue.ring_in_device_memory());
         let mut tracker = Self {
-            shared: Arc::new(Shared::new(memory)),
+            shared: Arc::new(Shared::new(memory, true)),
             queue,
             config,
             ring: Ring::new(Vec::new(), config.max_in_flight()),
@@ -283,7 +283,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         }
         // A probe may prove a batch, or meet a queue error and fail the
         // pending uses: either way, reclaim after it.
-        self.probe_fence();
+        self.probe_fence(1);
         self.reclaim_uses();
         if !self.ring.is_full() {
             return Ok(());
@@ -442,11 +442,11 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     }
 
     fn probe(&mut self) -> bool {
-        self.probe_fence()
+        self.probe_fence(1)
     }
 
     fn poll(&mut self) -> usize {
-        self.probe_fence();
+        self.probe_fence(self.config.probe_batch as u64);
         self.reclaim_uses()
     }
 

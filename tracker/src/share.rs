@@ -221,6 +221,11 @@ pub(crate) struct Shared<M: SignalMemory> {
     /// `has_failures` is set, which is never on the hot path.
     failures: Mutex<Vec<(u64, u64)>>,
     has_failures: AtomicBool,
+    /// Whether host-side knowledge of completions answers questions (the
+    /// retiring design), or only a load of the signal does (CLR's original
+    /// design, which the baseline keeps faithfully). Failures are always
+    /// remembered: a failed use's signal may never say so itself.
+    remembers_completions: bool,
     pub(crate) counters: SharedCounters,
 }
 
@@ -233,7 +238,7 @@ unsafe impl<M: SignalMemory> Sync for Shared<M> {}
 static NEXT_TRACKER_ID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
 
 impl<M: SignalMemory> Shared<M> {
-    pub(crate) fn new(memory: Arc<M>) -> Self {
+    pub(crate) fn new(memory: Arc<M>, remembers_completions: bool) -> Self {
         Self {
             id: NEXT_TRACKER_ID.fetch_add(1, core::sync::atomic::Ordering::Relaxed),
             memory,
@@ -242,6 +247,7 @@ impl<M: SignalMemory> Shared<M> {
             returns: AtomicUsize::new(0),
             failures: Mutex::new(Vec::new()),
             has_failures: AtomicBool::new(false),
+            remembers_completions,
             counters: SharedCounters::default(),
         }
     }
@@ -300,11 +306,13 @@ impl<M: SignalMemory> Shared<M> {
 
     /// What is known about use `seq` of `cell` without reading signal memory.
     pub(crate) fn known_status(&self, seq: u64, cell: &Cell<M::Signal>) -> Option<Status> {
-        if seq <= self.retired_through() {
+        if self.remembers_completions && seq <= self.retired_through() {
             return Some(self.outcome_of_retired(seq));
         }
         match cell.phase_of(seq)? {
+            Some(Status::Complete) if !self.remembers_completions => None,
             Some(status) => Some(status),
+            // The cell serves a later use: this one retired.
             None => Some(self.outcome_of_retired(seq)),
         }
     }

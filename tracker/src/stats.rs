@@ -6,8 +6,13 @@ use crate::sync::{AtomicU64, Ordering};
 /// Host accesses to signals of one placement.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Accesses {
-    /// Loads of a signal value (a wait that polls counts one per poll).
+    /// Loads of a signal value by the tracker itself: fence probes, direct
+    /// proofs, confirming a failed submission's issued part.
     pub loads: u64,
+    /// Loads by CPU waits and reference holders polling for completion
+    /// ([`Waiter`](crate::Waiter), [`SignalRef`](crate::SignalRef)): the cost
+    /// of waiting, not of proving retirement.
+    pub polls: u64,
     /// Stores of a signal value (arming and re-arming).
     pub stores: u64,
     /// Timestamp pairs read from signals of this placement (two loads each,
@@ -96,8 +101,9 @@ impl Stats {
         self.accesses[0].flushes + self.accesses[1].flushes
     }
 
-    /// Loads (timestamp reads included, two each) of `placement` signals per
-    /// retired use; 0 when nothing retired.
+    /// The tracker's own loads (timestamp reads included, two each) of
+    /// `placement` signals per retired use: the cost of proving retirement,
+    /// without the polls of CPU waits. 0 when nothing retired.
     pub fn loads_per_retired_use(&self, placement: Placement) -> f64 {
         let a = self.accesses[placement.index()];
         ratio(a.loads + 2 * a.timestamp_reads, self.retired)
@@ -118,6 +124,7 @@ impl Stats {
         let mut d = *self;
         for (a, b) in d.accesses.iter_mut().zip(&earlier.accesses) {
             a.loads -= b.loads;
+            a.polls -= b.polls;
             a.stores -= b.stores;
             a.timestamp_reads -= b.timestamp_reads;
             a.fences -= b.fences;
@@ -152,7 +159,7 @@ fn ratio(n: u64, d: u64) -> f64 {
     if d == 0 { 0.0 } else { n as f64 / d as f64 }
 }
 
-/// The counters that threads other than the tracker's owner bump: loads by
+/// The counters that threads other than the tracker's owner bump: polls by
 /// lock-free waiters and holders, completions and failures they observe.
 #[derive(Debug, Default)]
 pub(crate) struct SharedCounters {
@@ -169,7 +176,7 @@ impl SharedCounters {
     /// Adds these counters into a snapshot of the owner's.
     pub(crate) fn add_to(&self, stats: &mut Stats) {
         for p in Placement::ALL {
-            stats.accesses[p.index()].loads += self.loads[p.index()].load(Ordering::Relaxed);
+            stats.accesses[p.index()].polls += self.loads[p.index()].load(Ordering::Relaxed);
         }
         let cpu = self.retired_by_cpu_wait.load(Ordering::Relaxed);
         stats.retired_by_cpu_wait += cpu;

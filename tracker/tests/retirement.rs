@@ -298,3 +298,38 @@ fn a_retired_tickets_status_costs_no_memory_read() {
         Ok(Some(Status::Complete))
     );
 }
+
+#[test]
+fn a_batched_poll_loads_only_once_the_read_index_passed_a_batch() {
+    let config = Config {
+        probe_batch: 32,
+        ..device()
+    };
+    let mut rig = Rig::retiring(config);
+    let first: Vec<_> = (0..10)
+        .map(|_| rig.submit(true, Purpose::Completion).unwrap())
+        .collect();
+    rig.run();
+    rig.tracker.poll();
+    assert_eq!(
+        rig.tracker.stats().probes,
+        0,
+        "10 packets passed: not worth a load yet"
+    );
+    assert_eq!(rig.tracker.known_status(&first[0].ticket).unwrap(), None);
+    // A query is never held back.
+    assert_eq!(rig.status(&first[9]), Status::Complete);
+    assert_eq!(rig.tracker.stats().probes, 1);
+    for _ in 0..40 {
+        rig.submit(true, Purpose::Completion).unwrap();
+    }
+    rig.run();
+    rig.tracker.poll();
+    rig.check();
+    assert_eq!(
+        rig.tracker.stats().probes,
+        2,
+        "40 more passed: one load for all of them"
+    );
+    assert_eq!(rig.tracker.stats().retired, 50);
+}
