@@ -227,9 +227,19 @@ fn run<P: Platform>(
         ..Config::default()
     };
     eprintln!("steady state: retiring ({} uses)", options.steady_uses);
-    let retiring = measure::steady(&|| platform.retiring(config), 4096, options.steady_uses)?;
+    let retiring = measure::steady(
+        &|| platform.retiring(config),
+        steady_placement,
+        4096,
+        options.steady_uses,
+    )?;
     eprintln!("steady state: baseline ({} uses)", options.steady_uses);
-    let baseline = measure::steady(&|| platform.baseline(config), 4096, options.steady_uses)?;
+    let baseline = measure::steady(
+        &|| platform.baseline(config),
+        steady_placement,
+        4096,
+        options.steady_uses,
+    )?;
     let name = signals_name(steady_placement);
     let label = |s: Steady| Steady { signals: name, ..s };
     Ok(Report {

@@ -271,9 +271,10 @@ pub fn measure<T: QueueTracker>(
 /// The steady-state bars of DESIGN.md section 7 for one tracker.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Steady {
-    /// The tracker's own loads of device-memory signals per retired use
-    /// (timestamp reads count two; CPU waits' polls are reported apart), in
-    /// the runtime loop: bursts of kernels, each ended by a synchronize.
+    /// The tracker's own loads of its signals per retired use (device memory
+    /// where the backend has it; on CUDA, pinned host memory), timestamp
+    /// reads counting two, CPU waits' polls reported apart, in the runtime
+    /// loop: bursts of kernels, each ended by a synchronize.
     pub device_loads_per_retired_use: f64,
     /// Polls of device-memory signals by the synchronizes' CPU waits, per use.
     pub device_polls_per_use: f64,
@@ -307,11 +308,12 @@ pub const BURST: usize = 64;
 /// `make` builds a fresh tracker for each.
 pub fn steady<T: QueueTracker>(
     make: &dyn Fn() -> Result<T, String>,
+    placement: Placement,
     warmup: usize,
     uses: usize,
 ) -> Result<Steady, String> {
-    let runtime = drive(make()?, warmup, uses, Some(BURST))?;
-    let saturated = drive(make()?, warmup, uses, None)?;
+    let runtime = drive(make()?, placement, warmup, uses, Some(BURST))?;
+    let saturated = drive(make()?, placement, warmup, uses, None)?;
     Ok(Steady {
         saturated_device_loads_per_retired_use: saturated.device_loads_per_retired_use,
         ..runtime
@@ -320,6 +322,7 @@ pub fn steady<T: QueueTracker>(
 
 fn drive<T: QueueTracker>(
     mut tracker: T,
+    placement: Placement,
     warmup: usize,
     uses: usize,
     sync_every: Option<usize>,
@@ -355,8 +358,8 @@ fn drive<T: QueueTracker>(
     tracker.poll();
     let d = tracker.stats().since(&before.expect("uses > 0"));
     Ok(Steady {
-        device_loads_per_retired_use: d.loads_per_retired_use(Placement::Device),
-        device_polls_per_use: d.device().polls as f64 / uses as f64,
+        device_loads_per_retired_use: d.loads_per_retired_use(placement),
+        device_polls_per_use: d.accesses[placement.index()].polls as f64 / uses as f64,
         flushes_per_rearm: d.flushes_per_rearm(),
         fences_per_rearm: d.fences_per_rearm(),
         signals_created_after_warmup: d.signals_created,

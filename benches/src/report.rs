@@ -146,7 +146,8 @@ impl Report {
         ] {
             let _ = writeln!(
                 out,
-                "  {name:<9} device loads per retired use {:.4} (saturated, no synchronize: {:.4}; waits' polls per use {:.3}) | flushes per re-arm {:.4} | fences per re-arm {:.4} | signals created after warm-up {} | heap allocations per use {:.4}",
+                "  {name:<9} {} loads per retired use {:.4} (saturated, no synchronize: {:.4}; waits' polls per use {:.3}) | flushes per re-arm {:.4} | fences per re-arm {:.4} | signals created after warm-up {} | heap allocations per use {:.4}",
+                s.signals,
                 s.device_loads_per_retired_use,
                 s.saturated_device_loads_per_retired_use,
                 s.device_polls_per_use,

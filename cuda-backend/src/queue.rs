@@ -112,6 +112,7 @@ enum Publication {
 
 enum OwnedWork {
     Empty,
+    Marker,
     Kernel(u64),
     Wait(Vec<u64>),
 }
@@ -120,6 +121,7 @@ impl OwnedWork {
     fn from_work(work: Work<'_>) -> Self {
         match work {
             Work::Empty => OwnedWork::Empty,
+            Work::Marker => OwnedWork::Marker,
             Work::Kernel(handle) => OwnedWork::Kernel(handle),
             Work::Wait(dependencies) => OwnedWork::Wait(dependencies.to_vec()),
         }
@@ -128,6 +130,7 @@ impl OwnedWork {
     fn as_work(&self) -> Work<'_> {
         match self {
             OwnedWork::Empty => Work::Empty,
+            OwnedWork::Marker => Work::Marker,
             OwnedWork::Kernel(handle) => Work::Kernel(*handle),
             OwnedWork::Wait(dependencies) => Work::Wait(dependencies),
         }
@@ -260,9 +263,11 @@ impl CudaQueue {
         let stream = &self.inner.stream;
         let kernels = self.inner.context.kernels();
         let dependencies: &[u64] = match work {
-            // Empty work without a completion signal has nothing to show:
-            // only its progress is written.
+            // Empty work without a completion signal has nothing to show,
+            // and a marker needs no work at all: only the memory operations
+            // (completion and progress) are written, in stream order.
             Work::Empty | Work::Kernel(0) if completion == 0 => &[],
+            Work::Marker => &[],
             Work::Empty | Work::Kernel(0) => {
                 stream.launch(kernels.empty, 1, &[completion])?;
                 &[]

@@ -65,10 +65,18 @@ impl<T: QueueTracker> HostQueue<T> {
         let core = self.core();
         let timed = core.config.profiling;
         let (entry, signal) = QueueCore::with_publication(core, |core, inner| {
-            let published = published!(inner.publish(
-                &core.stats,
-                Packet::new(Work::Empty, Purpose::Event).timed(timed).hold()
-            )?);
+            let published = published!(
+                inner.publish(
+                    &core.stats,
+                    // A timed event needs work that writes timestamps.
+                    Packet::new(
+                        if timed { Work::Empty } else { Work::Marker },
+                        Purpose::Event
+                    )
+                    .timed(timed)
+                    .hold()
+                )?
+            );
             core.push_command(inner, published.entry.clone(), true);
             Ok(Step::Done((published.entry, published.signal)))
         })?;

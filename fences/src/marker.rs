@@ -159,7 +159,8 @@ impl<T: QueueTracker> QueueCore<T> {
             }));
         }
         let small = inner.batch.len() < self.config.cpu_sync_batch;
-        let mut packet = Packet::new(Work::Empty, Purpose::CpuSync);
+        // A synchronize's marker is never timed: it needs no work at all.
+        let mut packet = Packet::new(Work::Marker, Purpose::CpuSync);
         if !small {
             // The completion thread holds a reference to the marker's signal.
             packet = packet.hold();

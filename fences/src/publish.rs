@@ -158,7 +158,7 @@ impl<T: QueueTracker> Inner<T> {
 
     /// Fills a reserved slot with empty work and no completion signal.
     fn fill_empty(&mut self, counters: &Counters, index: u64) -> Result<(), Error> {
-        self.tracker.queue().publish(index, Work::Empty, true, 0)?;
+        self.tracker.queue().publish(index, Work::Marker, true, 0)?;
         bump(&counters.empty_packets);
         Ok(())
     }

@@ -225,7 +225,7 @@ impl<T: QueueTracker> HostQueue<T> {
                 return Ok(Step::Done(None));
             }
             let published = published!(
-                inner.publish(&core.stats, Packet::new(Work::Empty, Purpose::GpuWaiter))?
+                inner.publish(&core.stats, Packet::new(Work::Marker, Purpose::GpuWaiter))?
             );
             let ticket = published.entry.ticket;
             core.push_command(inner, published.entry, true);

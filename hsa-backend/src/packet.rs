@@ -121,7 +121,7 @@ pub(crate) fn for_work(
     completion: u64,
 ) -> Result<PacketWords, QueueError> {
     match work {
-        Work::Empty => Ok(barrier_and(&[], barrier, completion).expect("no dependencies")),
+        Work::Empty | Work::Marker => Ok(barrier_and(&[], barrier, completion).expect("no dependencies")),
         Work::Kernel(object) => Ok(kernel_dispatch(object, barrier, completion)),
         Work::Wait(dependencies) => barrier_and(dependencies, barrier, completion).ok_or_else(|| {
             QueueError::Unsupported(format!(

@@ -170,8 +170,14 @@ pub trait QueueView: Send {
 /// Work a queue layer publishes on a hardware queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Work<'a> {
-    /// Empty work: completes as soon as it runs (a marker).
+    /// Empty work that runs like any other (an empty kernel where the
+    /// backend launches kernels): completes as soon as it runs, with
+    /// timestamps on a profiled queue. What a timed event records.
     Empty,
+    /// No work at all, only the completion: the cheapest way to mark a
+    /// point in the queue for a synchronize to wait on. Timestamps are not
+    /// guaranteed (a backend may complete it without running anything).
+    Marker,
     /// A kernel the backend knows by this handle (for the simulator, a
     /// registered kernel object; 0 is the empty kernel).
     Kernel(u64),

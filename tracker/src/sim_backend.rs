@@ -136,7 +136,7 @@ impl HardwareQueue for Queue {
         completion: u64,
     ) -> Result<(), QueueError> {
         match work {
-            Work::Empty => submit_kernel_object(self, index, completion, barrier, 0),
+            Work::Empty | Work::Marker => submit_kernel_object(self, index, completion, barrier, 0),
             Work::Kernel(object) => submit_kernel_object(self, index, completion, barrier, object),
             Work::Wait(dependencies) if dependencies.len() <= 5 => {
                 submit_wait(self, index, completion, dependencies, barrier)
