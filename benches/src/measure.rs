@@ -150,6 +150,7 @@ fn stats<T: QueueTracker>(queues: &[&HostQueue<T>]) -> Stats {
         let s = q.with_tracker(|t| t.stats());
         for (a, b) in total.accesses.iter_mut().zip(s.accesses) {
             a.loads += b.loads;
+            a.polls += b.polls;
             a.stores += b.stores;
             a.timestamp_reads += b.timestamp_reads;
             a.fences += b.fences;

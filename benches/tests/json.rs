@@ -1,0 +1,140 @@
+//! The README's main job: `sigbench` runs on a machine with no GPU (the
+//! simulator), prints its table, and writes JSON of the shape issue 7 gives.
+
+use serde_json::Value;
+use std::process::Command;
+
+const APIS: [&str; 8] = [
+    "event_synchronize",
+    "event_synchronize_blocking",
+    "event_query",
+    "stream_synchronize",
+    "stream_synchronize_completed",
+    "device_synchronize",
+    "event_record",
+    "event_elapsed_time",
+];
+
+#[test]
+fn sigbench_prints_the_table_and_writes_json_of_the_documented_shape() {
+    let dir = std::env::temp_dir().join(format!("sigbench-json-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("out.json");
+    let output = Command::new(env!("CARGO_BIN_EXE_sigbench"))
+        .args([
+            "--backend",
+            "sim",
+            "--iterations",
+            "20",
+            "--warmup",
+            "2",
+            "--steady-uses",
+            "256",
+            "--json",
+        ])
+        .arg(&path)
+        .output()
+        .expect("sigbench runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "sigbench failed:\n{stderr}");
+    assert!(
+        stdout.contains("event_query") && stdout.contains("steady state"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("[32/32]"), "progress is shown: {stderr}");
+
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(json["backend"], "sim");
+    assert!(json["machine"].as_str().is_some_and(|m| !m.is_empty()));
+    let rows = json["rows"].as_array().expect("rows");
+    // Every API for both trackers and both placements.
+    assert_eq!(rows.len(), APIS.len() * 4);
+    for row in rows {
+        assert!(APIS.contains(&row["api"].as_str().unwrap()), "{row}");
+        assert!(
+            ["retiring", "baseline", "native"].contains(&row["tracker"].as_str().unwrap()),
+            "{row}"
+        );
+        assert!(
+            ["host", "device", "native"].contains(&row["signals"].as_str().unwrap()),
+            "{row}"
+        );
+        for key in [
+            "p50_us",
+            "p10_us",
+            "p90_us",
+            "device_loads_per_op",
+            "flushes_per_op",
+        ] {
+            assert!(
+                row[key].as_f64().is_some_and(|v| v >= 0.0),
+                "{key} in {row}"
+            );
+        }
+        assert!(row["signals_created"].as_u64().is_some(), "{row}");
+        assert!(
+            row["p10_us"].as_f64() <= row["p50_us"].as_f64()
+                && row["p50_us"].as_f64() <= row["p90_us"].as_f64()
+        );
+    }
+    for tracker in ["retiring", "baseline"] {
+        let s = &json["steady_state"][tracker];
+        for key in [
+            "device_loads_per_retired_use",
+            "flushes_per_rearm",
+            "allocations_per_use",
+        ] {
+            assert!(s[key].as_f64().is_some(), "{key} of {tracker}");
+        }
+        assert!(s["signals_created_after_warmup"].as_u64().is_some());
+    }
+    // The seed's shape on device-memory signals: the baseline reads the
+    // signal to answer a completed event's query, ours does not.
+    let cell = |api: &str, tracker: &str| {
+        rows.iter()
+            .find(|r| r["api"] == api && r["tracker"] == tracker && r["signals"] == "device")
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(cell("event_query", "retiring")["device_loads_per_op"], 0.0);
+    assert!(
+        cell("event_query", "baseline")["device_loads_per_op"]
+            .as_f64()
+            .unwrap()
+            >= 1.0
+    );
+    assert_eq!(
+        cell("event_elapsed_time", "retiring")["device_loads_per_op"],
+        0.0
+    );
+    assert!(
+        cell("event_elapsed_time", "baseline")["device_loads_per_op"]
+            .as_f64()
+            .unwrap()
+            >= 2.0
+    );
+    // The steady-state bars hold.
+    let ours = &json["steady_state"]["retiring"];
+    assert!(ours["device_loads_per_retired_use"].as_f64().unwrap() <= 1.0 / 32.0);
+    assert!(ours["flushes_per_rearm"].as_f64().unwrap() <= 1.0 / 32.0);
+    assert_eq!(ours["signals_created_after_warmup"], 0);
+    assert_eq!(ours["allocations_per_use"], 0.0);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn bad_options_are_reported_not_panicked() {
+    let output = Command::new(env!("CARGO_BIN_EXE_sigbench"))
+        .args(["--iterations", "many"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("not a number"));
+    let output = Command::new(env!("CARGO_BIN_EXE_sigbench"))
+        .args(["--backend", "tpu"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("unknown backend"));
+}
