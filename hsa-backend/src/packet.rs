@@ -91,25 +91,12 @@ pub fn barrier_value(wait: BarrierValue, barrier: bool, completion: u64) -> Pack
 /// their code object's segment sizes and arguments: build their packet and
 /// publish it with [`AqlQueue::publish_packet`](crate::AqlQueue::publish_packet).
 pub fn kernel_dispatch(kernel_object: u64, barrier: bool, completion: u64) -> PacketWords {
-    hsa_kernel_dispatch_packet_t {
-        header: PacketHeader::new(HSA_PACKET_TYPE_KERNEL_DISPATCH)
-            .barrier(barrier)
-            .bits(),
-        setup: 1 << HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS,
-        workgroup_size_x: 1,
-        workgroup_size_y: 1,
-        workgroup_size_z: 1,
-        reserved0: 0,
-        grid_size_x: 1,
-        grid_size_y: 1,
-        grid_size_z: 1,
-        private_segment_size: 0,
-        group_segment_size: 0,
+    let header = PacketHeader::new(HSA_PACKET_TYPE_KERNEL_DISPATCH).barrier(barrier);
+    hsa_kernel_dispatch_packet_t::single_item(
+        header,
         kernel_object,
-        kernarg_address: std::ptr::null_mut(),
-        reserved2: 0,
-        completion_signal: hsa_signal_t { handle: completion },
-    }
+        hsa_signal_t { handle: completion },
+    )
     .into()
 }
 
@@ -121,13 +108,11 @@ pub(crate) fn for_work(
     completion: u64,
 ) -> Result<PacketWords, QueueError> {
     match work {
-        Work::Empty | Work::Marker => Ok(barrier_and(&[], barrier, completion).expect("no dependencies")),
+        Work::Empty | Work::Marker => {
+            Ok(barrier_and(&[], barrier, completion).expect("no dependencies"))
+        }
         Work::Kernel(object) => Ok(kernel_dispatch(object, barrier, completion)),
-        Work::Wait(dependencies) => barrier_and(dependencies, barrier, completion).ok_or_else(|| {
-            QueueError::Unsupported(format!(
-                "{} dependencies in one barrier-AND packet (at most {MAX_DEPENDENCIES}: chain packets)",
-                dependencies.len()
-            ))
-        }),
+        Work::Wait(dependencies) => barrier_and(dependencies, barrier, completion)
+            .ok_or_else(|| QueueError::too_many_dependencies(dependencies.len())),
     }
 }

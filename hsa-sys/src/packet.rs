@@ -172,6 +172,44 @@ pub struct hsa_kernel_dispatch_packet_t {
     pub completion_signal: hsa_signal_t,
 }
 
+impl hsa_kernel_dispatch_packet_t {
+    /// A dispatch of one work-item (a one-dimensional grid and work-group of
+    /// 1) of `kernel_object`, with no kernel arguments and no segments: what
+    /// empty work and the project's simulated kernels need. Real kernels
+    /// set their code object's sizes and arguments on top.
+    ///
+    /// ```
+    /// use hsa_sys::{hsa_kernel_dispatch_packet_t, hsa_signal_t, PacketHeader, HSA_PACKET_TYPE_KERNEL_DISPATCH};
+    /// let header = PacketHeader::new(HSA_PACKET_TYPE_KERNEL_DISPATCH).barrier(true);
+    /// let packet = hsa_kernel_dispatch_packet_t::single_item(header, 0, hsa_signal_t { handle: 0x40 });
+    /// assert_eq!(packet.grid_size_x, 1);
+    /// assert_eq!(packet.setup, 1);
+    /// ```
+    pub const fn single_item(
+        header: PacketHeader,
+        kernel_object: u64,
+        completion_signal: hsa_signal_t,
+    ) -> Self {
+        Self {
+            header: header.bits(),
+            setup: 1 << HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS,
+            workgroup_size_x: 1,
+            workgroup_size_y: 1,
+            workgroup_size_z: 1,
+            reserved0: 0,
+            grid_size_x: 1,
+            grid_size_y: 1,
+            grid_size_z: 1,
+            private_segment_size: 0,
+            group_segment_size: 0,
+            kernel_object,
+            kernarg_address: core::ptr::null_mut(),
+            reserved2: 0,
+            completion_signal,
+        }
+    }
+}
+
 /// A barrier-AND packet (`hsa_barrier_and_packet_t`): waits until every
 /// non-null dependency is 0. Also used with no dependencies as empty work.
 #[repr(C)]

@@ -42,24 +42,8 @@ fn dependency_slots(dependencies: &[Signal]) -> [hsa_signal_t; 5] {
 /// A one-work-item kernel dispatch of `kernel_object` (0: the empty kernel,
 /// otherwise a value from [`Sim::register_kernel`](crate::Sim::register_kernel)).
 pub fn kernel(kernel_object: u64, completion: Option<Signal>) -> PacketWords {
-    hsa_kernel_dispatch_packet_t {
-        header: PacketHeader::new(HSA_PACKET_TYPE_KERNEL_DISPATCH).bits(),
-        setup: 1, // one dimension
-        workgroup_size_x: 1,
-        workgroup_size_y: 1,
-        workgroup_size_z: 1,
-        reserved0: 0,
-        grid_size_x: 1,
-        grid_size_y: 1,
-        grid_size_z: 1,
-        private_segment_size: 0,
-        group_segment_size: 0,
-        kernel_object,
-        kernarg_address: std::ptr::null_mut(),
-        reserved2: 0,
-        completion_signal: handle(completion),
-    }
-    .into()
+    let header = PacketHeader::new(HSA_PACKET_TYPE_KERNEL_DISPATCH);
+    hsa_kernel_dispatch_packet_t::single_item(header, kernel_object, handle(completion)).into()
 }
 
 /// A barrier-AND packet: completes when every dependency is 0. With no

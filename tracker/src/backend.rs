@@ -211,6 +211,11 @@ pub trait HardwareQueue: QueueView + Clone + Send + Sync + 'static {
 }
 
 /// A hardware queue refused work.
+///
+/// ```
+/// let error = tracker::QueueError::too_many_dependencies(7);
+/// assert!(error.to_string().contains("at most 5"));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum QueueError {
     /// Every packet slot is taken by work the processor has not consumed.
@@ -223,4 +228,13 @@ pub enum QueueError {
     /// five dependencies in one packet).
     #[error("unsupported work: {0}")]
     Unsupported(String),
+}
+
+impl QueueError {
+    /// More dependencies than one AQL barrier packet holds (five).
+    pub fn too_many_dependencies(count: usize) -> Self {
+        QueueError::Unsupported(format!(
+            "{count} dependencies in one barrier-AND packet (at most 5: chain packets)"
+        ))
+    }
 }

@@ -132,43 +132,14 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         } else {
             self.preferred
         };
-        let seq = self.ring.tail();
-        let last_fence = if barrier {
-            seq
-        } else {
-            self.proofs.last_fence()
-        };
-        let timed = request.is_timed();
-        let generation = self.proofs.generation();
-        let order = &self.order;
         let slot = self.ring.next_mut();
         // SAFETY: cells belong to `self.shared`, which outlives this call.
-        let cell = unsafe { slot.cell.get() };
-        if cell.placement != wanted || !order.is_visible(cell.placement, slot.store) {
+        let placement = unsafe { slot.cell.get() }.placement;
+        if placement != wanted || !self.order.is_visible(placement, slot.store) {
             return None;
         }
-        slot.aql = index;
-        slot.ops = 1;
-        slot.residual = 0;
-        slot.last_fence = last_fence;
-        slot.generation = generation;
-        slot.flags = if barrier { Slot::<M::Signal>::FENCE } else { 0 }
-            | if timed { Slot::<M::Signal>::TIMED } else { 0 };
-        let cell_ptr = slot.cell;
-        self.ring.advance_tail();
-        cell.begin_use(seq);
-        self.proofs.note_packet(seq, index, barrier);
-        self.stats.uses += 1;
-        Some(Acquired {
-            ticket: Ticket {
-                seq,
-                cell: cell_ptr.erase(),
-                owner: self.shared.id,
-                generation: self.proofs.generation(),
-            },
-            signal: self.shared.memory.packet_handle(cell.signal),
-            placement: cell.placement,
-        })
+        let flags = Self::flags(barrier, false, request.is_timed());
+        Some(self.hand_out(index, 1, flags))
     }
 
     /// Every case: makes room, swaps placement, arms for several operations,
@@ -194,42 +165,58 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         if request.ops > 1 {
             self.arm_for_ops(request.ops);
         }
+        let slot = self.ring.next_mut();
+        // SAFETY: as above.
+        let placement = unsafe { slot.cell.get() }.placement;
+        let store = slot.store;
+        self.make_visible(placement, store, copy);
+        Ok(self.hand_out(
+            aql,
+            request.ops,
+            Self::flags(fence, copy, request.is_timed()),
+        ))
+    }
+
+    fn flags(fence: bool, copy: bool, timed: bool) -> u8 {
+        (if fence { Slot::<M::Signal>::FENCE } else { 0 })
+            | (if copy { Slot::<M::Signal>::COPY } else { 0 })
+            | (if timed { Slot::<M::Signal>::TIMED } else { 0 })
+    }
+
+    /// Records a use in the next slot, whose signal is armed and visible to
+    /// the GPU, and hands it out.
+    #[inline(always)]
+    fn hand_out(&mut self, aql: u64, ops: u32, flags: u8) -> Acquired {
+        let fence = flags & Slot::<M::Signal>::FENCE != 0;
         let seq = self.ring.tail();
         let last_fence = if fence { seq } else { self.proofs.last_fence() };
         let generation = self.proofs.generation();
         let slot = self.ring.next_mut();
         slot.aql = aql;
-        slot.ops = request.ops;
+        slot.ops = ops;
         slot.residual = 0;
         slot.last_fence = last_fence;
         slot.generation = generation;
-        slot.flags = if fence { Slot::<M::Signal>::FENCE } else { 0 }
-            | if copy { Slot::<M::Signal>::COPY } else { 0 }
-            | if request.is_timed() {
-                Slot::<M::Signal>::TIMED
-            } else {
-                0
-            };
-        let (cell_ptr, store) = (slot.cell, slot.store);
-        // SAFETY: as above.
+        slot.flags = flags;
+        let cell_ptr = slot.cell;
+        // SAFETY: cells belong to `self.shared`, which outlives this call.
         let cell = unsafe { cell_ptr.get() };
-        self.make_visible(cell.placement, store, copy);
         self.ring.advance_tail();
         cell.begin_use(seq);
-        if !copy {
+        if flags & Slot::<M::Signal>::COPY == 0 {
             self.proofs.note_packet(seq, aql, fence);
         }
         self.stats.uses += 1;
-        Ok(Acquired {
+        Acquired {
             ticket: Ticket {
                 seq,
                 cell: cell_ptr.erase(),
                 owner: self.shared.id,
-                generation: self.proofs.generation(),
+                generation,
             },
             signal: self.shared.memory.packet_handle(cell.signal),
             placement: cell.placement,
-        })
+        }
     }
 
     /// Several operations will each decrement the next slot's signal: arm it

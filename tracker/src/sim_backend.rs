@@ -142,10 +142,7 @@ impl HardwareQueue for Queue {
                 submit_wait(self, index, completion, dependencies, barrier)
             }
             Work::Wait(dependencies) => {
-                return Err(QueueError::Unsupported(format!(
-                    "{} dependencies in one barrier-AND packet (at most 5: chain packets)",
-                    dependencies.len()
-                )));
+                return Err(QueueError::too_many_dependencies(dependencies.len()));
             }
         }
         Ok(())
@@ -208,27 +205,14 @@ pub fn submit_kernel_object(
     barrier: bool,
     kernel_object: u64,
 ) {
-    let packet = hsa_kernel_dispatch_packet_t {
-        header: PacketHeader::new(HSA_PACKET_TYPE_KERNEL_DISPATCH)
-            .barrier(barrier)
-            .bits(),
-        setup: 1,
-        workgroup_size_x: 1,
-        workgroup_size_y: 1,
-        workgroup_size_z: 1,
-        reserved0: 0,
-        grid_size_x: 1,
-        grid_size_y: 1,
-        grid_size_z: 1,
-        private_segment_size: 0,
-        group_segment_size: 0,
+    let header = PacketHeader::new(HSA_PACKET_TYPE_KERNEL_DISPATCH).barrier(barrier);
+    let packet = hsa_kernel_dispatch_packet_t::single_item(
+        header,
         kernel_object,
-        kernarg_address: core::ptr::null_mut(),
-        reserved2: 0,
-        completion_signal: hsa_signal_t {
+        hsa_signal_t {
             handle: completion_signal,
         },
-    };
+    );
     queue.write(index, PacketWords::from(packet));
     queue.ring_doorbell(index);
 }
