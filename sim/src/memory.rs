@@ -428,7 +428,6 @@ impl Memory {
         let mut counts = [0u64; 2];
         for &signal in signals {
             let (block, meta) = self.parts(signal);
-            pay(self.profile.store(meta.placement));
             counts[(meta.placement == Placement::Device) as usize] += 1;
             if meta.placement == Placement::Device {
                 meta.last_device_store.fetch_max(seq, Ordering::AcqRel);
@@ -442,6 +441,9 @@ impl Memory {
                 in_flight(signal, pending);
             }
         }
+        // The batch costs what its stores cost one by one, paid at once.
+        let cost = |placement, n: u64| self.profile.store(placement) * n as u32;
+        pay(cost(Placement::Host, counts[0]) + cost(Placement::Device, counts[1]));
         self.counters.stores(Placement::Host, counts[0]);
         self.counters.stores(Placement::Device, counts[1]);
     }
