@@ -65,6 +65,11 @@ impl Timestamps {
 }
 
 /// A backend could not provide signals.
+///
+/// ```
+/// let error = tracker::AllocError::OutOfMemory("VRAM and system pools exhausted".into());
+/// assert!(error.to_string().contains("exhausted"));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum AllocError {
     /// The backend is out of memory (or out of signals) in every placement.
@@ -83,6 +88,40 @@ pub enum AllocError {
 /// returned from this same memory; such a signal stays valid until the memory
 /// is dropped. The tracker holds the memory (in an `Arc`) for as long as it or
 /// anything it handed out (references, pins, waiters) may touch a signal.
+///
+/// A whole backend can be this small: signals as host atomics.
+///
+/// ```
+/// use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+/// use tracker::{AllocError, Placement, SignalMemory, Timestamps};
+///
+/// struct HostSignals { values: Vec<AtomicI64>, next: AtomicUsize }
+///
+/// impl SignalMemory for HostSignals {
+///     type Signal = usize;
+///     fn allocate(&self, count: usize, _: Placement, out: &mut Vec<(usize, Placement)>) -> Result<(), AllocError> {
+///         for _ in 0..count {
+///             let i = self.next.fetch_add(1, Ordering::Relaxed);
+///             if i >= self.values.len() {
+///                 return Err(AllocError::OutOfMemory("all signals handed out".into()));
+///             }
+///             out.push((i, Placement::Host));
+///         }
+///         Ok(())
+///     }
+///     unsafe fn load(&self, s: usize) -> i64 { self.values[s].load(Ordering::Acquire) }
+///     unsafe fn store(&self, s: usize, v: i64) { self.values[s].store(v, Ordering::Release) }
+///     fn store_fence(&self) {}
+///     fn hdp_flush(&self) {}
+///     unsafe fn timestamps(&self, _: usize) -> Timestamps { Timestamps::default() }
+///     fn packet_handle(&self, s: usize) -> u64 { s as u64 + 1 }
+/// }
+///
+/// let memory = HostSignals { values: (0..4).map(|_| AtomicI64::new(0)).collect(), next: AtomicUsize::new(0) };
+/// let mut out = Vec::new();
+/// memory.allocate(2, Placement::Device, &mut out).unwrap();
+/// assert_eq!(out, [(0, Placement::Host), (1, Placement::Host)]);
+/// ```
 pub trait SignalMemory: Send + Sync + 'static {
     /// A signal handle: cheap to copy, meaningful only to this memory.
     type Signal: Copy + Eq + Debug + Send + Sync + 'static;
@@ -155,6 +194,13 @@ pub trait SignalMemory: Send + Sync + 'static {
 }
 
 /// What the tracker needs to know about the hardware queue.
+///
+/// ```
+/// use tracker::QueueView;
+/// let (_sim, queue) = tracker::sim_backend::stepped_queue();
+/// assert_eq!(QueueView::read_index(&queue), 0);
+/// assert!(queue.ring_in_device_memory());
+/// ```
 pub trait QueueView: Send {
     /// The packet processor's read index (acquire). It says which packets were
     /// consumed, not which completed: the tracker only uses it to nominate a
@@ -168,6 +214,15 @@ pub trait QueueView: Send {
 }
 
 /// Work a queue layer publishes on a hardware queue.
+///
+/// ```
+/// use tracker::{HardwareQueue, Work};
+/// let (_sim, queue) = tracker::sim_backend::stepped_queue();
+/// let index = HardwareQueue::reserve(&queue).unwrap();
+/// queue.publish(index, Work::Marker, true, 0).unwrap();
+/// queue.run_until_idle();
+/// assert!(queue.truth(index).unwrap().completed);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Work<'a> {
     /// Empty work that runs like any other (an empty kernel where the
@@ -193,6 +248,14 @@ pub enum Work<'a> {
 /// release store, then the doorbell. The completion signal must already be
 /// armed and its arming visible, which [`Tracker::acquire`](crate::Tracker::acquire)
 /// guarantees for the signals it hands out.
+///
+/// ```
+/// use tracker::{HardwareQueue, QueueError, Work};
+/// let (_sim, queue) = tracker::sim_backend::stepped_queue();
+/// let index = HardwareQueue::reserve(&queue).unwrap();
+/// let six = [0u64; 6];
+/// assert!(matches!(queue.publish(index, Work::Wait(&six), true, 0), Err(QueueError::Unsupported(_))));
+/// ```
 pub trait HardwareQueue: QueueView + Clone + Send + Sync + 'static {
     /// Reserves the next packet slot and returns its index. Every reserved
     /// slot must be published, or the queue stalls at it.

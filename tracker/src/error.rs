@@ -5,6 +5,16 @@ use crate::ticket::Ticket;
 use std::time::Duration;
 
 /// Everything a tracker call can report.
+///
+/// ```
+/// use tracker::{Config, Error, RetiringTracker, sim_backend};
+/// let (sim, queue) = sim_backend::stepped_queue();
+/// let memory = std::sync::Arc::new(sim_backend::SimMemory::new(sim, queue.agent()));
+/// let bad = Config { initial_size: 0, ..Config::default() };
+/// let err = RetiringTracker::new(memory, queue, bad).err().unwrap();
+/// assert!(matches!(err, Error::InvalidConfig(_)));
+/// assert!(err.to_string().contains("initial_size"));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     /// Every slot up to the growth limit holds a use that has not retired.

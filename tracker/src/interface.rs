@@ -10,6 +10,14 @@ use crate::ticket::{Generation, Request, Status, Ticket};
 use crate::wait::Waiter;
 
 /// A signal handed out for one use.
+///
+/// ```
+/// use tracker::{Placement, Request, Tracker, sim_backend};
+/// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default());
+/// let acquired = tracker.acquire(Request::packet(queue.reserve().unwrap())).unwrap();
+/// assert_eq!(acquired.placement, Placement::Host);
+/// assert_ne!(acquired.signal, 0); // the address of an amd_signal_t block
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Acquired {
     /// The name of the use: ask about it, wait for it, hold or pin it.
@@ -23,6 +31,15 @@ pub struct Acquired {
 
 /// Where every signal a tracker created is now. A tracker that loses no
 /// signal always has `in_flight + armed + parked + retired == created`.
+///
+/// ```
+/// use tracker::{Request, Tracker, sim_backend};
+/// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default());
+/// tracker.acquire(Request::packet(queue.reserve().unwrap())).unwrap();
+/// let census = tracker.census();
+/// assert_eq!((census.in_flight, census.armed, census.created), (1, 63, 64));
+/// assert!(census.is_balanced());
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Census {
     /// Signals serving a use in flight.

@@ -4,6 +4,11 @@ use crate::Placement;
 use crate::sync::{AtomicU64, Ordering};
 
 /// Host accesses to signals of one placement.
+///
+/// ```
+/// let host = tracker::Accesses { loads: 2, polls: 5, ..Default::default() };
+/// assert_eq!(host.loads + host.polls, 7);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Accesses {
     /// Loads of a signal value by the tracker itself: fence probes, direct

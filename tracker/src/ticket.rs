@@ -200,6 +200,15 @@ pub(crate) const fn aql_before(a: u64, b: u64) -> bool {
 /// no reference, so keeping a ticket never keeps a signal from being re-armed.
 ///
 /// Obtained from [`Tracker::acquire`](crate::Tracker::acquire).
+///
+/// ```
+/// use tracker::{Request, Tracker, sim_backend};
+/// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default());
+/// let first = tracker.acquire(Request::packet(queue.reserve().unwrap())).unwrap().ticket;
+/// let second = tracker.acquire(Request::packet(queue.reserve().unwrap())).unwrap().ticket;
+/// assert_eq!((first.seq(), second.seq()), (1, 2));
+/// assert_ne!(first, second); // the same signal may serve both; the tickets differ
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Ticket {
     pub(crate) seq: u64,
@@ -238,6 +247,12 @@ impl fmt::Debug for Ticket {
 }
 
 /// What is known about a use.
+///
+/// ```
+/// use tracker::Status;
+/// assert!(Status::Complete.is_done() && Status::Failed.is_done());
+/// assert!(!Status::Pending.is_done());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Status {
     /// The use's work has not been shown to be complete.
