@@ -173,10 +173,10 @@ pub struct hsa_kernel_dispatch_packet_t {
 }
 
 impl hsa_kernel_dispatch_packet_t {
-    /// A dispatch of one work-item (a one-dimensional grid and work-group of
-    /// 1) of `kernel_object`, with no kernel arguments and no segments: what
-    /// empty work and the project's simulated kernels need. Real kernels
-    /// set their code object's sizes and arguments on top.
+    /// A dispatch of a single work-item of `kernel_object` (a grid and a
+    /// work-group of one, in one dimension), with no kernel arguments and no
+    /// segments: what empty work and the project's simulated kernels need.
+    /// Real kernels set their code object's sizes and arguments on top.
     ///
     /// ```
     /// use hsa_sys::{hsa_kernel_dispatch_packet_t, hsa_signal_t, PacketHeader, HSA_PACKET_TYPE_KERNEL_DISPATCH};
