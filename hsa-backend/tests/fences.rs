@@ -12,8 +12,10 @@ use rocr_standin::{Config as Machine, Flag, Kernel};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use support::{Gpu, Retiring, Watchdog};
+use support::{Gpu, Watchdog};
 use tracker::{Config, Placement, RetiringTracker, Status, Tracker};
+
+type Retiring = RetiringTracker<SignalPool, AqlQueue>;
 
 /// How long a handshake may take before the test fails.
 const HANDSHAKE: Duration = Duration::from_secs(10);

@@ -1,10 +1,23 @@
 //! Retirement proofs, generations and drains, each step checked against the
-//! simulator's ground truth.
+//! backend's ground truth.
 
-mod support;
+use crate::support::{Backend, Machine, Rig, on_every_backend};
+use tracker::{Config, Error, Placement, Purpose, Request, Status, Tracker, WaitPolicy};
 
-use support::Rig;
-use tracker::{Config, Error, Placement, Purpose, Request, Status, Tracker};
+on_every_backend! {
+    one_probe_of_the_newest_fence_retires_a_batch,
+    the_read_index_alone_is_never_trusted,
+    uses_after_the_nominated_fence_stay_pending,
+    out_of_order_completions_retire_only_through_a_fence_or_their_own_signal,
+    a_queue_change_keeps_fences_from_proving_another_generations_uses,
+    a_narrow_generation_counter_wraps_without_confusing_generations,
+    a_drained_queue_retires_everything_without_loads,
+    a_cpu_wait_that_saw_zero_is_a_proof,
+    aql_indices_must_increase_within_a_generation,
+    tickets_of_another_tracker_are_rejected,
+    a_retired_tickets_status_costs_no_memory_read,
+    a_batched_poll_loads_only_once_the_read_index_passed_a_batch,
+}
 
 fn device() -> Config {
     Config {
@@ -13,9 +26,8 @@ fn device() -> Config {
     }
 }
 
-#[test]
-fn one_probe_of_the_newest_fence_retires_a_batch() {
-    let mut rig = Rig::retiring(device());
+fn one_probe_of_the_newest_fence_retires_a_batch<B: Backend>() {
+    let mut rig = Rig::<B, _>::retiring(device());
     let uses: Vec<_> = (0..64)
         .map(|i| rig.submit(i % 8 == 7, Purpose::Completion).unwrap())
         .collect();
@@ -30,20 +42,20 @@ fn one_probe_of_the_newest_fence_retires_a_batch() {
     }
     let stats = rig.tracker.stats();
     assert_eq!(stats.device().loads, 1, "one load for the whole batch");
-    assert_eq!(stats.probes, 1);
-    assert_eq!(stats.retired, 64);
-    assert_eq!(stats.retired_by_fence, 64);
+    assert_eq!(
+        (stats.probes, stats.retired, stats.retired_by_fence),
+        (1, 64, 64)
+    );
 }
 
-#[test]
-fn the_read_index_alone_is_never_trusted() {
-    let mut rig = Rig::retiring(device());
+fn the_read_index_alone_is_never_trusted<B: Backend>() {
+    let mut rig = Rig::<B, _>::retiring(device());
     let fence = rig.submit(true, Purpose::Completion).unwrap();
-    // The processor consumes the packet (read index passes it) but it has
-    // not completed.
-    assert_eq!(rig.queue.launch().unwrap(), 0);
-    rig.queue.advance_read_index().unwrap();
-    assert_eq!(rig.queue.read_index(), 1);
+    // The processor consumes the packet (the read index the backend reports
+    // passes it) but it has not completed.
+    assert_eq!(rig.launch(), Ok(0));
+    assert_eq!(rig.advance_read_index(), Ok(1));
+    assert_eq!(tracker::QueueView::read_index(&rig.queue), 1);
     rig.tracker.poll();
     rig.check();
     assert_eq!(rig.tracker.known_status(&fence.ticket).unwrap(), None);
@@ -52,7 +64,7 @@ fn the_read_index_alone_is_never_trusted() {
         1,
         "the nominated fence was loaded"
     );
-    rig.queue.complete(0).unwrap();
+    rig.complete(0).unwrap();
     rig.tracker.poll();
     rig.check();
     assert_eq!(
@@ -61,17 +73,16 @@ fn the_read_index_alone_is_never_trusted() {
     );
 }
 
-#[test]
-fn uses_after_the_nominated_fence_stay_pending() {
-    let mut rig = Rig::retiring(device());
+fn uses_after_the_nominated_fence_stay_pending<B: Backend>() {
+    let mut rig = Rig::<B, _>::retiring(device());
     let first = rig.submit(true, Purpose::Completion).unwrap();
     let later: Vec<_> = (0..3)
         .map(|_| rig.submit(false, Purpose::Completion).unwrap())
         .collect();
     // Complete only the fence.
-    rig.queue.launch().unwrap();
-    rig.queue.complete(0).unwrap();
-    rig.queue.advance_read_index().unwrap();
+    rig.launch().unwrap();
+    rig.complete(0).unwrap();
+    rig.advance_read_index().unwrap();
     rig.tracker.poll();
     rig.check();
     assert_eq!(
@@ -83,26 +94,24 @@ fn uses_after_the_nominated_fence_stay_pending() {
     }
 }
 
-#[test]
-fn out_of_order_completions_retire_only_through_a_fence_or_their_own_signal() {
-    let config = sim::QueueConfig {
+fn out_of_order_completions_retire_only_through_a_fence_or_their_own_signal<B: Backend>() {
+    let machine = Machine {
         out_of_order: true,
-        ..support::queue_config()
+        ..Machine::default()
     };
-    let mut rig = Rig::retiring_on(device(), config);
+    let mut rig = Rig::<B, _>::retiring_on(device(), machine);
     let kernels: Vec<_> = (0..4)
         .map(|_| rig.submit(false, Purpose::Completion).unwrap())
         .collect();
     let fence = rig.submit(true, Purpose::Completion).unwrap();
     for _ in 0..4 {
-        rig.queue.launch().unwrap();
+        rig.launch().unwrap();
     }
-    for i in 0..4 {
-        rig.queue.advance_read_index().unwrap();
-        let _ = i;
+    for _ in 0..4 {
+        rig.advance_read_index().unwrap();
     }
     // Kernel 2 finishes first: its own signal proves it, no one else.
-    rig.queue.complete(2).unwrap();
+    rig.complete(2).unwrap();
     assert_eq!(rig.status(&kernels[2]), Status::Complete);
     rig.tracker.reclaim();
     rig.check();
@@ -113,11 +122,11 @@ fn out_of_order_completions_retire_only_through_a_fence_or_their_own_signal() {
         "reclaim stops at the first busy use"
     );
     for i in [0, 1, 3] {
-        rig.queue.complete(i).unwrap();
+        rig.complete(i).unwrap();
     }
-    rig.queue.launch().unwrap();
-    rig.queue.complete(4).unwrap();
-    rig.queue.advance_read_index().unwrap();
+    rig.launch().unwrap();
+    rig.complete(4).unwrap();
+    rig.advance_read_index().unwrap();
     rig.tracker.poll();
     rig.check();
     assert!(
@@ -129,12 +138,11 @@ fn out_of_order_completions_retire_only_through_a_fence_or_their_own_signal() {
     assert_eq!(rig.tracker.stats().rearms, 5);
 }
 
-#[test]
-fn a_queue_change_keeps_fences_from_proving_another_generations_uses() {
-    let mut rig = Rig::retiring(device());
+fn a_queue_change_keeps_fences_from_proving_another_generations_uses<B: Backend>() {
+    let mut rig = Rig::<B, _>::retiring(device());
     let old = rig.submit(false, Purpose::Completion).unwrap();
     let old_queue = rig.queue.clone();
-    let new_queue = rig.sim.create_queue(support::queue_config()).unwrap();
+    let new_queue = rig.gpu.queue();
     rig.tracker.note_queue_change(new_queue.clone());
     assert_eq!(rig.tracker.generation().value(), 1);
     rig.queue = new_queue;
@@ -149,23 +157,23 @@ fn a_queue_change_keeps_fences_from_proving_another_generations_uses() {
     );
     assert_eq!(rig.tracker.known_status(&old.ticket).unwrap(), None);
     // The old use retires by its own signal once its queue runs.
-    old_queue.run_until_idle();
+    rig.gpu.run(&old_queue);
     assert_eq!(rig.tracker.query(&old.ticket).unwrap(), Status::Complete);
     assert_eq!(rig.tracker.stats().retired_by_load, 1);
+    rig.check();
 }
 
-#[test]
-fn a_narrow_generation_counter_wraps_without_confusing_generations() {
+fn a_narrow_generation_counter_wraps_without_confusing_generations<B: Backend>() {
     let config = Config {
         generation_bits: 1,
         ..device()
     };
-    let mut rig = Rig::retiring(config);
+    let mut rig = Rig::<B, _>::retiring(config);
     let mut pending = Vec::new();
     let mut queues = vec![rig.queue.clone()];
     for _ in 0..4 {
         pending.push(rig.submit(false, Purpose::Completion).unwrap());
-        let queue = rig.sim.create_queue(support::queue_config()).unwrap();
+        let queue = rig.gpu.queue();
         rig.tracker.note_queue_change(queue.clone());
         rig.queue = queue.clone();
         queues.push(queue);
@@ -192,9 +200,8 @@ fn a_narrow_generation_counter_wraps_without_confusing_generations() {
     }
 }
 
-#[test]
-fn a_drained_queue_retires_everything_without_loads() {
-    let mut rig = Rig::retiring(device());
+fn a_drained_queue_retires_everything_without_loads<B: Backend>() {
+    let mut rig = Rig::<B, _>::retiring(device());
     let uses: Vec<_> = (0..10)
         .map(|_| rig.submit(false, Purpose::Completion).unwrap())
         .collect();
@@ -212,9 +219,8 @@ fn a_drained_queue_retires_everything_without_loads() {
     );
 }
 
-#[test]
-fn a_cpu_wait_that_saw_zero_is_a_proof() {
-    let mut rig = Rig::retiring(device());
+fn a_cpu_wait_that_saw_zero_is_a_proof<B: Backend>() {
+    let mut rig = Rig::<B, _>::retiring(device());
     let kernels: Vec<_> = (0..3)
         .map(|_| rig.submit(false, Purpose::Completion).unwrap())
         .collect();
@@ -225,10 +231,10 @@ fn a_cpu_wait_that_saw_zero_is_a_proof() {
         waiter.wait(
             &ticket,
             std::time::Duration::from_secs(10),
-            tracker::WaitPolicy::spin(),
+            WaitPolicy::spin(),
         )
     });
-    rig.queue.run_until_idle();
+    rig.run_queue();
     assert_eq!(thread.join().unwrap(), Ok(Status::Complete));
     let loads_before = rig.tracker.stats().device().loads;
     rig.tracker.poll();
@@ -247,9 +253,8 @@ fn a_cpu_wait_that_saw_zero_is_a_proof() {
     assert_eq!(rig.tracker.stats().retired_by_cpu_wait, 1);
 }
 
-#[test]
-fn aql_indices_must_increase_within_a_generation() {
-    let mut rig = Rig::retiring(device());
+fn aql_indices_must_increase_within_a_generation<B: Backend>() {
+    let mut rig = Rig::<B, _>::retiring(device());
     rig.submit(true, Purpose::Completion).unwrap();
     let err = rig.tracker.acquire(Request::packet(0)).unwrap_err();
     assert_eq!(
@@ -262,10 +267,9 @@ fn aql_indices_must_increase_within_a_generation() {
     assert!(err.to_string().contains("note_queue_change"));
 }
 
-#[test]
-fn tickets_of_another_tracker_are_rejected() {
-    let mut a = Rig::retiring(device());
-    let mut b = Rig::retiring(device());
+fn tickets_of_another_tracker_are_rejected<B: Backend>() {
+    let mut a = Rig::<B, _>::retiring(device());
+    let mut b = Rig::<B, _>::retiring(device());
     let u = a.submit(true, Purpose::Completion).unwrap();
     assert_eq!(b.tracker.query(&u.ticket), Err(Error::ForeignTicket));
     assert_eq!(
@@ -275,9 +279,8 @@ fn tickets_of_another_tracker_are_rejected() {
     assert_eq!(b.tracker.hold(&u.ticket).unwrap_err(), Error::ForeignTicket);
 }
 
-#[test]
-fn a_retired_tickets_status_costs_no_memory_read() {
-    let mut rig = Rig::retiring(device());
+fn a_retired_tickets_status_costs_no_memory_read<B: Backend>() {
+    let mut rig = Rig::<B, _>::retiring(device());
     let u = rig.submit(true, Purpose::Event).unwrap();
     rig.run();
     assert_eq!(rig.status(&u), Status::Complete);
@@ -299,13 +302,12 @@ fn a_retired_tickets_status_costs_no_memory_read() {
     );
 }
 
-#[test]
-fn a_batched_poll_loads_only_once_the_read_index_passed_a_batch() {
+fn a_batched_poll_loads_only_once_the_read_index_passed_a_batch<B: Backend>() {
     let config = Config {
         probe_batch: 32,
         ..device()
     };
-    let mut rig = Rig::retiring(config);
+    let mut rig = Rig::<B, _>::retiring(config);
     let first: Vec<_> = (0..10)
         .map(|_| rig.submit(true, Purpose::Completion).unwrap())
         .collect();

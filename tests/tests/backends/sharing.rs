@@ -1,10 +1,19 @@
 //! Shared signals: events and handlers hold references, GPU waiters hold
 //! pins; retired held signals are parked and come back once released.
 
-mod support;
-
-use support::Rig;
+use crate::support::{Backend, Refused, Rig, on_every_backend};
 use tracker::{Config, Placement, Purpose, Request, Status, Tracker, WaitPolicy};
+
+on_every_backend! {
+    a_held_signal_is_parked_and_an_armed_spare_takes_its_place,
+    holding_a_complete_use_holds_nothing,
+    references_wait_and_report_from_any_thread,
+    no_signal_is_created_in_steady_state_with_events_held_and_released,
+    a_gpu_waiter_pins_the_signal_until_its_consumer_retires,
+    a_use_known_complete_yields_no_dependency,
+    a_drained_consumer_queue_releases_its_pins,
+    the_baseline_replaces_shared_signals_with_new_ones,
+}
 
 fn device() -> Config {
     Config {
@@ -13,9 +22,8 @@ fn device() -> Config {
     }
 }
 
-#[test]
-fn a_held_signal_is_parked_and_an_armed_spare_takes_its_place() {
-    let mut rig = Rig::retiring(device());
+fn a_held_signal_is_parked_and_an_armed_spare_takes_its_place<B: Backend>() {
+    let mut rig = Rig::<B, _>::retiring(device());
     let event = rig.submit(true, Purpose::Event).unwrap();
     let reference = rig.tracker.hold(&event.ticket).unwrap().expect("pending");
     rig.run();
@@ -30,7 +38,7 @@ fn a_held_signal_is_parked_and_an_armed_spare_takes_its_place() {
     // New uses never get the parked signal.
     for _ in 0..200 {
         let u = rig.submit(true, Purpose::Completion).unwrap();
-        assert_ne!(u.signal, event.signal);
+        assert_ne!(u.signal, event.signal, "a parked signal is never reused");
         rig.run();
         rig.tracker.poll();
     }
@@ -42,25 +50,23 @@ fn a_held_signal_is_parked_and_an_armed_spare_takes_its_place() {
     assert_eq!((census.parked, rig.tracker.stats().unparks), (0, 1));
 }
 
-#[test]
-fn holding_a_complete_use_holds_nothing() {
-    let mut rig = Rig::retiring(device());
+fn holding_a_complete_use_holds_nothing<B: Backend>() {
+    let mut rig = Rig::<B, _>::retiring(device());
     let u = rig.submit(true, Purpose::Event).unwrap();
     rig.run();
     assert_eq!(rig.status(&u), Status::Complete);
     assert!(rig.tracker.hold(&u.ticket).unwrap().is_none());
 }
 
-#[test]
-fn references_wait_and_report_from_any_thread() {
-    let mut rig = Rig::retiring(device());
+fn references_wait_and_report_from_any_thread<B: Backend>() {
+    let mut rig = Rig::<B, _>::retiring(device());
     let u = rig.submit(true, Purpose::Event).unwrap();
     let reference = rig.tracker.hold(&u.ticket).unwrap().unwrap();
     let clone = reference.clone();
     let waiting = std::thread::spawn(move || {
         clone.wait(std::time::Duration::from_secs(10), WaitPolicy::blocking())
     });
-    rig.queue.run_until_idle();
+    rig.run_queue();
     assert_eq!(waiting.join().unwrap(), Ok(Status::Complete));
     drop(reference);
     rig.tracker.poll();
@@ -72,9 +78,8 @@ fn references_wait_and_report_from_any_thread() {
     );
 }
 
-#[test]
-fn no_signal_is_created_in_steady_state_with_events_held_and_released() {
-    let mut rig = Rig::retiring(device());
+fn no_signal_is_created_in_steady_state_with_events_held_and_released<B: Backend>() {
+    let mut rig = Rig::<B, _>::retiring(device());
     let mut held = std::collections::VecDeque::new();
     let mut created_after_warmup = None;
     for round in 0..2000 {
@@ -83,7 +88,7 @@ fn no_signal_is_created_in_steady_state_with_events_held_and_released() {
         if held.len() > 8 {
             held.pop_front(); // the user destroys an old event
         }
-        rig.queue.run_until_idle();
+        rig.run_queue();
         if round % 16 == 0 {
             rig.tracker.poll();
         }
@@ -104,9 +109,8 @@ fn no_signal_is_created_in_steady_state_with_events_held_and_released() {
     );
 }
 
-#[test]
-fn a_gpu_waiter_pins_the_signal_until_its_consumer_retires() {
-    let mut producer = Rig::retiring(device());
+fn a_gpu_waiter_pins_the_signal_until_its_consumer_retires<B: Backend>() {
+    let mut producer = Rig::<B, _>::retiring(device());
     let mut consumer = producer.neighbour(device());
     let produced = producer.submit(true, Purpose::GpuWaiter).unwrap();
     let pin = producer
@@ -114,13 +118,20 @@ fn a_gpu_waiter_pins_the_signal_until_its_consumer_retires() {
         .pin(&produced.ticket)
         .unwrap()
         .expect("pending: a dependency");
+    // A barrier-AND on the consumer's queue waits for the producer's signal.
     let consuming = consumer
         .submit_request(
-            Request::packet(consumer.queue.write_index()).barrier(true),
+            Request::packet(consumer.write_index()).barrier(true),
             &[pin.packet_handle()],
         )
         .unwrap();
     consumer.tracker.attach(&consuming.ticket, pin).unwrap();
+    assert_eq!(consumer.launch(), Ok(0));
+    assert_eq!(
+        consumer.complete(0),
+        Err(Refused::NotReady),
+        "the barrier waits for the producer"
+    );
 
     producer.run();
     producer.tracker.poll();
@@ -132,6 +143,7 @@ fn a_gpu_waiter_pins_the_signal_until_its_consumer_retires() {
         producer.run();
         producer.tracker.poll();
     }
+    producer.check(); // no re-arm under the waiting barrier
     consumer.run();
     assert_eq!(consumer.status(&consuming), Status::Complete);
     consumer.tracker.reclaim(); // the consumer retires: the pin drops
@@ -141,9 +153,8 @@ fn a_gpu_waiter_pins_the_signal_until_its_consumer_retires() {
     assert_eq!(producer.tracker.census().parked, 0);
 }
 
-#[test]
-fn a_use_known_complete_yields_no_dependency() {
-    let mut rig = Rig::retiring(device());
+fn a_use_known_complete_yields_no_dependency<B: Backend>() {
+    let mut rig = Rig::<B, _>::retiring(device());
     let u = rig.submit(true, Purpose::GpuWaiter).unwrap();
     rig.run();
     rig.tracker.poll();
@@ -151,15 +162,14 @@ fn a_use_known_complete_yields_no_dependency() {
     assert_eq!(rig.tracker.stats().dependencies_elided, 1);
 }
 
-#[test]
-fn a_drained_consumer_queue_releases_its_pins() {
-    let mut producer = Rig::retiring(device());
+fn a_drained_consumer_queue_releases_its_pins<B: Backend>() {
+    let mut producer = Rig::<B, _>::retiring(device());
     let mut consumer = producer.neighbour(device());
     let produced = producer.submit(true, Purpose::GpuWaiter).unwrap();
     let pin = producer.tracker.pin(&produced.ticket).unwrap().unwrap();
     let consuming = consumer
         .submit_request(
-            Request::packet(consumer.queue.write_index()).barrier(true),
+            Request::packet(consumer.write_index()).barrier(true),
             &[pin.packet_handle()],
         )
         .unwrap();
@@ -173,9 +183,8 @@ fn a_drained_consumer_queue_releases_its_pins() {
     assert_eq!(producer.tracker.census().parked, 0);
 }
 
-#[test]
-fn the_baseline_replaces_shared_signals_with_new_ones() {
-    let mut rig = Rig::baseline(Config {
+fn the_baseline_replaces_shared_signals_with_new_ones<B: Backend>() {
+    let mut rig = Rig::<B, _>::baseline(Config {
         initial_size: 4,
         ..device()
     });

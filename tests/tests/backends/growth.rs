@@ -1,14 +1,16 @@
 //! Growth and back-pressure: the ring grows up to its limit, then the
 //! tracker says which use to wait for instead of blocking.
 
-mod support;
-
+use crate::support::{Backend, Rig, on_every_backend};
 use std::time::Duration;
-use support::Rig;
-use tracker::{Config, Error, Placement, Purpose, Status, Tracker, WaitPolicy};
+use tracker::{Config, Error, Placement, Purpose, QueueView, Status, Tracker, WaitPolicy};
 
-#[test]
-fn the_ring_grows_to_its_limit_then_names_a_fence_to_wait_for() {
+on_every_backend! {
+    the_ring_grows_to_its_limit_then_names_a_fence_to_wait_for,
+    the_baseline_grows_when_the_slot_two_ahead_is_busy,
+}
+
+fn the_ring_grows_to_its_limit_then_names_a_fence_to_wait_for<B: Backend>() {
     let config = Config {
         initial_size: 4,
         growth_limit: 4,
@@ -17,7 +19,7 @@ fn the_ring_grows_to_its_limit_then_names_a_fence_to_wait_for() {
         signals: Placement::Device,
         ..Config::default()
     };
-    let mut rig = Rig::retiring(config);
+    let mut rig = Rig::<B, _>::retiring(config);
     let mut uses = Vec::new();
     for i in 0..16 {
         uses.push(rig.submit(i % 4 == 3, Purpose::Completion).unwrap());
@@ -44,10 +46,10 @@ fn the_ring_grows_to_its_limit_then_names_a_fence_to_wait_for() {
         waiter.wait(&wait_for, Duration::from_secs(10), WaitPolicy::spin())
     });
     for _ in 0..4 {
-        rig.queue.launch().unwrap();
+        rig.launch().unwrap();
         let i = rig.queue.read_index();
-        rig.queue.complete(i).unwrap();
-        rig.queue.advance_read_index().unwrap();
+        rig.complete(i).unwrap();
+        rig.advance_read_index().unwrap();
     }
     assert_eq!(thread.join().unwrap(), Ok(Status::Complete));
     rig.submit(true, Purpose::Completion).unwrap();
@@ -59,14 +61,13 @@ fn the_ring_grows_to_its_limit_then_names_a_fence_to_wait_for() {
     );
 }
 
-#[test]
-fn the_baseline_grows_when_the_slot_two_ahead_is_busy() {
+fn the_baseline_grows_when_the_slot_two_ahead_is_busy<B: Backend>() {
     let config = Config {
         initial_size: 4,
         growth_limit: 4,
         ..Config::default()
     };
-    let mut rig = Rig::baseline(config);
+    let mut rig = Rig::<B, _>::baseline(config);
     for _ in 0..16 {
         rig.submit(true, Purpose::Completion).unwrap();
     }

@@ -2,11 +2,18 @@
 //! failure. Each affected use fails exactly once; nothing reports a
 //! completion that did not happen.
 
-mod support;
-
+use crate::support::{Backend, Rig, on_every_backend};
 use std::time::Duration;
-use support::Rig;
 use tracker::{Config, Error, Placement, Purpose, Request, Status, Tracker, WaitPolicy};
+
+on_every_backend! {
+    a_queue_error_fails_every_pending_use_once,
+    a_partly_issued_submission_waits_for_its_issued_part,
+    failing_a_submission_that_was_fully_issued_is_refused,
+    an_allocation_failure_is_a_typed_error_and_the_tracker_recovers,
+    waits_time_out_with_a_typed_error_and_never_report_false_completion,
+    the_baseline_reports_failures_too,
+}
 
 fn device() -> Config {
     Config {
@@ -15,18 +22,17 @@ fn device() -> Config {
     }
 }
 
-#[test]
-fn a_queue_error_fails_every_pending_use_once() {
-    let mut rig = Rig::retiring(device());
+fn a_queue_error_fails_every_pending_use_once<B: Backend>() {
+    let mut rig = Rig::<B, _>::retiring(device());
     let uses: Vec<_> = (0..10)
         .map(|_| rig.submit(true, Purpose::Completion).unwrap())
         .collect();
     for i in 0..3 {
-        rig.queue.launch().unwrap();
-        rig.queue.complete(i).unwrap();
-        rig.queue.advance_read_index().unwrap();
+        rig.launch().unwrap();
+        rig.complete(i).unwrap();
+        rig.advance_read_index().unwrap();
     }
-    rig.queue.fail();
+    rig.gpu.fail(&rig.queue);
     // A waiter on another thread is woken with the failure.
     let waiter = rig.tracker.waiter();
     let last = uses[9].ticket;
@@ -46,10 +52,10 @@ fn a_queue_error_fails_every_pending_use_once() {
     }
     assert_eq!(rig.tracker.fail_queue(), 0, "already failed: not again");
     let stats = rig.tracker.stats();
-    assert_eq!(stats.failed, 7);
-    assert_eq!(stats.retired, 3);
-    // Reclaimed and reused, the failed tickets still answer `Failed`.
-    let new_queue = rig.sim.create_queue(support::queue_config()).unwrap();
+    assert_eq!((stats.failed, stats.retired), (7, 3));
+    // The stream moves to a new hardware queue and goes on; reclaimed and
+    // reused, the failed tickets still answer `Failed`.
+    let new_queue = rig.gpu.queue();
     rig.tracker.note_queue_change(new_queue.clone());
     rig.queue = new_queue;
     for _ in 0..200 {
@@ -68,41 +74,38 @@ fn a_queue_error_fails_every_pending_use_once() {
     rig.check();
 }
 
-#[test]
-fn a_partly_issued_submission_waits_for_its_issued_part() {
-    let mut rig = Rig::retiring(device());
+fn a_partly_issued_submission_waits_for_its_issued_part<B: Backend>() {
+    let mut rig = Rig::<B, _>::retiring(device());
     // One use shared by three operations; the submission fails after two.
-    let index = rig.queue.write_index();
+    let index = rig.write_index();
     let acquired = rig
         .tracker
         .acquire(Request::packet(index + 1).ops(3))
         .unwrap();
     for i in 0..2 {
-        assert_eq!(rig.queue.reserve().unwrap(), index + i);
-        tracker::sim_backend::submit_kernel(&rig.queue, index + i, acquired.signal, false);
+        assert_eq!(tracker::HardwareQueue::reserve(&rig.queue), Ok(index + i));
+        rig.publish(index + i, acquired.signal, false);
     }
     rig.tracker.fail_submission(&acquired.ticket, 2).unwrap();
     assert_eq!(rig.tracker.query(&acquired.ticket).unwrap(), Status::Failed);
     // Its issued operations are still running: the slot is not reset.
     rig.tracker.poll();
     assert_eq!(rig.tracker.stats().rearms, 0);
-    rig.queue.launch().unwrap();
-    rig.queue.complete(0).unwrap();
+    rig.launch().unwrap();
+    rig.complete(0).unwrap();
     rig.tracker.poll();
     assert_eq!(
         rig.tracker.stats().rearms,
         0,
         "one issued operation still running"
     );
-    rig.queue.run_until_idle();
+    rig.run_queue();
     rig.tracker.poll();
-    assert_eq!(rig.tracker.stats().rearms, 1);
-    assert_eq!(rig.tracker.stats().failed, 1);
-    assert!(
-        rig.sim.violations().is_empty(),
-        "{:?}",
-        rig.sim.violations()
+    assert_eq!(
+        (rig.tracker.stats().rearms, rig.tracker.stats().failed),
+        (1, 1)
     );
+    rig.assert_no_violations();
     assert_eq!(rig.tracker.query(&acquired.ticket).unwrap(), Status::Failed);
     assert!(matches!(
         rig.tracker.fail_submission(&acquired.ticket, 0),
@@ -110,9 +113,8 @@ fn a_partly_issued_submission_waits_for_its_issued_part() {
     ));
 }
 
-#[test]
-fn failing_a_submission_that_was_fully_issued_is_refused() {
-    let mut rig = Rig::retiring(device());
+fn failing_a_submission_that_was_fully_issued_is_refused<B: Backend>() {
+    let mut rig = Rig::<B, _>::retiring(device());
     let u = rig.submit(true, Purpose::Completion).unwrap();
     assert!(matches!(
         rig.tracker.fail_submission(&u.ticket, 1),
@@ -122,16 +124,10 @@ fn failing_a_submission_that_was_fully_issued_is_refused() {
     assert_eq!(rig.status(&u), Status::Complete);
 }
 
-#[test]
-fn an_allocation_failure_is_a_typed_error_and_the_tracker_recovers() {
+fn an_allocation_failure_is_a_typed_error_and_the_tracker_recovers<B: Backend>() {
     // Creating a tracker allocates its ring: a failure there is an error.
-    let (sim, queue) = tracker::sim_backend::stepped_queue();
-    sim.fail_allocations(1);
-    let memory = std::sync::Arc::new(tracker::sim_backend::SimMemory::new(
-        sim.clone(),
-        queue.agent(),
-    ));
-    let err = tracker::RetiringTracker::new(memory, queue, device())
+    let gpu = B::new(Default::default());
+    let err = Rig::try_retiring_with(gpu, device(), |gpu, memory| gpu.fail_allocations(memory))
         .err()
         .expect("allocation failed");
     assert!(matches!(err, Error::OutOfSignals(_)), "{err}");
@@ -142,16 +138,15 @@ fn an_allocation_failure_is_a_typed_error_and_the_tracker_recovers() {
         initial_size: 2,
         growth_limit: 4,
         refill_batch: 2,
-        signals: Placement::Device,
-        ..Config::default()
+        ..device()
     };
-    let mut rig = Rig::retiring(config);
+    let mut rig = Rig::<B, _>::retiring(config);
     rig.submit(true, Purpose::Completion).unwrap();
     rig.submit(true, Purpose::Completion).unwrap();
-    rig.sim.fail_allocations(1);
+    rig.gpu.fail_allocations(&rig.memory);
     let err = rig
         .tracker
-        .acquire(Request::packet(rig.queue.write_index()).barrier(true))
+        .acquire(Request::packet(rig.write_index()).barrier(true))
         .unwrap_err();
     assert!(
         matches!(err, Error::Backpressure { in_flight: 2, .. }),
@@ -170,9 +165,8 @@ fn an_allocation_failure_is_a_typed_error_and_the_tracker_recovers() {
     );
 }
 
-#[test]
-fn waits_time_out_with_a_typed_error_and_never_report_false_completion() {
-    let mut rig = Rig::retiring(device());
+fn waits_time_out_with_a_typed_error_and_never_report_false_completion<B: Backend>() {
+    let mut rig = Rig::<B, _>::retiring(device());
     let u = rig.submit(true, Purpose::CpuSync).unwrap();
     let started = std::time::Instant::now();
     let result =
@@ -191,13 +185,12 @@ fn waits_time_out_with_a_typed_error_and_never_report_false_completion() {
     );
 }
 
-#[test]
-fn the_baseline_reports_failures_too() {
-    let mut rig = Rig::baseline(device());
+fn the_baseline_reports_failures_too<B: Backend>() {
+    let mut rig = Rig::<B, _>::baseline(device());
     let uses: Vec<_> = (0..4)
         .map(|_| rig.submit(true, Purpose::Completion).unwrap())
         .collect();
-    rig.queue.fail();
+    rig.gpu.fail(&rig.queue);
     for u in &uses {
         assert_eq!(rig.status(u), Status::Failed);
     }

@@ -1,21 +1,24 @@
 //! The steady-state bars of DESIGN.md section 7, as exact counters, for the
 //! retiring tracker and the baseline on the same workload. Run with
-//! `cargo test -p tracker --test steady_state -- --nocapture` to see them.
+//! `cargo test -p scenarios --test backends steady_state -- --nocapture` to
+//! see them.
 
-mod support;
-
-use support::Rig;
+use crate::support::{Backend, Machine, Rig, on_every_backend};
 use tracker::{Config, Placement, Purpose, Stats, Tracker};
+
+on_every_backend! {
+    steady_state_bars_hold_for_the_retiring_tracker_and_not_for_the_baseline,
+}
 
 const WARMUP: usize = 4096;
 const MEASURED: usize = 32768;
 
 /// A stream of kernels with the barrier bit (as CLR dispatches them), the
 /// GPU catching up every 8 submissions, one event recorded every 64.
-fn workload<T: Tracker<Memory = tracker::sim_backend::SimMemory, Queue = sim::Queue>>(
-    rig: &mut Rig<T>,
+fn workload<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>>(
+    rig: &mut Rig<B, T>,
 ) -> Stats {
-    let step = |rig: &mut Rig<T>, i: usize| {
+    let step = |rig: &mut Rig<B, T>, i: usize| {
         let purpose = if i % 64 == 63 {
             Purpose::Event
         } else {
@@ -23,7 +26,7 @@ fn workload<T: Tracker<Memory = tracker::sim_backend::SimMemory, Queue = sim::Qu
         };
         rig.submit(true, purpose).unwrap();
         if i % 8 == 7 {
-            rig.queue.run_until_idle();
+            rig.run_queue();
         }
     };
     for i in 0..WARMUP {
@@ -34,7 +37,7 @@ fn workload<T: Tracker<Memory = tracker::sim_backend::SimMemory, Queue = sim::Qu
     for i in 0..MEASURED {
         step(rig, i);
     }
-    rig.queue.run_until_idle();
+    rig.run_queue();
     rig.check();
     rig.tracker.stats().since(&before)
 }
@@ -56,32 +59,41 @@ fn report(name: &str, s: &Stats) {
     );
 }
 
-#[test]
-fn steady_state_bars_hold_for_the_retiring_tracker_and_not_for_the_baseline() {
-    for ring in [sim::Placement::Device, sim::Placement::Host] {
+fn steady_state_bars_hold_for_the_retiring_tracker_and_not_for_the_baseline<B: Backend>() {
+    for ring in [Placement::Device, Placement::Host] {
         let config = Config {
             signals: Placement::Device,
             ..Config::default()
         };
-        let queue = sim::QueueConfig {
+        let machine = Machine {
             ring,
-            ..support::queue_config()
+            ..Machine::default()
         };
-        let mut retiring = Rig::retiring_on(config, queue);
+        let mut retiring = Rig::<B, _>::retiring_on(config, machine);
         let ours = workload(&mut retiring);
-        let mut baseline = Rig::baseline_on(config, queue);
+        let mut baseline = Rig::<B, _>::baseline_on(config, machine);
         let theirs = workload(&mut baseline);
         println!(
-            "AQL ring in {ring:?} memory, device-memory signals, {MEASURED} uses after {WARMUP} of warm-up:"
+            "{}: AQL ring in {ring:?} memory, device-memory signals, {MEASURED} uses after {WARMUP} of warm-up:",
+            std::any::type_name::<B>()
         );
         report("retiring", &ours);
         report("baseline", &theirs);
 
-        assert!(ours.loads_per_retired_use(Placement::Device) <= 1.0 / 32.0);
-        assert!(ours.flushes_per_rearm() <= 1.0 / 32.0);
-        assert!(ours.fences_per_rearm() <= 1.0 / 32.0);
+        assert!(
+            ours.loads_per_retired_use(Placement::Device) <= 1.0 / 32.0,
+            "{ours:?}"
+        );
+        assert!(ours.flushes_per_rearm() <= 1.0 / 32.0, "{ours:?}");
+        assert!(ours.fences_per_rearm() <= 1.0 / 32.0, "{ours:?}");
         assert_eq!(ours.signals_created, 0);
         assert!(ours.retired >= MEASURED as u64 - 1024);
-        assert!(theirs.loads_per_retired_use(Placement::Device) >= 1.0);
+        assert!(
+            theirs.loads_per_retired_use(Placement::Device) >= 1.0,
+            "{theirs:?}"
+        );
+        if let Some(runtime_signals) = retiring.executed().runtime_signals {
+            assert_eq!(runtime_signals, 0, "every signal carved from a pool");
+        }
     }
 }

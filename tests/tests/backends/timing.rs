@@ -1,0 +1,170 @@
+//! Timestamps: harvested once, before re-arm, into host memory, and equal to
+//! the packet processor's ground truth (in the time domain the backend
+//! reports: GPU ticks on the simulator, the system domain through ROCr).
+//! Signal placement: timing-only uses and device-memory fallback.
+
+use crate::support::{Backend, Retiring, Rig, on_every_backend};
+use tracker::{Config, Placement, Purpose, Request, Tracker};
+
+on_every_backend! {
+    timed_uses_that_wrap_the_ring_keep_their_own_stamps,
+    timing_only_uses_get_host_signals_from_their_own_pool,
+    elapsed_time_of_an_event_costs_no_pcie_read,
+    a_device_allocation_that_fell_back_keeps_a_working_host_signal,
+    a_backend_without_device_memory_settles_on_host_signals,
+}
+
+fn device() -> Config {
+    Config {
+        signals: Placement::Device,
+        ..Config::default()
+    }
+}
+
+fn timed_uses_that_wrap_the_ring_keep_their_own_stamps<B: Backend>() {
+    // A graph launch under a profiler: more timed uses than ring slots, each
+    // event held while later uses re-arm the ring around it.
+    let config = Config {
+        initial_size: 8,
+        growth_limit: 1,
+        ..device()
+    };
+    let mut rig = Rig::<B, _>::retiring(config);
+    let mut events = Vec::new();
+    for i in 0..40 {
+        let request = Request::packet(rig.write_index())
+            .barrier(true)
+            .purpose(Purpose::Event)
+            .timed(true);
+        let u = rig.submit_request(request, &[]).unwrap();
+        let reference = rig.tracker.hold(&u.ticket).unwrap().unwrap();
+        events.push((u, reference));
+        if i % 4 == 3 {
+            rig.run();
+            rig.tracker.poll();
+        }
+        rig.check();
+    }
+    rig.run();
+    rig.tracker.poll();
+    rig.check();
+    for (u, reference) in &events {
+        let truth = rig.truth(u).unwrap();
+        let stamps = reference.timestamps().expect("harvested at retirement");
+        let reported = |tick: Option<u64>| tick.map(|t| rig.gpu.reported_time(t));
+        assert_eq!(
+            (Some(stamps.start), Some(stamps.end)),
+            (reported(truth.start_ts), reported(truth.end_ts))
+        );
+        assert_eq!(rig.tracker.timestamps(&u.ticket).unwrap(), Some(stamps));
+    }
+    let stats = rig.tracker.stats();
+    assert_eq!(stats.harvests, 40, "exactly once each");
+    assert_eq!(stats.device().timestamp_reads, 40);
+}
+
+fn timing_only_uses_get_host_signals_from_their_own_pool<B: Backend>() {
+    let mut rig = Rig::<B, _>::retiring(device());
+    for _ in 0..100 {
+        let u = rig
+            .submit_request(
+                Request::packet(rig.write_index())
+                    .barrier(true)
+                    .purpose(Purpose::TimingOnly),
+                &[],
+            )
+            .unwrap();
+        assert_eq!(u.placement, Placement::Host);
+        rig.run_queue();
+        assert!(rig.tracker.timestamps(&u.ticket).unwrap().is_some());
+    }
+    rig.tracker.poll();
+    rig.check();
+    let stats = rig.tracker.stats();
+    assert_eq!(
+        stats.device().timestamp_reads,
+        0,
+        "no PCIe read for the profiler's stamps"
+    );
+    assert_eq!(stats.host().timestamp_reads, 100);
+    assert_eq!(stats.device().loads, 0);
+    assert_eq!(
+        stats.spare_swaps, 64,
+        "each of the 64 slots swapped once, then kept its host signal"
+    );
+    let sync = rig.submit(true, Purpose::CpuSync).unwrap();
+    assert_eq!(
+        rig.placement(&sync),
+        Placement::Device,
+        "a sync use still gets a device signal"
+    );
+}
+
+fn elapsed_time_of_an_event_costs_no_pcie_read<B: Backend>() {
+    let mut rig = Rig::<B, _>::retiring(device());
+    let timed_event = |rig: &mut Rig<B, Retiring<B>>| {
+        let request = Request::packet(rig.write_index())
+            .barrier(true)
+            .purpose(Purpose::Event)
+            .timed(true);
+        let u = rig.submit_request(request, &[]).unwrap();
+        rig.tracker.hold(&u.ticket).unwrap().unwrap()
+    };
+    let start_ref = timed_event(&mut rig);
+    let end_ref = timed_event(&mut rig);
+    rig.run();
+    rig.tracker.poll();
+    let reads = rig.tracker.stats().device();
+    for _ in 0..10 {
+        let elapsed = end_ref.timestamps().unwrap().end - start_ref.timestamps().unwrap().start;
+        assert!(elapsed > 0);
+    }
+    assert_eq!(rig.tracker.stats().device(), reads);
+}
+
+fn a_device_allocation_that_fell_back_keeps_a_working_host_signal<B: Backend>() {
+    let config = Config {
+        initial_size: 4,
+        refill_batch: 4,
+        ..device()
+    };
+    let mut rig = Rig::<B, _>::retiring(config);
+    rig.gpu.exhaust_device_memory(&rig.memory);
+    let mut placements = Vec::new();
+    for _ in 0..60 {
+        let u = rig.submit(true, Purpose::CpuSync).unwrap(); // the ring grows past its 4 device signals
+        placements.push(rig.placement(&u));
+    }
+    rig.run();
+    rig.tracker.poll();
+    rig.check();
+    assert!(
+        placements.contains(&Placement::Host),
+        "fell back to host memory"
+    );
+    assert!(placements[..4].iter().all(|p| *p == Placement::Device));
+    if let Some(fallbacks) = rig.executed().fallbacks {
+        assert!(fallbacks > 0);
+    }
+    assert_eq!(rig.tracker.stats().retired, 60);
+}
+
+fn a_backend_without_device_memory_settles_on_host_signals<B: Backend>() {
+    // The device gives no device memory at all: the tracker finds out once,
+    // then stops asking (it used to allocate a batch per use).
+    let gpu = B::new(Default::default());
+    let mut rig = Rig::try_retiring_with(gpu, device(), |gpu, memory| {
+        gpu.exhaust_device_memory(memory);
+    })
+    .unwrap();
+    for _ in 0..200 {
+        let u = rig.submit(true, Purpose::CpuSync).unwrap();
+        assert_eq!(u.placement, Placement::Host);
+        rig.run_queue();
+    }
+    rig.tracker.poll();
+    rig.check();
+    let stats = rig.tracker.stats();
+    assert_eq!(stats.signals_created, 64, "the initial ring only");
+    assert_eq!(stats.retired, 200);
+}

@@ -1,0 +1,168 @@
+//! The simulator as a scenario backend: `sim`'s packet processor and signal
+//! memory through the tracker's adapter. The simulator is the oracle itself,
+//! so its ground truth and counters are read directly.
+
+use super::{Backend, Executed, Machine, Refused, Release, Truth};
+use fences::DeviceConfig;
+use sim::{CostProfile, Mode, Queue, QueueConfig, Sim, SimConfig, StepError};
+use std::sync::Arc;
+use tracker::Placement;
+use tracker::sim_backend::SimMemory;
+
+/// A simulator (two agents) and the configuration of its queues.
+#[derive(Clone, Debug)]
+pub struct Simulator {
+    pub sim: Sim,
+    pub queue_config: QueueConfig,
+}
+
+const fn to_sim(placement: Placement) -> sim::Placement {
+    match placement {
+        Placement::Host => sim::Placement::Host,
+        Placement::Device => sim::Placement::Device,
+    }
+}
+
+impl From<StepError> for Refused {
+    fn from(error: StepError) -> Self {
+        match error {
+            StepError::NotReady { .. } => Refused::NotReady,
+            other => Refused::Other(other.to_string()),
+        }
+    }
+}
+
+impl Backend for Simulator {
+    type Memory = SimMemory;
+    type Queue = Queue;
+
+    fn new(machine: Machine) -> Self {
+        let mode = if machine.threaded {
+            Mode::Threaded
+        } else {
+            Mode::Stepped
+        };
+        Self {
+            sim: Sim::new(SimConfig {
+                agents: 2,
+                mode,
+                profile: CostProfile::zero(),
+                ..SimConfig::default()
+            }),
+            queue_config: QueueConfig {
+                size: 1 << 14,
+                profiling: true,
+                ring: to_sim(machine.ring),
+                out_of_order: machine.out_of_order,
+                truth_history: usize::try_from(machine.truth_history).unwrap(),
+                ..QueueConfig::default()
+            },
+        }
+    }
+
+    fn queue(&self) -> Queue {
+        self.sim.create_queue(self.queue_config).unwrap()
+    }
+
+    fn memory(&self, queue: &Queue) -> Arc<SimMemory> {
+        Arc::new(SimMemory::new(self.sim.clone(), queue.agent()))
+    }
+
+    fn write_index(queue: &Queue) -> u64 {
+        queue.write_index()
+    }
+
+    fn empty_kernel(&self) -> u64 {
+        0 // the simulator runs kernel object 0 as an empty kernel
+    }
+
+    fn spin_kernel(&self) -> (u64, Release) {
+        let flag = sim::HostFlag::new();
+        let kernel = self
+            .sim
+            .register_kernel(sim::Kernel::SpinUntil(flag.clone()));
+        (kernel, Arc::new(move || flag.set()))
+    }
+
+    fn device_config(&self) -> DeviceConfig {
+        DeviceConfig::default()
+    }
+
+    fn run(&self, queue: &Queue) {
+        queue.run_until_idle();
+    }
+
+    fn run_all(&self) {
+        self.sim.run_until_idle();
+    }
+
+    fn launch(&self, queue: &Queue) -> Result<u64, Refused> {
+        Ok(queue.launch()?)
+    }
+
+    fn complete(&self, queue: &Queue, index: u64) -> Result<(), Refused> {
+        Ok(queue.complete(index)?)
+    }
+
+    fn advance_read_index(&self, queue: &Queue) -> Result<u64, Refused> {
+        Ok(queue.advance_read_index()?)
+    }
+
+    fn fail(&self, queue: &Queue) {
+        queue.fail();
+    }
+
+    fn truth(&self, queue: &Queue, index: u64) -> Option<Truth> {
+        queue.truth(index).map(|t| Truth {
+            completed: t.completed,
+            failed: t.failed,
+            start_ts: t.start_ts,
+            end_ts: t.end_ts,
+        })
+    }
+
+    fn violations(&self) -> Vec<String> {
+        self.sim
+            .violations()
+            .iter()
+            .map(|v| format!("{v:?}"))
+            .collect()
+    }
+
+    fn reported_time(&self, tick: u64) -> u64 {
+        tick // the adapter reports the packet processor's ticks as they are
+    }
+
+    fn placement(&self, _memory: &SimMemory, signal: u64) -> Placement {
+        let signal = self
+            .sim
+            .resolve(hsa_sys::hsa_signal_t { handle: signal })
+            .unwrap();
+        match self.sim.placement(signal) {
+            sim::Placement::Host => Placement::Host,
+            sim::Placement::Device => Placement::Device,
+        }
+    }
+
+    fn executed(&self, _memory: &SimMemory) -> Executed {
+        let counters = self.sim.counters();
+        Executed {
+            store_fences: counters.store_fences,
+            hdp_flushes: counters.hdp_flushes,
+            fallbacks: None,
+            runtime_signals: None,
+        }
+    }
+
+    fn take_hdp_flush_register(&self) -> Option<u32> {
+        None
+    }
+
+    fn exhaust_device_memory(&self, _memory: &SimMemory) {
+        self.sim.set_device_memory_available(false);
+    }
+
+    fn fail_allocations(&self, _memory: &SimMemory) {
+        self.sim.fail_allocations(1);
+    }
+}

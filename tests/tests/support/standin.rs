@@ -1,0 +1,215 @@
+//! The ROCr backend as a scenario backend: `hsa-backend` loaded from a
+//! private copy of the ROCr stand-in (its own runtime, its own simulator),
+//! driven and inspected through the stand-in's test hooks.
+
+use super::{Backend, Executed, Machine, Refused, Release, Truth};
+use fences::DeviceConfig;
+use hsa_backend::{AqlQueue, Device, QueueOptions, Runtime, SignalPool};
+use rocr_standin::{Kernel, PoolKind, StepStatus};
+use std::sync::Arc;
+use std::time::Duration;
+use tracker::{Placement, QueueError, SignalMemory};
+
+/// A GPU behind a private stand-in, with the backend initialised on it.
+#[derive(Clone, Debug)]
+pub struct Standin(Arc<Gpu>);
+
+#[derive(Debug)]
+pub struct Gpu {
+    pub device: Device,
+    pub runtime: Arc<Runtime>,
+    pub options: QueueOptions,
+    pub empty_kernel: u64,
+    /// Last: the library copy outlives everything loaded from it.
+    pub standin: rocr_standin::Standin,
+}
+
+impl Standin {
+    pub fn gpu(&self) -> &Gpu {
+        &self.0
+    }
+
+    /// The machine's last handle, taken apart: the stand-in, once the
+    /// backend's runtime is gone (for leak checks).
+    pub fn into_standin(self) -> rocr_standin::Standin {
+        let gpu = Arc::into_inner(self.0).expect("the last handle");
+        let Gpu {
+            device,
+            runtime,
+            standin,
+            ..
+        } = gpu;
+        drop((device, runtime));
+        standin
+    }
+}
+
+impl From<StepStatus> for Refused {
+    fn from(status: StepStatus) -> Self {
+        match status {
+            StepStatus::NotReady => Refused::NotReady,
+            other => Refused::Other(format!("{other:?}")),
+        }
+    }
+}
+
+/// The block of `memory` that holds signal `signal` (64-byte blocks).
+fn batch_of(memory: &SignalPool, signal: u64) -> hsa_backend::Batch {
+    memory
+        .batches()
+        .into_iter()
+        .find(|b| (b.base..b.base + 64 * b.len as u64).contains(&signal))
+        .expect("a signal of this pool")
+}
+
+impl Backend for Standin {
+    type Memory = SignalPool;
+    type Queue = AqlQueue;
+
+    fn new(machine: Machine) -> Self {
+        let config = rocr_standin::Config {
+            threaded: machine.threaded,
+            ring_in_device_memory: machine.ring == Placement::Device,
+            out_of_order: machine.out_of_order,
+            truth_history: machine.truth_history,
+            ..rocr_standin::Config::default()
+        };
+        let standin = rocr_standin::Standin::new(config).expect("the stand-in loads");
+        let runtime = Runtime::load_from(standin.library_path()).expect("ROCr initialises");
+        let device = runtime.device(0).expect("GPU 0");
+        let options = QueueOptions {
+            size: 1 << 14,
+            profiling: true,
+            ring_in_device_memory: config.ring_in_device_memory,
+            // Stepped, nothing would run a drain at teardown.
+            drain_timeout: if machine.threaded {
+                Duration::from_secs(5)
+            } else {
+                Duration::ZERO
+            },
+        };
+        let empty_kernel = standin.register_kernel(Kernel::Empty);
+        Self(Arc::new(Gpu {
+            device,
+            runtime,
+            options,
+            empty_kernel,
+            standin,
+        }))
+    }
+
+    fn queue(&self) -> AqlQueue {
+        AqlQueue::new(&self.0.device, self.0.options).expect("a queue")
+    }
+
+    fn memory(&self, _queue: &AqlQueue) -> Arc<SignalPool> {
+        Arc::new(SignalPool::new(&self.0.device))
+    }
+
+    fn write_index(queue: &AqlQueue) -> u64 {
+        queue.write_index()
+    }
+
+    fn empty_kernel(&self) -> u64 {
+        self.0.empty_kernel
+    }
+
+    fn spin_kernel(&self) -> (u64, Release) {
+        let flag = self.0.standin.new_flag();
+        let kernel = self.0.standin.register_kernel(Kernel::SpinUntil(flag));
+        let gpu = self.0.clone();
+        (kernel, Arc::new(move || gpu.standin.set_flag(flag, true)))
+    }
+
+    fn device_config(&self) -> DeviceConfig {
+        DeviceConfig {
+            timestamp_period: self.0.runtime.timestamp_period(),
+            ..DeviceConfig::default()
+        }
+    }
+
+    fn run(&self, queue: &AqlQueue) {
+        self.0.standin.queue(queue.raw()).run_until_idle();
+    }
+
+    fn run_all(&self) {
+        self.0.standin.run_until_idle();
+    }
+
+    fn launch(&self, queue: &AqlQueue) -> Result<u64, Refused> {
+        Ok(self.0.standin.queue(queue.raw()).launch()?)
+    }
+
+    fn complete(&self, queue: &AqlQueue, index: u64) -> Result<(), Refused> {
+        Ok(self.0.standin.queue(queue.raw()).complete(index)?)
+    }
+
+    fn advance_read_index(&self, queue: &AqlQueue) -> Result<u64, Refused> {
+        Ok(self.0.standin.queue(queue.raw()).advance_read_index()?)
+    }
+
+    fn fail(&self, queue: &AqlQueue) {
+        self.0.standin.queue(queue.raw()).fail();
+        // ROCr told the backend (the queue's error callback).
+        let error = queue.error().expect("the queue reported its error");
+        assert_eq!(error.status(), hsa_sys::HSA_STATUS_ERROR_EXCEPTION);
+        assert!(matches!(queue.try_reserve(), Err(QueueError::Failed(_))));
+    }
+
+    fn truth(&self, queue: &AqlQueue, index: u64) -> Option<Truth> {
+        let truth = self.0.standin.queue(queue.raw()).truth(index)?;
+        Some(Truth {
+            completed: truth.completed,
+            failed: truth.failed,
+            start_ts: truth.launched.then_some(truth.start_ts),
+            end_ts: truth.completed.then_some(truth.end_ts),
+        })
+    }
+
+    fn violations(&self) -> Vec<String> {
+        self.0.standin.violations()
+    }
+
+    fn reported_time(&self, tick: u64) -> u64 {
+        // The backend converts stamps to the system domain, as ROCr does.
+        self.0.standin.gpu_to_system(tick)
+    }
+
+    fn placement(&self, memory: &SignalPool, signal: u64) -> Placement {
+        batch_of(memory, signal).placement
+    }
+
+    fn executed(&self, memory: &SignalPool) -> Executed {
+        let counters = memory.counters();
+        Executed {
+            store_fences: counters.store_fences,
+            hdp_flushes: counters.hdp_flushes,
+            fallbacks: Some(counters.fallbacks),
+            runtime_signals: Some(counters.rocr_signals),
+        }
+    }
+
+    fn take_hdp_flush_register(&self) -> Option<u32> {
+        self.0.standin.take_hdp_flush(0)
+    }
+
+    fn exhaust_device_memory(&self, memory: &SignalPool) {
+        self.0.standin.set_pool_exhausted(PoolKind::Device, true);
+        // The VRAM block the pool already has still serves requests: use it
+        // up, until a request comes back in system memory.
+        let mut taken = Vec::new();
+        while taken.last().is_none_or(|(_, p)| *p == Placement::Device) {
+            memory.allocate(1, Placement::Device, &mut taken).unwrap();
+        }
+    }
+
+    fn fail_allocations(&self, memory: &SignalPool) {
+        // Every pool is out of memory and ROCr makes no more signals...
+        self.0.standin.set_pool_exhausted(PoolKind::Device, true);
+        self.0.standin.set_pool_exhausted(PoolKind::System, true);
+        self.0.standin.fail_signal_creations(u64::MAX);
+        // ...and the blocks the pool already has are used up.
+        let mut taken = Vec::new();
+        while memory.allocate(1, Placement::Device, &mut taken).is_ok() {}
+    }
+}
