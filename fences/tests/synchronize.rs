@@ -1,7 +1,9 @@
-//! Synchronize: the small-batch marker waited for outside the lock, the one
-//! re-lock for timing and reset, the reset only when nothing followed the
-//! marker, a second synchronizer joining the marker in flight, the no-lock
-//! answer of a completed marker, and the completion-thread path.
+//! Synchronize: the one re-lock for timing and reset, the reset only when
+//! nothing followed the marker, the no-lock answer of a completed marker,
+//! and the completion-thread path. (The small-batch marker waited for
+//! outside the lock and a second synchronizer joining the marker in flight
+//! run on every backend: tests/tests/backends/queue_layer.rs of the
+//! `scenarios` crate.)
 
 mod support;
 
@@ -10,46 +12,6 @@ use std::sync::mpsc;
 use std::time::Duration;
 use support::*;
 use tracker::{Status, Tracker};
-
-#[test]
-fn the_small_batch_marker_is_waited_for_outside_the_lock() {
-    let (platform, device) = stepped();
-    let queue = device.default_queue().clone();
-    let flag = sim::HostFlag::new();
-    let kernel = queue.launch(spin_kernel(&platform, &flag)).unwrap();
-
-    let syncing = queue.clone();
-    let sync = spawn(move || syncing.synchronize());
-    wait_until("the synchronizing thread waits for its marker", || {
-        waiting(&queue) == 1
-    });
-    // The lock is free while the GPU wait runs: query and submit go through.
-    assert_eq!(queue.query().unwrap(), Status::Pending);
-    let late_flag = sim::HostFlag::new();
-    let late = queue.launch(spin_kernel(&platform, &late_flag)).unwrap();
-    assert!(!sync.is_finished());
-
-    flag.set();
-    assert_eq!(drive(&platform, sync), Ok(()));
-    assert_eq!(kernel.status(), CommandStatus::Complete);
-    assert!(kernel.is_released(), "the marker's batch was completed");
-    // Work was submitted after the marker: no reset, and the late kernel is
-    // not reported complete (a reset would have told the tracker the queue
-    // drained).
-    assert_eq!(late.status(), CommandStatus::Pending);
-    assert_ne!(
-        queue.with_tracker(|t| t.known_status(&late.ticket()).unwrap()),
-        Some(Status::Complete)
-    );
-    assert!(!late.is_released());
-    let stats = queue.stats();
-    assert_eq!((stats.state_resets, stats.state_resets_skipped), (0, 1));
-
-    late_flag.set();
-    platform.sim().run_until_idle();
-    assert_eq!(queue.query().unwrap(), Status::Complete);
-    assert!(platform.sim().violations().is_empty());
-}
 
 #[test]
 fn the_reset_runs_when_nothing_followed_the_marker_and_the_lock_is_retaken_once() {
@@ -82,38 +44,6 @@ fn the_reset_runs_when_nothing_followed_the_marker_and_the_lock_is_retaken_once(
     );
     // The reset told the tracker the queue drained: everything retired.
     assert_eq!(queue.with_tracker(|t| t.census().in_flight), 0);
-}
-
-#[test]
-fn a_second_synchronizer_waits_on_the_marker_in_flight_outside_the_lock() {
-    let (platform, device) = stepped();
-    let queue = device.default_queue().clone();
-    let flag = sim::HostFlag::new();
-    queue.launch(spin_kernel(&platform, &flag)).unwrap();
-
-    let first = {
-        let queue = queue.clone();
-        spawn(move || queue.synchronize())
-    };
-    wait_until("the first synchronizer waits", || waiting(&queue) == 1);
-    let second = {
-        let queue = queue.clone();
-        spawn(move || queue.synchronize())
-    };
-    wait_until("the second synchronizer waits too", || waiting(&queue) == 2);
-    let stats = queue.stats();
-    assert_eq!(stats.marker_joins, 1);
-    assert_eq!(
-        stats.markers, 1,
-        "the second thread sent no marker of its own"
-    );
-    // Both wait without the lock.
-    assert_eq!(queue.query().unwrap(), Status::Pending);
-
-    flag.set();
-    assert_eq!(drive(&platform, first), Ok(()));
-    assert_eq!(drive(&platform, second), Ok(()));
-    assert_eq!(queue.query().unwrap(), Status::Complete);
 }
 
 #[test]

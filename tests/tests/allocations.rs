@@ -13,7 +13,7 @@ mod support;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use support::{Backend, Machine, Retiring, Rig, on_every_backend};
+use support::{Backend, Machine, Retiring, Rig, device_signals, on_every_backend};
 use tracker::{Config, HardwareQueue, Placement, Purpose, Request, Tracker, Work};
 
 on_every_backend! {
@@ -115,10 +115,7 @@ fn run<B: Backend>(rig: &mut Rig<B, Retiring<B>>, uses: usize) {
 
 fn no_heap_allocation_per_use_after_warm_up<B: Backend>() {
     for ring in [Placement::Device, Placement::Host] {
-        let config = Config {
-            signals: Placement::Device,
-            ..Config::default()
-        };
+        let config = device_signals();
         let machine = Machine {
             ring,
             truth_history: 64,

@@ -1,11 +1,8 @@
-//! Shared test helpers: platforms, deterministic handshakes, a watchdog.
+//! Shared test helpers: platforms, deterministic handshakes.
 #![allow(dead_code)]
 
 use fences::sim::{SimPlatform, SimTracker};
 use fences::{Device, DeviceConfig, HostQueue, QueueConfig};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -69,60 +66,6 @@ pub fn drive<R>(platform: &SimPlatform, handle: JoinHandle<R>) -> R {
     }
     platform.sim().run_until_idle();
     handle.join().unwrap()
-}
-
-/// A watchdog: unless disarmed within `limit`, it records that it fired and
-/// runs `rescue` (which must break whatever deadlock it guards, so the test
-/// ends).
-pub struct Watchdog {
-    disarm: Option<mpsc::Sender<()>>,
-    fired: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Watchdog {
-    pub fn start(limit: Duration, rescue: impl FnOnce() + Send + 'static) -> Self {
-        let (disarm, armed) = mpsc::channel::<()>();
-        let fired = Arc::new(AtomicBool::new(false));
-        let flag = fired.clone();
-        let thread = std::thread::spawn(move || {
-            if let Err(mpsc::RecvTimeoutError::Timeout) = armed.recv_timeout(limit) {
-                flag.store(true, Ordering::SeqCst);
-                rescue();
-            }
-        });
-        Self {
-            disarm: Some(disarm),
-            fired,
-            thread: Some(thread),
-        }
-    }
-
-    /// Whether the watchdog has fired so far.
-    pub fn fired(&self) -> bool {
-        self.fired.load(Ordering::SeqCst)
-    }
-
-    /// Stops the watchdog; returns whether it had fired.
-    pub fn disarm(mut self) -> bool {
-        self.stop()
-    }
-
-    fn stop(&mut self) -> bool {
-        if let Some(disarm) = self.disarm.take() {
-            let _ = disarm.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            thread.join().unwrap();
-        }
-        self.fired()
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.stop();
-    }
 }
 
 /// Registers a kernel that spins until `flag` is set.

@@ -10,9 +10,7 @@ use hsa_backend::{AqlQueue, Device, QueueOptions, Runtime};
 use rocr_standin::{Config as Machine, QueueControl, Standin};
 use std::io::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Debian's ROCr.
@@ -72,50 +70,6 @@ impl Gpu {
 
     pub fn control<'a>(&'a self, queue: &AqlQueue) -> QueueControl<'a> {
         self.standin.queue(queue.raw())
-    }
-}
-
-/// A watchdog: unless disarmed within `limit`, it records that it fired and
-/// runs `rescue`, which must break whatever it guards so the test ends.
-pub struct Watchdog {
-    disarm: Option<mpsc::Sender<()>>,
-    fired: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Watchdog {
-    pub fn start(limit: Duration, rescue: impl FnOnce() + Send + 'static) -> Self {
-        let (disarm, disarmed) = mpsc::channel::<()>();
-        let fired = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let fired = fired.clone();
-            std::thread::spawn(move || {
-                if disarmed.recv_timeout(limit).is_err() {
-                    fired.store(true, Ordering::Release);
-                    rescue();
-                }
-            })
-        };
-        Self {
-            disarm: Some(disarm),
-            fired,
-            thread: Some(thread),
-        }
-    }
-
-    pub fn fired(&self) -> bool {
-        self.fired.load(Ordering::Acquire)
-    }
-
-    /// Stops the watchdog; returns whether it had fired.
-    pub fn disarm(mut self) -> bool {
-        if let Some(disarm) = self.disarm.take() {
-            let _ = disarm.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        self.fired()
     }
 }
 

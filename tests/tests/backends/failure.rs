@@ -2,9 +2,9 @@
 //! failure. Each affected use fails exactly once; nothing reports a
 //! completion that did not happen.
 
-use crate::support::{Backend, Rig, on_every_backend};
+use crate::support::{Backend, Rig, device_signals, on_every_backend};
 use std::time::Duration;
-use tracker::{Config, Error, Placement, Purpose, Request, Status, Tracker, WaitPolicy};
+use tracker::{Config, Error, Purpose, Request, Status, Tracker, WaitPolicy};
 
 on_every_backend! {
     a_queue_error_fails_every_pending_use_once,
@@ -15,15 +15,8 @@ on_every_backend! {
     the_baseline_reports_failures_too,
 }
 
-fn device() -> Config {
-    Config {
-        signals: Placement::Device,
-        ..Config::default()
-    }
-}
-
 fn a_queue_error_fails_every_pending_use_once<B: Backend>() {
-    let mut rig = Rig::<B, _>::retiring(device());
+    let mut rig = Rig::<B, _>::retiring(device_signals());
     let uses: Vec<_> = (0..10)
         .map(|_| rig.submit(true, Purpose::Completion).unwrap())
         .collect();
@@ -75,7 +68,7 @@ fn a_queue_error_fails_every_pending_use_once<B: Backend>() {
 }
 
 fn a_partly_issued_submission_waits_for_its_issued_part<B: Backend>() {
-    let mut rig = Rig::<B, _>::retiring(device());
+    let mut rig = Rig::<B, _>::retiring(device_signals());
     // One use shared by three operations; the submission fails after two.
     let index = rig.write_index();
     let acquired = rig
@@ -114,7 +107,7 @@ fn a_partly_issued_submission_waits_for_its_issued_part<B: Backend>() {
 }
 
 fn failing_a_submission_that_was_fully_issued_is_refused<B: Backend>() {
-    let mut rig = Rig::<B, _>::retiring(device());
+    let mut rig = Rig::<B, _>::retiring(device_signals());
     let u = rig.submit(true, Purpose::Completion).unwrap();
     assert!(matches!(
         rig.tracker.fail_submission(&u.ticket, 1),
@@ -127,9 +120,11 @@ fn failing_a_submission_that_was_fully_issued_is_refused<B: Backend>() {
 fn an_allocation_failure_is_a_typed_error_and_the_tracker_recovers<B: Backend>() {
     // Creating a tracker allocates its ring: a failure there is an error.
     let gpu = B::new(Default::default());
-    let err = Rig::try_retiring_with(gpu, device(), |gpu, memory| gpu.fail_allocations(memory))
-        .err()
-        .expect("allocation failed");
+    let err = Rig::try_retiring_with(gpu, device_signals(), |gpu, memory| {
+        gpu.fail_allocations(memory)
+    })
+    .err()
+    .expect("allocation failed");
     assert!(matches!(err, Error::OutOfSignals(_)), "{err}");
 
     // A full ring that cannot grow for want of memory does not fail the
@@ -138,7 +133,7 @@ fn an_allocation_failure_is_a_typed_error_and_the_tracker_recovers<B: Backend>()
         initial_size: 2,
         growth_limit: 4,
         refill_batch: 2,
-        ..device()
+        ..device_signals()
     };
     let mut rig = Rig::<B, _>::retiring(config);
     rig.submit(true, Purpose::Completion).unwrap();
@@ -166,7 +161,7 @@ fn an_allocation_failure_is_a_typed_error_and_the_tracker_recovers<B: Backend>()
 }
 
 fn waits_time_out_with_a_typed_error_and_never_report_false_completion<B: Backend>() {
-    let mut rig = Rig::<B, _>::retiring(device());
+    let mut rig = Rig::<B, _>::retiring(device_signals());
     let u = rig.submit(true, Purpose::CpuSync).unwrap();
     let started = std::time::Instant::now();
     let result =
@@ -186,7 +181,7 @@ fn waits_time_out_with_a_typed_error_and_never_report_false_completion<B: Backen
 }
 
 fn the_baseline_reports_failures_too<B: Backend>() {
-    let mut rig = Rig::<B, _>::baseline(device());
+    let mut rig = Rig::<B, _>::baseline(device_signals());
     let uses: Vec<_> = (0..4)
         .map(|_| rig.submit(true, Purpose::Completion).unwrap())
         .collect();

@@ -1,9 +1,9 @@
 //! Growth and back-pressure: the ring grows up to its limit, then the
 //! tracker says which use to wait for instead of blocking.
 
-use crate::support::{Backend, Rig, on_every_backend};
+use crate::support::{Backend, Rig, device_signals, on_every_backend};
 use std::time::Duration;
-use tracker::{Config, Error, Placement, Purpose, QueueView, Status, Tracker, WaitPolicy};
+use tracker::{Config, Error, Purpose, QueueView, Status, Tracker, WaitPolicy};
 
 on_every_backend! {
     the_ring_grows_to_its_limit_then_names_a_fence_to_wait_for,
@@ -16,8 +16,7 @@ fn the_ring_grows_to_its_limit_then_names_a_fence_to_wait_for<B: Backend>() {
         growth_limit: 4,
         refill_batch: 4,
         backpressure_window: 4,
-        signals: Placement::Device,
-        ..Config::default()
+        ..device_signals()
     };
     let mut rig = Rig::<B, _>::retiring(config);
     let mut uses = Vec::new();

@@ -11,6 +11,8 @@ mod support;
 
 mod failure;
 mod growth;
+mod queue_layer;
+mod regression;
 mod retirement;
 mod sharing;
 mod steady_state;

@@ -1,8 +1,8 @@
 //! Retirement proofs, generations and drains, each step checked against the
 //! backend's ground truth.
 
-use crate::support::{Backend, Machine, Rig, on_every_backend};
-use tracker::{Config, Error, Placement, Purpose, Request, Status, Tracker, WaitPolicy};
+use crate::support::{Backend, Machine, Rig, device_signals, on_every_backend};
+use tracker::{Config, Error, Purpose, Request, Status, Tracker, WaitPolicy};
 
 on_every_backend! {
     one_probe_of_the_newest_fence_retires_a_batch,
@@ -19,15 +19,8 @@ on_every_backend! {
     a_batched_poll_loads_only_once_the_read_index_passed_a_batch,
 }
 
-fn device() -> Config {
-    Config {
-        signals: Placement::Device,
-        ..Config::default()
-    }
-}
-
 fn one_probe_of_the_newest_fence_retires_a_batch<B: Backend>() {
-    let mut rig = Rig::<B, _>::retiring(device());
+    let mut rig = Rig::<B, _>::retiring(device_signals());
     let uses: Vec<_> = (0..64)
         .map(|i| rig.submit(i % 8 == 7, Purpose::Completion).unwrap())
         .collect();
@@ -49,7 +42,7 @@ fn one_probe_of_the_newest_fence_retires_a_batch<B: Backend>() {
 }
 
 fn the_read_index_alone_is_never_trusted<B: Backend>() {
-    let mut rig = Rig::<B, _>::retiring(device());
+    let mut rig = Rig::<B, _>::retiring(device_signals());
     let fence = rig.submit(true, Purpose::Completion).unwrap();
     // The processor consumes the packet (the read index the backend reports
     // passes it) but it has not completed.
@@ -74,7 +67,7 @@ fn the_read_index_alone_is_never_trusted<B: Backend>() {
 }
 
 fn uses_after_the_nominated_fence_stay_pending<B: Backend>() {
-    let mut rig = Rig::<B, _>::retiring(device());
+    let mut rig = Rig::<B, _>::retiring(device_signals());
     let first = rig.submit(true, Purpose::Completion).unwrap();
     let later: Vec<_> = (0..3)
         .map(|_| rig.submit(false, Purpose::Completion).unwrap())
@@ -99,7 +92,7 @@ fn out_of_order_completions_retire_only_through_a_fence_or_their_own_signal<B: B
         out_of_order: true,
         ..Machine::default()
     };
-    let mut rig = Rig::<B, _>::retiring_on(device(), machine);
+    let mut rig = Rig::<B, _>::retiring_on(device_signals(), machine);
     let kernels: Vec<_> = (0..4)
         .map(|_| rig.submit(false, Purpose::Completion).unwrap())
         .collect();
@@ -139,7 +132,7 @@ fn out_of_order_completions_retire_only_through_a_fence_or_their_own_signal<B: B
 }
 
 fn a_queue_change_keeps_fences_from_proving_another_generations_uses<B: Backend>() {
-    let mut rig = Rig::<B, _>::retiring(device());
+    let mut rig = Rig::<B, _>::retiring(device_signals());
     let old = rig.submit(false, Purpose::Completion).unwrap();
     let old_queue = rig.queue.clone();
     let new_queue = rig.gpu.queue();
@@ -166,7 +159,7 @@ fn a_queue_change_keeps_fences_from_proving_another_generations_uses<B: Backend>
 fn a_narrow_generation_counter_wraps_without_confusing_generations<B: Backend>() {
     let config = Config {
         generation_bits: 1,
-        ..device()
+        ..device_signals()
     };
     let mut rig = Rig::<B, _>::retiring(config);
     let mut pending = Vec::new();
@@ -201,7 +194,7 @@ fn a_narrow_generation_counter_wraps_without_confusing_generations<B: Backend>()
 }
 
 fn a_drained_queue_retires_everything_without_loads<B: Backend>() {
-    let mut rig = Rig::<B, _>::retiring(device());
+    let mut rig = Rig::<B, _>::retiring(device_signals());
     let uses: Vec<_> = (0..10)
         .map(|_| rig.submit(false, Purpose::Completion).unwrap())
         .collect();
@@ -220,7 +213,7 @@ fn a_drained_queue_retires_everything_without_loads<B: Backend>() {
 }
 
 fn a_cpu_wait_that_saw_zero_is_a_proof<B: Backend>() {
-    let mut rig = Rig::<B, _>::retiring(device());
+    let mut rig = Rig::<B, _>::retiring(device_signals());
     let kernels: Vec<_> = (0..3)
         .map(|_| rig.submit(false, Purpose::Completion).unwrap())
         .collect();
@@ -254,7 +247,7 @@ fn a_cpu_wait_that_saw_zero_is_a_proof<B: Backend>() {
 }
 
 fn aql_indices_must_increase_within_a_generation<B: Backend>() {
-    let mut rig = Rig::<B, _>::retiring(device());
+    let mut rig = Rig::<B, _>::retiring(device_signals());
     rig.submit(true, Purpose::Completion).unwrap();
     let err = rig.tracker.acquire(Request::packet(0)).unwrap_err();
     assert_eq!(
@@ -268,8 +261,8 @@ fn aql_indices_must_increase_within_a_generation<B: Backend>() {
 }
 
 fn tickets_of_another_tracker_are_rejected<B: Backend>() {
-    let mut a = Rig::<B, _>::retiring(device());
-    let mut b = Rig::<B, _>::retiring(device());
+    let mut a = Rig::<B, _>::retiring(device_signals());
+    let mut b = Rig::<B, _>::retiring(device_signals());
     let u = a.submit(true, Purpose::Completion).unwrap();
     assert_eq!(b.tracker.query(&u.ticket), Err(Error::ForeignTicket));
     assert_eq!(
@@ -280,7 +273,7 @@ fn tickets_of_another_tracker_are_rejected<B: Backend>() {
 }
 
 fn a_retired_tickets_status_costs_no_memory_read<B: Backend>() {
-    let mut rig = Rig::<B, _>::retiring(device());
+    let mut rig = Rig::<B, _>::retiring(device_signals());
     let u = rig.submit(true, Purpose::Event).unwrap();
     rig.run();
     assert_eq!(rig.status(&u), Status::Complete);
@@ -305,7 +298,7 @@ fn a_retired_tickets_status_costs_no_memory_read<B: Backend>() {
 fn a_batched_poll_loads_only_once_the_read_index_passed_a_batch<B: Backend>() {
     let config = Config {
         probe_batch: 32,
-        ..device()
+        ..device_signals()
     };
     let mut rig = Rig::<B, _>::retiring(config);
     let first: Vec<_> = (0..10)

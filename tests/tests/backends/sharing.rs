@@ -1,8 +1,8 @@
 //! Shared signals: events and handlers hold references, GPU waiters hold
 //! pins; retired held signals are parked and come back once released.
 
-use crate::support::{Backend, Refused, Rig, on_every_backend};
-use tracker::{Config, Placement, Purpose, Request, Status, Tracker, WaitPolicy};
+use crate::support::{Backend, Issued, Refused, Retiring, Rig, device_signals, on_every_backend};
+use tracker::{Config, Purpose, Request, Status, Tracker, WaitPolicy};
 
 on_every_backend! {
     a_held_signal_is_parked_and_an_armed_spare_takes_its_place,
@@ -15,15 +15,8 @@ on_every_backend! {
     the_baseline_replaces_shared_signals_with_new_ones,
 }
 
-fn device() -> Config {
-    Config {
-        signals: Placement::Device,
-        ..Config::default()
-    }
-}
-
 fn a_held_signal_is_parked_and_an_armed_spare_takes_its_place<B: Backend>() {
-    let mut rig = Rig::<B, _>::retiring(device());
+    let mut rig = Rig::<B, _>::retiring(device_signals());
     let event = rig.submit(true, Purpose::Event).unwrap();
     let reference = rig.tracker.hold(&event.ticket).unwrap().expect("pending");
     rig.run();
@@ -51,7 +44,7 @@ fn a_held_signal_is_parked_and_an_armed_spare_takes_its_place<B: Backend>() {
 }
 
 fn holding_a_complete_use_holds_nothing<B: Backend>() {
-    let mut rig = Rig::<B, _>::retiring(device());
+    let mut rig = Rig::<B, _>::retiring(device_signals());
     let u = rig.submit(true, Purpose::Event).unwrap();
     rig.run();
     assert_eq!(rig.status(&u), Status::Complete);
@@ -59,7 +52,7 @@ fn holding_a_complete_use_holds_nothing<B: Backend>() {
 }
 
 fn references_wait_and_report_from_any_thread<B: Backend>() {
-    let mut rig = Rig::<B, _>::retiring(device());
+    let mut rig = Rig::<B, _>::retiring(device_signals());
     let u = rig.submit(true, Purpose::Event).unwrap();
     let reference = rig.tracker.hold(&u.ticket).unwrap().unwrap();
     let clone = reference.clone();
@@ -79,7 +72,7 @@ fn references_wait_and_report_from_any_thread<B: Backend>() {
 }
 
 fn no_signal_is_created_in_steady_state_with_events_held_and_released<B: Backend>() {
-    let mut rig = Rig::<B, _>::retiring(device());
+    let mut rig = Rig::<B, _>::retiring(device_signals());
     let mut held = std::collections::VecDeque::new();
     let mut created_after_warmup = None;
     for round in 0..2000 {
@@ -109,16 +102,24 @@ fn no_signal_is_created_in_steady_state_with_events_held_and_released<B: Backend
     );
 }
 
-fn a_gpu_waiter_pins_the_signal_until_its_consumer_retires<B: Backend>() {
-    let mut producer = Rig::<B, _>::retiring(device());
-    let mut consumer = producer.neighbour(device());
+/// Two trackers on queues of one machine: the producer's GPU-waiter use,
+/// pinned, is the dependency of a barrier-AND the consumer published (its
+/// use, `consuming`, holds the pin).
+struct Pinned<B: Backend> {
+    producer: Rig<B, Retiring<B>>,
+    consumer: Rig<B, Retiring<B>>,
+    consuming: Issued<B::Queue>,
+}
+
+fn pinned<B: Backend>() -> Pinned<B> {
+    let mut producer = Rig::<B, _>::retiring(device_signals());
+    let mut consumer = producer.neighbour(device_signals());
     let produced = producer.submit(true, Purpose::GpuWaiter).unwrap();
     let pin = producer
         .tracker
         .pin(&produced.ticket)
         .unwrap()
         .expect("pending: a dependency");
-    // A barrier-AND on the consumer's queue waits for the producer's signal.
     let consuming = consumer
         .submit_request(
             Request::packet(consumer.write_index()).barrier(true),
@@ -126,6 +127,19 @@ fn a_gpu_waiter_pins_the_signal_until_its_consumer_retires<B: Backend>() {
         )
         .unwrap();
     consumer.tracker.attach(&consuming.ticket, pin).unwrap();
+    Pinned {
+        producer,
+        consumer,
+        consuming,
+    }
+}
+
+fn a_gpu_waiter_pins_the_signal_until_its_consumer_retires<B: Backend>() {
+    let Pinned {
+        mut producer,
+        mut consumer,
+        consuming,
+    } = pinned::<B>();
     assert_eq!(consumer.launch(), Ok(0));
     assert_eq!(
         consumer.complete(0),
@@ -154,7 +168,7 @@ fn a_gpu_waiter_pins_the_signal_until_its_consumer_retires<B: Backend>() {
 }
 
 fn a_use_known_complete_yields_no_dependency<B: Backend>() {
-    let mut rig = Rig::<B, _>::retiring(device());
+    let mut rig = Rig::<B, _>::retiring(device_signals());
     let u = rig.submit(true, Purpose::GpuWaiter).unwrap();
     rig.run();
     rig.tracker.poll();
@@ -163,17 +177,11 @@ fn a_use_known_complete_yields_no_dependency<B: Backend>() {
 }
 
 fn a_drained_consumer_queue_releases_its_pins<B: Backend>() {
-    let mut producer = Rig::<B, _>::retiring(device());
-    let mut consumer = producer.neighbour(device());
-    let produced = producer.submit(true, Purpose::GpuWaiter).unwrap();
-    let pin = producer.tracker.pin(&produced.ticket).unwrap().unwrap();
-    let consuming = consumer
-        .submit_request(
-            Request::packet(consumer.write_index()).barrier(true),
-            &[pin.packet_handle()],
-        )
-        .unwrap();
-    consumer.tracker.attach(&consuming.ticket, pin).unwrap();
+    let Pinned {
+        mut producer,
+        mut consumer,
+        ..
+    } = pinned::<B>();
     producer.run();
     consumer.run();
     consumer.tracker.note_drained();
@@ -186,7 +194,7 @@ fn a_drained_consumer_queue_releases_its_pins<B: Backend>() {
 fn the_baseline_replaces_shared_signals_with_new_ones<B: Backend>() {
     let mut rig = Rig::<B, _>::baseline(Config {
         initial_size: 4,
-        ..device()
+        ..device_signals()
     });
     let event = rig.submit(true, Purpose::Event).unwrap();
     let _reference = rig.tracker.hold(&event.ticket).unwrap().unwrap();

@@ -3,8 +3,8 @@
 //! `cargo test -p scenarios --test backends steady_state -- --nocapture` to
 //! see them.
 
-use crate::support::{Backend, Machine, Rig, on_every_backend};
-use tracker::{Config, Placement, Purpose, Stats, Tracker};
+use crate::support::{Backend, Machine, Rig, device_signals, on_every_backend};
+use tracker::{Placement, Purpose, Stats, Tracker};
 
 on_every_backend! {
     steady_state_bars_hold_for_the_retiring_tracker_and_not_for_the_baseline,
@@ -61,10 +61,7 @@ fn report(name: &str, s: &Stats) {
 
 fn steady_state_bars_hold_for_the_retiring_tracker_and_not_for_the_baseline<B: Backend>() {
     for ring in [Placement::Device, Placement::Host] {
-        let config = Config {
-            signals: Placement::Device,
-            ..Config::default()
-        };
+        let config = device_signals();
         let machine = Machine {
             ring,
             ..Machine::default()

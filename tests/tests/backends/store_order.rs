@@ -4,7 +4,7 @@
 //! packet published too early; the backend's own counters say what it
 //! executed.
 
-use crate::support::{Backend, Machine, Rig, on_every_backend};
+use crate::support::{Backend, Machine, Rig, device_signals, on_every_backend};
 use tracker::{Config, Placement, Purpose, Tracker};
 
 on_every_backend! {
@@ -12,13 +12,6 @@ on_every_backend! {
     a_host_ring_gets_one_hdp_flush_per_batch,
     host_signals_need_neither_fence_nor_flush,
     the_baseline_fences_every_device_store,
-}
-
-fn device() -> Config {
-    Config {
-        signals: Placement::Device,
-        ..Config::default()
-    }
 }
 
 fn ring_in_host_memory() -> Machine {
@@ -42,7 +35,7 @@ fn churn<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>>(
 }
 
 fn a_device_ring_needs_one_fence_per_batch_and_no_flush<B: Backend>() {
-    let mut rig = Rig::<B, _>::retiring(device());
+    let mut rig = Rig::<B, _>::retiring(device_signals());
     churn(&mut rig, 2048);
     rig.check();
     let stats = rig.tracker.stats();
@@ -59,7 +52,7 @@ fn a_device_ring_needs_one_fence_per_batch_and_no_flush<B: Backend>() {
 }
 
 fn a_host_ring_gets_one_hdp_flush_per_batch<B: Backend>() {
-    let mut rig = Rig::<B, _>::retiring_on(device(), ring_in_host_memory());
+    let mut rig = Rig::<B, _>::retiring_on(device_signals(), ring_in_host_memory());
     churn(&mut rig, 2048);
     rig.check(); // no Unflushed violation
     let stats = rig.tracker.stats();
@@ -80,7 +73,7 @@ fn host_signals_need_neither_fence_nor_flush<B: Backend>() {
 }
 
 fn the_baseline_fences_every_device_store<B: Backend>() {
-    let mut rig = Rig::<B, _>::baseline(device());
+    let mut rig = Rig::<B, _>::baseline(device_signals());
     churn(&mut rig, 256);
     rig.check();
     let stats = rig.tracker.stats();
@@ -91,13 +84,13 @@ fn the_baseline_fences_every_device_store<B: Backend>() {
 /// memory beside a compute ring in VRAM, and the ROCr stand-in places every
 /// ring of a machine alike (`rocr_standin::Config::ring_in_device_memory`).
 mod sim_only {
-    use super::{churn, device};
-    use crate::support::{Backend, Rig, Simulator};
+    use super::churn;
+    use crate::support::{Backend, Rig, Simulator, device_signals};
     use tracker::{HardwareQueue, Request, Status, Tracker, Work};
 
     #[test]
     fn a_copy_engine_use_is_flushed_when_it_begins() {
-        let mut rig = Rig::<Simulator, _>::retiring(device());
+        let mut rig = Rig::<Simulator, _>::retiring(device_signals());
         let copy_engine = rig
             .gpu
             .sim

@@ -3,7 +3,7 @@
 //! reports: GPU ticks on the simulator, the system domain through ROCr).
 //! Signal placement: timing-only uses and device-memory fallback.
 
-use crate::support::{Backend, Retiring, Rig, on_every_backend};
+use crate::support::{Backend, Retiring, Rig, device_signals, on_every_backend};
 use tracker::{Config, Placement, Purpose, Request, Tracker};
 
 on_every_backend! {
@@ -14,20 +14,13 @@ on_every_backend! {
     a_backend_without_device_memory_settles_on_host_signals,
 }
 
-fn device() -> Config {
-    Config {
-        signals: Placement::Device,
-        ..Config::default()
-    }
-}
-
 fn timed_uses_that_wrap_the_ring_keep_their_own_stamps<B: Backend>() {
     // A graph launch under a profiler: more timed uses than ring slots, each
     // event held while later uses re-arm the ring around it.
     let config = Config {
         initial_size: 8,
         growth_limit: 1,
-        ..device()
+        ..device_signals()
     };
     let mut rig = Rig::<B, _>::retiring(config);
     let mut events = Vec::new();
@@ -64,7 +57,7 @@ fn timed_uses_that_wrap_the_ring_keep_their_own_stamps<B: Backend>() {
 }
 
 fn timing_only_uses_get_host_signals_from_their_own_pool<B: Backend>() {
-    let mut rig = Rig::<B, _>::retiring(device());
+    let mut rig = Rig::<B, _>::retiring(device_signals());
     for _ in 0..100 {
         let u = rig
             .submit_request(
@@ -101,7 +94,7 @@ fn timing_only_uses_get_host_signals_from_their_own_pool<B: Backend>() {
 }
 
 fn elapsed_time_of_an_event_costs_no_pcie_read<B: Backend>() {
-    let mut rig = Rig::<B, _>::retiring(device());
+    let mut rig = Rig::<B, _>::retiring(device_signals());
     let timed_event = |rig: &mut Rig<B, Retiring<B>>| {
         let request = Request::packet(rig.write_index())
             .barrier(true)
@@ -126,7 +119,7 @@ fn a_device_allocation_that_fell_back_keeps_a_working_host_signal<B: Backend>() 
     let config = Config {
         initial_size: 4,
         refill_batch: 4,
-        ..device()
+        ..device_signals()
     };
     let mut rig = Rig::<B, _>::retiring(config);
     rig.gpu.exhaust_device_memory(&rig.memory);
@@ -153,7 +146,7 @@ fn a_backend_without_device_memory_settles_on_host_signals<B: Backend>() {
     // The device gives no device memory at all: the tracker finds out once,
     // then stops asking (it used to allocate a batch per use).
     let gpu = B::new(Default::default());
-    let mut rig = Rig::try_retiring_with(gpu, device(), |gpu, memory| {
+    let mut rig = Rig::try_retiring_with(gpu, device_signals(), |gpu, memory| {
         gpu.exhaust_device_memory(memory);
     })
     .unwrap();

@@ -16,17 +16,25 @@
 //!
 //! Both are stepped unless the scenario asks for a threaded machine: nothing
 //! runs on the "GPU" until the scenario runs a queue or steps it.
+//!
+//! The queue layer's scenarios use the same backends through [`Platform`]:
+//! `fences` devices and queues whose trackers sit on the backend's hardware
+//! queues.
 #![allow(dead_code)]
 
+mod queue_layer;
 mod simulator;
 mod standin;
 
+#[allow(unused_imports)] // the allocations binary needs no queue layer
+pub use queue_layer::{Platform, Watchdog, bounded, wait_until, waiting};
 pub use simulator::Simulator;
 pub use standin::Standin;
 
-use fences::{Device, DeviceConfig, HostQueue, QueueConfig};
+use fences::DeviceConfig;
 use std::fmt::Debug;
 use std::sync::Arc;
+use std::time::Duration;
 use tracker::{
     BaselineTracker, Config, Error, HardwareQueue, Placement, Purpose, Request, RetiringTracker,
     SignalMemory, Status, Ticket, Tracker, Work,
@@ -156,6 +164,8 @@ pub trait Backend: Clone + Send + Sync + Sized + 'static {
     fn empty_kernel(&self) -> u64;
     /// A kernel that spins until the returned closure is called.
     fn spin_kernel(&self) -> (u64, Release);
+    /// A kernel that runs for `duration` on a threaded machine.
+    fn timed_kernel(&self, duration: Duration) -> u64;
     /// The queue layer's device configuration for this machine.
     fn device_config(&self) -> DeviceConfig;
 
@@ -178,12 +188,18 @@ pub trait Backend: Clone + Send + Sync + Sized + 'static {
     fn truth(&self, queue: &Self::Queue, index: u64) -> Option<Truth>;
     /// Every violation the machine recorded.
     fn violations(&self) -> Vec<String>;
+    /// Drops this, the machine's last handle (every queue, pool and tracker
+    /// on it already gone), and checks that nothing made on it is left
+    /// behind, as far as the machine can tell, and that it saw no violation.
+    fn tear_down(self);
     /// A GPU tick in the time domain the backend reports timestamps in.
     fn reported_time(&self, tick: u64) -> u64;
     /// Where the signal whose handle is `signal` really lives.
     fn placement(&self, memory: &Self::Memory, signal: u64) -> Placement;
     /// What `memory` (or the machine) executed.
     fn executed(&self, memory: &Self::Memory) -> Executed;
+    /// Loads of device-memory signals the machine has seen so far.
+    fn device_loads_seen(&self) -> u64;
     /// The HDP flush register's last written value, then reset to 0 (`None`:
     /// the machine has no such register).
     fn take_hdp_flush_register(&self) -> Option<u32>;
@@ -192,6 +208,15 @@ pub trait Backend: Clone + Send + Sync + Sized + 'static {
     fn exhaust_device_memory(&self, memory: &Self::Memory);
     /// The next allocation of signal memory from `memory` fails.
     fn fail_allocations(&self, memory: &Self::Memory);
+}
+
+/// A tracker configuration with signals in device memory (where the bars of
+/// DESIGN.md section 7 are about).
+pub fn device_signals() -> Config {
+    Config {
+        signals: Placement::Device,
+        ..Config::default()
+    }
 }
 
 pub type Retiring<B> = RetiringTracker<<B as Backend>::Memory, <B as Backend>::Queue>;
@@ -422,24 +447,4 @@ impl<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>> Rig<B, T> {
     pub fn status(&mut self, issued: &Issued<B::Queue>) -> Status {
         self.tracker.query(&issued.ticket).unwrap()
     }
-}
-
-/// The queue layer on a backend: a device whose default queue is a retiring
-/// tracker (default configuration) on a new hardware queue of `gpu`.
-pub fn device<B: Backend>(gpu: &B, config: QueueConfig) -> Device<Retiring<B>> {
-    Device::new(gpu.device_config(), queue_tracker(gpu), config).unwrap()
-}
-
-/// A created queue of `device` on a new hardware queue of `gpu`.
-pub fn create_queue<B: Backend>(
-    gpu: &B,
-    device: &Device<Retiring<B>>,
-    config: QueueConfig,
-) -> HostQueue<Retiring<B>> {
-    device.create_queue(queue_tracker(gpu), config).unwrap()
-}
-
-fn queue_tracker<B: Backend>(gpu: &B) -> Retiring<B> {
-    let queue = gpu.queue();
-    RetiringTracker::new(gpu.memory(&queue), queue, Config::default()).unwrap()
 }

@@ -6,6 +6,7 @@ use super::{Backend, Executed, Machine, Refused, Release, Truth};
 use fences::DeviceConfig;
 use sim::{CostProfile, Mode, Queue, QueueConfig, Sim, SimConfig, StepError};
 use std::sync::Arc;
+use std::time::Duration;
 use tracker::Placement;
 use tracker::sim_backend::SimMemory;
 
@@ -84,6 +85,10 @@ impl Backend for Simulator {
         (kernel, Arc::new(move || flag.set()))
     }
 
+    fn timed_kernel(&self, duration: Duration) -> u64 {
+        self.sim.register_kernel(sim::Kernel::Duration(duration))
+    }
+
     fn device_config(&self) -> DeviceConfig {
         DeviceConfig::default()
     }
@@ -129,6 +134,12 @@ impl Backend for Simulator {
             .collect()
     }
 
+    fn tear_down(self) {
+        // The simulator keeps no census of live objects: violations only.
+        let violations = self.violations();
+        assert!(violations.is_empty(), "the simulator saw: {violations:#?}");
+    }
+
     fn reported_time(&self, tick: u64) -> u64 {
         tick // the adapter reports the packet processor's ticks as they are
     }
@@ -152,6 +163,10 @@ impl Backend for Simulator {
             fallbacks: None,
             runtime_signals: None,
         }
+    }
+
+    fn device_loads_seen(&self) -> u64 {
+        self.sim.counters().device.loads
     }
 
     fn take_hdp_flush_register(&self) -> Option<u32> {

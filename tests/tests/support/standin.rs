@@ -15,33 +15,13 @@ use tracker::{Placement, QueueError, SignalMemory};
 pub struct Standin(Arc<Gpu>);
 
 #[derive(Debug)]
-pub struct Gpu {
-    pub device: Device,
-    pub runtime: Arc<Runtime>,
-    pub options: QueueOptions,
-    pub empty_kernel: u64,
+struct Gpu {
+    device: Device,
+    runtime: Arc<Runtime>,
+    options: QueueOptions,
+    empty_kernel: u64,
     /// Last: the library copy outlives everything loaded from it.
-    pub standin: rocr_standin::Standin,
-}
-
-impl Standin {
-    pub fn gpu(&self) -> &Gpu {
-        &self.0
-    }
-
-    /// The machine's last handle, taken apart: the stand-in, once the
-    /// backend's runtime is gone (for leak checks).
-    pub fn into_standin(self) -> rocr_standin::Standin {
-        let gpu = Arc::into_inner(self.0).expect("the last handle");
-        let Gpu {
-            device,
-            runtime,
-            standin,
-            ..
-        } = gpu;
-        drop((device, runtime));
-        standin
-    }
+    standin: rocr_standin::Standin,
 }
 
 impl From<StepStatus> for Refused {
@@ -121,6 +101,10 @@ impl Backend for Standin {
         (kernel, Arc::new(move || gpu.standin.set_flag(flag, true)))
     }
 
+    fn timed_kernel(&self, duration: Duration) -> u64 {
+        self.0.standin.register_kernel(Kernel::Duration(duration))
+    }
+
     fn device_config(&self) -> DeviceConfig {
         DeviceConfig {
             timestamp_period: self.0.runtime.timestamp_period(),
@@ -170,6 +154,22 @@ impl Backend for Standin {
         self.0.standin.violations()
     }
 
+    fn tear_down(self) {
+        let Gpu {
+            device,
+            runtime,
+            standin,
+            ..
+        } = Arc::into_inner(self.0).expect("the machine's last handle");
+        drop((device, runtime));
+        assert_eq!(
+            standin.census(),
+            rocr_standin::Census::default(),
+            "nothing leaked"
+        );
+        standin.assert_no_violations();
+    }
+
     fn reported_time(&self, tick: u64) -> u64 {
         // The backend converts stamps to the system domain, as ROCr does.
         self.0.standin.gpu_to_system(tick)
@@ -187,6 +187,12 @@ impl Backend for Standin {
             fallbacks: Some(counters.fallbacks),
             runtime_signals: Some(counters.rocr_signals),
         }
+    }
+
+    fn device_loads_seen(&self) -> u64 {
+        // Those made through ROCr's calls: the backend's own loads of its
+        // signals are plain memory accesses the stand-in cannot see.
+        self.0.standin.counters().device_loads
     }
 
     fn take_hdp_flush_register(&self) -> Option<u32> {

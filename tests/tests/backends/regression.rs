@@ -1,5 +1,6 @@
 //! The regression test of DESIGN.md section 4 (CLR's
-//! Unit_hipStreamSynchronize_ConcurrentSubmitFromOtherThread, #13532).
+//! Unit_hipStreamSynchronize_ConcurrentSubmitFromOtherThread, #13532), on
+//! the queue layer over each backend.
 //!
 //! A kernel spins until the host sets a flag. While the main thread is
 //! inside synchronize on that queue (and, in half the runs, three more
@@ -12,16 +13,25 @@
 //! deadlock, which the watchdog turns into a test result by releasing the
 //! kernel itself (as the seed's device-side watchdog ends its kernel).
 //!
-//! Runs on a threaded simulator, on the default queue and on a created
-//! queue, with 0 and 3 extra synchronizing threads.
+//! Runs on a threaded machine, on the default queue and on a created queue,
+//! with 0 and 3 extra synchronizing threads. (cuda-backend/tests/fences.rs
+//! runs it on an NVIDIA GPU.)
 
-mod support;
-
-use fences::sim::SimPlatform;
-use fences::{DeviceConfig, Error, QueueConfig, SyncWait};
+use crate::support::{Backend, Platform, Watchdog, on_every_backend, waiting};
+use fences::{Error, QueueConfig, SyncWait};
 use std::time::{Duration, Instant};
-use support::Watchdog;
 use tracker::Status;
+
+on_every_backend! {
+    fixed_default_queue_no_extra_synchronizers,
+    fixed_default_queue_three_extra_synchronizers,
+    fixed_created_queue_no_extra_synchronizers,
+    fixed_created_queue_three_extra_synchronizers,
+    old_behaviour_deadlocks_default_queue_no_extra_synchronizers,
+    old_behaviour_deadlocks_default_queue_three_extra_synchronizers,
+    old_behaviour_deadlocks_created_queue_no_extra_synchronizers,
+    old_behaviour_deadlocks_created_queue_three_extra_synchronizers,
+}
 
 /// The fixed behaviour never lets this fire: it only bounds a regression.
 const WATCHDOG: Duration = Duration::from_secs(10);
@@ -52,41 +62,42 @@ struct Outcome {
     state_resets_skipped: u64,
 }
 
-fn run(kind: QueueKind, extra_syncers: usize, sync_wait: SyncWait, watchdog: Duration) -> Outcome {
-    let platform = SimPlatform::threaded(sim::CostProfile::zero());
+fn run<B: Backend>(
+    kind: QueueKind,
+    extra_syncers: usize,
+    sync_wait: SyncWait,
+    watchdog: Duration,
+) -> Outcome {
+    let platform = Platform::<B>::threaded();
     let config = QueueConfig {
         sync_wait,
         wait_timeout: Some(Duration::from_secs(30)),
         ..QueueConfig::default()
     };
-    let device = platform.device(DeviceConfig::default(), config).unwrap();
-    let created = platform.create_queue(&device, config).unwrap();
-    let producer = platform.create_queue(&device, config).unwrap();
+    let device = platform.device(config);
+    let created = platform.create_queue(&device, config);
+    let producer = platform.create_queue(&device, config);
     let queue = match kind {
         QueueKind::Default => device.default_queue().clone(),
         QueueKind::Created => created.clone(),
     };
 
-    let flag = sim::HostFlag::new();
-    let spin = platform
-        .sim()
-        .register_kernel(sim::Kernel::SpinUntil(flag.clone()));
-    // An event on another queue that stays pending until the flag is set, so
-    // every cross-queue wait on it needs a real (pinned) dependency.
+    let (spin, release) = platform.gpu.spin_kernel();
+    // An event on another queue that stays pending until the kernel is
+    // released, so every cross-queue wait on it needs a real (pinned)
+    // dependency.
     producer.launch(spin).unwrap();
     let produced = producer.record_event().unwrap();
     queue.launch(spin).unwrap();
 
     let watchdog = Watchdog::start(watchdog, {
-        let flag = flag.clone();
-        move || flag.set()
+        let release = release.clone();
+        move || release()
     });
-    let waiting = |q: &fences::HostQueue<fences::sim::SimTracker>| q.stats().cpu_waits_in_progress;
     let (extra, other) = std::thread::scope(|scope| {
         let extra: Vec<_> = (0..extra_syncers)
             .map(|_| {
-                let queue = &queue;
-                let watchdog = &watchdog;
+                let (queue, watchdog) = (&queue, &watchdog);
                 scope.spawn(move || {
                     // Start once the main thread is inside synchronize.
                     while waiting(queue) == 0 && !watchdog.fired() {
@@ -97,10 +108,7 @@ fn run(kind: QueueKind, extra_syncers: usize, sync_wait: SyncWait, watchdog: Dur
             })
             .collect();
         let other = {
-            let queue = &queue;
-            let watchdog = &watchdog;
-            let produced = &produced;
-            let flag = &flag;
+            let (queue, watchdog, produced, release) = (&queue, &watchdog, &produced, &release);
             scope.spawn(move || {
                 // Start once every synchronizing thread is waiting.
                 while waiting(queue) < 1 + extra_syncers as u64 && !watchdog.fired() {
@@ -118,7 +126,7 @@ fn run(kind: QueueKind, extra_syncers: usize, sync_wait: SyncWait, watchdog: Dur
                     longest = longest.max(started.elapsed());
                 }
                 // Only now is the kernel released.
-                flag.set();
+                release();
                 (queries, dependencies, longest)
             })
         };
@@ -133,8 +141,11 @@ fn run(kind: QueueKind, extra_syncers: usize, sync_wait: SyncWait, watchdog: Dur
     // Whatever happened, everything finishes.
     queue.synchronize().unwrap();
     assert_eq!(queue.query().unwrap(), Status::Complete);
-    assert!(platform.sim().violations().is_empty());
     let stats = queue.stats();
+    // Torn down, nothing was done that the hardware would not forgive.
+    drop((queue, created, producer, produced, device));
+    let violations = platform.gpu.violations();
+    assert!(violations.is_empty(), "{violations:#?}");
     Outcome {
         watchdog_fired,
         main,
@@ -147,8 +158,8 @@ fn run(kind: QueueKind, extra_syncers: usize, sync_wait: SyncWait, watchdog: Dur
     }
 }
 
-fn fixed_passes(kind: QueueKind, extra_syncers: usize) {
-    let outcome = run(kind, extra_syncers, SyncWait::OutsideLock, WATCHDOG);
+fn fixed_passes<B: Backend>(kind: QueueKind, extra_syncers: usize) {
+    let outcome = run::<B>(kind, extra_syncers, SyncWait::OutsideLock, WATCHDOG);
     assert!(!outcome.watchdog_fired, "deadlock: {outcome:?}");
     assert_eq!(outcome.main, Ok(()));
     assert!(outcome.extra.iter().all(|r| r.is_ok()), "{outcome:?}");
@@ -163,8 +174,8 @@ fn fixed_passes(kind: QueueKind, extra_syncers: usize) {
     assert_eq!(outcome.state_resets_skipped, 1);
 }
 
-fn old_behaviour_deadlocks(kind: QueueKind, extra_syncers: usize) {
-    let outcome = run(
+fn old_behaviour_deadlocks<B: Backend>(kind: QueueKind, extra_syncers: usize) {
+    let outcome = run::<B>(
         kind,
         extra_syncers,
         SyncWait::UnderLock,
@@ -183,42 +194,34 @@ fn old_behaviour_deadlocks(kind: QueueKind, extra_syncers: usize) {
     );
 }
 
-#[test]
-fn fixed_default_queue_no_extra_synchronizers() {
-    fixed_passes(QueueKind::Default, 0);
+fn fixed_default_queue_no_extra_synchronizers<B: Backend>() {
+    fixed_passes::<B>(QueueKind::Default, 0);
 }
 
-#[test]
-fn fixed_default_queue_three_extra_synchronizers() {
-    fixed_passes(QueueKind::Default, 3);
+fn fixed_default_queue_three_extra_synchronizers<B: Backend>() {
+    fixed_passes::<B>(QueueKind::Default, 3);
 }
 
-#[test]
-fn fixed_created_queue_no_extra_synchronizers() {
-    fixed_passes(QueueKind::Created, 0);
+fn fixed_created_queue_no_extra_synchronizers<B: Backend>() {
+    fixed_passes::<B>(QueueKind::Created, 0);
 }
 
-#[test]
-fn fixed_created_queue_three_extra_synchronizers() {
-    fixed_passes(QueueKind::Created, 3);
+fn fixed_created_queue_three_extra_synchronizers<B: Backend>() {
+    fixed_passes::<B>(QueueKind::Created, 3);
 }
 
-#[test]
-fn old_behaviour_deadlocks_default_queue_no_extra_synchronizers() {
-    old_behaviour_deadlocks(QueueKind::Default, 0);
+fn old_behaviour_deadlocks_default_queue_no_extra_synchronizers<B: Backend>() {
+    old_behaviour_deadlocks::<B>(QueueKind::Default, 0);
 }
 
-#[test]
-fn old_behaviour_deadlocks_default_queue_three_extra_synchronizers() {
-    old_behaviour_deadlocks(QueueKind::Default, 3);
+fn old_behaviour_deadlocks_default_queue_three_extra_synchronizers<B: Backend>() {
+    old_behaviour_deadlocks::<B>(QueueKind::Default, 3);
 }
 
-#[test]
-fn old_behaviour_deadlocks_created_queue_no_extra_synchronizers() {
-    old_behaviour_deadlocks(QueueKind::Created, 0);
+fn old_behaviour_deadlocks_created_queue_no_extra_synchronizers<B: Backend>() {
+    old_behaviour_deadlocks::<B>(QueueKind::Created, 0);
 }
 
-#[test]
-fn old_behaviour_deadlocks_created_queue_three_extra_synchronizers() {
-    old_behaviour_deadlocks(QueueKind::Created, 3);
+fn old_behaviour_deadlocks_created_queue_three_extra_synchronizers<B: Backend>() {
+    old_behaviour_deadlocks::<B>(QueueKind::Created, 3);
 }
