@@ -206,12 +206,12 @@ pub trait Backend: Clone + Send + Sync + Sized + 'static {
 
     /// From now on, requests for device memory are served from system memory.
     fn exhaust_device_memory(&self, memory: &Self::Memory);
-    /// The next allocation of signal memory from `memory` fails.
+    /// The next allocation of signal memory from `memory` fails (the
+    /// simulator fails that one; the stand-in's pools stay out of memory).
     fn fail_allocations(&self, memory: &Self::Memory);
 }
 
-/// A tracker configuration with signals in device memory (where the bars of
-/// DESIGN.md section 7 are about).
+/// The default tracker configuration with signals in device memory.
 pub fn device_signals() -> Config {
     Config {
         signals: Placement::Device,
