@@ -127,33 +127,40 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         let (generation_start, proven, _) = self.proofs.snapshot();
         let mut batch = RearmBatch::new(self.order.stores_issued + 1);
         loop {
-            let seq = self.ring.head();
-            let Some(slot) = self.ring.oldest_mut() else {
-                break;
-            };
-            // Fast path: a plain use a fence proves, whose signal nobody holds
-            // and whose outcome nobody recorded: count it and queue its
-            // re-arm in place (stored with the rest of the batch).
-            if slot.flags & (Slot::<M::Signal>::COPY | Slot::<M::Signal>::TIMED) == 0
-                && seq >= generation_start
-                && proven.is_some_and(|p| !aql_before(p, slot.aql))
+            // Fast path: plain uses a fence proves, whose signals nobody holds
+            // and whose outcomes nobody recorded: count them and queue their
+            // re-arms in place (stored together, a batch at a time).
+            if let Some(proven) = proven
                 && self.attachments.is_empty()
             {
-                // SAFETY: the cell belongs to `self.shared`.
-                let cell = unsafe { slot.cell.get() };
-                if cell.holds() == 0 && batch.fits(cell.placement) && cell.complete(seq) {
+                let taken = self.ring.take_oldest_while(batch.room(), |seq, slot| {
+                    if slot.flags & (Slot::<M::Signal>::COPY | Slot::<M::Signal>::TIMED) != 0
+                        || seq < generation_start
+                        || aql_before(proven, slot.aql)
+                    {
+                        return false;
+                    }
+                    // SAFETY: the cell belongs to `self.shared`.
+                    let cell = unsafe { slot.cell.get() };
+                    if cell.holds() != 0 || !batch.fits(cell.placement) || !cell.complete(seq) {
+                        return false;
+                    }
                     slot.store = batch.number;
                     batch.push(cell.signal, cell.placement);
-                    self.stats.retired += 1;
-                    self.stats.retired_by_fence += 1;
-                    rearmed += 1;
-                    self.ring.advance_head();
-                    if batch.is_full() {
-                        self.store_batch(&mut batch);
-                    }
+                    true
+                });
+                self.stats.retired += taken as u64;
+                self.stats.retired_by_fence += taken as u64;
+                rearmed += taken;
+                if batch.is_full() {
+                    self.store_batch(&mut batch);
                     continue;
                 }
             }
+            let seq = self.ring.head();
+            let Some(slot) = self.ring.oldest() else {
+                break;
+            };
             let slot = *slot;
             // Everything else stores on its own: the batch goes first.
             self.store_batch(&mut batch);
@@ -343,5 +350,9 @@ impl<S> RearmBatch<S> {
 
     fn is_full(&self) -> bool {
         self.signals.is_full()
+    }
+
+    fn room(&self) -> usize {
+        self.signals.remaining_capacity()
     }
 }

@@ -182,6 +182,32 @@ impl<S> Ring<S> {
         self.head_pos = self.wrap(self.head_pos + 1);
     }
 
+    /// Retires uses oldest first while `take` accepts them, at most `max`:
+    /// the head moves past every accepted use. Returns how many it took.
+    ///
+    /// The reclaim walk's inner loop: the cursor lives in locals, so a
+    /// retired use costs its own checks and little else.
+    #[inline]
+    pub(crate) fn take_oldest_while(
+        &mut self,
+        max: usize,
+        mut take: impl FnMut(u64, &mut Slot<S>) -> bool,
+    ) -> usize {
+        let end = self.tail.min(self.head + max as u64);
+        let (mut seq, mut pos) = (self.head, self.head_pos);
+        while seq < end {
+            if !take(seq, &mut self.slots[pos]) {
+                break;
+            }
+            seq += 1;
+            pos = self.wrap(pos + 1);
+        }
+        let taken = (seq - self.head) as usize;
+        self.head = seq;
+        self.head_pos = pos;
+        taken
+    }
+
     fn wrap(&self, pos: usize) -> usize {
         if pos == self.slots.len() { 0 } else { pos }
     }
