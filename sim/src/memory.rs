@@ -339,13 +339,9 @@ impl Memory {
     /// # Panics
     /// If `signal` was allocated by another simulator.
     pub(crate) fn parts(&self, signal: Signal) -> (&amd_signal_t, &SignalMeta) {
-        assert!(
-            signal.sim == self.sim,
-            "sim: {signal:?} was allocated by simulator {} and used with simulator {}; \
-             a Signal is only valid with the Sim that allocated it",
-            signal.sim,
-            self.sim,
-        );
+        if signal.sim != self.sim {
+            wrong_simulator(signal, self.sim);
+        }
         // SAFETY: `Signal`'s fields are private and only this module makes
         // them, from the addresses of a live batch of the simulator whose id
         // they carry (ids are never reused, see `Sim::new`). That simulator is
@@ -414,22 +410,24 @@ impl Memory {
     /// The same value stored to several signals, each counted, costed and
     /// checked as a store; the sequence number and the counters are updated
     /// once for the batch (a fence after it covers all of it). Calls
-    /// `in_flight` for each store that hit a signal still in flight.
+    /// `in_flight` with the position in `signals` of each store that hit a
+    /// signal still in flight (a position, not the signal: the loop then
+    /// keeps no copy of each signal for a call that almost never happens).
     pub(crate) fn store_many(
         &self,
         signals: &[Signal],
         value: i64,
-        mut in_flight: impl FnMut(Signal, InFlight),
+        mut in_flight: impl FnMut(usize, InFlight),
     ) {
         if signals.is_empty() {
             return;
         }
         let seq = self.store_seq.fetch_add(1, Ordering::AcqRel) + 1;
-        let mut counts = [0u64; 2];
-        for &signal in signals {
-            let (block, meta) = self.parts(signal);
-            counts[(meta.placement == Placement::Device) as usize] += 1;
+        let mut device = 0;
+        for (i, signal) in signals.iter().enumerate() {
+            let (block, meta) = self.parts(*signal);
             if meta.placement == Placement::Device {
+                device += 1;
                 meta.last_device_store.fetch_max(seq, Ordering::AcqRel);
             }
             let pending = InFlight {
@@ -437,15 +435,16 @@ impl Memory {
                 barriers: meta.pending_barriers.load(Ordering::Acquire),
             };
             block.value.store(value, Ordering::Release);
-            if pending.completions > 0 || pending.barriers > 0 {
-                in_flight(signal, pending);
+            if pending.completions | pending.barriers != 0 {
+                in_flight(i, pending);
             }
         }
+        let host = signals.len() as u64 - device;
         // The batch costs what its stores cost one by one, paid at once.
         let cost = |placement, n: u64| self.profile.store(placement) * n as u32;
-        pay(cost(Placement::Host, counts[0]) + cost(Placement::Device, counts[1]));
-        self.counters.stores(Placement::Host, counts[0]);
-        self.counters.stores(Placement::Device, counts[1]);
+        pay(cost(Placement::Host, host) + cost(Placement::Device, device));
+        self.counters.stores(Placement::Host, host);
+        self.counters.stores(Placement::Device, device);
     }
 
     /// A counted store fence: covers every device store made before it.
@@ -488,6 +487,19 @@ impl Memory {
             Visibility::Visible
         }
     }
+}
+
+/// A signal used with a simulator other than the one that allocated it: a
+/// caller's bug, reported where it happened.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn wrong_simulator(signal: Signal, sim: u64) -> ! {
+    panic!(
+        "sim: {signal:?} was allocated by simulator {} and used with simulator {sim}; \
+         a Signal is only valid with the Sim that allocated it",
+        signal.sim,
+    )
 }
 
 #[cfg(test)]

@@ -265,9 +265,9 @@ impl Sim {
     /// ```
     pub fn store_many(&self, signals: &[Signal], value: i64) {
         let core = self.core();
-        core.memory.store_many(signals, value, |signal, in_flight| {
+        core.memory.store_many(signals, value, |i, in_flight| {
             core.violations.record(Violation::StoreWhileInFlight {
-                signal,
+                signal: signals[i],
                 value,
                 completions: in_flight.completions,
                 barriers: in_flight.barriers,
