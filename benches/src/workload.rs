@@ -36,9 +36,22 @@ impl Kind {
 
 /// A tracker with a steady number of uses in flight on a stepped simulator.
 pub struct Steady {
-    tracker: Box<dyn Tracker<Memory = SimMemory, Queue = Queue>>,
+    tracker: Either,
     queue: Queue,
     in_flight: usize,
+    /// The AQL index the next acquired signal is for: uses may be acquired
+    /// ahead of publication (a batch of acquires, then their packets), so
+    /// the queue's write index is not it.
+    next_index: u64,
+}
+
+/// The tracker, called as the queue layer calls it: statically, so the
+/// compiler may inline its fast path into the caller (a `dyn Tracker` call
+/// would add the same call overhead to both trackers' figures, which no real
+/// caller pays).
+enum Either {
+    Retiring(RetiringTracker<SimMemory, Queue>),
+    Baseline(BaselineTracker<SimMemory, Queue>),
 }
 
 impl Steady {
@@ -67,18 +80,20 @@ impl Steady {
             signals: Placement::Device,
             ..Config::default()
         };
-        let tracker: Box<dyn Tracker<Memory = SimMemory, Queue = Queue>> = match kind {
-            Kind::Retiring => {
-                Box::new(RetiringTracker::new(memory, queue.clone(), config).expect("valid config"))
-            }
-            Kind::Baseline => {
-                Box::new(BaselineTracker::new(memory, queue.clone(), config).expect("valid config"))
-            }
+        let tracker = match kind {
+            Kind::Retiring => Either::Retiring(
+                RetiringTracker::new(memory, queue.clone(), config).expect("valid config"),
+            ),
+            Kind::Baseline => Either::Baseline(
+                BaselineTracker::new(memory, queue.clone(), config).expect("valid config"),
+            ),
         };
+        let next_index = queue.write_index();
         let mut steady = Self {
             tracker,
             queue,
             in_flight,
+            next_index,
         };
         for _ in 0..in_flight {
             let signal = steady.acquire_one();
@@ -89,7 +104,10 @@ impl Steady {
 
     /// The tracker, for its counters.
     pub fn tracker(&self) -> &dyn Tracker<Memory = SimMemory, Queue = Queue> {
-        &*self.tracker
+        match &self.tracker {
+            Either::Retiring(tracker) => tracker,
+            Either::Baseline(tracker) => tracker,
+        }
     }
 
     /// Uses kept in flight.
@@ -98,20 +116,25 @@ impl Steady {
     }
 
     /// The measured host work for one use: acquire a signal for the next
-    /// packet (which re-arms and retires as the tracker needs).
+    /// packet (which re-arms and retires as the tracker needs). Publish the
+    /// acquired signals with [`publish`](Self::publish) in the same order.
     #[inline(never)]
     pub fn acquire_one(&mut self) -> u64 {
-        let index = self.queue.write_index();
-        self.tracker
-            .acquire(Request::packet(index).barrier(true))
-            .expect("the GPU keeps up")
-            .signal
+        let request = Request::packet(self.next_index).barrier(true);
+        self.next_index += 1;
+        let acquired = match &mut self.tracker {
+            Either::Retiring(tracker) => tracker.acquire(request),
+            Either::Baseline(tracker) => tracker.acquire(request),
+        };
+        acquired.expect("the GPU keeps up").signal
     }
 
-    /// Publishes the packet for the signal just acquired (not measured).
+    /// Publishes the packet for the oldest acquired, unpublished signal (not
+    /// measured).
     #[inline(never)]
     pub fn publish(&mut self, signal: u64) {
         let index = self.queue.reserve().expect("queue sized for the workload");
+        assert!(index < self.next_index, "publish follows acquire");
         submit_kernel(&self.queue, index, signal, true);
     }
 
