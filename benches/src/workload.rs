@@ -5,6 +5,7 @@
 //! GPU are outside it, the same for both trackers.
 
 use sim::{Queue, QueueConfig, Sim, SimConfig};
+use std::hint::black_box;
 use std::sync::Arc;
 use tracker::sim_backend::{SimMemory, submit_kernel};
 use tracker::{BaselineTracker, Config, Placement, Request, RetiringTracker, Tracker};
@@ -120,13 +121,15 @@ impl Steady {
     /// acquired signals with [`publish`](Self::publish) in the same order.
     #[inline(never)]
     pub fn acquire_one(&mut self) -> u64 {
-        let request = Request::packet(self.next_index).barrier(true);
+        // `black_box`: the compiler must read the request at run time and
+        // build the whole result, as for a caller that keeps the ticket.
+        let request = black_box(Request::packet(self.next_index).barrier(true));
         self.next_index += 1;
         let acquired = match &mut self.tracker {
             Either::Retiring(tracker) => tracker.acquire(request),
             Either::Baseline(tracker) => tracker.acquire(request),
         };
-        acquired.expect("the GPU keeps up").signal
+        black_box(acquired.expect("the GPU keeps up")).signal
     }
 
     /// Publishes the packet for the oldest acquired, unpublished signal (not

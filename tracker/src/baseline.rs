@@ -296,6 +296,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
     type Memory = M;
     type Queue = Q;
 
+    #[inline]
     fn acquire(&mut self, request: Request) -> Result<Acquired, Error> {
         self.acquire_slot(request)
     }

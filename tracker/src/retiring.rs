@@ -391,6 +391,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     type Memory = M;
     type Queue = Q;
 
+    #[inline]
     fn acquire(&mut self, request: Request) -> Result<Acquired, Error> {
         self.acquire_use(request)
     }
