@@ -7,37 +7,24 @@
 //! device (as in CI). On the device machine run the release binary with
 //! `--test-threads=1 --nocapture` (see the crate's README).
 
-use cuda_backend::{CudaContext, CudaMemory, CudaQueue, Error, FlagState};
+mod support;
+
+use cuda_backend::{CudaContext, CudaMemory, CudaQueue, FlagState};
 use fences::{Device, DeviceConfig, HostQueue, QueueConfig, SyncWait};
-use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use support::WAIT;
 use tracker::{Config, RetiringTracker, Status};
 
 type Tracker = RetiringTracker<CudaMemory, CudaQueue>;
 
-/// Far above what the GPU needs: a timeout means a bug, never a hang.
-const WAIT: Duration = Duration::from_secs(10);
 /// Spin kernels give up after this: the device-side watchdog of the seed's
 /// test, so a deadlock ends and is reported rather than hanging.
 const SPIN_TIMEOUT: Duration = Duration::from_secs(3);
 
 fn gpu() -> Option<CudaContext> {
-    match CudaContext::new(0) {
-        Ok(context) => Some(context),
-        Err(error @ (Error::LibraryMissing | Error::NoDevice { .. })) => {
-            static SAID: std::sync::Once = std::sync::Once::new();
-            SAID.call_once(|| {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "cuda-backend queue-layer tests SKIPPED (they pass vacuously here): {error}"
-                );
-            });
-            None
-        }
-        Err(error) => panic!("a CUDA driver is present but unusable: {error}"),
-    }
+    support::gpu("queue-layer")
 }
 
 fn tracker(context: &CudaContext) -> Tracker {

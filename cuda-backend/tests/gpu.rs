@@ -8,46 +8,25 @@
 //! On the device machine, run the release binary with `--test-threads=1
 //! --nocapture` (see the crate's README).
 
+mod support;
+
 use cuda_backend::native::{Event, EventFlags};
 use cuda_backend::{CudaContext, CudaMemory, CudaQueue, Error, FlagState};
-use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::WAIT;
 use tracker::{
     Acquired, BaselineTracker, Config, HardwareQueue, Placement, Purpose, QueueError, QueueView,
     Request, RetiringTracker, SignalMemory, Status, Tracker, WaitPolicy, Work,
 };
 
-/// The longest any wait in these tests may take: far above what the GPU
-/// needs, so a timeout means a bug, never a hang.
-const WAIT: Duration = Duration::from_secs(10);
 /// Spin kernels give up after this, so a test that fails before releasing
 /// one cannot keep the GPU busy.
 const SPIN_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The device, or `None` (and a visible message) where there is none.
-fn gpu(test: &str) -> Option<CudaContext> {
-    match CudaContext::new(0) {
-        Ok(context) => Some(context),
-        Err(error @ (Error::LibraryMissing | Error::NoDevice { .. })) => {
-            // Straight to the stderr handle, past the harness's capture, once.
-            static SAID: std::sync::Once = std::sync::Once::new();
-            SAID.call_once(|| {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "cuda-backend GPU tests SKIPPED (they pass vacuously here): {error}"
-                );
-            });
-            let _ = test;
-            None
-        }
-        Err(error) => panic!("{test}: a CUDA driver is present but unusable: {error}"),
-    }
-}
-
 macro_rules! gpu_or_skip {
-    ($test:expr) => {
-        match gpu($test) {
+    () => {
+        match support::gpu("GPU") {
             Some(context) => context,
             None => return,
         }
@@ -124,7 +103,7 @@ fn micros(duration: Duration) -> f64 {
 
 #[test]
 fn fence_probing_retires_a_batch_of_empty_kernels_with_one_load() {
-    let context = gpu_or_skip!("fence_probing");
+    let context = gpu_or_skip!();
     let mut rig = retiring(&context, Config::default());
     let started = Instant::now();
     let uses: Vec<_> = (0..64).map(|_| rig.plain(Work::Empty)).collect();
@@ -164,7 +143,7 @@ fn fence_probing_retires_a_batch_of_empty_kernels_with_one_load() {
 
 #[test]
 fn the_read_index_never_passes_unfinished_work() {
-    let context = gpu_or_skip!("read_index");
+    let context = gpu_or_skip!();
     let flag = context.host_flag().unwrap();
     let spin = context.register_spin_kernel(&flag, SPIN_TIMEOUT);
     let mut rig = retiring(&context, Config::default());
@@ -198,7 +177,7 @@ fn the_read_index_never_passes_unfinished_work() {
 
 #[test]
 fn a_cpu_wait_on_another_thread_sees_the_release_and_proves_the_fence() {
-    let context = gpu_or_skip!("cpu_wait");
+    let context = gpu_or_skip!();
     let flag = context.host_flag().unwrap();
     let spin = context.register_spin_kernel(&flag, SPIN_TIMEOUT);
     let mut rig = retiring(&context, Config::default());
@@ -234,7 +213,7 @@ fn a_cpu_wait_on_another_thread_sees_the_release_and_proves_the_fence() {
 
 #[test]
 fn a_gpu_waiter_on_another_stream_pins_the_signal_until_its_consumer_retires() {
-    let context = gpu_or_skip!("pins");
+    let context = gpu_or_skip!();
     let flag = context.host_flag().unwrap();
     let spin = context.register_spin_kernel(&flag, SPIN_TIMEOUT);
     let mut producer = retiring(&context, Config::default());
@@ -296,7 +275,7 @@ fn a_gpu_waiter_on_another_stream_pins_the_signal_until_its_consumer_retires() {
 
 #[test]
 fn a_wait_on_two_streams_needs_both() {
-    let context = gpu_or_skip!("two_dependencies");
+    let context = gpu_or_skip!();
     let (first_flag, second_flag) = (context.host_flag().unwrap(), context.host_flag().unwrap());
     let first_spin = context.register_spin_kernel(&first_flag, SPIN_TIMEOUT);
     let second_spin = context.register_spin_kernel(&second_flag, SPIN_TIMEOUT);
@@ -327,7 +306,7 @@ fn a_wait_on_two_streams_needs_both() {
 
 #[test]
 fn a_held_event_is_parked_and_comes_back_once_released() {
-    let context = gpu_or_skip!("events");
+    let context = gpu_or_skip!();
     let mut rig = retiring(&context, Config::default());
     let event = rig.submit(Work::Empty, |r| r.purpose(Purpose::Event));
     let reference = rig
@@ -388,7 +367,7 @@ fn steady_state<T: Tracker<Memory = CudaMemory, Queue = CudaQueue>>(
 
 #[test]
 fn steady_state_creates_no_signals_and_loads_one_per_batch() {
-    let context = gpu_or_skip!("steady_state");
+    let context = gpu_or_skip!();
     let config = Config {
         initial_size: 256,
         ..Config::default()
@@ -428,7 +407,7 @@ fn steady_state_creates_no_signals_and_loads_one_per_batch() {
 
 #[test]
 fn timestamps_are_the_gpus_own_and_in_stream_order() {
-    let context = gpu_or_skip!("timestamps");
+    let context = gpu_or_skip!();
     let work = Duration::from_micros(100);
     let busy = context.register_busy_kernel(work, 1);
     let mut rig = retiring(&context, Config::default());
@@ -516,7 +495,7 @@ fn timestamps_are_the_gpus_own_and_in_stream_order() {
 
 #[test]
 fn failures_are_typed_and_nothing_reports_a_completion_that_did_not_happen() {
-    let context = gpu_or_skip!("failures");
+    let context = gpu_or_skip!();
     let mut rig = retiring(&context, Config::default());
 
     // An unregistered kernel: the publication is refused, its index consumed.
@@ -642,7 +621,7 @@ fn failures_are_typed_and_nothing_reports_a_completion_that_did_not_happen() {
 
 #[test]
 fn publications_run_in_index_order_whatever_order_they_arrive_in() {
-    let context = gpu_or_skip!("order");
+    let context = gpu_or_skip!();
     let memory = CudaMemory::new(&context);
     let queue = context.create_queue().unwrap();
     let mut signals = Vec::new();
@@ -718,7 +697,7 @@ fn publications_run_in_index_order_whatever_order_they_arrive_in() {
 
 #[test]
 fn a_device_placement_request_is_served_from_host_memory() {
-    let context = gpu_or_skip!("placement");
+    let context = gpu_or_skip!();
     let config = Config {
         signals: Placement::Device,
         ..Config::default()
@@ -738,7 +717,7 @@ fn a_device_placement_request_is_served_from_host_memory() {
 
 #[test]
 fn native_events_and_synchronization_work_through_the_same_driver() {
-    let context = gpu_or_skip!("native");
+    let context = gpu_or_skip!();
     let queue = context.create_queue().unwrap();
     let (start, end) = (
         Event::new(&context, EventFlags::default()).unwrap(),
@@ -778,7 +757,7 @@ fn native_events_and_synchronization_work_through_the_same_driver() {
 
 #[test]
 fn latencies_next_to_cudas_own_in_the_same_process() {
-    let context = gpu_or_skip!("latencies");
+    let context = gpu_or_skip!();
     const N: usize = 2000;
     let mut rig = retiring(&context, Config::default());
     let waiter = rig.tracker.waiter();
@@ -915,7 +894,7 @@ fn latencies_next_to_cudas_own_in_the_same_process() {
 
 #[test]
 fn the_baseline_runs_on_this_backend_too() {
-    let context = gpu_or_skip!("baseline");
+    let context = gpu_or_skip!();
     let (tracker, queue) = context.baseline_tracker(Config::default()).unwrap();
     let mut rig: Rig<BaselineTracker<CudaMemory, CudaQueue>> = Rig { tracker, queue };
     let uses: Vec<_> = (0..100).map(|_| rig.plain(Work::Empty)).collect();
