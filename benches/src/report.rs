@@ -74,65 +74,31 @@ impl Report {
             "fences/op",
             "flushes/op",
             "created",
-        ];
+        ]
+        .map(String::from);
+        table_line(&mut out, &head, markdown);
         if markdown {
-            let _ = writeln!(out, "| {} |", head.join(" | "));
             let _ = writeln!(out, "|{}", "---|".repeat(head.len()));
-        } else {
-            let _ = writeln!(
-                out,
-                "{:<29} {:<8} {:<7} {:>8} {:>8} {:>8} {:>15} {:>12} {:>9} {:>10} {:>7}",
-                head[0],
-                head[1],
-                head[2],
-                head[3],
-                head[4],
-                head[5],
-                head[6],
-                head[7],
-                head[8],
-                head[9],
-                head[10]
-            );
         }
         for api in Api::ALL {
             for row in self.rows.iter().filter(|r| r.api == api) {
                 let ratio = self
                     .ratio(row)
                     .map_or(String::new(), |(r, what)| format!("{r:.2} {what}"));
-                if markdown {
-                    let _ = writeln!(
-                        out,
-                        "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {} | {:.3} | {:.3} | {:.3} | {} |",
-                        api.name(),
-                        row.tracker,
-                        row.signals,
-                        row.p50_us,
-                        row.p10_us,
-                        row.p90_us,
-                        ratio,
-                        row.device_loads_per_op,
-                        row.fences_per_op,
-                        row.flushes_per_op,
-                        row.signals_created
-                    );
-                } else {
-                    let _ = writeln!(
-                        out,
-                        "{:<29} {:<8} {:<7} {:>8.2} {:>8.2} {:>8.2} {:>15} {:>12.3} {:>9.3} {:>10.3} {:>7}",
-                        api.name(),
-                        row.tracker,
-                        row.signals,
-                        row.p50_us,
-                        row.p10_us,
-                        row.p90_us,
-                        ratio,
-                        row.device_loads_per_op,
-                        row.fences_per_op,
-                        row.flushes_per_op,
-                        row.signals_created
-                    );
-                }
+                let cells = [
+                    api.name().to_string(),
+                    row.tracker.to_string(),
+                    row.signals.to_string(),
+                    format!("{:.2}", row.p50_us),
+                    format!("{:.2}", row.p10_us),
+                    format!("{:.2}", row.p90_us),
+                    ratio,
+                    format!("{:.3}", row.device_loads_per_op),
+                    format!("{:.3}", row.fences_per_op),
+                    format!("{:.3}", row.flushes_per_op),
+                    row.signals_created.to_string(),
+                ];
+                table_line(&mut out, &cells, markdown);
             }
         }
         let _ = writeln!(
@@ -179,4 +145,26 @@ impl Report {
         }
         out
     }
+}
+
+/// One line of the latency table: a Markdown row, or padded columns (names
+/// left-aligned, figures right-aligned) for the terminal.
+fn table_line(out: &mut String, cells: &[String; 11], markdown: bool) {
+    const WIDTHS: [usize; 11] = [29, 8, 7, 8, 8, 8, 15, 12, 9, 10, 7];
+    if markdown {
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
+        return;
+    }
+    let mut line = String::new();
+    for (i, (cell, width)) in cells.iter().zip(WIDTHS).enumerate() {
+        if i > 0 {
+            line.push(' ');
+        }
+        let _ = if i < 3 {
+            write!(line, "{cell:<width$}")
+        } else {
+            write!(line, "{cell:>width$}")
+        };
+    }
+    let _ = writeln!(out, "{line}");
 }
