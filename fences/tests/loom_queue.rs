@@ -2,70 +2,24 @@
 //! versus concurrent submit", run with
 //! `RUSTFLAGS="--cfg loom" cargo test -p fences --no-default-features --release --test loom_queue`
 //! (a separate target dir keeps `--cfg loom` from invalidating the normal
-//! build). It runs the real queue code; only the signal memory and the
-//! hardware queue are small loom-aware stand-ins, and the "GPU" is the
-//! model's main thread completing published packets in order.
+//! build). It runs the real queue code on the tracker's host-memory backend
+//! (`tracker::HostMemory`, loom-aware); only the hardware queue is a small
+//! stand-in, and the "GPU" is the model's main thread completing published
+//! packets in order.
 #![cfg(loom)]
 
 use fences::{Device, DeviceConfig, QueueConfig};
-use loom::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use loom::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracker::{
-    AllocError, Config, HardwareQueue, Placement, QueueError, QueueView, RetiringTracker,
-    SignalMemory, Status, Ticket, Timestamps, Tracker, WaitPolicy, Work,
+    Config, HardwareQueue, HostMemory, QueueError, QueueView, RetiringTracker, Status, Ticket,
+    Tracker, WaitPolicy, Work,
 };
-
-/// A few host-memory signals as loom atomics.
-struct LoomMemory {
-    values: Vec<AtomicI64>,
-    next: AtomicUsize,
-}
-
-impl SignalMemory for LoomMemory {
-    type Signal = usize;
-
-    fn allocate(
-        &self,
-        count: usize,
-        _: Placement,
-        out: &mut Vec<(usize, Placement)>,
-    ) -> Result<(), AllocError> {
-        for _ in 0..count {
-            let i = self.next.fetch_add(1, Ordering::Relaxed);
-            if i >= self.values.len() {
-                return Err(AllocError::OutOfMemory("model memory exhausted".into()));
-            }
-            out.push((i, Placement::Host));
-        }
-        Ok(())
-    }
-
-    unsafe fn load(&self, signal: usize) -> i64 {
-        self.values[signal].load(Ordering::Acquire)
-    }
-
-    unsafe fn store(&self, signal: usize, value: i64) {
-        self.values[signal].store(value, Ordering::Release)
-    }
-
-    fn store_fence(&self) {}
-
-    fn hdp_flush(&self) {}
-
-    unsafe fn timestamps(&self, _: usize) -> Timestamps {
-        Timestamps::default()
-    }
-
-    fn packet_handle(&self, signal: usize) -> u64 {
-        // 0 means "no completion signal" in a packet.
-        signal as u64 + 1
-    }
-}
 
 /// A hardware queue: published packets' completion handles, in order.
 struct Ring {
-    memory: Arc<LoomMemory>,
+    memory: Arc<HostMemory>,
     write: AtomicU64,
     read: AtomicU64,
     /// Packets before this index completed (recorded before the signal's
@@ -114,7 +68,7 @@ impl LoomQueue {
         };
         self.0.completed.store(next + 1, Ordering::Release);
         if handle != 0 {
-            self.0.memory.values[handle as usize - 1].fetch_sub(1, Ordering::Release);
+            self.0.memory.complete(handle);
         }
         self.0.read.store(next + 1, Ordering::Release);
         true
@@ -138,10 +92,7 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 #[test]
 fn cpu_wait_outside_the_lock_versus_concurrent_submit() {
     model(|| {
-        let memory = Arc::new(LoomMemory {
-            values: (0..6).map(|_| AtomicI64::new(0)).collect(),
-            next: AtomicUsize::new(0),
-        });
+        let memory = Arc::new(HostMemory::new(6));
         let hw = LoomQueue(Arc::new(Ring {
             memory: memory.clone(),
             write: AtomicU64::new(0),

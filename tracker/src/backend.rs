@@ -89,38 +89,26 @@ pub enum AllocError {
 /// is dropped. The tracker holds the memory (in an `Arc`) for as long as it or
 /// anything it handed out (references, pins, waiters) may touch a signal.
 ///
-/// A whole backend can be this small: signals as host atomics.
+/// A whole backend can be small: [`HostMemory`](crate::HostMemory) (signals
+/// as host atomics) is about forty lines.
 ///
 /// ```
-/// use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
-/// use tracker::{AllocError, Placement, SignalMemory, Timestamps};
+/// use tracker::{HostMemory, Placement, SignalMemory};
 ///
-/// struct HostSignals { values: Vec<AtomicI64>, next: AtomicUsize }
-///
-/// impl SignalMemory for HostSignals {
-///     type Signal = usize;
-///     fn allocate(&self, count: usize, _: Placement, out: &mut Vec<(usize, Placement)>) -> Result<(), AllocError> {
-///         for _ in 0..count {
-///             let i = self.next.fetch_add(1, Ordering::Relaxed);
-///             if i >= self.values.len() {
-///                 return Err(AllocError::OutOfMemory("all signals handed out".into()));
-///             }
-///             out.push((i, Placement::Host));
-///         }
-///         Ok(())
-///     }
-///     unsafe fn load(&self, s: usize) -> i64 { self.values[s].load(Ordering::Acquire) }
-///     unsafe fn store(&self, s: usize, v: i64) { self.values[s].store(v, Ordering::Release) }
-///     fn store_fence(&self) {}
-///     fn hdp_flush(&self) {}
-///     unsafe fn timestamps(&self, _: usize) -> Timestamps { Timestamps::default() }
-///     fn packet_handle(&self, s: usize) -> u64 { s as u64 + 1 }
+/// fn arm_all<M: SignalMemory>(memory: &M, count: usize) -> Vec<M::Signal> {
+///     let mut out = Vec::new();
+///     memory.allocate(count, Placement::Device, &mut out).unwrap();
+///     let signals: Vec<_> = out.into_iter().map(|(signal, _)| signal).collect();
+///     // SAFETY: the signals came from this memory's `allocate`.
+///     unsafe { memory.store_many(&signals, 1) };
+///     memory.store_fence();
+///     signals
 /// }
 ///
-/// let memory = HostSignals { values: (0..4).map(|_| AtomicI64::new(0)).collect(), next: AtomicUsize::new(0) };
-/// let mut out = Vec::new();
-/// memory.allocate(2, Placement::Device, &mut out).unwrap();
-/// assert_eq!(out, [(0, Placement::Host), (1, Placement::Host)]);
+/// let memory = HostMemory::new(4);
+/// let signals = arm_all(&memory, 2);
+/// // SAFETY: as above.
+/// assert!(signals.iter().all(|&s| unsafe { memory.load(s) } == 1));
 /// ```
 pub trait SignalMemory: Send + Sync + 'static {
     /// A signal handle: cheap to copy, meaningful only to this memory.

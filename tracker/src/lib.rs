@@ -50,6 +50,7 @@ mod backend;
 mod baseline;
 mod config;
 mod error;
+mod host_memory;
 mod interface;
 mod pin;
 #[cfg(feature = "planted-bugs")]
@@ -75,6 +76,7 @@ pub use backend::{
 pub use baseline::BaselineTracker;
 pub use config::Config;
 pub use error::Error;
+pub use host_memory::HostMemory;
 pub use interface::{Acquired, Census, Tracker};
 pub use pin::Pin;
 pub use retiring::RetiringTracker;

@@ -1,80 +1,14 @@
 //! Loom models of the tracker's concurrent protocols, run with
 //! `RUSTFLAGS="--cfg loom" cargo test -p tracker --test loom_protocols --release --no-default-features`
-//! (see `.ci/loom`). Each model runs the real tracker code; only the signal
-//! memory is a small loom-aware stand-in, and the "GPU" is a store of 0.
+//! (see `.ci/loom`). Each model runs the real tracker code on the crate's
+//! host-memory backend ([`HostMemory`], loom-aware through the crate's
+//! `sync` shim); the "GPU" is the model completing a packet's signal.
 #![cfg(loom)]
 
 use loom::sync::Arc;
-use loom::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use loom::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-use tracker::{
-    AllocError, Config, Placement, QueueView, Request, RetiringTracker, SignalMemory, Status,
-    Timestamps, Tracker,
-};
-
-/// A few host-memory signals as loom atomics.
-struct LoomMemory {
-    values: Vec<AtomicI64>,
-    next: AtomicUsize,
-}
-
-impl LoomMemory {
-    fn new(count: usize) -> Arc<Self> {
-        Arc::new(Self {
-            values: (0..count).map(|_| AtomicI64::new(0)).collect(),
-            next: AtomicUsize::new(0),
-        })
-    }
-
-    /// The packet processor completing the packet that names `handle`.
-    fn complete(&self, handle: u64) {
-        self.values[handle as usize].fetch_sub(1, Ordering::Release);
-    }
-
-    fn value(&self, handle: u64) -> i64 {
-        self.values[handle as usize].load(Ordering::Acquire)
-    }
-}
-
-impl SignalMemory for LoomMemory {
-    type Signal = usize;
-
-    fn allocate(
-        &self,
-        count: usize,
-        _: Placement,
-        out: &mut Vec<(usize, Placement)>,
-    ) -> Result<(), AllocError> {
-        for _ in 0..count {
-            let i = self.next.fetch_add(1, Ordering::Relaxed);
-            if i >= self.values.len() {
-                return Err(AllocError::OutOfMemory("model memory exhausted".into()));
-            }
-            out.push((i, Placement::Host));
-        }
-        Ok(())
-    }
-
-    unsafe fn load(&self, signal: usize) -> i64 {
-        self.values[signal].load(Ordering::Acquire)
-    }
-
-    unsafe fn store(&self, signal: usize, value: i64) {
-        self.values[signal].store(value, Ordering::Release)
-    }
-
-    fn store_fence(&self) {}
-
-    fn hdp_flush(&self) {}
-
-    unsafe fn timestamps(&self, _: usize) -> Timestamps {
-        Timestamps::default()
-    }
-
-    fn packet_handle(&self, signal: usize) -> u64 {
-        signal as u64
-    }
-}
+use tracker::{Config, HostMemory, QueueView, Request, RetiringTracker, Status, Tracker};
 
 /// A queue whose read index the model sets.
 struct ModelQueue(Arc<AtomicUsize>);
@@ -90,9 +24,9 @@ impl QueueView for ModelQueue {
 }
 
 fn small_tracker(
-    memory: &Arc<LoomMemory>,
+    memory: &Arc<HostMemory>,
     signals: usize,
-) -> (RetiringTracker<LoomMemory, ModelQueue>, Arc<AtomicUsize>) {
+) -> (RetiringTracker<HostMemory, ModelQueue>, Arc<AtomicUsize>) {
     let read = Arc::new(AtomicUsize::new(0));
     let config = Config {
         initial_size: signals,
@@ -118,7 +52,7 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 #[test]
 fn last_reference_drop_versus_parking() {
     model(|| {
-        let memory = LoomMemory::new(4);
+        let memory = Arc::new(HostMemory::new(4));
         let (mut tracker, read) = small_tracker(&memory, 2);
         let acquired = tracker.acquire(Request::packet(0).barrier(true)).unwrap();
         let event = tracker.hold(&acquired.ticket).unwrap().expect("pending");
@@ -162,7 +96,7 @@ fn last_reference_drop_versus_parking() {
 #[test]
 fn pin_release_versus_rearm() {
     model(|| {
-        let memory = LoomMemory::new(6);
+        let memory = Arc::new(HostMemory::new(6));
         let (mut producer, producer_read) = small_tracker(&memory, 2);
         let (mut consumer, consumer_read) = small_tracker(&memory, 2);
         let produced = producer.acquire(Request::packet(0).barrier(true)).unwrap();
@@ -205,7 +139,7 @@ fn pin_release_versus_rearm() {
 #[test]
 fn cpu_wait_versus_concurrent_submit() {
     model(|| {
-        let memory = LoomMemory::new(4);
+        let memory = Arc::new(HostMemory::new(4));
         let (mut tracker, read) = small_tracker(&memory, 1);
         let first = tracker.acquire(Request::packet(0).barrier(true)).unwrap();
         let gpu_done = Arc::new(AtomicUsize::new(0));
@@ -257,7 +191,7 @@ fn cpu_wait_versus_concurrent_submit() {
 #[test]
 fn async_handler_reference_versus_teardown() {
     model(|| {
-        let memory = LoomMemory::new(4);
+        let memory = Arc::new(HostMemory::new(4));
         let (mut tracker, read) = small_tracker(&memory, 2);
         let acquired = tracker.acquire(Request::packet(0).barrier(true)).unwrap();
         let handler_reference = tracker.hold(&acquired.ticket).unwrap().expect("pending");
