@@ -14,6 +14,21 @@ fn hardware(queue: &fences::HostQueue<fences::sim::SimTracker>) -> sim::Queue {
     queue.with_tracker(|t| t.queue().clone())
 }
 
+/// The consumer's next work waits on the GPU for the producer's spin kernel,
+/// and runs once `flag` releases it.
+fn later_work_waits_for_the_flag(
+    platform: &fences::sim::SimPlatform,
+    consumer: &fences::HostQueue<fences::sim::SimTracker>,
+    flag: &sim::HostFlag,
+) {
+    let after = consumer.launch(0).unwrap();
+    platform.sim().run_until_idle();
+    assert_eq!(after.status(), CommandStatus::Pending);
+    flag.set();
+    platform.sim().run_until_idle();
+    assert_eq!(after.status(), CommandStatus::Complete);
+}
+
 #[test]
 fn a_wait_is_a_barrier_and_packet_carrying_the_pinned_producer_signal() {
     let (platform, device) = stepped();
@@ -42,14 +57,8 @@ fn a_wait_is_a_barrier_and_packet_carrying_the_pinned_producer_signal() {
     assert_eq!(truth.packet.u64_at(16), 0, "one dependency only");
     assert_eq!(producer.with_tracker(|t| t.stats().pins), 1);
 
-    // The consumer's later work waits for the producer on the GPU.
-    let after = consumer.launch(0).unwrap();
-    platform.sim().run_until_idle();
-    assert_eq!(after.status(), CommandStatus::Pending);
     assert_eq!(event.query(), Status::Pending);
-    flag.set();
-    platform.sim().run_until_idle();
-    assert_eq!(after.status(), CommandStatus::Complete);
+    later_work_waits_for_the_flag(&platform, consumer, &flag);
     assert!(platform.sim().violations().is_empty());
 }
 
@@ -105,12 +114,7 @@ fn seven_dependencies_chain_two_packets_of_at_most_five() {
     assert_eq!((count(first), count(second)), (5, 2));
     assert!(hw.truth(first).unwrap().barrier && hw.truth(second).unwrap().barrier);
 
-    let after = consumer.launch(0).unwrap();
-    platform.sim().run_until_idle();
-    assert_eq!(after.status(), CommandStatus::Pending);
-    flag.set();
-    platform.sim().run_until_idle();
-    assert_eq!(after.status(), CommandStatus::Complete);
+    later_work_waits_for_the_flag(&platform, consumer, &flag);
 }
 
 #[test]
@@ -150,12 +154,7 @@ fn waiting_on_a_queue_pins_a_gpu_waiter_marker() {
     let wait = consumer.wait_queue(&producer).unwrap();
     assert_eq!((wait.packets(), wait.dependencies()), (1, 1));
     assert_eq!(producer.stats().markers, 1);
-    let after = consumer.launch(0).unwrap();
-    platform.sim().run_until_idle();
-    assert_eq!(after.status(), CommandStatus::Pending);
-    flag.set();
-    platform.sim().run_until_idle();
-    assert_eq!(after.status(), CommandStatus::Complete);
+    later_work_waits_for_the_flag(&platform, consumer, &flag);
 }
 
 #[test]
