@@ -31,15 +31,9 @@ fn synchronize_returns_early_and_releases_its_batch() {
     let spin = queue.launch(spin_kernel(&platform, &flag)).unwrap();
     let empty = queue.launch(0).unwrap();
 
-    let owner = {
-        let queue = queue.clone();
-        spawn(move || queue.synchronize())
-    };
+    let owner = spawn_synchronize(&queue);
     wait_until("the owner waits", || waiting(&queue) == 1);
-    let joiner = {
-        let queue = queue.clone();
-        spawn(move || queue.synchronize())
-    };
+    let joiner = spawn_synchronize(&queue);
     let command_waiter = spawn({
         let queue = queue.clone();
         move || {
@@ -82,10 +76,7 @@ fn a_batch_on_the_completion_thread_is_released_too() {
     let commands: Vec<_> = (0..2)
         .map(|_| queue.launch(spin_kernel(&platform, &flag)).unwrap())
         .collect();
-    let sync = {
-        let queue = queue.clone();
-        spawn(move || queue.synchronize())
-    };
+    let sync = spawn_synchronize(&queue);
     wait_until("the synchronize waits on the completion thread", || {
         queue.stats().syncs_by_handler == 1 && waiting(&queue) == 1
     });
@@ -127,10 +118,7 @@ fn without_skip_abort_the_device_refuses_further_work() {
     let queue = device.default_queue().clone();
     let flag = sim::HostFlag::new();
     queue.launch(spin_kernel(&platform, &flag)).unwrap();
-    let sync = {
-        let queue = queue.clone();
-        spawn(move || queue.synchronize())
-    };
+    let sync = spawn_synchronize(&queue);
     wait_until("the synchronize waits", || waiting(&queue) == 1);
     device.set_error("injected");
     let aborted = Error::Aborted {

@@ -21,10 +21,7 @@ fn the_reset_runs_when_nothing_followed_the_marker_and_the_lock_is_retaken_once(
     let mut commands: Vec<_> = (0..2).map(|_| queue.launch(0).unwrap()).collect();
     commands.push(queue.launch(spin_kernel(&platform, &flag)).unwrap());
     let before = queue.stats();
-    let sync = {
-        let queue = queue.clone();
-        spawn(move || queue.synchronize())
-    };
+    let sync = spawn_synchronize(&queue);
     wait_until("the synchronizer waits", || waiting(&queue) == 1);
     flag.set();
     drive(&platform, sync).unwrap();
@@ -113,10 +110,7 @@ fn a_larger_batch_completes_through_the_completion_thread() {
     let spin = spin_kernel(&platform, &flag);
     let commands: Vec<_> = (0..3).map(|_| queue.launch(spin).unwrap()).collect();
 
-    let sync = {
-        let queue = queue.clone();
-        spawn(move || queue.synchronize())
-    };
+    let sync = spawn_synchronize(&queue);
     wait_until("the batch went to the completion thread", || {
         queue.stats().syncs_by_handler == 1 && waiting(&queue) == 1
     });
@@ -147,10 +141,7 @@ fn cpu_sync_batch_zero_sends_every_batch_to_the_completion_thread() {
     let queue = device.default_queue().clone();
     let flag = sim::HostFlag::new();
     queue.launch(spin_kernel(&platform, &flag)).unwrap();
-    let sync = {
-        let queue = queue.clone();
-        spawn(move || queue.synchronize())
-    };
+    let sync = spawn_synchronize(&queue);
     wait_until("the batch went to the completion thread", || {
         queue.stats().syncs_by_handler == 1
     });
@@ -172,10 +163,7 @@ fn the_old_behaviour_holds_the_lock_across_the_gpu_wait() {
     let queue = device.default_queue().clone();
     let flag = sim::HostFlag::new();
     queue.launch(spin_kernel(&platform, &flag)).unwrap();
-    let sync = {
-        let queue = queue.clone();
-        spawn(move || queue.synchronize())
-    };
+    let sync = spawn_synchronize(&queue);
     wait_until("the synchronizer waits", || waiting(&queue) == 1);
     let query = {
         let queue = queue.clone();

@@ -56,6 +56,12 @@ pub fn spawn<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> JoinH
     std::thread::spawn(f)
 }
 
+/// `queue.synchronize()` on a new thread.
+pub fn spawn_synchronize(queue: &HostQueue<SimTracker>) -> JoinHandle<Result<(), fences::Error>> {
+    let queue = queue.clone();
+    spawn(move || queue.synchronize())
+}
+
 /// Steps a stepped simulator until `handle` finishes, then joins it.
 pub fn drive<R>(platform: &SimPlatform, handle: JoinHandle<R>) -> R {
     let start = Instant::now();
