@@ -68,9 +68,9 @@ pub struct Stats {
     /// Times a retired signal still held elsewhere (an event, a pin, a
     /// handler) was set aside (parked) and an armed spare took its place.
     pub parks: u64,
-    /// Uses served from the other placement's pool: a timing-only use given a
-    /// host signal by a device-memory tracker, or a device allocation that
-    /// fell back to host memory.
+    /// Slots whose signal was exchanged for a spare of the placement the next
+    /// use wanted (a timing-only use given a host signal by a device-memory
+    /// tracker, and the slot it leaves going back to device memory).
     pub spare_swaps: u64,
     /// Parked signals that came back, re-armed, once their last holder let go.
     pub unparks: u64,
@@ -114,7 +114,7 @@ impl Stats {
         ratio(a.loads + 2 * a.timestamp_reads, self.retired)
     }
 
-    /// Fences plus flushes per re-armed signal; 0 when nothing was re-armed.
+    /// HDP flushes per re-armed signal; 0 when nothing was re-armed.
     pub fn flushes_per_rearm(&self) -> f64 {
         ratio(self.hdp_flushes(), self.rearms)
     }
