@@ -6,8 +6,8 @@ mod common;
 use common::{armed, armed_on, queue, stepped};
 use sim::hsa_sys::{HSA_SIGNAL_CONDITION_EQ, HSA_SIGNAL_CONDITION_LT};
 use sim::{
-    AgentId, Blocked, FAILED_SIGNAL_VALUE, HostFlag, Kernel, Placement, QueueConfig,
-    STEPPED_TICKS_PER_EVENT, SimError, StepError, packets,
+    AgentId, Blocked, FAILED_SIGNAL_VALUE, HostFlag, Kernel, Placement, Queue, QueueConfig,
+    STEPPED_TICKS_PER_EVENT, Signal, SimError, StepError, packets,
 };
 
 fn ooo() -> QueueConfig {
@@ -202,51 +202,79 @@ fn a_full_queue_frees_slots_only_as_the_read_index_moves() {
     assert!(q.truth(3).unwrap().completed);
 }
 
-#[test]
-fn barrier_and_waits_for_all_five_dependencies() {
+/// A waiter queue and an out-of-order producer queue, with five armed
+/// dependency signals, each completed by its own producer kernel (indices
+/// `0..5` of the producer, slot order). Returns the producer too, so a test
+/// completes exactly the slots it chooses.
+fn five_dependencies() -> (sim::Sim, Queue, Queue, Vec<Signal>) {
     let sim = stepped(1);
     let (waiter, producer) = (queue(&sim, QueueConfig::default()), queue(&sim, ooo()));
     let deps = armed(&sim, 5, Placement::Device);
-    let done = armed(&sim, 1, Placement::Device)[0];
-    let barrier = waiter
-        .submit(packets::barrier_and(&deps, Some(done)))
-        .unwrap();
-    waiter.launch().unwrap();
     for &dep in &deps {
         producer.submit(packets::kernel(0, Some(dep))).unwrap();
         producer.launch().unwrap();
     }
-    // Complete the producers in reverse; the barrier holds until the last.
-    for (k, index) in (0..5).rev().enumerate() {
-        assert_eq!(
-            waiter.complete(barrier),
-            Err(StepError::NotReady { index: barrier }),
-            "{k}"
-        );
-        producer.complete(index).unwrap();
-    }
-    waiter.complete(barrier).unwrap();
-    assert_eq!(sim.load(done), 0);
-    assert!(sim.violations().is_empty(), "{:?}", sim.violations());
+    (sim, waiter, producer, deps)
 }
 
 #[test]
-fn barrier_or_waits_for_any_dependency() {
-    let sim = stepped(1);
-    let (waiter, producer) = (queue(&sim, QueueConfig::default()), queue(&sim, ooo()));
-    let deps = armed(&sim, 3, Placement::Device);
-    let barrier = waiter.submit(packets::barrier_or(&deps, None)).unwrap();
-    waiter.launch().unwrap();
-    for &dep in &deps {
-        producer.submit(packets::kernel(0, Some(dep))).unwrap();
-        producer.launch().unwrap();
+fn barrier_and_honours_each_of_its_five_dependency_slots() {
+    // For each slot k, every dependency but slot k's completes: the barrier
+    // must hold until slot k does. A processor that skipped any one slot would
+    // complete it early in that round.
+    for k in 0..5 {
+        let (sim, waiter, producer, deps) = five_dependencies();
+        let done = armed(&sim, 1, Placement::Device)[0];
+        let barrier = waiter
+            .submit(packets::barrier_and(&deps, Some(done)))
+            .unwrap();
+        waiter.launch().unwrap();
+        for slot in (0..5).filter(|&slot| slot != k) {
+            producer.complete(slot).unwrap();
+        }
+        assert_eq!(
+            waiter.complete(barrier),
+            Err(StepError::NotReady { index: barrier }),
+            "slot {k} is still 1"
+        );
+        assert_eq!(sim.load(done), 1, "slot {k}");
+        producer.complete(k).unwrap();
+        waiter.complete(barrier).unwrap();
+        assert_eq!(sim.load(done), 0, "slot {k}");
+        assert!(sim.violations().is_empty(), "{:?}", sim.violations());
     }
-    assert_eq!(
-        waiter.complete(barrier),
-        Err(StepError::NotReady { index: barrier })
-    );
-    producer.complete(1).unwrap();
-    waiter.complete(barrier).unwrap();
+}
+
+#[test]
+fn barrier_or_is_released_by_each_of_its_five_dependency_slots_alone() {
+    // For each slot k, only slot k's dependency completes: the barrier must
+    // wait before it and complete after it. A processor that skipped slot k
+    // would never release the barrier in that round.
+    for k in 0..5 {
+        let (sim, waiter, producer, deps) = five_dependencies();
+        let done = armed(&sim, 1, Placement::Device)[0];
+        let barrier = waiter
+            .submit(packets::barrier_or(&deps, Some(done)))
+            .unwrap();
+        waiter.launch().unwrap();
+        assert_eq!(
+            waiter.complete(barrier),
+            Err(StepError::NotReady { index: barrier }),
+            "no dependency completed yet (slot {k})"
+        );
+        assert_eq!(sim.load(done), 1, "slot {k}");
+        producer.complete(k).unwrap();
+        waiter.complete(barrier).unwrap();
+        assert_eq!(sim.load(done), 0, "slot {k}");
+        let others = (0..5).filter(|&slot| slot != k);
+        assert!(
+            others
+                .map(|slot| deps[slot as usize])
+                .all(|d| sim.load(d) == 1),
+            "slot {k} released the barrier alone"
+        );
+        assert!(sim.violations().is_empty(), "{:?}", sim.violations());
+    }
 }
 
 #[test]
