@@ -369,6 +369,51 @@ impl SplitMix64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{QueueConfig, Sim, SimConfig};
+
+    #[test]
+    fn out_of_order_kernels_run_for_seeded_varied_times() {
+        // Timed here rather than end to end: a busy machine can only delay a
+        // completion, which would hide a run shorter than its nominal time.
+        let sim = Sim::new(SimConfig::default());
+        for out_of_order in [false, true] {
+            sim.create_queue(QueueConfig {
+                out_of_order,
+                ..QueueConfig::default()
+            })
+            .unwrap();
+        }
+        let queues = sim.core().queues.read().clone();
+        let nominal = Duration::from_millis(1);
+        let work = Work::Kernel(Kernel::Duration(nominal));
+        let runs = |seed, q: &QueueCore| {
+            let mut processor = RealTimeProcessor::new(seed);
+            (0..64)
+                .map(|_| processor.run_time_ns(sim.core(), q, &work))
+                .collect::<Vec<_>>()
+        };
+        let nominal_ns = duration_ns(nominal);
+        assert!(runs(42, &queues[0]).iter().all(|&ns| ns == nominal_ns));
+        let varied = runs(42, &queues[1]);
+        assert_eq!(varied, runs(42, &queues[1]), "seeded");
+        assert_ne!(varied, runs(43, &queues[1]));
+        assert!(
+            varied
+                .iter()
+                .all(|&ns| (nominal_ns / 2..nominal_ns * 3 / 2).contains(&ns)),
+            "{varied:?}"
+        );
+        // Spread over the range, not merely off by one: with 64 draws from
+        // [0.5, 1.5) both tails are all but certain, and the seed fixes them.
+        assert!(
+            varied.iter().any(|&ns| ns < nominal_ns * 9 / 10),
+            "{varied:?}"
+        );
+        assert!(
+            varied.iter().any(|&ns| ns > nominal_ns * 11 / 10),
+            "{varied:?}"
+        );
+    }
 
     #[test]
     fn shuffles_are_seeded_permutations() {

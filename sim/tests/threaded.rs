@@ -91,6 +91,52 @@ fn out_of_order_queues_complete_everything_and_fences_still_wait() {
 }
 
 #[test]
+fn out_of_order_queues_really_complete_out_of_order() {
+    // 64 empty kernels on a zero-cost profile run for no time. Released
+    // together from a stall (the processor skips a stalled queue), they all
+    // become ready in the same pass however late the processor thread gets
+    // to run, and only its seeded shuffle decides their completion order: a
+    // shuffle of 64 is the identity with probability 1/64!. Without the
+    // shuffle they complete in index order, and no pair below is inverted.
+    // The GPU clock ticks every nanosecond, so completions a few hundred
+    // nanoseconds apart get distinct `end_ts`.
+    let sim = Sim::new(SimConfig {
+        mode: Mode::Threaded,
+        profile: CostProfile {
+            gpu_tick: Duration::from_nanos(1),
+            ..CostProfile::zero()
+        },
+        agents: 1,
+        seed: 42,
+    });
+    let q = sim
+        .create_queue(QueueConfig {
+            out_of_order: true,
+            ..QueueConfig::default()
+        })
+        .unwrap();
+    let signals = armed(&sim, 64, Placement::Host);
+    q.stall(true);
+    for &s in &signals {
+        q.submit(packets::kernel(0, Some(s))).unwrap();
+    }
+    q.stall(false);
+    assert!(eventually(DEADLINE, || all_done(&sim, &signals)));
+    let end: Vec<u64> = (0..64)
+        .map(|i| q.truth(i).unwrap().end_ts.unwrap())
+        .collect();
+    let inverted = (0..64)
+        .flat_map(|i| (i + 1..64).map(move |j| (i, j)))
+        .filter(|&(i, j)| end[i] > end[j])
+        .count();
+    assert!(
+        inverted > 0,
+        "every packet completed in submission order: {end:?}"
+    );
+    assert!(sim.violations().is_empty(), "{:?}", sim.violations());
+}
+
+#[test]
 fn a_spinning_kernel_holds_its_queue_until_the_flag_is_set() {
     let sim = threaded(CostProfile::zero());
     let q = sim.create_queue(QueueConfig::default()).unwrap();
