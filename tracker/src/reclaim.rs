@@ -328,7 +328,7 @@ struct RearmBatch<S> {
 }
 
 /// Re-arms stored with one backend call.
-const REARM_BATCH: usize = 32;
+pub(crate) const REARM_BATCH: usize = 32;
 
 impl<S> RearmBatch<S> {
     fn new(number: u64) -> Self {

@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::interface::{Acquired, Census, Tracker};
 use crate::pin::{Attachments, Pin};
-use crate::reclaim::StoreOrder;
+use crate::reclaim::{REARM_BATCH, StoreOrder};
 use crate::retire::Proofs;
 use crate::ring::{Ring, Slot, Spare};
 use crate::share::{CellPtr, Shared, SignalRef};
@@ -55,11 +55,11 @@ pub struct RetiringTracker<M: SignalMemory, Q: QueueView> {
     pub(crate) order: StoreOrder,
     pub(crate) attachments: Attachments<M>,
     pub(crate) stats: Stats,
-    /// Where uses that may be waited on get their signals: the configured
-    /// placement, until an allocation for it came back in host memory (the
-    /// device has none to give); from then on, host memory, so the tracker
-    /// does not keep asking for what it cannot get.
-    pub(crate) preferred: Placement,
+    /// A device-memory allocation came back in host memory: the device has
+    /// none to give. From then on the tracker stops asking for it: new
+    /// signals are host signals, and a slot with a host signal keeps it
+    /// (the device signals it still has stay in use where they are).
+    pub(crate) device_fell_back: bool,
     /// Reused buffer for batch allocations.
     scratch: Vec<(M::Signal, Placement)>,
 }
@@ -80,7 +80,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             order,
             attachments: Attachments::default(),
             stats: Stats::default(),
-            preferred: config.signals,
+            device_fell_back: false,
             scratch: Vec::with_capacity(config.refill_batch.max(config.initial_size)),
         };
         tracker.allocate_spares(config.initial_size, config.signals)?;
@@ -97,11 +97,20 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         Ok(CellPtr::from_erased(ticket.cell))
     }
 
+    /// Whether a use that wants `wanted` takes a slot's signal of
+    /// `placement` as it is: the placement it wants, or a host signal when
+    /// the device has run out of memory for more.
+    #[inline]
+    fn keeps(&self, placement: Placement, wanted: Placement) -> bool {
+        placement == wanted || (self.device_fell_back && placement == Placement::Host)
+    }
+
+    #[inline]
     fn placement_for(&self, purpose: Purpose) -> Placement {
         match purpose {
             // Only the profiler reads it: keep its stamps out of PCIe's way.
             Purpose::TimingOnly => Placement::Host,
-            _ => self.preferred,
+            _ => self.config.signals,
         }
     }
 
@@ -127,15 +136,12 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         if request.ops != 1 || self.ring.is_full() || !self.proofs.in_order(index) {
             return None;
         }
-        let wanted = if request.purpose == Purpose::TimingOnly {
-            Placement::Host
-        } else {
-            self.preferred
-        };
+        let wanted = self.placement_for(request.purpose);
         let slot = self.ring.next_mut();
         // SAFETY: cells belong to `self.shared`, which outlives this call.
         let placement = unsafe { slot.cell.get() }.placement;
-        if placement != wanted || !self.order.is_visible(placement, slot.store) {
+        let store = slot.store;
+        if !self.keeps(placement, wanted) || !self.order.is_visible(placement, store) {
             return None;
         }
         let flags = Self::flags(barrier, false, request.is_timed());
@@ -159,7 +165,8 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         }
         let wanted = self.placement_for(request.purpose);
         // SAFETY: cells belong to `self.shared`, which outlives this call.
-        if unsafe { self.ring.next_mut().cell.get() }.placement != wanted {
+        let placement = unsafe { self.ring.next_mut().cell.get() }.placement;
+        if !self.keeps(placement, wanted) {
             self.swap_for(wanted);
         }
         if request.ops > 1 {
@@ -264,28 +271,33 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     /// The ring is full: free a slot without blocking, or say what to wait for.
     #[inline(never)]
     fn make_room(&mut self) -> Result<(), Error> {
+        let head = self.ring.head();
         self.reclaim_uses();
-        if !self.ring.is_full() {
-            return Ok(());
-        }
-        // A probe may prove a batch, or meet a queue error and fail the
-        // pending uses: either way, reclaim after it.
-        self.probe_fence(1);
-        self.reclaim_uses();
-        if !self.ring.is_full() {
-            return Ok(());
+        if self.ring.is_full() {
+            // A probe may prove a batch, or meet a queue error and fail the
+            // pending uses: either way, reclaim after it.
+            self.probe_fence(1);
+            self.reclaim_uses();
         }
         // No fence of this queue can prove an older generation's use or a
         // copy-engine use; only its own signal can.
         let oldest = self.ring.head();
-        if let Some(slot) = self.ring.oldest().copied()
+        if self.ring.is_full()
+            && let Some(slot) = self.ring.oldest().copied()
             && !self.proofs.fences_can_prove(oldest, &slot)
         {
             self.load_own(oldest);
             self.reclaim_uses();
-            if !self.ring.is_full() {
-                return Ok(());
+        }
+        if !self.ring.is_full() {
+            // The GPU keeps most of the ring busy: every refill this small
+            // would pay a probe and a fence for a handful of uses. Grow, so
+            // that later refills come a whole batch at a time.
+            let freed = (self.ring.head() - head) as usize;
+            if freed < REARM_BATCH.min(self.ring.capacity() / 2) {
+                self.grow();
             }
+            return Ok(());
         }
         if self.grow() {
             return Ok(());
@@ -300,7 +312,11 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         if !self.ring.can_grow() {
             return false;
         }
-        let placement = self.preferred;
+        let placement = if self.device_fell_back {
+            Placement::Host
+        } else {
+            self.config.signals
+        };
         let step = self.ring.growth_step();
         if self.ring.spares(placement) < step {
             let missing = step - self.ring.spares(placement);
@@ -360,8 +376,9 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         let mut scratch = core::mem::take(&mut self.scratch);
         scratch.clear();
         let result = self.shared.memory.allocate(count, placement, &mut scratch);
-        if scratch.iter().any(|&(_, actual)| actual != placement) {
-            self.preferred = Placement::Host;
+        if placement == Placement::Device && scratch.iter().any(|&(_, actual)| actual != placement)
+        {
+            self.device_fell_back = true;
         }
         for (signal, actual) in scratch.drain(..) {
             let cell = self.shared.adopt(signal, actual);

@@ -5,7 +5,8 @@ use core::ptr::NonNull;
 
 /// What a use of a signal is for. It decides where the signal should live:
 /// a use only the profiler reads gets a host-memory signal, everything a CPU
-/// sync or a GPU waiter may read gets the tracker's preferred placement.
+/// sync or a GPU waiter may read gets the configured placement
+/// ([`Config::signals`](crate::Config::signals)).
 ///
 /// ```
 /// use tracker::Purpose;

@@ -8,6 +8,7 @@ use tracker::{Placement, Purpose, Stats, Tracker};
 
 on_every_backend! {
     steady_state_bars_hold_for_the_retiring_tracker_and_not_for_the_baseline,
+    the_bars_hold_while_the_gpu_keeps_most_of_the_ring_busy,
 }
 
 const WARMUP: usize = 4096;
@@ -92,5 +93,49 @@ fn steady_state_bars_hold_for_the_retiring_tracker_and_not_for_the_baseline<B: B
         if let Some(runtime_signals) = retiring.executed().runtime_signals {
             assert_eq!(runtime_signals, 0, "every signal carved from a pool");
         }
+    }
+}
+
+/// A GPU that always keeps `outstanding` packets unfinished: the oldest
+/// completes only once more than that many are queued. With 48 or 60 of the
+/// initial 64 slots busy, each refill of the first ring frees only 16 or 4
+/// uses; the ring must grow so that refills (a probe, a fence) still come a
+/// batch at a time.
+fn the_bars_hold_while_the_gpu_keeps_most_of_the_ring_busy<B: Backend>() {
+    for outstanding in [48u64, 60] {
+        let mut rig = Rig::<B, _>::retiring(device_signals());
+        let (mut submitted, mut completed) = (0u64, 0u64);
+        let mut step = |rig: &mut Rig<B, _>| {
+            rig.submit(true, Purpose::Completion).unwrap();
+            submitted += 1;
+            while submitted - completed > outstanding {
+                let index = rig.launch().unwrap();
+                rig.complete(index).unwrap();
+                rig.advance_read_index().unwrap();
+                completed += 1;
+            }
+        };
+        for _ in 0..WARMUP {
+            step(&mut rig);
+        }
+        let before = rig.tracker.stats();
+        for _ in 0..MEASURED / 4 {
+            step(&mut rig);
+        }
+        let s = rig.tracker.stats().since(&before);
+        report(&format!("busy {outstanding}"), &s);
+        assert!(
+            s.loads_per_retired_use(Placement::Device) <= 1.0 / 32.0,
+            "{outstanding} outstanding: {s:?}"
+        );
+        assert!(
+            s.fences_per_rearm() <= 1.0 / 32.0,
+            "{outstanding} outstanding: {s:?}"
+        );
+        assert_eq!(s.signals_created, 0, "{outstanding} outstanding");
+        assert_eq!(s.backpressure, 0, "{outstanding} outstanding");
+        rig.issued.clear();
+        rig.run_queue();
+        rig.check();
     }
 }

@@ -12,6 +12,7 @@ on_every_backend! {
     elapsed_time_of_an_event_costs_no_pcie_read,
     a_device_allocation_that_fell_back_keeps_a_working_host_signal,
     a_backend_without_device_memory_settles_on_host_signals,
+    after_a_fallback_the_device_signals_stay_in_use,
 }
 
 fn timed_uses_that_wrap_the_ring_keep_their_own_stamps<B: Backend>() {
@@ -160,4 +161,38 @@ fn a_backend_without_device_memory_settles_on_host_signals<B: Backend>() {
     let stats = rig.tracker.stats();
     assert_eq!(stats.signals_created, 64, "the initial ring only");
     assert_eq!(stats.retired, 200);
+}
+
+fn after_a_fallback_the_device_signals_stay_in_use<B: Backend>() {
+    // The ring's first 4 signals are in device memory; growing it runs the
+    // device dry, so the rest come back in host memory. From then on nothing
+    // is swapped: the 4 device signals keep serving syncs in their slots,
+    // and the host signals serve in theirs.
+    let config = Config {
+        initial_size: 4,
+        refill_batch: 4,
+        ..device_signals()
+    };
+    let mut rig = Rig::<B, _>::retiring(config);
+    rig.gpu.exhaust_device_memory(&rig.memory);
+    for _ in 0..16 {
+        rig.submit(true, Purpose::CpuSync).unwrap(); // grows to 16 slots
+    }
+    rig.run();
+    rig.tracker.poll();
+    let before = rig.tracker.stats();
+    let mut device = 0;
+    for _ in 0..160 {
+        let u = rig.submit(true, Purpose::CpuSync).unwrap();
+        if u.placement == Placement::Device {
+            device += 1;
+        }
+        rig.run_queue();
+    }
+    rig.tracker.poll();
+    rig.check();
+    let stats = rig.tracker.stats().since(&before);
+    assert_eq!(stats.spare_swaps, 0, "no slot gave its signal away");
+    assert_eq!(stats.signals_created, 0);
+    assert_eq!(device, 40, "the 4 device signals serve every 16-slot round");
 }
