@@ -29,34 +29,49 @@ use std::time::{Duration, Instant};
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct CostProfile {
-    /// Host load of a host-memory signal. MI300X: 30 ns, an upper bound for a
-    /// load that misses the CPU caches because the GPU wrote the line (a
-    /// snooped system-memory read; usually it hits the cache and costs less).
+    /// Host load of a host-memory signal. MI300X: 30 ns, an estimate, not a
+    /// measurement: meant as an upper bound for a load that misses the CPU
+    /// caches because the GPU wrote the line (a snooped system-memory read;
+    /// usually it hits the cache and costs less). The seed only bounds it:
+    /// a whole hipEventQuery of a completed event with host-memory signals
+    /// took 0.08 us (1.2 us with device-memory signals: one signal load).
     pub host_load: Duration,
-    /// Host store to a host-memory signal. MI300X: 20 ns (a cached store; the
-    /// GPU snoops it, so no fence or flush is needed).
+    /// Host store to a host-memory signal. MI300X: 20 ns, an estimate with no
+    /// measured source: a cached store that the GPU snoops (so no fence or
+    /// flush is needed) retires into the store buffer without waiting for the
+    /// memory system, so it is charged less than a cache-missing load.
     pub host_store: Duration,
     /// Host load of a device-memory signal: an uncached read of VRAM through
     /// the large BAR. MI300X: 1.1 us, the PCIe round trip measured in the seed
     /// (DESIGN.md section 2).
     pub device_load: Duration,
-    /// Host store to a device-memory signal. MI300X: 20 ns: the store lands in
-    /// a write-combining buffer and leaves as a posted PCIe write, so the CPU
-    /// does not wait for it (that is also why it needs a fence).
+    /// Host store to a device-memory signal. MI300X: 20 ns, an estimate with
+    /// no measured source: the store lands in a write-combining buffer and
+    /// leaves as a posted PCIe write, so the CPU does not wait for it (that is
+    /// also why it needs a fence), and it is charged like a cached store.
     pub device_store: Duration,
-    /// A store fence (x86 `sfence`). MI300X: 100 ns, draining the
-    /// write-combining buffers into posted PCIe writes without waiting for
-    /// them to land.
+    /// A store fence (x86 `sfence`). MI300X: 100 ns, an estimate with no
+    /// measured source: the fence drains the write-combining buffers into
+    /// posted PCIe writes without waiting for them to land, so it is charged
+    /// far less than a PCIe round trip (`device_load`) but more than a store.
     pub store_fence: Duration,
     /// An HDP flush: write 1 to `HDP_MEM_FLUSH_CNTL` and read it back.
-    /// MI300X: 1.1 us, one PCIe round trip (the read-back is an uncached MMIO
-    /// read, as slow as a device-memory load).
+    /// MI300X: 1.1 us, estimated as one PCIe round trip of the seed's
+    /// measured 1.1 us (the read-back is an uncached MMIO read, taken to be as
+    /// slow as a device-memory load; the flush itself was not timed).
     pub hdp_flush: Duration,
-    /// Ringing a queue's doorbell (a posted MMIO write). MI300X: 100 ns.
+    /// Ringing a queue's doorbell. MI300X: 100 ns, an estimate with no
+    /// measured source: a posted MMIO write, so the CPU does not wait for the
+    /// round trip, charged like a store fence (both push a write out of the
+    /// core towards PCIe without waiting for it to land). It is part of the
+    /// seed-checked submit-to-seen total (see `kernel_execution`), but small
+    /// beside it.
     pub doorbell: Duration,
     /// From a doorbell write to the launch of the packets it covers: the
     /// command processor notices the doorbell, fetches the packets and
-    /// dispatches. MI300X: 2 us (see `kernel_execution`).
+    /// dispatches. MI300X: 2 us (see `kernel_execution`). Only the sum of
+    /// this and `kernel_execution` is checked against the seed; how it splits
+    /// between the two is an estimate.
     pub launch_latency: Duration,
     /// Execution of an empty kernel dispatch, from launch to the completion
     /// signal's decrement (one wave, then the end-of-kernel release fence).
