@@ -76,6 +76,22 @@ impl CudaContext {
     /// [`DriverTooOld`](crate::Error::DriverTooOld),
     /// [`MissingCapability`](crate::Error::MissingCapability) without
     /// mapped host memory or 64-bit stream memory operations.
+    ///
+    /// ```
+    /// use cuda_backend::{CudaContext, Error};
+    ///
+    /// // No driver or no device is a typed error, never a panic.
+    /// assert!(matches!(
+    ///     CudaContext::new(u32::MAX),
+    ///     Err(Error::LibraryMissing | Error::NoDevice { requested: u32::MAX, .. })
+    /// ));
+    /// let context = match CudaContext::new(0) {
+    ///     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    ///     context => context?,
+    /// };
+    /// assert_eq!(context.info().ordinal, 0);
+    /// # Ok::<(), Error>(())
+    /// ```
     pub fn new(ordinal: u32) -> Result<Self> {
         initialize()?;
         let device = device_handle(ordinal)?;
@@ -113,16 +129,66 @@ impl CudaContext {
     }
 
     /// The device's name, capabilities and driver version.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use cuda_backend::CudaVersion;
+    /// // `new` checked these, so every context has them.
+    /// assert!(context.info().can_map_host_memory && context.info().stream_mem_ops_64);
+    /// assert!(context.info().driver >= CudaVersion::MINIMUM);
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn info(&self) -> &DeviceInfo {
         &self.inner.info
     }
 
     /// The raw primary context, for native CUDA calls in the same process.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// assert!(!context.as_raw().is_null());
+    /// // Clones share the one primary context.
+    /// assert_eq!(context.clone().as_raw(), context.as_raw());
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn as_raw(&self) -> CUcontext {
         self.inner.raw
     }
 
     /// Makes the context current on this thread (if it is not already).
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use cudarc::driver::sys::cuCtxGetCurrent;
+    ///
+    /// // A new thread has no current context until it binds one.
+    /// std::thread::scope(|scope| {
+    ///     scope
+    ///         .spawn(|| {
+    ///             context.bind()?;
+    ///             let mut current = std::ptr::null_mut();
+    ///             // SAFETY: the driver is initialised; `current` is a live local.
+    ///             cuda_backend::check("cuCtxGetCurrent", unsafe { cuCtxGetCurrent(&mut current) })?;
+    ///             assert_eq!(current, context.as_raw());
+    ///             Ok::<(), cuda_backend::Error>(())
+    ///         })
+    ///         .join()
+    ///         .unwrap()
+    /// })?;
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn bind(&self) -> Result<()> {
         let mut current = core::ptr::null_mut();
         // SAFETY: the driver is initialised (a context exists); `current` is
@@ -142,6 +208,20 @@ impl CudaContext {
     /// Waits until every stream of the context is idle (`cuCtxSynchronize`).
     /// Blocks for as long as the GPU works: a `cuStreamWaitValue64` whose
     /// signal nobody completes blocks it for good.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// let (first, second) = (context.create_queue()?, context.create_queue()?);
+    /// first.launch_empty()?;
+    /// second.launch_empty()?;
+    /// context.synchronize()?; // waits for both streams
+    /// assert!(first.is_idle()? && second.is_idle()?);
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;
         // SAFETY: the context is bound to this thread.
@@ -149,6 +229,19 @@ impl CudaContext {
     }
 
     /// A new queue: a stream of this context (see [`CudaQueue`]).
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use tracker::QueueView;
+    /// let queue = context.create_queue()?;
+    /// assert_eq!((queue.reserved(), queue.read_index()), (0, 0));
+    /// assert!(queue.is_idle()?);
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn create_queue(&self) -> Result<CudaQueue> {
         CudaQueue::new(self)
     }
@@ -156,6 +249,23 @@ impl CudaContext {
     /// A retiring tracker with its own signal memory on a new queue, and the
     /// queue. Use `Placement::Host` signals (the default): this backend has
     /// no other kind.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use tracker::{Config, HardwareQueue, Request, Status, Tracker, Work};
+    ///
+    /// let (mut tracker, queue) = context.retiring_tracker(Config::default())?;
+    /// let index = queue.reserve().unwrap();
+    /// let acquired = tracker.acquire(Request::packet(index).barrier(true)).unwrap();
+    /// queue.publish(index, Work::Empty, true, acquired.signal).unwrap();
+    /// queue.synchronize()?;
+    /// assert_eq!(tracker.query(&acquired.ticket).unwrap(), Status::Complete);
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn retiring_tracker(
         &self,
         config: Config,
@@ -167,6 +277,23 @@ impl CudaContext {
 
     /// The baseline tracker with its own signal memory on a new queue, and
     /// the queue.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use tracker::{Config, HardwareQueue, Request, Status, Tracker, Work};
+    ///
+    /// let (mut baseline, queue) = context.baseline_tracker(Config::default())?;
+    /// let index = queue.reserve().unwrap();
+    /// let acquired = baseline.acquire(Request::packet(index).barrier(true)).unwrap();
+    /// queue.publish(index, Work::Empty, true, acquired.signal).unwrap();
+    /// queue.synchronize()?;
+    /// assert_eq!(baseline.query(&acquired.ticket).unwrap(), Status::Complete);
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn baseline_tracker(
         &self,
         config: Config,
@@ -177,6 +304,18 @@ impl CudaContext {
     }
 
     /// A new [`HostFlag`], held.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use cuda_backend::FlagState;
+    /// let flag = context.host_flag()?;
+    /// assert_eq!(flag.state(), FlagState::Held);
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn host_flag(&self) -> Result<HostFlag> {
         Ok(HostFlag::new(self.clone(), self.allocate_pinned(8)?))
     }
@@ -185,6 +324,25 @@ impl CudaContext {
     /// threads in one block (1 is plenty; more than the device's limit,
     /// 1024 on current GPUs, makes every launch fail with
     /// `CUDA_ERROR_INVALID_VALUE`).
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use std::time::{Duration, Instant};
+    /// use tracker::HardwareQueue;
+    ///
+    /// let busy = context.register_busy_kernel(Duration::from_millis(2), 1);
+    /// let queue = context.create_queue()?;
+    /// let start = Instant::now();
+    /// let index = queue.reserve().unwrap();
+    /// queue.publish(index, busy.work(), true, 0).unwrap();
+    /// queue.synchronize()?;
+    /// assert!(start.elapsed() >= Duration::from_millis(2));
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn register_busy_kernel(&self, duration: Duration, threads: u32) -> KernelHandle {
         self.inner.registry.register(Launch::Busy {
             nanos: nanos(duration),
@@ -195,6 +353,26 @@ impl CudaContext {
     /// Registers `sigpool_spin_until` on `flag`: it runs until the host
     /// releases the flag, or until `timeout` passes (then the flag says
     /// [`GaveUp`](crate::FlagState::GaveUp)).
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use std::time::Duration;
+    /// use cuda_backend::FlagState;
+    /// use tracker::HardwareQueue;
+    ///
+    /// let flag = context.host_flag()?;
+    /// let spin = context.register_spin_kernel(&flag, Duration::from_millis(1));
+    /// let queue = context.create_queue()?;
+    /// let index = queue.reserve().unwrap();
+    /// queue.publish(index, spin.work(), true, 0).unwrap();
+    /// queue.synchronize()?; // nobody releases the flag: the kernel gives up after 1 ms
+    /// assert_eq!(flag.state(), FlagState::GaveUp);
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn register_spin_kernel(&self, flag: &HostFlag, timeout: Duration) -> KernelHandle {
         self.inner.registry.register(Launch::SpinUntil {
             flag: flag.device_address(),
@@ -203,12 +381,38 @@ impl CudaContext {
     }
 
     /// Bytes of pinned host memory this context holds.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// let before = context.pinned_bytes();
+    /// let _flag = context.host_flag()?; // one pinned 64-bit word
+    /// assert_eq!(context.pinned_bytes(), before + 8);
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn pinned_bytes(&self) -> usize {
         self.inner.arena.bytes()
     }
 
     /// What to print next to a measurement: device, driver, kernel module,
     /// and the CUDA API this crate was built against.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use cuda_backend::CudaVersion;
+    /// let report = context.report();
+    /// assert_eq!(report.device, context.info().name);
+    /// assert_eq!(report.built_against, CudaVersion::BUILT_AGAINST);
+    /// println!("{report}");
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn report(&self) -> crate::native::SystemReport {
         crate::native::SystemReport::of(self)
     }

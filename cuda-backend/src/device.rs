@@ -81,6 +81,25 @@ impl DeviceInfo {
 
     /// Whether the device can carry completion signals: a typed error
     /// naming the first missing capability otherwise.
+    ///
+    /// ```
+    /// use cuda_backend::{CudaVersion, DeviceInfo, Error};
+    ///
+    /// let old = DeviceInfo {
+    ///     ordinal: 1,
+    ///     name: "Old GPU".into(),
+    ///     compute_capability: (6, 0),
+    ///     driver: CudaVersion::new(12, 0),
+    ///     can_map_host_memory: true,
+    ///     unified_addressing: true,
+    ///     stream_mem_ops_64: false,
+    ///     wait_value_nor: false,
+    /// };
+    /// let Err(Error::MissingCapability { ordinal, missing, .. }) = old.require_signal_support() else {
+    ///     panic!("a device without 64-bit stream memory operations cannot carry signals");
+    /// };
+    /// assert_eq!((ordinal, missing), (1, "CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS"));
+    /// ```
     pub fn require_signal_support(&self) -> Result<()> {
         let missing = |missing, why| {
             Err(Error::MissingCapability {

@@ -33,18 +33,44 @@ impl CudaVersion {
     /// The oldest driver this backend accepts. CUDA 12.0 turned stream memory
     /// operations on by default and made the `_v2` entry points (which cudarc
     /// binds) the only ones; older drivers need a kernel-module option.
+    ///
+    /// ```
+    /// use cuda_backend::CudaVersion;
+    /// assert_eq!(CudaVersion::MINIMUM.to_string(), "12.0");
+    /// assert!(CudaVersion::new(11, 8) < CudaVersion::MINIMUM);
+    /// ```
     pub const MINIMUM: CudaVersion = CudaVersion::new(12, 0);
 
     /// The CUDA headers cudarc's bindings were generated from (its
     /// `cuda-12080` feature): the API this crate was built against.
+    ///
+    /// ```
+    /// use cuda_backend::CudaVersion;
+    /// assert_eq!(CudaVersion::BUILT_AGAINST, CudaVersion::from_encoded(12080));
+    /// assert!(CudaVersion::BUILT_AGAINST >= CudaVersion::MINIMUM);
+    /// ```
     pub const BUILT_AGAINST: CudaVersion = CudaVersion::new(12, 8);
 
     /// A version from its parts.
+    ///
+    /// ```
+    /// use cuda_backend::CudaVersion;
+    /// let version = CudaVersion::new(12, 8);
+    /// assert_eq!((version.major, version.minor), (12, 8));
+    /// assert!(version < CudaVersion::new(12, 10)); // ordered by number, not text
+    /// ```
     pub const fn new(major: u32, minor: u32) -> Self {
         Self { major, minor }
     }
 
     /// Decodes `cuDriverGetVersion`'s integer (12080 is 12.8).
+    ///
+    /// ```
+    /// use cuda_backend::CudaVersion;
+    /// assert_eq!(CudaVersion::from_encoded(12080), CudaVersion::new(12, 8));
+    /// assert_eq!(CudaVersion::from_encoded(13010).to_string(), "13.1");
+    /// assert_eq!(CudaVersion::from_encoded(-1), CudaVersion::new(0, 0));
+    /// ```
     pub const fn from_encoded(encoded: i32) -> Self {
         let encoded = if encoded < 0 { 0 } else { encoded as u32 };
         Self::new(encoded / 1000, (encoded % 1000) / 10)
@@ -135,6 +161,14 @@ pub fn driver_version() -> Result<CudaVersion> {
 /// The NVIDIA kernel module's version (`580.159.04`), read from
 /// `/proc/driver/nvidia/version`, for reports. The CUDA driver API has no
 /// call for it. `None` where the file is missing (no driver, not Linux).
+///
+/// ```
+/// match cuda_backend::kernel_module_version() {
+///     // Dotted numbers only: the module's banner and build date are dropped.
+///     Some(version) => assert!(version.split('.').all(|part| part.parse::<u32>().is_ok())),
+///     None => println!("no NVIDIA kernel module on this machine"),
+/// }
+/// ```
 pub fn kernel_module_version() -> Option<String> {
     let text = std::fs::read_to_string("/proc/driver/nvidia/version").ok()?;
     parse_kernel_module_version(&text)

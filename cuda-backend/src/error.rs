@@ -96,10 +96,30 @@ pub enum Error {
 }
 
 /// This crate's result type.
+///
+/// ```
+/// use cuda_backend::{Error, Result, check};
+/// use cudarc::driver::sys::CUresult;
+///
+/// fn launch() -> Result<u32> {
+///     check("cuLaunchKernel", CUresult::CUDA_ERROR_INVALID_VALUE)?;
+///     Ok(1)
+/// }
+/// assert!(matches!(launch(), Err(Error::Driver { call: "cuLaunchKernel", .. })));
+/// ```
 pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
     /// The driver's name for the result code, if this is a driver error.
+    ///
+    /// ```
+    /// use cuda_backend::{Error, check};
+    /// use cudarc::driver::sys::CUresult;
+    ///
+    /// let error = check("cuStreamQuery", CUresult::CUDA_ERROR_ILLEGAL_ADDRESS).unwrap_err();
+    /// assert_eq!(error.code_name().as_deref(), Some("CUDA_ERROR_ILLEGAL_ADDRESS"));
+    /// assert_eq!(Error::LibraryMissing.code_name(), None);
+    /// ```
     pub fn code_name(&self) -> Option<String> {
         match self {
             Error::Driver { code, .. } | Error::KernelLoad { code, .. } => {
@@ -113,6 +133,17 @@ impl Error {
     /// faulted, the device fell off the bus). Every later call on the context
     /// fails the same way; no enqueued work will complete, so pending uses
     /// may be failed and their signals reused.
+    ///
+    /// ```
+    /// use cuda_backend::check;
+    /// use cudarc::driver::sys::CUresult;
+    ///
+    /// let fault = check("cuStreamQuery", CUresult::CUDA_ERROR_ILLEGAL_ADDRESS).unwrap_err();
+    /// assert!(fault.is_context_lost());
+    /// // Out of memory is not sticky: the context is still usable.
+    /// let full = check("cuMemHostAlloc", CUresult::CUDA_ERROR_OUT_OF_MEMORY).unwrap_err();
+    /// assert!(!full.is_context_lost());
+    /// ```
     pub fn is_context_lost(&self) -> bool {
         matches!(self, Error::Driver { code, .. } if is_sticky(*code))
     }

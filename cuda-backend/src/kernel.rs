@@ -14,6 +14,28 @@
 //!   a [`HostFlag`] (the queue layer's regression test: a kernel that runs
 //!   until the host releases it). It gives up after `timeout_ns` and says so
 //!   in the flag, so a test that forgets to release it cannot hang the GPU.
+//!
+//! A timed use on a busy kernel reports the GPU's own start and end:
+//!
+//! ```
+//! # use cuda_backend::{CudaContext, Error};
+//! # let context = match CudaContext::new(0) {
+//! #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+//! #     context => context?,
+//! # };
+//! use std::time::Duration;
+//! use tracker::{Config, HardwareQueue, Request, Tracker};
+//!
+//! let (mut tracker, queue) = context.retiring_tracker(Config::default())?;
+//! let busy = context.register_busy_kernel(Duration::from_micros(200), 1);
+//! let index = queue.reserve().unwrap();
+//! let acquired = tracker.acquire(Request::packet(index).barrier(true).timed(true)).unwrap();
+//! queue.publish(index, busy.work(), true, acquired.signal).unwrap();
+//! queue.synchronize()?;
+//! let stamps = tracker.timestamps(&acquired.ticket).unwrap().unwrap();
+//! assert!(stamps.ticks() >= 200_000); // %globaltimer nanoseconds
+//! # Ok::<(), cuda_backend::Error>(())
+//! ```
 
 use crate::context::CudaContext;
 use crate::error::{Error, Result, check};
@@ -237,14 +259,49 @@ pub struct KernelHandle(u64);
 
 impl KernelHandle {
     /// The empty kernel (the same as [`Work::Empty`]).
+    ///
+    /// ```
+    /// use cuda_backend::KernelHandle;
+    /// use tracker::Work;
+    /// assert_eq!(KernelHandle::EMPTY.raw(), 0);
+    /// assert_eq!(KernelHandle::EMPTY.work(), Work::Kernel(0)); // which a queue runs as `Work::Empty`
+    /// ```
     pub const EMPTY: KernelHandle = KernelHandle(0);
 
     /// The value for [`Work::Kernel`].
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use std::time::Duration;
+    /// use cuda_backend::KernelHandle;
+    ///
+    /// let busy = context.register_busy_kernel(Duration::from_micros(10), 1);
+    /// assert_ne!(busy.raw(), KernelHandle::EMPTY.raw()); // registered launches count from 1
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub const fn raw(self) -> u64 {
         self.0
     }
 
     /// The work that launches this kernel.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use std::time::Duration;
+    /// use tracker::Work;
+    ///
+    /// let busy = context.register_busy_kernel(Duration::from_micros(10), 1);
+    /// assert_eq!(busy.work(), Work::Kernel(busy.raw()));
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub const fn work(self) -> Work<'static> {
         Work::Kernel(self.0)
     }
@@ -280,6 +337,21 @@ impl Registry {
 }
 
 /// What a [`HostFlag`] says.
+///
+/// ```
+/// # use cuda_backend::{CudaContext, Error};
+/// # let context = match CudaContext::new(0) {
+/// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+/// #     context => context?,
+/// # };
+/// use cuda_backend::FlagState;
+///
+/// let flag = context.host_flag()?;
+/// assert_eq!(flag.state(), FlagState::Held); // a new flag holds its spin kernels
+/// flag.release();
+/// assert_eq!(flag.state(), FlagState::Released);
+/// # Ok::<(), cuda_backend::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlagState {
     /// Set by no one: spin kernels on it keep spinning.
@@ -333,16 +405,55 @@ impl HostFlag {
     }
 
     /// Releases every spin kernel on this flag.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use cuda_backend::FlagState;
+    /// let flag = context.host_flag()?;
+    /// flag.release();
+    /// assert_eq!(flag.state(), FlagState::Released);
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn release(&self) {
         self.word().store(1, Ordering::Release);
     }
 
     /// Holds later spin kernels again.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use cuda_backend::FlagState;
+    /// let flag = context.host_flag()?;
+    /// flag.release();
+    /// flag.reset();
+    /// assert_eq!(flag.state(), FlagState::Held);
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn reset(&self) {
         self.word().store(0, Ordering::Release);
     }
 
     /// What the flag says now.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use cuda_backend::FlagState;
+    /// let flag = context.host_flag()?;
+    /// assert_eq!(flag.state(), FlagState::Held);
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn state(&self) -> FlagState {
         match self.word().load(Ordering::Acquire) {
             0 => FlagState::Held,
@@ -352,6 +463,19 @@ impl HostFlag {
     }
 
     /// The flag's address as the GPU sees it.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// let flag = context.host_flag()?;
+    /// // What a spin kernel polls: a 64-bit word, so 8-byte aligned.
+    /// assert_eq!(flag.device_address() % 8, 0);
+    /// assert_ne!(flag.device_address(), 0);
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn device_address(&self) -> u64 {
         self.word.device
     }

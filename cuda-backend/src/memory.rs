@@ -33,6 +33,12 @@ use tracker::{AllocError, Placement, SignalMemory, Timestamps};
 /// The kernels write `start_ns` and `end_ns` at byte offsets 8 and 16 of the
 /// block whose address they are given (the signal's packet handle), so the
 /// layout is part of the PTX's contract; it is asserted at compile time.
+///
+/// ```
+/// use cuda_backend::{CudaMemory, SignalBlock};
+/// assert_eq!((SignalBlock::SIZE, core::mem::align_of::<SignalBlock>()), (32, 32));
+/// assert_eq!(CudaMemory::DEFAULT_BATCH * SignalBlock::SIZE, 4096); // one page per batch
+/// ```
 #[repr(C, align(32))]
 #[derive(Debug, Default)]
 pub struct SignalBlock {
@@ -47,10 +53,24 @@ pub struct SignalBlock {
 
 impl SignalBlock {
     /// Bytes per block.
+    ///
+    /// ```
+    /// assert_eq!(cuda_backend::SignalBlock::SIZE, 32);
+    /// ```
     pub const SIZE: usize = core::mem::size_of::<SignalBlock>();
+
     /// Where the kernels write the start stamp.
+    ///
+    /// ```
+    /// assert_eq!(cuda_backend::SignalBlock::START_OFFSET, 8); // right after the value
+    /// ```
     pub const START_OFFSET: usize = core::mem::offset_of!(SignalBlock, start_ns);
+
     /// Where the kernels write the end stamp.
+    ///
+    /// ```
+    /// assert_eq!(cuda_backend::SignalBlock::END_OFFSET, 16);
+    /// ```
     pub const END_OFFSET: usize = core::mem::offset_of!(SignalBlock, end_ns);
 }
 
@@ -65,6 +85,24 @@ const _: () = {
 /// A signal: the host and device addresses of its block.
 ///
 /// Cheap to copy; meaningful only to the [`CudaMemory`] that allocated it.
+///
+/// ```
+/// # use cuda_backend::{CudaContext, Error};
+/// # let context = match CudaContext::new(0) {
+/// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+/// #     context => context?,
+/// # };
+/// use cuda_backend::{CudaMemory, SignalBlock};
+/// use tracker::{Placement, SignalMemory};
+///
+/// let memory = CudaMemory::new(&context);
+/// let mut signals = Vec::new();
+/// memory.allocate(2, Placement::Host, &mut signals).unwrap();
+/// let (first, second) = (signals[0].0, signals[1].0);
+/// // Consecutive blocks of one pinned batch.
+/// assert_eq!(second.device_address() - first.device_address(), SignalBlock::SIZE as u64);
+/// # Ok::<(), cuda_backend::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct CudaSignal {
     block: NonNull<SignalBlock>,
@@ -84,11 +122,50 @@ impl CudaSignal {
 
     /// The value word's address as the GPU sees it: what a stream memory
     /// operation writes or waits on, and the signal's packet handle.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use cuda_backend::CudaMemory;
+    /// use tracker::{Placement, SignalMemory};
+    ///
+    /// let memory = CudaMemory::new(&context);
+    /// let mut signals = Vec::new();
+    /// memory.allocate(1, Placement::Host, &mut signals).unwrap();
+    /// let signal = signals[0].0;
+    /// // What a stream writes is what a packet names.
+    /// assert_eq!(memory.packet_handle(signal), signal.device_address());
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn device_address(&self) -> u64 {
         self.device
     }
 
     /// The block's address as the host sees it.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use cuda_backend::{CudaMemory, SignalBlock};
+    /// use tracker::{Placement, SignalMemory};
+    ///
+    /// let memory = CudaMemory::new(&context);
+    /// let mut signals = Vec::new();
+    /// memory.allocate(1, Placement::Host, &mut signals).unwrap();
+    /// let signal = signals[0].0;
+    /// assert_eq!(signal.host_address() as usize % SignalBlock::SIZE, 0);
+    /// if context.info().unified_addressing {
+    ///     // One address space: the GPU's address of the word is the host's.
+    ///     assert_eq!(signal.host_address() as u64, signal.device_address());
+    /// }
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn host_address(&self) -> *const SignalBlock {
         self.block.as_ptr()
     }
@@ -129,15 +206,49 @@ pub struct CudaMemory {
 
 impl CudaMemory {
     /// Blocks per pinned allocation by default: one 4 KiB page.
+    ///
+    /// ```
+    /// assert_eq!(cuda_backend::CudaMemory::DEFAULT_BATCH, 128);
+    /// ```
     pub const DEFAULT_BATCH: usize = 4096 / SignalBlock::SIZE;
 
     /// Signal memory of `context`, allocating [`DEFAULT_BATCH`](Self::DEFAULT_BATCH)
     /// blocks at a time.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use cuda_backend::CudaMemory;
+    /// let memory = CudaMemory::new(&context);
+    /// assert_eq!(memory.batches_allocated(), 0); // nothing is pinned until signals are asked for
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn new(context: &CudaContext) -> Self {
         Self::with_batch(context, Self::DEFAULT_BATCH)
     }
 
     /// Signal memory that allocates at least `blocks` blocks at a time.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use cuda_backend::CudaMemory;
+    /// use tracker::{Placement, SignalMemory};
+    ///
+    /// let memory = CudaMemory::with_batch(&context, 8);
+    /// let mut signals = Vec::new();
+    /// memory.allocate(8, Placement::Host, &mut signals).unwrap();
+    /// assert_eq!(memory.batches_allocated(), 1);
+    /// memory.allocate(1, Placement::Host, &mut signals).unwrap(); // the ninth needs a new batch
+    /// assert_eq!(memory.batches_allocated(), 2);
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn with_batch(context: &CudaContext, blocks: usize) -> Self {
         Self {
             context: context.clone(),
@@ -147,16 +258,61 @@ impl CudaMemory {
     }
 
     /// The context whose memory this is.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use cuda_backend::CudaMemory;
+    /// let memory = CudaMemory::new(&context);
+    /// assert_eq!(memory.context().as_raw(), context.as_raw());
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn context(&self) -> &CudaContext {
         &self.context
     }
 
     /// Signals asked for in device memory and served from host memory.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use cuda_backend::CudaMemory;
+    /// use tracker::{Placement, SignalMemory};
+    ///
+    /// let memory = CudaMemory::new(&context);
+    /// let mut signals = Vec::new();
+    /// memory.allocate(4, Placement::Device, &mut signals).unwrap();
+    /// memory.allocate(2, Placement::Host, &mut signals).unwrap();
+    /// assert_eq!(memory.device_requests_served_from_host(), 4);
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn device_requests_served_from_host(&self) -> u64 {
         self.device_requests.load(Ordering::Relaxed)
     }
 
     /// Pinned allocations made so far.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use cuda_backend::CudaMemory;
+    /// use tracker::{Placement, SignalMemory};
+    ///
+    /// let memory = CudaMemory::new(&context);
+    /// let mut signals = Vec::new();
+    /// memory.allocate(CudaMemory::DEFAULT_BATCH, Placement::Host, &mut signals).unwrap();
+    /// assert_eq!(memory.batches_allocated(), 1);
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn batches_allocated(&self) -> usize {
         self.carver.lock().chunks()
     }

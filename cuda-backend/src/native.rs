@@ -31,6 +31,14 @@ use cudarc::driver::sys::{self, CUevent, CUevent_flags};
 use std::time::Duration;
 
 /// How an event is created.
+///
+/// ```
+/// use cuda_backend::native::EventFlags;
+///
+/// // The cheapest event to record and query: no timestamps, spin on sync.
+/// let cheap = EventFlags { timing: false, ..EventFlags::default() };
+/// assert!(!cheap.timing && !cheap.blocking_sync);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EventFlags {
     /// Record timestamps (`cuEventElapsedTime`); without them an event is
@@ -43,6 +51,11 @@ pub struct EventFlags {
 
 impl Default for EventFlags {
     /// Timing on, spinning synchronisation: `cudaEventDefault`.
+    ///
+    /// ```
+    /// use cuda_backend::native::EventFlags;
+    /// assert_eq!(EventFlags::default(), EventFlags { timing: true, blocking_sync: false });
+    /// ```
     fn default() -> Self {
         Self {
             timing: true,
@@ -65,6 +78,23 @@ impl EventFlags {
 }
 
 /// A native CUDA event (`cuEventCreate`), destroyed on drop.
+///
+/// ```
+/// # use cuda_backend::{CudaContext, Error};
+/// # let context = match CudaContext::new(0) {
+/// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+/// #     context => context?,
+/// # };
+/// use cuda_backend::native::{Event, EventFlags};
+///
+/// let queue = context.create_queue()?;
+/// let event = Event::new(&context, EventFlags::default())?;
+/// queue.launch_empty()?;
+/// event.record(&queue)?; // completes once the launch before it has run
+/// event.synchronize()?;
+/// assert!(event.is_complete()?);
+/// # Ok::<(), cuda_backend::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Event {
     raw: CUevent,
@@ -79,6 +109,18 @@ unsafe impl Sync for Event {}
 
 impl Event {
     /// A new event of `context`.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use cuda_backend::native::{Event, EventFlags};
+    /// let event = Event::new(&context, EventFlags::default())?;
+    /// assert!(event.is_complete()?); // an event never recorded counts as complete
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn new(context: &CudaContext, flags: EventFlags) -> Result<Self> {
         context.bind()?;
         let mut raw = core::ptr::null_mut();
@@ -94,6 +136,30 @@ impl Event {
 
     /// Records the event on `queue`'s stream (`cuEventRecord`): it completes
     /// when everything published before it has run.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use std::time::Duration;
+    /// use cuda_backend::native::{Event, EventFlags};
+    /// use tracker::HardwareQueue;
+    ///
+    /// let queue = context.create_queue()?;
+    /// let flag = context.host_flag()?;
+    /// let spin = context.register_spin_kernel(&flag, Duration::from_secs(5));
+    /// let index = queue.reserve().unwrap();
+    /// queue.publish(index, spin.work(), true, 0).unwrap();
+    /// let event = Event::new(&context, EventFlags::default())?;
+    /// event.record(&queue)?;
+    /// assert!(!event.is_complete()?); // behind the spinning kernel
+    /// flag.release();
+    /// event.synchronize()?;
+    /// assert!(event.is_complete()?);
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn record(&self, queue: &CudaQueue) -> Result<()> {
         self.context.bind()?;
         // SAFETY: both handles are alive and of the bound context (a queue
@@ -104,6 +170,27 @@ impl Event {
     }
 
     /// Blocks until the event completes (`cuEventSynchronize`).
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use std::time::Duration;
+    /// use cuda_backend::native::{Event, EventFlags};
+    /// use tracker::HardwareQueue;
+    ///
+    /// let queue = context.create_queue()?;
+    /// let busy = context.register_busy_kernel(Duration::from_millis(1), 1);
+    /// let index = queue.reserve().unwrap();
+    /// queue.publish(index, busy.work(), true, 0).unwrap();
+    /// let event = Event::new(&context, EventFlags { blocking_sync: true, ..EventFlags::default() })?;
+    /// event.record(&queue)?;
+    /// event.synchronize()?; // sleeps in the driver rather than spinning
+    /// assert!(queue.is_idle()?);
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn synchronize(&self) -> Result<()> {
         self.context.bind()?;
         // SAFETY: the event is alive and its context bound.
@@ -114,6 +201,22 @@ impl Event {
 
     /// Whether the event has completed (`cuEventQuery`; `NOT_READY` is
     /// `false`, not an error).
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use cuda_backend::native::{Event, EventFlags};
+    ///
+    /// let queue = context.create_queue()?;
+    /// let event = Event::new(&context, EventFlags::default())?;
+    /// event.record(&queue)?; // nothing before it on the stream
+    /// queue.synchronize()?;
+    /// assert!(event.is_complete()?);
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn is_complete(&self) -> Result<bool> {
         self.context.bind()?;
         // SAFETY: the event is alive and its context bound.
@@ -125,6 +228,30 @@ impl Event {
 
     /// GPU time from `start` to this event (`cuEventElapsedTime`, about
     /// 0.5 us resolution). Both must have completed and have timing on.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use std::time::Duration;
+    /// use cuda_backend::native::{Event, EventFlags};
+    /// use tracker::HardwareQueue;
+    ///
+    /// let queue = context.create_queue()?;
+    /// let busy = context.register_busy_kernel(Duration::from_millis(2), 1);
+    /// let start = Event::new(&context, EventFlags::default())?;
+    /// let end = Event::new(&context, EventFlags::default())?;
+    /// start.record(&queue)?;
+    /// let index = queue.reserve().unwrap();
+    /// queue.publish(index, busy.work(), true, 0).unwrap();
+    /// end.record(&queue)?;
+    /// end.synchronize()?;
+    /// // Events keep their own clock; allow for its 0.5 us resolution and more.
+    /// assert!(end.elapsed_since(&start)? >= Duration::from_millis(1));
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn elapsed_since(&self, start: &Event) -> Result<Duration> {
         self.context.bind()?;
         let mut milliseconds = 0f32;
@@ -139,6 +266,18 @@ impl Event {
     }
 
     /// The raw event, for other native calls.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use cuda_backend::native::{Event, EventFlags};
+    /// let event = Event::new(&context, EventFlags::default())?;
+    /// assert!(!event.as_raw().is_null());
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn as_raw(&self) -> CUevent {
         self.raw
     }
@@ -156,6 +295,22 @@ impl Drop for Event {
 
 /// The machine a figure was measured on: device, driver, kernel module, and
 /// the CUDA API this crate was built against.
+///
+/// ```
+/// use cuda_backend::{CudaVersion, native::SystemReport};
+///
+/// let report = SystemReport {
+///     device: "NVIDIA H200".into(),
+///     compute_capability: (9, 0),
+///     cuda_driver: CudaVersion::new(13, 0),
+///     kernel_module: None,
+///     built_against: CudaVersion::BUILT_AGAINST,
+/// };
+/// assert_eq!(
+///     report.to_string(),
+///     "NVIDIA H200 (compute 9.0), driver unknown (CUDA 13.0), built against CUDA 12.8"
+/// );
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SystemReport {
     /// The device's name (`NVIDIA H200`).
@@ -172,6 +327,19 @@ pub struct SystemReport {
 
 impl SystemReport {
     /// The report for `context`'s device.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use cuda_backend::native::SystemReport;
+    /// let report = SystemReport::of(&context);
+    /// assert_eq!(report.compute_capability, context.info().compute_capability);
+    /// assert_eq!(report.kernel_module, cuda_backend::kernel_module_version());
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn of(context: &CudaContext) -> Self {
         let info = context.info();
         Self {

@@ -138,6 +138,19 @@ impl OwnedWork {
 }
 
 /// Why a queue stopped accepting work.
+///
+/// ```
+/// use cuda_backend::{Error, QueueFailure};
+/// use cudarc::driver::sys::CUresult;
+///
+/// let failure = QueueFailure {
+///     index: 7,
+///     error: Error::Driver { call: "cuStreamBatchMemOp_v2", code: CUresult::CUDA_ERROR_INVALID_VALUE },
+/// };
+/// let text = failure.to_string();
+/// assert!(text.contains("no completion is written from index 7 on"));
+/// assert!(text.contains("cuStreamBatchMemOp_v2"));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
     "publication {index} failed ({error}); no completion is written from index {index} on: \
@@ -172,23 +185,86 @@ impl CudaQueue {
     }
 
     /// The context the stream belongs to.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// let queue = context.create_queue()?;
+    /// assert_eq!(queue.context().as_raw(), context.as_raw());
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn context(&self) -> &CudaContext {
         &self.inner.context
     }
 
     /// The raw stream, for native CUDA calls (events) on it.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// let (first, second) = (context.create_queue()?, context.create_queue()?);
+    /// assert!(!first.as_raw().is_null());
+    /// assert_ne!(first.as_raw(), second.as_raw()); // each queue owns its stream
+    /// // Clones share it.
+    /// assert_eq!(first.clone().as_raw(), first.as_raw());
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn as_raw(&self) -> CUstream {
         self.inner.stream.raw()
     }
 
     /// Blocks until everything published so far has run
     /// (`cuStreamSynchronize`).
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use tracker::{HardwareQueue, QueueView, Work};
+    ///
+    /// let queue = context.create_queue()?;
+    /// let index = queue.reserve().unwrap();
+    /// queue.publish(index, Work::Empty, true, 0).unwrap();
+    /// queue.synchronize()?;
+    /// assert_eq!(queue.read_index(), index + 1); // its progress write has landed
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn synchronize(&self) -> Result<()> {
         self.inner.context.bind()?;
         self.inner.stream.synchronize()
     }
 
     /// Whether everything published so far has run (`cuStreamQuery`).
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use std::time::Duration;
+    /// use tracker::HardwareQueue;
+    ///
+    /// let queue = context.create_queue()?;
+    /// assert!(queue.is_idle()?);
+    /// let flag = context.host_flag()?;
+    /// let spin = context.register_spin_kernel(&flag, Duration::from_secs(5));
+    /// let index = queue.reserve().unwrap();
+    /// queue.publish(index, spin.work(), true, 0).unwrap();
+    /// assert!(!queue.is_idle()?); // the kernel spins until the flag is released
+    /// flag.release();
+    /// queue.synchronize()?;
+    /// assert!(queue.is_idle()?);
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn is_idle(&self) -> Result<bool> {
         self.inner.context.bind()?;
         self.inner.stream.is_idle()
@@ -197,33 +273,124 @@ impl CudaQueue {
     /// `Ok` while the stream can run work; the driver's error once the
     /// context is lost (then [`Error::is_context_lost`] is true and no
     /// published work will complete).
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// let queue = context.create_queue()?;
+    /// queue.launch_empty()?;
+    /// assert_eq!(queue.health(), Ok(()));
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn health(&self) -> Result<()> {
         self.is_idle().map(|_| ())
     }
 
     /// Why the queue stopped accepting work, if it did.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use tracker::{HardwareQueue, Work};
+    ///
+    /// let queue = context.create_queue()?;
+    /// let index = queue.reserve().unwrap();
+    /// queue.publish(index, Work::Marker, true, 0).unwrap();
+    /// assert_eq!(queue.failure(), None); // only a driver error while enqueueing fails a queue
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn failure(&self) -> Option<QueueFailure> {
         self.inner.publisher.lock().failure.clone()
     }
 
     /// Indices handed out by `reserve` so far.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use tracker::HardwareQueue;
+    ///
+    /// let queue = context.create_queue()?;
+    /// let (first, second) = (queue.reserve().unwrap(), queue.reserve().unwrap());
+    /// assert_eq!((first, second), (0, 1));
+    /// assert_eq!(queue.reserved(), 2);
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn reserved(&self) -> u64 {
         self.inner.reserved.load(Ordering::Acquire)
     }
 
     /// Indices enqueued (or consumed by a rejected publication) so far: the
     /// first index still waiting to be published.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use tracker::{HardwareQueue, Work};
+    ///
+    /// let queue = context.create_queue()?;
+    /// let index = queue.reserve().unwrap();
+    /// queue.reserve().unwrap(); // reserved, not yet published
+    /// queue.publish(index, Work::Marker, true, 0).unwrap();
+    /// assert_eq!((queue.reserved(), queue.published()), (2, 1));
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn published(&self) -> u64 {
         self.inner.publisher.lock().order.next()
     }
 
     /// Publications parked until an earlier index is published.
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use tracker::{HardwareQueue, Work};
+    ///
+    /// let queue = context.create_queue()?;
+    /// let (first, second) = (queue.reserve().unwrap(), queue.reserve().unwrap());
+    /// queue.publish(second, Work::Marker, true, 0).unwrap(); // waits for `first`
+    /// assert_eq!((queue.parked(), queue.published()), (1, 0));
+    /// queue.publish(first, Work::Marker, true, 0).unwrap(); // both go, in order
+    /// assert_eq!((queue.parked(), queue.published()), (0, 2));
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn parked(&self) -> usize {
         self.inner.publisher.lock().order.parked()
     }
 
     /// Launches the empty kernel with no signal and no index: untracked
     /// work, for native baselines (an event recorded after it).
+    ///
+    /// ```
+    /// # use cuda_backend::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use tracker::QueueView;
+    ///
+    /// let queue = context.create_queue()?;
+    /// queue.launch_empty()?;
+    /// queue.synchronize()?;
+    /// // Untracked: no index was used and no progress is written.
+    /// assert_eq!((queue.reserved(), queue.read_index()), (0, 0));
+    /// # Ok::<(), cuda_backend::Error>(())
+    /// ```
     pub fn launch_empty(&self) -> Result<()> {
         let _ordered = self.inner.publisher.lock();
         self.inner.context.bind()?;
