@@ -21,6 +21,19 @@ static ALLOCATOR: sigbench::alloc::Counting = sigbench::alloc::Counting;
 const USAGE: &str = "usage: sigbench [--backend auto|sim|rocr|cuda] [--iterations N] [--warmup N] \
                      [--steady-uses N] [--json FILE] [--markdown]";
 
+const HELP: &str = "\
+Event and synchronize latency of the retiring tracker and the baseline (and,
+on an NVIDIA GPU, CUDA's own calls), with the tracker's memory traffic per
+call, then the steady-state counters.
+
+  --backend B        auto (default: ROCr, then CUDA, then the simulator),
+                     sim, rocr or cuda
+  --iterations N     timed calls per cell (default 2000, at least 1)
+  --warmup N         untimed calls before them (default 100)
+  --steady-uses N    uses measured in the steady-state loops (default 20000)
+  --json FILE        also write the report as JSON
+  --markdown         print the tables as Markdown";
+
 struct Options {
     backend: String,
     iterations: usize,
@@ -49,15 +62,19 @@ fn parse() -> Result<Options, String> {
             v.parse::<usize>()
                 .map_err(|_| format!("not a number: {v}\n{USAGE}"))
         };
+        let positive = |v: String| match number(v.clone())? {
+            0 => Err(format!("{arg} must be at least 1, not {v}\n{USAGE}")),
+            n => Ok(n),
+        };
         match arg.as_str() {
             "--backend" => o.backend = value()?,
-            "--iterations" => o.iterations = number(value()?)?.max(1),
+            "--iterations" => o.iterations = positive(value()?)?,
             "--warmup" => o.warmup = number(value()?)?,
-            "--steady-uses" => o.steady_uses = number(value()?)?.max(1),
+            "--steady-uses" => o.steady_uses = positive(value()?)?,
             "--json" => o.json = Some(value()?),
             "--markdown" => o.markdown = true,
             "-h" | "--help" => {
-                println!("{USAGE}");
+                println!("{USAGE}\n\n{HELP}");
                 std::process::exit(0);
             }
             _ => return Err(format!("unknown option {arg}\n{USAGE}")),
@@ -65,6 +82,15 @@ fn parse() -> Result<Options, String> {
     }
     if !["auto", "sim", "rocr", "cuda"].contains(&o.backend.as_str()) {
         return Err(format!("unknown backend {}\n{USAGE}", o.backend));
+    }
+    // Find out now, not after a run of minutes, that the report has nowhere
+    // to go.
+    if let Some(path) = &o.json {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| format!("cannot write {path}: {e}"))?;
     }
     Ok(o)
 }
@@ -101,10 +127,12 @@ fn main() {
             }
         }
         if want("sim") {
-            let why = reason(
-                "the simulator with the MI300X-like profile (no GPU backend available)",
-                &skipped,
-            );
+            let chosen = if options.backend == "sim" {
+                "the simulator with the MI300X-like profile (asked for)"
+            } else {
+                "the simulator with the MI300X-like profile (no GPU backend available)"
+            };
+            let why = reason(chosen, &skipped);
             break 'chosen run(&SimBench::new(), &options, why);
         }
         Err(format!(
