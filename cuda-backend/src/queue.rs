@@ -1,40 +1,4 @@
 //! A CUDA stream as the tracker's hardware queue.
-//!
-//! **Indices.** A stream has no packet ring, so [`reserve`](HardwareQueue::reserve)
-//! just hands out consecutive indices (it is never full), and
-//! [`publish`](HardwareQueue::publish) enqueues in index order
-//! ([`order`](crate::order)): work, then the completion write, then the
-//! progress write ([`ops`](crate::ops)).
-//!
-//! **Every use is a fence.** A stream runs its work in order, so when a use's
-//! completion lands, every earlier use's has. Callers should publish with
-//! `barrier: true` (the argument is otherwise ignored: nothing on a stream
-//! can overtake) and tell the tracker so with `Request::barrier(true)`; then
-//! one load of the newest completed use retires everything before it.
-//!
-//! **The read index.** A stream has none, so the queue makes one: each
-//! publication's last memory operation writes `index + 1` into a progress
-//! word in pinned host memory, after (in stream order, behind the driver's
-//! memory barrier) its completion write. [`read_index`](QueueView::read_index)
-//! is one cached host load of that word. It is the tracker's read index with
-//! the same meaning and the same limit: it only *nominates* the newest fence
-//! below it, and the tracker confirms with one load of that fence's signal
-//! before retiring anything ("the read index is never trusted alone"). Here
-//! the nomination is almost always right, since the word is written after
-//! the completion, but the tracker does not rely on that: a progress word
-//! seen ahead of its completion (or one corrupted) costs a wasted probe,
-//! never a false retirement.
-//!
-//! **Failure.** A driver error while enqueueing fails the queue for good, as
-//! a queue error does on AQL: the failing call's [`QueueError::Failed`] names
-//! the error, later calls refuse, and [`failure`](CudaQueue::failure) tells
-//! from which index on no completion will be written. Work enqueued before
-//! the failure still runs and completes, so its uses retire normally (the
-//! progress word and the signals keep working): the queue layer should call
-//! `fail_submission` for the uses from that index on, *not* `fail_queue`
-//! (which would re-arm signals the stream is still going to write), then move
-//! to a new queue with `note_queue_change`. Only when [`health`](CudaQueue::health)
-//! reports a lost context is `fail_queue` right: then nothing runs any more.
 
 use crate::context::CudaContext;
 use crate::error::{Error, Result};
@@ -49,7 +13,44 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 use tracker::{HardwareQueue, QueueError, QueueView, Work};
 
-/// A stream that accepts the tracker's work: see the [module docs](self).
+/// A stream that accepts the tracker's work.
+///
+/// **Indices.** A stream has no packet ring, so [`reserve`](HardwareQueue::reserve)
+/// just hands out consecutive indices (it is never full), and
+/// [`publish`](HardwareQueue::publish) enqueues in index order (a
+/// publication that arrives early waits for the earlier ones): work, then the
+/// completion write, then the progress write.
+///
+/// **Every use is a fence.** A stream runs its work in order, so when a use's
+/// completion lands, every earlier use's has. Callers should publish with
+/// `barrier: true` (the argument is otherwise ignored: nothing on a stream
+/// can overtake) and tell the tracker so with `Request::barrier(true)`; then
+/// one load of the newest completed use retires everything before it.
+///
+/// **The read index.** A stream has none, so the queue makes one: each
+/// publication's last memory operation writes `index + 1` into a progress
+/// word in pinned host memory, after (in stream order, behind the driver's
+/// memory barrier) its completion write. [`read_index`](QueueView::read_index)
+/// is one cached host load of that word. It is the tracker's read index with
+/// the same meaning and the same limit: it only *nominates* the newest fence
+/// below it, and the tracker confirms with one load of that fence's signal
+/// before retiring anything ("the read index is never trusted alone"). Here
+/// the nomination is almost always right, since the word is written after
+/// the completion, but the tracker does not rely on that: a progress word
+/// seen ahead of its completion (or one corrupted) costs a wasted probe,
+/// never a false retirement.
+///
+/// **Failure.** A driver error while enqueueing fails the queue for good, as
+/// a queue error does on AQL: the failing call's [`QueueError::Failed`] names
+/// the error, later calls refuse, and [`failure`](CudaQueue::failure) tells
+/// from which index on no completion will be written. Work enqueued before
+/// the failure still runs and completes, so its uses retire normally (the
+/// progress word and the signals keep working): the queue layer should call
+/// `fail_submission` for the uses from that index on, *not* `fail_queue`
+/// (which would re-arm signals the stream is still going to write), then move
+/// to a new queue with `note_queue_change`. Only when [`health`](CudaQueue::health)
+/// reports a lost context is `fail_queue` right: then nothing runs any more.
+///
 ///
 /// ```no_run
 /// use cuda_backend::{CudaContext, CudaMemory};
@@ -518,7 +519,7 @@ impl HardwareQueue for CudaQueue {
     /// Errors: [`QueueError::Unsupported`] for an unreserved or already
     /// published index or an unregistered kernel (the index is consumed, the
     /// queue keeps working); [`QueueError::Failed`] for a driver error (the
-    /// queue fails: see the [module docs](self)).
+    /// queue fails: see **Failure** in [`CudaQueue`]'s docs).
     fn publish(
         &self,
         index: u64,
