@@ -43,7 +43,16 @@ pub enum CommandStatus {
 }
 
 impl CommandStatus {
-    /// Whether the command reached a final state.
+    /// Whether the command reached a final state: complete, failed, or
+    /// released by a device error (only `Pending` may still change).
+    ///
+    /// ```
+    /// use fences::CommandStatus;
+    /// assert!(!CommandStatus::Pending.is_done());
+    /// assert!(CommandStatus::Complete.is_done());
+    /// assert!(CommandStatus::Failed.is_done());
+    /// assert!(CommandStatus::DeviceError.is_done());
+    /// ```
     pub const fn is_done(self) -> bool {
         !matches!(self, CommandStatus::Pending)
     }

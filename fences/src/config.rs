@@ -55,6 +55,14 @@ impl Default for BatchLimits {
 
 impl BatchLimits {
     /// The limit for a queue whose signals are at `placement`.
+    ///
+    /// ```
+    /// use fences::BatchLimits;
+    /// use tracker::Placement;
+    /// let limits = BatchLimits { host_signals: 100, device_signals: 16 };
+    /// assert_eq!(limits.for_signals(Placement::Host), 100);
+    /// assert_eq!(limits.for_signals(Placement::Device), 16);
+    /// ```
     pub const fn for_signals(&self, placement: Placement) -> usize {
         match placement {
             Placement::Host => self.host_signals,

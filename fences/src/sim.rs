@@ -29,10 +29,35 @@ use std::sync::Arc;
 use tracker::sim_backend::SimMemory;
 use tracker::{BaselineTracker, RetiringTracker};
 
-/// The retiring tracker on a simulated queue.
+/// The retiring tracker on a simulated queue: what
+/// [`SimPlatform::tracker`] makes and [`SimPlatform::device`]'s queues use.
+///
+/// ```
+/// use fences::sim::{SimPlatform, SimTracker};
+/// use fences::{Device, HostQueue};
+/// let platform = SimPlatform::stepped();
+/// let device: Device<SimTracker> = platform.device(Default::default(), Default::default())?;
+/// let queue: HostQueue<SimTracker> = platform.create_queue(&device, Default::default())?;
+/// assert_eq!(queue.with_tracker(|t| tracker::Tracker::stats(t).uses), 0);
+/// # Ok::<(), fences::Error>(())
+/// ```
 pub type SimTracker = RetiringTracker<SimMemory, sim::Queue>;
 
-/// The baseline tracker on a simulated queue.
+/// The baseline tracker (CLR's original design) on a simulated queue: what
+/// [`SimPlatform::baseline_tracker`] makes. The queue layer runs on it
+/// unchanged.
+///
+/// ```
+/// use fences::sim::{SimBaselineTracker, SimPlatform};
+/// use fences::{Device, DeviceConfig, QueueConfig};
+/// let platform = SimPlatform::stepped();
+/// let device: Device<SimBaselineTracker> =
+///     Device::new(DeviceConfig::default(), platform.baseline_tracker()?, QueueConfig::default())?;
+/// let command = device.default_queue().launch(0)?;
+/// platform.run_while(|| device.default_queue().synchronize())?;
+/// assert!(command.is_released());
+/// # Ok::<(), fences::Error>(())
+/// ```
 pub type SimBaselineTracker = BaselineTracker<SimMemory, sim::Queue>;
 
 /// A simulator and how to make trackers for new queues on it.
@@ -49,7 +74,16 @@ pub struct SimPlatform {
     queue_config: sim::QueueConfig,
 }
 
-/// Hardware queues of a platform hold this many packets by default.
+/// Hardware queues of a platform hold this many packets by default (4096:
+/// room for a full 1000-command batch several times over, so tests and
+/// examples never hit a full ring unless they ask for a small one with
+/// [`SimPlatform::with_queue_config`]).
+///
+/// ```
+/// use fences::sim::{QUEUE_SIZE, SimPlatform};
+/// assert_eq!(SimPlatform::stepped().queue_config().size, QUEUE_SIZE);
+/// assert!(QUEUE_SIZE.is_power_of_two()); // AQL rings are powers of two
+/// ```
 pub const QUEUE_SIZE: u32 = 1 << 12;
 
 impl SimPlatform {

@@ -24,7 +24,23 @@ use crate::sync::Arc;
 use std::collections::VecDeque;
 use tracker::{Pin, Purpose, SignalMemory, Status, Ticket, Tracker, Work};
 
-/// Dependencies a barrier-AND packet carries at most (the AQL packet format).
+/// Dependencies a barrier-AND packet carries at most (the AQL packet
+/// format: `hsa_barrier_and_packet_t` has five `dep_signal` fields). A wait
+/// on more producer uses chains packets of at most this many.
+///
+/// ```
+/// use fences::MAX_DEPENDENCIES_PER_PACKET;
+/// # let platform = fences::sim::SimPlatform::stepped();
+/// # let device = platform.device(Default::default(), Default::default())?;
+/// # let producer = platform.create_queue(&device, Default::default())?;
+/// let events: Vec<_> = (0..=MAX_DEPENDENCIES_PER_PACKET)
+///     .map(|_| producer.record_event())
+///     .collect::<Result<_, _>>()?;
+/// let refs: Vec<_> = events.iter().collect();
+/// let wait = device.default_queue().wait_events(&refs)?;
+/// assert_eq!(wait.packets(), 2); // one more than fits in a packet: a second one
+/// # Ok::<(), fences::Error>(())
+/// ```
 pub const MAX_DEPENDENCIES_PER_PACKET: usize = 5;
 
 /// What a cross-queue wait emitted.
