@@ -97,7 +97,8 @@ pub struct QueueConfig {
     /// How CPU waits spend their time (spin, yield, sleep).
     pub wait_policy: WaitPolicy,
     /// The longest a wait may take before [`Error::TimedOut`]; `None` waits
-    /// as long as the GPU takes (as HIP does).
+    /// as long as the GPU takes (as HIP does). `Some(Duration::ZERO)` is
+    /// refused: every wait would time out before looking at the GPU once.
     pub wait_timeout: Option<Duration>,
     /// How often a wait checks the device error state.
     pub error_check_interval: Duration,
@@ -118,15 +119,21 @@ impl Default for QueueConfig {
 }
 
 impl QueueConfig {
-    /// Checks every value is in range.
+    /// Checks every value is in range: batch limits of at least 1, an
+    /// error-check interval and a wait timeout (if any) longer than zero.
+    /// Queue creation ([`Device::new`](crate::Device::new),
+    /// [`Device::create_queue`](crate::Device::create_queue)) calls it.
     ///
     /// ```
-    /// use fences::{BatchLimits, QueueConfig};
+    /// use fences::{BatchLimits, Error, QueueConfig};
+    /// use std::time::Duration;
     /// let bad = QueueConfig {
     ///     batch_limits: BatchLimits { host_signals: 0, device_signals: 64 },
     ///     ..QueueConfig::default()
     /// };
-    /// assert!(bad.validate().is_err());
+    /// assert!(matches!(bad.validate(), Err(Error::InvalidConfig(_))));
+    /// let bad = QueueConfig { wait_timeout: Some(Duration::ZERO), ..QueueConfig::default() };
+    /// assert!(matches!(bad.validate(), Err(Error::InvalidConfig(_))));
     /// ```
     pub fn validate(&self) -> Result<(), Error> {
         if self.batch_limits.host_signals == 0 || self.batch_limits.device_signals == 0 {
@@ -135,6 +142,11 @@ impl QueueConfig {
         if self.error_check_interval.is_zero() {
             return Err(Error::InvalidConfig(
                 "error_check_interval must be longer than zero",
+            ));
+        }
+        if self.wait_timeout.is_some_and(|timeout| timeout.is_zero()) {
+            return Err(Error::InvalidConfig(
+                "wait_timeout must be longer than zero (None waits as long as the GPU takes)",
             ));
         }
         Ok(())
@@ -157,7 +169,8 @@ pub struct DeviceConfig {
     /// where CLR would abort the process.
     pub skip_abort_on_error: bool,
     /// One GPU timestamp tick (`HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY`; 10 ns
-    /// for MI300X's 100 MHz counter, the simulator's default).
+    /// for MI300X's 100 MHz counter, the simulator's default). Must be
+    /// longer than zero: a zero period would turn every elapsed time into 0.
     pub timestamp_period: Duration,
 }
 
@@ -167,5 +180,26 @@ impl Default for DeviceConfig {
             skip_abort_on_error: false,
             timestamp_period: Duration::from_nanos(10),
         }
+    }
+}
+
+impl DeviceConfig {
+    /// Checks every value is in range: a timestamp period longer than zero.
+    /// [`Device::new`](crate::Device::new) calls it.
+    ///
+    /// ```
+    /// use fences::{DeviceConfig, Error};
+    /// use std::time::Duration;
+    /// assert!(DeviceConfig::default().validate().is_ok());
+    /// let bad = DeviceConfig { timestamp_period: Duration::ZERO, ..DeviceConfig::default() };
+    /// assert!(matches!(bad.validate(), Err(Error::InvalidConfig(_))));
+    /// ```
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.timestamp_period.is_zero() {
+            return Err(Error::InvalidConfig(
+                "timestamp_period must be longer than zero (one tick of the GPU's timestamp counter)",
+            ));
+        }
+        Ok(())
     }
 }

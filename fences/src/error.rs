@@ -67,14 +67,36 @@ pub enum Error {
     /// An event's work failed, so it has no timing.
     #[error("the event failed: its work did not complete")]
     EventFailed,
-    /// A configuration value is out of range.
-    #[error("invalid queue configuration: {0}")]
+    /// The stop event of an elapsed-time query completed before its start
+    /// event ([`Event::elapsed_to`](crate::Event::elapsed_to)): the elapsed
+    /// time would be negative, which a [`Duration`] cannot say (HIP returns a
+    /// negative float). Swap the events, or record them on one queue.
+    #[error(
+        "the stop event completed {ticks} timestamp ticks before the start event: the elapsed time is negative; swap the events"
+    )]
+    StopBeforeStart {
+        /// How many GPU timestamp ticks the stop event completed before the
+        /// start event.
+        ticks: u64,
+    },
+    /// A configuration value ([`QueueConfig`](crate::QueueConfig) or
+    /// [`DeviceConfig`](crate::DeviceConfig)) is out of range.
+    #[error("invalid configuration: {0}")]
     InvalidConfig(&'static str),
 }
 
 impl Error {
     /// Whether the error comes from the device error state (early return,
-    /// abort, or a failed queue).
+    /// abort, or a failed queue): the device needs attention, not the call.
+    ///
+    /// ```
+    /// use fences::Error;
+    /// use std::time::Duration;
+    /// assert!(Error::QueueFailed { queue: 1 }.is_device_error());
+    /// assert!(Error::Aborted { reason: "queue 1 failed".into() }.is_device_error());
+    /// assert!(!Error::TimedOut(Duration::from_secs(1)).is_device_error());
+    /// assert!(!Error::InvalidConfig("batch limits must be at least 1").is_device_error());
+    /// ```
     pub fn is_device_error(&self) -> bool {
         matches!(
             self,

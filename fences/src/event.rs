@@ -304,7 +304,15 @@ impl<T: QueueTracker> Event<T> {
     }
 
     /// GPU time from this event to `stop` (`hipEventElapsedTime`), from the
-    /// markers' completion timestamps in the device's timestamp period.
+    /// markers' completion timestamps in this event's device's timestamp
+    /// period. An event to itself (or to one that completed at the same
+    /// tick) is zero.
+    ///
+    /// Errors: [`Error::NotTimed`] or [`Error::NotReady`] or
+    /// [`Error::EventFailed`] for either event (as
+    /// [`timestamps`](Self::timestamps)); [`Error::StopBeforeStart`] when
+    /// `stop` completed before this event (HIP would answer a negative time;
+    /// a [`Duration`] cannot, and a silent 0 would hide the mistake).
     ///
     /// ```
     /// # let platform = fences::sim::SimPlatform::stepped();
@@ -314,12 +322,17 @@ impl<T: QueueTracker> Event<T> {
     /// let stop = queue.record_event()?;
     /// platform.sim().run_until_idle();
     /// assert!(start.elapsed_to(&stop)? > std::time::Duration::ZERO);
+    /// assert!(matches!(stop.elapsed_to(&start), Err(fences::Error::StopBeforeStart { .. })));
     /// # Ok::<(), fences::Error>(())
     /// ```
     pub fn elapsed_to<P: QueueTracker>(&self, stop: &Event<P>) -> Result<Duration, Error> {
         let start = self.timestamps()?;
         let end = stop.timestamps()?;
-        let ticks = end.end.saturating_sub(start.end);
+        let Some(ticks) = end.end.checked_sub(start.end) else {
+            return Err(Error::StopBeforeStart {
+                ticks: start.end - end.end,
+            });
+        };
         let period = self.queue.state().config.timestamp_period;
         let nanos = u128::from(ticks) * period.as_nanos();
         Ok(Duration::from_nanos(

@@ -1,5 +1,6 @@
-//! Events: untimed and pending events say so, and a recorded event holds
-//! its signal until dropped. (Event synchronize, elapsed time against the
+//! Events: untimed and pending events say so, elapsed time refuses a stop
+//! event that completed first, and a recorded event holds its signal until
+//! dropped. (Event synchronize, elapsed time against the
 //! ground truth and the read-free completed event run on every backend:
 //! tests/tests/backends/queue_layer.rs of the `scenarios` crate.)
 
@@ -28,6 +29,32 @@ fn untimed_and_pending_events_say_so() {
     assert_eq!(pending.timestamps(), Err(Error::NotReady));
     assert_eq!(event.elapsed_to(&pending), Err(Error::NotTimed));
     assert_eq!(pending.elapsed_to(&pending), Err(Error::NotReady));
+}
+
+#[test]
+fn elapsed_time_with_the_events_reversed_is_an_error_not_zero() {
+    let (platform, device) = stepped();
+    let queue = device.default_queue();
+    let start = queue.record_event().unwrap();
+    queue.launch(0).unwrap();
+    let stop = queue.record_event().unwrap();
+    platform.run_while(|| stop.synchronize()).unwrap();
+    let (a, b) = (start.timestamps().unwrap(), stop.timestamps().unwrap());
+    assert!(b.end > a.end, "the simulator advances its clock per packet");
+
+    let forward = start.elapsed_to(&stop).unwrap();
+    assert_eq!(
+        forward,
+        DeviceConfig::default().timestamp_period * u32::try_from(b.end - a.end).unwrap()
+    );
+    assert_eq!(
+        stop.elapsed_to(&start),
+        Err(Error::StopBeforeStart {
+            ticks: b.end - a.end
+        })
+    );
+    // An event to itself is zero, not an error.
+    assert_eq!(start.elapsed_to(&start), Ok(std::time::Duration::ZERO));
 }
 
 #[test]

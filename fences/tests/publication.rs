@@ -262,6 +262,19 @@ fn invalid_configurations_are_refused() {
         device.create_queue(platform.tracker().unwrap(), bad),
         Err(Error::InvalidConfig(_))
     ));
+    let bad = QueueConfig {
+        wait_timeout: Some(Duration::ZERO),
+        ..QueueConfig::default()
+    };
+    assert!(matches!(
+        platform.create_queue(&device, bad),
+        Err(Error::InvalidConfig(_))
+    ));
+    // The default queue's configuration is checked too.
+    assert!(matches!(
+        platform.device(DeviceConfig::default(), bad),
+        Err(Error::InvalidConfig(_))
+    ));
     let tiny = SimPlatform::stepped().with_tracker_config(Config {
         initial_size: 0,
         ..Config::default()
@@ -270,4 +283,23 @@ fn invalid_configurations_are_refused() {
         tiny.tracker(),
         Err(Error::Tracker(tracker::Error::InvalidConfig(_)))
     ));
+}
+
+#[test]
+fn a_zero_timestamp_period_is_refused() {
+    let platform = SimPlatform::stepped();
+    let zero = DeviceConfig {
+        timestamp_period: Duration::ZERO,
+        ..DeviceConfig::default()
+    };
+    assert!(matches!(
+        platform.device(zero, bounded()),
+        Err(Error::InvalidConfig(message)) if message.contains("timestamp_period")
+    ));
+    // The smallest period there is still works.
+    let one = DeviceConfig {
+        timestamp_period: Duration::from_nanos(1),
+        ..DeviceConfig::default()
+    };
+    assert!(platform.device(one, bounded()).is_ok());
 }
