@@ -19,6 +19,13 @@
 //! ```
 //!
 //! Writes `{"fixed": {"max_blocked_ms": x, "calls": n}, "old": {...}}`.
+//!
+//! Exits 0 when the bar is met, 1 when it is not (or a run failed), 2 on a
+//! bad argument, so CI can run it as a check. The bar: the fixed behaviour
+//! never blocked a call more than 1 ms, and the old one did block for at
+//! least half a kernel's GPU wait (else the run did not reproduce the
+//! contention, and the fixed behaviour's number proves nothing). The
+//! simulator must also report no protocol violation.
 
 use fences::sim::SimPlatform;
 use fences::{DeviceConfig, QueueConfig, SyncWait};
@@ -27,6 +34,9 @@ use std::time::{Duration, Instant};
 use tracker::{Config, Placement, WaitPolicy};
 
 const THREADS: usize = 8;
+/// The longest the fixed behaviour may block a non-synchronize call (the
+/// issue's bar).
+const FIXED_BAR: Duration = Duration::from_millis(1);
 
 struct Options {
     json: Option<String>,
@@ -85,6 +95,8 @@ struct Measured {
     syncs: u64,
     longest_sync: Duration,
     wall: Duration,
+    /// Protocol violations the simulator recorded.
+    violations: usize,
 }
 
 impl Measured {
@@ -198,6 +210,7 @@ fn run(name: &str, sync_wait: SyncWait, options: &Options) -> Result<Measured, f
     if !violations.is_empty() {
         eprintln!("  {name}: simulator violations: {violations:?}");
     }
+    total.violations = violations.len();
     Ok(total)
 }
 
@@ -261,10 +274,14 @@ fn main() {
     }
     let fixed = &results[0].1;
     let old = &results[1].1;
-    let met = fixed.longest < Duration::from_millis(1);
+    let fixed_met = fixed.longest < FIXED_BAR;
+    // The old behaviour must show the contention the fix removes: a call
+    // blocked for a good part of another thread's GPU wait.
+    let old_bar = options.hold / 2;
+    let old_met = old.longest >= old_bar;
     println!(
         "bar: fixed never blocked more than 1 ms: {} ({:.3} ms); old blocked up to {:.1} ms, about the longest GPU wait another thread's synchronize did ({:.1} ms; each holds a {:.0} ms kernel, longer when it waits on a neighbour's)",
-        if met { "met" } else { "NOT met" },
+        if fixed_met { "met" } else { "NOT met" },
         ms(fixed.longest),
         ms(old.longest),
         ms(old.longest_sync),
@@ -283,4 +300,35 @@ fn main() {
         }
         eprintln!("wrote {path}");
     }
+
+    // After the JSON, so a failing run still leaves its numbers behind.
+    let mut failures = Vec::new();
+    if !fixed_met {
+        failures.push(format!(
+            "the fixed behaviour blocked a call for {:.3} ms (bar: under {:.0} ms)",
+            ms(fixed.longest),
+            ms(FIXED_BAR)
+        ));
+    }
+    if !old_met {
+        failures.push(format!(
+            "the old behaviour blocked a call for only {:.3} ms (expected at least {:.1} ms, half a kernel's GPU wait): the run did not reproduce the contention",
+            ms(old.longest),
+            ms(old_bar)
+        ));
+    }
+    for (name, violations) in [("fixed", fixed.violations), ("old", old.violations)] {
+        if violations > 0 {
+            failures.push(format!(
+                "the {name} run made {violations} simulator protocol violations"
+            ));
+        }
+    }
+    if !failures.is_empty() {
+        for failure in &failures {
+            eprintln!("sync_contention: FAILED: {failure}");
+        }
+        std::process::exit(1);
+    }
+    eprintln!("sync_contention: bar met");
 }
