@@ -8,6 +8,17 @@ use std::time::{Duration, Instant};
 /// completion): 100 ticks, one microsecond of the MI300X's 100 MHz counter,
 /// so stepped timestamps read like real ones and every event gets a distinct,
 /// increasing stamp.
+///
+/// ```
+/// use sim::{packets, QueueConfig, Sim, SimConfig, STEPPED_TICKS_PER_EVENT};
+///
+/// let sim = Sim::new(SimConfig::default());
+/// let queue = sim.create_queue(QueueConfig::default())?;
+/// queue.submit(packets::kernel(0, None))?;
+/// queue.run_until_idle(); // two events: a launch and a completion
+/// assert_eq!(sim.now_ticks(), 2 * STEPPED_TICKS_PER_EVENT);
+/// # Ok::<(), sim::SimError>(())
+/// ```
 pub const STEPPED_TICKS_PER_EVENT: u64 = 100;
 
 #[derive(Debug)]

@@ -7,6 +7,18 @@ use crate::memory::Placement;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Loads and stores of signals of one placement.
+///
+/// ```
+/// use sim::{Access, AgentId, Placement, Sim, SimConfig};
+///
+/// let sim = Sim::new(SimConfig::default());
+/// let signal = sim.allocate(1, Placement::Host, AgentId(0))?[0];
+/// sim.store(signal, 1);
+/// sim.load_timestamps(signal); // two loads
+/// assert_eq!(sim.counters().of(Placement::Host), Access { loads: 2, stores: 1 });
+/// assert_eq!(sim.counters().of(Placement::Device), Access::default());
+/// # Ok::<(), sim::SimError>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Access {
     /// Host loads (each timestamp of [`Sim::load_timestamps`](crate::Sim::load_timestamps) counts as one).

@@ -5,6 +5,19 @@ use crate::memory::AgentId;
 use thiserror::Error;
 
 /// What a host-facing call of the simulator can fail with.
+///
+/// ```
+/// use sim::{packets, QueueConfig, Sim, SimConfig, SimError};
+///
+/// let sim = Sim::new(SimConfig::default());
+/// let queue = sim.create_queue(QueueConfig { size: 2, ..QueueConfig::default() })?;
+/// queue.submit(packets::kernel(0, None))?;
+/// queue.submit(packets::kernel(0, None))?;
+/// let full = queue.submit(packets::kernel(0, None));
+/// assert_eq!(full, Err(SimError::QueueFull));
+/// assert!(full.unwrap_err().to_string().contains("wait until its read index advances"));
+/// # Ok::<(), SimError>(())
+/// ```
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum SimError {
     /// Signal memory is exhausted (an injected failure, see
@@ -40,6 +53,25 @@ pub enum SimError {
 }
 
 /// Why a packet could not launch yet.
+///
+/// ```
+/// use sim::{packets, AgentId, Blocked, Placement, QueueConfig, Sim, SimConfig, StepError};
+///
+/// let sim = Sim::new(SimConfig::default());
+/// let queue = sim.create_queue(QueueConfig::default())?;
+/// let dep = sim.allocate(1, Placement::Host, AgentId(0))?[0];
+/// sim.store(dep, 1);
+/// let blocked = |index, reason| Err(StepError::NotLaunchable { index, reason });
+///
+/// let barrier = queue.submit(packets::barrier_and(&[dep], None))?;
+/// let index = queue.reserve()?;
+/// queue.write(index, packets::kernel(0, None));
+/// queue.launch().unwrap(); // the barrier: it waits for `dep`
+/// assert_eq!(queue.launch(), blocked(index, Blocked::DoorbellNotRung));
+/// queue.ring_doorbell(index);
+/// assert_eq!(queue.launch(), blocked(index, Blocked::BarrierPacket { index: barrier }));
+/// # Ok::<(), sim::SimError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Blocked {
     /// No packet has been reserved at this index.
@@ -64,6 +96,28 @@ pub enum Blocked {
 }
 
 /// Why a step-mode call made no progress.
+///
+/// Nothing changes when a step call fails, so a test can probe what the
+/// processor may do next:
+///
+/// ```
+/// use sim::{packets, QueueConfig, Sim, SimConfig, StepError};
+///
+/// let sim = Sim::new(SimConfig::default());
+/// let queue = sim.create_queue(QueueConfig::default())?; // in order
+/// let first = queue.submit(packets::kernel(0, None))?;
+/// let second = queue.submit(packets::kernel(0, None))?;
+/// assert_eq!(queue.complete(first), Err(StepError::NotLaunched { index: first }));
+/// queue.launch().unwrap();
+/// queue.launch().unwrap();
+/// let early = queue.complete(second);
+/// assert_eq!(early, Err(StepError::OutOfOrder { index: second, oldest: first }));
+/// assert!(early.unwrap_err().to_string().contains("in-order queue"));
+/// queue.complete(first).unwrap();
+/// queue.complete(second).unwrap();
+/// assert_eq!(queue.complete(second), Err(StepError::AlreadyComplete { index: second }));
+/// # Ok::<(), sim::SimError>(())
+/// ```
 #[derive(Clone, Copy, Debug, Error, PartialEq, Eq, Hash)]
 pub enum StepError {
     /// The next packet cannot launch yet.

@@ -13,6 +13,26 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 /// What a kernel dispatch does between launch and completion.
+///
+/// A spinning kernel holds its completion (and, through a fence behind it,
+/// its queue) until the host sets its flag:
+///
+/// ```
+/// use sim::{packets, HostFlag, Kernel, QueueConfig, Sim, SimConfig, StepError};
+///
+/// let sim = Sim::new(SimConfig::default());
+/// let queue = sim.create_queue(QueueConfig::default())?;
+/// let flag = HostFlag::new();
+/// let spin = sim.register_kernel(Kernel::SpinUntil(flag.clone()));
+/// let index = queue.submit(packets::kernel(spin, None))?;
+/// queue.run_until_idle();
+/// assert!(queue.truth(index).unwrap().launched);
+/// assert_eq!(queue.complete(index), Err(StepError::NotReady { index }));
+/// flag.set();
+/// queue.run_until_idle();
+/// assert!(queue.truth(index).unwrap().completed);
+/// # Ok::<(), sim::SimError>(())
+/// ```
 #[derive(Clone, Debug)]
 pub enum Kernel {
     /// Nothing: completes after the profile's

@@ -41,6 +41,21 @@ fn dependency_slots(dependencies: &[Signal]) -> [hsa_signal_t; 5] {
 
 /// A one-work-item kernel dispatch of `kernel_object` (0: the empty kernel,
 /// otherwise a value from [`Sim::register_kernel`](crate::Sim::register_kernel)).
+///
+/// ```
+/// use sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig};
+///
+/// let sim = Sim::new(SimConfig::default());
+/// let queue = sim.create_queue(QueueConfig::default())?;
+/// let signal = sim.allocate(1, Placement::Host, AgentId(0))?[0];
+/// sim.store(signal, 1);
+/// let packet = packets::kernel(0, Some(signal));
+/// assert_eq!(packet.completion_signal(), signal.handle());
+/// queue.submit(packet)?;
+/// queue.run_until_idle();
+/// assert_eq!(sim.load(signal), 0); // completion decrements it
+/// # Ok::<(), sim::SimError>(())
+/// ```
 pub fn kernel(kernel_object: u64, completion: Option<Signal>) -> PacketWords {
     let header = PacketHeader::new(HSA_PACKET_TYPE_KERNEL_DISPATCH);
     hsa_kernel_dispatch_packet_t::single_item(header, kernel_object, handle(completion)).into()
@@ -51,6 +66,25 @@ pub fn kernel(kernel_object: u64, completion: Option<Signal>) -> PacketWords {
 ///
 /// # Panics
 /// With more than five dependencies.
+///
+/// ```
+/// use sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, StepError};
+///
+/// let sim = Sim::new(SimConfig::default());
+/// let waiter = sim.create_queue(QueueConfig::default())?;
+/// let producer = sim.create_queue(QueueConfig::default())?;
+/// let deps = sim.allocate(2, Placement::Host, AgentId(0))?;
+/// sim.store_many(&deps, 1);
+/// let barrier = waiter.submit(packets::barrier_and(&deps, None))?;
+/// waiter.launch().unwrap();
+/// producer.submit(packets::kernel(0, Some(deps[0])))?;
+/// producer.run_until_idle();
+/// assert_eq!(waiter.complete(barrier), Err(StepError::NotReady { index: barrier }));
+/// producer.submit(packets::kernel(0, Some(deps[1])))?;
+/// producer.run_until_idle();
+/// assert_eq!(waiter.complete(barrier), Ok(())); // both are 0 now
+/// # Ok::<(), sim::SimError>(())
+/// ```
 pub fn barrier_and(dependencies: &[Signal], completion: Option<Signal>) -> PacketWords {
     hsa_barrier_and_packet_t {
         header: PacketHeader::new(HSA_PACKET_TYPE_BARRIER_AND).bits(),
@@ -65,6 +99,24 @@ pub fn barrier_and(dependencies: &[Signal], completion: Option<Signal>) -> Packe
 ///
 /// # Panics
 /// With more than five dependencies.
+///
+/// ```
+/// use sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, StepError};
+///
+/// let sim = Sim::new(SimConfig::default());
+/// let waiter = sim.create_queue(QueueConfig::default())?;
+/// let producer = sim.create_queue(QueueConfig::default())?;
+/// let deps = sim.allocate(3, Placement::Host, AgentId(0))?;
+/// sim.store_many(&deps, 1);
+/// let barrier = waiter.submit(packets::barrier_or(&deps, None))?;
+/// waiter.launch().unwrap();
+/// assert_eq!(waiter.complete(barrier), Err(StepError::NotReady { index: barrier }));
+/// producer.submit(packets::kernel(0, Some(deps[2])))?; // any one will do
+/// producer.run_until_idle();
+/// assert_eq!(waiter.complete(barrier), Ok(()));
+/// assert_eq!(sim.load(deps[0]), 1);
+/// # Ok::<(), sim::SimError>(())
+/// ```
 pub fn barrier_or(dependencies: &[Signal], completion: Option<Signal>) -> PacketWords {
     hsa_barrier_or_packet_t {
         header: PacketHeader::new(HSA_PACKET_TYPE_BARRIER_OR).bits(),
@@ -77,6 +129,28 @@ pub fn barrier_or(dependencies: &[Signal], completion: Option<Signal>) -> Packet
 
 /// AMD's barrier-value packet: completes when
 /// `(value(signal) & mask) condition compare` holds (`HSA_SIGNAL_CONDITION_*`).
+///
+/// ```
+/// use sim::hsa_sys::HSA_SIGNAL_CONDITION_LT;
+/// use sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, StepError};
+///
+/// let sim = Sim::new(SimConfig::default());
+/// let waiter = sim.create_queue(QueueConfig::default())?;
+/// let producer = sim.create_queue(QueueConfig::default())?;
+/// let counter = sim.allocate(1, Placement::Host, AgentId(0))?[0];
+/// sim.store(counter, 3);
+/// // Waits until fewer than 2 of the 3 producer kernels are left.
+/// let below_two = packets::barrier_value(counter, HSA_SIGNAL_CONDITION_LT, 2, -1, None);
+/// let barrier = waiter.submit(below_two)?;
+/// waiter.launch().unwrap();
+/// producer.submit(packets::kernel(0, Some(counter)))?;
+/// producer.run_until_idle(); // 3 -> 2
+/// assert_eq!(waiter.complete(barrier), Err(StepError::NotReady { index: barrier }));
+/// producer.submit(packets::kernel(0, Some(counter)))?;
+/// producer.run_until_idle(); // 2 -> 1
+/// assert_eq!(waiter.complete(barrier), Ok(()));
+/// # Ok::<(), sim::SimError>(())
+/// ```
 pub fn barrier_value(
     signal: Signal,
     condition: hsa_signal_condition_t,
@@ -102,6 +176,26 @@ pub fn barrier_value(
 
 /// `packet` with its barrier bit set: it will not launch until every earlier
 /// packet of its queue completed (a fence).
+///
+/// ```
+/// use sim::{packets, Blocked, QueueConfig, Sim, SimConfig, StepError};
+///
+/// let sim = Sim::new(SimConfig::default());
+/// let queue = sim.create_queue(QueueConfig::default())?;
+/// let kernel = queue.submit(packets::kernel(0, None))?;
+/// let fence = queue.submit(packets::with_barrier_bit(packets::kernel(0, None)))?;
+/// queue.launch().unwrap();
+/// assert_eq!(
+///     queue.launch(),
+///     Err(StepError::NotLaunchable {
+///         index: fence,
+///         reason: Blocked::BarrierBit { waiting_for: kernel },
+///     })
+/// );
+/// queue.complete(kernel).unwrap();
+/// assert_eq!(queue.launch(), Ok(fence));
+/// # Ok::<(), sim::SimError>(())
+/// ```
 pub fn with_barrier_bit(packet: PacketWords) -> PacketWords {
     let mut packet = packet;
     let header = PacketHeader::from_bits(packet.header()).barrier(true);

@@ -38,6 +38,19 @@ use std::sync::atomic::Ordering;
 
 /// The value a failed queue leaves in the completion signal of every packet
 /// it did not complete.
+///
+/// ```
+/// use sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, FAILED_SIGNAL_VALUE};
+///
+/// let sim = Sim::new(SimConfig::default());
+/// let queue = sim.create_queue(QueueConfig::default())?;
+/// let signal = sim.allocate(1, Placement::Host, AgentId(0))?[0];
+/// sim.store(signal, 1);
+/// queue.submit(packets::kernel(0, Some(signal)))?;
+/// queue.fail();
+/// assert_eq!(sim.load(signal), FAILED_SIGNAL_VALUE);
+/// # Ok::<(), sim::SimError>(())
+/// ```
 pub const FAILED_SIGNAL_VALUE: i64 = -1;
 
 /// What a packet does once launched.

@@ -16,9 +16,45 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The largest ring: 131072 packets, the `HSA_AGENT_INFO_QUEUE_MAX_SIZE` ROCr
 /// reports for MI300X.
+///
+/// ```
+/// use sim::{QueueConfig, Sim, SimConfig, MAX_QUEUE_SIZE};
+///
+/// let sim = Sim::new(SimConfig::default());
+/// let too_big = QueueConfig { size: MAX_QUEUE_SIZE * 2, ..QueueConfig::default() };
+/// assert!(sim.create_queue(too_big).is_err());
+/// ```
 pub const MAX_QUEUE_SIZE: u32 = 1 << 17;
 
 /// How to create a [`Queue`].
+///
+/// ```
+/// use sim::{AgentId, Placement, QueueConfig, Sim, SimConfig, SimError};
+///
+/// let sim = Sim::new(SimConfig { agents: 2, ..SimConfig::default() });
+/// let config = QueueConfig {
+///     agent: AgentId(1),
+///     size: 64,
+///     ring: Placement::Host,
+///     profiling: true,
+///     out_of_order: true,
+///     ..QueueConfig::default()
+/// };
+/// let queue = sim.create_queue(config)?;
+/// assert_eq!((queue.agent(), queue.size()), (AgentId(1), 64));
+/// assert_eq!(queue.config(), config);
+///
+/// // Sizes are powers of two; agents must exist.
+/// assert!(matches!(
+///     sim.create_queue(QueueConfig { size: 100, ..QueueConfig::default() }),
+///     Err(SimError::InvalidConfig(_))
+/// ));
+/// assert!(matches!(
+///     sim.create_queue(QueueConfig { agent: AgentId(2), ..QueueConfig::default() }),
+///     Err(SimError::UnknownAgent { agents: 2, .. })
+/// ));
+/// # Ok::<(), SimError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct QueueConfig {
     /// The GPU agent that runs the queue.
@@ -249,6 +285,25 @@ impl Queue {
     /// with an INVALID header, is ignored and recorded as
     /// [`Violation::InvalidWrite`]. On a failed queue the packet fails at
     /// once (its completion signal goes negative), so no one waits for it.
+    ///
+    /// ```
+    /// use sim::{packets, QueueConfig, Sim, SimConfig, Violation};
+    ///
+    /// let sim = Sim::new(SimConfig::default());
+    /// let queue = sim.create_queue(QueueConfig::default())?;
+    /// // HSA order: reserve, write (publish), ring the doorbell.
+    /// let index = queue.reserve()?;
+    /// queue.write(index, packets::kernel(0, None));
+    /// assert!(queue.truth(index).unwrap().published);
+    /// queue.ring_doorbell(index);
+    /// queue.run_until_idle();
+    /// assert!(queue.truth(index).unwrap().completed);
+    ///
+    /// // Publishing the same index twice is a producer bug: ignored, recorded.
+    /// queue.write(index, packets::kernel(0, None));
+    /// assert!(matches!(sim.violations()[..], [Violation::InvalidWrite { index: 0, .. }]));
+    /// # Ok::<(), sim::SimError>(())
+    /// ```
     pub fn write(&self, index: u64, packet: PacketWords) {
         let core = self.sim.core();
         let q = &*self.core;
@@ -431,6 +486,28 @@ impl Queue {
     /// fails and its completion signal is set to
     /// [`FAILED_SIGNAL_VALUE`](crate::FAILED_SIGNAL_VALUE); nothing on the
     /// queue progresses any more, and packets published later fail at once.
+    ///
+    /// ```
+    /// use sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, StepError};
+    /// use sim::FAILED_SIGNAL_VALUE;
+    ///
+    /// let sim = Sim::new(SimConfig::default());
+    /// let queue = sim.create_queue(QueueConfig::default())?;
+    /// let signals = sim.allocate(2, Placement::Host, AgentId(0))?;
+    /// sim.store_many(&signals, 1);
+    /// let done = queue.submit(packets::kernel(0, Some(signals[0])))?;
+    /// let pending = queue.submit(packets::kernel(0, Some(signals[1])))?;
+    /// queue.launch().unwrap();
+    /// queue.complete(done).unwrap();
+    ///
+    /// queue.fail();
+    /// assert!(queue.is_failed());
+    /// assert_eq!(sim.load(signals[0]), 0); // completed before the failure
+    /// assert_eq!(sim.load(signals[1]), FAILED_SIGNAL_VALUE);
+    /// assert!(queue.truth(pending).unwrap().failed);
+    /// assert_eq!(queue.launch(), Err(StepError::QueueFailed));
+    /// # Ok::<(), sim::SimError>(())
+    /// ```
     pub fn fail(&self) {
         let core = self.sim.core();
         processor::fail_queue(core, &mut self.core.state.lock());
@@ -444,6 +521,22 @@ impl Queue {
     /// While stalled, the processor makes no progress on this queue (no
     /// launch, completion or read-index move; step calls answer
     /// [`StepError::Stalled`]).
+    ///
+    /// ```
+    /// use sim::{packets, QueueConfig, Sim, SimConfig, StepError};
+    ///
+    /// let sim = Sim::new(SimConfig::default());
+    /// let queue = sim.create_queue(QueueConfig::default())?;
+    /// queue.submit(packets::kernel(0, None))?;
+    /// queue.stall(true);
+    /// assert_eq!(queue.launch(), Err(StepError::Stalled));
+    /// queue.run_until_idle(); // does nothing while stalled
+    /// assert!(!queue.is_idle());
+    /// queue.stall(false);
+    /// queue.run_until_idle();
+    /// assert!(queue.is_idle());
+    /// # Ok::<(), sim::SimError>(())
+    /// ```
     pub fn stall(&self, stalled: bool) {
         self.core.state.lock().set_stalled(stalled);
         if let (false, Some(wake)) = (stalled, &self.sim.core().wake) {

@@ -19,9 +19,35 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The most agents a simulator may have.
+///
+/// ```
+/// use sim::{Sim, SimConfig, MAX_AGENTS};
+///
+/// assert!(Sim::try_new(SimConfig { agents: MAX_AGENTS, ..SimConfig::default() }).is_ok());
+/// assert!(Sim::try_new(SimConfig { agents: MAX_AGENTS + 1, ..SimConfig::default() }).is_err());
+/// ```
 pub const MAX_AGENTS: u32 = 64;
 
 /// Who drives the packet processor.
+///
+/// In threaded mode a processor thread launches and completes packets by
+/// itself; the host only submits, and waits or polls:
+///
+/// ```
+/// use sim::{packets, AgentId, Mode, Placement, QueueConfig, Sim, SimConfig, StepError};
+///
+/// let sim = Sim::new(SimConfig { mode: Mode::Threaded, ..SimConfig::default() });
+/// let queue = sim.create_queue(QueueConfig::default())?;
+/// let signal = sim.allocate(1, Placement::Host, AgentId(0))?[0];
+/// sim.store(signal, 1);
+/// let index = queue.submit(packets::kernel(0, Some(signal)))?;
+/// queue.run_until_idle(); // waits for the processor thread
+/// assert_eq!(sim.load(signal), 0);
+/// assert!(queue.truth(index).unwrap().completed);
+/// // The caller no longer chooses events.
+/// assert_eq!(queue.launch(), Err(StepError::WrongMode));
+/// # Ok::<(), sim::SimError>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Mode {
     /// The caller chooses every event ([`Queue::launch`], [`Queue::complete`],
@@ -36,6 +62,26 @@ pub enum Mode {
 }
 
 /// How to build a [`Sim`].
+///
+/// ```
+/// use sim::{CostProfile, Mode, Sim, SimConfig, SimError};
+///
+/// // A threaded MI300X-like system of two GPUs, with a fixed seed for the
+/// // out-of-order completion choices.
+/// let config = SimConfig {
+///     mode: Mode::Threaded,
+///     profile: CostProfile::mi300x(),
+///     agents: 2,
+///     seed: 7,
+/// };
+/// let sim = Sim::try_new(config)?;
+/// assert_eq!((sim.mode(), sim.agents()), (Mode::Threaded, 2));
+/// assert_eq!(sim.profile(), CostProfile::mi300x());
+///
+/// let none = Sim::try_new(SimConfig { agents: 0, ..SimConfig::default() });
+/// assert!(matches!(none, Err(SimError::InvalidConfig(_))));
+/// # Ok::<(), SimError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SimConfig {
     /// Who drives the processor.
@@ -212,6 +258,25 @@ impl Sim {
     /// [`SimError::OutOfMemory`] (injected by [`Sim::fail_allocations`]),
     /// [`SimError::UnknownAgent`], [`SimError::InvalidConfig`] for a batch of
     /// more than 2^20 signals.
+    ///
+    /// ```
+    /// use sim::{AgentId, Placement, Sim, SimConfig, SimError};
+    ///
+    /// let sim = Sim::new(SimConfig::default());
+    /// let batch = sim.allocate(3, Placement::Device, AgentId(0))?;
+    /// // One contiguous allocation of 64-byte blocks, all complete (value 0).
+    /// assert_eq!(batch[1].handle().handle - batch[0].handle().handle, 64);
+    /// assert!(batch.iter().all(|&s| sim.load(s) == 0));
+    ///
+    /// sim.fail_allocations(1);
+    /// assert_eq!(sim.allocate(1, Placement::Host, AgentId(0)), Err(SimError::OutOfMemory));
+    /// assert!(sim.allocate(1, Placement::Host, AgentId(0)).is_ok(), "only one call failed");
+    /// assert!(matches!(
+    ///     sim.allocate(1, Placement::Host, AgentId(1)),
+    ///     Err(SimError::UnknownAgent { .. })
+    /// ));
+    /// # Ok::<(), SimError>(())
+    /// ```
     pub fn allocate(
         &self,
         count: usize,
@@ -290,6 +355,36 @@ impl Sim {
     ///
     /// # Panics
     /// If `agent` is not one of this simulator's agents.
+    ///
+    /// ```
+    /// use sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, Violation};
+    ///
+    /// let sim = Sim::new(SimConfig { agents: 2, ..SimConfig::default() });
+    /// // A ring in system memory, like a copy engine's.
+    /// let ring_in_host = QueueConfig { ring: Placement::Host, ..QueueConfig::default() };
+    /// let queue = sim.create_queue(ring_in_host)?;
+    /// let signal = sim.allocate(1, Placement::Device, AgentId(1))?[0];
+    ///
+    /// // Fenced, but flushed on the wrong agent: the packet may read the old value.
+    /// sim.store(signal, 1);
+    /// sim.store_fence();
+    /// sim.hdp_flush(AgentId(0));
+    /// queue.submit(packets::kernel(0, Some(signal)))?;
+    /// assert!(matches!(
+    ///     sim.take_violations()[..],
+    ///     [Violation::Unflushed { agent: AgentId(1), .. }]
+    /// ));
+    /// queue.run_until_idle();
+    ///
+    /// // Flushing the signal's own agent after the fence makes it visible.
+    /// sim.store(signal, 1);
+    /// sim.store_fence();
+    /// sim.hdp_flush(AgentId(1));
+    /// queue.submit(packets::kernel(0, Some(signal)))?;
+    /// assert!(sim.violations().is_empty());
+    /// assert_eq!(sim.counters().hdp_flushes, 2);
+    /// # Ok::<(), sim::SimError>(())
+    /// ```
     pub fn hdp_flush(&self, agent: AgentId) {
         self.core().memory.hdp_flush(agent);
     }
@@ -335,6 +430,27 @@ impl Sim {
 
     /// Registers a kernel and returns the `kernel_object` value that names it
     /// in a dispatch packet (never 0, which is the empty kernel).
+    ///
+    /// ```
+    /// use sim::{packets, Kernel, Mode, QueueConfig, Sim, SimConfig, Violation};
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let sim = Sim::new(SimConfig { mode: Mode::Threaded, ..SimConfig::default() });
+    /// let queue = sim.create_queue(QueueConfig::default())?;
+    /// let five_ms = sim.register_kernel(Kernel::Duration(Duration::from_millis(5)));
+    /// assert_ne!(five_ms, 0);
+    ///
+    /// let start = Instant::now();
+    /// let index = queue.submit(packets::kernel(five_ms, None))?;
+    /// queue.run_until_idle();
+    /// assert!(queue.truth(index).unwrap().completed);
+    /// assert!(start.elapsed() >= Duration::from_millis(5));
+    ///
+    /// // A kernel object nobody registered makes a malformed packet.
+    /// queue.submit(packets::kernel(five_ms + 1, None))?;
+    /// assert!(matches!(sim.violations()[..], [Violation::MalformedPacket { .. }]));
+    /// # Ok::<(), sim::SimError>(())
+    /// ```
     pub fn register_kernel(&self, kernel: Kernel) -> u64 {
         let core = self.core();
         core.kernels.register(kernel, core.wake.as_ref())

@@ -15,6 +15,28 @@ use thiserror::Error;
 /// Timestamps are true GPU ticks ([`Sim::now_ticks`](crate::Sim::now_ticks)),
 /// recorded whether or not the queue is profiled; on a profiled queue the same
 /// values are written into the completion signal's block.
+///
+/// ```
+/// use sim::{packets, QueueConfig, Sim, SimConfig, STEPPED_TICKS_PER_EVENT};
+///
+/// let sim = Sim::new(SimConfig::default());
+/// let queue = sim.create_queue(QueueConfig::default())?;
+/// let index = queue.reserve()?;
+/// let reserved = queue.truth(index).unwrap();
+/// assert!(!reserved.published && !reserved.is_done());
+///
+/// queue.write(index, packets::kernel(0, None));
+/// queue.ring_doorbell(index);
+/// queue.launch().unwrap();
+/// queue.complete(index).unwrap();
+/// let truth = queue.truth(index).unwrap();
+/// assert!(truth.published && truth.launched && truth.completed && !truth.failed);
+/// assert!(truth.is_done());
+/// // Stepped mode: one clock step per event, launch then completion.
+/// assert_eq!(truth.end_ts.unwrap() - truth.start_ts.unwrap(), STEPPED_TICKS_PER_EVENT);
+/// assert!(queue.truth(index + 1).is_none(), "never reserved");
+/// # Ok::<(), sim::SimError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PacketTruth {
     /// The packet's AQL index.
@@ -50,6 +72,34 @@ impl PacketTruth {
 }
 
 /// A host action that would be a bug on real hardware.
+///
+/// Violations are recorded, not returned: the simulator carries on as the
+/// hardware would, and a test checks [`Sim::violations`](crate::Sim::violations)
+/// afterwards.
+///
+/// ```
+/// use sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, Violation};
+///
+/// let sim = Sim::new(SimConfig::default());
+/// let queue = sim.create_queue(QueueConfig::default())?;
+/// let signal = sim.allocate(1, Placement::Device, AgentId(0))?[0];
+///
+/// sim.store(signal, 1); // no store fence before publication
+/// queue.submit(packets::kernel(0, Some(signal)))?;
+/// sim.store(signal, 1); // re-armed while the packet is still pending
+///
+/// let violations = sim.take_violations();
+/// assert!(matches!(
+///     violations[..],
+///     [
+///         Violation::Unfenced { queue: 0, index: 0, .. },
+///         Violation::StoreWhileInFlight { completions: 1, barriers: 0, .. },
+///     ]
+/// ));
+/// assert!(violations[0].to_string().contains("not fenced"));
+/// assert!(sim.violations().is_empty(), "taken");
+/// # Ok::<(), sim::SimError>(())
+/// ```
 #[derive(Clone, Copy, Debug, Error, PartialEq, Eq)]
 pub enum Violation {
     /// A packet was published naming a device-memory signal whose last host
@@ -68,6 +118,30 @@ pub enum Violation {
     /// A packet was published through a ring in system memory naming a
     /// device-memory signal whose last host store was fenced but not flushed
     /// by an HDP flush of the signal's agent after that fence.
+    ///
+    /// ```
+    /// use sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, Violation};
+    ///
+    /// let sim = Sim::new(SimConfig::default());
+    /// let ring_in_host = QueueConfig { ring: Placement::Host, ..QueueConfig::default() };
+    /// let host_ring = sim.create_queue(ring_in_host)?;
+    /// let device_ring = sim.create_queue(QueueConfig::default())?;
+    /// let signals = sim.allocate(2, Placement::Device, AgentId(0))?;
+    /// sim.store_many(&signals, 1);
+    /// sim.store_fence(); // enough for a ring in device memory only
+    /// device_ring.submit(packets::kernel(0, Some(signals[0])))?;
+    /// host_ring.submit(packets::kernel(0, Some(signals[1])))?;
+    /// assert_eq!(
+    ///     sim.violations(),
+    ///     [Violation::Unflushed {
+    ///         queue: host_ring.id(),
+    ///         index: 0,
+    ///         signal: signals[1],
+    ///         agent: AgentId(0),
+    ///     }]
+    /// );
+    /// # Ok::<(), sim::SimError>(())
+    /// ```
     #[error(
         "queue {queue} packet {index}: {signal:?} was fenced but needs an HDP flush of {agent} before publication"
     )]
