@@ -51,6 +51,32 @@ pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
+/// Runs `f` on a new thread and returns what it returned, failing the test
+/// if it has not returned within `HANDSHAKE` (a call that should never
+/// block, blocked). Before failing, `unblock` runs (release the spinning
+/// kernel, let go of a held lock) so the stuck thread can end rather than
+/// outlive the test.
+#[track_caller]
+pub fn returns_promptly<R: Send + 'static>(
+    what: &str,
+    f: impl FnOnce() -> R + Send + 'static,
+    unblock: impl FnOnce(),
+) -> R {
+    let handle = std::thread::spawn(f);
+    let start = Instant::now();
+    while !handle.is_finished() {
+        if start.elapsed() >= HANDSHAKE {
+            unblock();
+            panic!("{what} blocked: it had not returned after {HANDSHAKE:?}");
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    match handle.join() {
+        Ok(result) => result,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
 /// Runs `f` on a new thread.
 pub fn spawn<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> JoinHandle<R> {
     std::thread::spawn(f)
