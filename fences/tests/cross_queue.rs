@@ -1,12 +1,15 @@
 //! Cross-queue waits: barrier-AND packets with pinned producer signals, at
 //! most five per packet and chained; no dependency for a use already known
 //! complete; pins released when the consumer retires; no lock-order
-//! deadlock between queues that wait on each other.
+//! deadlock between queues that wait on each other; recording and
+//! cross-queue waits never wait for a GPU wait another thread is doing.
 
 mod support;
 
-use fences::CommandStatus;
+use fences::sim::{SimPlatform, SimTracker};
+use fences::{CommandStatus, Device, Error, Event, HostQueue, QueueConfig, SyncWait};
 use sim::hsa_sys::HSA_PACKET_TYPE_BARRIER_AND;
+use std::thread::JoinHandle;
 use support::*;
 use tracker::{Status, Tracker};
 
@@ -178,4 +181,145 @@ fn queues_waiting_on_each_other_never_deadlock_on_the_host() {
     a.synchronize().unwrap();
     b.synchronize().unwrap();
     assert!(platform.sim().violations().is_empty());
+}
+
+// --- Calls that never block while another thread synchronizes ------------
+
+/// A producer queue whose synchronize is in progress on another thread: it
+/// waits for a kernel that spins until `flag`, on a stepped GPU nobody
+/// drives, so its GPU wait cannot end until the test ends it. With
+/// `SyncWait::UnderLock` (the old behaviour) every test below fails by its
+/// watchdog: each call needs the producer's lock.
+struct Synchronizing {
+    platform: SimPlatform,
+    _device: Device<SimTracker>,
+    producer: HostQueue<SimTracker>,
+    consumer: HostQueue<SimTracker>,
+    flag: sim::HostFlag,
+    /// An event recorded on the producer before the synchronize (taken by
+    /// the test that waits on it).
+    before: Option<Event<SimTracker>>,
+    sync: JoinHandle<Result<(), Error>>,
+}
+
+fn synchronizing(sync_wait: SyncWait) -> Synchronizing {
+    let config = QueueConfig {
+        sync_wait,
+        // Longer than the watchdog, so a call stuck behind the synchronize
+        // is caught by the watchdog, not freed by the synchronize's timeout.
+        wait_timeout: Some(HANDSHAKE * 3),
+        ..bounded()
+    };
+    let (platform, device) = stepped();
+    let producer = platform.create_queue(&device, config).unwrap();
+    let consumer = device.default_queue().clone();
+    let flag = sim::HostFlag::new();
+    producer.launch(spin_kernel(&platform, &flag)).unwrap();
+    let before = producer.record_event().unwrap();
+    let sync = spawn_synchronize(&producer);
+    wait_until("the producer's synchronize waits for the GPU", || {
+        waiting(&producer) == 1
+    });
+    Synchronizing {
+        platform,
+        _device: device,
+        producer,
+        consumer,
+        flag,
+        before: Some(before),
+        sync,
+    }
+}
+
+impl Synchronizing {
+    /// What the watchdog does before failing: release the kernel and run
+    /// the GPU, so a thread stuck behind the synchronize can end.
+    fn unblock(&self) -> impl FnOnce() + use<> {
+        let (flag, platform) = (self.flag.clone(), self.platform.clone());
+        move || {
+            flag.set();
+            platform.sim().run_until_idle();
+        }
+    }
+
+    /// The call returned while the GPU wait was still in progress.
+    fn assert_still_synchronizing(&self) {
+        assert_eq!(waiting(&self.producer), 1);
+        assert!(!self.sync.is_finished());
+    }
+
+    /// Releases the kernel and lets the synchronize finish.
+    fn finish(self) -> SimPlatform {
+        self.flag.set();
+        assert_eq!(drive(&self.platform, self.sync), Ok(()));
+        self.platform
+    }
+}
+
+#[test]
+fn record_event_returns_while_its_queue_is_being_synchronized() {
+    let s = synchronizing(SyncWait::OutsideLock);
+    let producer = s.producer.clone();
+    let event = returns_promptly(
+        "record_event on a queue being synchronized",
+        move || producer.record_event(),
+        s.unblock(),
+    )
+    .unwrap();
+    s.assert_still_synchronizing();
+    assert_eq!(event.query(), Status::Pending);
+    let platform = s.finish();
+    platform.sim().run_until_idle();
+    assert_eq!(event.query(), Status::Complete);
+}
+
+#[test]
+fn wait_event_returns_while_the_producer_is_being_synchronized() {
+    let mut s = synchronizing(SyncWait::OutsideLock);
+    let (consumer, before) = (s.consumer.clone(), s.before.take().unwrap());
+    // Pinning the producer's use takes the producer's lock.
+    let wait = returns_promptly(
+        "wait_event on an event of a queue being synchronized",
+        move || consumer.wait_event(&before).map(|w| w.dependencies()),
+        s.unblock(),
+    );
+    assert_eq!(wait, Ok(1));
+    s.assert_still_synchronizing();
+    let after = s.consumer.launch(0).unwrap();
+    s.platform.sim().run_until_idle();
+    assert_eq!(
+        after.status(),
+        CommandStatus::Pending,
+        "it waits for the producer"
+    );
+    let platform = s.finish();
+    platform.sim().run_until_idle();
+    assert_eq!(after.status(), CommandStatus::Complete);
+}
+
+#[test]
+fn wait_queue_returns_while_the_producer_is_being_synchronized() {
+    let s = synchronizing(SyncWait::OutsideLock);
+    let (consumer, producer) = (s.consumer.clone(), s.producer.clone());
+    // Publishes a GPU-waiter marker on the producer, under its lock.
+    let wait = returns_promptly(
+        "wait_queue on a queue being synchronized",
+        move || consumer.wait_queue(&producer).map(|w| w.dependencies()),
+        s.unblock(),
+    );
+    assert_eq!(wait, Ok(1));
+    s.assert_still_synchronizing();
+    let after = s.consumer.launch(0).unwrap();
+    s.platform.sim().run_until_idle();
+    assert_eq!(
+        after.status(),
+        CommandStatus::Pending,
+        "it waits for the producer"
+    );
+    let producer = s.producer.clone();
+    let platform = s.finish();
+    platform.sim().run_until_idle();
+    assert_eq!(after.status(), CommandStatus::Complete);
+    // The marker published after the synchronize's: no queue-state reset.
+    assert_eq!(producer.stats().state_resets_skipped, 1);
 }
