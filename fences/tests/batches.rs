@@ -72,6 +72,40 @@ fn batch_limits_are_configurable() {
 }
 
 #[test]
+fn a_custom_device_signal_limit_applies_to_device_signals() {
+    let platform = SimPlatform::stepped().with_tracker_config(Config {
+        signals: Placement::Device,
+        ..Config::default()
+    });
+    let config = QueueConfig {
+        batch_limits: BatchLimits {
+            host_signals: 3,
+            device_signals: 5,
+        },
+        ..bounded()
+    };
+    let device = platform.device(DeviceConfig::default(), config).unwrap();
+    let queue = device.default_queue();
+    let first = queue.launch(0).unwrap();
+    for _ in 1..4 {
+        queue.launch(0).unwrap();
+    }
+    // Past the host-signal limit, not yet at the device-signal one.
+    assert_eq!(queue.stats().batches_closed, 0);
+    queue.launch(0).unwrap();
+    assert_eq!(queue.stats().batches_closed, 1);
+    for _ in 0..5 {
+        queue.launch(0).unwrap();
+    }
+    assert_eq!(queue.stats().batches_closed, 2);
+    platform.sim().run_until_idle();
+    wait_until("the completion thread completed both batches", || {
+        queue.stats().handler_batches == 2
+    });
+    assert!(first.is_released());
+}
+
+#[test]
 fn closed_batches_complete_through_the_completion_thread_with_no_synchronize() {
     let (_platform, device) = {
         let platform = SimPlatform::threaded(sim::CostProfile::zero());

@@ -7,7 +7,7 @@
 
 mod support;
 
-use fences::{CommandStatus, Error, QueueConfig, SyncWait};
+use fences::{CommandStatus, Error, QueueConfig, QueueStats, SyncWait};
 use std::sync::mpsc;
 use std::time::Duration;
 use support::*;
@@ -138,6 +138,44 @@ fn a_larger_batch_completes_through_the_completion_thread() {
     wait_until("the job let go of the queue", || {
         queue.batches_in_completion() == 0
     });
+}
+
+/// Synchronizes a queue of the default batching configuration with
+/// `pending` commands the (stepped) GPU has not run; returns the queue's
+/// counters and whether the completion thread started.
+fn synchronize_with_pending(pending: usize) -> (QueueStats, bool) {
+    let (platform, device) = stepped();
+    let queue = device.default_queue().clone();
+    assert_eq!(queue.config().cpu_sync_batch, 8, "the default under test");
+    let commands: Vec<_> = (0..pending).map(|_| queue.launch(0).unwrap()).collect();
+    let sync = spawn_synchronize(&queue);
+    wait_until("the synchronizer waits", || waiting(&queue) == 1);
+    assert_eq!(drive(&platform, sync), Ok(()));
+    assert!(commands.iter().all(|c| c.is_released()));
+    (queue.stats(), device.stats().completion_thread_started)
+}
+
+#[test]
+fn seven_pending_commands_are_waited_for_on_the_calling_thread() {
+    // Fewer than cpu_sync_batch (8): the small-batch path.
+    let (stats, handler_started) = synchronize_with_pending(7);
+    assert_eq!((stats.syncs_by_handler, stats.handler_batches), (0, 0));
+    assert_eq!((stats.cpu_waits, stats.markers), (1, 1));
+    assert_eq!(
+        stats.state_resets, 1,
+        "the calling thread reset the queue state"
+    );
+    assert!(!handler_started);
+}
+
+#[test]
+fn eight_pending_commands_go_to_the_completion_thread() {
+    // cpu_sync_batch (8) or more: the completion thread completes the batch.
+    let (stats, handler_started) = synchronize_with_pending(8);
+    assert_eq!((stats.syncs_by_handler, stats.handler_batches), (1, 1));
+    assert_eq!((stats.cpu_waits, stats.markers), (1, 1));
+    assert_eq!(stats.state_resets, 0, "only the small-batch path resets");
+    assert!(handler_started);
 }
 
 #[test]
