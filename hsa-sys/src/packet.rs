@@ -365,6 +365,32 @@ packet_words_conversions!(
     hsa_amd_barrier_value_packet_t,
 );
 
+/// A store fence: every store this thread made before it, write-combined
+/// stores to VRAM included, reaches memory before any store it makes after it.
+///
+/// x86_64's `sfence`, which Intel and AMD both document as ordering
+/// write-combined stores. (Not `fence(SeqCst)`: rustc lowers that to a locked
+/// read-modify-write of the stack, whose effect on write-combining buffers the
+/// manuals describe less plainly.) Elsewhere, the strongest portable fence.
+/// It is also a compiler barrier: no memory access moves across it.
+///
+/// ```
+/// hsa_sys::store_fence(); // cheap unless write-combined stores are pending
+/// ```
+#[inline]
+pub fn store_fence() {
+    #[cfg(target_arch = "x86_64")]
+    {
+        core::sync::atomic::compiler_fence(Ordering::SeqCst);
+        // SAFETY: `sfence` has no operands and no preconditions; SSE is part
+        // of the x86_64 baseline.
+        unsafe { core::arch::x86_64::_mm_sfence() };
+        core::sync::atomic::compiler_fence(Ordering::SeqCst);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    core::sync::atomic::fence(Ordering::SeqCst);
+}
+
 /// One 64-byte slot of an AQL ring, seen as atomics so that a producer and
 /// the packet processor may touch it concurrently without a data race.
 ///
@@ -390,13 +416,55 @@ impl AqlSlot {
         AqlSlot(words)
     }
 
-    /// Writes a packet in HSA order: words 1-15 (the body) first, then word 0
-    /// (header and setup) with a release store, so a consumer that sees the new
-    /// header with an acquire load also sees the whole body.
+    /// Writes a packet in HSA order (DESIGN.md section 2): words 1-15 (the
+    /// body), a [`store_fence`], then word 0 (header and setup) with a release
+    /// store, so a consumer that sees the new header with an acquire load also
+    /// sees the whole body.
+    ///
+    /// The release store alone is not enough when the ring is write-combined
+    /// VRAM (a ring ROCr placed in device memory, reached through the BAR):
+    /// write-combined stores may leave the CPU in any order, so without the
+    /// fence the packet processor could fetch the new header before the body.
+    /// The caller still fences before it rings the doorbell.
+    ///
+    /// ```
+    /// use hsa_sys::{AqlSlot, PacketHeader, PacketWords, HSA_PACKET_TYPE_BARRIER_AND};
+    ///
+    /// let slot = AqlSlot::invalid();
+    /// let mut words = PacketWords::default();
+    /// words.0[0] = u32::from(PacketHeader::new(HSA_PACKET_TYPE_BARRIER_AND).bits());
+    /// words.0[14] = 0x40; // the completion signal's low half
+    /// slot.publish(words);
+    /// assert_eq!(slot.read(), words);
+    /// ```
     pub fn publish(&self, words: PacketWords) {
+        self.publish_with(words, store_fence);
+    }
+
+    /// [`AqlSlot::publish`] with the caller's store fence, run once between
+    /// the body and the header: the backend passes one that it counts.
+    /// `store_fence` must order every store before it (write-combined ones
+    /// included) before every store after it, as [`store_fence`] does.
+    ///
+    /// ```
+    /// use hsa_sys::{AqlSlot, PacketWords};
+    ///
+    /// let slot = AqlSlot::invalid();
+    /// let words = PacketWords([7; 16]);
+    /// let mut fences = 0;
+    /// slot.publish_with(words, || {
+    ///     // At the fence the body is written and the header is not yet.
+    ///     assert!(slot.header().is_none());
+    ///     fences += 1;
+    ///     hsa_sys::store_fence();
+    /// });
+    /// assert_eq!((fences, slot.read()), (1, words));
+    /// ```
+    pub fn publish_with(&self, words: PacketWords, store_fence: impl FnOnce()) {
         for (slot_word, word) in self.0.iter().zip(words.0).skip(1) {
             slot_word.store(word, Ordering::Relaxed);
         }
+        store_fence();
         self.0[0].store(words.0[0], Ordering::Release);
     }
 
@@ -422,5 +490,36 @@ impl AqlSlot {
     /// has consumed a packet), with a release store.
     pub fn invalidate(&self) {
         self.0[0].store(HSA_PACKET_TYPE_INVALID as u32, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The publication order of DESIGN.md section 2, observed at the fence:
+    /// every body word is already written, the header not yet; the fence runs
+    /// once; the header follows it.
+    #[test]
+    fn publish_with_fences_between_the_body_and_the_header() {
+        let slot = AqlSlot::invalid();
+        let mut words = PacketWords(core::array::from_fn(|i| 0x100 + i as u32));
+        words.0[0] = u32::from(PacketHeader::new(HSA_PACKET_TYPE_BARRIER_AND).bits());
+        let mut seen = None;
+        slot.publish_with(words, || {
+            let now: [u32; 16] = core::array::from_fn(|i| slot.0[i].load(Ordering::Relaxed));
+            assert!(seen.replace(now).is_none(), "the fence ran twice");
+        });
+        let at_fence = seen.expect("the fence never ran");
+        assert_eq!(
+            at_fence[0], HSA_PACKET_TYPE_INVALID as u32,
+            "the header was published before the fence"
+        );
+        assert_eq!(
+            at_fence[1..],
+            words.0[1..],
+            "the body was incomplete at the fence"
+        );
+        assert_eq!(slot.read(), words);
     }
 }
