@@ -275,7 +275,8 @@ impl<T: QueueTracker> QueueCore<T> {
             }
             WaitEnd::Done(_) => {
                 let error = self.report_failure();
-                inner.tracker.fail_queue();
+                // This thread holds the lock: tell the tracker now.
+                self.apply_pending_failure(inner);
                 self.finish_batch(batch, marker.seq, &Outcome::Failed, self.state(), false);
                 marker.finish(Outcome::Failed);
                 Err(error)

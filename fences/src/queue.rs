@@ -11,6 +11,14 @@
 //! What other threads read without the lock lives in `Progress` (three
 //! counters of command numbers) and in the stats: that is what lets a
 //! completed marker answer synchronize with no lock at all.
+//!
+//! A queue failure seen without the lock (by the completion thread, a CPU
+//! wait, a query) must reach the tracker, which only the lock holder may
+//! touch. Waiting for the lock there could stall the completion thread
+//! behind a submitter, so the failure is recorded (`failure_pending`) and
+//! passed on under the lock: at once if it is free, else by the next thread
+//! to take it, before that thread touches the tracker. Nothing uses the
+//! tracker without the lock, so no use of it can miss the failure.
 
 use crate::batch::{Batch, Command, Entry, Outcome};
 use crate::config::QueueConfig;
@@ -21,7 +29,7 @@ use crate::handler::{BatchJob, Job, JobCount};
 use crate::marker::Marker;
 use crate::publish::{Packet, Step, published};
 use crate::stats::{Counters, QueueStats, bump};
-use crate::sync::{Arc, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
 use std::time::{Duration, Instant};
 use tracker::{
     HardwareQueue, Placement, Purpose, SignalRef, Status, Ticket, Tracker, Waiter, Work,
@@ -124,20 +132,45 @@ pub(crate) struct QueueCore<T: QueueTracker> {
     pub(crate) progress: Progress,
     pub(crate) stats: Counters,
     pub(crate) jobs: Arc<JobCount>,
+    /// The queue failed and the tracker has not been told yet (see the
+    /// module docs): the next thread to take the lock tells it.
+    failure_pending: AtomicBool,
 }
 
 impl<T: QueueTracker> QueueCore<T> {
     /// Takes the execution lock (counted).
     pub(crate) fn lock(&self) -> MutexGuard<'_, Inner<T>> {
         bump(&self.stats.lock_acquisitions);
-        self.lock.lock()
+        let mut guard = self.lock.lock();
+        self.apply_pending_failure(&mut guard);
+        guard
     }
 
     /// Takes the execution lock if it is free (counted when taken).
     pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, Inner<T>>> {
-        let guard = self.lock.try_lock()?;
+        let mut guard = self.lock.try_lock()?;
         bump(&self.stats.lock_acquisitions);
+        self.apply_pending_failure(&mut guard);
         Some(guard)
+    }
+
+    /// Tells the tracker about a recorded queue failure (under the lock).
+    /// One load while the queue is healthy.
+    pub(crate) fn apply_pending_failure(&self, inner: &mut Inner<T>) {
+        if self.failure_pending.load(Ordering::Acquire)
+            && self.failure_pending.swap(false, Ordering::AcqRel)
+        {
+            inner.tracker.fail_queue();
+        }
+    }
+
+    /// Records that the queue failed, for the tracker: told now if the lock
+    /// is free, else by the next thread to take it (see the module docs).
+    /// Never waits for the lock.
+    fn note_queue_failed(&self) {
+        self.failure_pending.store(true, Ordering::Release);
+        // Taking and dropping the lock applies it.
+        drop(self.try_lock());
     }
 
     pub(crate) fn state(&self) -> &DeviceState {
@@ -320,9 +353,7 @@ impl<T: QueueTracker> QueueCore<T> {
             Outcome::Failed => {
                 device.report(format!("queue {} failed", self.id));
                 batch.complete(outcome, &self.waiter);
-                if let Some(mut inner) = self.try_lock() {
-                    inner.tracker.fail_queue();
-                }
+                self.note_queue_failed();
             }
             Outcome::DeviceError(_) => {
                 bump(&self.stats.device_error_returns);
@@ -332,9 +363,12 @@ impl<T: QueueTracker> QueueCore<T> {
         bump(&self.stats.batches_completed);
     }
 
-    /// A use of this queue failed: the device enters the error state.
+    /// A use of this queue failed: the device enters the error state and
+    /// the tracker is told (its pending uses fail). Callable with or without
+    /// the lock.
     pub(crate) fn report_failure(&self) -> Error {
         self.state().report(format!("queue {} failed", self.id));
+        self.note_queue_failed();
         Error::QueueFailed { queue: self.id }
     }
 
@@ -430,6 +464,7 @@ impl<T: QueueTracker> HostQueue<T> {
             progress: Progress::default(),
             stats: Counters::default(),
             jobs: Arc::new(JobCount::default()),
+            failure_pending: AtomicBool::new(false),
         };
         Ok(Self {
             core: Arc::new(core),

@@ -2,11 +2,12 @@
 //! HIP_SKIP_ABORT_ON_GPU_ERROR) waits return early without completion,
 //! timing and the reset are skipped, batches are released, nobody hangs;
 //! without it the device refuses further work. A queue failure puts the
-//! device in the error state.
+//! device in the error state and reaches the tracker even when the lock is
+//! busy as it is seen.
 
 mod support;
 
-use fences::{CommandStatus, DeviceConfig, Error, QueueConfig};
+use fences::{BatchLimits, CommandStatus, DeviceConfig, Error, QueueConfig};
 use support::*;
 use tracker::{Status, Tracker};
 
@@ -164,6 +165,46 @@ fn a_queue_failure_puts_the_device_in_the_error_state() {
     ));
     flag.set();
     platform.sim().run_until_idle();
+}
+
+#[test]
+fn a_failure_seen_while_the_lock_is_busy_still_reaches_the_tracker() {
+    let (platform, device) = stepped_with(
+        skip_abort(),
+        QueueConfig {
+            batch_limits: BatchLimits {
+                host_signals: 2,
+                device_signals: 2,
+            },
+            ..bounded()
+        },
+    );
+    let queue = device.default_queue().clone();
+    let flag = sim::HostFlag::new();
+    queue.launch(spin_kernel(&platform, &flag)).unwrap();
+    queue.launch(0).unwrap(); // closes the batch: a completion-thread job
+    // In the open batch: nothing loads its signal, so only the tracker's
+    // fail_queue can mark it failed.
+    let later = queue.launch(0).unwrap();
+    assert_eq!(queue.batches_in_completion(), 1);
+
+    queue.with_tracker(|tracker| {
+        // This thread holds the execution lock while the completion thread
+        // sees the queue fail and finishes the batch.
+        tracker.queue().fail();
+        wait_until("the completion thread finished the failed batch", || {
+            queue.batches_in_completion() == 0
+        });
+        assert_eq!(tracker.known_status(&later.ticket()).unwrap(), None);
+    });
+    assert!(device.error().is_some());
+    // Passed on to the tracker when the lock was let go.
+    assert_eq!(
+        queue.with_tracker(|t| t.known_status(&later.ticket()).unwrap()),
+        Some(Status::Failed)
+    );
+    assert_eq!(later.status(), CommandStatus::Failed);
+    flag.set();
 }
 
 #[test]
