@@ -6,6 +6,7 @@ use crate::device::Device;
 use crate::error::Error;
 use crate::packet;
 use crate::teardown::Release;
+use crate::visibility::store_fence;
 use crate::wait::system_ticks;
 use hsa_sys::*;
 use std::ffi::c_void;
@@ -102,6 +103,8 @@ struct QueueInner {
     options: QueueOptions,
     /// Shared with ROCr's callback (as a raw `Arc`) until the queue is gone.
     errors: Arc<ErrorCell>,
+    /// Store fences publication executed.
+    store_fences: AtomicU64,
 }
 
 // SAFETY: the queue descriptor and ring belong to ROCr and stay mapped until
@@ -198,6 +201,7 @@ impl AqlQueue {
                 id: descriptor.id,
                 options,
                 errors,
+                store_fences: AtomicU64::new(0),
             }),
         };
         if options.profiling {
@@ -256,9 +260,12 @@ impl AqlQueue {
         self.inner.try_reserve()
     }
 
-    /// Publishes a packet at reserved `index` in HSA order — the body, then
-    /// the header by a release store, then the doorbell (`index`, through
-    /// `hsa_signal_store_screlease` on the doorbell signal). Signals it names
+    /// Publishes a packet at reserved `index` in HSA order (DESIGN.md section
+    /// 2): the body, a store fence, the header by a release store, another
+    /// store fence, then the doorbell (`index`, through
+    /// `hsa_signal_store_screlease` on the doorbell signal). The fences order
+    /// write-combined stores to a ring in VRAM; both are executed and counted
+    /// ([`AqlQueue::store_fences`]) for every ring. Signals the packet names
     /// must be armed, and their arming visible to the GPU, before this call.
     pub fn publish_packet(&self, index: u64, packet: PacketWords) -> Result<(), QueueError> {
         self.inner.publish_packet(index, packet)
@@ -273,6 +280,22 @@ impl AqlQueue {
         completion: u64,
     ) -> Result<(), QueueError> {
         self.publish_packet(index, packet::barrier_value(wait, barrier, completion))
+    }
+
+    /// Store fences executed by publication, two per packet (see
+    /// [`AqlQueue::publish_packet`]); the drain's barriers count as well.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// let queue = hsa_backend::AqlQueue::new(&device, Default::default())?;
+    /// assert_eq!(queue.store_fences(), 0);
+    /// queue.drain(std::time::Duration::from_secs(10))?; // publishes one barrier
+    /// assert_eq!(queue.store_fences(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn store_fences(&self) -> u64 {
+        self.inner.store_fences.load(Ordering::Relaxed)
     }
 
     /// Waits until every packet published so far has completed, at most
@@ -358,7 +381,14 @@ impl QueueInner {
                 "packet id {index} is not reserved (write index {write})"
             )));
         }
-        self.slot(index).publish(packet);
+        // Body, store fence, header (DESIGN.md section 2), then another store
+        // fence, so that a header still in a write-combining buffer reaches a
+        // VRAM ring before the doorbell tells the packet processor to look.
+        // Both are needed only for a ring in VRAM, which the backend cannot
+        // verify (`ring_in_device_memory` is the caller's word), so it fences
+        // every ring: a fence with no write-combined store pending is cheap.
+        self.slot(index).publish_with(packet, || self.store_fence());
+        self.store_fence();
         // SAFETY: the doorbell is the queue's own signal, live with it; its
         // value is the id of the packet just published.
         unsafe {
@@ -370,6 +400,11 @@ impl QueueInner {
             Some(failed) => Err(failed),
             None => Ok(()),
         }
+    }
+
+    fn store_fence(&self) {
+        store_fence();
+        self.store_fences.fetch_add(1, Ordering::Relaxed);
     }
 
     fn drain(&self, timeout: Duration) -> Result<(), Error> {

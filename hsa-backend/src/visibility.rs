@@ -15,22 +15,15 @@ use hsa_sys::hsa_amd_hdp_flush_t;
 use std::ptr::NonNull;
 
 /// A store fence: every store the thread made before it reaches memory
-/// before any store it makes after it, write-combined ones included.
+/// before any store it makes after it, write-combined ones included (x86
+/// `sfence`; see [`hsa_sys::store_fence`], which this is).
 ///
 /// ```
 /// hsa_backend::store_fence(); // costs ~100 ns on a large-BAR system
 /// ```
 #[inline]
 pub fn store_fence() {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `sfence` has no operands and no preconditions; SSE is part of
-    // the x86_64 baseline.
-    unsafe {
-        core::arch::x86_64::_mm_sfence()
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    // Elsewhere the strongest portable fence orders the stores as well.
-    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+    hsa_sys::store_fence();
 }
 
 /// A GPU's HDP flush register, mapped into the process by ROCr.

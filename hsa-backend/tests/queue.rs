@@ -129,6 +129,52 @@ fn a_packet_reaches_the_packet_processor_at_its_doorbell() {
     gpu.standin.assert_no_violations();
 }
 
+/// DESIGN.md section 2: body, store fence, header, then the doorbell; a ring
+/// in VRAM is write-combined, and a release store orders nothing there. The
+/// order around the fence is `AqlSlot::publish_with`'s (tested in hsa-sys);
+/// here, that every way of publishing executes it, and the fence before the
+/// doorbell, for every packet. The stand-in cannot see an `sfence` itself:
+/// the queue counts what it executed.
+#[test]
+fn every_packet_is_fenced_before_its_header_and_before_its_doorbell() {
+    let gpu = Gpu::new(rocr_standin::Config {
+        ring_in_device_memory: true,
+        ..rocr_standin::Config::default()
+    });
+    let queue = gpu.queue(QueueOptions {
+        ring_in_device_memory: true,
+        ..options(64)
+    });
+    let pool = SignalPool::new(&gpu.device);
+    assert_eq!(queue.store_fences(), 0);
+    let index = queue.reserve().unwrap();
+    queue.publish(index, Work::Empty, true, 0).unwrap();
+    assert_eq!(queue.store_fences(), 2);
+    let index = queue.try_reserve().unwrap();
+    let packet = hsa_backend::packet::kernel_dispatch(0, false, 0);
+    queue.publish_packet(index, packet).unwrap();
+    assert_eq!(queue.store_fences(), 4);
+    let index = queue.try_reserve().unwrap();
+    let wait = BarrierValue {
+        signal: armed(&pool),
+        condition: HSA_SIGNAL_CONDITION_EQ,
+        compare: 1,
+        mask: -1,
+    };
+    queue.publish_barrier_value(index, wait, false, 0).unwrap();
+    assert_eq!(queue.store_fences(), 6);
+    queue.drain(Duration::from_secs(10)).unwrap();
+    assert_eq!(queue.store_fences(), 8, "the drain's barrier too");
+    assert_eq!(pool.counters().store_fences, 1, "the pool counts its own");
+    // A refused publication fences nothing and rings nothing.
+    let doorbells = gpu.standin.calls("hsa_signal_store_screlease");
+    assert!(queue.publish_packet(1000, packet).is_err());
+    assert_eq!(queue.store_fences(), 8);
+    assert_eq!(gpu.standin.calls("hsa_signal_store_screlease"), doorbells);
+    drop(queue);
+    gpu.standin.assert_no_violations();
+}
+
 #[test]
 fn kernels_are_dispatch_packets_and_more_than_five_dependencies_are_refused() {
     let gpu = Gpu::stepped();
