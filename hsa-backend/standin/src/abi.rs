@@ -257,3 +257,38 @@ pub enum KernelKind {
     /// Spins until a host flag (`rocr_standin_new_flag`) is set.
     SpinUntilFlag = 2,
 }
+
+/// An answer of success with a result a real ROCr would not give, injected
+/// with [`Standin::malform`](crate::Standin::malform) to exercise a caller's
+/// checks of what ROCr returns.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Malformed {
+    /// `hsa_queue_create` succeeds but writes a null queue.
+    QueueNull = 0,
+    /// `hsa_queue_create` makes a queue whose descriptor has no ring (a null
+    /// `base_address`); the queue exists and must be destroyed.
+    QueueWithoutRing = 1,
+    /// `hsa_amd_memory_pool_allocate` succeeds but writes a null pointer.
+    AllocationNull = 2,
+    /// `hsa_amd_memory_pool_allocate` returns a block 32 bytes past a 64-byte
+    /// boundary; the block exists and must be freed (at that address).
+    AllocationMisaligned = 3,
+    /// `hsa_iterate_agents` leaves out the CPU agent.
+    NoCpuAgent = 4,
+}
+
+impl Malformed {
+    /// Every kind, in value order.
+    pub const ALL: [Malformed; 5] = [
+        Malformed::QueueNull,
+        Malformed::QueueWithoutRing,
+        Malformed::AllocationNull,
+        Malformed::AllocationMisaligned,
+        Malformed::NoCpuAgent,
+    ];
+
+    pub(crate) fn from_raw(raw: u32) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| *kind as u32 == raw)
+    }
+}

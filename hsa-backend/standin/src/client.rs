@@ -322,6 +322,84 @@ impl Standin {
         assert!(done, "fail_signal_creations needs an initialised runtime");
     }
 
+    /// Failure injection: after `skip` more calls of the ROCr function
+    /// `symbol`, the next `count` answer `status` without doing anything
+    /// (`count` 0 clears an earlier injection). Works before `hsa_init` too,
+    /// so initialisation and discovery can fail; holds across runtimes until
+    /// used up.
+    ///
+    /// ```
+    /// use hsa_sys::{HsaApi, HSA_STATUS_ERROR_OUT_OF_RESOURCES, HSA_SYSTEM_INFO_TIMESTAMP};
+    /// use rocr_standin::{Config, Standin};
+    ///
+    /// let standin = Standin::new(Config::default())?;
+    /// standin.fail_calls("hsa_system_get_info", 1, 1, HSA_STATUS_ERROR_OUT_OF_RESOURCES);
+    /// let api = HsaApi::load_from(standin.library_path())?;
+    /// let mut now = 0u64;
+    /// // SAFETY: plain calls; `now` is the attribute's uint64_t.
+    /// let answers = unsafe {
+    ///     api.check_status(api.hsa_init())?;
+    ///     let answers: Vec<u32> = (0..3)
+    ///         .map(|_| api.hsa_system_get_info(HSA_SYSTEM_INFO_TIMESTAMP, (&raw mut now).cast()))
+    ///         .collect();
+    ///     api.hsa_shut_down();
+    ///     answers
+    /// };
+    /// assert_eq!(answers, [0, HSA_STATUS_ERROR_OUT_OF_RESOURCES, 0], "the second call failed");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Panics
+    /// If the library exports no such function, or it returns no status.
+    pub fn fail_calls(&self, symbol: &str, skip: u64, count: u64, status: u32) {
+        // SAFETY: `symbol` is `len` readable bytes; the rest are plain values.
+        let done = unsafe {
+            (self.control.rocr_standin_fail_calls)(
+                symbol.as_ptr(),
+                symbol.len(),
+                skip,
+                count,
+                status,
+            )
+        };
+        assert!(
+            done,
+            "the stand-in has no ROCr function `{symbol}` that returns a status"
+        );
+    }
+
+    /// Failure injection: the next `count` calls that can give the malformed
+    /// answer `kind` give it (0 clears). Works before `hsa_init` too.
+    ///
+    /// ```
+    /// use hsa_sys::{HsaApi, hsa_agent_t};
+    /// use rocr_standin::{Config, Malformed, Standin};
+    ///
+    /// unsafe extern "C" fn count(_: hsa_agent_t, data: *mut std::ffi::c_void) -> u32 {
+    ///     // SAFETY: `data` is the `usize` below.
+    ///     unsafe { *data.cast::<usize>() += 1 };
+    ///     0
+    /// }
+    /// let standin = Standin::new(Config::default())?;
+    /// standin.malform(Malformed::NoCpuAgent, 1);
+    /// let api = HsaApi::load_from(standin.library_path())?;
+    /// let (mut first, mut second) = (0usize, 0usize);
+    /// // SAFETY: plain calls; the callback matches its data.
+    /// unsafe {
+    ///     api.check_status(api.hsa_init())?;
+    ///     api.hsa_iterate_agents(Some(count), (&raw mut first).cast());
+    ///     api.hsa_iterate_agents(Some(count), (&raw mut second).cast());
+    ///     api.hsa_shut_down();
+    /// }
+    /// assert_eq!((first, second), (1, 2), "the GPU alone, then the CPU and the GPU");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn malform(&self, kind: Malformed, count: u64) {
+        // SAFETY: plain values.
+        let done = unsafe { (self.control.rocr_standin_malform)(kind as u32, count) };
+        assert!(done, "the stand-in does not know {kind:?}");
+    }
+
     /// A new, unset host flag that a [`Kernel::SpinUntil`] can wait on.
     pub fn new_flag(&self) -> Flag {
         // SAFETY: no arguments.

@@ -167,6 +167,31 @@ control! {
         true
     }
 
+    /// Failure injection: after `skip` more calls of the ROCr function
+    /// `symbol` (UTF-8, `len` bytes), the next `count` answer `status`
+    /// without doing anything (0 clears). Works without a runtime. False if
+    /// the library exports no such function or it returns no status.
+    fn rocr_standin_fail_calls(symbol: *const u8, len: usize, skip: u64, count: u64, status: u32) -> bool = false => {
+        // SAFETY: the caller passes `len` readable bytes.
+        let symbol = unsafe { std::slice::from_raw_parts(symbol, len) };
+        let Some(export) = crate::exports::EXPORTS
+            .iter()
+            .find(|e| e.symbol.as_bytes() == symbol && e.returns == "hsa_status_t")
+        else {
+            return false;
+        };
+        crate::inject::fail_calls(export.symbol, skip, count, status);
+        true
+    }
+
+    /// Failure injection: the next `count` calls that can give the malformed
+    /// answer `kind` (a `Malformed`) give it. Works without a runtime.
+    fn rocr_standin_malform(kind: u32, count: u64) -> bool = false => {
+        let Some(kind) = Malformed::from_raw(kind) else { return false };
+        crate::inject::malform(kind, count);
+        true
+    }
+
     /// A new, unset host flag for spinning kernels; 0 without a runtime.
     fn rocr_standin_new_flag() -> u64 = 0 => {
         let Some(i) = instance() else { return 0 };

@@ -12,6 +12,7 @@
 //! A panic inside the stand-in never crosses into the caller: it becomes a
 //! violation and the function's error answer.
 
+use crate::abi::Malformed;
 use crate::machine::AgentKind;
 use crate::state::{self, Instance, SYSTEM_TIMESTAMP_FREQUENCY, with_instance};
 use core::ffi::{c_char, c_int, c_void};
@@ -76,6 +77,13 @@ macro_rules! rocr_exports {
             #[unsafe(no_mangle)]
             pub unsafe extern "C" fn $symbol($($arg: $arg_ty),*) $(-> $ret)? {
                 calls::$symbol.fetch_add(1, Ordering::Relaxed);
+                $(
+                    if let Some(answer) = crate::inject::injected(stringify!($symbol))
+                        .and_then(<$ret as crate::inject::Answer>::from_status)
+                    {
+                        return answer;
+                    }
+                )?
                 guard(stringify!($symbol), $fallback, move || $body)
             }
         )*
@@ -221,7 +229,11 @@ rocr_exports! {
             let Some(callback) = callback else {
                 return HSA_STATUS_ERROR_INVALID_ARGUMENT;
             };
+            let no_cpu = crate::inject::take_malformed(Malformed::NoCpuAgent);
             for agent in instance.machine.agent_handles() {
+                if no_cpu && instance.machine.agent(agent) == Some(AgentKind::Cpu) {
+                    continue;
+                }
                 // SAFETY: the caller's callback and data, as registered.
                 let status = unsafe { callback(agent, data) };
                 if status != HSA_STATUS_SUCCESS {
@@ -330,7 +342,13 @@ rocr_exports! {
             if ptr.is_null() || flags != 0 {
                 return HSA_STATUS_ERROR_INVALID_ARGUMENT;
             }
-            match instance.memory.allocate(instance, pool, size) {
+            if crate::inject::take_malformed(Malformed::AllocationNull) {
+                // SAFETY: the caller passes a place for one pointer.
+                unsafe { ptr.write(std::ptr::null_mut()) };
+                return HSA_STATUS_SUCCESS;
+            }
+            let misaligned = crate::inject::take_malformed(Malformed::AllocationMisaligned);
+            match instance.memory.allocate(instance, pool, size, misaligned) {
                 Ok(base) => {
                     // SAFETY: the caller passes a place for one pointer.
                     unsafe { ptr.write(base as *mut c_void) };
@@ -509,8 +527,18 @@ rocr_exports! {
                 Some(AgentKind::Cpu) => return HSA_STATUS_ERROR_INVALID_QUEUE_CREATION,
                 None => return HSA_STATUS_ERROR_INVALID_AGENT,
             };
+            if crate::inject::take_malformed(Malformed::QueueNull) {
+                // SAFETY: the caller passes a place for one pointer.
+                unsafe { queue.write(std::ptr::null_mut()) };
+                return HSA_STATUS_SUCCESS;
+            }
             let size = size.max(crate::machine::QUEUE_MIN_SIZE);
             let created = instance.queues.create(instance, gpu, size, callback, data as usize);
+            if crate::inject::take_malformed(Malformed::QueueWithoutRing) {
+                // SAFETY: the descriptor was just made and nobody else has its
+                // address yet; the adapter keeps its own pointer to the ring.
+                unsafe { (*created).base_address = std::ptr::null_mut() };
+            }
             // SAFETY: the caller passes a place for one pointer.
             unsafe { queue.write(created) };
             HSA_STATUS_SUCCESS

@@ -26,7 +26,10 @@
 //! machine ([`Config`]: GPUs, large BAR, pools, HDP registers, threaded or
 //! stepped), and drives and inspects it through `rocr_standin_*` control
 //! functions: stepping queues ([`QueueControl`]), ground truth ([`Truth`]),
-//! call counts of every ROCr function, failure injection, and violations —
+//! call counts of every ROCr function, failure injection (exhausted pools,
+//! any status-returning function failing on chosen calls
+//! ([`Standin::fail_calls`]), answers a real ROCr would not give
+//! ([`Malformed`])), and violations —
 //! host actions that ROCr or the hardware would not forgive (a re-armed
 //! signal in flight, memory freed under a pending packet, a raw block passed
 //! to ROCr's signal calls, a missing access grant), checked when packets are
@@ -73,13 +76,15 @@ mod checker;
 mod client;
 mod control;
 mod exports;
+mod inject;
 mod machine;
 mod memory;
 mod queue;
 mod state;
 
 pub use abi::{
-    AllocationInfo, Census, Config, KernelKind, PoolKind, SimCounters, StepOp, StepStatus, Truth,
+    AllocationInfo, Census, Config, KernelKind, Malformed, PoolKind, SimCounters, StepOp,
+    StepStatus, Truth,
 };
 pub use client::{
     Flag, Kernel, LIBRARY_ENV, LIBRARY_FILE, QueueControl, Standin, StandinError, library,

@@ -18,6 +18,10 @@ use sim::{AgentId, Placement};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
+/// How far past a 64-byte boundary a misaligned block starts
+/// ([`Malformed::AllocationMisaligned`](crate::Malformed::AllocationMisaligned)).
+const MISALIGNMENT: u64 = 32;
+
 /// One pool allocation.
 #[derive(Clone, Debug)]
 pub(crate) struct Allocation {
@@ -71,11 +75,14 @@ impl Memory {
     }
 
     /// `hsa_amd_memory_pool_allocate`: `size` rounded up to the granule.
+    /// `misaligned` (failure injection): the block handed out, and recorded,
+    /// starts [`MISALIGNMENT`] bytes into the allocation.
     pub(crate) fn allocate(
         &self,
         instance: &Instance,
         pool: Pool,
         size: usize,
+        misaligned: bool,
     ) -> Result<u64, hsa_status_t> {
         if size == 0 {
             return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
@@ -101,12 +108,13 @@ impl Memory {
         if instance.sim.placement(signals[0]) != placement {
             return Err(HSA_STATUS_ERROR_OUT_OF_RESOURCES);
         }
-        let base = signals[0].handle().handle;
+        let offset = if misaligned { MISALIGNMENT } else { 0 };
+        let base = signals[0].handle().handle + offset;
         self.allocations.lock().insert(
             base,
             Allocation {
                 base,
-                bytes: bytes as u64,
+                bytes: bytes as u64 - offset,
                 kind: pool.kind,
                 gpu,
                 granted: Vec::new(),
