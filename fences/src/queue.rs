@@ -137,21 +137,77 @@ pub(crate) struct QueueCore<T: QueueTracker> {
     failure_pending: AtomicBool,
 }
 
+#[cfg(not(loom))]
+std::thread_local! {
+    /// Execution locks (of any queue) the current thread holds.
+    static LOCKS_HELD: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+}
+
+/// Whether the current thread holds an execution lock. Batches must be
+/// completed without one (DESIGN.md section 4), and
+/// [`QueueStats::batches_completed_under_lock`] counts the exceptions
+/// (only the old behaviour makes any). Loom models run threads on one OS
+/// thread, so a thread-local cannot tell them apart: always false there.
+fn holds_an_execution_lock() -> bool {
+    #[cfg(not(loom))]
+    {
+        LOCKS_HELD.with(|held| held.get() > 0)
+    }
+    #[cfg(loom)]
+    {
+        false
+    }
+}
+
+/// The execution lock, held: dereferences to what it protects, and counts
+/// itself in the current thread's held locks until dropped.
+pub(crate) struct Locked<'a, T: QueueTracker> {
+    guard: MutexGuard<'a, Inner<T>>,
+}
+
+impl<'a, T: QueueTracker> Locked<'a, T> {
+    fn new(guard: MutexGuard<'a, Inner<T>>) -> Self {
+        #[cfg(not(loom))]
+        LOCKS_HELD.with(|held| held.set(held.get() + 1));
+        Self { guard }
+    }
+}
+
+impl<T: QueueTracker> Drop for Locked<'_, T> {
+    fn drop(&mut self) {
+        #[cfg(not(loom))]
+        LOCKS_HELD.with(|held| held.set(held.get() - 1));
+    }
+}
+
+impl<T: QueueTracker> core::ops::Deref for Locked<'_, T> {
+    type Target = Inner<T>;
+    fn deref(&self) -> &Inner<T> {
+        &self.guard
+    }
+}
+
+impl<T: QueueTracker> core::ops::DerefMut for Locked<'_, T> {
+    fn deref_mut(&mut self) -> &mut Inner<T> {
+        &mut self.guard
+    }
+}
+
 impl<T: QueueTracker> QueueCore<T> {
     /// Takes the execution lock (counted).
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner<T>> {
+    pub(crate) fn lock(&self) -> Locked<'_, T> {
         bump(&self.stats.lock_acquisitions);
         let mut guard = self.lock.lock();
         self.apply_pending_failure(&mut guard);
-        guard
+        Locked::new(guard)
     }
 
     /// Takes the execution lock if it is free (counted when taken).
-    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, Inner<T>>> {
+    pub(crate) fn try_lock(&self) -> Option<Locked<'_, T>> {
         let mut guard = self.lock.try_lock()?;
         bump(&self.stats.lock_acquisitions);
         self.apply_pending_failure(&mut guard);
-        Some(guard)
+        Some(Locked::new(guard))
     }
 
     /// Tells the tracker about a recorded queue failure (under the lock).
@@ -341,6 +397,9 @@ impl<T: QueueTracker> QueueCore<T> {
         device: &DeviceState,
         poll: bool,
     ) {
+        if holds_an_execution_lock() {
+            bump(&self.stats.batches_completed_under_lock);
+        }
         match outcome {
             Outcome::Complete => {
                 self.progress.note_synced(last_seq);

@@ -73,6 +73,11 @@ counters! {
         batches_closed,
         /// Batches completed (by any thread).
         batches_completed,
+        /// Of those, completed by a thread holding an execution lock: 0
+        /// unless the old behaviour ([`SyncWait::UnderLock`](crate::SyncWait))
+        /// is configured, as every batch (a synchronize marker's included)
+        /// is completed after the lock is released.
+        batches_completed_under_lock,
         /// Of those, by the completion thread.
         handler_batches,
         /// Event synchronizes that returned without taking the lock.

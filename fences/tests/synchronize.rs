@@ -43,6 +43,38 @@ fn the_reset_runs_when_nothing_followed_the_marker_and_the_lock_is_retaken_once(
     assert_eq!(queue.with_tracker(|t| t.census().in_flight), 0);
 }
 
+/// Synchronizes a queue whose pending small batch waits for a spinning
+/// kernel; returns the queue's counters afterwards.
+fn synchronize_small_batch(sync_wait: SyncWait) -> QueueStats {
+    let (platform, device) = stepped_with(
+        Default::default(),
+        QueueConfig {
+            sync_wait,
+            ..bounded()
+        },
+    );
+    let queue = device.default_queue().clone();
+    let flag = sim::HostFlag::new();
+    let kernel = queue.launch(spin_kernel(&platform, &flag)).unwrap();
+    let sync = spawn_synchronize(&queue);
+    wait_until("the synchronizer waits", || waiting(&queue) == 1);
+    flag.set();
+    assert_eq!(drive(&platform, sync), Ok(()));
+    assert!(kernel.is_released());
+    queue.stats()
+}
+
+#[test]
+fn the_marker_batch_is_completed_without_the_lock() {
+    let stats = synchronize_small_batch(SyncWait::OutsideLock);
+    assert_eq!(stats.batches_completed, 1);
+    assert_eq!(stats.batches_completed_under_lock, 0);
+    // The counter sees a completion under the lock: the old behaviour's.
+    let old = synchronize_small_batch(SyncWait::UnderLock);
+    assert_eq!(old.batches_completed, 1);
+    assert_eq!(old.batches_completed_under_lock, 1);
+}
+
 #[test]
 fn a_completed_marker_answers_synchronize_without_the_lock() {
     let (platform, device) = stepped();
