@@ -25,9 +25,10 @@ pub enum Error {
     /// `hsa_init` failed. On a machine without an AMD GPU (no `/dev/kfd`)
     /// ROCr answers `HSA_STATUS_ERROR_OUT_OF_RESOURCES`.
     #[error(
-        "hsa_init failed: {0}. Check that an AMD GPU and its kernel driver (amdgpu, /dev/kfd) \
+        "hsa_init failed: {}. Check that an AMD GPU and its kernel driver (amdgpu, /dev/kfd) \
          are present and that this user may open /dev/kfd and /dev/dri/renderD* (the `render` \
-         and `video` groups)"
+         and `video` groups)",
+        sentence(.0)
     )]
     InitFailed(StatusError),
     /// `hsa_init` did not return in time (a wedged driver). The call goes on
@@ -93,4 +94,10 @@ impl Error {
             _ => None,
         }
     }
+}
+
+/// A status as the middle of a sentence: ROCr's own texts end with a period,
+/// which the message that goes on after them must not double.
+fn sentence(status: &StatusError) -> String {
+    status.to_string().trim_end_matches(['.', ' ']).to_owned()
 }
