@@ -72,6 +72,14 @@ pub enum Error {
         /// `HSA_AGENT_INFO_QUEUE_MAX_SIZE`.
         max: u32,
     },
+    /// The queue failed (ROCr reported an error through the queue's
+    /// callback, or its packets completed with a negative value): its pending
+    /// packets will not complete.
+    #[error(
+        "the queue failed: {}. Its pending work will not complete; create a new queue",
+        sentence(.0)
+    )]
+    QueueFailed(StatusError),
     /// A wait ran out of time.
     #[error("timed out after {0:?} waiting for the GPU; the work may still complete")]
     TimedOut(Duration),
@@ -90,7 +98,9 @@ impl Error {
     /// ```
     pub fn status(&self) -> Option<&StatusError> {
         match self {
-            Error::InitFailed(status) | Error::Call { status, .. } => Some(status),
+            Error::InitFailed(status) | Error::QueueFailed(status) | Error::Call { status, .. } => {
+                Some(status)
+            }
             _ => None,
         }
     }
@@ -100,4 +110,26 @@ impl Error {
 /// which the message that goes on after them must not double.
 fn sentence(status: &StatusError) -> String {
     status.to_string().trim_end_matches(['.', ' ']).to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hsa_sys::HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+
+    #[test]
+    fn a_status_text_ending_in_a_period_is_not_followed_by_another() {
+        let text = "HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the \
+                    necessary resources. This error may also occur when the core runtime \
+                    library needs to spawn threads or create internal OS-specific events.";
+        let status = StatusError::new(HSA_STATUS_ERROR_OUT_OF_RESOURCES).with_runtime_text(text);
+        for error in [
+            Error::InitFailed(status.clone()),
+            Error::QueueFailed(status),
+        ] {
+            let message = error.to_string();
+            assert!(!message.contains(".."), "{message}");
+            assert!(message.contains("OS-specific events. "), "{message}");
+        }
+    }
 }

@@ -41,10 +41,19 @@
 //! and write indices, the doorbell, `hsa_amd_profiling_set_profiler_enabled`,
 //! `hsa_amd_profiling_get_dispatch_time`,
 //! `hsa_amd_profiling_convert_tick_to_system_domain`, `hsa_system_get_info`,
-//! `hsa_status_string`) and every code path above them, including the
-//! failure paths (each error of [`Error`], pool exhaustion and every
-//! fallback, queue errors, hung queues at teardown). Against Debian's real
-//! ROCr, loading and the failing `hsa_init` of a machine without a GPU.
+//! `hsa_status_string`) and the code paths above them, failure paths
+//! included: each error of [`Error`]; failures of the ROCr calls behind
+//! initialisation, discovery, queue creation and profiling, allocation and
+//! access grants, drains and timestamps, each cleaned up after (the stand-in
+//! injects them: `Standin::fail_calls`); answers a real ROCr would not give
+//! (a null or ring-less queue, a null or misaligned block, no CPU agent:
+//! `Standin::malform`); pool exhaustion and every fallback; queue errors,
+//! during a drain too; hung queues at teardown. Against Debian's real ROCr,
+//! loading and the failing `hsa_init` of a machine without a GPU.
+//!
+//! Not run by any test: `hsa_init` on the caller's thread when no thread can
+//! be spawned to bound it, and `hsa_signal_wait_scacquire` returning before
+//! its condition holds (allowed by HSA; the stand-in's waits never do).
 //!
 //! Only hardware shows: that an `sfence` really drains write-combined VRAM
 //! stores and an HDP flush really makes them visible (the stand-in sees the

@@ -131,7 +131,9 @@ impl AqlQueue {
     /// enables profiling if asked.
     ///
     /// # Errors
-    /// [`Error::InvalidQueueSize`]; [`Error::Call`] if ROCr refuses.
+    /// [`Error::InvalidQueueSize`]; [`Error::Call`] if ROCr refuses the queue
+    /// or profiling, or answers a queue without a usable ring. Whatever was
+    /// made by then is destroyed again.
     pub fn new(device: &Device, options: QueueOptions) -> Result<Self, Error> {
         let (min, max) = device.queue_size_limits();
         if !options.size.is_power_of_two() || options.size > max {
@@ -144,9 +146,28 @@ impl AqlQueue {
         let api = device.api();
         let errors = Arc::new(ErrorCell::default());
         let data = Arc::into_raw(errors.clone()).cast_mut().cast::<c_void>();
-        let mut queue: *mut hsa_queue_t = std::ptr::null_mut();
         let teardown = &device.runtime().teardown;
         teardown.queue_created();
+        // Undoes the creation: destroys the queue, if there is one, then
+        // takes back `data` and balances `queue_created`.
+        let abandon = |queue: Option<NonNull<hsa_queue_t>>, error: Error| {
+            if let Some(queue) = queue {
+                // SAFETY: a live queue of this runtime that nobody else has
+                // seen; nothing was published on it.
+                unsafe { api.hsa_queue_destroy(queue.as_ptr()) };
+            }
+            // SAFETY: no queue exists (any more), and ROCr calls no callback
+            // after hsa_queue_destroy returned, so ROCr holds no copy of the
+            // reference `Arc::into_raw` made.
+            drop(unsafe { Arc::from_raw(data.cast::<ErrorCell>()) });
+            teardown.queue_destroyed(api);
+            error
+        };
+        let unusable = |text: &str| Error::Call {
+            call: "hsa_queue_create",
+            status: StatusError::new(HSA_STATUS_ERROR).with_runtime_text(text),
+        };
+        let mut queue: *mut hsa_queue_t = std::ptr::null_mut();
         // SAFETY: the runtime is initialised; `device.agent()` is a GPU that
         // runs dispatches; the callback only touches `data`, an `ErrorCell`
         // kept alive until after destruction; u32::MAX segment sizes mean
@@ -163,35 +184,31 @@ impl AqlQueue {
                 &raw mut queue,
             )
         };
-        let no_queue = |text: &str| Error::Call {
-            call: "hsa_queue_create",
-            status: StatusError::new(HSA_STATUS_ERROR).with_runtime_text(text),
+        if let Err(error) = device.check("hsa_queue_create", status) {
+            return Err(abandon(None, error));
+        }
+        let Some(queue) = NonNull::new(queue) else {
+            return Err(abandon(None, unusable("it returned no queue")));
         };
-        let created = device.check("hsa_queue_create", status).and_then(|()| {
-            let queue = NonNull::new(queue).ok_or_else(|| no_queue("it returned no queue"))?;
-            // SAFETY: ROCr returned a live descriptor; its fields are written
-            // once at creation and read-only afterwards.
-            let descriptor = unsafe { queue.as_ref() };
-            let ring = NonNull::new(descriptor.base_address.cast::<AqlSlot>());
-            match ring {
-                Some(ring) if descriptor.size.is_power_of_two() => Ok((queue, ring, descriptor)),
-                _ => {
-                    // SAFETY: the queue is live and not used by anyone else.
-                    unsafe { api.hsa_queue_destroy(queue.as_ptr()) };
-                    Err(no_queue("the queue it returned has no ring"))
-                }
-            }
-        });
-        let (queue, ring, descriptor) = match created {
-            Ok(created) => created,
-            Err(error) => {
-                // SAFETY: no queue exists, so ROCr holds no copy of `data`.
-                drop(unsafe { Arc::from_raw(data.cast::<ErrorCell>()) });
-                teardown.queue_destroyed(api);
-                return Err(error);
+        // SAFETY: ROCr returned a live descriptor; its fields are written
+        // once at creation and read-only afterwards.
+        let descriptor = unsafe { queue.as_ref() };
+        let ring = match NonNull::new(descriptor.base_address.cast::<AqlSlot>()) {
+            Some(ring) if ring.as_ptr().is_aligned() && descriptor.size.is_power_of_two() => ring,
+            _ => {
+                let text =
+                    "the queue it returned has no 64-byte aligned ring of a power-of-two size";
+                return Err(abandon(Some(queue), unusable(text)));
             }
         };
-        let queue = AqlQueue {
+        if options.profiling {
+            // SAFETY: a live queue of this runtime.
+            let status = unsafe { api.hsa_amd_profiling_set_profiler_enabled(queue.as_ptr(), 1) };
+            if let Err(error) = device.check("hsa_amd_profiling_set_profiler_enabled", status) {
+                return Err(abandon(Some(queue), error));
+            }
+        }
+        Ok(AqlQueue {
             inner: Arc::new(QueueInner {
                 device: device.clone(),
                 queue,
@@ -203,13 +220,7 @@ impl AqlQueue {
                 errors,
                 store_fences: AtomicU64::new(0),
             }),
-        };
-        if options.profiling {
-            // SAFETY: a live queue of this runtime.
-            let status = unsafe { api.hsa_amd_profiling_set_profiler_enabled(queue.raw(), 1) };
-            device.check("hsa_amd_profiling_set_profiler_enabled", status)?;
-        }
-        Ok(queue)
+        })
     }
 
     /// The device the queue runs on.
@@ -303,8 +314,10 @@ impl AqlQueue {
     /// a signal ROCr creates for the purpose, and waits for it through ROCr.
     ///
     /// # Errors
-    /// [`Error::TimedOut`]; [`Error::Call`] if the signal cannot be made or
-    /// the queue failed.
+    /// [`Error::TimedOut`] (the signal then lives until the runtime's queues
+    /// are gone, as the barrier may still complete it);
+    /// [`Error::QueueFailed`] if the queue failed before or during the wait;
+    /// [`Error::Call`] if ROCr cannot make the signal.
     pub fn drain(&self, timeout: Duration) -> Result<(), Error> {
         self.inner.drain(timeout)
     }
@@ -436,11 +449,10 @@ impl QueueInner {
         start: Instant,
         timeout: Duration,
     ) -> Result<(), Error> {
-        let failed = |error: QueueError| Error::Call {
-            call: "hsa_queue_create",
-            status: self.error().unwrap_or_else(|| {
+        let failed = |error: QueueError| {
+            Error::QueueFailed(self.error().unwrap_or_else(|| {
                 StatusError::new(HSA_STATUS_ERROR).with_runtime_text(error.to_string())
-            }),
+            }))
         };
         let index = loop {
             match self.try_reserve() {
