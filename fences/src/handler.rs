@@ -13,7 +13,7 @@
 //! defers both to the runtime's own threads). A finished job therefore drops
 //! its signal reference first — the queue it still holds keeps the tracker,
 //! and with it the signal memory, alive, so this is never the signal's last
-//! reference — and then lets go of its queue reference with
+//! reference — and then lets go of its queue reference (`let_go`) with
 //! [`Arc::into_inner`](std::sync::Arc::into_inner): if every handle and
 //! event of the queue is already gone, that was the last reference, and the
 //! queue is handed to a short-lived teardown thread instead of being
@@ -27,12 +27,14 @@ use crate::queue::{QueueCore, QueueTracker};
 use crate::sync::mpsc::{self, Received};
 use crate::sync::thread::{self, JoinHandle};
 use crate::sync::{Arc, Mutex, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tracker::{SignalRef, Status};
 
 /// The completion thread's first and longest back-off between polls.
 const MIN_BACKOFF: Duration = Duration::from_micros(5);
 const MAX_BACKOFF: Duration = Duration::from_micros(200);
+/// The back-off of a job finished on the calling thread ([`run_inline`]).
+const INLINE_BACKOFF: Duration = Duration::from_micros(50);
 
 /// Work the completion thread finishes once its signal says so.
 pub(crate) trait Job: Send {
@@ -42,6 +44,10 @@ pub(crate) trait Job: Send {
 
     /// Completes the batch and drops the references, in order.
     fn finish(self: Box<Self>, device: &DeviceState);
+
+    /// Gives up on the job without completing its batch (see
+    /// [`run_inline`]): drops the references, in order.
+    fn abandon(self: Box<Self>, device: &DeviceState);
 }
 
 /// Counts a queue's jobs on the completion thread.
@@ -196,13 +202,46 @@ fn tear_down_elsewhere<C: Send + 'static>(orphan: C, device: &DeviceState) {
     }
 }
 
-/// Finishes `job` on the calling thread (when the completion thread cannot
-/// start), polling with a short back-off.
-pub(crate) fn run_inline(mut job: Box<dyn Job>, device: &DeviceState) {
+/// Lets go of a finished job's signal reference, then of its queue
+/// reference, destroying neither on this thread.
+///
+/// The signal first: the queue, still held, keeps the tracker and its signal
+/// memory alive, so this is never the signal's last reference. Then the
+/// queue: if this was its last reference (every handle and event is gone),
+/// it is torn down on another thread, not this one. The other order could
+/// make the signal reference the last owner of the signal memory, destroyed
+/// here once a teardown thread had dropped the queue.
+fn let_go<S, Q: Send + 'static>(signal: S, queue: Arc<Q>, device: &DeviceState) {
+    drop(signal);
+    if let Some(orphan) = crate::sync::arc_into_inner(queue) {
+        tear_down_elsewhere(orphan, device);
+    }
+}
+
+/// Finishes `job` on the calling thread, when the completion thread cannot
+/// start (the OS refused a thread). Polls with a short back-off until the
+/// job is ready (its fence completed or failed, or the device entered the
+/// error state) or `timeout` passed: `Some(Duration::ZERO)` looks once,
+/// `None` waits as long as the GPU takes (as every wait of this crate with
+/// `wait_timeout: None` does). Past the timeout the job is abandoned: its
+/// batch is never released (its commands still answer their status, and
+/// their waits end, through their own signals) and its references are let
+/// go as [`let_go`] does. Returns whether the job finished.
+pub(crate) fn run_inline(
+    mut job: Box<dyn Job>,
+    device: &DeviceState,
+    timeout: Option<Duration>,
+) -> bool {
+    let start = Instant::now();
     while !job.ready(device) {
-        crate::sync::sleep(Duration::from_micros(50));
+        if timeout.is_some_and(|timeout| start.elapsed() >= timeout) {
+            job.abandon(device);
+            return false;
+        }
+        crate::sync::sleep(INLINE_BACKOFF);
     }
     job.finish(device);
+    true
 }
 
 /// Completes one closed batch (or a large synchronize's marker batch) when
@@ -247,13 +286,178 @@ impl<T: QueueTracker> Job for BatchJob<T> {
             marker.finish(outcome);
         }
         self.jobs.done();
-        // First the signal: the queue, still held, keeps the tracker and its
-        // signal memory alive, so this is never the signal's last reference.
-        drop(signal);
-        // Then the queue. If this was its last reference (every handle and
-        // event is gone), it is torn down on another thread, not this one.
-        if let Some(orphan) = crate::sync::arc_into_inner(queue) {
-            tear_down_elsewhere(orphan, device);
+        let_go(signal, queue, device);
+    }
+
+    fn abandon(mut self: Box<Self>, device: &DeviceState) {
+        let signal = self.signal.take();
+        let Some(queue) = self.queue.take() else {
+            return;
+        };
+        self.jobs.done();
+        let_go(signal, queue, device);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::config::DeviceConfig;
+    use std::sync::Weak;
+    use std::sync::mpsc as std_mpsc;
+    use std::thread::ThreadId;
+
+    /// Fails the test, instead of hanging it, if `f` runs past `limit`.
+    fn within<R: Send + 'static>(limit: Duration, f: impl FnOnce() -> R + Send + 'static) -> R {
+        let (tx, rx) = std_mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(limit)
+            .expect("did not return in time (or panicked)")
+    }
+
+    #[derive(Debug, PartialEq, Eq)]
+    enum Dropped {
+        /// The signal reference, and whether its queue was still alive.
+        Signal {
+            queue_alive: bool,
+            on: ThreadId,
+        },
+        Queue {
+            on: ThreadId,
+        },
+    }
+
+    type Log = Arc<std::sync::Mutex<Vec<Dropped>>>;
+
+    /// Stands in for a signal reference: notes, as it is dropped, whether
+    /// the queue that keeps its signal memory alive still is.
+    struct SignalProbe {
+        queue: Weak<QueueProbe>,
+        log: Log,
+    }
+
+    impl Drop for SignalProbe {
+        fn drop(&mut self) {
+            let queue_alive = self.queue.upgrade().is_some();
+            let on = std::thread::current().id();
+            self.log
+                .lock()
+                .unwrap()
+                .push(Dropped::Signal { queue_alive, on });
         }
+    }
+
+    struct QueueProbe {
+        log: Log,
+    }
+
+    impl Drop for QueueProbe {
+        fn drop(&mut self) {
+            let on = std::thread::current().id();
+            self.log.lock().unwrap().push(Dropped::Queue { on });
+        }
+    }
+
+    #[test]
+    fn a_job_lets_go_of_its_signal_while_the_queue_lives_and_never_destroys_the_queue() {
+        let log = Log::default();
+        let queue = Arc::new(QueueProbe { log: log.clone() });
+        let signal = SignalProbe {
+            queue: Arc::downgrade(&queue),
+            log: log.clone(),
+        };
+        let device = Arc::new(DeviceState::new(DeviceConfig::default()));
+        // The job's references are the last ones, as when every handle and
+        // event of the queue is gone.
+        let completion = {
+            let device = device.clone();
+            within(Duration::from_secs(10), move || {
+                let_go(signal, queue, &device);
+                std::thread::current().id()
+            })
+        };
+        let start = Instant::now();
+        while log.lock().unwrap().len() < 2 {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the queue was never torn down"
+            );
+            std::thread::yield_now();
+        }
+        let log = log.lock().unwrap();
+        assert_eq!(
+            log[0],
+            Dropped::Signal {
+                queue_alive: true,
+                on: completion
+            },
+            "the signal goes first, while the queue keeps its memory alive"
+        );
+        assert!(matches!(log[1], Dropped::Queue { on } if on != completion));
+        assert_eq!(device.teardowns_leaked.load(Ordering::Relaxed), 0);
+    }
+
+    /// A job whose fence completes after `polls` looks (never, for `None`).
+    struct Fake {
+        polls: Option<u32>,
+        seen: Arc<std::sync::Mutex<Vec<&'static str>>>,
+    }
+
+    impl Job for Fake {
+        fn ready(&mut self, _: &DeviceState) -> bool {
+            match &mut self.polls {
+                Some(0) => true,
+                Some(n) => {
+                    *n -= 1;
+                    false
+                }
+                None => false,
+            }
+        }
+        fn finish(self: Box<Self>, _: &DeviceState) {
+            self.seen.lock().unwrap().push("finish");
+        }
+        fn abandon(self: Box<Self>, _: &DeviceState) {
+            self.seen.lock().unwrap().push("abandon");
+        }
+    }
+
+    fn run_fake(polls: Option<u32>, timeout: Option<Duration>) -> (bool, Vec<&'static str>) {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let job = Box::new(Fake {
+            polls,
+            seen: seen.clone(),
+        });
+        let device = DeviceState::new(DeviceConfig::default());
+        let finished = within(Duration::from_secs(10), move || {
+            run_inline(job, &device, timeout)
+        });
+        let seen = seen.lock().unwrap().clone();
+        (finished, seen)
+    }
+
+    #[test]
+    fn an_inline_job_that_never_becomes_ready_is_abandoned_at_the_timeout() {
+        let start = Instant::now();
+        let (finished, seen) = run_fake(None, Some(Duration::from_millis(20)));
+        assert!(!finished);
+        assert_eq!(seen, ["abandon"]);
+        assert!(start.elapsed() >= Duration::from_millis(20));
+        // A zero timeout looks once and does not wait.
+        assert_eq!(
+            run_fake(None, Some(Duration::ZERO)),
+            (false, vec!["abandon"])
+        );
+    }
+
+    #[test]
+    fn an_inline_job_that_becomes_ready_is_finished() {
+        assert_eq!(run_fake(Some(3), None), (true, vec!["finish"]));
+        assert_eq!(
+            run_fake(Some(0), Some(Duration::ZERO)),
+            (true, vec!["finish"])
+        );
     }
 }

@@ -33,7 +33,7 @@ use crate::publish::{Packet, Step, published};
 use crate::queue::{HostQueue, Inner, QueueCore, QueueTracker};
 use crate::stats::bump;
 use crate::sync::{Arc, AtomicBool, Condvar, Mutex, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tracker::{Purpose, SignalMemory, SignalRef, Status, Ticket, Work};
 
 /// A synchronize marker: the newest command when it was published.
@@ -247,7 +247,15 @@ impl<T: QueueTracker> QueueCore<T> {
             }
             WaitEnd::TimedOut(timeout) => {
                 let signal = this.lock().tracker.hold(&marker.ticket).ok().flatten();
-                QueueCore::hand_to_handler(this, batch, signal, marker.seq, Some(marker));
+                // The wait already used up its time: no more inline.
+                let _ = QueueCore::hand_to_handler(
+                    this,
+                    batch,
+                    signal,
+                    marker.seq,
+                    Some(marker),
+                    Some(Duration::ZERO),
+                );
                 Err(Error::TimedOut(timeout))
             }
         }
@@ -326,7 +334,15 @@ impl<T: QueueTracker> QueueCore<T> {
         signal: Option<SignalRef<T::Memory>>,
     ) -> Result<(), Error> {
         let seq = marker.seq;
-        QueueCore::hand_to_handler(this, batch, signal, seq, Some(marker.clone()));
+        // If this thread must finish the batch itself, that is its wait.
+        QueueCore::hand_to_handler(
+            this,
+            batch,
+            signal,
+            seq,
+            Some(marker.clone()),
+            this.config.wait_timeout,
+        )?;
         bump(&this.stats.cpu_waits);
         this.stats
             .cpu_waits_in_progress
@@ -417,7 +433,15 @@ impl<T: QueueTracker> HostQueue<T> {
                 error,
             } => {
                 let seq = marker.seq;
-                QueueCore::hand_to_handler(core, batch, signal, seq, Some(marker));
+                // The wait under the lock already used up its time.
+                let _ = QueueCore::hand_to_handler(
+                    core,
+                    batch,
+                    signal,
+                    seq,
+                    Some(marker),
+                    Some(Duration::ZERO),
+                );
                 Err(error)
             }
         }

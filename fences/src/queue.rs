@@ -357,19 +357,33 @@ impl<T: QueueTracker> QueueCore<T> {
                 this.finish_batch(batch, last_seq, &Outcome::Complete, this.state(), false);
                 continue;
             }
-            QueueCore::hand_to_handler(this, batch, signal, last_seq, None);
+            // A submission never waits for the GPU: if the batch must be
+            // finished here, it is only if its fence is already done.
+            let _ = QueueCore::hand_to_handler(
+                this,
+                batch,
+                signal,
+                last_seq,
+                None,
+                Some(Duration::ZERO),
+            );
         }
     }
 
-    /// Gives a batch to the completion thread; if the thread cannot start,
-    /// the calling thread completes the batch itself (outside the lock).
+    /// Gives a batch to the completion thread. If the thread cannot start,
+    /// the calling thread finishes the batch itself (outside the lock),
+    /// waiting at most `inline_wait` for its fence (`None`: as long as the
+    /// GPU takes); past that the batch is abandoned
+    /// ([`run_inline`](crate::handler::run_inline)) and this returns
+    /// [`Error::TimedOut`].
     pub(crate) fn hand_to_handler(
         this: &Arc<Self>,
         batch: Batch,
         signal: Option<SignalRef<T::Memory>>,
         last_seq: u64,
         marker: Option<Arc<Marker>>,
-    ) {
+        inline_wait: Option<Duration>,
+    ) -> Result<(), Error> {
         this.jobs.add();
         let job = Box::new(BatchJob {
             signal,
@@ -383,8 +397,11 @@ impl<T: QueueTracker> QueueCore<T> {
         if let Err(job) = this.device.handler.submit(job as Box<dyn Job>) {
             // The completion thread could not start: finish the job here,
             // outside the lock.
-            crate::handler::run_inline(job, this.state());
+            if !crate::handler::run_inline(job, this.state(), inline_wait) {
+                return Err(Error::TimedOut(inline_wait.unwrap_or_default()));
+            }
         }
+        Ok(())
     }
 
     /// Completes a batch that left the open batch: settles its commands

@@ -1,13 +1,17 @@
-//! The completion thread never tears down a queue (nor, through it, a
-//! signal): a job drops its signal reference first, then its queue
-//! reference, and the queue's last handle waits for its jobs, so the final
-//! teardown runs on a user thread.
+//! The completion thread never tears down a queue nor a signal's memory: a
+//! job drops its signal reference first, then its queue reference, and a
+//! queue whose last reference a job held is torn down on a thread of its
+//! own. (That the signal goes first is checked deterministically by
+//! `handler`'s unit tests; here, where the memory is destroyed end to end.)
 
 mod support;
 
 use fences::sim::SimPlatform;
-use fences::{BatchLimits, DeviceConfig, QueueConfig};
+use fences::{BatchLimits, Device, DeviceConfig, QueueConfig};
+use std::sync::{Arc, Mutex};
 use support::*;
+use tracker::sim_backend::SimMemory;
+use tracker::{AllocError, Placement, RetiringTracker, SignalMemory, Timestamps};
 
 fn small_batches() -> QueueConfig {
     QueueConfig {
@@ -87,4 +91,115 @@ fn dropping_the_device_with_live_queues_is_safe() {
     platform.sim().run_until_idle();
     platform.run_while(|| queue.synchronize()).unwrap();
     drop(queue);
+}
+
+/// The simulator's signal memory, noting the name of the thread that
+/// destroys it.
+struct Recorded {
+    inner: SimMemory,
+    destroyed_on: Arc<Mutex<Option<String>>>,
+}
+
+impl Drop for Recorded {
+    fn drop(&mut self) {
+        let thread = std::thread::current();
+        *self.destroyed_on.lock().unwrap() = Some(thread.name().unwrap_or("unnamed").to_string());
+    }
+}
+
+impl SignalMemory for Recorded {
+    type Signal = <SimMemory as SignalMemory>::Signal;
+
+    fn allocate(
+        &self,
+        count: usize,
+        placement: Placement,
+        out: &mut Vec<(Self::Signal, Placement)>,
+    ) -> Result<(), AllocError> {
+        self.inner.allocate(count, placement, out)
+    }
+
+    unsafe fn load(&self, signal: Self::Signal) -> i64 {
+        // SAFETY: forwarded caller guarantee (the signal came from `allocate`,
+        // that is from `self.inner`).
+        unsafe { self.inner.load(signal) }
+    }
+
+    unsafe fn store(&self, signal: Self::Signal, value: i64) {
+        // SAFETY: as for `load`.
+        unsafe { self.inner.store(signal, value) }
+    }
+
+    unsafe fn store_many(&self, signals: &[Self::Signal], value: i64) {
+        // SAFETY: as for `load`, for every signal.
+        unsafe { self.inner.store_many(signals, value) }
+    }
+
+    fn store_fence(&self) {
+        self.inner.store_fence()
+    }
+
+    fn hdp_flush(&self) {
+        self.inner.hdp_flush()
+    }
+
+    unsafe fn timestamps(&self, signal: Self::Signal) -> Timestamps {
+        // SAFETY: as for `load`.
+        unsafe { self.inner.timestamps(signal) }
+    }
+
+    fn packet_handle(&self, signal: Self::Signal) -> u64 {
+        self.inner.packet_handle(signal)
+    }
+}
+
+type RecordedTracker = RetiringTracker<Recorded, sim::Queue>;
+
+/// A tracker on a new hardware queue of `platform` whose signal memory
+/// notes where it is destroyed.
+fn recorded_tracker(platform: &SimPlatform) -> (RecordedTracker, Arc<Mutex<Option<String>>>) {
+    let queue = platform
+        .sim()
+        .create_queue(platform.queue_config())
+        .unwrap();
+    let destroyed_on = Arc::new(Mutex::new(None));
+    let memory = Recorded {
+        inner: SimMemory::new(platform.sim().clone(), queue.agent()),
+        destroyed_on: destroyed_on.clone(),
+    };
+    let tracker = RetiringTracker::new(Arc::new(memory), queue, platform.tracker_config()).unwrap();
+    (tracker, destroyed_on)
+}
+
+#[test]
+fn signal_memory_a_completion_job_outlived_is_destroyed_with_its_queue_elsewhere() {
+    let platform = SimPlatform::stepped();
+    let (default_tracker, _) = recorded_tracker(&platform);
+    let device = Device::new(DeviceConfig::default(), default_tracker, small_batches()).unwrap();
+    let (tracker, destroyed_on) = recorded_tracker(&platform);
+    let queue = device.create_queue(tracker, small_batches()).unwrap();
+    let flag = sim::HostFlag::new();
+    // No command handles kept: each would keep the signal memory alive.
+    queue.launch(spin_kernel(&platform, &flag)).unwrap();
+    queue.launch(0).unwrap(); // closes the batch: a job holds the queue and the fence's signal
+    assert_eq!(queue.batches_in_completion(), 1);
+
+    drop(queue);
+    assert_eq!(
+        *destroyed_on.lock().unwrap(),
+        None,
+        "the job keeps it alive"
+    );
+    flag.set();
+    platform.sim().run_until_idle();
+    wait_until("the signal memory was destroyed", || {
+        destroyed_on.lock().unwrap().is_some()
+    });
+    assert_eq!(
+        destroyed_on.lock().unwrap().as_deref(),
+        Some("fences-teardown")
+    );
+    let stats = device.stats();
+    assert_eq!(stats.queue_teardowns, 1);
+    assert_eq!(stats.teardowns_on_completion_thread, 0);
 }
