@@ -1,6 +1,24 @@
 //! AMD extension types: agents, memory pools, HDP flush registers, profiling.
 
 /// An agent handle (`hsa_agent_t`): a CPU or GPU ROCr knows about.
+///
+/// ROCr hands them out (`hsa_iterate_agents`); only identity may be assumed.
+///
+/// ```
+/// use hsa_sys::{hsa_agent_t, hsa_status_t, HSA_STATUS_SUCCESS};
+/// use std::ffi::c_void;
+///
+/// /// An `hsa_iterate_agents` callback collecting every agent.
+/// unsafe extern "C" fn collect(agent: hsa_agent_t, data: *mut c_void) -> hsa_status_t {
+///     // SAFETY: the caller passes a `Vec<hsa_agent_t>` as `data`.
+///     unsafe { (*data.cast::<Vec<hsa_agent_t>>()).push(agent) };
+///     HSA_STATUS_SUCCESS
+/// }
+/// let mut agents: Vec<hsa_agent_t> = Vec::new();
+/// // SAFETY: as ROCr would call it, with the data it was given.
+/// unsafe { collect(hsa_agent_t { handle: 0x10 }, (&raw mut agents).cast()) };
+/// assert_eq!(agents, [hsa_agent_t { handle: 0x10 }]);
+/// ```
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct hsa_agent_t {
@@ -8,7 +26,15 @@ pub struct hsa_agent_t {
     pub handle: u64,
 }
 
-/// A memory pool handle (`hsa_amd_memory_pool_t`).
+/// A memory pool handle (`hsa_amd_memory_pool_t`): what
+/// `hsa_amd_agent_iterate_memory_pools` lists and
+/// `hsa_amd_memory_pool_allocate` allocates from.
+///
+/// ```
+/// use hsa_sys::hsa_amd_memory_pool_t;
+/// assert_eq!(std::mem::size_of::<hsa_amd_memory_pool_t>(), 8, "passed by value, as in C");
+/// assert_eq!(hsa_amd_memory_pool_t::default().handle, 0);
+/// ```
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct hsa_amd_memory_pool_t {
@@ -16,7 +42,12 @@ pub struct hsa_amd_memory_pool_t {
     pub handle: u64,
 }
 
-/// A memory region handle (`hsa_region_t`).
+/// A memory region handle (`hsa_region_t`): the older interface to what
+/// memory pools describe; ROCr's signatures still name it.
+///
+/// ```
+/// assert_eq!(std::mem::size_of::<hsa_sys::hsa_region_t>(), 8);
+/// ```
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct hsa_region_t {
@@ -28,6 +59,21 @@ pub struct hsa_region_t {
 /// `hsa_agent_get_info(HSA_AMD_AGENT_INFO_HDP_FLUSH)` returns them. Writing 1
 /// to `HDP_MEM_FLUSH_CNTL` and reading it back makes host writes to the GPU's
 /// memory visible to every GPU-side reader.
+///
+/// ```
+/// use hsa_sys::hsa_amd_hdp_flush_t;
+///
+/// // What ROCr writes into the caller's buffer; here, memory standing in for
+/// // the mapped registers.
+/// let (mut mem, mut reg) = (0u32, 0u32);
+/// let registers = hsa_amd_hdp_flush_t { HDP_MEM_FLUSH_CNTL: &raw mut mem, HDP_REG_FLUSH_CNTL: &raw mut reg };
+/// // SAFETY: the pointer is valid; MMIO is written and read back volatilely.
+/// unsafe {
+///     registers.HDP_MEM_FLUSH_CNTL.write_volatile(1);
+///     let _ = registers.HDP_MEM_FLUSH_CNTL.read_volatile();
+/// }
+/// assert_eq!(mem, 1);
+/// ```
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct hsa_amd_hdp_flush_t {
@@ -39,6 +85,12 @@ pub struct hsa_amd_hdp_flush_t {
 
 /// Start and end of a dispatch in the GPU's clock domain
 /// (`hsa_amd_profiling_dispatch_time_t`).
+///
+/// ```
+/// use hsa_sys::hsa_amd_profiling_dispatch_time_t;
+/// let time = hsa_amd_profiling_dispatch_time_t { start: 1_000, end: 1_250 };
+/// assert_eq!(time.end - time.start, 250, "ticks of the clock it was converted to");
+/// ```
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct hsa_amd_profiling_dispatch_time_t {

@@ -26,6 +26,19 @@ pub const DEFAULT_LIBRARY: &str = "libhsa-runtime64.so.1";
 pub const LIBRARY_ENV: &str = "SIGPOOL_HSA_LIBRARY";
 
 /// Why [`HsaApi`] could not be loaded.
+///
+/// ```
+/// use hsa_sys::{HsaApi, LoadError};
+///
+/// let error = HsaApi::load_from("/nonexistent/libhsa-runtime64.so.1").unwrap_err();
+/// assert!(matches!(error, LoadError::LibraryMissing { .. }));
+/// assert!(error.to_string().contains("apt install libhsa-runtime64-1"), "{error}");
+///
+/// // A library that is not ROCr lacks its first symbol.
+/// if let Err(LoadError::SymbolMissing { symbol, .. }) = HsaApi::load_from("libc.so.6") {
+///     assert_eq!(symbol, "hsa_init");
+/// }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LoadError {
@@ -376,12 +389,28 @@ impl HsaApi {
     }
 
     /// The path or name the table was loaded from.
+    ///
+    /// ```
+    /// if let Ok(api) = hsa_sys::HsaApi::load_from(hsa_sys::DEFAULT_LIBRARY) {
+    ///     assert_eq!(api.library_path(), std::path::Path::new(hsa_sys::DEFAULT_LIBRARY));
+    /// }
+    /// ```
     pub fn library_path(&self) -> &Path {
         &self.library_path
     }
 
     /// ROCr's own description of `status` (`hsa_status_string`), or `None`
     /// for a code ROCr does not know. Works before `hsa_init`.
+    ///
+    /// ```
+    /// use hsa_sys::HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+    ///
+    /// if let Ok(api) = hsa_sys::HsaApi::load() {
+    ///     let text = api.status_string(HSA_STATUS_ERROR_OUT_OF_RESOURCES).unwrap();
+    ///     assert!(text.starts_with("HSA_STATUS_ERROR_OUT_OF_RESOURCES"), "{text}");
+    ///     assert_eq!(api.status_string(0xdead), None);
+    /// }
+    /// ```
     pub fn status_string(&self, status: hsa_status_t) -> Option<String> {
         let mut text: *const c_char = core::ptr::null();
         // SAFETY: `text` is a valid place for the one pointer ROCr writes, and

@@ -137,6 +137,19 @@ impl PacketHeader {
 }
 
 /// A kernel dispatch packet (`hsa_kernel_dispatch_packet_t`).
+///
+/// ```
+/// use hsa_sys::{hsa_kernel_dispatch_packet_t, hsa_signal_t, PacketHeader, HSA_PACKET_TYPE_KERNEL_DISPATCH};
+///
+/// let mut packet = hsa_kernel_dispatch_packet_t::single_item(
+///     PacketHeader::new(HSA_PACKET_TYPE_KERNEL_DISPATCH),
+///     0xC0DE_0000, // the kernel's code object
+///     hsa_signal_t { handle: 0x40 },
+/// );
+/// packet.grid_size_x = 1024; // a real kernel sets its own shape
+/// packet.workgroup_size_x = 256;
+/// assert_eq!(std::mem::offset_of!(hsa_kernel_dispatch_packet_t, completion_signal), 56);
+/// ```
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct hsa_kernel_dispatch_packet_t {
@@ -212,6 +225,17 @@ impl hsa_kernel_dispatch_packet_t {
 
 /// A barrier-AND packet (`hsa_barrier_and_packet_t`): waits until every
 /// non-null dependency is 0. Also used with no dependencies as empty work.
+///
+/// ```
+/// use hsa_sys::{hsa_barrier_and_packet_t, hsa_signal_t, PacketHeader, HSA_PACKET_TYPE_BARRIER_AND};
+///
+/// let mut packet = hsa_barrier_and_packet_t {
+///     header: PacketHeader::new(HSA_PACKET_TYPE_BARRIER_AND).barrier(true).bits(),
+///     ..Default::default()
+/// };
+/// packet.dep_signal[0] = hsa_signal_t { handle: 0x1000 }; // another queue's signal
+/// assert!(packet.dep_signal[1..].iter().all(|s| s.is_null()), "null entries are ignored");
+/// ```
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct hsa_barrier_and_packet_t {
@@ -231,6 +255,17 @@ pub struct hsa_barrier_and_packet_t {
 
 /// A barrier-OR packet (`hsa_barrier_or_packet_t`): waits until any non-null
 /// dependency is 0.
+///
+/// ```
+/// use hsa_sys::{hsa_barrier_or_packet_t, hsa_signal_t, PacketHeader, PacketWords, HSA_PACKET_TYPE_BARRIER_OR};
+///
+/// let packet = hsa_barrier_or_packet_t {
+///     header: PacketHeader::new(HSA_PACKET_TYPE_BARRIER_OR).bits(),
+///     dep_signal: [hsa_signal_t { handle: 0x1000 }, hsa_signal_t { handle: 0x2000 }, hsa_signal_t::NULL, hsa_signal_t::NULL, hsa_signal_t::NULL],
+///     ..Default::default()
+/// };
+/// assert_eq!(PacketWords::from(packet).u64_at(16), 0x2000);
+/// ```
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct hsa_barrier_or_packet_t {
@@ -249,6 +284,17 @@ pub struct hsa_barrier_or_packet_t {
 }
 
 /// The header of an AMD vendor packet (`hsa_amd_vendor_packet_header_t`).
+///
+/// ```
+/// use hsa_sys::{hsa_amd_vendor_packet_header_t, PacketHeader, HSA_AMD_PACKET_TYPE_BARRIER_VALUE, HSA_PACKET_TYPE_VENDOR_SPECIFIC};
+///
+/// let header = hsa_amd_vendor_packet_header_t {
+///     header: PacketHeader::new(HSA_PACKET_TYPE_VENDOR_SPECIFIC).bits(),
+///     AmdFormat: HSA_AMD_PACKET_TYPE_BARRIER_VALUE,
+///     reserved: 0,
+/// };
+/// assert_eq!(std::mem::size_of_val(&header), 4, "header and setup of an ordinary packet");
+/// ```
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct hsa_amd_vendor_packet_header_t {
@@ -262,6 +308,25 @@ pub struct hsa_amd_vendor_packet_header_t {
 
 /// AMD's barrier-value packet (`hsa_amd_barrier_value_packet_t`): waits until
 /// `(signal & mask) cond value` holds.
+///
+/// ```
+/// use hsa_sys::*;
+///
+/// let packet = hsa_amd_barrier_value_packet_t {
+///     header: hsa_amd_vendor_packet_header_t {
+///         header: PacketHeader::new(HSA_PACKET_TYPE_VENDOR_SPECIFIC).barrier(true).bits(),
+///         AmdFormat: HSA_AMD_PACKET_TYPE_BARRIER_VALUE,
+///         reserved: 0,
+///     },
+///     signal: hsa_signal_t { handle: 0x1000 },
+///     value: 0,
+///     mask: -1,
+///     cond: HSA_SIGNAL_CONDITION_EQ, // until the signal is 0
+///     completion_signal: hsa_signal_t { handle: 0x2000 },
+///     ..Default::default()
+/// };
+/// assert_eq!(PacketWords::from(packet).completion_signal().handle, 0x2000);
+/// ```
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct hsa_amd_barrier_value_packet_t {
@@ -469,6 +534,18 @@ impl AqlSlot {
     }
 
     /// The header with acquire ordering, or `None` while the slot is INVALID.
+    ///
+    /// ```
+    /// use hsa_sys::{AqlSlot, PacketHeader, PacketWords, HSA_PACKET_TYPE_BARRIER_AND};
+    ///
+    /// let slot = AqlSlot::invalid();
+    /// assert_eq!(slot.header(), None, "nothing to consume");
+    /// let header = PacketHeader::new(HSA_PACKET_TYPE_BARRIER_AND).barrier(true);
+    /// slot.publish(PacketWords([u32::from(header.bits()), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]));
+    /// assert_eq!(slot.header(), Some(header));
+    /// slot.invalidate(); // what the packet processor does once it consumed it
+    /// assert_eq!(slot.header(), None);
+    /// ```
     pub fn header(&self) -> Option<PacketHeader> {
         let word = self.0[0].load(Ordering::Acquire);
         let header = PacketHeader::from_bits(word as u16);

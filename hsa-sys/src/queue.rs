@@ -112,6 +112,19 @@ impl amd_queue_t {
     /// # Safety
     /// `queue` must point to a live `amd_queue_t` (as ROCr's `hsa_queue_t*`
     /// does: the public descriptor is the first field of the AMD block).
+    ///
+    /// ```
+    /// use hsa_sys::amd_queue_t;
+    ///
+    /// // SAFETY: every field is an integer or a pointer; all-zero is valid.
+    /// let mut block: Box<amd_queue_t> = Box::new(unsafe { std::mem::zeroed() });
+    /// block.read_dispatch_id = 3;
+    /// block.write_dispatch_id = 5;
+    /// let queue: *const amd_queue_t = &*block; // what ROCr's hsa_queue_t* points at
+    /// // SAFETY: a live block.
+    /// let (read, write) = unsafe { (amd_queue_t::load_read_dispatch_id(queue), amd_queue_t::load_write_dispatch_id(queue)) };
+    /// assert_eq!(write - read, 2, "packets reserved and not yet consumed");
+    /// ```
     pub unsafe fn load_read_dispatch_id(queue: *const Self) -> u64 {
         // SAFETY: the caller guarantees `queue` is live; the field is 8-byte
         // aligned (offset 128 of a 64-byte aligned block), and concurrent

@@ -30,6 +30,12 @@ impl hsa_signal_t {
     pub const NULL: Self = Self { handle: 0 };
 
     /// Whether this is the "no signal" handle.
+    ///
+    /// ```
+    /// use hsa_sys::hsa_signal_t;
+    /// assert!(hsa_signal_t::NULL.is_null());
+    /// assert!(!hsa_signal_t { handle: 0x40 }.is_null());
+    /// ```
     pub const fn is_null(self) -> bool {
         self.handle == 0
     }

@@ -29,6 +29,12 @@ macro_rules! statuses {
         }
 
         /// The meaning of a status code as the HSA headers document it.
+        ///
+        /// ```
+        /// use hsa_sys::{status_meaning, HSA_STATUS_ERROR_INVALID_SIGNAL};
+        /// assert_eq!(status_meaning(HSA_STATUS_ERROR_INVALID_SIGNAL), Some("The signal is invalid."));
+        /// assert_eq!(status_meaning(0xdead), None);
+        /// ```
         pub const fn status_meaning(status: hsa_status_t) -> Option<&'static str> {
             match status {
                 $($value => Some($text),)*
@@ -108,6 +114,17 @@ pub struct StatusError {
 
 impl StatusError {
     /// An error for `status`, described by the headers' text alone.
+    ///
+    /// ```
+    /// use hsa_sys::{StatusError, HSA_STATUS_ERROR_INVALID_QUEUE};
+    ///
+    /// let error = StatusError::new(HSA_STATUS_ERROR_INVALID_QUEUE);
+    /// assert_eq!((error.status(), error.name()), (0x1007, Some("HSA_STATUS_ERROR_INVALID_QUEUE")));
+    /// assert_eq!(error.runtime_text(), None);
+    /// assert!(error.to_string().ends_with("The queue is invalid."), "{error}");
+    /// let described = error.with_runtime_text("HSA_STATUS_ERROR_INVALID_QUEUE: ROCr's own words.");
+    /// assert_eq!(described.to_string(), "HSA_STATUS_ERROR_INVALID_QUEUE (0x1007): ROCr's own words.");
+    /// ```
     pub fn new(status: hsa_status_t) -> Self {
         Self {
             status,
