@@ -13,6 +13,16 @@ use std::sync::Arc;
 /// granted access to each block allocated from it
 /// (`hsa_amd_agents_allow_access`), because ROCr does not grant them by
 /// default.
+///
+/// ```
+/// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+/// let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+/// let vram = device.vram_pool().expect("a large-BAR GPU");
+/// assert!(vram.fine_grained);
+/// assert_eq!(vram.granule, 4096, "a batch of 64 signals fills one page");
+/// assert!(vram.max_allocation >= 64 * 64);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryPool {
     handle: hsa_amd_memory_pool_t,
@@ -30,11 +40,38 @@ pub struct MemoryPool {
 
 impl MemoryPool {
     /// ROCr's handle.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let device = runtime.device(0)?;
+    /// use hsa_sys::{HSA_AMD_MEMORY_POOL_INFO_SEGMENT, HSA_AMD_SEGMENT_GLOBAL};
+    ///
+    /// let pool = device.vram_pool().unwrap();
+    /// let mut segment = 0u32;
+    /// // SAFETY: the runtime is initialised; the attribute is a 4-byte enum.
+    /// let status = unsafe {
+    ///     runtime.api().hsa_amd_memory_pool_get_info(pool.handle(), HSA_AMD_MEMORY_POOL_INFO_SEGMENT, (&raw mut segment).cast())
+    /// };
+    /// assert_eq!((status, segment), (0, HSA_AMD_SEGMENT_GLOBAL));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn handle(&self) -> hsa_amd_memory_pool_t {
         self.handle
     }
 
     /// The agents granted access to every block allocated from the pool.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let device = runtime.device(0)?;
+    /// // The host may reach VRAM through the large BAR only once granted;
+    /// // system memory, every GPU that runs or waits on the signals.
+    /// assert_eq!(device.vram_pool().unwrap().grants(), [runtime.cpu_agent()]);
+    /// assert_eq!(device.system_pool().unwrap().grants(), [device.agent()]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn grants(&self) -> &[hsa_agent_t] {
         &self.grants
     }
@@ -178,31 +215,81 @@ impl Device {
     }
 
     /// The runtime the device belongs to.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let device = runtime.device(0)?;
+    /// assert!(std::sync::Arc::ptr_eq(device.runtime(), &runtime));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn runtime(&self) -> &Arc<Runtime> {
         &self.inner.runtime
     }
 
     /// ROCr's agent handle.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let device = runtime.device(0)?;
+    /// assert_eq!(device.agent(), runtime.gpu_agents()[0]);
+    /// assert_ne!(device.agent(), runtime.cpu_agent());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn agent(&self) -> hsa_agent_t {
         self.inner.agent
     }
 
     /// The device's index among the runtime's GPUs.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let device = runtime.device(0)?;
+    /// assert_eq!(device.index(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn index(&self) -> usize {
         self.inner.index
     }
 
     /// `HSA_AGENT_INFO_NAME` (the ISA, such as `gfx942`).
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let device = runtime.device(0)?;
+    /// assert_eq!(device.name(), "gfx942"); // the stand-in's MI300X
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn name(&self) -> &str {
         &self.inner.name
     }
 
     /// `HSA_AMD_AGENT_INFO_PRODUCT_NAME`.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let device = runtime.device(0)?;
+    /// assert!(device.product_name().contains("MI300X"), "{}", device.product_name());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn product_name(&self) -> &str {
         &self.inner.product_name
     }
 
     /// The smallest and largest queue sizes, in packets.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let device = runtime.device(0)?;
+    /// let (min, max) = device.queue_size_limits();
+    /// assert!(min.is_power_of_two() && max.is_power_of_two() && min <= max);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn queue_size_limits(&self) -> (u32, u32) {
         self.inner.queue_sizes
     }
@@ -210,6 +297,14 @@ impl Device {
     /// Whether the host reaches the GPU's VRAM through a large BAR: ROCr
     /// lets the CPU agent access the VRAM pool (`HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS`
     /// is not `NEVER_ALLOWED`), as CLR decides.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let device = runtime.device(0)?;
+    /// assert!(device.has_large_bar()); // see `Device` for one without
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn has_large_bar(&self) -> bool {
         self.inner.large_bar
     }
@@ -217,16 +312,43 @@ impl Device {
     /// The VRAM pool device-memory signals come from: fine-grained when the
     /// GPU has one (the packet processor's decrements are then coherent), else
     /// coarse-grained. `None` without a large BAR.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let device = runtime.device(0)?;
+    /// assert!(device.vram_pool().is_some_and(|pool| pool.fine_grained));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn vram_pool(&self) -> Option<&MemoryPool> {
         self.inner.vram.as_ref()
     }
 
     /// The fine-grained system-memory pool host-memory signals come from.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let device = runtime.device(0)?;
+    /// let system = device.system_pool().unwrap();
+    /// assert!(system.fine_grained, "coherent with the GPU's signal writes");
+    /// assert_ne!(Some(system), device.vram_pool());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn system_pool(&self) -> Option<&MemoryPool> {
         self.inner.system.as_ref()
     }
 
     /// The HDP flush registers, if the GPU has them.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let device = runtime.device(0)?;
+    /// device.hdp_flush().expect("a discrete GPU").flush();
+    /// assert_eq!(standin.take_hdp_flush(0), Some(1), "1 written to HDP_MEM_FLUSH_CNTL");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn hdp_flush(&self) -> Option<&HdpFlush> {
         self.inner.hdp.as_ref()
     }

@@ -39,6 +39,23 @@ use tracker::{AllocError, Placement, SignalMemory, Timestamps};
 const BLOCK: usize = size_of::<amd_signal_t>();
 
 /// A signal of a [`SignalPool`]: its handle and how the host must touch it.
+///
+/// ```
+/// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+/// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+/// use hsa_backend::SignalPool;
+/// use tracker::{Placement, SignalMemory};
+///
+/// let pool = SignalPool::new(&device);
+/// let mut signals = Vec::new();
+/// pool.allocate(2, Placement::Device, &mut signals)?;
+/// let (signal, placement) = signals[0];
+/// assert_eq!((signal.placement(), placement), (Placement::Device, Placement::Device));
+/// // A packet names it by its handle, the address of its 64-byte block.
+/// assert_eq!(pool.packet_handle(signal), signal.handle().handle);
+/// assert_eq!(signals[1].0.handle().handle - signal.handle().handle, 64);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct HsaSignal {
     handle: u64,
@@ -55,6 +72,21 @@ enum Origin {
 
 impl HsaSignal {
     /// The `hsa_signal_t`: the address of the signal's `amd_signal_t` block.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use hsa_backend::SignalPool;
+    /// use tracker::{Placement, SignalMemory};
+    ///
+    /// let pool = SignalPool::new(&device);
+    /// let mut signals = Vec::new();
+    /// pool.allocate(1, Placement::Device, &mut signals)?;
+    /// let handle = signals[0].0.handle();
+    /// assert_eq!(handle.handle % 64, 0, "a 64-byte aligned amd_signal_t");
+    /// assert_eq!(handle.handle, pool.batches()[0].base);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn handle(&self) -> hsa_signal_t {
         hsa_signal_t {
             handle: self.handle,
@@ -62,6 +94,20 @@ impl HsaSignal {
     }
 
     /// Where the signal's block lives.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use hsa_backend::SignalPool;
+    /// use tracker::{Placement, SignalMemory};
+    ///
+    /// let pool = SignalPool::new(&device);
+    /// let mut signals = Vec::new();
+    /// standin.set_pool_exhausted(rocr_standin::PoolKind::Device, true);
+    /// pool.allocate(1, Placement::Device, &mut signals)?; // VRAM is full: system memory
+    /// assert_eq!(signals[0].0.placement(), Placement::Host);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn placement(&self) -> Placement {
         match self.origin {
             Origin::Batch(placement) => placement,
@@ -71,6 +117,24 @@ impl HsaSignal {
 
     /// Whether ROCr created the signal (`hsa_amd_signal_create`), so ROCr's
     /// own signal calls accept it.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use hsa_backend::SignalPool;
+    /// use rocr_standin::PoolKind;
+    /// use tracker::{Placement, SignalMemory};
+    ///
+    /// let pool = SignalPool::new(&device);
+    /// let mut signals = Vec::new();
+    /// pool.allocate(64, Placement::Device, &mut signals)?; // a whole batch
+    /// assert!(!signals[0].0.is_rocr_signal(), "a block of a batch");
+    /// standin.set_pool_exhausted(PoolKind::Device, true);
+    /// standin.set_pool_exhausted(PoolKind::System, true);
+    /// pool.allocate(1, Placement::Device, &mut signals)?; // no pool memory: hsa_amd_signal_create
+    /// assert!(signals[64].0.is_rocr_signal());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_rocr_signal(&self) -> bool {
         self.origin == Origin::Rocr
     }
@@ -104,6 +168,25 @@ impl fmt::Debug for HsaSignal {
 }
 
 /// What a [`SignalPool`] has done, for tests and benchmarks.
+///
+/// ```
+/// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+/// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+/// use hsa_backend::SignalPool;
+/// use tracker::{Placement, SignalMemory};
+///
+/// let pool = SignalPool::new(&device);
+/// let mut signals = Vec::new();
+/// pool.allocate(4, Placement::Device, &mut signals)?;
+/// // SAFETY: the pool's own signals.
+/// signals.iter().for_each(|(signal, _)| unsafe { pool.store(*signal, 1) });
+/// pool.store_fence(); // one fence for the four stores
+/// pool.hdp_flush();
+/// let counters = pool.counters();
+/// assert_eq!((counters.vram_batches, counters.store_fences, counters.hdp_flushes), (1, 1, 1));
+/// assert_eq!(counters.fallbacks, 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
     /// Store fences executed.
@@ -144,6 +227,21 @@ fn bump(cell: &AtomicU64) {
 }
 
 /// One allocation of blocks.
+///
+/// ```
+/// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+/// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+/// use hsa_backend::SignalPool;
+/// use tracker::{Placement, SignalMemory};
+///
+/// let pool = SignalPool::new(&device);
+/// let mut signals = Vec::new();
+/// pool.allocate(10, Placement::Device, &mut signals)?;
+/// let batch = pool.batches()[0];
+/// assert_eq!((batch.len, batch.placement), (64, Placement::Device), "a 4 KiB page of blocks");
+/// assert_eq!(batch.base, signals[0].0.handle().handle);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Batch {
     /// The address of the first block (what `hsa_amd_memory_pool_allocate`
@@ -205,6 +303,14 @@ impl fmt::Debug for SignalPool {
 
 impl SignalPool {
     /// An empty pool for `device`'s signals.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// let pool = hsa_backend::SignalPool::new(&device);
+    /// assert!(pool.batches().is_empty(), "nothing is allocated before it is asked for");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new(device: &Device) -> Self {
         Self {
             device: device.clone(),
@@ -214,11 +320,31 @@ impl SignalPool {
     }
 
     /// The device the signals belong to.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// let pool = hsa_backend::SignalPool::new(&device);
+    /// assert_eq!(pool.device().agent(), device.agent());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn device(&self) -> &Device {
         &self.device
     }
 
     /// A snapshot of the counters.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use tracker::{Placement, SignalMemory};
+    ///
+    /// let pool = hsa_backend::SignalPool::new(&device);
+    /// let mut signals = Vec::new();
+    /// pool.allocate(1, Placement::Host, &mut signals)?;
+    /// assert_eq!(pool.counters().system_batches, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn counters(&self) -> Counters {
         let c = &self.counters;
         let get = |cell: &AtomicU64| cell.load(Ordering::Relaxed);
@@ -236,6 +362,20 @@ impl SignalPool {
     }
 
     /// Every batch allocated so far.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use tracker::{Placement, SignalMemory};
+    ///
+    /// let pool = hsa_backend::SignalPool::new(&device);
+    /// let mut signals = Vec::new();
+    /// pool.allocate(1, Placement::Device, &mut signals)?;
+    /// pool.allocate(1, Placement::Host, &mut signals)?;
+    /// let placements: Vec<_> = pool.batches().iter().map(|batch| batch.placement).collect();
+    /// assert_eq!(placements, [Placement::Device, Placement::Host]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn batches(&self) -> Vec<Batch> {
         self.state.lock().batches.clone()
     }

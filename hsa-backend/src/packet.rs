@@ -3,11 +3,28 @@
 //! Every header has system-scope acquire and release fences: the host reads
 //! completion signals and the results, so the packet processor must make
 //! the work's writes visible system-wide before it decrements the signal.
+//!
+//! ```
+//! use hsa_backend::packet;
+//! use hsa_sys::{PacketHeader, HSA_FENCE_SCOPE_SYSTEM};
+//!
+//! for words in [packet::barrier_and(&[], true, 0x40).unwrap(), packet::kernel_dispatch(7, true, 0x40)] {
+//!     let header = PacketHeader::from_bits(words.header());
+//!     assert_eq!((header.acquire, header.release), (HSA_FENCE_SCOPE_SYSTEM, HSA_FENCE_SCOPE_SYSTEM));
+//!     assert_eq!(words.completion_signal().handle, 0x40);
+//! }
+//! ```
 
 use hsa_sys::*;
 use tracker::{QueueError, Work};
 
 /// Dependencies one barrier-AND packet holds (HSA: `dep_signal[5]`).
+///
+/// ```
+/// use hsa_backend::packet::{barrier_and, MAX_DEPENDENCIES};
+/// assert!(barrier_and(&[0x40; MAX_DEPENDENCIES], false, 0).is_some());
+/// assert!(barrier_and(&[0x40; MAX_DEPENDENCIES + 1], false, 0).is_none(), "split into several packets");
+/// ```
 pub const MAX_DEPENDENCIES: usize = 5;
 
 /// A barrier-AND packet: completes once every dependency (a signal handle)
@@ -42,6 +59,16 @@ pub fn barrier_and(dependencies: &[u64], barrier: bool, completion: u64) -> Opti
 
 /// What a barrier-value packet waits for: `(value of signal & mask)
 /// condition compare` (AMD's `hsa_amd_barrier_value_packet_t`).
+///
+/// ```
+/// use hsa_backend::packet::BarrierValue;
+/// use hsa_sys::{condition_holds, HSA_SIGNAL_CONDITION_LT};
+///
+/// // Until the low byte of the signal drops below 4.
+/// let wait = BarrierValue { signal: 0x1000, condition: HSA_SIGNAL_CONDITION_LT, compare: 4, mask: 0xff };
+/// assert!(!condition_holds(wait.condition, 0x1_05 & wait.mask, wait.compare));
+/// assert!(condition_holds(wait.condition, 0x1_03 & wait.mask, wait.compare));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BarrierValue {
     /// The signal handle compared.
@@ -90,6 +117,16 @@ pub fn barrier_value(wait: BarrierValue, barrier: bool, completion: u64) -> Pack
 /// for markers and for the stand-in's simulated kernels. Real kernels need
 /// their code object's segment sizes and arguments: build their packet and
 /// publish it with [`AqlQueue::publish_packet`](crate::AqlQueue::publish_packet).
+///
+/// ```
+/// use hsa_backend::packet::kernel_dispatch;
+/// use hsa_sys::{hsa_kernel_dispatch_packet_t, PacketHeader, HSA_PACKET_TYPE_KERNEL_DISPATCH};
+///
+/// let packet = hsa_kernel_dispatch_packet_t::from(kernel_dispatch(0xC0DE, true, 0x40));
+/// let header = PacketHeader::from_bits(packet.header);
+/// assert_eq!((header.packet_type, header.barrier), (HSA_PACKET_TYPE_KERNEL_DISPATCH, true));
+/// assert_eq!((packet.kernel_object, packet.grid_size_x, packet.completion_signal.handle), (0xC0DE, 1, 0x40));
+/// ```
 pub fn kernel_dispatch(kernel_object: u64, barrier: bool, completion: u64) -> PacketWords {
     let header = PacketHeader::new(HSA_PACKET_TYPE_KERNEL_DISPATCH).barrier(barrier);
     hsa_kernel_dispatch_packet_t::single_item(

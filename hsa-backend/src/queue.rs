@@ -18,6 +18,24 @@ use std::time::{Duration, Instant};
 use tracker::{HardwareQueue, QueueError, QueueView, Work};
 
 /// How [`AqlQueue::new`] makes a queue.
+///
+/// ```
+/// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+/// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+/// use hsa_backend::{AqlQueue, QueueOptions};
+/// use std::time::Duration;
+/// use tracker::QueueView;
+///
+/// let options = QueueOptions {
+///     size: 1024,
+///     ring_in_device_memory: true, // this runtime configured ROCr so
+///     drain_timeout: Duration::from_millis(100),
+///     ..QueueOptions::default()
+/// };
+/// let queue = AqlQueue::new(&device, options)?;
+/// assert!(queue.is_profiled() && queue.ring_in_device_memory());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueOptions {
     /// Ring size in packets: a power of two within the device's
@@ -134,6 +152,18 @@ impl AqlQueue {
     /// [`Error::InvalidQueueSize`]; [`Error::Call`] if ROCr refuses the queue
     /// or profiling, or answers a queue without a usable ring. Whatever was
     /// made by then is destroyed again.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// use hsa_backend::{AqlQueue, Error, QueueOptions, Runtime};
+    ///
+    /// let device = Runtime::load_from(standin.library_path())?.device(0)?;
+    /// let queue = AqlQueue::new(&device, QueueOptions { size: 256, ..QueueOptions::default() })?;
+    /// assert_eq!(queue.size(), 256);
+    /// let odd = AqlQueue::new(&device, QueueOptions { size: 100, ..QueueOptions::default() });
+    /// assert!(matches!(odd, Err(Error::InvalidQueueSize { size: 100, .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new(device: &Device, options: QueueOptions) -> Result<Self, Error> {
         let (min, max) = device.queue_size_limits();
         if !options.size.is_power_of_two() || options.size > max {
@@ -224,42 +254,136 @@ impl AqlQueue {
     }
 
     /// The device the queue runs on.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// let queue = hsa_backend::AqlQueue::new(&device, Default::default())?;
+    /// assert_eq!(queue.device().agent(), device.agent());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn device(&self) -> &Device {
         &self.inner.device
     }
 
-    /// ROCr's queue (the address of its `amd_queue_t`).
+    /// ROCr's queue (the address of its `amd_queue_t`), for ROCr calls the
+    /// backend does not wrap. It stays valid while any clone of the queue
+    /// lives.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// let queue = hsa_backend::AqlQueue::new(&device, Default::default())?;
+    /// // SAFETY: the queue is live; ROCr's descriptor is read-only after creation.
+    /// let descriptor = unsafe { &*queue.raw() };
+    /// assert_eq!((descriptor.size, descriptor.id), (queue.size(), queue.id()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn raw(&self) -> *mut hsa_queue_t {
         self.inner.queue.as_ptr()
     }
 
     /// The queue id, unique in the process.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// let first = hsa_backend::AqlQueue::new(&device, Default::default())?;
+    /// let second = hsa_backend::AqlQueue::new(&device, Default::default())?;
+    /// assert_ne!(first.id(), second.id());
+    /// assert_eq!(first.clone().id(), first.id(), "a clone is the same queue");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn id(&self) -> u64 {
         self.inner.id
     }
 
     /// Ring size in packets (ROCr may round the request up).
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use hsa_backend::{AqlQueue, QueueOptions};
+    /// let queue = AqlQueue::new(&device, QueueOptions { size: 4, ..QueueOptions::default() })?;
+    /// assert_eq!(queue.size(), device.queue_size_limits().0, "rounded up to the smallest ROCr makes");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn size(&self) -> u32 {
         self.inner.size
     }
 
     /// Whether the packet processor writes timestamps.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use hsa_backend::{AqlQueue, QueueOptions};
+    /// assert!(AqlQueue::new(&device, QueueOptions::default())?.is_profiled());
+    /// let plain = AqlQueue::new(&device, QueueOptions { profiling: false, ..QueueOptions::default() })?;
+    /// assert!(!plain.is_profiled());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_profiled(&self) -> bool {
         self.inner.options.profiling
     }
 
-    /// The first error ROCr reported for the queue, if any.
+    /// The first error ROCr reported for the queue (through the callback
+    /// `hsa_queue_create` registered), if any. A failed queue runs nothing
+    /// more: reserving and publishing on it fail.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use hsa_sys::HSA_STATUS_ERROR_EXCEPTION;
+    /// use tracker::HardwareQueue;
+    ///
+    /// let queue = hsa_backend::AqlQueue::new(&device, Default::default())?;
+    /// assert_eq!(queue.error(), None);
+    /// standin.queue(queue.raw()).fail(); // the stand-in's GPU fails the queue
+    /// assert_eq!(queue.error().map(|e| e.status()), Some(HSA_STATUS_ERROR_EXCEPTION));
+    /// assert!(queue.reserve().is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn error(&self) -> Option<StatusError> {
         self.inner.error()
     }
 
     /// The read index (`hsa_queue_load_read_index_scacquire`): packets below
     /// it were consumed, which says nothing about their completion.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::stepped())?;
+    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use hsa_backend::{AqlQueue, QueueOptions};
+    /// use tracker::{HardwareQueue, Work};
+    ///
+    /// let options = QueueOptions { drain_timeout: std::time::Duration::ZERO, ..QueueOptions::default() };
+    /// let queue = AqlQueue::new(&device, options)?;
+    /// let index = queue.reserve()?;
+    /// queue.publish(index, Work::Empty, false, 0)?;
+    /// assert_eq!(queue.read_index(), 0, "published, not yet consumed");
+    /// let processor = standin.queue(queue.raw()); // the (stepped) packet processor
+    /// processor.launch().unwrap();
+    /// processor.advance_read_index().unwrap();
+    /// assert_eq!(queue.read_index(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn read_index(&self) -> u64 {
         self.inner.read_index()
     }
 
     /// The write index: the next packet id a producer reserves.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// let queue = hsa_backend::AqlQueue::new(&device, Default::default())?;
+    /// assert_eq!(queue.write_index(), 0);
+    /// let index = queue.try_reserve()?;
+    /// assert_eq!((index, queue.write_index()), (0, 1));
+    /// # queue.publish_packet(index, hsa_backend::packet::barrier_and(&[], false, 0).unwrap())?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn write_index(&self) -> u64 {
         self.inner.write_dispatch_id().load(Ordering::Acquire)
     }
@@ -267,6 +391,34 @@ impl AqlQueue {
     /// Reserves the next packet id, if its slot is free (the packet `size`
     /// ids back was consumed). Never blocks. Lock-free: a compare-and-swap on
     /// the write index, which other producers may race.
+    ///
+    /// A reserved id must be published ([`AqlQueue::publish_packet`]): the
+    /// packet processor stops at the first unpublished slot.
+    ///
+    /// # Errors
+    /// [`QueueError::Full`] while the ring is full; [`QueueError::Failed`] once
+    /// the queue failed.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::stepped())?;
+    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use hsa_backend::{AqlQueue, QueueOptions, packet};
+    /// use tracker::QueueError;
+    ///
+    /// let options = QueueOptions { size: 64, drain_timeout: std::time::Duration::ZERO, ..QueueOptions::default() };
+    /// let queue = AqlQueue::new(&device, options)?;
+    /// for _ in 0..64 {
+    ///     let index = queue.try_reserve()?;
+    ///     queue.publish_packet(index, packet::barrier_and(&[], false, 0).unwrap())?;
+    /// }
+    /// assert!(matches!(queue.try_reserve(), Err(QueueError::Full)), "nothing consumed yet");
+    /// let processor = standin.queue(queue.raw());
+    /// processor.launch().unwrap();
+    /// processor.advance_read_index().unwrap();
+    /// assert_eq!(queue.try_reserve()?, 64, "one slot free again");
+    /// # queue.publish_packet(64, packet::barrier_and(&[], false, 0).unwrap())?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn try_reserve(&self) -> Result<u64, QueueError> {
         self.inner.try_reserve()
     }
@@ -278,11 +430,60 @@ impl AqlQueue {
     /// write-combined stores to a ring in VRAM; both are executed and counted
     /// ([`AqlQueue::store_fences`]) for every ring. Signals the packet names
     /// must be armed, and their arming visible to the GPU, before this call.
+    ///
+    /// # Errors
+    /// [`QueueError::Unsupported`] if `index` is not reserved;
+    /// [`QueueError::Failed`] if the queue failed (the packet will not run).
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use hsa_backend::{AqlQueue, packet};
+    ///
+    /// let queue = AqlQueue::new(&device, Default::default())?;
+    /// let index = queue.try_reserve()?;
+    /// queue.publish_packet(index, packet::barrier_and(&[], true, 0).unwrap())?;
+    /// assert_eq!(queue.store_fences(), 2, "body | header | doorbell");
+    /// assert!(queue.publish_packet(index + 1, packet::barrier_and(&[], true, 0).unwrap()).is_err(), "not reserved");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn publish_packet(&self, index: u64, packet: PacketWords) -> Result<(), QueueError> {
         self.inner.publish_packet(index, packet)
     }
 
-    /// Publishes a barrier-value packet at reserved `index`.
+    /// Publishes a barrier-value packet at reserved `index`: it completes
+    /// `completion` once `wait`'s condition holds.
+    ///
+    /// # Errors
+    /// As [`AqlQueue::publish_packet`].
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use hsa_backend::{AqlQueue, SignalPool, packet::BarrierValue};
+    /// use hsa_sys::HSA_SIGNAL_CONDITION_EQ;
+    /// use std::time::Duration;
+    /// use tracker::{HardwareQueue, Placement, SignalMemory, Work};
+    ///
+    /// let (queue, other) = (AqlQueue::new(&device, Default::default())?, AqlQueue::new(&device, Default::default())?);
+    /// let pool = SignalPool::new(&device);
+    /// let mut signals = Vec::new();
+    /// pool.allocate(2, Placement::Host, &mut signals)?;
+    /// let ((gate, _), (done, _)) = (signals[0], signals[1]);
+    /// // SAFETY: both signals are this pool's.
+    /// unsafe { pool.store(gate, 1); pool.store(done, 1) };
+    /// let wait = BarrierValue { signal: gate.handle().handle, condition: HSA_SIGNAL_CONDITION_EQ, compare: 0, mask: -1 };
+    /// let index = queue.try_reserve()?;
+    /// queue.publish_barrier_value(index, wait, true, done.handle().handle)?;
+    /// // SAFETY: as above.
+    /// assert_eq!(unsafe { pool.wait_change(done, 1, Duration::from_millis(20)) }, 1, "the gate is closed");
+    /// // Another queue's packet completes the gate, which opens the barrier.
+    /// let index = other.reserve()?;
+    /// other.publish(index, Work::Empty, true, gate.handle().handle)?;
+    /// // SAFETY: as above.
+    /// assert_eq!(unsafe { pool.wait_change(done, 1, Duration::from_secs(10)) }, 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn publish_barrier_value(
         &self,
         index: u64,
@@ -318,6 +519,24 @@ impl AqlQueue {
     /// are gone, as the barrier may still complete it);
     /// [`Error::QueueFailed`] if the queue failed before or during the wait;
     /// [`Error::Call`] if ROCr cannot make the signal.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use hsa_backend::{AqlQueue, Error};
+    /// use std::time::Duration;
+    /// use tracker::{HardwareQueue, Work};
+    ///
+    /// let queue = AqlQueue::new(&device, Default::default())?;
+    /// let index = queue.reserve()?;
+    /// queue.publish(index, Work::Empty, false, 0)?;
+    /// queue.drain(Duration::from_secs(10))?;
+    /// assert!(queue.read_index() >= index + 1);
+    ///
+    /// standin.queue(queue.raw()).fail();
+    /// assert!(matches!(queue.drain(Duration::from_secs(10)), Err(Error::QueueFailed(_))));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn drain(&self, timeout: Duration) -> Result<(), Error> {
         self.inner.drain(timeout)
     }

@@ -12,6 +12,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// How [`Runtime::init_with`] starts ROCr.
+///
+/// ```
+/// # let standin = rocr_standin::Standin::new(rocr_standin::Config { init_delay_ms: 300, ..Default::default() })?;
+/// use hsa_backend::{Error, InitOptions, Runtime};
+/// use std::time::Duration;
+///
+/// // A driver that takes 300 ms to answer, and a caller that waits 50.
+/// let api = hsa_sys::HsaApi::load_from(standin.library_path())?;
+/// let options = InitOptions { timeout: Duration::from_millis(50) };
+/// assert_eq!(Runtime::init_with(api, options).unwrap_err(), Error::InitTimedOut(options.timeout));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InitOptions {
     /// How long `hsa_init` may take before [`Error::InitTimedOut`]. It opens
@@ -67,17 +79,54 @@ impl std::fmt::Debug for Runtime {
 impl Runtime {
     /// Loads ROCr (`libhsa-runtime64.so.1`, or the library
     /// `SIGPOOL_HSA_LIBRARY` names) and initialises it.
+    ///
+    /// ```
+    /// use hsa_backend::{Error, Runtime};
+    ///
+    /// match Runtime::load() {
+    ///     Ok(runtime) => println!("ROCr sees {} GPU(s)", runtime.gpu_agents().len()),
+    ///     // No ROCm here: the message says what to install, or what to set.
+    ///     Err(error @ Error::Load(_)) => println!("{error}"),
+    ///     // ROCm, but no GPU ROCr can use (Debian's ROCr without /dev/kfd answers
+    ///     // HSA_STATUS_ERROR_OUT_OF_RESOURCES).
+    ///     Err(error @ (Error::InitFailed(_) | Error::NoGpu)) => println!("{error}"),
+    ///     Err(error) => return Err(error.into()),
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn load() -> Result<Arc<Runtime>, Error> {
         Self::init(HsaApi::load()?)
     }
 
     /// Loads the ROCr library at `library` (a path, or a name for the
     /// dynamic loader) and initialises it.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// use hsa_backend::{Error, Runtime};
+    ///
+    /// let runtime = Runtime::load_from(standin.library_path())?;
+    /// assert_eq!(runtime.api().library_path(), standin.library_path());
+    /// let missing = Runtime::load_from("/nonexistent/libhsa-runtime64.so.1");
+    /// assert!(matches!(missing, Err(Error::Load(_))));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn load_from(library: impl AsRef<Path>) -> Result<Arc<Runtime>, Error> {
         Self::init(HsaApi::load_from(library)?)
     }
 
     /// Initialises ROCr from a loaded table, with the default options.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// // Load first (to check the library, say), initialise later.
+    /// let api = hsa_sys::HsaApi::load_from(standin.library_path())?;
+    /// let runtime = hsa_backend::Runtime::init(api)?;
+    /// assert_eq!(standin.census().init_count, 1);
+    /// drop(runtime);
+    /// assert_eq!(standin.census().init_count, 0, "hsa_shut_down when the last user goes");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn init(api: HsaApi) -> Result<Arc<Runtime>, Error> {
         Self::init_with(api, InitOptions::default())
     }
@@ -88,6 +137,22 @@ impl Runtime {
     /// # Errors
     /// [`Error::InitFailed`] with ROCr's status and text, [`Error::InitTimedOut`],
     /// [`Error::NoGpu`], or [`Error::Call`] if discovery fails.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// use hsa_backend::{Error, InitOptions, Runtime};
+    /// use std::time::Duration;
+    ///
+    /// let api = hsa_sys::HsaApi::load_from(standin.library_path())?;
+    /// let runtime = Runtime::init_with(api, InitOptions { timeout: Duration::from_secs(5) })?;
+    /// assert_eq!(runtime.gpu_agents().len(), 1);
+    ///
+    /// // A machine with ROCr but without a GPU.
+    /// let empty = rocr_standin::Standin::new(rocr_standin::Config { gpus: 0, ..Default::default() })?;
+    /// let api = hsa_sys::HsaApi::load_from(empty.library_path())?;
+    /// assert_eq!(Runtime::init_with(api, InitOptions::default()).unwrap_err(), Error::NoGpu);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn init_with(api: HsaApi, options: InitOptions) -> Result<Arc<Runtime>, Error> {
         let api = Arc::new(api);
         let status = init_within(&api, options.timeout)?;
@@ -116,16 +181,47 @@ impl Runtime {
     }
 
     /// ROCr's functions.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// // The raw table, for calls the backend does not wrap.
+    /// let text = runtime.api().status_string(hsa_sys::HSA_STATUS_ERROR_INVALID_QUEUE);
+    /// assert!(text.is_some_and(|t| t.starts_with("HSA_STATUS_ERROR_INVALID_QUEUE")));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn api(&self) -> &HsaApi {
         &self.api
     }
 
     /// The CPU agent (the host, for access grants).
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// use hsa_sys::{HSA_AGENT_INFO_DEVICE, HSA_DEVICE_TYPE_CPU};
+    ///
+    /// let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// let mut kind = u32::MAX;
+    /// // SAFETY: the runtime is initialised; the attribute is a 4-byte enum.
+    /// let status = unsafe {
+    ///     runtime.api().hsa_agent_get_info(runtime.cpu_agent(), HSA_AGENT_INFO_DEVICE, (&raw mut kind).cast())
+    /// };
+    /// assert_eq!((status, kind), (0, HSA_DEVICE_TYPE_CPU));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn cpu_agent(&self) -> hsa_agent_t {
         self.cpu
     }
 
     /// Every GPU agent that runs kernel dispatches, in ROCr's order.
+    ///
+    /// ```
+    /// let two = rocr_standin::Standin::new(rocr_standin::Config { gpus: 2, ..Default::default() })?;
+    /// let runtime = hsa_backend::Runtime::load_from(two.library_path())?;
+    /// assert_eq!(runtime.gpu_agents().len(), 2);
+    /// assert_eq!(runtime.device(1)?.agent(), runtime.gpu_agents()[1]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn gpu_agents(&self) -> &[hsa_agent_t] {
         &self.gpus
     }
@@ -134,6 +230,17 @@ impl Runtime {
     ///
     /// # Errors
     /// [`Error::NoSuchGpu`]; [`Error::Call`] if ROCr cannot describe it.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// use hsa_backend::{Error, Runtime};
+    ///
+    /// let runtime = Runtime::load_from(standin.library_path())?;
+    /// let device = runtime.device(0)?;
+    /// assert_eq!(device.index(), 0);
+    /// assert_eq!(runtime.device(1).unwrap_err(), Error::NoSuchGpu { index: 1, count: 1 });
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn device(self: &Arc<Self>, index: usize) -> Result<Device, Error> {
         let Some(&agent) = self.gpus.get(index) else {
             return Err(Error::NoSuchGpu {
@@ -147,6 +254,16 @@ impl Runtime {
     /// `HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY`: system timestamp ticks per
     /// second, the unit of [`Runtime::system_timestamp`] and of converted GPU
     /// timestamps.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// let (before, frequency) = (runtime.system_timestamp()?, runtime.timestamp_frequency());
+    /// std::thread::sleep(std::time::Duration::from_millis(10));
+    /// let ticks = runtime.system_timestamp()? - before;
+    /// assert!(hsa_backend::system_duration(ticks, frequency) >= std::time::Duration::from_millis(10));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn timestamp_frequency(&self) -> u64 {
         self.timestamp_frequency
     }
@@ -167,12 +284,38 @@ impl Runtime {
 
     /// `HSA_SYSTEM_INFO_TIMESTAMP`: the system clock, in ticks of
     /// [`Runtime::timestamp_frequency`].
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// let first = runtime.system_timestamp()?;
+    /// assert!(runtime.system_timestamp()? >= first, "monotonic");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn system_timestamp(&self) -> Result<u64, Error> {
         self.system_info(HSA_SYSTEM_INFO_TIMESTAMP, "hsa_system_get_info")
     }
 
     /// How many blocks and signals of dropped pools wait for the runtime's
     /// queues to be destroyed before they are given back (see `teardown.rs`).
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// use hsa_backend::{AqlQueue, Runtime, SignalPool};
+    /// use tracker::{Placement, SignalMemory};
+    ///
+    /// let runtime = Runtime::load_from(standin.library_path())?;
+    /// let device = runtime.device(0)?;
+    /// let queue = AqlQueue::new(&device, Default::default())?;
+    /// let pool = SignalPool::new(&device);
+    /// let mut signals = Vec::new();
+    /// pool.allocate(8, Placement::Device, &mut signals)?;
+    /// drop(pool); // a queue might still name its signals: freed later
+    /// assert_eq!(runtime.deferred_releases(), 1);
+    /// drop(queue); // the last queue is gone: freed now
+    /// assert_eq!(runtime.deferred_releases(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn deferred_releases(&self) -> usize {
         self.teardown.deferred()
     }

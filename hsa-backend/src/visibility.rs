@@ -30,6 +30,14 @@ pub fn store_fence() {
 ///
 /// Obtained from [`Device::hdp_flush`](crate::Device::hdp_flush); valid for
 /// as long as that device's runtime.
+///
+/// ```
+/// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+/// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+/// let hdp: &hsa_backend::HdpFlush = device.hdp_flush().expect("a discrete GPU has one");
+/// hdp.flush();
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct HdpFlush {
     mem_flush_cntl: NonNull<u32>,
@@ -56,6 +64,16 @@ impl HdpFlush {
     /// Flushes the HDP: writes 1 to `HDP_MEM_FLUSH_CNTL` and reads it back.
     /// Earlier store-fenced writes to VRAM are then visible to every reader
     /// on the GPU. About one PCIe round trip (1.1 us on MI300X).
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// hsa_backend::store_fence(); // write-combined stores first leave the CPU
+    /// device.hdp_flush().unwrap().flush();
+    /// // The stand-in's register is memory: it saw the 1 written to it.
+    /// assert_eq!(standin.take_hdp_flush(0), Some(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn flush(&self) {
         let register = self.mem_flush_cntl.as_ptr();
         // SAFETY: `new`'s contract: the register is mapped while `self`

@@ -261,6 +261,32 @@ pub enum KernelKind {
 /// An answer of success with a result a real ROCr would not give, injected
 /// with [`Standin::malform`](crate::Standin::malform) to exercise a caller's
 /// checks of what ROCr returns.
+///
+/// ```
+/// use hsa_sys::{HsaApi, HSA_QUEUE_TYPE_MULTI, hsa_agent_t, hsa_queue_t};
+/// use rocr_standin::{Config, Malformed, Standin};
+///
+/// unsafe extern "C" fn last(agent: hsa_agent_t, data: *mut std::ffi::c_void) -> u32 {
+///     // SAFETY: `data` is the agent below.
+///     unsafe { *data.cast::<hsa_agent_t>() = agent };
+///     0
+/// }
+/// let standin = Standin::new(Config::default())?;
+/// standin.malform(Malformed::QueueWithoutRing, 1);
+/// let api = HsaApi::load_from(standin.library_path())?;
+/// let (mut gpu, mut queue) = (hsa_agent_t::default(), std::ptr::null_mut::<hsa_queue_t>());
+/// // SAFETY: plain calls; the callback matches its data; `queue` is a place for the queue.
+/// unsafe {
+///     api.check_status(api.hsa_init())?;
+///     api.hsa_iterate_agents(Some(last), (&raw mut gpu).cast()); // the GPU comes last
+///     let status = api.hsa_queue_create(gpu, 64, HSA_QUEUE_TYPE_MULTI, None, std::ptr::null_mut(), 0, 0, &raw mut queue);
+///     assert_eq!(status, 0, "success...");
+///     assert!((*queue).base_address.is_null(), "...with a queue that has no ring");
+///     api.hsa_queue_destroy(queue);
+///     api.hsa_shut_down();
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Malformed {
