@@ -422,16 +422,30 @@ fn skip(reason: &str) {
     let _ = writeln!(std::io::stderr(), "SKIPPED: hsa-sys c_layout: {reason}");
 }
 
+/// Set (to anything but empty or `0`) on a machine where Debian's ROCr and
+/// its headers (`libhsa-runtime-dev`) are installed, such as CI: the skips of
+/// tests that need them become failures.
+const REQUIRE_DEBIAN_ROCR: &str = "REQUIRE_DEBIAN_ROCR";
+
+/// Skips a test that needs Debian's ROCr headers and a C compiler, or fails
+/// it if [`REQUIRE_DEBIAN_ROCR`] is set.
+#[track_caller]
+fn skip_debian_rocr(reason: &str) {
+    let required = std::env::var_os(REQUIRE_DEBIAN_ROCR).is_some_and(|v| !v.is_empty() && v != "0");
+    assert!(!required, "{REQUIRE_DEBIAN_ROCR} is set, yet {reason}");
+    skip(reason);
+}
+
 #[test]
 fn rust_abi_matches_debian_rocr_headers() {
     if !Path::new(HEADER_DIR).join("hsa.h").exists() {
-        return skip(&format!(
+        return skip_debian_rocr(&format!(
             "{HEADER_DIR}/hsa.h not found (install libhsa-runtime-dev)"
         ));
     }
     let compiler = match c_compiler() {
         Ok(compiler) => compiler,
-        Err(reason) => return skip(&reason),
+        Err(reason) => return skip_debian_rocr(&reason),
     };
 
     let facts = all_facts();

@@ -21,6 +21,20 @@ pub fn skip(reason: &str) {
     let _ = writeln!(std::io::stderr(), "SKIPPED: {reason}");
 }
 
+/// Set (to anything but empty or `0`) on a machine where Debian's ROCr is
+/// installed and the tests against it must run, such as CI: their skips
+/// become failures.
+pub const REQUIRE_DEBIAN_ROCR: &str = "REQUIRE_DEBIAN_ROCR";
+
+/// Skips a test of Debian's ROCr that cannot run here, or fails it if
+/// [`REQUIRE_DEBIAN_ROCR`] is set.
+#[track_caller]
+pub fn skip_debian_rocr(reason: &str) {
+    let required = std::env::var_os(REQUIRE_DEBIAN_ROCR).is_some_and(|v| !v.is_empty() && v != "0");
+    assert!(!required, "{REQUIRE_DEBIAN_ROCR} is set, yet {reason}");
+    skip(reason);
+}
+
 /// A machine behind a private stand-in, with the backend initialised on it.
 pub struct Gpu {
     pub device: Device,
