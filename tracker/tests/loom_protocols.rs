@@ -2,13 +2,17 @@
 //! `RUSTFLAGS="--cfg loom" cargo test -p tracker --test loom_protocols --release --no-default-features`
 //! (see `.ci/loom`). Each model runs the real tracker code on the crate's
 //! host-memory backend ([`HostMemory`], loom-aware through the crate's
-//! `sync` shim); the "GPU" is the model completing a packet's signal.
+//! `sync` shim), or on [`GpuMemory`], which adds timestamps and failures;
+//! the "GPU" is the model completing a packet's signal.
 #![cfg(loom)]
 
 use loom::sync::Arc;
-use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
-use tracker::{Config, HostMemory, QueueView, Request, RetiringTracker, Status, Tracker};
+use tracker::{
+    AllocError, Config, HostMemory, Placement, Purpose, QueueView, Request, RetiringTracker,
+    SignalMemory, Status, Timestamps, Tracker,
+};
 
 /// A queue whose read index the model sets.
 struct ModelQueue(Arc<AtomicUsize>);
@@ -23,10 +27,10 @@ impl QueueView for ModelQueue {
     }
 }
 
-fn small_tracker(
-    memory: &Arc<HostMemory>,
+fn small_tracker<M: SignalMemory>(
+    memory: &Arc<M>,
     signals: usize,
-) -> (RetiringTracker<HostMemory, ModelQueue>, Arc<AtomicUsize>) {
+) -> (RetiringTracker<M, ModelQueue>, Arc<AtomicUsize>) {
     let read = Arc::new(AtomicUsize::new(0));
     let config = Config {
         initial_size: signals,
@@ -44,6 +48,89 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = builder.preemption_bound.or(Some(3));
     builder.check(f);
+}
+
+/// [`HostMemory`] plus what some models need of a signal that it leaves out:
+/// the timestamps the packet processor writes and a failing queue's
+/// negative value.
+struct GpuMemory {
+    host: HostMemory,
+    /// Per signal, the start and end stamps of its last completed packet.
+    stamps: Box<[[AtomicU64; 2]]>,
+}
+
+impl GpuMemory {
+    fn new(capacity: usize) -> Self {
+        Self {
+            host: HostMemory::new(capacity),
+            stamps: (0..capacity)
+                .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
+                .collect(),
+        }
+    }
+
+    /// The packet processor completes the packet whose completion handle is
+    /// `handle`, writing its timestamps first.
+    fn finish(&self, handle: u64, stamps: Timestamps) {
+        let [start, end] = &self.stamps[handle as usize - 1];
+        start.store(stamps.start, Ordering::Relaxed);
+        end.store(stamps.end, Ordering::Relaxed);
+        self.host.complete(handle);
+    }
+
+    /// The queue fails: the packet's signal goes negative.
+    fn fail(&self, handle: u64) {
+        // SAFETY: `handle` came from `packet_handle`, so `handle - 1` is one
+        // of this memory's signals.
+        unsafe { self.host.store(handle as usize - 1, -1) };
+    }
+}
+
+impl SignalMemory for GpuMemory {
+    type Signal = usize;
+
+    fn allocate(
+        &self,
+        count: usize,
+        placement: Placement,
+        out: &mut Vec<(usize, Placement)>,
+    ) -> Result<(), AllocError> {
+        self.host.allocate(count, placement, out)
+    }
+
+    unsafe fn load(&self, signal: usize) -> i64 {
+        // SAFETY: forwarded caller guarantee.
+        unsafe { self.host.load(signal) }
+    }
+
+    unsafe fn store(&self, signal: usize, value: i64) {
+        // SAFETY: forwarded caller guarantee.
+        unsafe { self.host.store(signal, value) }
+    }
+
+    fn store_fence(&self) {}
+
+    fn hdp_flush(&self) {}
+
+    unsafe fn timestamps(&self, signal: usize) -> Timestamps {
+        let [start, end] = &self.stamps[signal];
+        Timestamps {
+            start: start.load(Ordering::Relaxed),
+            end: end.load(Ordering::Relaxed),
+        }
+    }
+
+    fn packet_handle(&self, signal: usize) -> u64 {
+        self.host.packet_handle(signal)
+    }
+}
+
+/// The stamps the model's packet processor writes for use `seq`.
+const fn stamps_of(seq: u64) -> Timestamps {
+    Timestamps {
+        start: 10 * seq + 1,
+        end: 10 * seq + 2,
+    }
 }
 
 /// The last reference dropped on another thread while the tracker retires
@@ -220,5 +307,117 @@ fn async_handler_reference_versus_teardown() {
             1,
             "the tracker's and the handler's holds on the memory are gone"
         );
+    });
+}
+
+/// The timestamp seqlock: the owner harvests a use's stamps into its cell
+/// (`store_stamps`) while a holder reads them on another thread
+/// (`SignalRef::timestamps`). The cell still holds the stamps of the use
+/// before, and, if the holder lets go in time, is rewritten with the next
+/// use's: the reader sees its own use's pair or nothing, never another use's
+/// pair or a mix of two.
+///
+/// A held signal is never rewritten, so only the publishing half of the
+/// seqlock is exercised here. To check that the rest (the clear, the fences,
+/// the reader's second look) protects a holder on its own, run this model
+/// with `--features planted-bugs` and `TRACKER_PLANTED_BUG=rearm-held-signal`:
+/// the held signal then serves use 3 and is harvested under the reader.
+#[test]
+fn timestamp_harvest_versus_reader() {
+    model(|| {
+        let memory = Arc::new(GpuMemory::new(3));
+        let (mut tracker, read) = small_tracker(&memory, 1);
+        let timed = |index| {
+            Request::packet(index)
+                .barrier(true)
+                .purpose(Purpose::Event)
+                .timed(true)
+        };
+        // Use 1 runs and is harvested; use 2 gets the same signal and cell.
+        let first = tracker.acquire(timed(0)).unwrap();
+        memory.finish(first.signal, stamps_of(1));
+        read.store(1, Ordering::Release);
+        tracker.poll();
+        let second = tracker.acquire(timed(1)).unwrap();
+        assert_eq!(second.signal, first.signal, "one signal, re-armed");
+        let reference = tracker.hold(&second.ticket).unwrap().expect("pending");
+        memory.finish(second.signal, stamps_of(2));
+        read.store(2, Ordering::Release);
+
+        let reader = loom::thread::spawn(move || {
+            let seen = reference.timestamps();
+            assert!(
+                seen.is_none() || seen == Some(stamps_of(2)),
+                "use 2's holder read {seen:?}"
+            );
+        });
+        // Retire use 2, harvesting its stamps (its signal parked while held,
+        // re-armed in place once let go), then run and harvest use 3.
+        tracker.poll();
+        let third = tracker.acquire(timed(2)).unwrap();
+        memory.finish(third.signal, stamps_of(3));
+        read.store(3, Ordering::Release);
+        tracker.poll();
+        reader.join().unwrap();
+        assert_eq!(
+            tracker.timestamps(&third.ticket).unwrap(),
+            Some(stamps_of(3))
+        );
+    });
+}
+
+/// Failure publication: the owner learns of a failed use, records it
+/// (`record_failures`), re-arms its signal and publishes the retirement,
+/// while a `Waiter` on another thread asks about it and about a use that
+/// completed, without the lock. Both signals then serve later uses with the
+/// opposite outcome, so the waiter's own loads may see a later use's value:
+/// still the failed use reads Failed every time it is asked (never Complete,
+/// never forgotten) and the completed one Complete (never Failed).
+#[test]
+fn failure_publication_versus_lock_free_status() {
+    model(|| {
+        let memory = Arc::new(GpuMemory::new(2));
+        let (mut tracker, _read) = small_tracker(&memory, 2);
+        // Two packets without the barrier bit: the second completes, then
+        // the queue fails the first.
+        let failed = tracker.acquire(Request::packet(0)).unwrap();
+        let done = tracker.acquire(Request::packet(1)).unwrap();
+        memory.finish(done.signal, stamps_of(2));
+        memory.fail(failed.signal);
+
+        let waiter = tracker.waiter();
+        let (failed_use, done_use) = (failed.ticket, done.ticket);
+        let asking = loom::thread::spawn(move || {
+            let status = |ticket| waiter.status(ticket).unwrap();
+            assert_eq!(status(&failed_use), Status::Failed, "a failed use");
+            assert_eq!(status(&done_use), Status::Complete, "a completed use");
+            assert_eq!(
+                status(&failed_use),
+                Status::Failed,
+                "a failure, asked again"
+            );
+        });
+        // The owner settles both by their loads, retires them (recording the
+        // failure) and re-arms both signals for the next two uses: on the
+        // failed use's signal one that completes, on the other one that fails.
+        tracker.fail_queue();
+        tracker.reclaim();
+        let later_done = tracker.acquire(Request::packet(2)).unwrap();
+        let later_failed = tracker.acquire(Request::packet(3)).unwrap();
+        assert_eq!(
+            (later_done.signal, later_failed.signal),
+            (failed.signal, done.signal)
+        );
+        memory.finish(later_done.signal, stamps_of(3));
+        memory.fail(later_failed.signal);
+        asking.join().unwrap();
+        for (acquired, outcome) in [
+            (failed, Status::Failed),
+            (done, Status::Complete),
+            (later_done, Status::Complete),
+            (later_failed, Status::Failed),
+        ] {
+            assert_eq!(tracker.query(&acquired.ticket).unwrap(), outcome);
+        }
     });
 }
