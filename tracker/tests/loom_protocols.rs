@@ -2,12 +2,15 @@
 //! `RUSTFLAGS="--cfg loom" cargo test -p tracker --test loom_protocols --release --no-default-features`
 //! (see `.ci/loom`). Each model runs the real tracker code on the crate's
 //! host-memory backend ([`HostMemory`], loom-aware through the crate's
-//! `sync` shim), or on [`GpuMemory`], which adds timestamps and failures;
-//! the "GPU" is the model completing a packet's signal.
+//! `sync` shim), or on [`GpuMemory`], which adds timestamps, failures and a
+//! witness of its own lifetime; the "GPU" is the model completing a packet's
+//! signal.
 #![cfg(loom)]
 
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync as ghost;
+use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 use tracker::{
     AllocError, Config, HostMemory, Placement, Purpose, QueueView, Request, RetiringTracker,
@@ -51,27 +54,78 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 }
 
 /// [`HostMemory`] plus what some models need of a signal that it leaves out:
-/// the timestamps the packet processor writes and a failing queue's
-/// negative value.
+/// the timestamps the packet processor writes, a failing queue's negative
+/// value, and a witness of the memory's own lifetime.
 struct GpuMemory {
     host: HostMemory,
     /// Per signal, the start and end stamps of its last completed packet.
     stamps: Box<[[AtomicU64; 2]]>,
+    witness: ghost::Arc<Witness>,
+}
+
+/// Bookkeeping about a model run, not part of the protocol (`ghost` is
+/// `std::sync`): loom runs one model thread at a time, so std atomics record
+/// the real order of the execution without adding interleavings of their own.
+#[derive(Debug, Default)]
+struct Witness {
+    /// How many parties (the tracker's owner, a handler) may touch the
+    /// memory; 0: nobody counts them.
+    parties: usize,
+    /// How many of them have begun to let go.
+    letting_go: ghost::atomic::AtomicUsize,
+    /// How many times the memory was dropped.
+    frees: ghost::atomic::AtomicUsize,
+    /// The thread that dropped it.
+    freed_on: ghost::Mutex<Option<loom::thread::ThreadId>>,
+}
+
+impl Witness {
+    fn of(parties: usize) -> ghost::Arc<Self> {
+        ghost::Arc::new(Self {
+            parties,
+            ..Self::default()
+        })
+    }
+
+    /// A party is about to drop its last handle on the memory.
+    fn letting_go(&self) {
+        self.letting_go.fetch_add(1, SeqCst);
+    }
+
+    fn frees(&self) -> usize {
+        self.frees.load(SeqCst)
+    }
 }
 
 impl GpuMemory {
     fn new(capacity: usize) -> Self {
+        Self::watched(capacity, Default::default())
+    }
+
+    fn watched(capacity: usize, witness: ghost::Arc<Witness>) -> Self {
         Self {
             host: HostMemory::new(capacity),
             stamps: (0..capacity)
                 .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
                 .collect(),
+            witness,
         }
+    }
+
+    /// Every access checks the memory was not freed (a free that comes too
+    /// early already fails in `drop`).
+    fn touch(&self) {
+        assert_eq!(
+            self.witness.frees(),
+            0,
+            "signal memory touched after it was freed"
+        );
     }
 
     /// The packet processor completes the packet whose completion handle is
     /// `handle`, writing its timestamps first.
     fn finish(&self, handle: u64, stamps: Timestamps) {
+        self.touch();
         let [start, end] = &self.stamps[handle as usize - 1];
         start.store(stamps.start, Ordering::Relaxed);
         end.store(stamps.end, Ordering::Relaxed);
@@ -80,9 +134,16 @@ impl GpuMemory {
 
     /// The queue fails: the packet's signal goes negative.
     fn fail(&self, handle: u64) {
+        self.touch();
         // SAFETY: `handle` came from `packet_handle`, so `handle - 1` is one
         // of this memory's signals.
         unsafe { self.host.store(handle as usize - 1, -1) };
+    }
+
+    /// The signal's value, as the GPU reads it.
+    fn value(&self, handle: u64) -> i64 {
+        self.touch();
+        self.host.value(handle)
     }
 }
 
@@ -95,24 +156,32 @@ impl SignalMemory for GpuMemory {
         placement: Placement,
         out: &mut Vec<(usize, Placement)>,
     ) -> Result<(), AllocError> {
+        self.touch();
         self.host.allocate(count, placement, out)
     }
 
     unsafe fn load(&self, signal: usize) -> i64 {
+        self.touch();
         // SAFETY: forwarded caller guarantee.
         unsafe { self.host.load(signal) }
     }
 
     unsafe fn store(&self, signal: usize, value: i64) {
+        self.touch();
         // SAFETY: forwarded caller guarantee.
         unsafe { self.host.store(signal, value) }
     }
 
-    fn store_fence(&self) {}
+    fn store_fence(&self) {
+        self.touch();
+    }
 
-    fn hdp_flush(&self) {}
+    fn hdp_flush(&self) {
+        self.touch();
+    }
 
     unsafe fn timestamps(&self, signal: usize) -> Timestamps {
+        self.touch();
         let [start, end] = &self.stamps[signal];
         Timestamps {
             start: start.load(Ordering::Relaxed),
@@ -121,7 +190,24 @@ impl SignalMemory for GpuMemory {
     }
 
     fn packet_handle(&self, signal: usize) -> u64 {
+        self.touch();
         self.host.packet_handle(signal)
+    }
+}
+
+impl Drop for GpuMemory {
+    fn drop(&mut self) {
+        let witness = &self.witness;
+        // Checked here, at the free, before anything can touch freed memory.
+        if witness.parties > 0 {
+            assert_eq!(
+                witness.letting_go.load(SeqCst),
+                witness.parties,
+                "signal memory freed while a party could still touch it"
+            );
+        }
+        *witness.freed_on.lock().unwrap() = Some(loom::thread::current().id());
+        witness.frees.fetch_add(1, SeqCst);
     }
 }
 
@@ -270,44 +356,77 @@ fn cpu_wait_versus_concurrent_submit() {
 }
 
 /// An async handler's reference dropped on the handler thread while its
-/// owner retires the use and then tears the tracker down: the handler reads
-/// its use's outcome from live memory and never a re-arm, and whichever side
-/// lets go last frees the tracker's shared state and the signal memory
-/// exactly once (loom reports a leaked or doubly freed `Arc`, and any access
-/// after free, as a failure).
+/// owner retires the use and then tears the tracker down, nobody else keeping
+/// the signal memory: the handler reads its use's outcome and never a re-arm;
+/// the memory is freed exactly once (loom also reports a leaked `Arc`), only
+/// once both sides have begun to let go, by whichever lets go last (the
+/// owner's teardown whenever the handler had finished before it), and
+/// nothing touches it afterwards. Both orders of teardown must occur.
 #[test]
 fn async_handler_reference_versus_teardown() {
+    use ghost::atomic::AtomicBool;
+    static FREED_ON_OWNER: AtomicBool = AtomicBool::new(false);
+    static FREED_ON_HANDLER: AtomicBool = AtomicBool::new(false);
     model(|| {
-        let memory = Arc::new(HostMemory::new(4));
+        // Two parties: the tracker's owner and the handler.
+        let witness = Witness::of(2);
+        let memory = Arc::new(GpuMemory::watched(4, witness.clone()));
         let (mut tracker, read) = small_tracker(&memory, 2);
         let acquired = tracker.acquire(Request::packet(0).barrier(true)).unwrap();
         let handler_reference = tracker.hold(&acquired.ticket).unwrap().expect("pending");
-        memory.complete(acquired.signal);
+        memory.host.complete(acquired.signal);
         read.store(1, Ordering::Release);
+        let handler_done = ghost::Arc::new(AtomicBool::new(false));
 
         let handler = {
-            let memory = memory.clone();
+            // The handler reads the signal as the GPU sees it, then lets go of
+            // the memory: from there only its reference keeps the memory alive.
+            let (memory, witness, handler_done) =
+                (memory.clone(), witness.clone(), handler_done.clone());
             loom::thread::spawn(move || {
+                let value = memory.value(handler_reference.packet_handle());
+                drop(memory);
+                assert_eq!(value, 0, "the handler's signal is never re-armed under it");
                 assert_eq!(handler_reference.status(), Status::Complete);
-                assert_eq!(
-                    memory.value(handler_reference.packet_handle()),
-                    0,
-                    "the handler's signal is never re-armed under it"
-                );
+                witness.letting_go();
                 drop(handler_reference);
+                handler_done.store(true, SeqCst);
+                loom::thread::current().id()
             })
         };
+        drop(memory);
         // The owner retires the use (parking the held signal, or re-arming
         // it if the handler already let go) and tears the queue down.
         tracker.poll();
+        let handler_finished_first = handler_done.load(SeqCst);
+        witness.letting_go();
         drop(tracker);
-        handler.join().unwrap();
+        let owner = loom::thread::current().id();
+        if handler_finished_first {
+            assert_eq!(witness.frees(), 1, "the last one out, the owner, frees");
+        }
+        let handler = handler.join().unwrap();
         assert_eq!(
-            Arc::strong_count(&memory),
+            witness.frees(),
             1,
-            "the tracker's and the handler's holds on the memory are gone"
+            "the signal memory is freed exactly once"
         );
+        let freed_on = witness.freed_on.lock().unwrap().expect("freed");
+        if handler_finished_first {
+            assert_eq!(freed_on, owner);
+        }
+        assert!(freed_on == owner || freed_on == handler);
+        let order = if freed_on == owner {
+            &FREED_ON_OWNER
+        } else {
+            &FREED_ON_HANDLER
+        };
+        order.store(true, SeqCst);
     });
+    assert!(
+        FREED_ON_OWNER.load(SeqCst) && FREED_ON_HANDLER.load(SeqCst),
+        "the model must explore both teardown orders"
+    );
 }
 
 /// The timestamp seqlock: the owner harvests a use's stamps into its cell
