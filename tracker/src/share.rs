@@ -503,3 +503,32 @@ impl<M: SignalMemory> fmt::Debug for SignalRef<M> {
             .finish()
     }
 }
+
+/// A `Shared` over host memory with `count` cells, signal `i` in cell `i`,
+/// for unit tests that need real cells (this module's, the ring's, the
+/// proofs', the wait loop's). The `Shared` owns the cells: keep it alive
+/// while they are used.
+#[cfg(all(test, not(loom)))]
+pub(crate) fn host_cells(
+    count: usize,
+    remembers_completions: bool,
+) -> (Shared<crate::HostMemory>, Vec<CellPtr<usize>>) {
+    let shared = Shared::new(
+        Arc::new(crate::HostMemory::new(count)),
+        remembers_completions,
+    );
+    let mut signals = Vec::new();
+    shared
+        .memory
+        .allocate(count, Placement::Host, &mut signals)
+        .expect("the memory holds exactly `count` signals");
+    let cells = signals
+        .into_iter()
+        .map(|(signal, placement)| shared.adopt(signal, placement))
+        .collect();
+    (shared, cells)
+}
+
+// Not under loom: the tests use std threads and atomics outside a model.
+#[cfg(all(test, not(loom)))]
+mod tests;
