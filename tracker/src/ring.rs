@@ -292,3 +292,6 @@ impl<S> Ring<S> {
         (self.slots.len() * 2).min(self.limit) - self.slots.len()
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests;
