@@ -356,3 +356,6 @@ impl<S> RearmBatch<S> {
         self.signals.remaining_capacity()
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests;

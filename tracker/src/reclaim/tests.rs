@@ -1,0 +1,166 @@
+//! Unit tests of the store ordering state and the re-arm batch.
+
+use super::*;
+use crate::backend::Placement::{Device, Host};
+
+/// A store order where stores up to `fenced` are fenced and up to `flushed`
+/// flushed.
+fn order(fenced: u64, flushed: u64, flush_before_publish: bool) -> StoreOrder {
+    let mut order = StoreOrder::new(flush_before_publish);
+    order.stores_issued = fenced.max(flushed) + 10;
+    order.fenced_through = fenced;
+    order.flushed_through = flushed;
+    order
+}
+
+#[test]
+fn host_signals_are_always_visible() {
+    for flush in [false, true] {
+        let order = order(0, 0, flush);
+        for store in [0, 1, 5, u64::MAX] {
+            assert!(
+                order.is_visible(Host, store),
+                "store {store}, flush {flush}"
+            );
+        }
+    }
+}
+
+#[test]
+fn device_signals_need_a_fence() {
+    let order = order(5, 0, false);
+    let visible: Vec<bool> = (3..=7)
+        .map(|store| order.is_visible(Device, store))
+        .collect();
+    assert_eq!(
+        visible,
+        [true, true, true, false, false],
+        "stores 3..=7, fenced through 5"
+    );
+}
+
+#[test]
+fn device_signals_need_a_flush_too_when_packets_bypass_the_bar() {
+    let mut order = order(5, 3, true);
+    let visible: Vec<bool> = (2..=6)
+        .map(|store| order.is_visible(Device, store))
+        .collect();
+    assert_eq!(
+        visible,
+        [true, true, false, false, false],
+        "stores 2..=6, fenced through 5, flushed through 3"
+    );
+    // A ring in device memory again: the fence alone suffices.
+    order.set_flush_before_publish(false);
+    assert!(order.is_visible(Device, 5));
+    assert!(!order.is_visible(Device, 6));
+    order.set_flush_before_publish(true);
+    assert!(!order.is_visible(Device, 5));
+}
+
+#[test]
+fn a_new_store_order_has_made_nothing_visible() {
+    for flush in [false, true] {
+        let order = StoreOrder::new(flush);
+        assert_eq!(order.stores_issued, 0);
+        // Store 0 is "armed before anything was counted": nothing to wait for.
+        assert!(order.is_visible(Device, 0));
+        assert!(!order.is_visible(Device, 1));
+    }
+}
+
+#[test]
+fn a_batch_holds_signals_of_one_placement() {
+    let mut batch = RearmBatch::<usize>::new(7);
+    assert_eq!(batch.number, 7);
+    assert_eq!(batch.room(), REARM_BATCH);
+    assert!(!batch.is_full());
+    assert!(
+        batch.fits(Host) && batch.fits(Device),
+        "empty: takes either"
+    );
+    assert_eq!(batch.placement, None);
+
+    batch.push(3, Device);
+    assert!(batch.fits(Device));
+    assert!(!batch.fits(Host), "one placement per batch");
+    assert_eq!(batch.placement, Some(Device));
+    assert_eq!(batch.room(), REARM_BATCH - 1);
+    assert_eq!(batch.signals.as_slice(), [3]);
+}
+
+#[test]
+fn a_batch_fills_at_its_size_in_order() {
+    assert_eq!(
+        REARM_BATCH, 32,
+        "the bar: one flush per 32 re-armed signals"
+    );
+    let mut batch = RearmBatch::<usize>::new(1);
+    for signal in 0..REARM_BATCH {
+        assert!(!batch.is_full(), "after {signal}");
+        assert_eq!(batch.room(), REARM_BATCH - signal);
+        batch.push(signal, Host);
+    }
+    assert!(batch.is_full());
+    assert_eq!(batch.room(), 0);
+    assert!(batch.signals.iter().copied().eq(0..REARM_BATCH));
+}
+
+/// `make_visible` on a real tracker (device signals on the simulator, whose
+/// counters confirm what the tracker counted): one fence covers every store
+/// before it, and a flush is issued only where a packet bypasses the BAR.
+#[cfg(feature = "sim")]
+#[test]
+fn one_fence_covers_every_earlier_store_and_flushes_go_only_where_needed() {
+    let config = crate::Config {
+        signals: Device,
+        ..crate::Config::default()
+    };
+    let (mut tracker, _queue) = crate::sim_backend::stepped_tracker(config);
+    assert!(
+        !tracker.order.flush_before_publish,
+        "the stepped queue's ring is in device memory"
+    );
+    let sim = tracker.shared.memory.sim().clone();
+    let cell = tracker.ring.next_mut().cell;
+    // SAFETY: the cell belongs to the tracker's `Shared`.
+    assert_eq!(unsafe { cell.get() }.placement, Device);
+    let store = |tracker: &mut RetiringTracker<_, _>| {
+        tracker.store(cell, 1);
+        tracker.order.stores_issued
+    };
+    let mut last = (sim.counters(), tracker.stats.device());
+    // (fences, flushes) since the previous call, as the tracker and the
+    // simulator each counted them; they must agree.
+    let mut issued = |tracker: &RetiringTracker<_, _>| {
+        let now = (sim.counters(), tracker.stats.device());
+        let sim_delta = now.0.since(last.0);
+        let ours = (now.1.fences - last.1.fences, now.1.flushes - last.1.flushes);
+        assert_eq!(ours, (sim_delta.store_fences, sim_delta.hdp_flushes));
+        last = now;
+        ours
+    };
+
+    let first = store(&mut tracker);
+    let second = store(&mut tracker);
+    tracker.make_visible(Device, first, false);
+    assert_eq!(issued(&tracker), (1, 0), "one fence");
+    tracker.make_visible(Device, second, false);
+    assert_eq!(issued(&tracker), (0, 0), "covered by the same fence");
+
+    let third = store(&mut tracker);
+    tracker.make_visible(Host, third, false);
+    assert_eq!(issued(&tracker), (0, 0), "host signals need neither");
+
+    // A copy engine reads the signal without going through the BAR.
+    tracker.make_visible(Device, second, true);
+    assert_eq!(issued(&tracker), (0, 1), "already fenced: a flush only");
+    tracker.make_visible(Device, first, true);
+    assert_eq!(issued(&tracker), (0, 0), "covered by the same flush");
+
+    // A ring in system memory: every device signal needs both.
+    tracker.order.set_flush_before_publish(true);
+    tracker.make_visible(Device, third, false);
+    assert_eq!(issued(&tracker), (1, 1));
+    assert!(tracker.order.is_visible(Device, third));
+}
