@@ -271,3 +271,6 @@ impl Status {
         !matches!(self, Status::Pending)
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests;
