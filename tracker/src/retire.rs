@@ -433,3 +433,6 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         Ok(())
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests;

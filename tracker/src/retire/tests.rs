@@ -1,0 +1,186 @@
+//! Unit tests of the proof state: index order, fences, proofs, drains and
+//! generations, on `Proofs` alone.
+
+use super::*;
+use crate::share::host_cells;
+
+const BITS: u32 = 8;
+
+#[test]
+fn a_fresh_generation_accepts_any_index() {
+    let proofs = Proofs::new(BITS);
+    for index in [0, 1, u64::MAX] {
+        assert!(proofs.in_order(index));
+        assert_eq!(proofs.check_order(index), Ok(()));
+    }
+    assert_eq!(proofs.last_aql(), 0);
+    assert_eq!(proofs.last_fence(), 0);
+    assert_eq!(proofs.generation_start(), 1);
+    assert_eq!(proofs.snapshot(), (1, None, 0));
+}
+
+#[test]
+fn indices_must_increase_within_a_generation() {
+    let mut proofs = Proofs::new(BITS);
+    proofs.note_packet(1, 10, false);
+    assert_eq!(proofs.last_aql(), 10);
+    assert!(proofs.in_order(11));
+    assert!(proofs.in_order(1000), "gaps are fine");
+    assert!(!proofs.in_order(10), "not the same index twice");
+    assert!(!proofs.in_order(9));
+    assert_eq!(proofs.check_order(11), Ok(()));
+    assert_eq!(
+        proofs.check_order(9),
+        Err(Error::AqlIndexOutOfOrder {
+            index: 9,
+            previous: 10
+        })
+    );
+}
+
+#[test]
+fn index_order_survives_the_u64_wrap() {
+    let mut proofs = Proofs::new(BITS);
+    proofs.note_packet(1, u64::MAX, false);
+    assert!(proofs.in_order(0));
+    assert_eq!(proofs.check_order(0), Ok(()));
+    assert!(!proofs.in_order(u64::MAX - 1));
+    assert!(proofs.check_order(u64::MAX - 1).is_err());
+}
+
+#[test]
+fn only_barrier_packets_become_the_last_fence() {
+    let mut proofs = Proofs::new(BITS);
+    proofs.note_packet(1, 10, true);
+    assert_eq!(proofs.last_fence(), 1);
+    proofs.note_packet(2, 11, false);
+    assert_eq!(proofs.last_fence(), 1, "a plain packet is no fence");
+    proofs.note_packet(3, 12, true);
+    assert_eq!(proofs.last_fence(), 3);
+    proofs.forget_fence(1);
+    assert_eq!(
+        proofs.last_fence(),
+        3,
+        "forgetting an older fence changes nothing"
+    );
+    proofs.forget_fence(3);
+    assert_eq!(proofs.last_fence(), 0);
+}
+
+#[test]
+fn a_proof_covers_every_index_up_to_its_own() {
+    let mut proofs = Proofs::new(BITS);
+    assert!(!proofs.is_proven(0), "nothing proven yet");
+    proofs.prove(10);
+    assert!(proofs.is_proven(10));
+    assert!(proofs.is_proven(9));
+    assert!(proofs.is_proven(0));
+    assert!(!proofs.is_proven(11));
+    assert_eq!(proofs.snapshot().1, Some(10));
+}
+
+#[test]
+fn proofs_only_move_forward() {
+    let mut proofs = Proofs::new(BITS);
+    proofs.prove(10);
+    proofs.prove(5); // an older fence learned complete later
+    assert_eq!(proofs.snapshot().1, Some(10));
+    assert!(proofs.is_proven(10));
+    proofs.prove(12);
+    assert!(proofs.is_proven(12));
+    assert!(!proofs.is_proven(13));
+}
+
+#[test]
+fn proofs_survive_the_u64_wrap() {
+    let mut proofs = Proofs::new(BITS);
+    proofs.prove(u64::MAX - 1);
+    assert!(!proofs.is_proven(0), "0 comes after u64::MAX - 1");
+    proofs.prove(1);
+    assert_eq!(proofs.snapshot().1, Some(1), "1 is later than u64::MAX - 1");
+    assert!(proofs.is_proven(u64::MAX));
+    assert!(proofs.is_proven(0));
+    assert!(!proofs.is_proven(2));
+    proofs.prove(u64::MAX);
+    assert_eq!(proofs.snapshot().1, Some(1), "u64::MAX is older than 1");
+}
+
+#[test]
+fn drains_only_move_forward() {
+    let mut proofs = Proofs::new(BITS);
+    assert!(!proofs.drained(1));
+    proofs.drain_through(5);
+    proofs.drain_through(3);
+    assert!(proofs.drained(1) && proofs.drained(5));
+    assert!(!proofs.drained(6));
+    assert_eq!(proofs.snapshot().2, 5);
+}
+
+#[test]
+fn a_new_generation_forgets_order_fences_and_proofs_but_not_drains() {
+    let mut proofs = Proofs::new(BITS);
+    proofs.note_packet(1, 100, true);
+    proofs.note_packet(6, 105, true);
+    proofs.prove(105);
+    proofs.drain_through(4);
+    proofs.probed_at = 105;
+    let first = proofs.generation();
+
+    proofs.new_generation(7);
+    assert!(first.precedes(proofs.generation(), BITS));
+    assert_eq!(proofs.generation_start(), 7);
+    assert!(proofs.in_order(0), "the new queue's indices start afresh");
+    assert_eq!(proofs.last_aql(), 0);
+    assert_eq!(proofs.last_fence(), 0);
+    assert!(
+        !proofs.is_proven(0),
+        "the old queue's fences prove nothing here"
+    );
+    assert_eq!(proofs.probed_at, 0);
+    // A drain is about uses, whatever their generation.
+    assert_eq!(proofs.snapshot(), (7, None, 4));
+}
+
+#[test]
+fn generations_wrap_at_their_bits() {
+    let mut proofs = Proofs::new(2);
+    let values: Vec<u32> = (1..=5)
+        .map(|start| {
+            proofs.new_generation(start);
+            proofs.generation().value()
+        })
+        .collect();
+    assert_eq!(values, [1, 2, 3, 0, 1]);
+}
+
+#[test]
+fn fences_prove_only_aql_uses_of_the_current_generation() {
+    let (_shared, cells) = host_cells(1, true);
+    let mut slot = Slot::new(cells[0], 0);
+    slot.aql = 20;
+    let mut proofs = Proofs::new(BITS);
+    proofs.new_generation(10);
+    assert!(
+        !proofs.fences_can_prove(9, &slot),
+        "an earlier generation's use"
+    );
+    assert!(proofs.fences_can_prove(10, &slot));
+    assert!(proofs.fences_can_prove(11, &slot));
+
+    assert!(!proofs.fence_proves(10, &slot), "nothing proven yet");
+    proofs.prove(19);
+    assert!(!proofs.fence_proves(10, &slot), "proven only up to 19");
+    proofs.prove(25);
+    assert!(proofs.fence_proves(10, &slot));
+    assert!(
+        !proofs.fence_proves(9, &slot),
+        "still not across generations"
+    );
+
+    slot.flags = Slot::<usize>::COPY;
+    assert!(
+        !proofs.fences_can_prove(10, &slot),
+        "a copy engine is off the queue"
+    );
+    assert!(!proofs.fence_proves(10, &slot));
+}
