@@ -139,7 +139,7 @@ pub(crate) fn wait_for_use<M: SignalMemory>(
     policy: WaitPolicy,
 ) -> Result<Status, Error> {
     let start = Instant::now();
-    let mut sleep = Duration::from_micros(1);
+    let mut backoff = Backoff::new(policy);
     loop {
         let status = shared.poll(seq, cell);
         if status.is_done() {
@@ -149,13 +149,49 @@ pub(crate) fn wait_for_use<M: SignalMemory>(
         if waited >= timeout {
             return Err(Error::TimedOut(timeout));
         }
-        if waited < policy.spin {
-            crate::sync::spin_hint();
-        } else if waited < policy.spin + policy.yield_for {
-            crate::sync::yield_now();
+        match backoff.next(waited, timeout) {
+            Pause::Spin => crate::sync::spin_hint(),
+            Pause::Yield => crate::sync::yield_now(),
+            Pause::Sleep(sleep) => std::thread::sleep(sleep),
+        }
+    }
+}
+
+/// What a wait does between two polls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pause {
+    Spin,
+    Yield,
+    Sleep(Duration),
+}
+
+/// A wait's back-off schedule, apart from the clock and the polls so that
+/// it can be tested as a plain function of the time waited.
+struct Backoff {
+    policy: WaitPolicy,
+    /// The next sleep: 1 us at first, doubling up to `policy.max_sleep`.
+    sleep: Duration,
+}
+
+impl Backoff {
+    fn new(policy: WaitPolicy) -> Self {
+        Self {
+            policy,
+            sleep: Duration::from_micros(1),
+        }
+    }
+
+    /// The pause after a poll `waited` into a wait of `timeout` (not yet
+    /// reached): spin, then yield, then sleep, never past the deadline.
+    fn next(&mut self, waited: Duration, timeout: Duration) -> Pause {
+        if waited < self.policy.spin {
+            Pause::Spin
+        } else if waited < self.policy.spin + self.policy.yield_for {
+            Pause::Yield
         } else {
-            std::thread::sleep(sleep.min(timeout - waited));
-            sleep = (sleep * 2).min(policy.max_sleep);
+            let sleep = self.sleep.min(timeout - waited);
+            self.sleep = (self.sleep * 2).min(self.policy.max_sleep);
+            Pause::Sleep(sleep)
         }
     }
 }
@@ -168,3 +204,6 @@ impl<M: SignalMemory> crate::SignalRef<M> {
         wait_for_use(self.shared(), self.seq(), cell, timeout, policy)
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests;
