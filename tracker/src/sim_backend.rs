@@ -27,6 +27,24 @@ use hsa_sys::{
 use sim::{AgentId, Queue, QueueConfig, Sim, SimConfig};
 
 /// Signal memory of one simulated agent.
+///
+/// ```
+/// use tracker::{Placement, SignalMemory, sim_backend};
+///
+/// let (sim, queue) = sim_backend::stepped_queue();
+/// let memory = sim_backend::SimMemory::new(sim, queue.agent());
+/// let mut out = Vec::new();
+/// memory.allocate(1, Placement::Device, &mut out).unwrap();
+/// let (signal, placement) = out[0];
+/// assert_eq!(placement, Placement::Device);
+/// // SAFETY: the signal came from this memory's `allocate`.
+/// unsafe { memory.store(signal, 1) };
+/// memory.store_fence();
+/// // SAFETY: as above.
+/// assert_eq!(unsafe { memory.load(signal) }, 1);
+/// // A packet names the signal by its simulated handle.
+/// assert_eq!(memory.packet_handle(signal), signal.handle().handle);
+/// ```
 #[derive(Clone, Debug)]
 pub struct SimMemory {
     sim: Sim,
@@ -35,11 +53,34 @@ pub struct SimMemory {
 
 impl SimMemory {
     /// The memory of `agent` in `sim`.
+    ///
+    /// ```
+    /// use tracker::{Placement, SignalMemory, sim_backend};
+    ///
+    /// let (sim, queue) = sim_backend::stepped_queue();
+    /// let memory = sim_backend::SimMemory::new(sim.clone(), queue.agent());
+    /// let mut out = Vec::new();
+    /// memory.allocate(2, Placement::Device, &mut out).unwrap();
+    /// // Its signals belong to that agent, so its HDP flush covers them.
+    /// assert!(out.iter().all(|&(signal, _)| sim.agent_of(signal) == queue.agent()));
+    /// ```
     pub fn new(sim: Sim, agent: AgentId) -> Self {
         Self { sim, agent }
     }
 
     /// The simulator, for ground truth and counters.
+    ///
+    /// ```
+    /// use tracker::{SignalMemory, sim_backend};
+    ///
+    /// let (sim, queue) = sim_backend::stepped_queue();
+    /// let memory = sim_backend::SimMemory::new(sim, queue.agent());
+    /// let before = memory.sim().counters();
+    /// memory.store_fence();
+    /// memory.hdp_flush();
+    /// let delta = memory.sim().counters().since(before);
+    /// assert_eq!((delta.store_fences, delta.hdp_flushes), (1, 1));
+    /// ```
     pub fn sim(&self) -> &Sim {
         &self.sim
     }
@@ -151,9 +192,35 @@ impl HardwareQueue for Queue {
 
 /// Packets a stepped queue made by the helpers below can hold before the
 /// "GPU" consumes any.
+///
+/// ```
+/// use tracker::sim_backend::{self, STEPPED_QUEUE_SIZE};
+///
+/// let (_sim, queue) = sim_backend::stepped_queue();
+/// assert_eq!(queue.size(), STEPPED_QUEUE_SIZE);
+/// for _ in 0..STEPPED_QUEUE_SIZE {
+///     queue.reserve().unwrap();
+/// }
+/// assert!(queue.reserve().is_err(), "full until the GPU consumes a packet");
+/// ```
 pub const STEPPED_QUEUE_SIZE: u32 = 1 << 14;
 
 /// A stepped simulator with one profiled queue whose ring is in device memory.
+///
+/// ```
+/// use tracker::sim_backend;
+///
+/// let (sim, queue) = sim_backend::stepped_queue();
+/// assert_eq!(sim.mode(), sim::Mode::Stepped);
+/// assert!(queue.config().profiling);
+/// assert_eq!(queue.ring_placement(), sim::Placement::Device);
+/// // Stepped: nothing runs until the caller drives the queue.
+/// let index = queue.reserve().unwrap();
+/// sim_backend::submit_barrier(&queue, index, 0);
+/// assert!(!queue.truth(index).unwrap().completed);
+/// queue.run_until_idle();
+/// assert!(queue.truth(index).unwrap().completed);
+/// ```
 pub fn stepped_queue() -> (Sim, Queue) {
     let sim = Sim::new(SimConfig::default());
     let queue = sim
@@ -167,6 +234,18 @@ pub fn stepped_queue() -> (Sim, Queue) {
 }
 
 /// A retiring tracker on a fresh stepped simulator, and its queue.
+///
+/// ```
+/// use tracker::{Config, Request, Status, Tracker, sim_backend};
+///
+/// let (mut tracker, queue) = sim_backend::stepped_tracker(Config::default());
+/// assert_eq!(tracker.stats().signals_created, Config::default().initial_size as u64);
+/// let index = queue.reserve().unwrap();
+/// let acquired = tracker.acquire(Request::packet(index)).unwrap();
+/// sim_backend::submit_kernel(&queue, index, acquired.signal, false);
+/// queue.run_until_idle();
+/// assert_eq!(tracker.query(&acquired.ticket).unwrap(), Status::Complete);
+/// ```
 pub fn stepped_tracker(config: Config) -> (RetiringTracker<SimMemory, Queue>, Queue) {
     let (sim, queue) = stepped_queue();
     let memory = Arc::new(SimMemory::new(sim, queue.agent()));
@@ -175,6 +254,21 @@ pub fn stepped_tracker(config: Config) -> (RetiringTracker<SimMemory, Queue>, Qu
 }
 
 /// A baseline tracker on a fresh stepped simulator, and its queue.
+///
+/// ```
+/// use tracker::{Config, Request, Status, Tracker, sim_backend};
+///
+/// let (mut tracker, queue) = sim_backend::stepped_baseline(Config::default());
+/// let index = queue.reserve().unwrap();
+/// let acquired = tracker.acquire(Request::packet(index).barrier(true)).unwrap();
+/// sim_backend::submit_barrier(&queue, index, acquired.signal);
+/// queue.run_until_idle();
+/// let loads = |t: &tracker::BaselineTracker<_, _>| t.stats().host().loads + t.stats().device().loads;
+/// let before = loads(&tracker);
+/// assert_eq!(tracker.query(&acquired.ticket).unwrap(), Status::Complete);
+/// // The baseline's only proof: a load of the use's own signal.
+/// assert_eq!(loads(&tracker) - before, 1);
+/// ```
 pub fn stepped_baseline(config: Config) -> (BaselineTracker<SimMemory, Queue>, Queue) {
     let (sim, queue) = stepped_queue();
     let memory = Arc::new(SimMemory::new(sim, queue.agent()));
@@ -185,6 +279,18 @@ pub fn stepped_baseline(config: Config) -> (BaselineTracker<SimMemory, Queue>, Q
 /// Publishes empty work at `index` (reserved with `queue.reserve()`): a
 /// barrier-AND packet with no dependencies and the barrier bit, completing
 /// `completion_signal`, then rings the doorbell.
+///
+/// ```
+/// use tracker::sim_backend;
+///
+/// let (_sim, queue) = sim_backend::stepped_queue();
+/// let index = queue.reserve().unwrap();
+/// sim_backend::submit_barrier(&queue, index, 0); // 0: no completion signal
+/// let truth = queue.truth(index).unwrap();
+/// assert!(truth.published && truth.barrier);
+/// queue.run_until_idle();
+/// assert!(queue.truth(index).unwrap().completed);
+/// ```
 pub fn submit_barrier(queue: &Queue, index: u64, completion_signal: u64) {
     submit_wait(queue, index, completion_signal, &[], true);
 }
@@ -193,11 +299,44 @@ pub fn submit_barrier(queue: &Queue, index: u64, completion_signal: u64) {
 /// without the barrier bit, completing `completion_signal`, then rings the
 /// doorbell. Unlike a barrier packet, a kernel without the barrier bit lets
 /// later packets launch while it runs.
+///
+/// ```
+/// use tracker::sim_backend;
+///
+/// let (_sim, queue) = sim_backend::stepped_queue();
+/// let [first, second, third] = [(); 3].map(|_| queue.reserve().unwrap());
+/// sim_backend::submit_kernel(&queue, first, 0, false);
+/// sim_backend::submit_kernel(&queue, second, 0, false);
+/// sim_backend::submit_kernel(&queue, third, 0, true);
+/// // Without the barrier bit the second launches while the first runs...
+/// assert_eq!(queue.launch().unwrap(), first);
+/// assert_eq!(queue.launch().unwrap(), second);
+/// // ...with it, the third waits for both to complete.
+/// assert!(queue.launch().is_err());
+/// queue.run_until_idle();
+/// assert!(queue.truth(third).unwrap().completed);
+/// ```
 pub fn submit_kernel(queue: &Queue, index: u64, completion_signal: u64, barrier: bool) {
     submit_kernel_object(queue, index, completion_signal, barrier, 0);
 }
 
 /// Publishes a dispatch of a registered kernel (see `Sim::register_kernel`).
+///
+/// ```
+/// use sim::{HostFlag, Kernel};
+/// use tracker::sim_backend;
+///
+/// let (sim, queue) = sim_backend::stepped_queue();
+/// let flag = HostFlag::new();
+/// let spinner = sim.register_kernel(Kernel::SpinUntil(flag.clone()));
+/// let index = queue.reserve().unwrap();
+/// sim_backend::submit_kernel_object(&queue, index, 0, true, spinner);
+/// queue.run_until_idle();
+/// assert!(!queue.truth(index).unwrap().completed, "it spins on the flag");
+/// flag.set();
+/// queue.run_until_idle();
+/// assert!(queue.truth(index).unwrap().completed);
+/// ```
 pub fn submit_kernel_object(
     queue: &Queue,
     index: u64,
@@ -219,6 +358,27 @@ pub fn submit_kernel_object(
 
 /// Publishes a barrier-AND packet at `index` that waits for up to five
 /// signals (packet handles) and completes `completion_signal`.
+///
+/// ```
+/// use tracker::{Placement, SignalMemory, sim_backend};
+///
+/// let (sim, queue) = sim_backend::stepped_queue();
+/// let memory = sim_backend::SimMemory::new(sim, queue.agent());
+/// let mut out = Vec::new();
+/// memory.allocate(1, Placement::Host, &mut out).unwrap();
+/// let dependency = out[0].0;
+/// // SAFETY: the signal came from this memory's `allocate`.
+/// unsafe { memory.store(dependency, 1) };
+///
+/// let index = queue.reserve().unwrap();
+/// sim_backend::submit_wait(&queue, index, 0, &[memory.packet_handle(dependency)], true);
+/// queue.run_until_idle();
+/// assert!(!queue.truth(index).unwrap().completed, "waits for the dependency");
+/// // SAFETY: as above.
+/// unsafe { memory.store(dependency, 0) };
+/// queue.run_until_idle();
+/// assert!(queue.truth(index).unwrap().completed);
+/// ```
 pub fn submit_wait(
     queue: &Queue,
     index: u64,
