@@ -32,6 +32,24 @@ def steady(rep):
         out.append(f"| {k} | {t['signals']} | {t['device_loads_per_retired_use']:.4f} | {t['saturated_device_loads_per_retired_use']:.4f} | {t['device_polls_per_use']:.3f} | {t['flushes_per_rearm']:.4f} | {t['fences_per_rearm']:.4f} | {t['signals_created_after_warmup']} | {t['allocations_per_use']:.4f} |")
     return "\n".join(out)
 
+def with_submission(rep, api, tracker, signals):
+    row = [r for r in rep['rows'] if r['api'] == api and r['tracker'] == tracker and r['signals'] == signals][0]
+    return row.get('with_submission_p50_us')
+
+def head_start():
+    ours = with_submission(h, 'event_synchronize', 'retiring', 'host')
+    native = with_submission(h, 'event_synchronize', 'native', 'native')
+    if ours is None or native is None:
+        return ""
+    return f"""
+The synchronize alone is not the whole story: timing starts after the event
+is recorded, and recording our timed event takes longer (it launches a
+kernel), so the GPU has a head start on our side. With its submission (the
+empty kernel, the record and the synchronize) an event synchronize costs
+{ours:.2f} us against CUDA's {native:.2f} us ({ours / native:.2f} x): by that
+measure the first bar is {'met' if ours / native <= 0.95 else '**not met**'}.
+"""
+
 def bar(name, api, limit):
     ours, native = p50(h, api, 'retiring', 'host'), p50(h, api, 'native', 'native')
     r = ours / native
@@ -71,7 +89,7 @@ Bars of DESIGN.md section 7 (p50, ours / the CUDA driver API):
 {bar('event synchronize after an empty kernel', 'event_synchronize', 0.95)}
 {bar('event query on a completed event', 'event_query', 0.2)}
 {bar('stream synchronize on completed work', 'stream_synchronize_completed', 0.1)}
-
+{head_start()}
 Not bars, and not all in our favour: a stream synchronize after an empty
 kernel costs {p50(h,'stream_synchronize','retiring','host'):.2f} us against CUDA's {p50(h,'stream_synchronize','native','native'):.2f} us, and recording a
 timed event {p50(h,'event_record','retiring','host'):.2f} us against {p50(h,'event_record','native','native'):.2f} us: a timed event launches an empty kernel

@@ -61,6 +61,42 @@ impl Api {
             Api::EventElapsedTime => "event_elapsed_time",
         }
     }
+
+    /// Whether the call waits for empty work submitted just before it (its
+    /// row then also has the submission-plus-call time).
+    pub const fn waits_for_submission(self) -> bool {
+        matches!(
+            self,
+            Api::EventSynchronize
+                | Api::EventSynchronizeBlocking
+                | Api::StreamSynchronize
+                | Api::DeviceSynchronize
+        )
+    }
+}
+
+/// One timed call, and the same call together with the submission it
+/// waits for (the two are equal for calls that wait for nothing).
+///
+/// A synchronize's own time depends on how much GPU work is still left when
+/// it starts, so it favours whichever API took longer to submit; the total
+/// does not.
+#[derive(Clone, Copy, Debug)]
+pub struct Sample {
+    /// The API call alone.
+    pub call: Duration,
+    /// Submission (empty work, and the event record) plus the call.
+    pub with_submission: Duration,
+}
+
+impl Sample {
+    /// A call that waits for no submission of its own.
+    pub fn alone(call: Duration) -> Self {
+        Self {
+            call,
+            with_submission: call,
+        }
+    }
 }
 
 /// One cell of the table.
@@ -86,6 +122,9 @@ pub struct Row {
     pub flushes_per_op: f64,
     /// Signals created during the timed calls.
     pub signals_created: u64,
+    /// Median of the submission plus the call (equal to `p50_us` for calls
+    /// that wait for no submission of their own).
+    pub with_submission_p50_us: f64,
     /// Samples.
     pub samples: usize,
 }
@@ -95,29 +134,35 @@ pub fn row(
     api: Api,
     tracker: &'static str,
     signals: &'static str,
-    mut samples: Vec<Duration>,
+    samples: Vec<Sample>,
     traffic: Traffic,
 ) -> Row {
-    samples.sort_unstable();
-    let at = |q: f64| {
-        if samples.is_empty() {
+    let sorted = |f: fn(&Sample) -> Duration| {
+        let mut v: Vec<Duration> = samples.iter().map(f).collect();
+        v.sort_unstable();
+        v
+    };
+    let (calls, totals) = (sorted(|s| s.call), sorted(|s| s.with_submission));
+    let at = |v: &[Duration], q: f64| {
+        if v.is_empty() {
             return 0.0;
         }
-        let i = ((samples.len() - 1) as f64 * q).round() as usize;
-        samples[i].as_secs_f64() * 1e6
+        let i = ((v.len() - 1) as f64 * q).round() as usize;
+        v[i].as_secs_f64() * 1e6
     };
     let n = samples.len().max(1) as f64;
     Row {
         api,
         tracker,
         signals,
-        p50_us: at(0.5),
-        p10_us: at(0.1),
-        p90_us: at(0.9),
+        p50_us: at(&calls, 0.5),
+        p10_us: at(&calls, 0.1),
+        p90_us: at(&calls, 0.9),
         device_loads_per_op: traffic.device_loads as f64 / n,
         fences_per_op: traffic.fences as f64 / n,
         flushes_per_op: traffic.flushes as f64 / n,
         signals_created: traffic.signals_created,
+        with_submission_p50_us: at(&totals, 0.5),
         samples: samples.len(),
     }
 }
@@ -171,7 +216,7 @@ pub fn measure<T: QueueTracker>(
     make: &dyn Fn() -> Result<T, String>,
     iterations: usize,
     warmup: usize,
-) -> Result<(Vec<Duration>, Traffic), String> {
+) -> Result<(Vec<Sample>, Traffic), String> {
     let config = QueueConfig {
         wait_policy: if api == Api::EventSynchronizeBlocking {
             WaitPolicy::blocking()
@@ -188,14 +233,18 @@ pub fn measure<T: QueueTracker>(
     for i in 0..warmup + iterations {
         let queues = [&queue, &other];
         // Set-up (untimed), then the timed call between two snapshots.
-        let (took, before, after) = match api {
+        let began = Instant::now();
+        let (took, with_submission, before, after) = match api {
             Api::EventSynchronize | Api::EventSynchronizeBlocking => {
                 queue.launch(0).map_err(fail)?;
                 let event = queue.record_event().map_err(fail)?;
                 let before = stats(&queues);
                 let start = Instant::now();
                 event.synchronize().map_err(fail)?;
-                (start.elapsed(), before, stats(&queues))
+                {
+                    let end = Instant::now();
+                    (end - start, end - began, before, stats(&queues))
+                }
             }
             Api::EventQuery => {
                 queue.launch(0).map_err(fail)?;
@@ -204,18 +253,22 @@ pub fn measure<T: QueueTracker>(
                 let before = stats(&queues);
                 let start = Instant::now();
                 let status = event.query();
-                let took = start.elapsed();
+                let end = Instant::now();
+                let took = end - start;
                 if status != tracker::Status::Complete {
                     return Err(format!("a synchronized event answered {status:?}"));
                 }
-                (took, before, stats(&queues))
+                (took, end - began, before, stats(&queues))
             }
             Api::StreamSynchronize => {
                 queue.launch(0).map_err(fail)?;
                 let before = stats(&queues);
                 let start = Instant::now();
                 queue.synchronize().map_err(fail)?;
-                (start.elapsed(), before, stats(&queues))
+                {
+                    let end = Instant::now();
+                    (end - start, end - began, before, stats(&queues))
+                }
             }
             Api::StreamSynchronizeCompleted => {
                 queue.launch(0).map_err(fail)?;
@@ -223,7 +276,10 @@ pub fn measure<T: QueueTracker>(
                 let before = stats(&queues);
                 let start = Instant::now();
                 queue.synchronize().map_err(fail)?;
-                (start.elapsed(), before, stats(&queues))
+                {
+                    let end = Instant::now();
+                    (end - start, end - began, before, stats(&queues))
+                }
             }
             Api::DeviceSynchronize => {
                 queue.launch(0).map_err(fail)?;
@@ -232,19 +288,23 @@ pub fn measure<T: QueueTracker>(
                 let start = Instant::now();
                 queue.synchronize().map_err(fail)?;
                 other.synchronize().map_err(fail)?;
-                (start.elapsed(), before, stats(&queues))
+                {
+                    let end = Instant::now();
+                    (end - start, end - began, before, stats(&queues))
+                }
             }
             Api::EventRecord => {
                 queue.launch(0).map_err(fail)?;
                 let before = stats(&queues);
                 let start = Instant::now();
                 let event = queue.record_event().map_err(fail)?;
-                let took = start.elapsed();
+                let end = Instant::now();
+                let took = end - start;
                 let after = stats(&queues);
                 if i % 32 == 31 {
                     event.synchronize().map_err(fail)?;
                 }
-                (took, before, after)
+                (took, end - began, before, after)
             }
             Api::EventElapsedTime => {
                 let first = queue.record_event().map_err(fail)?;
@@ -254,13 +314,22 @@ pub fn measure<T: QueueTracker>(
                 let before = stats(&queues);
                 let start = Instant::now();
                 let elapsed = first.elapsed_to(&second).map_err(fail)?;
-                let took = start.elapsed();
+                let end = Instant::now();
+                let took = end - start;
                 std::hint::black_box(elapsed);
-                (took, before, stats(&queues))
+                (took, end - began, before, stats(&queues))
             }
         };
         if i >= warmup {
-            samples.push(took);
+            let with_submission = if api.waits_for_submission() {
+                with_submission
+            } else {
+                took
+            };
+            samples.push(Sample {
+                call: took,
+                with_submission,
+            });
             traffic.add(&before, &after);
         }
     }

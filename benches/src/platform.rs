@@ -6,6 +6,7 @@
 //! either answers with a platform or says why it cannot, and sigbench prints
 //! every reason, so a user knows what was tried.
 
+use crate::measure::Sample;
 use fences::QueueTracker;
 use std::fmt;
 use tracker::{Config, Placement};
@@ -43,19 +44,19 @@ pub trait Platform {
 pub trait Native {
     /// Empty work, then wait for an event recorded after it (default or
     /// blocking-sync event).
-    fn event_synchronize(&self, blocking: bool) -> Result<std::time::Duration, String>;
+    fn event_synchronize(&self, blocking: bool) -> Result<Sample, String>;
     /// Query an event that has completed.
-    fn event_query(&self) -> Result<std::time::Duration, String>;
+    fn event_query(&self) -> Result<Sample, String>;
     /// Empty work, then synchronize the stream.
-    fn stream_synchronize(&self) -> Result<std::time::Duration, String>;
+    fn stream_synchronize(&self) -> Result<Sample, String>;
     /// Synchronize a stream with nothing pending.
-    fn stream_synchronize_completed(&self) -> Result<std::time::Duration, String>;
+    fn stream_synchronize_completed(&self) -> Result<Sample, String>;
     /// Empty work on two streams, then synchronize the device.
-    fn device_synchronize(&self) -> Result<std::time::Duration, String>;
+    fn device_synchronize(&self) -> Result<Sample, String>;
     /// Record an event after empty work.
-    fn event_record(&self) -> Result<std::time::Duration, String>;
+    fn event_record(&self) -> Result<Sample, String>;
     /// Elapsed time between two completed events.
-    fn event_elapsed_time(&self) -> Result<std::time::Duration, String>;
+    fn event_elapsed_time(&self) -> Result<Sample, String>;
 }
 
 /// Why a backend was not used.

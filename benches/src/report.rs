@@ -101,6 +101,21 @@ impl Report {
                 table_line(&mut out, &cells, markdown);
             }
         }
+        // A synchronize alone favours whichever side took longer to submit
+        // (the GPU had a head start): show the submission plus the call too.
+        let _ = writeln!(
+            out,
+            "\nsubmission plus the call (p50 us; the empty work, the event record and the wait):"
+        );
+        for api in Api::ALL.into_iter().filter(|a| a.waits_for_submission()) {
+            let cells: Vec<String> = self
+                .rows
+                .iter()
+                .filter(|r| r.api == api)
+                .map(|r| format!("{}/{} {:.2}", r.tracker, r.signals, r.with_submission_p50_us))
+                .collect();
+            let _ = writeln!(out, "  {:<27} {}", api.name(), cells.join(", "));
+        }
         let _ = writeln!(
             out,
             "\nsteady state ({} uses after warm-up, {} signals):",

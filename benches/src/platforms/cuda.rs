@@ -1,10 +1,11 @@
 //! NVIDIA GPUs through the CUDA driver (`cuda-backend`), with CUDA's own
 //! events and synchronize calls measured in the same process.
 
+use crate::measure::Sample;
 use crate::platform::{Native, Platform, Skipped};
 use cuda_backend::native::{Event, EventFlags};
 use cuda_backend::{CudaContext, CudaMemory, CudaQueue};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tracker::{BaselineTracker, Config, Placement, RetiringTracker};
 
 /// The first CUDA device.
@@ -95,16 +96,17 @@ fn driver(e: cuda_backend::Error) -> String {
 }
 
 impl Native for CudaBench {
-    fn event_synchronize(&self, blocking: bool) -> Result<Duration, String> {
+    fn event_synchronize(&self, blocking: bool) -> Result<Sample, String> {
         let event = self.event(blocking)?;
+        let began = Instant::now();
         self.queue.launch_empty().map_err(driver)?;
         event.record(&self.queue).map_err(driver)?;
         let start = Instant::now();
         event.synchronize().map_err(driver)?;
-        Ok(start.elapsed())
+        Ok(submitted(began, start))
     }
 
-    fn event_query(&self) -> Result<Duration, String> {
+    fn event_query(&self) -> Result<Sample, String> {
         let event = self.event(false)?;
         self.queue.launch_empty().map_err(driver)?;
         event.record(&self.queue).map_err(driver)?;
@@ -115,43 +117,45 @@ impl Native for CudaBench {
         if !complete {
             return Err("cuEventQuery said a synchronized event is not complete".into());
         }
-        Ok(took)
+        Ok(Sample::alone(took))
     }
 
-    fn stream_synchronize(&self) -> Result<Duration, String> {
+    fn stream_synchronize(&self) -> Result<Sample, String> {
+        let began = Instant::now();
         self.queue.launch_empty().map_err(driver)?;
         let start = Instant::now();
         self.queue.synchronize().map_err(driver)?;
-        Ok(start.elapsed())
+        Ok(submitted(began, start))
     }
 
-    fn stream_synchronize_completed(&self) -> Result<Duration, String> {
+    fn stream_synchronize_completed(&self) -> Result<Sample, String> {
         self.queue.launch_empty().map_err(driver)?;
         self.queue.synchronize().map_err(driver)?;
         let start = Instant::now();
         self.queue.synchronize().map_err(driver)?;
-        Ok(start.elapsed())
+        Ok(Sample::alone(start.elapsed()))
     }
 
-    fn device_synchronize(&self) -> Result<Duration, String> {
+    fn device_synchronize(&self) -> Result<Sample, String> {
+        let began = Instant::now();
         self.queue.launch_empty().map_err(driver)?;
         self.other.launch_empty().map_err(driver)?;
         let start = Instant::now();
         self.context.synchronize().map_err(driver)?;
-        Ok(start.elapsed())
+        Ok(submitted(began, start))
     }
 
-    fn event_record(&self) -> Result<Duration, String> {
+    fn event_record(&self) -> Result<Sample, String> {
         let event = self.event(false)?;
         self.queue.launch_empty().map_err(driver)?;
         let start = Instant::now();
         event.record(&self.queue).map_err(driver)?;
         let took = start.elapsed();
         event.synchronize().map_err(driver)?;
-        Ok(took)
+        Ok(Sample::alone(took))
     }
 
-    fn event_elapsed_time(&self) -> Result<Duration, String> {
+    fn event_elapsed_time(&self) -> Result<Sample, String> {
         let (first, second) = (self.event(false)?, self.event(false)?);
         first.record(&self.queue).map_err(driver)?;
         self.queue.launch_empty().map_err(driver)?;
@@ -161,6 +165,16 @@ impl Native for CudaBench {
         let elapsed = second.elapsed_since(&first).map_err(driver)?;
         let took = start.elapsed();
         std::hint::black_box(elapsed);
-        Ok(took)
+        Ok(Sample::alone(took))
+    }
+}
+
+/// A call that started at `start`, after a submission that started at
+/// `began`, and has just returned.
+fn submitted(began: Instant, start: Instant) -> Sample {
+    let end = Instant::now();
+    Sample {
+        call: end - start,
+        with_submission: end - began,
     }
 }
