@@ -112,7 +112,12 @@ impl Report {
                 .rows
                 .iter()
                 .filter(|r| r.api == api)
-                .map(|r| format!("{}/{} {:.2}", r.tracker, r.signals, r.with_submission_p50_us))
+                .map(|r| {
+                    format!(
+                        "{}/{} {:.2}",
+                        r.tracker, r.signals, r.with_submission_p50_us
+                    )
+                })
                 .collect();
             let _ = writeln!(out, "  {:<27} {}", api.name(), cells.join(", "));
         }
