@@ -11,17 +11,28 @@
 //! - A question that may read memory (a query, a wait, a handler's status)
 //!   gets the truth: complete if the packet completed, failed if it failed,
 //!   pending otherwise (a wait: timed out).
-//! - A signal is busy while its use's packet is neither complete nor
+//! - A signal is busy while a packet of its use is neither complete nor
 //!   failed, while an event or a handler holds a reference to it, and while
 //!   a GPU waiter's pin is attached to a consumer use that its tracker does
-//!   not yet know to be done. A busy signal keeps the value its use left in
-//!   it (1 while pending, 0 once complete, negative once failed) and is
-//!   never handed out.
-//! - Timestamps, when given, are the packet processor's.
+//!   not yet know to be done. A busy signal keeps the value its use's
+//!   packets left in it (its operations not yet completed: 1 while a
+//!   single packet is pending, 0 once complete; negative once one failed)
+//!   and is never handed out.
+//! - A use may be decremented by several packets (`Request::ops`): it
+//!   completes when all of them did. A submission that failed after issuing
+//!   some of them (`Tracker::fail_submission`) is failed from then on, and
+//!   its signal stays busy until the issued ones finished.
+//! - A copy-engine use (`Request::copy_engine`) runs on the stream's copy
+//!   engine, a queue of its own: no fence of the AQL queue says anything
+//!   about it.
+//! - Timestamps, when given, are the packet processor's: those it left in
+//!   the signal, the last launch's start and the last completion's end (for
+//!   a single packet, its own).
 
 use crate::check::{Check, Failure, fail};
 use crate::driver::TrackerKind;
-use sim::{FAILED_SIGNAL_VALUE, PacketTruth, Queue};
+use sim::{FAILED_SIGNAL_VALUE, Queue};
+use std::cell::Cell;
 use tracker::sim_backend::SimMemory;
 use tracker::{SignalRef, Status, Ticket, Timestamps};
 
@@ -34,11 +45,27 @@ pub struct UseRecord {
     pub ticket: Ticket,
     /// The stream's generation when it was made (counted without wrapping).
     pub generation: usize,
-    /// The hardware queue its packet went to.
+    /// The hardware queue its packets went to (the stream's copy engine
+    /// for a copy-engine use).
     pub queue: Queue,
-    /// Its packet's AQL index.
+    /// The AQL index of its first packet.
+    pub first: u64,
+    /// The AQL index of its last packet (the one its request named).
     pub index: u64,
-    /// The packet had the barrier bit.
+    /// How many operations decrement its signal (`Request::ops`); packets
+    /// `first..=index` were reserved for them.
+    pub ops: u32,
+    /// How many of them were issued (packets `first..first + issued` name
+    /// its signal; the rest are empty packets that name none). Fewer than
+    /// `ops` only for an abandoned submission.
+    pub issued: u32,
+    /// Its submission failed (`Tracker::fail_submission`): it never completes.
+    pub abandoned: bool,
+    /// It ran on the copy engine, not the AQL queue.
+    pub copy: bool,
+    /// It is a fence: its last packet had the barrier bit, and its
+    /// submission did not fail (a fence that never completes as a whole
+    /// proves nothing).
     pub fence: bool,
     /// Its timestamps are harvested.
     pub timed: bool,
@@ -50,19 +77,100 @@ pub struct UseRecord {
     pub dependency: Option<usize>,
     /// The last final answer its tracker gave about it (complete or failed).
     pub answered: Option<Status>,
+    /// Its truth, once every issued packet finished: it cannot change
+    /// after that, and the checks ask for it after every step.
+    pub settled_truth: Cell<Option<UseTruth>>,
 }
 
 impl UseRecord {
-    /// What the packet processor did with the use's packet.
-    pub fn truth(&self) -> PacketTruth {
-        self.queue
-            .truth(self.index)
-            .expect("every queue keeps more truth history than a scenario makes packets")
+    /// What the packet processor did with the use's packets.
+    pub fn truth(&self) -> UseTruth {
+        if let Some(truth) = self.settled_truth.get() {
+            return truth;
+        }
+        let mut truth = UseTruth {
+            completed: !self.abandoned,
+            failed: self.abandoned,
+            queue_error: false,
+            settled: true,
+            launched: false,
+            start_ts: None,
+            end_ts: None,
+            value: i64::from(self.ops),
+        };
+        for index in self.first..=self.index {
+            let packet = self
+                .queue
+                .truth(index)
+                .expect("every queue keeps more truth history than a scenario makes packets");
+            if index >= self.first + u64::from(self.issued) {
+                continue; // an empty packet in place of work never issued
+            }
+            truth.settled &= packet.is_done();
+            truth.completed &= packet.completed;
+            truth.launched |= packet.launched;
+            truth.start_ts = truth.start_ts.max(packet.start_ts);
+            truth.end_ts = truth.end_ts.max(packet.end_ts);
+            if packet.completed {
+                truth.value -= 1;
+            }
+            if packet.failed {
+                // The processor set the signal negative for good.
+                truth.failed = true;
+                truth.queue_error = true;
+            }
+        }
+        if truth.queue_error {
+            truth.value = FAILED_SIGNAL_VALUE;
+        }
+        truth.completed &= !truth.failed;
+        if truth.settled {
+            self.settled_truth.set(Some(truth));
+        }
+        truth
+    }
+
+    /// Whether every packet reserved for the use finished, the empty ones
+    /// that stand in for work never issued included.
+    pub fn packets_done(&self) -> bool {
+        (self.first..=self.index).all(|index| self.queue.truth(index).is_some_and(|p| p.is_done()))
     }
 }
 
-/// The truth of a packet as a status.
-pub fn true_status(truth: &PacketTruth) -> Status {
+/// What the packet processor did with a use's packets, summed up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UseTruth {
+    /// Every operation's packet completed (never for an abandoned
+    /// submission).
+    pub completed: bool,
+    /// A packet failed with its queue, or the submission was abandoned.
+    pub failed: bool,
+    /// A packet failed with its queue.
+    pub queue_error: bool,
+    /// Every packet issued for it finished (completed or failed): nothing
+    /// on the GPU will touch its signal any more.
+    pub settled: bool,
+    /// One of its packets launched.
+    pub launched: bool,
+    /// GPU time of its last packet's launch.
+    pub start_ts: Option<u64>,
+    /// GPU time of its last packet's completion.
+    pub end_ts: Option<u64>,
+    /// The value its packets left in its signal: the decrements still
+    /// outstanding, or negative once one failed with its queue.
+    pub value: i64,
+}
+
+impl UseTruth {
+    /// Whether the use reached a final state (complete or failed), which a
+    /// tracker may report. Its signal may still be busy: see `settled`.
+    pub fn is_done(&self) -> bool {
+        self.completed || self.failed
+    }
+}
+
+/// The truth of a use as a status.
+pub fn true_status(truth: &UseTruth) -> Status {
     if truth.completed {
         Status::Complete
     } else if truth.failed {
@@ -72,13 +180,9 @@ pub fn true_status(truth: &PacketTruth) -> Status {
     }
 }
 
-/// The value a busy signal must hold: what its use's packet left in it.
-pub fn expected_value(truth: &PacketTruth) -> i64 {
-    match true_status(truth) {
-        Status::Complete => 0,
-        Status::Failed => FAILED_SIGNAL_VALUE,
-        Status::Pending => 1,
-    }
+/// The value a busy signal must hold: what its use's packets left in it.
+pub fn expected_value(truth: &UseTruth) -> i64 {
+    truth.value
 }
 
 /// Why a reference is held.
@@ -180,7 +284,7 @@ impl Model {
         Ok(())
     }
 
-    /// Complete only if the packet completed; failed only if it did not.
+    /// Complete only if the packets completed; failed only if they did not.
     fn judge_truthful(&self, use_id: usize, said: Option<Status>) -> Result<(), Failure> {
         let u = &self.uses[use_id];
         let truth = u.truth();
@@ -290,12 +394,14 @@ fn judge_steady(
     }
 }
 
-/// A packet's truth in a few words.
-pub fn describe(truth: &PacketTruth) -> String {
+/// A use's truth in a few words.
+pub fn describe(truth: &UseTruth) -> String {
     format!(
-        "{:?} (launched: {}, start {:?}, end {:?})",
+        "{:?} (launched: {}, settled: {}, value {}, start {:?}, end {:?})",
         true_status(truth),
         truth.launched,
+        truth.settled,
+        truth.value,
         truth.start_ts,
         truth.end_ts
     )

@@ -85,6 +85,26 @@ impl Deadline {
     }
 }
 
+/// What a stream's copy engine does in an [`Op::CopyEngine`] step: what the
+/// AQL queues do in their own operations.
+#[derive(Arbitrary, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EngineStep {
+    /// [`Op::Launch`].
+    Launch,
+    /// [`Op::Complete`] (in order: its oldest launched packet).
+    Complete,
+    /// [`Op::AdvanceReadIndex`].
+    AdvanceReadIndex,
+    /// [`Op::RunQueue`].
+    Run,
+    /// [`Op::FailQueue`]: the tracker learns it from negative values only.
+    Fail,
+    /// [`Op::Stall`], stalled.
+    Stall,
+    /// [`Op::Stall`], running again.
+    Release,
+}
+
 /// One step of a scenario.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
@@ -98,6 +118,54 @@ pub enum Op {
         /// What the use is for.
         purpose: PurposeChoice,
         /// Whether its timestamps must be harvested.
+        timed: bool,
+    },
+    /// Acquire one signal for several operations (`Request::ops`): reserve
+    /// that many packets and publish an empty kernel in each, all
+    /// decrementing the signal; the last has the barrier bit if asked.
+    SubmitOps {
+        /// The stream.
+        stream: StreamId,
+        /// How many operations (2 to 4).
+        ops: u8,
+        /// The last packet's barrier bit: the use is a fence.
+        barrier: bool,
+        /// What the use is for.
+        purpose: PurposeChoice,
+        /// Whether its timestamps must be harvested.
+        timed: bool,
+    },
+    /// Acquire a signal for work on the stream's copy engine
+    /// (`Request::copy_engine`), a queue of its own with its ring in system
+    /// memory, and publish that many packets there.
+    SubmitCopy {
+        /// The stream.
+        stream: StreamId,
+        /// How many operations (1 to 3).
+        ops: u8,
+        /// What the use is for.
+        purpose: PurposeChoice,
+        /// Whether its timestamps must be harvested.
+        timed: bool,
+    },
+    /// A submission that fails after issuing part of its work: acquire for
+    /// `ops` operations, publish `issued` of them (empty packets that name
+    /// no signal in the other reserved slots, as the queue layer does), and
+    /// tell the tracker (`Tracker::fail_submission`).
+    FailSubmission {
+        /// The stream.
+        stream: StreamId,
+        /// On the copy engine rather than the AQL queue.
+        copy: bool,
+        /// How many operations were asked for (1 to 3).
+        ops: u8,
+        /// How many were issued (fewer than `ops`).
+        issued: u8,
+        /// The barrier bit the last packet would have had.
+        barrier: bool,
+        /// What the use is for.
+        purpose: PurposeChoice,
+        /// Whether its timestamps would have been harvested.
         timed: bool,
     },
     /// Take an event's reference on one of the stream's recent uses.
@@ -184,6 +252,13 @@ pub enum Op {
         /// queue; otherwise the tracker learns it from a negative value).
         notify: bool,
     },
+    /// The stream's copy engine (once it has one) takes one step.
+    CopyEngine {
+        /// The stream.
+        stream: StreamId,
+        /// The step.
+        step: EngineStep,
+    },
     /// Stall or release one queue.
     Stall {
         /// The stream.
@@ -246,25 +321,29 @@ pub enum Op {
 /// How often each operation is drawn, in percent: submissions, simulator
 /// events and proofs dominate, so rings fill, wrap and retire; failures and
 /// queue changes are rare, so a scenario is not over before it starts.
-const WEIGHTS: [(OpKind, u8); 20] = [
-    (OpKind::Submit, 23),
+const WEIGHTS: [(OpKind, u8); 24] = [
+    (OpKind::Submit, 17),
+    (OpKind::SubmitOps, 3),
+    (OpKind::SubmitCopy, 3),
+    (OpKind::FailSubmission, 2),
     (OpKind::HoldEvent, 4),
     (OpKind::DropEvent, 3),
     (OpKind::HoldHandler, 3),
     (OpKind::RunHandler, 3),
     (OpKind::PinAcross, 4),
     (OpKind::ConsumerPasses, 2),
-    (OpKind::Launch, 8),
-    (OpKind::Complete, 8),
-    (OpKind::AdvanceReadIndex, 7),
+    (OpKind::Launch, 7),
+    (OpKind::Complete, 7),
+    (OpKind::AdvanceReadIndex, 6),
     (OpKind::RunQueue, 4),
     (OpKind::FailQueue, 1),
+    (OpKind::CopyEngine, 4),
     (OpKind::Stall, 2),
     (OpKind::QueueChange, 2),
     (OpKind::Drain, 2),
-    (OpKind::Poll, 8),
-    (OpKind::Query, 6),
-    (OpKind::Reclaim, 4),
+    (OpKind::Poll, 7),
+    (OpKind::Query, 5),
+    (OpKind::Reclaim, 3),
     (OpKind::CpuWait, 3),
     (OpKind::Timestamps, 3),
 ];
@@ -272,6 +351,9 @@ const WEIGHTS: [(OpKind, u8); 20] = [
 #[derive(Clone, Copy)]
 enum OpKind {
     Submit,
+    SubmitOps,
+    SubmitCopy,
+    FailSubmission,
     HoldEvent,
     DropEvent,
     HoldHandler,
@@ -283,6 +365,7 @@ enum OpKind {
     AdvanceReadIndex,
     RunQueue,
     FailQueue,
+    CopyEngine,
     Stall,
     QueueChange,
     Drain,
@@ -321,6 +404,33 @@ impl<'a> Arbitrary<'a> for Op {
                 purpose: u.arbitrary()?,
                 timed: u.arbitrary()?,
             },
+            OpKind::SubmitOps => Op::SubmitOps {
+                stream: u.arbitrary()?,
+                ops: u.int_in_range(2..=4)?,
+                barrier: u.arbitrary()?,
+                purpose: u.arbitrary()?,
+                timed: u.arbitrary()?,
+            },
+            OpKind::SubmitCopy => Op::SubmitCopy {
+                stream: u.arbitrary()?,
+                ops: u.int_in_range(1..=3)?,
+                purpose: u.arbitrary()?,
+                timed: u.arbitrary()?,
+            },
+            OpKind::FailSubmission => {
+                let stream = u.arbitrary()?;
+                let copy = u.arbitrary()?;
+                let ops = u.int_in_range(1..=3)?;
+                Op::FailSubmission {
+                    stream,
+                    copy,
+                    ops,
+                    issued: u.int_in_range(0..=ops - 1)?,
+                    barrier: u.arbitrary()?,
+                    purpose: u.arbitrary()?,
+                    timed: u.arbitrary()?,
+                }
+            }
             OpKind::HoldEvent => Op::HoldEvent {
                 stream: u.arbitrary()?,
                 pick: u.arbitrary()?,
@@ -364,6 +474,10 @@ impl<'a> Arbitrary<'a> for Op {
                 stream: u.arbitrary()?,
                 queue: u.arbitrary()?,
                 notify: u.arbitrary()?,
+            },
+            OpKind::CopyEngine => Op::CopyEngine {
+                stream: u.arbitrary()?,
+                step: u.arbitrary()?,
             },
             OpKind::Stall => Op::Stall {
                 stream: u.arbitrary()?,

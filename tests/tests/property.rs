@@ -52,6 +52,19 @@ fn the_retiring_tracker_keeps_every_invariant() {
     assert!(c.failed > 0, "queues fail: {c:?}");
     assert!(c.harvests > 0, "timestamps are harvested: {c:?}");
     assert!(c.flushes > 0, "rings in system memory need flushes: {c:?}");
+    assert_reaches_every_kind_of_use(&c);
+}
+
+/// Several operations on one signal, copy engines, and submissions that
+/// fail before or after issuing part of their work.
+fn assert_reaches_every_kind_of_use(c: &Coverage) {
+    assert!(c.multi_op_uses > 0, "uses of several operations: {c:?}");
+    assert!(c.copy_uses > 0, "copy-engine uses: {c:?}");
+    assert!(c.failed_submissions > 0, "submissions fail: {c:?}");
+    assert!(
+        c.partly_issued > 0,
+        "some after issuing part of their work: {c:?}"
+    );
 }
 
 #[test]
@@ -62,4 +75,5 @@ fn the_baseline_tracker_keeps_every_invariant() {
     assert!(c.pins > 0, "GPU waiters pin signals: {c:?}");
     assert!(c.failed > 0, "queues fail: {c:?}");
     assert!(c.retired_by_load > 0, "own loads retire uses: {c:?}");
+    assert_reaches_every_kind_of_use(&c);
 }

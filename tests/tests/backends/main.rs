@@ -18,3 +18,4 @@ mod sharing;
 mod steady_state;
 mod store_order;
 mod timing;
+mod tracker_bugs;

@@ -1,0 +1,149 @@
+//! TRACKER BUGS, found by the failed, partly issued and copy-engine
+//! submissions the property driver now makes (`Op::FailSubmission`,
+//! `Op::SubmitOps`, `Op::SubmitCopy`). Each test FAILS on the tracker as it
+//! is and is ignored so that `cargo test` stays usable until the tracker is
+//! fixed; run them with `cargo test -p scenarios --test backends --
+//! --ignored tracker_bugs`. Remove the `#[ignore]` (and the matching guard
+//! in `scenarios::driver`, `Driver::avoids_known_tracker_bug`) with the fix.
+
+use crate::support::{Backend, Rig, device_signals};
+use tracker::{Config, Error, HardwareQueue, Purpose, QueueView, Request, Status, Tracker, Work};
+
+/// One test per backend, ignored with the reason given.
+macro_rules! tracker_bug {
+    ($scenario:ident, $reason:literal) => {
+        mod $scenario {
+            #[test]
+            #[ignore = $reason]
+            fn sim() {
+                super::$scenario::<crate::support::Simulator>();
+            }
+
+            #[test]
+            #[ignore = $reason]
+            fn rocr() {
+                super::$scenario::<crate::support::Standin>();
+            }
+        }
+    };
+}
+
+tracker_bug!(
+    a_failed_fence_submission_does_not_blind_fence_probing,
+    "TRACKER BUG (retiring): fail_submission of a fence hides every earlier fence from probing"
+);
+tracker_bug!(
+    the_baseline_fails_a_submission_whose_issued_part_already_ran,
+    "TRACKER BUG (baseline): fail_submission reads the op count from the signal"
+);
+tracker_bug!(
+    a_full_ring_waiting_on_a_failed_submissions_issued_part_pushes_back,
+    "TRACKER BUG (retiring): OutOfSignals instead of back-pressure"
+);
+
+/// The retiring tracker. `fail_submission` of a use that asked for the
+/// barrier bit strips its fence flag and `Proofs::forget_fence` sets the
+/// newest fence to none, not to the fence before it; the failed use's own
+/// slot still names itself as its fence. So the read index, once past the
+/// failed submission, nominates a fence that is not one, and probing proves
+/// nothing — not even the earlier fence that did complete — until a newer
+/// fence is submitted and passed. (DESIGN.md section 3, proof 2: "the read
+/// index nominates the newest fence it passed".)
+fn a_failed_fence_submission_does_not_blind_fence_probing<B: Backend>() {
+    let mut rig = Rig::<B, _>::retiring(device_signals());
+    let fence = rig.submit(true, Purpose::Completion).unwrap();
+    // The next fence's submission fails before issuing anything: its slot
+    // gets an empty packet, as the queue layer does.
+    let index = rig.write_index();
+    let failed = rig
+        .tracker
+        .acquire(Request::packet(index).barrier(true))
+        .unwrap();
+    assert_eq!(rig.queue.reserve().unwrap(), index);
+    rig.queue.publish(index, Work::Marker, true, 0).unwrap();
+    rig.tracker.fail_submission(&failed.ticket, 0).unwrap();
+    rig.run_queue();
+    assert!(rig.queue.read_index() > index, "the read index passed both");
+    rig.tracker.poll();
+    rig.check();
+    assert_eq!(
+        rig.tracker.known_status(&fence.ticket).unwrap(),
+        Some(Status::Complete),
+        "the read index passed a fence that completed: one probe proves it"
+    );
+}
+
+/// The baseline. `BaselineTracker::fail_submission` learns how many
+/// operations the use had from its signal's current value. Once an issued
+/// operation has completed (or the queue failed it), that value is smaller
+/// (or negative): it refuses the call as "fully issued", the use is never
+/// failed, and its signal keeps the decrements never issued, so it is
+/// pending for ever.
+fn the_baseline_fails_a_submission_whose_issued_part_already_ran<B: Backend>() {
+    let mut rig = Rig::<B, _>::baseline(device_signals());
+    let first = rig.write_index();
+    let acquired = rig
+        .tracker
+        .acquire(Request::packet(first + 2).ops(3))
+        .unwrap();
+    for i in 0..3 {
+        assert_eq!(rig.queue.reserve().unwrap(), first + i);
+    }
+    for i in 0..2 {
+        rig.publish(first + i, acquired.signal, false);
+    }
+    rig.queue
+        .publish(first + 2, Work::Marker, false, 0)
+        .unwrap();
+    // The GPU runs the issued part before the runtime notices the failure.
+    rig.run_queue();
+    assert_eq!(
+        rig.tracker.fail_submission(&acquired.ticket, 2),
+        Ok(()),
+        "two of three operations were issued"
+    );
+    assert_eq!(rig.tracker.query(&acquired.ticket).unwrap(), Status::Failed);
+    rig.check();
+}
+
+/// The retiring tracker. At the growth limit, with every use in flight
+/// known done but the oldest a failed submission whose issued part still
+/// runs (here on a copy engine), `acquire` fails with `OutOfSignals` ("drop
+/// held references (events, pins) or free memory") though nothing is held:
+/// the GPU finishing the issued part frees the slot, so it must push back
+/// (`Tracker::acquire`: "when the ring is at its limit it returns
+/// Error::Backpressure").
+fn a_full_ring_waiting_on_a_failed_submissions_issued_part_pushes_back<B: Backend>() {
+    let config = Config {
+        initial_size: 2,
+        growth_limit: 1,
+        refill_batch: 1,
+        ..device_signals()
+    };
+    let mut rig = Rig::<B, _>::retiring(config);
+    let copy_engine = rig.gpu.queue();
+    let copy = rig.tracker.acquire(Request::copy_engine().ops(2)).unwrap();
+    let index = copy_engine.reserve().unwrap();
+    copy_engine
+        .publish(
+            index,
+            Work::Kernel(rig.gpu.empty_kernel()),
+            false,
+            copy.signal,
+        )
+        .unwrap();
+    rig.tracker.fail_submission(&copy.ticket, 1).unwrap();
+    let fence = rig.submit(true, Purpose::Completion).unwrap();
+    rig.run_queue();
+    assert_eq!(rig.status(&fence), Status::Complete);
+    rig.check();
+    let err = rig
+        .tracker
+        .acquire(Request::packet(rig.write_index()).barrier(true))
+        .unwrap_err();
+    assert!(matches!(err, Error::Backpressure { .. }), "{err}");
+    // Once the issued part ran, the slot is free.
+    rig.gpu.run(&copy_engine);
+    rig.submit(true, Purpose::Completion).unwrap();
+    rig.run();
+}
