@@ -84,3 +84,8 @@ pub use share::SignalRef;
 pub use stats::{Accesses, Stats};
 pub use ticket::{Generation, Purpose, Request, Status, Ticket};
 pub use wait::{WaitPolicy, Waiter};
+
+/// The README's example, run as a doctest so it cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeExample;
