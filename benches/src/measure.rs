@@ -223,6 +223,8 @@ pub fn measure<T: QueueTracker>(
         } else {
             WaitPolicy::spin()
         },
+        // A lost completion must end the run with an error, not hang it.
+        wait_timeout: Some(Duration::from_secs(30)),
         ..QueueConfig::default()
     };
     let device = Device::new(DeviceConfig::default(), make()?, config).map_err(fail)?;
