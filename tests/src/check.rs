@@ -18,13 +18,26 @@ pub enum Check {
     RearmWhileHeld,
     /// `acquire` handed out a signal whose previous use has not finished.
     HandedOutBusySignal,
-    /// A use of the current generation was reported complete (by a status,
-    /// a wait, a reference, an elided dependency) before its packet completed.
+    /// A use was reported complete (by a status, a wait, a reference, an
+    /// elided dependency) before its packets completed, and no other
+    /// generation's fence explains it (see `CrossGeneration`).
     EarlyCompletion,
-    /// A use of an older generation was reported complete before its packet
-    /// completed: a fence of one generation retired another's use.
+    /// What one generation (hardware queue) showed decided a use of
+    /// another: a use was reported complete before its packets completed
+    /// while a completed fence of another generation covers it by AQL
+    /// index (and no fence of its own generation that the read index passed
+    /// does), or reported failed while its own queue is fine and another
+    /// generation's queue failed, or, asked about a use of an older
+    /// generation whose queue failed it, the tracker read its signal and
+    /// still said pending (it took that error for the current
+    /// generation's). The final checks also run the older
+    /// generations' queues to the end and ask about their newest fences
+    /// with the current generation's work still pending, so a tracker that
+    /// mixes generations has its chance to show it in every scenario.
     CrossGeneration,
-    /// A use was reported failed although its packet completed.
+    /// A use was reported failed although none of its packets failed (and
+    /// its submission did not): in the stepped simulator a packet fails the
+    /// moment its queue does, so this holds while it is pending too.
     FalseFailure,
     /// A ticket changed its answer (complete, then something else).
     TicketChanged,

@@ -284,24 +284,87 @@ impl Model {
         Ok(())
     }
 
-    /// Complete only if the packets completed; failed only if they did not.
+    /// Complete only if the packets completed; failed only if one failed
+    /// (or the submission did). In the stepped simulator a packet fails the
+    /// moment its queue does, so a tracker that says "failed" about a
+    /// pending packet is wrong already, not only once it completes.
     fn judge_truthful(&self, use_id: usize, said: Option<Status>) -> Result<(), Failure> {
         let u = &self.uses[use_id];
         let truth = u.truth();
         match said {
-            Some(Status::Complete) if !truth.completed => {
-                let check = if u.generation < self.generations[u.stream] {
-                    Check::CrossGeneration
-                } else {
-                    Check::EarlyCompletion
-                };
-                fail(check, self.said(use_id, said, None))
-            }
-            Some(Status::Failed) if truth.completed => {
-                fail(Check::FalseFailure, self.said(use_id, said, None))
-            }
+            Some(Status::Complete) if !truth.completed => match self.foreign_fence(use_id) {
+                Some(fence) => fail(
+                    Check::CrossGeneration,
+                    format!(
+                        "{}; a fence of generation {} (use {}, index {}) completed and \
+                         would cover it by AQL index alone",
+                        self.said(use_id, said, None),
+                        self.uses[fence].generation,
+                        self.uses[fence].ticket.seq(),
+                        self.uses[fence].index,
+                    ),
+                ),
+                None => fail(Check::EarlyCompletion, self.said(use_id, said, None)),
+            },
+            Some(Status::Failed) if !truth.failed => match self.foreign_error(use_id) {
+                Some(queue) => fail(
+                    Check::CrossGeneration,
+                    format!(
+                        "{}; its own queue did not fail, but queue {queue} of another \
+                         generation of its stream did",
+                        self.said(use_id, said, None),
+                    ),
+                ),
+                None => fail(Check::FalseFailure, self.said(use_id, said, None)),
+            },
             _ => Ok(()),
         }
+    }
+
+    /// The explanation of a false completion that is a cross-generation
+    /// proof: a completed fence of the same stream but another generation
+    /// (another hardware queue, whose AQL indices mean nothing here) whose
+    /// index is at or past the use's, when nothing in the use's own
+    /// generation explains it (no fence of it at or past the use that the
+    /// read index passed, which a tracker trusting the read index would
+    /// take as complete). Whichever generation is older: an old fence
+    /// proving a new use is as wrong as a new fence proving an old one.
+    fn foreign_fence(&self, use_id: usize) -> Option<usize> {
+        let u = &self.uses[use_id];
+        if u.copy {
+            return None; // its packets are on the copy engine, not an AQL queue
+        }
+        let read_index = u.queue.read_index();
+        let covering: Vec<usize> = self
+            .uses_of(u.stream)
+            .filter(|&i| self.uses[i].fence && self.uses[i].index >= u.index)
+            .collect();
+        let own_passed = covering.iter().any(|&i| {
+            let f = &self.uses[i];
+            f.generation == u.generation && f.index < read_index
+        });
+        if own_passed {
+            return None;
+        }
+        covering.into_iter().find(|&i| {
+            let f = &self.uses[i];
+            f.generation != u.generation && f.truth().completed
+        })
+    }
+
+    /// The explanation of a false failure that is a cross-generation one:
+    /// the use's own queue did not fail, but another generation's queue of
+    /// its stream did, and its error was taken for this one's. Returns that
+    /// queue's id.
+    fn foreign_error(&self, use_id: usize) -> Option<u64> {
+        let u = &self.uses[use_id];
+        if u.copy || u.queue.is_failed() {
+            return None;
+        }
+        self.uses_of(u.stream)
+            .map(|i| &self.uses[i])
+            .find(|v| !v.copy && v.generation != u.generation && v.queue.is_failed())
+            .map(|v| v.queue.id())
     }
 
     fn said(&self, use_id: usize, said: Option<Status>, before: Option<Status>) -> String {
@@ -325,11 +388,24 @@ impl Model {
         let u = &self.uses[use_id];
         let truth = u.truth();
         if said != true_status(&truth) {
+            // An older generation's use whose queue failed it is failed by
+            // its own negative value (no later generation's error or fence
+            // says anything about it): "pending" means the tracker took the
+            // error it read for the current generation's.
+            let old = u.generation < self.generations[u.stream] && !u.copy;
+            let check = if old && said == Status::Pending && truth.queue_error {
+                Check::CrossGeneration
+            } else {
+                Check::NotRetiredWhenProven
+            };
             return fail(
-                Check::NotRetiredWhenProven,
+                check,
                 format!(
-                    "use {} answered {said:?} to a question that may read its signal; its packet: {}",
+                    "use {} (generation {}, the stream is in {}) answered {said:?} to a question \
+                     that may read its signal; its packet: {}",
                     u.ticket.seq(),
+                    u.generation,
+                    self.generations[u.stream],
                     describe(&truth)
                 ),
             );
