@@ -1,16 +1,16 @@
 //! The one place the crate takes its atomics, locks, condition variables,
 //! channels and threads from.
 //!
-//! Under `--cfg loom` everything here comes from loom, so a model of the
-//! queue's protocols ("CPU wait outside the lock versus concurrent submit",
-//! "async handler versus finish") explores every interleaving of the real
-//! code; otherwise it is std and parking_lot. Nothing outside this module
+//! Under `--cfg loom` everything here comes from loom (the `Arc` and the
+//! channel are built on loom's atomics and locks, where loom's own differ
+//! from std's), so the models in `tests/loom_queue.rs` explore every
+//! interleaving of the real code; otherwise it is std and parking_lot. Nothing outside this module
 //! names `std::sync` or `parking_lot` directly.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::Arc;
-#[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicU64};
+#[cfg(loom)]
+pub(crate) use modelled_arc::Arc;
 #[cfg(not(loom))]
 pub(crate) use std::sync::Arc;
 #[cfg(not(loom))]
@@ -20,16 +20,83 @@ pub(crate) use core::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// Takes the value out of `arc` if this was its last strong reference, in
-/// one atomic step (loom has no `into_inner`: its models do not race
-/// teardowns, so `try_unwrap` stands in).
+/// one atomic step.
 pub(crate) fn arc_into_inner<T>(arc: Arc<T>) -> Option<T> {
-    #[cfg(not(loom))]
-    {
-        Arc::into_inner(arc)
+    Arc::into_inner(arc)
+}
+
+/// An `Arc` for models. Loom's has no `into_inner`, and `try_unwrap` then a
+/// drop is not one step: another holder can let go in between, making that
+/// drop the last and tearing the value down on the wrong thread (a model of
+/// the completion thread's teardown finds exactly that). This one counts
+/// strong references with a loom atomic, as std does (release decrement,
+/// acquire fence by the last), so `into_inner` and the last drop are one
+/// modelled step; the value itself sits in a std `Arc` that is released
+/// with the count, with no loom operation in between.
+#[cfg(loom)]
+mod modelled_arc {
+    use loom::sync::atomic::{AtomicUsize, Ordering, fence};
+
+    pub(crate) struct Arc<T> {
+        /// `None` only while being dropped or taken apart.
+        value: Option<std::sync::Arc<T>>,
+        strong: std::sync::Arc<AtomicUsize>,
     }
-    #[cfg(loom)]
-    {
-        Arc::try_unwrap(arc).ok()
+
+    impl<T> Arc<T> {
+        pub(crate) fn new(value: T) -> Self {
+            Self {
+                value: Some(std::sync::Arc::new(value)),
+                strong: std::sync::Arc::new(AtomicUsize::new(1)),
+            }
+        }
+
+        pub(crate) fn ptr_eq(this: &Self, other: &Self) -> bool {
+            std::sync::Arc::ptr_eq(&this.strong, &other.strong)
+        }
+
+        pub(crate) fn into_inner(mut this: Self) -> Option<T> {
+            let value = this.value.take().expect("a live Arc has its value");
+            if this.strong.fetch_sub(1, Ordering::Release) != 1 {
+                return None;
+            }
+            fence(Ordering::Acquire);
+            Some(std::sync::Arc::into_inner(value).expect("the last holder has the last reference"))
+        }
+    }
+
+    impl<T> Clone for Arc<T> {
+        fn clone(&self) -> Self {
+            self.strong.fetch_add(1, Ordering::Relaxed);
+            Self {
+                value: self.value.clone(),
+                strong: self.strong.clone(),
+            }
+        }
+    }
+
+    impl<T> Drop for Arc<T> {
+        fn drop(&mut self) {
+            if let Some(value) = self.value.take() {
+                if self.strong.fetch_sub(1, Ordering::Release) == 1 {
+                    fence(Ordering::Acquire);
+                }
+                drop(value);
+            }
+        }
+    }
+
+    impl<T> core::ops::Deref for Arc<T> {
+        type Target = T;
+        fn deref(&self) -> &T {
+            self.value.as_ref().expect("a live Arc has its value")
+        }
+    }
+
+    impl<T: core::fmt::Debug> core::fmt::Debug for Arc<T> {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            core::fmt::Debug::fmt(&**self, f)
+        }
     }
 }
 
@@ -134,9 +201,100 @@ impl Condvar {
 /// Channels to the completion thread.
 pub(crate) mod mpsc {
     #[cfg(loom)]
-    pub(crate) use loom::sync::mpsc::{Receiver, Sender, channel};
+    pub(crate) use self::modelled::{Receiver, Sender, channel};
     #[cfg(not(loom))]
     pub(crate) use std::sync::mpsc::{Receiver, Sender, channel};
+
+    /// A channel for models: loom's own never disconnects (its `recv` blocks
+    /// forever once the sender is gone), so a model could never see the
+    /// completion thread end and a device torn down. This one does, as
+    /// std's does: a lock, a condition variable and a sender count.
+    #[cfg(loom)]
+    mod modelled {
+        use std::collections::VecDeque;
+        use std::sync::mpsc::{RecvError, SendError, TryRecvError};
+
+        struct State<T> {
+            messages: VecDeque<T>,
+            sender: bool,
+            receiver: bool,
+        }
+
+        struct Channel<T> {
+            state: loom::sync::Mutex<State<T>>,
+            changed: loom::sync::Condvar,
+        }
+
+        pub(crate) struct Sender<T>(loom::sync::Arc<Channel<T>>);
+
+        pub(crate) struct Receiver<T>(loom::sync::Arc<Channel<T>>);
+
+        pub(crate) fn channel<T>() -> (Sender<T>, Receiver<T>) {
+            let channel = loom::sync::Arc::new(Channel {
+                state: loom::sync::Mutex::new(State {
+                    messages: VecDeque::new(),
+                    sender: true,
+                    receiver: true,
+                }),
+                changed: loom::sync::Condvar::new(),
+            });
+            (Sender(channel.clone()), Receiver(channel))
+        }
+
+        impl<T> Sender<T> {
+            pub(crate) fn send(&self, message: T) -> Result<(), SendError<T>> {
+                let mut state = self.0.state.lock().unwrap();
+                if !state.receiver {
+                    return Err(SendError(message));
+                }
+                state.messages.push_back(message);
+                self.0.changed.notify_all();
+                Ok(())
+            }
+        }
+
+        impl<T> Drop for Sender<T> {
+            fn drop(&mut self) {
+                self.0.state.lock().unwrap().sender = false;
+                self.0.changed.notify_all();
+            }
+        }
+
+        impl<T> Receiver<T> {
+            pub(crate) fn recv(&self) -> Result<T, RecvError> {
+                let mut state = self.0.state.lock().unwrap();
+                loop {
+                    if let Some(message) = state.messages.pop_front() {
+                        return Ok(message);
+                    }
+                    if !state.sender {
+                        return Err(RecvError);
+                    }
+                    state = self.0.changed.wait(state).unwrap();
+                }
+            }
+
+            pub(crate) fn try_recv(&self) -> Result<T, TryRecvError> {
+                let mut state = self.0.state.lock().unwrap();
+                match state.messages.pop_front() {
+                    Some(message) => Ok(message),
+                    None if state.sender => Err(TryRecvError::Empty),
+                    None => Err(TryRecvError::Disconnected),
+                }
+            }
+        }
+
+        impl<T> Drop for Receiver<T> {
+            fn drop(&mut self) {
+                let messages = {
+                    let mut state = self.0.state.lock().unwrap();
+                    state.receiver = false;
+                    core::mem::take(&mut state.messages)
+                };
+                drop(messages);
+            }
+        }
+    }
 
     /// What a bounded wait for a message found.
     pub(crate) enum Received<T> {
@@ -189,8 +347,8 @@ pub(crate) mod thread {
         }
         #[cfg(loom)]
         {
-            let _ = name;
-            Ok(loom::thread::spawn(body))
+            // Named as under std, so a model can tell where a drop ran.
+            loom::thread::Builder::new().name(name).spawn(body)
         }
     }
 }
