@@ -1,20 +1,27 @@
-//! A loom model of the queue's central protocol, "CPU wait outside the lock
-//! versus concurrent submit", run with
+//! Loom models of the queue layer's concurrent protocols, run with
 //! `RUSTFLAGS="--cfg loom" cargo test -p fences --no-default-features --release --test loom_queue`
 //! (a separate target dir keeps `--cfg loom` from invalidating the normal
-//! build). It runs the real queue code on the tracker's host-memory backend
+//! build; `.ci/loom` runs them at `LOOM_MAX_PREEMPTIONS=2`):
+//!
+//! - CPU wait outside the lock versus concurrent submit;
+//! - the completion thread versus the owner dropping the device;
+//! - a second synchronize joining the marker in flight (and the owner's
+//!   wait on the marker's condition variable);
+//! - a command's status versus the completion thread settling its batch.
+//!
+//! They run the real queue code on the tracker's host-memory backend
 //! (`tracker::HostMemory`, loom-aware); only the hardware queue is a small
-//! stand-in, and the "GPU" is the model's main thread completing published
-//! packets in order.
+//! stand-in, and the "GPU" completes published packets in order: on a model
+//! thread, or in one model as the completion thread polls (see `Memory`).
 #![cfg(loom)]
 
-use fences::{Device, DeviceConfig, QueueConfig};
-use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use fences::{BatchLimits, Command, CommandStatus, Device, DeviceConfig, QueueConfig};
+use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use loom::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracker::{
-    Config, HardwareQueue, HostMemory, QueueError, QueueView, RetiringTracker, Status, Ticket,
-    Tracker, WaitPolicy, Work,
+    AllocError, Config, HardwareQueue, HostMemory, Placement, QueueError, QueueView,
+    RetiringTracker, SignalMemory, Status, Ticket, Timestamps, Tracker, WaitPolicy, Work,
 };
 
 /// A hardware queue: published packets' completion handles, in order.
@@ -77,6 +84,206 @@ impl LoomQueue {
     fn completed(&self, index: u64) -> bool {
         self.0.completed.load(Ordering::Acquire) > index
     }
+
+    /// One GPU step, run by the completion thread as it polls a signal
+    /// (see [`Memory`]): completes the next packet if it is published.
+    fn step(&self) {
+        self.complete_next();
+    }
+
+    /// The GPU: completes packets in order until `count` have completed.
+    fn run_until(&self, count: u64) {
+        while self.0.read.load(Ordering::Acquire) < count {
+            if !self.complete_next() {
+                loom::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// The thread name the crate gives its completion thread (`handler.rs`).
+const COMPLETION_THREAD: &str = "fences-completion";
+
+fn on_completion_thread() -> bool {
+    loom::thread::current().name() == Some(COMPLETION_THREAD)
+}
+
+/// Fails the model if a teardown runs on the completion thread (not while
+/// unwinding from an earlier failure: a second panic would abort).
+fn check_not_on_completion_thread(what: &str) {
+    if !std::thread::panicking() {
+        assert!(
+            !on_completion_thread(),
+            "{what} was torn down on the completion thread"
+        );
+    }
+}
+
+/// How often the queue and its signal memory were torn down.
+#[derive(Default)]
+struct Teardowns {
+    queues: AtomicUsize,
+    memories: AtomicUsize,
+    /// The queue was torn down on a teardown thread.
+    elsewhere: AtomicBool,
+}
+
+/// The hardware queue as the tracker owns it: dropped exactly when the
+/// tracker is, that is when the queue (`QueueCore`) is torn down.
+#[derive(Clone)]
+struct OwnedQueue {
+    hw: LoomQueue,
+    teardowns: Arc<Teardowns>,
+}
+
+impl QueueView for OwnedQueue {
+    fn read_index(&self) -> u64 {
+        self.hw.read_index()
+    }
+
+    fn ring_in_device_memory(&self) -> bool {
+        self.hw.ring_in_device_memory()
+    }
+}
+
+impl HardwareQueue for OwnedQueue {
+    fn reserve(&self) -> Result<u64, QueueError> {
+        self.hw.reserve()
+    }
+
+    fn publish(
+        &self,
+        index: u64,
+        work: Work<'_>,
+        barrier: bool,
+        completion: u64,
+    ) -> Result<(), QueueError> {
+        self.hw.publish(index, work, barrier, completion)
+    }
+}
+
+impl Drop for OwnedQueue {
+    fn drop(&mut self) {
+        check_not_on_completion_thread("a queue");
+        if loom::thread::current().name() == Some("fences-teardown") {
+            self.teardowns.elsewhere.store(true, Ordering::Release);
+        }
+        self.teardowns.queues.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// The signal memory as the tracker's shared state owns it: dropped when
+/// the last holder of the signals (tracker, waiter, signal reference) is.
+///
+/// With `gpu` set, every load of a signal by the completion thread first
+/// runs a GPU step: the GPU advances as that thread polls, with no thread
+/// of its own. A model with two threads waiting on the GPU at once needs
+/// this: two spinning threads waiting for a third give loom unbounded
+/// schedules (it may switch between spinners at every yield for free),
+/// while a spinner that waits for one that makes progress itself does not.
+struct Memory {
+    host: Arc<HostMemory>,
+    teardowns: Arc<Teardowns>,
+    gpu: Option<LoomQueue>,
+}
+
+impl SignalMemory for Memory {
+    type Signal = usize;
+
+    fn allocate(
+        &self,
+        count: usize,
+        placement: Placement,
+        out: &mut Vec<(usize, Placement)>,
+    ) -> Result<(), AllocError> {
+        self.host.allocate(count, placement, out)
+    }
+
+    unsafe fn load(&self, signal: usize) -> i64 {
+        if let Some(gpu) = &self.gpu
+            && on_completion_thread()
+        {
+            gpu.step();
+        }
+        // SAFETY: forwarded caller guarantee.
+        unsafe { self.host.load(signal) }
+    }
+
+    unsafe fn store(&self, signal: usize, value: i64) {
+        // SAFETY: forwarded caller guarantee.
+        unsafe { self.host.store(signal, value) }
+    }
+
+    fn store_fence(&self) {}
+
+    fn hdp_flush(&self) {}
+
+    unsafe fn timestamps(&self, signal: usize) -> Timestamps {
+        // SAFETY: forwarded caller guarantee.
+        unsafe { self.host.timestamps(signal) }
+    }
+
+    fn packet_handle(&self, signal: usize) -> u64 {
+        self.host.packet_handle(signal)
+    }
+}
+
+impl Drop for Memory {
+    fn drop(&mut self) {
+        check_not_on_completion_thread("signal memory");
+        self.teardowns.memories.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+type LoomTracker = RetiringTracker<Memory, OwnedQueue>;
+
+/// A device whose default queue runs on a fresh [`LoomQueue`]; with
+/// `gpu_on_poll`, signal loads drive the GPU (see [`Memory`]).
+fn device(
+    config: QueueConfig,
+    gpu_on_poll: bool,
+) -> (Device<LoomTracker>, LoomQueue, Arc<Teardowns>) {
+    let host = Arc::new(HostMemory::new(6));
+    let teardowns = Arc::new(Teardowns::default());
+    let hw = LoomQueue(Arc::new(Ring {
+        memory: host.clone(),
+        write: AtomicU64::new(0),
+        read: AtomicU64::new(0),
+        completed: AtomicU64::new(0),
+        packets: Mutex::new(Vec::new()),
+    }));
+    let memory = Arc::new(Memory {
+        host: host.clone(),
+        teardowns: teardowns.clone(),
+        gpu: gpu_on_poll.then(|| hw.clone()),
+    });
+    let owned = OwnedQueue {
+        hw: hw.clone(),
+        teardowns: teardowns.clone(),
+    };
+    let tracker = RetiringTracker::new(
+        memory,
+        owned,
+        Config {
+            initial_size: 4,
+            growth_limit: 1,
+            refill_batch: 1,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let config = QueueConfig {
+        // Every poll of a wait is a loom yield (the tracker's spin phase).
+        wait_policy: WaitPolicy {
+            spin: Duration::from_secs(3600),
+            yield_for: Duration::ZERO,
+            max_sleep: Duration::ZERO,
+        },
+        error_check_interval: Duration::from_secs(3600),
+        ..config
+    };
+    let device = Device::new(DeviceConfig::default(), tracker, config).unwrap();
+    (device, hw, teardowns)
 }
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
@@ -92,36 +299,7 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 #[test]
 fn cpu_wait_outside_the_lock_versus_concurrent_submit() {
     model(|| {
-        let memory = Arc::new(HostMemory::new(6));
-        let hw = LoomQueue(Arc::new(Ring {
-            memory: memory.clone(),
-            write: AtomicU64::new(0),
-            read: AtomicU64::new(0),
-            completed: AtomicU64::new(0),
-            packets: Mutex::new(Vec::new()),
-        }));
-        let tracker = RetiringTracker::new(
-            memory,
-            hw.clone(),
-            Config {
-                initial_size: 4,
-                growth_limit: 1,
-                refill_batch: 1,
-                ..Config::default()
-            },
-        )
-        .unwrap();
-        let config = QueueConfig {
-            // Every poll of a wait is a loom yield (the tracker's spin phase).
-            wait_policy: WaitPolicy {
-                spin: Duration::from_secs(3600),
-                yield_for: Duration::ZERO,
-                max_sleep: Duration::ZERO,
-            },
-            error_check_interval: Duration::from_secs(3600),
-            ..QueueConfig::default()
-        };
-        let device = Device::new(DeviceConfig::default(), tracker, config).unwrap();
+        let (device, hw, _) = device(QueueConfig::default(), false);
         let queue = device.default_queue().clone();
         let first = queue.launch(0).unwrap();
         let submitted: Arc<Mutex<Option<(Ticket, u64)>>> = Arc::new(Mutex::new(None));
@@ -164,4 +342,181 @@ fn cpu_wait_outside_the_lock_versus_concurrent_submit() {
         while hw.complete_next() {}
         assert_eq!(queue.query().unwrap(), Status::Complete);
     });
+}
+
+/// Executions of [`completion_thread_versus_dropping_the_device`] in which
+/// the completion thread let go of the queue last (the model must reach it).
+static TEARDOWN_THREAD_SEEN: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
+/// The completion thread finishes a closed batch (drops the fence's signal
+/// reference, then its queue reference) while the owner drops the device
+/// and with it the last queue handle. Whoever lets go last, neither the
+/// queue nor its signal memory is torn down on the completion thread (the
+/// signal reference goes first, while the queue keeps the memory alive; the
+/// queue goes to a teardown thread), each is torn down exactly once, and
+/// nothing leaks (loom checks every `Arc` is freed).
+#[test]
+fn completion_thread_versus_dropping_the_device() {
+    model(|| {
+        let config = QueueConfig {
+            // The first command closes its batch: a job for the completion thread.
+            batch_limits: BatchLimits {
+                host_signals: 1,
+                device_signals: 1,
+            },
+            ..QueueConfig::default()
+        };
+        let (device, hw, teardowns) = device(config, false);
+        drop(device.default_queue().launch(0).unwrap());
+        assert_eq!(device.default_queue().batches_in_completion(), 1);
+
+        let gpu = loom::thread::spawn(move || hw.run_until(1));
+        // The owner lets go of the device (and its default queue) while the
+        // job may still be pending, finishing, or done.
+        drop(device);
+        gpu.join().unwrap();
+        // The teardown may run on a detached teardown thread.
+        while teardowns.memories.load(Ordering::Acquire) == 0 {
+            loom::thread::yield_now();
+        }
+        assert_eq!(teardowns.queues.load(Ordering::Acquire), 1);
+        assert_eq!(teardowns.memories.load(Ordering::Acquire), 1);
+        if teardowns.elsewhere.load(Ordering::Acquire) {
+            TEARDOWN_THREAD_SEEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    assert!(
+        TEARDOWN_THREAD_SEEN.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "the completion thread never let go of the queue last"
+    );
+}
+
+/// Executions of [`second_synchronize_joins_the_marker_in_flight`] in which
+/// one synchronize joined the other's marker (the model must reach it).
+static JOINS_SEEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Two threads synchronize the same queue; every synchronize marker goes to
+/// the completion thread (`cpu_sync_batch: 0`), so the marker's owner waits
+/// on the marker's `finished` flag and condition variable, and the other
+/// thread, finding the marker in flight, joins it (waits on its signal).
+/// Each returns only after the work before the marker completed, the
+/// marker's batch is released, and no wakeup is lost: a lost notification
+/// leaves the owner blocked, which loom reports as a deadlock.
+#[test]
+fn second_synchronize_joins_the_marker_in_flight() {
+    model(|| {
+        let config = QueueConfig {
+            cpu_sync_batch: 0,
+            ..QueueConfig::default()
+        };
+        // The GPU advances as the completion thread polls the marker.
+        let (device, hw, _) = device(config, true);
+        let queue = device.default_queue().clone();
+        let command = Arc::new(queue.launch(0).unwrap());
+
+        let synchronize = || {
+            let (queue, hw, command) = (queue.clone(), hw.clone(), command.clone());
+            loom::thread::spawn(move || {
+                queue.synchronize().unwrap();
+                assert!(hw.completed(command.aql_index()), "returned before the GPU");
+                assert_eq!(command.status(), CommandStatus::Complete);
+            })
+        };
+        let (a, b) = (synchronize(), synchronize());
+        // A synchronize that never wakes leaves every thread blocked, which
+        // loom reports as a deadlock.
+        a.join().unwrap();
+        b.join().unwrap();
+        assert!(command.is_released(), "the marker's batch was not released");
+        let stats = queue.stats();
+        if stats.marker_joins == 1 && stats.syncs_by_handler == 1 {
+            JOINS_SEEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    assert!(
+        JOINS_SEEN.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "no execution joined a marker in flight"
+    );
+}
+
+/// Executions of [`command_status_versus_the_completion_thread`] in which
+/// the reader saw the batch released (the model must reach it).
+static RELEASES_SEEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// What a reader sees of two commands: released, and status.
+fn look(commands: &[Command<Memory>; 2]) -> [(bool, CommandStatus); 2] {
+    // The newer command first: the batch settles oldest first.
+    let newer = (commands[1].is_released(), commands[1].status());
+    let older = (commands[0].is_released(), commands[0].status());
+    [older, newer]
+}
+
+/// A command's status, read from another thread while the completion
+/// thread settles its batch: it only moves forward (pending, then one final
+/// status that never changes; released never goes back), and a reader that
+/// sees the batch's last command released sees every command of the batch
+/// released and complete (no status lost) and the batch's progress
+/// recorded, so synchronize returns without the lock, as it promises once a
+/// completed batch covers everything submitted.
+#[test]
+fn command_status_versus_the_completion_thread() {
+    model(|| {
+        let config = QueueConfig {
+            batch_limits: BatchLimits {
+                host_signals: 2,
+                device_signals: 2,
+            },
+            ..QueueConfig::default()
+        };
+        let (device, hw, _) = device(config, false);
+        let queue = device.default_queue().clone();
+        let commands = Arc::new([queue.launch(0).unwrap(), queue.launch(0).unwrap()]);
+        // The second command closed the batch: the completion thread has it.
+        assert_eq!(queue.batches_in_completion(), 1);
+
+        let reader = {
+            let (queue, commands) = (queue.clone(), commands.clone());
+            loom::thread::spawn(move || {
+                let first = look(&commands);
+                let then = look(&commands);
+                for (before, after) in first.iter().zip(&then) {
+                    assert!(!before.0 || after.0, "a command was un-released");
+                    assert!(
+                        !before.1.is_done() || after.1 == before.1,
+                        "a status went from {:?} to {:?}",
+                        before.1,
+                        after.1
+                    );
+                }
+                if then[1].0 {
+                    assert!(then[0].0, "a status was lost: the batch's first command");
+                    assert_eq!(then[0].1, CommandStatus::Complete);
+                    assert_eq!(then[1].1, CommandStatus::Complete);
+                    let before = queue.stats().syncs_without_lock;
+                    queue.synchronize().unwrap();
+                    assert_eq!(
+                        queue.stats().syncs_without_lock,
+                        before + 1,
+                        "a released batch's progress was not visible"
+                    );
+                    RELEASES_SEEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            })
+        };
+        // The GPU: both packets are published already.
+        hw.run_until(2);
+        reader.join().unwrap();
+        while !commands[1].is_released() {
+            loom::thread::yield_now();
+        }
+        for (released, status) in look(&commands) {
+            assert!(released, "a status was lost");
+            assert_eq!(status, CommandStatus::Complete);
+        }
+    });
+    assert!(
+        RELEASES_SEEN.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "the reader never saw the batch released"
+    );
 }
