@@ -151,6 +151,11 @@ pub(crate) struct SignalMeta {
     pub(crate) agent: AgentId,
     /// Sequence number of the last host store while the signal is in device
     /// memory (0: none since allocation, whose initial value is visible).
+    ///
+    /// Written with a plain store, not a maximum: a signal's stores come
+    /// from its owner one at a time (a tracker, behind its queue's lock when
+    /// shared), and each takes its number from `store_seq` after the one
+    /// before it, so the newest number is also the largest.
     last_device_store: AtomicU64,
     /// Published, not yet completed or failed packets naming this signal as
     /// their completion signal.
@@ -431,7 +436,7 @@ impl Memory {
         self.counters.store(meta.placement);
         if meta.placement == Placement::Device {
             let seq = self.store_seq.fetch_add(1, Ordering::AcqRel) + 1;
-            meta.last_device_store.fetch_max(seq, Ordering::AcqRel);
+            meta.last_device_store.store(seq, Ordering::Release);
         }
         // The processor drops its references before it writes the value, and
         // the host only overwrites a value it saw reach its final state, so a
@@ -465,7 +470,7 @@ impl Memory {
             let (block, meta) = self.parts(*signal);
             if meta.placement == Placement::Device {
                 device += 1;
-                meta.last_device_store.fetch_max(seq, Ordering::AcqRel);
+                meta.last_device_store.store(seq, Ordering::Release);
             }
             let pending = InFlight {
                 completions: meta.pending_completions.load(Ordering::Acquire),

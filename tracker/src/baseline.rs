@@ -238,7 +238,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         self.stats.accesses[c.placement.index()].stores += 1;
         // SAFETY: as in `load`.
         unsafe { self.shared.memory.store(c.signal, i64::from(request.ops)) };
-        let copy = matches!(request.engine, Engine::Copy);
+        let copy = matches!(request.engine(), Engine::Copy);
         if c.placement == Placement::Device {
             self.shared.memory.store_fence();
             self.stats.accesses[c.placement.index()].fences += 1;

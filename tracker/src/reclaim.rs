@@ -15,7 +15,6 @@ use crate::retire::Outcome;
 use crate::retiring::RetiringTracker;
 use crate::ring::{Slot, Spare};
 use crate::share::CellPtr;
-use crate::ticket::aql_before;
 use arrayvec::ArrayVec;
 
 /// The store ordering state: stores are numbered; fences and flushes cover
@@ -27,6 +26,10 @@ pub(crate) struct StoreOrder {
     /// The queue's ring is in system memory: packets do not follow the signal
     /// stores through the BAR, so an HDP flush must come between them.
     flush_before_publish: bool,
+    /// Device stores an AQL packet may rely on with no more work: the fenced
+    /// ones, or the flushed ones when packets need a flush too. Kept as one
+    /// number so the acquire fast path compares once.
+    visible_through: u64,
 }
 
 impl StoreOrder {
@@ -36,20 +39,28 @@ impl StoreOrder {
             fenced_through: 0,
             flushed_through: 0,
             flush_before_publish,
+            visible_through: 0,
         }
     }
 
     pub(crate) fn set_flush_before_publish(&mut self, flush: bool) {
         self.flush_before_publish = flush;
+        self.update_visible();
+    }
+
+    fn update_visible(&mut self) {
+        self.visible_through = if self.flush_before_publish {
+            self.fenced_through.min(self.flushed_through)
+        } else {
+            self.fenced_through
+        };
     }
 
     /// Whether an AQL packet may use a signal of `placement` armed by store
     /// `store` without a fence or flush first.
     #[inline]
     pub(crate) fn is_visible(&self, placement: Placement, store: u64) -> bool {
-        placement != Placement::Device
-            || (store <= self.fenced_through
-                && (!self.flush_before_publish || store <= self.flushed_through))
+        placement != Placement::Device || store <= self.visible_through
     }
 }
 
@@ -109,6 +120,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             order.flushed_through = order.fenced_through;
             self.stats.accesses[device].flushes += 1;
         }
+        order.update_visible();
     }
 
     /// The walk: retires uses oldest first while a proof holds, harvests
@@ -124,31 +136,39 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         };
         let first = self.ring.head();
         // The walk does not change the proofs: read them once.
-        let (generation_start, proven, _) = self.proofs.snapshot();
+        let generation_start = self.proofs.generation_start();
+        let proven_through = self.proofs.proven_through();
         let mut batch = RearmBatch::new(self.order.stores_issued + 1);
         loop {
             // Fast path: plain uses a fence proves, whose signals nobody holds
             // and whose outcomes nobody recorded: count them and queue their
-            // re-arms in place (stored together, a batch at a time).
-            if let Some(proven) = proven
-                && self.attachments.is_empty()
-            {
-                let taken = self.ring.take_oldest_while(batch.room(), |seq, slot| {
-                    if slot.flags & (Slot::<M::Signal>::COPY | Slot::<M::Signal>::TIMED) != 0
-                        || seq < generation_start
-                        || aql_before(proven, slot.aql)
-                    {
-                        return false;
-                    }
-                    // SAFETY: the cell belongs to `self.shared`.
-                    let cell = unsafe { slot.cell.get() };
-                    if cell.holds() != 0 || !batch.fits(cell.placement) || !cell.complete(seq) {
-                        return false;
-                    }
-                    slot.store = batch.number;
-                    batch.push(cell.signal, cell.placement);
-                    true
-                });
+            // re-arms in place (stored together, a batch at a time). Every
+            // current-generation AQL use up to the proven fence completed, so
+            // the walk's end is worked out once, not use by use.
+            let head = self.ring.head();
+            if head >= generation_start && head <= proven_through && self.attachments.is_empty() {
+                let proven = (proven_through + 1 - head) as usize;
+                let Some(oldest) = self.ring.oldest() else {
+                    break;
+                };
+                // SAFETY: the cell belongs to `self.shared`.
+                let placement = unsafe { oldest.cell.get() }.placement;
+                batch.begin(placement);
+                let taken = self
+                    .ring
+                    .take_oldest_while(batch.room().min(proven), |seq, slot| {
+                        if slot.flags & (Slot::<M::Signal>::COPY | Slot::<M::Signal>::TIMED) != 0 {
+                            return false;
+                        }
+                        // SAFETY: the cell belongs to `self.shared`.
+                        let cell = unsafe { slot.cell.get() };
+                        if cell.holds() != 0 || cell.placement != placement || !cell.complete(seq) {
+                            return false;
+                        }
+                        slot.store = batch.number;
+                        batch.push(cell.signal);
+                        true
+                    });
                 self.stats.retired += taken as u64;
                 self.stats.retired_by_fence += taken as u64;
                 rearmed += taken;
@@ -184,9 +204,12 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
 
     /// Re-arms a batch of signals with one backend call, as one numbered store.
     fn store_batch(&mut self, batch: &mut RearmBatch<M::Signal>) {
-        let Some(placement) = batch.placement else {
+        let Some(placement) = batch.placement.take() else {
             return;
         };
+        if batch.signals.is_empty() {
+            return;
+        }
         let n = batch.signals.len() as u64;
         // SAFETY: every signal came from this memory, kept alive by `self.shared`.
         unsafe { self.shared.memory.store_many(&batch.signals, 1) };
@@ -194,7 +217,6 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         self.stats.rearms += n;
         self.order.stores_issued = batch.number;
         batch.signals.clear();
-        batch.placement = None;
         batch.number += 1;
     }
 
@@ -339,13 +361,17 @@ impl<S> RearmBatch<S> {
         }
     }
 
-    fn fits(&self, placement: crate::backend::Placement) -> bool {
-        self.placement.is_none_or(|p| p == placement)
+    /// Starts a batch of `placement`'s signals (the walk checks each use's).
+    /// The batch must be empty: its signals are stored with one placement.
+    fn begin(&mut self, placement: crate::backend::Placement) {
+        debug_assert!(self.signals.is_empty(), "a batch holds one placement");
+        self.placement = Some(placement);
     }
 
-    fn push(&mut self, signal: S, placement: crate::backend::Placement) {
+    /// Adds a signal of the batch's placement.
+    fn push(&mut self, signal: S) {
+        debug_assert!(self.placement.is_some(), "begin the batch first");
         self.signals.push(signal);
-        self.placement = Some(placement);
     }
 
     fn is_full(&self) -> bool {

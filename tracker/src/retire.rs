@@ -32,6 +32,11 @@ pub(crate) struct Proofs {
     last_fence: u64,
     /// Every current-generation use up to this AQL index completed.
     proven: Option<u64>,
+    /// The sequence number of the fence that proved `proven` (0: none). AQL
+    /// indices grow along the ring, so every current-generation AQL use up to
+    /// it is proven: the reclaim walk bounds itself with it once instead of
+    /// comparing each use's index.
+    proven_through: u64,
     /// Every use up to this sequence number completed (the queue drained).
     drained_through: u64,
     /// The read index when a probe last loaded a fence.
@@ -47,6 +52,7 @@ impl Proofs {
             last_aql: None,
             last_fence: 0,
             proven: None,
+            proven_through: 0,
             drained_through: 0,
             probed_at: 0,
         }
@@ -62,6 +68,7 @@ impl Proofs {
         self.last_aql = None;
         self.last_fence = 0;
         self.proven = None;
+        self.proven_through = 0;
         // A new queue's read index starts afresh.
         self.probed_at = 0;
     }
@@ -133,14 +140,23 @@ impl Proofs {
     }
 
     /// What the proofs say about uses of the current generation, as plain
-    /// values for the reclaim walk's fast path.
+    /// values: (generation start, proven AQL index, drained through).
+    #[cfg(test)]
     pub(crate) fn snapshot(&self) -> (u64, Option<u64>, u64) {
         (self.generation_start, self.proven, self.drained_through)
     }
 
-    fn prove(&mut self, aql: u64) {
+    /// The newest proven use's sequence number (0: none): every AQL use of
+    /// the current generation up to it completed.
+    pub(crate) fn proven_through(&self) -> u64 {
+        self.proven_through
+    }
+
+    /// Fence `seq`, at AQL index `aql`, completed.
+    fn prove(&mut self, seq: u64, aql: u64) {
         if self.proven.is_none_or(|p| aql_before(p, aql)) {
             self.proven = Some(aql);
+            self.proven_through = seq;
         }
     }
 
@@ -213,14 +229,14 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             return true;
         }
         if planted::active(Bug::TrustReadIndex) {
-            self.proofs.prove(slot.aql);
+            self.proofs.prove(fence, slot.aql);
             return true;
         }
         self.stats.probes += 1;
         self.proofs.probed_at = read_index;
         let value = self.load(slot.cell);
         if value == 0 {
-            self.proofs.prove(slot.aql);
+            self.proofs.prove(fence, slot.aql);
             return true;
         }
         if value < 0 {
@@ -260,7 +276,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         // SAFETY: the cell belongs to `self.shared`.
         let recorded = unsafe { slot.cell.get() }.phase_of(seq) == Some(Some(Status::Complete));
         if recorded && slot.is(Slot::<M::Signal>::FENCE) && !self.proofs.is_proven(slot.aql) {
-            self.proofs.prove(slot.aql);
+            self.proofs.prove(seq, slot.aql);
             return true;
         }
         false
@@ -280,7 +296,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
                 self.stats.retired_by_load += 1;
             }
             if slot.is(Slot::<M::Signal>::FENCE) && self.proofs.fences_can_prove(seq, &slot) {
-                self.proofs.prove(slot.aql);
+                self.proofs.prove(seq, slot.aql);
             }
             return Status::Complete;
         }
@@ -318,7 +334,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             && slot.is(Slot::<M::Signal>::FENCE)
             && self.proofs.fences_can_prove(seq, &slot)
         {
-            self.proofs.prove(slot.aql);
+            self.proofs.prove(seq, slot.aql);
         }
     }
 

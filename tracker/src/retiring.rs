@@ -18,7 +18,7 @@ use crate::ring::{Ring, Slot, Spare};
 use crate::share::{CellPtr, Shared, SignalRef};
 use crate::stats::Stats;
 use crate::sync::Arc;
-use crate::ticket::{Engine, Generation, Purpose, Request, Status, Ticket};
+use crate::ticket::{Engine, Generation, Purpose, Request, Status, Ticket, flag};
 use crate::wait::Waiter;
 
 /// The retiring tracker for one hardware queue.
@@ -130,36 +130,37 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     /// way, which handles every case (this one included).
     #[inline(always)]
     fn acquire_fast(&mut self, request: &Request) -> Option<Acquired> {
-        let Engine::Aql { index, barrier } = request.engine else {
-            return None;
-        };
-        if request.ops != 1 || self.ring.is_full() || !self.proofs.in_order(index) {
+        // Copy engines, several operations and timing-only placement are the
+        // slow path's.
+        const SLOW: u8 = flag::COPY | flag::MULTI | flag::TIMING_ONLY;
+        if request.flags & SLOW != 0 || self.ring.is_full() || !self.proofs.in_order(request.index)
+        {
             return None;
         }
-        let wanted = self.placement_for(request.purpose);
         let slot = self.ring.next_mut();
         // SAFETY: cells belong to `self.shared`, which outlives this call.
         let placement = unsafe { slot.cell.get() }.placement;
         let store = slot.store;
-        if !self.keeps(placement, wanted) || !self.order.is_visible(placement, store) {
+        if !self.keeps(placement, self.config.signals) || !self.order.is_visible(placement, store) {
             return None;
         }
-        let flags = Self::flags(barrier, false, request.is_timed());
-        Some(self.hand_out(index, 1, flags))
+        let flags = request.flags & Slot::<M::Signal>::FROM_REQUEST;
+        Some(self.hand_out(request.index, 1, flags))
     }
 
     /// Every case: makes room, swaps placement, arms for several operations,
     /// fences and flushes as needed.
     #[inline(never)]
     fn acquire_slow(&mut self, request: Request) -> Result<Acquired, Error> {
-        let (aql, fence, copy) = match request.engine {
-            Engine::Aql { index, barrier } => {
+        let aql = match request.engine() {
+            Engine::Aql { index, .. } => {
                 self.proofs.check_order(index)?;
-                (index, barrier, false)
+                index
             }
             // Off the AQL queue: keep indices ordered along the ring.
-            Engine::Copy => (self.proofs.last_aql(), false, true),
+            Engine::Copy => self.proofs.last_aql(),
         };
+        let copy = request.flags & flag::COPY != 0;
         if self.ring.is_full() {
             self.make_room()?;
         }
@@ -177,17 +178,8 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         let placement = unsafe { slot.cell.get() }.placement;
         let store = slot.store;
         self.make_visible(placement, store, copy);
-        Ok(self.hand_out(
-            aql,
-            request.ops,
-            Self::flags(fence, copy, request.is_timed()),
-        ))
-    }
-
-    fn flags(fence: bool, copy: bool, timed: bool) -> u8 {
-        (if fence { Slot::<M::Signal>::FENCE } else { 0 })
-            | (if copy { Slot::<M::Signal>::COPY } else { 0 })
-            | (if timed { Slot::<M::Signal>::TIMED } else { 0 })
+        let flags = request.flags & Slot::<M::Signal>::FROM_REQUEST;
+        Ok(self.hand_out(aql, request.ops, flags))
     }
 
     /// Records a use in the next slot, whose signal is armed and visible to

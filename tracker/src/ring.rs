@@ -11,7 +11,7 @@
 
 use crate::backend::Placement;
 use crate::share::CellPtr;
-use crate::ticket::Generation;
+use crate::ticket::{Generation, flag};
 
 /// One slot: its signal, and the use it serves while the use is in flight.
 pub(crate) struct Slot<S> {
@@ -35,9 +35,12 @@ pub(crate) struct Slot<S> {
 }
 
 impl<S> Slot<S> {
-    pub(crate) const FENCE: u8 = 1;
-    pub(crate) const COPY: u8 = 2;
-    pub(crate) const TIMED: u8 = 4;
+    // The first three are a request's own (`ticket::flag`).
+    pub(crate) const FENCE: u8 = flag::FENCE;
+    pub(crate) const COPY: u8 = flag::COPY;
+    pub(crate) const TIMED: u8 = flag::TIMED;
+    /// The request flags a slot keeps.
+    pub(crate) const FROM_REQUEST: u8 = Self::FENCE | Self::COPY | Self::TIMED;
     pub(crate) const HARVESTED: u8 = 8;
 
     pub(crate) fn new(cell: CellPtr<S>, store: u64) -> Self {

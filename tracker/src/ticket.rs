@@ -46,7 +46,28 @@ pub(crate) enum Engine {
     Copy,
 }
 
+/// Bits of [`Request::flags`]. The low three are the ring slot's own flags
+/// (`ring::Slot`), so the fast path records a plain use's flags as they come.
+pub(crate) mod flag {
+    /// An AQL packet with the barrier bit: a fence.
+    pub(crate) const FENCE: u8 = 1;
+    /// Work on a copy engine.
+    pub(crate) const COPY: u8 = 2;
+    /// Timestamps to harvest: asked for, or the use exists to be timed.
+    pub(crate) const TIMED: u8 = 4;
+    /// The caller asked for timestamps ([`Request::timed`](super::Request::timed)).
+    pub(crate) const ASKED_TIMED: u8 = 16;
+    /// Several operations decrement the signal.
+    pub(crate) const MULTI: u8 = 32;
+    /// The use exists only to be timed: it wants a host-memory signal.
+    pub(crate) const TIMING_ONLY: u8 = 64;
+}
+
 /// A request for a signal: the packet it will complete and what for.
+///
+/// The builders keep it ready for the tracker's hot path: what a use needs
+/// (its slot flags, whether it can take the fast path at all) is worked out
+/// here, once, by constant functions, not at every acquire.
 ///
 /// ```
 /// use tracker::{Purpose, Request};
@@ -55,13 +76,16 @@ pub(crate) enum Engine {
 /// // completion an event records and whose time the event reports.
 /// let request = Request::packet(42).barrier(true).purpose(Purpose::Event).timed(true);
 /// assert!(request.is_fence());
+/// assert!(request.is_timed());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Request {
-    pub(crate) engine: Engine,
-    pub(crate) purpose: Purpose,
-    pub(crate) timed: bool,
+    /// The AQL index (0 for copy-engine work).
+    pub(crate) index: u64,
     pub(crate) ops: u32,
+    /// [`flag`] bits.
+    pub(crate) flags: u8,
+    pub(crate) purpose: Purpose,
 }
 
 impl Request {
@@ -69,30 +93,27 @@ impl Request {
     /// several packets (see [`ops`](Self::ops)), give the index of the last.
     pub const fn packet(aql_index: u64) -> Self {
         Self {
-            engine: Engine::Aql {
-                index: aql_index,
-                barrier: false,
-            },
-            purpose: Purpose::Completion,
-            timed: false,
+            index: aql_index,
             ops: 1,
+            flags: 0,
+            purpose: Purpose::Completion,
         }
     }
 
     /// Work on a copy engine, outside the AQL queue.
     pub const fn copy_engine() -> Self {
         Self {
-            engine: Engine::Copy,
-            purpose: Purpose::Completion,
-            timed: false,
+            index: 0,
             ops: 1,
+            flags: flag::COPY,
+            purpose: Purpose::Completion,
         }
     }
 
     /// Whether the packet has the barrier bit (ignored for copy-engine work).
     pub const fn barrier(mut self, barrier: bool) -> Self {
-        if let Engine::Aql { index, .. } = self.engine {
-            self.engine = Engine::Aql { index, barrier };
+        if self.flags & flag::COPY == 0 {
+            self.flags = set(self.flags, flag::FENCE, barrier);
         }
         self
     }
@@ -100,34 +121,58 @@ impl Request {
     /// What the use is for.
     pub const fn purpose(mut self, purpose: Purpose) -> Self {
         self.purpose = purpose;
-        self
+        self.flags = set(self.flags, flag::TIMING_ONLY, purpose.is_timed());
+        self.with_timed_flag()
     }
 
     /// Whether the packet runs on a profiled queue and its timestamps must be
     /// harvested before the signal is re-armed.
     pub const fn timed(mut self, timed: bool) -> Self {
-        self.timed = timed;
-        self
+        self.flags = set(self.flags, flag::ASKED_TIMED, timed);
+        self.with_timed_flag()
     }
 
     /// How many operations decrement the signal (several sub-operations of one
     /// submission may share it). At least 1.
     pub const fn ops(mut self, ops: u32) -> Self {
         self.ops = if ops == 0 { 1 } else { ops };
+        self.flags = set(self.flags, flag::MULTI, self.ops > 1);
         self
     }
 
     /// Whether the use is a fence: an AQL packet with the barrier bit, whose
     /// completion proves every earlier packet of its queue completed.
     pub const fn is_fence(&self) -> bool {
-        matches!(self.engine, Engine::Aql { barrier: true, .. })
+        self.flags & flag::FENCE != 0
     }
 
     /// Whether the use's timestamps will be harvested (it runs on a profiled
     /// queue, or exists only to be timed).
     pub const fn is_timed(&self) -> bool {
-        self.timed || self.purpose.is_timed()
+        self.flags & flag::TIMED != 0
     }
+
+    /// Where the packet runs.
+    pub(crate) const fn engine(&self) -> Engine {
+        if self.flags & flag::COPY != 0 {
+            Engine::Copy
+        } else {
+            Engine::Aql {
+                index: self.index,
+                barrier: self.is_fence(),
+            }
+        }
+    }
+
+    const fn with_timed_flag(mut self) -> Self {
+        let timed = self.flags & (flag::ASKED_TIMED | flag::TIMING_ONLY) != 0;
+        self.flags = set(self.flags, flag::TIMED, timed);
+        self
+    }
+}
+
+const fn set(flags: u8, bit: u8, on: bool) -> u8 {
+    if on { flags | bit } else { flags & !bit }
 }
 
 /// A queue generation. A queue change (the runtime moved the stream to another

@@ -10,6 +10,7 @@ fn order(fenced: u64, flushed: u64, flush_before_publish: bool) -> StoreOrder {
     order.stores_issued = fenced.max(flushed) + 10;
     order.fenced_through = fenced;
     order.flushed_through = flushed;
+    order.update_visible();
     order
 }
 
@@ -70,20 +71,15 @@ fn a_new_store_order_has_made_nothing_visible() {
 }
 
 #[test]
-fn a_batch_holds_signals_of_one_placement() {
+fn a_batch_holds_signals_of_the_placement_it_began_with() {
     let mut batch = RearmBatch::<usize>::new(7);
     assert_eq!(batch.number, 7);
     assert_eq!(batch.room(), REARM_BATCH);
     assert!(!batch.is_full());
-    assert!(
-        batch.fits(Host) && batch.fits(Device),
-        "empty: takes either"
-    );
     assert_eq!(batch.placement, None);
 
-    batch.push(3, Device);
-    assert!(batch.fits(Device));
-    assert!(!batch.fits(Host), "one placement per batch");
+    batch.begin(Device);
+    batch.push(3);
     assert_eq!(batch.placement, Some(Device));
     assert_eq!(batch.room(), REARM_BATCH - 1);
     assert_eq!(batch.signals.as_slice(), [3]);
@@ -96,10 +92,11 @@ fn a_batch_fills_at_its_size_in_order() {
         "the bar: one flush per 32 re-armed signals"
     );
     let mut batch = RearmBatch::<usize>::new(1);
+    batch.begin(Host);
     for signal in 0..REARM_BATCH {
         assert!(!batch.is_full(), "after {signal}");
         assert_eq!(batch.room(), REARM_BATCH - signal);
-        batch.push(signal, Host);
+        batch.push(signal);
     }
     assert!(batch.is_full());
     assert_eq!(batch.room(), 0);

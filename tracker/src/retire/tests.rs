@@ -71,22 +71,25 @@ fn only_barrier_packets_become_the_last_fence() {
 fn a_proof_covers_every_index_up_to_its_own() {
     let mut proofs = Proofs::new(BITS);
     assert!(!proofs.is_proven(0), "nothing proven yet");
-    proofs.prove(10);
+    proofs.prove(4, 10);
     assert!(proofs.is_proven(10));
     assert!(proofs.is_proven(9));
     assert!(proofs.is_proven(0));
     assert!(!proofs.is_proven(11));
     assert_eq!(proofs.snapshot().1, Some(10));
+    assert_eq!(proofs.proven_through(), 4, "the fence's own use");
 }
 
 #[test]
 fn proofs_only_move_forward() {
     let mut proofs = Proofs::new(BITS);
-    proofs.prove(10);
-    proofs.prove(5); // an older fence learned complete later
+    proofs.prove(4, 10);
+    proofs.prove(2, 5); // an older fence learned complete later
     assert_eq!(proofs.snapshot().1, Some(10));
+    assert_eq!(proofs.proven_through(), 4);
     assert!(proofs.is_proven(10));
-    proofs.prove(12);
+    proofs.prove(6, 12);
+    assert_eq!(proofs.proven_through(), 6);
     assert!(proofs.is_proven(12));
     assert!(!proofs.is_proven(13));
 }
@@ -94,15 +97,16 @@ fn proofs_only_move_forward() {
 #[test]
 fn proofs_survive_the_u64_wrap() {
     let mut proofs = Proofs::new(BITS);
-    proofs.prove(u64::MAX - 1);
+    proofs.prove(1, u64::MAX - 1);
     assert!(!proofs.is_proven(0), "0 comes after u64::MAX - 1");
-    proofs.prove(1);
+    proofs.prove(4, 1);
     assert_eq!(proofs.snapshot().1, Some(1), "1 is later than u64::MAX - 1");
     assert!(proofs.is_proven(u64::MAX));
     assert!(proofs.is_proven(0));
     assert!(!proofs.is_proven(2));
-    proofs.prove(u64::MAX);
+    proofs.prove(2, u64::MAX);
     assert_eq!(proofs.snapshot().1, Some(1), "u64::MAX is older than 1");
+    assert_eq!(proofs.proven_through(), 4);
 }
 
 #[test]
@@ -121,7 +125,7 @@ fn a_new_generation_forgets_order_fences_and_proofs_but_not_drains() {
     let mut proofs = Proofs::new(BITS);
     proofs.note_packet(1, 100, true);
     proofs.note_packet(6, 105, true);
-    proofs.prove(105);
+    proofs.prove(6, 105);
     proofs.drain_through(4);
     proofs.probed_at = 105;
     let first = proofs.generation();
@@ -137,6 +141,7 @@ fn a_new_generation_forgets_order_fences_and_proofs_but_not_drains() {
         "the old queue's fences prove nothing here"
     );
     assert_eq!(proofs.probed_at, 0);
+    assert_eq!(proofs.proven_through(), 0);
     // A drain is about uses, whatever their generation.
     assert_eq!(proofs.snapshot(), (7, None, 4));
 }
@@ -168,9 +173,9 @@ fn fences_prove_only_aql_uses_of_the_current_generation() {
     assert!(proofs.fences_can_prove(11, &slot));
 
     assert!(!proofs.fence_proves(10, &slot), "nothing proven yet");
-    proofs.prove(19);
+    proofs.prove(11, 19);
     assert!(!proofs.fence_proves(10, &slot), "proven only up to 19");
-    proofs.prove(25);
+    proofs.prove(12, 25);
     assert!(proofs.fence_proves(10, &slot));
     assert!(
         !proofs.fence_proves(9, &slot),

@@ -73,14 +73,14 @@ fn precedes_survives_the_u32_wrap() {
 fn a_packet_request_has_the_defaults() {
     let request = Request::packet(42);
     assert_eq!(
-        request.engine,
+        request.engine(),
         Engine::Aql {
             index: 42,
             barrier: false
         }
     );
     assert_eq!(request.purpose, Purpose::Completion);
-    assert!(!request.timed);
+    assert_eq!(request.flags, 0, "a plain use: the fast path takes it");
     assert_eq!(request.ops, 1);
     assert!(!request.is_fence());
     assert!(!request.is_timed());
@@ -90,7 +90,7 @@ fn a_packet_request_has_the_defaults() {
 fn barrier_makes_an_aql_use_a_fence_and_nothing_else() {
     let fence = Request::packet(7).barrier(true);
     assert_eq!(
-        fence.engine,
+        fence.engine(),
         Engine::Aql {
             index: 7,
             barrier: true
@@ -101,7 +101,7 @@ fn barrier_makes_an_aql_use_a_fence_and_nothing_else() {
     assert!(!fence.barrier(false).is_fence());
     // A copy engine is not on the AQL queue: its barrier bit means nothing.
     let copy = Request::copy_engine().barrier(true);
-    assert_eq!(copy.engine, Engine::Copy);
+    assert_eq!(copy.engine(), Engine::Copy);
     assert!(!copy.is_fence());
 }
 
@@ -113,9 +113,9 @@ fn builders_set_one_field_each() {
         .timed(true);
     assert_eq!(request.purpose, Purpose::Event);
     assert_eq!(request.ops, 4);
-    assert!(request.timed);
+    assert!(request.is_timed());
     assert_eq!(
-        request.engine,
+        request.engine(),
         Engine::Aql {
             index: 3,
             barrier: false
@@ -141,4 +141,32 @@ fn a_use_is_timed_when_profiled_or_when_it_exists_to_be_timed() {
             "{purpose:?}"
         );
     }
+}
+
+#[test]
+fn the_ready_made_flags_do_not_depend_on_the_builders_order() {
+    let a = Request::packet(5).purpose(Purpose::TimingOnly).timed(false);
+    let b = Request::packet(5).timed(false).purpose(Purpose::TimingOnly);
+    assert_eq!(a, b);
+    assert!(
+        a.is_timed(),
+        "a timing-only use is timed whatever was asked"
+    );
+    // Changing one's mind undoes exactly what was set.
+    let undone = Request::packet(5)
+        .timed(true)
+        .purpose(Purpose::TimingOnly)
+        .purpose(Purpose::Event)
+        .timed(false)
+        .ops(3)
+        .ops(1)
+        .barrier(true)
+        .barrier(false);
+    assert_eq!(undone, Request::packet(5).purpose(Purpose::Event));
+    assert_eq!(undone.flags, 0);
+    assert_eq!(
+        Request::packet(5).barrier(true).timed(true).flags,
+        flag::FENCE | flag::TIMED | flag::ASKED_TIMED
+    );
+    assert_eq!(Request::packet(5).ops(2).flags, flag::MULTI);
 }
