@@ -2,6 +2,7 @@
 //! a broken one produces.
 
 use core::fmt;
+use tracker::{Census, Status, Timestamps};
 
 /// An invariant the driver checks, after every operation unless noted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -134,4 +135,54 @@ pub(crate) fn fail<T>(check: Check, detail: impl Into<String>) -> Result<T, Fail
         step: 0,
         detail: detail.into(),
     })
+}
+
+/// Whether a report about a use is truthful: complete only if it
+/// completed, failed only if it failed (no report is always truthful). The
+/// model and the backend scenarios' rig judge every report with it (the
+/// model then tells cross-generation cases apart).
+pub fn truthful(said: Option<Status>, completed: bool, failed: bool) -> Result<(), Check> {
+    match said {
+        Some(Status::Complete) if !completed => Err(Check::EarlyCompletion),
+        Some(Status::Failed) if !failed => Err(Check::FalseFailure),
+        _ => Ok(()),
+    }
+}
+
+/// A final answer does not change ([`Check::TicketChanged`]): `Ok` with the
+/// answer to remember, or `Err` with the earlier one `said` contradicts.
+pub fn steady(
+    before: Option<Status>,
+    said: Option<Status>,
+) -> Result<Option<Status>, Option<Status>> {
+    match before {
+        Some(_) if said != before => Err(before),
+        Some(_) => Ok(before),
+        None => Ok(said.filter(|s| s.is_done())),
+    }
+}
+
+/// Every signal a tracker created is accounted for ([`Check::Leak`]) and
+/// its ring holds at most `max_in_flight` uses ([`Check::RingBound`]).
+pub fn census(census: &Census, max_in_flight: usize) -> Result<(), Failure> {
+    if !census.is_balanced() {
+        return fail(
+            Check::Leak,
+            format!("a signal is unaccounted for: {census:?}"),
+        );
+    }
+    if census.in_flight > max_in_flight {
+        return fail(
+            Check::RingBound,
+            format!("{census:?} is past the limit of {max_in_flight} in flight"),
+        );
+    }
+    Ok(())
+}
+
+/// Whether timestamps a tracker gave are the ground truth's
+/// ([`Check::Timestamps`]): the launch and completion times of a packet
+/// that completed.
+pub fn stamps_match(stamps: Timestamps, start: Option<u64>, end: Option<u64>) -> bool {
+    start == Some(stamps.start) && end == Some(stamps.end)
 }

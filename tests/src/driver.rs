@@ -1250,20 +1250,11 @@ impl<T: SimTracker> Driver<T> {
             }
         }
         for (s, stream) in self.streams.iter().enumerate() {
-            let census = stream.tracker.census();
-            if !census.is_balanced() {
-                return fail(
-                    Check::Leak,
-                    format!("stream {s}: a signal is unaccounted for: {census:?}"),
-                );
-            }
             let limit = self.setup.tracker.max_in_flight();
-            if census.in_flight > limit {
-                return fail(
-                    Check::RingBound,
-                    format!("stream {s}: {census:?} is past the limit of {limit} in flight"),
-                );
-            }
+            crate::check::census(&stream.tracker.census(), limit).map_err(|f| Failure {
+                detail: format!("stream {s}: {}", f.detail),
+                ..f
+            })?;
             let timed = self
                 .model
                 .uses_of(s)

@@ -29,7 +29,7 @@
 //!   the signal, the last launch's start and the last completion's end (for
 //!   a single packet, its own).
 
-use crate::check::{Check, Failure, fail};
+use crate::check::{Check, Failure, fail, stamps_match, steady};
 use crate::driver::TrackerKind;
 use sim::{FAILED_SIGNAL_VALUE, Queue};
 use std::cell::Cell;
@@ -264,7 +264,7 @@ impl Model {
             // The baseline keeps no host-side knowledge of completions.
             return Ok(());
         }
-        self.uses[use_id].answered = judge_steady(before, said)
+        self.uses[use_id].answered = steady(before, said)
             .or_else(|before| fail(Check::TicketChanged, self.said(use_id, said, before)))?;
         Ok(())
     }
@@ -275,7 +275,7 @@ impl Model {
         let held = &self.references[reference];
         let (use_id, said, before) = (held.use_id, held.reference.known_status(), held.answered);
         self.judge_truthful(use_id, said)?;
-        self.references[reference].answered = judge_steady(before, said).or_else(|before| {
+        self.references[reference].answered = steady(before, said).or_else(|before| {
             fail(
                 Check::TicketChanged,
                 format!("a reference: {}", self.said(use_id, said, before)),
@@ -291,8 +291,8 @@ impl Model {
     fn judge_truthful(&self, use_id: usize, said: Option<Status>) -> Result<(), Failure> {
         let u = &self.uses[use_id];
         let truth = u.truth();
-        match said {
-            Some(Status::Complete) if !truth.completed => match self.foreign_fence(use_id) {
+        match crate::check::truthful(said, truth.completed, truth.failed) {
+            Err(Check::EarlyCompletion) => match self.foreign_fence(use_id) {
                 Some(fence) => fail(
                     Check::CrossGeneration,
                     format!(
@@ -306,7 +306,7 @@ impl Model {
                 ),
                 None => fail(Check::EarlyCompletion, self.said(use_id, said, None)),
             },
-            Some(Status::Failed) if !truth.failed => match self.foreign_error(use_id) {
+            Err(_) => match self.foreign_error(use_id) {
                 Some(queue) => fail(
                     Check::CrossGeneration,
                     format!(
@@ -317,7 +317,7 @@ impl Model {
                 ),
                 None => fail(Check::FalseFailure, self.said(use_id, said, None)),
             },
-            _ => Ok(()),
+            Ok(()) => Ok(()),
         }
     }
 
@@ -417,10 +417,7 @@ impl Model {
     pub fn judge_timestamps(&self, use_id: usize, stamps: Timestamps) -> Result<(), Failure> {
         let u = &self.uses[use_id];
         let truth = u.truth();
-        if !truth.completed
-            || truth.start_ts != Some(stamps.start)
-            || truth.end_ts != Some(stamps.end)
-        {
+        if !truth.completed || !stamps_match(stamps, truth.start_ts, truth.end_ts) {
             return fail(
                 Check::Timestamps,
                 format!(
@@ -454,19 +451,6 @@ impl Model {
             }
         }
         held
-    }
-}
-
-/// A final answer must not change: `Ok` with the answer to remember, or
-/// `Err` with the earlier one it contradicts.
-fn judge_steady(
-    before: Option<Status>,
-    said: Option<Status>,
-) -> Result<Option<Status>, Option<Status>> {
-    match before {
-        Some(_) if said != before => Err(before),
-        Some(_) => Ok(before),
-        None => Ok(said.filter(|s| s.is_done())),
     }
 }
 

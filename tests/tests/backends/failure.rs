@@ -33,8 +33,7 @@ fn a_queue_error_fails_every_pending_use_once<B: Backend>() {
         std::thread::spawn(move || waiter.wait(&last, Duration::from_secs(10), WaitPolicy::spin()));
     assert_eq!(woken.join().unwrap(), Ok(Status::Failed));
     // The probe sees a negative value and fails the rest.
-    rig.tracker.poll();
-    rig.check();
+    rig.poll();
     for (i, u) in uses.iter().enumerate() {
         let expected = if i < 3 {
             Status::Complete
@@ -48,13 +47,11 @@ fn a_queue_error_fails_every_pending_use_once<B: Backend>() {
     assert_eq!((stats.failed, stats.retired), (7, 3));
     // The stream moves to a new hardware queue and goes on; reclaimed and
     // reused, the failed tickets still answer `Failed`.
-    let new_queue = rig.gpu.queue();
-    rig.tracker.note_queue_change(new_queue.clone());
-    rig.queue = new_queue;
+    rig.change_queue(rig.gpu.queue());
     for _ in 0..200 {
         rig.submit(true, Purpose::Completion).unwrap();
         rig.run();
-        rig.tracker.poll();
+        rig.poll();
     }
     assert_eq!(
         rig.tracker.waiter().status(&uses[5].ticket),

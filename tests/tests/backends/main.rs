@@ -17,5 +17,6 @@ mod retirement;
 mod sharing;
 mod steady_state;
 mod store_order;
+mod teeth;
 mod timing;
 mod tracker_bugs;

@@ -25,8 +25,7 @@ fn one_probe_of_the_newest_fence_retires_a_batch<B: Backend>() {
         .map(|i| rig.submit(i % 8 == 7, Purpose::Completion).unwrap())
         .collect();
     rig.run();
-    rig.tracker.poll();
-    rig.check();
+    rig.poll();
     for u in &uses {
         assert_eq!(
             rig.tracker.known_status(&u.ticket).unwrap(),
@@ -49,8 +48,7 @@ fn the_read_index_alone_is_never_trusted<B: Backend>() {
     assert_eq!(rig.launch(), Ok(0));
     assert_eq!(rig.advance_read_index(), Ok(1));
     assert_eq!(tracker::QueueView::read_index(&rig.queue), 1);
-    rig.tracker.poll();
-    rig.check();
+    rig.poll();
     assert_eq!(rig.tracker.known_status(&fence.ticket).unwrap(), None);
     assert_eq!(
         rig.tracker.stats().probes,
@@ -58,8 +56,7 @@ fn the_read_index_alone_is_never_trusted<B: Backend>() {
         "the nominated fence was loaded"
     );
     rig.complete(0).unwrap();
-    rig.tracker.poll();
-    rig.check();
+    rig.poll();
     assert_eq!(
         rig.tracker.known_status(&fence.ticket).unwrap(),
         Some(Status::Complete)
@@ -76,8 +73,7 @@ fn uses_after_the_nominated_fence_stay_pending<B: Backend>() {
     rig.launch().unwrap();
     rig.complete(0).unwrap();
     rig.advance_read_index().unwrap();
-    rig.tracker.poll();
-    rig.check();
+    rig.poll();
     assert_eq!(
         rig.tracker.known_status(&first.ticket).unwrap(),
         Some(Status::Complete)
@@ -120,8 +116,7 @@ fn out_of_order_completions_retire_only_through_a_fence_or_their_own_signal<B: B
     rig.launch().unwrap();
     rig.complete(4).unwrap();
     rig.advance_read_index().unwrap();
-    rig.tracker.poll();
-    rig.check();
+    rig.poll();
     assert!(
         kernels
             .iter()
@@ -136,14 +131,12 @@ fn a_queue_change_keeps_fences_from_proving_another_generations_uses<B: Backend>
     let old = rig.submit(false, Purpose::Completion).unwrap();
     let old_queue = rig.queue.clone();
     let new_queue = rig.gpu.queue();
-    rig.tracker.note_queue_change(new_queue.clone());
+    rig.change_queue(new_queue);
     assert_eq!(rig.tracker.generation().value(), 1);
-    rig.queue = new_queue;
     let fence = rig.submit(true, Purpose::Completion).unwrap();
     assert_eq!(fence.ticket.generation().value(), 1);
     rig.run(); // the new queue's fence completes; the old use does not
-    rig.tracker.poll();
-    rig.check();
+    rig.poll();
     assert_eq!(
         rig.tracker.known_status(&fence.ticket).unwrap(),
         Some(Status::Complete)
@@ -167,8 +160,7 @@ fn a_narrow_generation_counter_wraps_without_confusing_generations<B: Backend>()
     for _ in 0..4 {
         pending.push(rig.submit(false, Purpose::Completion).unwrap());
         let queue = rig.gpu.queue();
-        rig.tracker.note_queue_change(queue.clone());
-        rig.queue = queue.clone();
+        rig.change_queue(queue.clone());
         queues.push(queue);
     }
     assert_eq!(
@@ -178,8 +170,7 @@ fn a_narrow_generation_counter_wraps_without_confusing_generations<B: Backend>()
     );
     let fence = rig.submit(true, Purpose::Completion).unwrap();
     rig.run();
-    rig.tracker.poll();
-    rig.check();
+    rig.poll();
     assert_eq!(
         rig.tracker.known_status(&fence.ticket).unwrap(),
         Some(Status::Complete)
@@ -230,8 +221,7 @@ fn a_cpu_wait_that_saw_zero_is_a_proof<B: Backend>() {
     rig.run_queue();
     assert_eq!(thread.join().unwrap(), Ok(Status::Complete));
     let loads_before = rig.tracker.stats().device().loads;
-    rig.tracker.poll();
-    rig.check();
+    rig.poll();
     // The marker is a fence: its observed completion retires the kernels too.
     assert!(
         kernels
@@ -287,7 +277,7 @@ fn a_retired_tickets_status_costs_no_memory_read<B: Backend>() {
     for _ in 0..200 {
         rig.submit(true, Purpose::Completion).unwrap();
         rig.run();
-        rig.tracker.poll();
+        rig.poll();
     }
     assert_eq!(
         rig.tracker.waiter().known_status(&u.ticket),
@@ -305,7 +295,7 @@ fn a_batched_poll_loads_only_once_the_read_index_passed_a_batch<B: Backend>() {
         .map(|_| rig.submit(true, Purpose::Completion).unwrap())
         .collect();
     rig.run();
-    rig.tracker.poll();
+    rig.poll();
     assert_eq!(
         rig.tracker.stats().probes,
         0,
@@ -319,8 +309,7 @@ fn a_batched_poll_loads_only_once_the_read_index_passed_a_batch<B: Backend>() {
         rig.submit(true, Purpose::Completion).unwrap();
     }
     rig.run();
-    rig.tracker.poll();
-    rig.check();
+    rig.poll();
     assert_eq!(
         rig.tracker.stats().probes,
         2,

@@ -18,10 +18,9 @@ on_every_backend! {
 fn a_held_signal_is_parked_and_an_armed_spare_takes_its_place<B: Backend>() {
     let mut rig = Rig::<B, _>::retiring(device_signals());
     let event = rig.submit(true, Purpose::Event).unwrap();
-    let reference = rig.tracker.hold(&event.ticket).unwrap().expect("pending");
+    let reference = rig.hold(&event).expect("pending");
     rig.run();
-    rig.tracker.poll();
-    rig.check();
+    rig.poll();
     assert_eq!(rig.tracker.census().parked, 1);
     assert_eq!(rig.tracker.stats().parks, 1);
     // The holder reads its outcome from host memory: no load.
@@ -33,7 +32,7 @@ fn a_held_signal_is_parked_and_an_armed_spare_takes_its_place<B: Backend>() {
         let u = rig.submit(true, Purpose::Completion).unwrap();
         assert_ne!(u.signal, event.signal, "a parked signal is never reused");
         rig.run();
-        rig.tracker.poll();
+        rig.poll();
     }
     // The last reference is dropped on another thread, without the lock.
     std::thread::spawn(move || drop(reference)).join().unwrap();
@@ -48,13 +47,13 @@ fn holding_a_complete_use_holds_nothing<B: Backend>() {
     let u = rig.submit(true, Purpose::Event).unwrap();
     rig.run();
     assert_eq!(rig.status(&u), Status::Complete);
-    assert!(rig.tracker.hold(&u.ticket).unwrap().is_none());
+    assert!(rig.hold(&u).is_none());
 }
 
 fn references_wait_and_report_from_any_thread<B: Backend>() {
     let mut rig = Rig::<B, _>::retiring(device_signals());
     let u = rig.submit(true, Purpose::Event).unwrap();
-    let reference = rig.tracker.hold(&u.ticket).unwrap().unwrap();
+    let reference = rig.hold(&u).unwrap();
     let clone = reference.clone();
     let waiting = std::thread::spawn(move || {
         clone.wait(std::time::Duration::from_secs(10), WaitPolicy::blocking())
@@ -62,8 +61,7 @@ fn references_wait_and_report_from_any_thread<B: Backend>() {
     rig.run_queue();
     assert_eq!(waiting.join().unwrap(), Ok(Status::Complete));
     drop(reference);
-    rig.tracker.poll();
-    rig.check();
+    rig.poll();
     assert_eq!(
         rig.tracker.census().parked,
         0,
@@ -77,13 +75,13 @@ fn no_signal_is_created_in_steady_state_with_events_held_and_released<B: Backend
     let mut created_after_warmup = None;
     for round in 0..2000 {
         let u = rig.submit(true, Purpose::Event).unwrap();
-        held.push_back(rig.tracker.hold(&u.ticket).unwrap().unwrap());
+        held.push_back(rig.hold(&u).unwrap());
         if held.len() > 8 {
             held.pop_front(); // the user destroys an old event
         }
         rig.run_queue();
         if round % 16 == 0 {
-            rig.tracker.poll();
+            rig.poll();
         }
         if round == 500 {
             created_after_warmup = Some(rig.tracker.stats().signals_created);
@@ -148,14 +146,13 @@ fn a_gpu_waiter_pins_the_signal_until_its_consumer_retires<B: Backend>() {
     );
 
     producer.run();
-    producer.tracker.poll();
-    producer.check();
+    producer.poll();
     assert_eq!(producer.tracker.census().parked, 1, "retired but pinned");
     // Producer keeps going: the pinned signal is never re-armed meanwhile.
     for _ in 0..100 {
         producer.submit(true, Purpose::Completion).unwrap();
         producer.run();
-        producer.tracker.poll();
+        producer.poll();
     }
     producer.check(); // no re-arm under the waiting barrier
     consumer.run();
@@ -171,7 +168,7 @@ fn a_use_known_complete_yields_no_dependency<B: Backend>() {
     let mut rig = Rig::<B, _>::retiring(device_signals());
     let u = rig.submit(true, Purpose::GpuWaiter).unwrap();
     rig.run();
-    rig.tracker.poll();
+    rig.poll();
     assert!(rig.tracker.pin(&u.ticket).unwrap().is_none());
     assert_eq!(rig.tracker.stats().dependencies_elided, 1);
 }
@@ -185,8 +182,7 @@ fn a_drained_consumer_queue_releases_its_pins<B: Backend>() {
     producer.run();
     consumer.run();
     consumer.tracker.note_drained();
-    producer.tracker.poll();
-    producer.check();
+    producer.poll();
     consumer.check();
     assert_eq!(producer.tracker.census().parked, 0);
 }
@@ -197,7 +193,7 @@ fn the_baseline_replaces_shared_signals_with_new_ones<B: Backend>() {
         ..device_signals()
     });
     let event = rig.submit(true, Purpose::Event).unwrap();
-    let _reference = rig.tracker.hold(&event.ticket).unwrap().unwrap();
+    let _reference = rig.hold(&event).unwrap();
     let created = rig.tracker.stats().signals_created;
     for _ in 0..8 {
         rig.submit(true, Purpose::Completion).unwrap();

@@ -32,12 +32,15 @@ pub use simulator::Simulator;
 pub use standin::Standin;
 
 use fences::DeviceConfig;
+use scenarios::check::{Check, Failure, census, stamps_match, steady, truthful};
+use std::collections::HashMap;
 use std::fmt::Debug;
-use std::sync::Arc;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tracker::{
     BaselineTracker, Config, Error, HardwareQueue, Placement, Purpose, Request, RetiringTracker,
-    SignalMemory, Status, Ticket, Tracker, Work,
+    SignalMemory, SignalRef, Status, Ticket, Timestamps, Tracker, Work,
 };
 
 /// One test per backend for each generic scenario `fn name<B: Backend>()` of
@@ -234,17 +237,144 @@ pub struct Issued<Q> {
     /// Where the tracker says its signal lives.
     pub placement: Placement,
     pub timed: bool,
+    /// Its packet had the barrier bit.
+    pub fence: bool,
+    /// The rig's count of queue changes when it was made (its generation,
+    /// counted without wrapping).
+    pub generation: usize,
     /// Its submission was failed on purpose (`fail_submission`).
     pub abandoned: bool,
 }
 
+/// A reference that keeps a use's signal from being re-armed (an event's,
+/// a handler's), taken through [`Rig::hold`] so that the rig's checks know
+/// it is held: while it (or a clone of it) lives, its signal must never be
+/// handed out again, and what it reports must be the truth. Derefs to the
+/// reference. (A `SignalRef` cloned out of it holds too, but the checks do
+/// not see it.)
+pub struct Held<M: SignalMemory> {
+    reference: Arc<SignalRef<M>>,
+}
+
+impl<M: SignalMemory> Clone for Held<M> {
+    /// The same reference, for another thread: held while any clone lives.
+    fn clone(&self) -> Self {
+        Self {
+            reference: self.reference.clone(),
+        }
+    }
+}
+
+impl<M: SignalMemory> std::ops::Deref for Held<M> {
+    type Target = SignalRef<M>;
+
+    fn deref(&self) -> &SignalRef<M> {
+        &self.reference
+    }
+}
+
+/// What the rig's checks remember of a held reference.
+struct Hold<M: SignalMemory> {
+    /// The use (a position in `Rig::issued`).
+    issued: usize,
+    /// Gone once the scenario drops every clone of its `Held`.
+    reference: Weak<SignalRef<M>>,
+    /// The last final answer it gave.
+    answered: Option<Status>,
+}
+
+/// What the rig's checks know of an issued use.
+#[derive(Clone, Copy, Debug, Default)]
+struct Seen {
+    /// The last final answer the tracker gave (judged truthful: its packet
+    /// had finished).
+    answer: Option<Status>,
+    /// Its packet finished, or the machine forgot it (looked up only for a
+    /// tracker that does not remember its answers).
+    finished: bool,
+}
+
+/// Which tracker a rig drives, as far as its checks care.
+#[derive(Clone, Copy, Debug)]
+struct Kind {
+    /// Proves retirement from fences the read index nominates.
+    probes_fences: bool,
+    /// Answers a completed use from host memory once it knows it (the
+    /// baseline may answer "unknown" again between loads).
+    remembers: bool,
+}
+
+/// A map from signal handles, with a cheap hash: the rig looks one up per
+/// hand-out.
+type ByHandle<V> = HashMap<u64, V, BuildHasherDefault<HandleHasher>>;
+
+/// Hashes a signal handle (an address, 64-byte aligned: its low bits say
+/// nothing) by a multiply that spreads its high bits over the low ones.
+#[derive(Default)]
+struct HandleHasher(u64);
+
+impl Hasher for HandleHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(self.0 ^ u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        // Fibonacci hashing; the high half folded down for the bucket index.
+        let h = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = h ^ (h >> 32);
+    }
+}
+
+/// How many of the newest issued uses every check looks at again once
+/// settled.
+const RECENT: usize = 64;
+/// How many issued uses every check looks at again in turn, round the whole
+/// history, once settled: each is looked at again every
+/// `issued.len() / ROTATION` checks.
+const ROTATION: usize = 64;
+
 /// A tracker on a hardware queue of a backend's machine.
+///
+/// Its checks are incremental, so that a scenario may check after every
+/// step of a long run: a check looks at every unsettled use (one the
+/// retiring tracker does not know done yet, at most its ring's bound of
+/// them; for the baseline, one whose packet has not finished), the
+/// [`RECENT`] newest and [`ROTATION`] more in turn, and the live holds; a
+/// hand-out looks at the signal's previous use and the live holds; a poll
+/// at the uses its probe newly proves.
 pub struct Rig<B: Backend, T> {
     pub tracker: T,
     pub queue: B::Queue,
     pub memory: Arc<B::Memory>,
     pub config: Config,
-    pub issued: Vec<Issued<B::Queue>>,
+    /// Every use `submit_request` handed out (since `forget_issued`).
+    issued: Vec<Issued<B::Queue>>,
+    /// What the checks know of each issued use, in step with `issued`.
+    seen: Vec<Seen>,
+    /// Issued uses whose ground truth or the tracker's answer may still
+    /// change (positions in `issued`, ascending).
+    unsettled: Vec<usize>,
+    /// The position where the next check's turn round the history starts.
+    rotation: usize,
+    /// The newest issued use of each signal (a position in `issued`).
+    last_use: ByHandle<usize>,
+    /// The issued fences (positions in `issued`, ascending).
+    fences: Vec<usize>,
+    /// Every issued use of the current generation before this position was
+    /// seen known complete after a probe.
+    proven: usize,
+    holds: Vec<Hold<B::Memory>>,
+    /// Queue changes so far (`change_queue`).
+    generation: usize,
+    /// Checks so far (the step a failure names).
+    checks: usize,
+    kind: Kind,
     /// Last: dropped after every tracker, queue and pool on the machine
     /// (neighbours share it).
     pub gpu: B,
@@ -267,7 +397,11 @@ impl<B: Backend> Rig<B, Retiring<B>> {
         config: Config,
         prepare: impl FnOnce(&B, &B::Memory),
     ) -> Result<Self, Error> {
-        Self::build(gpu, config, prepare, RetiringTracker::new)
+        let kind = Kind {
+            probes_fences: true,
+            remembers: true,
+        };
+        Self::build(gpu, config, kind, prepare, RetiringTracker::new)
     }
 }
 
@@ -277,7 +411,18 @@ impl<B: Backend> Rig<B, Baseline<B>> {
     }
 
     pub fn baseline_on(config: Config, machine: Machine) -> Self {
-        Self::build(B::new(machine), config, |_, _| {}, BaselineTracker::new).unwrap()
+        let kind = Kind {
+            probes_fences: false,
+            remembers: false,
+        };
+        Self::build(
+            B::new(machine),
+            config,
+            kind,
+            |_, _| {},
+            BaselineTracker::new,
+        )
+        .unwrap()
     }
 }
 
@@ -285,6 +430,7 @@ impl<B: Backend, T> Rig<B, T> {
     fn build(
         gpu: B,
         config: Config,
+        kind: Kind,
         prepare: impl FnOnce(&B, &B::Memory),
         make: impl FnOnce(Arc<B::Memory>, B::Queue, Config) -> Result<T, Error>,
     ) -> Result<Self, Error> {
@@ -297,6 +443,16 @@ impl<B: Backend, T> Rig<B, T> {
             memory,
             config,
             issued: Vec::new(),
+            seen: Vec::new(),
+            unsettled: Vec::new(),
+            rotation: 0,
+            last_use: ByHandle::default(),
+            fences: Vec::new(),
+            proven: 0,
+            holds: Vec::new(),
+            generation: 0,
+            checks: 0,
+            kind,
             gpu,
         })
     }
@@ -355,16 +511,86 @@ impl<B: Backend, T> Rig<B, T> {
         self.gpu.truth(&issued.queue, issued.index)
     }
 
+    /// Every use handed out through the rig (since `forget_issued`), oldest
+    /// first.
+    pub fn issued(&self) -> &[Issued<B::Queue>] {
+        &self.issued
+    }
+
+    /// Forgets every use issued so far (a long scenario's warm-up): the
+    /// checks look at later uses only.
+    pub fn forget_issued(&mut self) {
+        self.issued.clear();
+        self.seen.clear();
+        self.unsettled.clear();
+        self.rotation = 0;
+        self.last_use.clear();
+        self.fences.clear();
+        self.proven = 0;
+        self.holds.clear();
+    }
+
+    /// The machine saw no violation; else panics naming the invariant it
+    /// broke, as the property driver names it: a packet published before
+    /// its signal's re-arm was fenced or flushed ([`Check::PublishOrder`]),
+    /// a store to a signal an unfinished packet completes or a waiting
+    /// barrier reads ([`Check::RearmWhileInFlight`]), anything else
+    /// ([`Check::Unexpected`]).
     #[track_caller]
     pub fn assert_no_violations(&self) {
         let violations = self.gpu.violations();
-        assert!(violations.is_empty(), "the machine saw: {violations:#?}");
+        let Some(first) = violations.first() else {
+            return;
+        };
+        self.broken(
+            machine_check(first),
+            format!("the machine saw: {violations:#?}"),
+        );
+    }
+
+    /// Panics with a broken invariant, named as the property driver names
+    /// it (`scenarios::Check`).
+    #[track_caller]
+    fn broken(&self, check: Check, detail: String) -> ! {
+        let failure = Failure {
+            check,
+            step: self.checks,
+            detail,
+        };
+        panic!("{failure}");
+    }
+}
+
+/// The invariant a violation the machine recorded breaks. The simulator
+/// backend words its violations as `sim::Violation`'s `Debug`, the
+/// stand-in as its `Display` (after "simulator: ") or in words of its own.
+fn machine_check(violation: &str) -> Check {
+    const PUBLISH_ORDER: [&str; 4] = [
+        "Unfenced",
+        "Unflushed",
+        "not fenced before publication",
+        "needs an HDP flush",
+    ];
+    const REARM_WHILE_IN_FLIGHT: [&str; 4] = [
+        "StoreWhileInFlight",
+        "incomplete packet(s) complete it",
+        "re-armed while in flight",
+        "re-armed before the GPU waiter",
+    ];
+    let says = |words: &[&str]| words.iter().any(|w| violation.contains(w));
+    if says(&PUBLISH_ORDER) {
+        Check::PublishOrder
+    } else if says(&REARM_WHILE_IN_FLIGHT) {
+        Check::RearmWhileInFlight
+    } else {
+        Check::Unexpected
     }
 }
 
 impl<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>> Rig<B, T> {
     /// Acquires a signal for the next packet and publishes an empty kernel
     /// completing it.
+    #[track_caller]
     pub fn submit(&mut self, barrier: bool, purpose: Purpose) -> Result<Issued<B::Queue>, Error> {
         self.submit_request(
             Request::packet(self.write_index())
@@ -375,7 +601,9 @@ impl<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>> Rig<B, T> {
     }
 
     /// As `submit`, with dependencies (packet handles) to wait on: then the
-    /// packet is a barrier-AND.
+    /// packet is a barrier-AND. The signal handed out must not be busy: no
+    /// issued use of it unfinished, no held reference on it.
+    #[track_caller]
     pub fn submit_request(
         &mut self,
         request: Request,
@@ -383,6 +611,7 @@ impl<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>> Rig<B, T> {
     ) -> Result<Issued<B::Queue>, Error> {
         let index = self.write_index();
         let acquired = self.tracker.acquire(request)?;
+        self.check_handout(acquired.signal);
         assert_eq!(self.queue.reserve().unwrap(), index);
         let work = if dependencies.is_empty() {
             Work::Kernel(self.gpu.empty_kernel())
@@ -399,42 +628,364 @@ impl<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>> Rig<B, T> {
             signal: acquired.signal,
             placement: acquired.placement,
             timed: request.is_timed(),
+            fence: request.is_fence(),
+            generation: self.generation,
             abandoned: false,
         };
+        let at = self.issued.len();
+        self.unsettled.push(at);
+        self.last_use.insert(issued.signal, at);
+        if issued.fence {
+            self.fences.push(at);
+        }
         self.issued.push(issued.clone());
+        self.seen.push(Seen::default());
         Ok(issued)
     }
 
-    /// Every invariant of DESIGN.md section 6 that the rig can see.
+    /// The runtime moved the stream to `queue`: a new generation.
+    pub fn change_queue(&mut self, queue: B::Queue) {
+        self.tracker.note_queue_change(queue.clone());
+        self.queue = queue;
+        self.generation += 1;
+        // No fence of the new generation proves anything issued before.
+        self.proven = self.issued.len();
+    }
+
+    /// A reference on `issued`'s signal (`Tracker::hold`), known to the
+    /// checks while it lives. `None` when the use is already known done.
+    pub fn hold(&mut self, issued: &Issued<B::Queue>) -> Option<Held<B::Memory>> {
+        let reference = Arc::new(self.tracker.hold(&issued.ticket).unwrap()?);
+        // Sequence numbers grow along `issued`.
+        let at = self
+            .issued
+            .binary_search_by_key(&issued.ticket.seq(), |u| u.ticket.seq())
+            .ok()
+            .filter(|&at| self.issued[at].ticket == issued.ticket)
+            .expect("a use this rig issued");
+        self.holds.retain(|hold| hold.reference.strong_count() > 0);
+        self.holds.push(Hold {
+            issued: at,
+            reference: Arc::downgrade(&reference),
+            answered: None,
+        });
+        Some(Held { reference })
+    }
+
+    /// `Tracker::poll`, then every invariant, and the probe's promise
+    /// (DESIGN.md section 6, "every completed use retires once probed"):
+    /// if the newest fence of the current generation that the read index
+    /// passed has completed, every use up to it is known complete.
     #[track_caller]
-    pub fn check(&mut self) {
-        self.assert_no_violations();
-        for issued in &self.issued {
-            let known = self.tracker.known_status(&issued.ticket).unwrap();
-            let Some(truth) = self.truth(issued) else {
-                continue;
-            };
-            match known {
-                Some(Status::Complete) => assert!(
-                    truth.completed,
-                    "use {} reported complete, but packet {} is {truth:?}",
+    pub fn poll(&mut self) -> usize {
+        let rearmed = self.tracker.poll();
+        self.check();
+        // A batched poll may skip its probe; the baseline has none.
+        if self.kind.probes_fences && self.config.probe_batch <= 1 {
+            self.check_probe();
+        }
+        rearmed
+    }
+
+    /// After a probe: every use up to the fence it nominates, if that fence
+    /// completed, is known complete. Looks only at uses no earlier probe
+    /// proved (a later change of answer is `check`'s to see).
+    #[track_caller]
+    fn check_probe(&mut self) {
+        let read_index = tracker::QueueView::read_index(&self.queue);
+        // Positions from `proven` on are all of the current generation.
+        let nominated = self
+            .fences
+            .iter()
+            .rev()
+            .take_while(|&&f| f >= self.proven)
+            .find(|&&f| self.issued[f].index < read_index)
+            .copied();
+        let Some(fence) = nominated else {
+            return;
+        };
+        if !self.truth(&self.issued[fence]).is_some_and(|t| t.completed) {
+            return;
+        }
+        for i in self.proven..=fence {
+            let u = &self.issued[i];
+            let known = self.tracker.known_status(&u.ticket).unwrap();
+            // (`check` judges the answer; this only says it must be there.)
+            if known != Some(Status::Complete) {
+                let f = &self.issued[fence];
+                self.broken(
+                    Check::NotRetiredWhenProven,
+                    format!(
+                        "use {} (index {}) is known {known:?} after a probe: the read index \
+                         {read_index} passed fence use {} (index {}), which completed",
+                        u.ticket.seq(),
+                        u.index,
+                        f.ticket.seq(),
+                        f.index
+                    ),
+                );
+            }
+        }
+        self.proven = fence + 1;
+    }
+
+    /// `Tracker::timestamps`, checked: any stamps it gives are the packet
+    /// processor's (in the time domain the backend reports).
+    #[track_caller]
+    pub fn timestamps(&mut self, issued: &Issued<B::Queue>) -> Option<Timestamps> {
+        let stamps = self.tracker.timestamps(&issued.ticket).unwrap()?;
+        self.check_stamps(issued, stamps, "the tracker");
+        Some(stamps)
+    }
+
+    #[track_caller]
+    fn check_stamps(&self, issued: &Issued<B::Queue>, stamps: Timestamps, who: &str) {
+        let Some(truth) = self.truth(issued) else {
+            return; // forgotten by the machine: nothing to compare with
+        };
+        let reported = |tick: Option<u64>| tick.map(|t| self.gpu.reported_time(t));
+        if !truth.completed
+            || !stamps_match(stamps, reported(truth.start_ts), reported(truth.end_ts))
+        {
+            self.broken(
+                Check::Timestamps,
+                format!(
+                    "{who} gave use {} the stamps {stamps:?}; its packet {} is {truth:?}",
                     issued.ticket.seq(),
                     issued.index
                 ),
-                Some(Status::Failed) => assert!(
-                    truth.failed || issued.abandoned || !truth.completed,
-                    "use {} reported failed, but its packet completed",
-                    issued.ticket.seq()
-                ),
-                _ => {}
+            );
+        }
+    }
+
+    /// A signal handed out must not be busy: its newest issued use (each
+    /// earlier one was looked at when the next was handed out) has
+    /// finished, and no live reference holds it.
+    #[track_caller]
+    fn check_handout(&self, signal: u64) {
+        if let Some(&previous) = self.last_use.get(&signal) {
+            let u = &self.issued[previous];
+            if let Some(truth) = self.truth(u).filter(|t| !(t.completed || t.failed)) {
+                self.broken(
+                    Check::HandedOutBusySignal,
+                    format!(
+                        "{signal:#x} handed out, still the signal of use {} (packet {} is \
+                         {truth:?})",
+                        u.ticket.seq(),
+                        u.index
+                    ),
+                );
             }
         }
-        let census = self.tracker.census();
-        assert!(census.is_balanced(), "a signal went missing: {census:?}");
-        assert!(
-            census.in_flight <= self.config.max_in_flight(),
-            "ring past its bound: {census:?}"
-        );
+        for hold in &self.holds {
+            if hold.reference.strong_count() > 0 && self.issued[hold.issued].signal == signal {
+                self.broken(
+                    Check::RearmWhileHeld,
+                    format!(
+                        "{signal:#x} handed out while a reference on use {} holds it",
+                        self.issued[hold.issued].ticket.seq()
+                    ),
+                );
+            }
+        }
+    }
+
+    /// Every invariant of DESIGN.md section 6 that the rig can see without
+    /// touching signal memory (so no counter a scenario asserts moves),
+    /// judged as the property driver judges them (`scenarios::check`), in
+    /// this order (a false report first: what the tracker did wrong on the
+    /// machine usually follows from it):
+    ///
+    /// - every report about an issued use, the tracker's and each held
+    ///   reference's, is truthful (complete only if its packet completed,
+    ///   failed only if it failed) and never changes once final; a false
+    ///   one that another generation's fence or queue error explains is
+    ///   named [`Check::CrossGeneration`];
+    /// - a held reference's timestamps are the packet processor's;
+    /// - the machine saw no violation: no store to a signal an unfinished
+    ///   packet completes or a waiting barrier reads (re-armed while in
+    ///   flight), no packet published before its signal's re-arm was
+    ///   fenced (and flushed where needed; the stand-in cannot see either);
+    /// - every signal is accounted for and the ring stays within its bound.
+    ///
+    /// With `submit_request` (no handed-out signal busy or held), `poll`
+    /// (every completed use retires once probed) and `timestamps` (stamps
+    /// are the ground truth) it covers them all but one: it cannot see a
+    /// held signal's value without a counted load, so a held signal's
+    /// re-arm shows when it is handed out again, not when it is stored.
+    ///
+    /// A use stays under watch at every check until both its packet and
+    /// the tracker's answer are final; after that, a changed answer shows
+    /// while it is among the [`RECENT`] newest or when the [`ROTATION`]
+    /// comes round to it.
+    #[track_caller]
+    pub fn check(&mut self) {
+        self.checks += 1;
+        for i in std::mem::take(&mut self.unsettled) {
+            if !self.look_at(i) {
+                self.unsettled.push(i);
+            }
+        }
+        // A settled use stays settled (its answer is final): looked at
+        // again only to see that the answer stays.
+        let n = self.issued.len();
+        let start = if n == 0 { 0 } else { self.rotation % n };
+        self.rotation = start + ROTATION;
+        let recent = n.saturating_sub(RECENT)..n;
+        let turn = (start..start + ROTATION.min(n)).map(|i| i % n);
+        for i in recent.chain(turn) {
+            if self.settled(i) {
+                self.look_at(i);
+            }
+        }
+        self.holds.retain(|hold| hold.reference.strong_count() > 0);
+        for h in 0..self.holds.len() {
+            let Some(reference) = self.holds[h].reference.upgrade() else {
+                continue;
+            };
+            let i = self.holds[h].issued;
+            let known = reference.known_status();
+            self.judge_report(i, known, "a held reference", self.holds[h].answered);
+            self.holds[h].answered = self.steady(i, self.holds[h].answered, known);
+            if let Some(stamps) = reference.timestamps() {
+                self.check_stamps(&self.issued[i], stamps, "a held reference");
+            }
+        }
+        self.assert_no_violations();
+        if let Err(failure) = census(&self.tracker.census(), self.config.max_in_flight()) {
+            self.broken(failure.check, failure.detail);
+        }
+    }
+
+    /// Whether issued use `i` is settled (see `look_at`).
+    fn settled(&self, i: usize) -> bool {
+        let seen = self.seen[i];
+        seen.answer.is_some() || (seen.finished && !self.kind.remembers)
+    }
+
+    /// Judges what the tracker says about issued use `i`; returns whether
+    /// the use is settled: answered (for the baseline, which may forget an
+    /// answer, its packet finished). The ground truth is looked up only for
+    /// a new answer (no answer is always truthful) and the baseline's
+    /// unsettled uses.
+    #[track_caller]
+    fn look_at(&mut self, i: usize) -> bool {
+        let said = self.tracker.known_status(&self.issued[i].ticket).unwrap();
+        let Seen { answer, finished } = self.seen[i];
+        let new = match said {
+            Some(_) => said != answer,
+            None => answer.is_some() && self.kind.remembers, // then a change
+        };
+        if new {
+            let finished = self.judge_report(i, said, "the tracker", answer);
+            self.seen[i] = Seen {
+                answer: self.steady(i, answer, said),
+                finished: finished || self.seen[i].finished,
+            };
+        }
+        if self.seen[i].answer.is_some() {
+            return true;
+        }
+        if self.kind.remembers {
+            return false;
+        }
+        if !finished {
+            let u = &self.issued[i];
+            self.seen[i].finished = self
+                .truth(u)
+                .is_none_or(|t| t.completed || t.failed || u.abandoned);
+        }
+        self.seen[i].finished
+    }
+
+    /// Judges one report about issued use `i`; returns whether its ground
+    /// truth is final (or forgotten).
+    #[track_caller]
+    fn judge_report(
+        &self,
+        i: usize,
+        said: Option<Status>,
+        who: &str,
+        before: Option<Status>,
+    ) -> bool {
+        let u = &self.issued[i];
+        let Some(truth) = self.truth(u) else {
+            return true; // forgotten by the machine: nothing to compare with
+        };
+        let failed = truth.failed || u.abandoned;
+        if let Err(check) = truthful(said, truth.completed, failed) {
+            let mut detail = format!(
+                "{who} said {said:?} about use {} of generation {} (it said {before:?} \
+                 before); packet {} is {truth:?}",
+                u.ticket.seq(),
+                u.generation,
+                u.index
+            );
+            let check = match self.other_generation_explains(u, check) {
+                Some(why) => {
+                    detail.push_str(&format!("; {why}"));
+                    Check::CrossGeneration
+                }
+                None => check,
+            };
+            self.broken(check, detail);
+        }
+        truth.completed || failed
+    }
+
+    /// What another generation showed that explains a false report about
+    /// `u` (the property driver's [`Check::CrossGeneration`]): a completed
+    /// fence of another generation at or after its AQL index explains an
+    /// early completion, another generation's failed packet a false
+    /// failure. Looks only once a report is known false.
+    fn other_generation_explains(&self, u: &Issued<B::Queue>, check: Check) -> Option<String> {
+        let other = |o: &&Issued<B::Queue>| o.generation != u.generation;
+        match check {
+            Check::EarlyCompletion => self
+                .fences
+                .iter()
+                .map(|&f| &self.issued[f])
+                .filter(other)
+                .find(|f| f.index >= u.index && self.truth(f).is_some_and(|t| t.completed))
+                .map(|f| {
+                    format!(
+                        "fence use {} (index {}) of generation {} completed",
+                        f.ticket.seq(),
+                        f.index,
+                        f.generation
+                    )
+                }),
+            Check::FalseFailure => self
+                .issued
+                .iter()
+                .filter(other)
+                .find(|o| self.truth(o).is_some_and(|t| t.failed))
+                .map(|o| {
+                    format!(
+                        "use {} of generation {} failed with its queue",
+                        o.ticket.seq(),
+                        o.generation
+                    )
+                }),
+            _ => None,
+        }
+    }
+
+    /// The answer to remember after `said`, or a broken `TicketChanged`.
+    #[track_caller]
+    fn steady(&self, i: usize, before: Option<Status>, said: Option<Status>) -> Option<Status> {
+        if !self.kind.remembers && said.is_none() && before == Some(Status::Complete) {
+            return before; // the baseline keeps no host-side record
+        }
+        steady(before, said).unwrap_or_else(|before| {
+            self.broken(
+                Check::TicketChanged,
+                format!(
+                    "use {} said {said:?} after {before:?}",
+                    self.issued[i].ticket.seq()
+                ),
+            )
+        })
     }
 
     /// Runs the rig's queue until it can do nothing more, then checks.
