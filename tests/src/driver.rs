@@ -829,16 +829,13 @@ impl<T: SimTracker> Driver<T> {
         let failed_submission = packet.issued.is_some();
         match T::KIND {
             TrackerKind::Retiring => {
-                // a_failed_fence_submission_does_not_blind_fence_probing
-                let blinds_probing = failed_submission && packet.barrier;
                 // a_full_ring_waiting_on_a_failed_submissions_issued_part_pushes_back
-                let out_of_signals = self.streams[stream].tracker.census().in_flight
+                self.streams[stream].tracker.census().in_flight
                     >= self.setup.tracker.max_in_flight()
                     && self.model.uses_of(stream).any(|i| {
                         let u = &self.model.uses[i];
                         u.abandoned && !u.truth().settled
-                    });
-                blinds_probing || out_of_signals
+                    })
             }
             TrackerKind::Baseline => {
                 // the_baseline_fails_a_submission_whose_issued_part_already_ran:

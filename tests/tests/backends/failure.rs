@@ -4,12 +4,15 @@
 
 use crate::support::{Backend, Rig, device_signals, on_every_backend};
 use std::time::Duration;
-use tracker::{Config, Error, Purpose, Request, Status, Tracker, WaitPolicy};
+use tracker::{
+    Config, Error, HardwareQueue, Purpose, QueueView, Request, Status, Tracker, WaitPolicy, Work,
+};
 
 on_every_backend! {
     a_queue_error_fails_every_pending_use_once,
     a_partly_issued_submission_waits_for_its_issued_part,
     failing_a_submission_that_was_fully_issued_is_refused,
+    a_failed_fence_submission_does_not_blind_fence_probing,
     an_allocation_failure_is_a_typed_error_and_the_tracker_recovers,
     waits_time_out_with_a_typed_error_and_never_report_false_completion,
     the_baseline_reports_failures_too,
@@ -115,6 +118,36 @@ fn failing_a_submission_that_was_fully_issued_is_refused<B: Backend>() {
     ));
     rig.run();
     assert_eq!(rig.status(&u), Status::Complete);
+}
+
+/// A fence whose submission failed proves nothing, but the fence before it
+/// still does: once the read index passed both, one probe proves the earlier
+/// one (DESIGN.md section 3, proof 2: "the read index nominates the newest
+/// fence it passed"). Was: the failed fence's slot still named itself as its
+/// fence and the tracker's newest fence became none, so probing proved
+/// nothing until a newer fence was submitted and passed.
+fn a_failed_fence_submission_does_not_blind_fence_probing<B: Backend>() {
+    let mut rig = Rig::<B, _>::retiring(device_signals());
+    let fence = rig.submit(true, Purpose::Completion).unwrap();
+    // The next fence's submission fails before issuing anything: its slot
+    // gets an empty packet, as the queue layer does.
+    let index = rig.write_index();
+    let failed = rig
+        .tracker
+        .acquire(Request::packet(index).barrier(true))
+        .unwrap();
+    assert_eq!(rig.queue.reserve().unwrap(), index);
+    rig.queue.publish(index, Work::Marker, true, 0).unwrap();
+    rig.tracker.fail_submission(&failed.ticket, 0).unwrap();
+    rig.run_queue();
+    assert!(rig.queue.read_index() > index, "the read index passed both");
+    rig.tracker.poll();
+    rig.check();
+    assert_eq!(
+        rig.tracker.known_status(&fence.ticket).unwrap(),
+        Some(Status::Complete),
+        "the read index passed a fence that completed: one probe proves it"
+    );
 }
 
 fn an_allocation_failure_is_a_typed_error_and_the_tracker_recovers<B: Backend>() {

@@ -7,7 +7,7 @@
 //! in `scenarios::driver`, `Driver::avoids_known_tracker_bug`) with the fix.
 
 use crate::support::{Backend, Rig, device_signals};
-use tracker::{Config, Error, HardwareQueue, Purpose, QueueView, Request, Status, Tracker, Work};
+use tracker::{Config, Error, HardwareQueue, Purpose, Request, Status, Tracker, Work};
 
 /// One test per backend, ignored with the reason given.
 macro_rules! tracker_bug {
@@ -29,10 +29,6 @@ macro_rules! tracker_bug {
 }
 
 tracker_bug!(
-    a_failed_fence_submission_does_not_blind_fence_probing,
-    "TRACKER BUG (retiring): fail_submission of a fence hides every earlier fence from probing"
-);
-tracker_bug!(
     the_baseline_fails_a_submission_whose_issued_part_already_ran,
     "TRACKER BUG (baseline): fail_submission reads the op count from the signal"
 );
@@ -40,38 +36,6 @@ tracker_bug!(
     a_full_ring_waiting_on_a_failed_submissions_issued_part_pushes_back,
     "TRACKER BUG (retiring): OutOfSignals instead of back-pressure"
 );
-
-/// The retiring tracker. `fail_submission` of a use that asked for the
-/// barrier bit strips its fence flag and `Proofs::forget_fence` sets the
-/// newest fence to none, not to the fence before it; the failed use's own
-/// slot still names itself as its fence. So the read index, once past the
-/// failed submission, nominates a fence that is not one, and probing proves
-/// nothing — not even the earlier fence that did complete — until a newer
-/// fence is submitted and passed. (DESIGN.md section 3, proof 2: "the read
-/// index nominates the newest fence it passed".)
-fn a_failed_fence_submission_does_not_blind_fence_probing<B: Backend>() {
-    let mut rig = Rig::<B, _>::retiring(device_signals());
-    let fence = rig.submit(true, Purpose::Completion).unwrap();
-    // The next fence's submission fails before issuing anything: its slot
-    // gets an empty packet, as the queue layer does.
-    let index = rig.write_index();
-    let failed = rig
-        .tracker
-        .acquire(Request::packet(index).barrier(true))
-        .unwrap();
-    assert_eq!(rig.queue.reserve().unwrap(), index);
-    rig.queue.publish(index, Work::Marker, true, 0).unwrap();
-    rig.tracker.fail_submission(&failed.ticket, 0).unwrap();
-    rig.run_queue();
-    assert!(rig.queue.read_index() > index, "the read index passed both");
-    rig.tracker.poll();
-    rig.check();
-    assert_eq!(
-        rig.tracker.known_status(&fence.ticket).unwrap(),
-        Some(Status::Complete),
-        "the read index passed a fence that completed: one probe proves it"
-    );
-}
 
 /// The baseline. `BaselineTracker::fail_submission` learns how many
 /// operations the use had from its signal's current value. Once an issued

@@ -57,14 +57,28 @@ fn only_barrier_packets_become_the_last_fence() {
     assert_eq!(proofs.last_fence(), 1, "a plain packet is no fence");
     proofs.note_packet(3, 12, true);
     assert_eq!(proofs.last_fence(), 3);
-    proofs.forget_fence(1);
+}
+
+#[test]
+fn forgetting_the_newest_fence_goes_back_to_the_one_before_it() {
+    let mut proofs = Proofs::new(BITS);
+    proofs.note_packet(1, 10, true);
+    proofs.note_packet(2, 11, false);
+    proofs.note_packet(3, 12, true);
+    proofs.forget_fence(1, 0);
     assert_eq!(
         proofs.last_fence(),
         3,
         "forgetting an older fence changes nothing"
     );
-    proofs.forget_fence(3);
-    assert_eq!(proofs.last_fence(), 0);
+    proofs.forget_fence(3, 1);
+    assert_eq!(
+        proofs.last_fence(),
+        1,
+        "not none: the fence before it still proves what precedes it"
+    );
+    proofs.forget_fence(1, 0);
+    assert_eq!(proofs.last_fence(), 0, "no fence before the first");
 }
 
 #[test]
@@ -183,4 +197,136 @@ fn fences_prove_only_aql_uses_of_the_current_generation() {
         "a copy engine is off the queue"
     );
     assert!(!proofs.fence_proves(10, &slot));
+}
+
+/// A retiring tracker on the stepped simulator, with a helper that acquires
+/// and publishes one barrier-AND packet (a fence when `barrier`).
+#[cfg(feature = "sim")]
+mod on_a_tracker {
+    use crate::RetiringTracker;
+    use crate::interface::Tracker;
+    use crate::sim_backend::{self, SimMemory};
+    use crate::ticket::{Request, Status, Ticket};
+
+    type Sim = RetiringTracker<SimMemory, sim::Queue>;
+
+    fn submit(tracker: &mut Sim, queue: &sim::Queue, barrier: bool) -> Ticket {
+        let index = queue.reserve().unwrap();
+        let acquired = tracker
+            .acquire(Request::packet(index).barrier(barrier))
+            .unwrap();
+        sim_backend::submit_wait(queue, index, acquired.signal, &[], barrier);
+        acquired.ticket
+    }
+
+    /// A fence whose submission fails before issuing anything: its packet
+    /// becomes an empty one that names no signal, as the queue layer does.
+    fn submit_failed_fence(tracker: &mut Sim, queue: &sim::Queue) -> Ticket {
+        let index = queue.reserve().unwrap();
+        let acquired = tracker
+            .acquire(Request::packet(index).barrier(true))
+            .unwrap();
+        sim_backend::submit_barrier(queue, index, 0);
+        tracker.fail_submission(&acquired.ticket, 0).unwrap();
+        acquired.ticket
+    }
+
+    fn named_fence(tracker: &Sim, ticket: &Ticket) -> u64 {
+        tracker.ring.get(ticket.seq).unwrap().last_fence
+    }
+
+    #[test]
+    fn a_failed_fence_hands_its_uses_to_the_fence_before_it() {
+        let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default());
+        let fence = submit(&mut tracker, &queue, true);
+        // The fence's submission fails after a plain use was handed out
+        // behind it: both named it as their fence.
+        let index = queue.reserve().unwrap();
+        let failed = tracker
+            .acquire(Request::packet(index).barrier(true))
+            .unwrap()
+            .ticket;
+        sim_backend::submit_barrier(&queue, index, 0);
+        let after = submit(&mut tracker, &queue, false);
+        assert_eq!(named_fence(&tracker, &after), failed.seq);
+        tracker.fail_submission(&failed, 0).unwrap();
+        assert_eq!(named_fence(&tracker, &failed), fence.seq);
+        assert_eq!(named_fence(&tracker, &after), fence.seq);
+        assert_eq!(tracker.proofs.last_fence(), fence.seq);
+        let next = submit(&mut tracker, &queue, false);
+        assert_eq!(named_fence(&tracker, &next), fence.seq);
+
+        queue.run_until_idle();
+        let loads = tracker.stats().host().loads;
+        assert!(
+            tracker.probe(),
+            "the read index nominates the earlier fence"
+        );
+        assert_eq!(
+            tracker.stats().host().loads - loads,
+            1,
+            "one load proves it"
+        );
+        assert_eq!(
+            tracker.known_status(&fence).unwrap(),
+            Some(Status::Complete)
+        );
+        assert_eq!(tracker.known_status(&failed).unwrap(), Some(Status::Failed));
+        assert_eq!(
+            tracker.known_status(&after).unwrap(),
+            None,
+            "a fence proves only the uses before it"
+        );
+        // A newer fence is the newest again, and proves the rest.
+        let newer = submit(&mut tracker, &queue, true);
+        assert_eq!(named_fence(&tracker, &newer), newer.seq);
+        queue.run_until_idle();
+        tracker.poll();
+        assert_eq!(
+            tracker.known_status(&after).unwrap(),
+            Some(Status::Complete)
+        );
+        assert_eq!(tracker.known_status(&next).unwrap(), Some(Status::Complete));
+    }
+
+    #[test]
+    fn a_failed_fence_with_no_fence_before_it_in_flight_names_none() {
+        let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default());
+        // The fence before it retired already.
+        let fence = submit(&mut tracker, &queue, true);
+        queue.run_until_idle();
+        tracker.poll();
+        assert_eq!(
+            tracker.known_status(&fence).unwrap(),
+            Some(Status::Complete)
+        );
+        let failed = submit_failed_fence(&mut tracker, &queue);
+        assert_eq!(
+            tracker.ring.head(),
+            failed.seq,
+            "the earlier fence is reclaimed"
+        );
+        assert_eq!(named_fence(&tracker, &failed), 0);
+        assert_eq!(tracker.proofs.last_fence(), 0);
+
+        // The fence before it is of another queue: it proves nothing here.
+        let fence = submit(&mut tracker, &queue, true);
+        tracker.note_queue_change(queue.clone());
+        let failed = submit_failed_fence(&mut tracker, &queue);
+        assert_eq!(named_fence(&tracker, &fence), fence.seq);
+        assert_eq!(named_fence(&tracker, &failed), 0);
+        assert_eq!(tracker.proofs.last_fence(), 0);
+    }
+
+    #[test]
+    fn a_failed_plain_use_changes_no_fence() {
+        let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default());
+        let fence = submit(&mut tracker, &queue, true);
+        let plain = submit(&mut tracker, &queue, false);
+        let after = submit(&mut tracker, &queue, false);
+        tracker.fail_submission(&plain, 0).unwrap();
+        assert_eq!(named_fence(&tracker, &plain), fence.seq);
+        assert_eq!(named_fence(&tracker, &after), fence.seq);
+        assert_eq!(tracker.proofs.last_fence(), fence.seq);
+    }
 }
