@@ -13,6 +13,7 @@ on_every_backend! {
     a_partly_issued_submission_waits_for_its_issued_part,
     failing_a_submission_that_was_fully_issued_is_refused,
     a_failed_fence_submission_does_not_blind_fence_probing,
+    the_baseline_fails_a_submission_whose_issued_part_already_ran,
     an_allocation_failure_is_a_typed_error_and_the_tracker_recovers,
     waits_time_out_with_a_typed_error_and_never_report_false_completion,
     the_baseline_reports_failures_too,
@@ -148,6 +149,39 @@ fn a_failed_fence_submission_does_not_blind_fence_probing<B: Backend>() {
         Some(Status::Complete),
         "the read index passed a fence that completed: one probe proves it"
     );
+}
+
+/// The baseline fails a submission whose issued operations already ran,
+/// knowing how many operations the use was armed with. Was: it read that
+/// count from the signal's current value, which the issued operations had
+/// lowered (or a queue error had made negative), refused the call as "fully
+/// issued", and the use, its unissued decrements never coming, stayed
+/// pending for ever.
+fn the_baseline_fails_a_submission_whose_issued_part_already_ran<B: Backend>() {
+    let mut rig = Rig::<B, _>::baseline(device_signals());
+    let first = rig.write_index();
+    let acquired = rig
+        .tracker
+        .acquire(Request::packet(first + 2).ops(3))
+        .unwrap();
+    for i in 0..3 {
+        assert_eq!(rig.queue.reserve().unwrap(), first + i);
+    }
+    for i in 0..2 {
+        rig.publish(first + i, acquired.signal, false);
+    }
+    rig.queue
+        .publish(first + 2, Work::Marker, false, 0)
+        .unwrap();
+    // The GPU runs the issued part before the runtime notices the failure.
+    rig.run_queue();
+    assert_eq!(
+        rig.tracker.fail_submission(&acquired.ticket, 2),
+        Ok(()),
+        "two of three operations were issued"
+    );
+    assert_eq!(rig.tracker.query(&acquired.ticket).unwrap(), Status::Failed);
+    rig.check();
 }
 
 fn an_allocation_failure_is_a_typed_error_and_the_tracker_recovers<B: Backend>() {

@@ -29,46 +29,9 @@ macro_rules! tracker_bug {
 }
 
 tracker_bug!(
-    the_baseline_fails_a_submission_whose_issued_part_already_ran,
-    "TRACKER BUG (baseline): fail_submission reads the op count from the signal"
-);
-tracker_bug!(
     a_full_ring_waiting_on_a_failed_submissions_issued_part_pushes_back,
     "TRACKER BUG (retiring): OutOfSignals instead of back-pressure"
 );
-
-/// The baseline. `BaselineTracker::fail_submission` learns how many
-/// operations the use had from its signal's current value. Once an issued
-/// operation has completed (or the queue failed it), that value is smaller
-/// (or negative): it refuses the call as "fully issued", the use is never
-/// failed, and its signal keeps the decrements never issued, so it is
-/// pending for ever.
-fn the_baseline_fails_a_submission_whose_issued_part_already_ran<B: Backend>() {
-    let mut rig = Rig::<B, _>::baseline(device_signals());
-    let first = rig.write_index();
-    let acquired = rig
-        .tracker
-        .acquire(Request::packet(first + 2).ops(3))
-        .unwrap();
-    for i in 0..3 {
-        assert_eq!(rig.queue.reserve().unwrap(), first + i);
-    }
-    for i in 0..2 {
-        rig.publish(first + i, acquired.signal, false);
-    }
-    rig.queue
-        .publish(first + 2, Work::Marker, false, 0)
-        .unwrap();
-    // The GPU runs the issued part before the runtime notices the failure.
-    rig.run_queue();
-    assert_eq!(
-        rig.tracker.fail_submission(&acquired.ticket, 2),
-        Ok(()),
-        "two of three operations were issued"
-    );
-    assert_eq!(rig.tracker.query(&acquired.ticket).unwrap(), Status::Failed);
-    rig.check();
-}
 
 /// The retiring tracker. At the growth limit, with every use in flight
 /// known done but the oldest a failed submission whose issued part still
