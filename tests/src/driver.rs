@@ -620,9 +620,6 @@ impl<T: SimTracker> Driver<T> {
             // The packet ring is full: a runtime waits for the GPU first.
             return Ok(None);
         }
-        if self.avoids_known_tracker_bug(stream, &packet) {
-            return Ok(None);
-        }
         let first = queue.write_index();
         let last = first + u64::from(ops) - 1;
         let request = if packet.copy {
@@ -819,20 +816,6 @@ impl<T: SimTracker> Driver<T> {
             );
         }
         Ok(())
-    }
-
-    /// Whether a submission would run into a tracker bug that a test in
-    /// `tests/backends/tracker_bugs.rs` already shows (ignored there, so it
-    /// FAILS when run): the driver then leaves it out, checking everything
-    /// else. Remove each case with its fix.
-    fn avoids_known_tracker_bug(&self, stream: usize, _packet: &Packet) -> bool {
-        // a_full_ring_waiting_on_a_failed_submissions_issued_part_pushes_back
-        T::KIND == TrackerKind::Retiring
-            && self.streams[stream].tracker.census().in_flight >= self.setup.tracker.max_in_flight()
-            && self.model.uses_of(stream).any(|i| {
-                let u = &self.model.uses[i];
-                u.abandoned && !u.truth().settled
-            })
     }
 
     fn hold(&mut self, stream: StreamId, pick: u8, holder: Holder) -> Result<(), Failure> {

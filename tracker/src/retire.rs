@@ -365,6 +365,25 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         value < 0 || value == i64::from(slot.residual)
     }
 
+    /// Whether use `seq` (in flight) still waits for the GPU: it is not
+    /// known done, or it is a failed submission whose issued part may still
+    /// run and that no proof settles yet (as in `settle`, one load tells).
+    pub(crate) fn awaits_gpu(&mut self, seq: u64) -> bool {
+        let Some(slot) = self.ring.get(seq).copied() else {
+            return false;
+        };
+        match self.known(seq, slot.cell) {
+            None | Some(Status::Pending) => true,
+            Some(Status::Failed) => {
+                slot.residual != 0
+                    && !self.proofs.drained(seq)
+                    && !self.proofs.fence_proves(seq, &slot)
+                    && !self.issued_part_done(&slot)
+            }
+            Some(Status::Complete) => false,
+        }
+    }
+
     /// A queue error: every use of the current generation not yet known done
     /// is settled by a load of its own signal — 0 means its packet completed
     /// before the error, anything else that it never will — so nothing that

@@ -14,6 +14,7 @@ on_every_backend! {
     failing_a_submission_that_was_fully_issued_is_refused,
     a_failed_fence_submission_does_not_blind_fence_probing,
     the_baseline_fails_a_submission_whose_issued_part_already_ran,
+    a_full_ring_waiting_on_a_failed_submissions_issued_part_pushes_back,
     an_allocation_failure_is_a_typed_error_and_the_tracker_recovers,
     waits_time_out_with_a_typed_error_and_never_report_false_completion,
     the_baseline_reports_failures_too,
@@ -182,6 +183,54 @@ fn the_baseline_fails_a_submission_whose_issued_part_already_ran<B: Backend>() {
     );
     assert_eq!(rig.tracker.query(&acquired.ticket).unwrap(), Status::Failed);
     rig.check();
+}
+
+/// At the growth limit, with every use in flight known done but the oldest
+/// a failed submission whose issued part still runs (here on a copy
+/// engine), `acquire` pushes back naming that use: the GPU finishing the
+/// issued part frees its slot (`Tracker::acquire`: "when the ring is at its
+/// limit it returns Error::Backpressure"). Was: `OutOfSignals` ("drop held
+/// references (events, pins) or free memory"), though nothing was held,
+/// because back-pressure looked only for uses not known done.
+fn a_full_ring_waiting_on_a_failed_submissions_issued_part_pushes_back<B: Backend>() {
+    let config = Config {
+        initial_size: 2,
+        growth_limit: 1,
+        refill_batch: 1,
+        ..device_signals()
+    };
+    let mut rig = Rig::<B, _>::retiring(config);
+    let copy_engine = rig.gpu.queue();
+    let copy = rig.tracker.acquire(Request::copy_engine().ops(2)).unwrap();
+    let index = copy_engine.reserve().unwrap();
+    copy_engine
+        .publish(
+            index,
+            Work::Kernel(rig.gpu.empty_kernel()),
+            false,
+            copy.signal,
+        )
+        .unwrap();
+    rig.tracker.fail_submission(&copy.ticket, 1).unwrap();
+    let fence = rig.submit(true, Purpose::Completion).unwrap();
+    rig.run_queue();
+    assert_eq!(rig.status(&fence), Status::Complete);
+    rig.check();
+    let err = rig
+        .tracker
+        .acquire(Request::packet(rig.write_index()).barrier(true))
+        .unwrap_err();
+    let Error::Backpressure { wait_for, .. } = err else {
+        panic!("{err}");
+    };
+    assert_eq!(
+        wait_for, copy.ticket,
+        "the failed use's issued part frees room"
+    );
+    // Once the issued part ran, the slot is free.
+    rig.gpu.run(&copy_engine);
+    rig.submit(true, Purpose::Completion).unwrap();
+    rig.run();
 }
 
 fn an_allocation_failure_is_a_typed_error_and_the_tracker_recovers<B: Backend>() {

@@ -18,4 +18,3 @@ mod sharing;
 mod steady_state;
 mod store_order;
 mod timing;
-mod tracker_bugs;

@@ -1,5 +1,7 @@
 //! Unit tests of the proof state: index order, fences, proofs, drains and
-//! generations, on `Proofs` alone.
+//! generations, on `Proofs` alone; then, on a tracker, what a failed
+//! submission leaves behind: the fences its uses name, and whether its
+//! slot still waits for the GPU.
 
 use super::*;
 use crate::share::host_cells;
@@ -199,8 +201,7 @@ fn fences_prove_only_aql_uses_of_the_current_generation() {
     assert!(!proofs.fence_proves(10, &slot));
 }
 
-/// A retiring tracker on the stepped simulator, with a helper that acquires
-/// and publishes one barrier-AND packet (a fence when `barrier`).
+/// Failed submissions on a retiring tracker over the stepped simulator.
 #[cfg(feature = "sim")]
 mod on_a_tracker {
     use crate::RetiringTracker;
@@ -328,5 +329,94 @@ mod on_a_tracker {
         assert_eq!(named_fence(&tracker, &plain), fence.seq);
         assert_eq!(named_fence(&tracker, &after), fence.seq);
         assert_eq!(tracker.proofs.last_fence(), fence.seq);
+    }
+
+    /// Acquires one use of `ops` operations on the AQL queue and publishes
+    /// the first `issued` (the rest become empty packets), then fails it.
+    fn submit_failed_part(tracker: &mut Sim, queue: &sim::Queue, ops: u32, issued: u32) -> Ticket {
+        let first = queue.write_index();
+        let last = first + u64::from(ops) - 1;
+        let acquired = tracker.acquire(Request::packet(last).ops(ops)).unwrap();
+        for index in first..=last {
+            assert_eq!(queue.reserve().unwrap(), index);
+            let signal = if index < first + u64::from(issued) {
+                acquired.signal
+            } else {
+                0
+            };
+            sim_backend::submit_kernel(queue, index, signal, false);
+        }
+        tracker.fail_submission(&acquired.ticket, issued).unwrap();
+        acquired.ticket
+    }
+
+    fn loads(tracker: &Sim) -> u64 {
+        tracker.stats().host().loads + tracker.stats().device().loads
+    }
+
+    #[test]
+    fn a_failed_submission_awaits_the_gpu_until_its_issued_part_ran() {
+        let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default());
+        let failed = submit_failed_part(&mut tracker, &queue, 3, 2);
+        let plain = submit(&mut tracker, &queue, false);
+        assert_eq!(tracker.known_status(&failed).unwrap(), Some(Status::Failed));
+        assert!(
+            tracker.awaits_gpu(failed.seq),
+            "known failed, but its part runs"
+        );
+        assert!(tracker.awaits_gpu(plain.seq), "not known done");
+        queue.run_until_idle();
+        assert!(!tracker.awaits_gpu(failed.seq), "its issued part ran");
+
+        // A fence after it proves its issued part ran, with no load.
+        let failed = submit_failed_part(&mut tracker, &queue, 2, 1);
+        let fence = submit(&mut tracker, &queue, true);
+        queue.run_until_idle();
+        assert!(tracker.probe());
+        let before = loads(&tracker);
+        assert!(!tracker.awaits_gpu(failed.seq));
+        assert!(!tracker.awaits_gpu(fence.seq));
+        assert_eq!(loads(&tracker), before, "the fence proves it");
+    }
+
+    /// A full ring whose oldest use is a failed copy-engine submission still
+    /// running pushes back naming it, not "out of signals": its issued part
+    /// finishing frees the slot.
+    #[test]
+    fn back_pressure_names_a_failed_submission_whose_issued_part_runs() {
+        let config = crate::Config {
+            initial_size: 2,
+            growth_limit: 1,
+            refill_batch: 1,
+            ..Default::default()
+        };
+        let (mut tracker, queue) = sim_backend::stepped_tracker(config);
+        let copy_engine = tracker
+            .shared
+            .memory
+            .sim()
+            .create_queue(sim::QueueConfig::default())
+            .unwrap();
+        let copy = tracker.acquire(Request::copy_engine().ops(2)).unwrap();
+        let index = copy_engine.reserve().unwrap();
+        sim_backend::submit_kernel(&copy_engine, index, copy.signal, false);
+        tracker.fail_submission(&copy.ticket, 1).unwrap();
+        let fence = submit(&mut tracker, &queue, true);
+        queue.run_until_idle();
+        assert_eq!(tracker.query(&fence).unwrap(), Status::Complete);
+
+        let next = Request::packet(queue.write_index()).barrier(true);
+        match tracker.acquire(next) {
+            Err(crate::Error::Backpressure {
+                wait_for,
+                in_flight,
+            }) => {
+                assert_eq!((wait_for, in_flight), (copy.ticket, 2));
+            }
+            other => panic!("expected back-pressure, got {other:?}"),
+        }
+        copy_engine.run_until_idle();
+        assert!(tracker.acquire(next).is_ok(), "its issued part ran: room");
+        assert_eq!(tracker.query(&copy.ticket).unwrap(), Status::Failed);
     }
 }
