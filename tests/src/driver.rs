@@ -620,9 +620,6 @@ impl<T: SimTracker> Driver<T> {
             // The packet ring is full: a runtime waits for the GPU first.
             return Ok(None);
         }
-        if self.avoids_known_tracker_bug(stream, &packet) {
-            return Ok(None);
-        }
         let first = queue.write_index();
         let last = first + u64::from(ops) - 1;
         let request = if packet.copy {
@@ -819,41 +816,6 @@ impl<T: SimTracker> Driver<T> {
             );
         }
         Ok(())
-    }
-
-    /// Whether a submission would run into a tracker bug that a test in
-    /// `tests/backends/tracker_bugs.rs` already shows (ignored there, so it
-    /// FAILS when run): the driver then leaves it out, checking everything
-    /// else. Remove each case with its fix.
-    fn avoids_known_tracker_bug(&self, stream: usize, packet: &Packet) -> bool {
-        let failed_submission = packet.issued.is_some();
-        match T::KIND {
-            TrackerKind::Retiring => {
-                // a_failed_fence_submission_does_not_blind_fence_probing
-                let blinds_probing = failed_submission && packet.barrier;
-                // a_full_ring_waiting_on_a_failed_submissions_issued_part_pushes_back
-                let out_of_signals = self.streams[stream].tracker.census().in_flight
-                    >= self.setup.tracker.max_in_flight()
-                    && self.model.uses_of(stream).any(|i| {
-                        let u = &self.model.uses[i];
-                        u.abandoned && !u.truth().settled
-                    });
-                blinds_probing || out_of_signals
-            }
-            TrackerKind::Baseline => {
-                // the_baseline_fails_a_submission_whose_issued_part_already_ran:
-                // on a failed queue the issued part fails as it is published.
-                let s = &self.streams[stream];
-                let queue = if packet.copy {
-                    s.copy.as_ref()
-                } else {
-                    s.queues.last()
-                };
-                failed_submission
-                    && packet.issued != Some(0)
-                    && queue.is_some_and(|queue| queue.is_failed())
-            }
-        }
     }
 
     fn hold(&mut self, stream: StreamId, pick: u8, holder: Holder) -> Result<(), Failure> {

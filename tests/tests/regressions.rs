@@ -3,7 +3,7 @@
 //! its fix (named in the test's doc comment).
 
 use scenarios::TrackerKind;
-use scenarios::ops::{Deadline, Op, PurposeChoice::*, StreamId::*};
+use scenarios::ops::{Deadline, EngineStep, Op, PurposeChoice::*, StreamId::*};
 use scenarios::search::run;
 use scenarios::setup::setups;
 
@@ -176,6 +176,89 @@ fn backpressure_names_a_use_whose_completion_frees_room() {
         },
     ];
     assert_every_invariant_holds(TrackerKind::Retiring, 0, &ops);
+}
+
+#[test]
+/// Was: a failed fence submission blinded fence probing (the failed use
+/// still named itself as its fence, and the newest fence became none).
+fn a_failed_fence_submission_leaves_the_fence_before_it_provable() {
+    let ops = [
+        submit(B, true, Completion, false),
+        Op::FailSubmission {
+            stream: B,
+            copy: false,
+            ops: 2,
+            issued: 1,
+            barrier: true,
+            purpose: TimingOnly,
+            timed: true,
+        },
+        Op::RunQueue {
+            stream: B,
+            queue: 36,
+        },
+        Op::Poll { stream: B },
+    ];
+    assert_every_invariant_holds(TrackerKind::Retiring, 3, &ops);
+}
+
+#[test]
+/// Was: the baseline's fail_submission read the op count from the signal,
+/// which a queue error had made negative, and refused as "fully issued".
+fn the_baseline_fails_a_submission_whose_issued_part_failed() {
+    let ops = [
+        Op::SubmitCopy {
+            stream: B,
+            ops: 2,
+            purpose: CpuSync,
+            timed: false,
+        },
+        Op::CopyEngine {
+            stream: B,
+            step: EngineStep::Fail,
+        },
+        Op::FailSubmission {
+            stream: B,
+            copy: true,
+            ops: 3,
+            issued: 1,
+            barrier: true,
+            purpose: Completion,
+            timed: false,
+        },
+    ];
+    assert_every_invariant_holds(TrackerKind::Baseline, 2, &ops);
+}
+
+#[test]
+/// Was: a full ring whose oldest use was a failed copy-engine submission
+/// still running reported OutOfSignals instead of back-pressure.
+fn a_full_ring_behind_a_failed_submissions_issued_part_pushes_back() {
+    let ops = [
+        Op::FailSubmission {
+            stream: B,
+            copy: true,
+            ops: 3,
+            issued: 2,
+            barrier: false,
+            purpose: TimingOnly,
+            timed: false,
+        },
+        submit(B, true, Completion, true),
+        submit(B, true, GpuWaiter, false),
+        Op::RunQueue {
+            stream: B,
+            queue: 37,
+        },
+        Op::SubmitOps {
+            stream: B,
+            ops: 2,
+            barrier: true,
+            purpose: GpuWaiter,
+            timed: false,
+        },
+    ];
+    assert_every_invariant_holds(TrackerKind::Retiring, 1, &ops);
 }
 
 /// Every crash input kept in `fuzz/regressions` replays with every

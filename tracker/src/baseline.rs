@@ -33,6 +33,8 @@ struct SlotUse {
     generation: Generation,
     timed: bool,
     copy: bool,
+    /// Operations that decrement the signal (its arming value).
+    ops: u32,
     residual: u32,
 }
 
@@ -255,6 +257,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
             seq,
             timed: request.is_timed(),
             copy,
+            ops: request.ops,
             residual: 0,
         });
         self.stats.uses += 1;
@@ -455,17 +458,18 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
         if self.shared.known_status(ticket.seq, c).is_some() {
             return Err(invalid("done"));
         }
-        // SAFETY: as in `load`.
-        let ops = unsafe { self.shared.memory.load(c.signal) }.max(1) as u32;
-        self.stats.accesses[c.placement.index()].loads += 1;
-        if issued >= ops {
+        // The count the use was armed with, not the signal's value: issued
+        // operations that already ran (or failed) have changed that.
+        let u = self.slots[slot]
+            .last_use
+            .as_mut()
+            .expect("slot_of found the use");
+        if issued >= u.ops {
             return Err(invalid("fully issued"));
         }
+        u.residual = u.ops - issued;
         if c.fail(ticket.seq) {
             self.note_failed(ticket.seq);
-        }
-        if let Some(u) = self.slots[slot].last_use.as_mut() {
-            u.residual = ops - issued;
         }
         Ok(())
     }
@@ -495,3 +499,6 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
         }
     }
 }
+
+#[cfg(all(test, not(loom), feature = "sim"))]
+mod tests;

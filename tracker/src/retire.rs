@@ -109,10 +109,13 @@ impl Proofs {
     }
 
     /// Forgets a fence whose packet will not complete as a whole (its
-    /// submission failed): new uses no longer name it as their fence.
-    pub(crate) fn forget_fence(&mut self, seq: u64) {
+    /// submission failed): if it was the newest, the newest is `previous`
+    /// again, the fence before it (0: none), so new uses name that one. Not
+    /// none: the read index, once past the failed packet, would then
+    /// nominate nothing, and probing prove nothing until a newer fence.
+    pub(crate) fn forget_fence(&mut self, seq: u64, previous: u64) {
         if self.last_fence == seq {
-            self.last_fence = 0;
+            self.last_fence = previous;
         }
     }
 
@@ -378,6 +381,25 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         value < 0 || value == i64::from(slot.residual)
     }
 
+    /// Whether use `seq` (in flight) still waits for the GPU: it is not
+    /// known done, or it is a failed submission whose issued part may still
+    /// run and that no proof settles yet (as in `settle`, one load tells).
+    pub(crate) fn awaits_gpu(&mut self, seq: u64) -> bool {
+        let Some(slot) = self.ring.get(seq).copied() else {
+            return false;
+        };
+        match self.known(seq, slot.cell) {
+            None | Some(Status::Pending) => true,
+            Some(Status::Failed) => {
+                slot.residual != 0
+                    && !self.proofs.drained(seq)
+                    && !self.proofs.fence_proves(seq, &slot)
+                    && !self.issued_part_done(&slot)
+            }
+            Some(Status::Complete) => false,
+        }
+    }
+
     /// A queue error: every use of the current generation not yet known done
     /// is settled by a load of its own signal — 0 means its packet completed
     /// before the error, anything else that it never will — so nothing that
@@ -439,14 +461,42 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             return Err(invalid("fully issued"));
         }
         slot.residual = slot.ops - issued;
+        let was_fence = slot.is(Slot::<M::Signal>::FENCE);
         // It will never complete as a whole: it proves nothing.
         slot.flags &= !Slot::<M::Signal>::FENCE;
         // SAFETY: the cell belongs to `self.shared`.
         if unsafe { cell.get() }.fail(ticket.seq) {
             self.stats.failed += 1;
         }
-        self.proofs.forget_fence(ticket.seq);
+        if was_fence {
+            self.forget_fence(ticket.seq);
+        }
         Ok(())
+    }
+
+    /// Use `seq`, a fence, failed: it and the uses after it that named it as
+    /// their fence name the fence before it instead, so that the read index,
+    /// once past them, nominates a fence that can still prove something.
+    /// Cold: only after a failed submission.
+    fn forget_fence(&mut self, seq: u64) {
+        // The fence at or before the previous use, if that one is of this
+        // generation and still in flight; else any earlier fence is retired
+        // already, or of another queue, and none is as good.
+        let previous = self
+            .ring
+            .get(seq - 1)
+            .filter(|_| seq > self.proofs.generation_start())
+            .map_or(0, |slot| slot.last_fence);
+        // The uses naming it follow it directly (the failed use first): the
+        // next fence, or a new generation, ends them.
+        for later in seq..self.ring.tail() {
+            let slot = self.ring.get_mut(later).expect("in flight");
+            if slot.last_fence != seq {
+                break;
+            }
+            slot.last_fence = previous;
+        }
+        self.proofs.forget_fence(seq, previous);
     }
 }
 

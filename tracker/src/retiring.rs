@@ -326,10 +326,13 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
 
     /// What to do when the ring is full and cannot grow: name a use whose
     /// completion frees room — the newest fence near the front that is not
-    /// known done (it retires everything before it), else the oldest use not
-    /// known done. If every use in flight is known done, the ring is blocked
-    /// by held signals with no spare to replace them: out of signals.
-    fn backpressure(&self) -> Error {
+    /// known done (it retires everything before it), else the oldest use
+    /// that still waits for the GPU (not known done, or a failed submission
+    /// whose issued part still runs: known failed, but its slot frees only
+    /// once that part finished). If no use in flight waits for the GPU, the
+    /// ring is blocked by held signals with no spare to replace them: out of
+    /// signals.
+    fn backpressure(&mut self) -> Error {
         let head = self.ring.head();
         let window_end = (head + self.config.backpressure_window as u64).min(self.ring.tail());
         let pending = |seq: u64| {
@@ -342,7 +345,8 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
                 slot.is(Slot::<M::Signal>::FENCE) && self.proofs.fences_can_prove(seq, slot)
             })
         });
-        match fence.or_else(|| (head..self.ring.tail()).find(|&seq| pending(seq).is_some())) {
+        let tail = self.ring.tail();
+        match fence.or_else(|| (head..tail).find(|&seq| self.awaits_gpu(seq))) {
             Some(seq) => {
                 let slot = self.ring.get(seq).expect("in flight");
                 Error::Backpressure {

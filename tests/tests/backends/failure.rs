@@ -4,12 +4,17 @@
 
 use crate::support::{Backend, Rig, device_signals, on_every_backend};
 use std::time::Duration;
-use tracker::{Config, Error, Purpose, Request, Status, Tracker, WaitPolicy};
+use tracker::{
+    Config, Error, HardwareQueue, Purpose, QueueView, Request, Status, Tracker, WaitPolicy, Work,
+};
 
 on_every_backend! {
     a_queue_error_fails_every_pending_use_once,
     a_partly_issued_submission_waits_for_its_issued_part,
     failing_a_submission_that_was_fully_issued_is_refused,
+    a_failed_fence_submission_does_not_blind_fence_probing,
+    the_baseline_fails_a_submission_whose_issued_part_already_ran,
+    a_full_ring_waiting_on_a_failed_submissions_issued_part_pushes_back,
     an_allocation_failure_is_a_typed_error_and_the_tracker_recovers,
     waits_time_out_with_a_typed_error_and_never_report_false_completion,
     the_baseline_reports_failures_too,
@@ -112,6 +117,117 @@ fn failing_a_submission_that_was_fully_issued_is_refused<B: Backend>() {
     ));
     rig.run();
     assert_eq!(rig.status(&u), Status::Complete);
+}
+
+/// A fence whose submission failed proves nothing, but the fence before it
+/// still does: once the read index passed both, one probe proves the earlier
+/// one (DESIGN.md section 3, proof 2: "the read index nominates the newest
+/// fence it passed"). Was: the failed fence's slot still named itself as its
+/// fence and the tracker's newest fence became none, so probing proved
+/// nothing until a newer fence was submitted and passed.
+fn a_failed_fence_submission_does_not_blind_fence_probing<B: Backend>() {
+    let mut rig = Rig::<B, _>::retiring(device_signals());
+    let fence = rig.submit(true, Purpose::Completion).unwrap();
+    // The next fence's submission fails before issuing anything: its slot
+    // gets an empty packet, as the queue layer does.
+    let index = rig.write_index();
+    let failed = rig
+        .tracker
+        .acquire(Request::packet(index).barrier(true))
+        .unwrap();
+    assert_eq!(rig.queue.reserve().unwrap(), index);
+    rig.queue.publish(index, Work::Marker, true, 0).unwrap();
+    rig.tracker.fail_submission(&failed.ticket, 0).unwrap();
+    rig.run_queue();
+    assert!(rig.queue.read_index() > index, "the read index passed both");
+    rig.tracker.poll();
+    rig.check();
+    assert_eq!(
+        rig.tracker.known_status(&fence.ticket).unwrap(),
+        Some(Status::Complete),
+        "the read index passed a fence that completed: one probe proves it"
+    );
+}
+
+/// The baseline fails a submission whose issued operations already ran,
+/// knowing how many operations the use was armed with. Was: it read that
+/// count from the signal's current value, which the issued operations had
+/// lowered (or a queue error had made negative), refused the call as "fully
+/// issued", and the use, its unissued decrements never coming, stayed
+/// pending for ever.
+fn the_baseline_fails_a_submission_whose_issued_part_already_ran<B: Backend>() {
+    let mut rig = Rig::<B, _>::baseline(device_signals());
+    let first = rig.write_index();
+    let acquired = rig
+        .tracker
+        .acquire(Request::packet(first + 2).ops(3))
+        .unwrap();
+    for i in 0..3 {
+        assert_eq!(rig.queue.reserve().unwrap(), first + i);
+    }
+    for i in 0..2 {
+        rig.publish(first + i, acquired.signal, false);
+    }
+    rig.queue
+        .publish(first + 2, Work::Marker, false, 0)
+        .unwrap();
+    // The GPU runs the issued part before the runtime notices the failure.
+    rig.run_queue();
+    assert_eq!(
+        rig.tracker.fail_submission(&acquired.ticket, 2),
+        Ok(()),
+        "two of three operations were issued"
+    );
+    assert_eq!(rig.tracker.query(&acquired.ticket).unwrap(), Status::Failed);
+    rig.check();
+}
+
+/// At the growth limit, with every use in flight known done but the oldest
+/// a failed submission whose issued part still runs (here on a copy
+/// engine), `acquire` pushes back naming that use: the GPU finishing the
+/// issued part frees its slot (`Tracker::acquire`: "when the ring is at its
+/// limit it returns Error::Backpressure"). Was: `OutOfSignals` ("drop held
+/// references (events, pins) or free memory"), though nothing was held,
+/// because back-pressure looked only for uses not known done.
+fn a_full_ring_waiting_on_a_failed_submissions_issued_part_pushes_back<B: Backend>() {
+    let config = Config {
+        initial_size: 2,
+        growth_limit: 1,
+        refill_batch: 1,
+        ..device_signals()
+    };
+    let mut rig = Rig::<B, _>::retiring(config);
+    let copy_engine = rig.gpu.queue();
+    let copy = rig.tracker.acquire(Request::copy_engine().ops(2)).unwrap();
+    let index = copy_engine.reserve().unwrap();
+    copy_engine
+        .publish(
+            index,
+            Work::Kernel(rig.gpu.empty_kernel()),
+            false,
+            copy.signal,
+        )
+        .unwrap();
+    rig.tracker.fail_submission(&copy.ticket, 1).unwrap();
+    let fence = rig.submit(true, Purpose::Completion).unwrap();
+    rig.run_queue();
+    assert_eq!(rig.status(&fence), Status::Complete);
+    rig.check();
+    let err = rig
+        .tracker
+        .acquire(Request::packet(rig.write_index()).barrier(true))
+        .unwrap_err();
+    let Error::Backpressure { wait_for, .. } = err else {
+        panic!("{err}");
+    };
+    assert_eq!(
+        wait_for, copy.ticket,
+        "the failed use's issued part frees room"
+    );
+    // Once the issued part ran, the slot is free.
+    rig.gpu.run(&copy_engine);
+    rig.submit(true, Purpose::Completion).unwrap();
+    rig.run();
 }
 
 fn an_allocation_failure_is_a_typed_error_and_the_tracker_recovers<B: Backend>() {

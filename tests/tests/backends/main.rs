@@ -19,4 +19,3 @@ mod steady_state;
 mod store_order;
 mod teeth;
 mod timing;
-mod tracker_bugs;

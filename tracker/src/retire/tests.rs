@@ -1,5 +1,7 @@
 //! Unit tests of the proof state: index order, fences, proofs, drains and
-//! generations, on `Proofs` alone.
+//! generations, on `Proofs` alone; then, on a tracker, what a failed
+//! submission leaves behind: the fences its uses name, and whether its
+//! slot still waits for the GPU.
 
 use super::*;
 use crate::share::host_cells;
@@ -57,14 +59,28 @@ fn only_barrier_packets_become_the_last_fence() {
     assert_eq!(proofs.last_fence(), 1, "a plain packet is no fence");
     proofs.note_packet(3, 12, true);
     assert_eq!(proofs.last_fence(), 3);
-    proofs.forget_fence(1);
+}
+
+#[test]
+fn forgetting_the_newest_fence_goes_back_to_the_one_before_it() {
+    let mut proofs = Proofs::new(BITS);
+    proofs.note_packet(1, 10, true);
+    proofs.note_packet(2, 11, false);
+    proofs.note_packet(3, 12, true);
+    proofs.forget_fence(1, 0);
     assert_eq!(
         proofs.last_fence(),
         3,
         "forgetting an older fence changes nothing"
     );
-    proofs.forget_fence(3);
-    assert_eq!(proofs.last_fence(), 0);
+    proofs.forget_fence(3, 1);
+    assert_eq!(
+        proofs.last_fence(),
+        1,
+        "not none: the fence before it still proves what precedes it"
+    );
+    proofs.forget_fence(1, 0);
+    assert_eq!(proofs.last_fence(), 0, "no fence before the first");
 }
 
 #[test]
@@ -188,4 +204,224 @@ fn fences_prove_only_aql_uses_of_the_current_generation() {
         "a copy engine is off the queue"
     );
     assert!(!proofs.fence_proves(10, &slot));
+}
+
+/// Failed submissions on a retiring tracker over the stepped simulator.
+#[cfg(feature = "sim")]
+mod on_a_tracker {
+    use crate::RetiringTracker;
+    use crate::interface::Tracker;
+    use crate::sim_backend::{self, SimMemory};
+    use crate::ticket::{Request, Status, Ticket};
+
+    type Sim = RetiringTracker<SimMemory, sim::Queue>;
+
+    fn submit(tracker: &mut Sim, queue: &sim::Queue, barrier: bool) -> Ticket {
+        let index = queue.reserve().unwrap();
+        let acquired = tracker
+            .acquire(Request::packet(index).barrier(barrier))
+            .unwrap();
+        sim_backend::submit_wait(queue, index, acquired.signal, &[], barrier);
+        acquired.ticket
+    }
+
+    /// A fence whose submission fails before issuing anything: its packet
+    /// becomes an empty one that names no signal, as the queue layer does.
+    fn submit_failed_fence(tracker: &mut Sim, queue: &sim::Queue) -> Ticket {
+        let index = queue.reserve().unwrap();
+        let acquired = tracker
+            .acquire(Request::packet(index).barrier(true))
+            .unwrap();
+        sim_backend::submit_barrier(queue, index, 0);
+        tracker.fail_submission(&acquired.ticket, 0).unwrap();
+        acquired.ticket
+    }
+
+    fn named_fence(tracker: &Sim, ticket: &Ticket) -> u64 {
+        tracker.ring.get(ticket.seq).unwrap().last_fence
+    }
+
+    #[test]
+    fn a_failed_fence_hands_its_uses_to_the_fence_before_it() {
+        let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default());
+        let fence = submit(&mut tracker, &queue, true);
+        // The fence's submission fails after a plain use was handed out
+        // behind it: both named it as their fence.
+        let index = queue.reserve().unwrap();
+        let failed = tracker
+            .acquire(Request::packet(index).barrier(true))
+            .unwrap()
+            .ticket;
+        sim_backend::submit_barrier(&queue, index, 0);
+        let after = submit(&mut tracker, &queue, false);
+        assert_eq!(named_fence(&tracker, &after), failed.seq);
+        tracker.fail_submission(&failed, 0).unwrap();
+        assert_eq!(named_fence(&tracker, &failed), fence.seq);
+        assert_eq!(named_fence(&tracker, &after), fence.seq);
+        assert_eq!(tracker.proofs.last_fence(), fence.seq);
+        let next = submit(&mut tracker, &queue, false);
+        assert_eq!(named_fence(&tracker, &next), fence.seq);
+
+        queue.run_until_idle();
+        let loads = tracker.stats().host().loads;
+        assert!(
+            tracker.probe(),
+            "the read index nominates the earlier fence"
+        );
+        assert_eq!(
+            tracker.stats().host().loads - loads,
+            1,
+            "one load proves it"
+        );
+        assert_eq!(
+            tracker.known_status(&fence).unwrap(),
+            Some(Status::Complete)
+        );
+        assert_eq!(tracker.known_status(&failed).unwrap(), Some(Status::Failed));
+        assert_eq!(
+            tracker.known_status(&after).unwrap(),
+            None,
+            "a fence proves only the uses before it"
+        );
+        // A newer fence is the newest again, and proves the rest.
+        let newer = submit(&mut tracker, &queue, true);
+        assert_eq!(named_fence(&tracker, &newer), newer.seq);
+        queue.run_until_idle();
+        tracker.poll();
+        assert_eq!(
+            tracker.known_status(&after).unwrap(),
+            Some(Status::Complete)
+        );
+        assert_eq!(tracker.known_status(&next).unwrap(), Some(Status::Complete));
+    }
+
+    #[test]
+    fn a_failed_fence_with_no_fence_before_it_in_flight_names_none() {
+        let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default());
+        // The fence before it retired already.
+        let fence = submit(&mut tracker, &queue, true);
+        queue.run_until_idle();
+        tracker.poll();
+        assert_eq!(
+            tracker.known_status(&fence).unwrap(),
+            Some(Status::Complete)
+        );
+        let failed = submit_failed_fence(&mut tracker, &queue);
+        assert_eq!(
+            tracker.ring.head(),
+            failed.seq,
+            "the earlier fence is reclaimed"
+        );
+        assert_eq!(named_fence(&tracker, &failed), 0);
+        assert_eq!(tracker.proofs.last_fence(), 0);
+
+        // The fence before it is of another queue: it proves nothing here.
+        let fence = submit(&mut tracker, &queue, true);
+        tracker.note_queue_change(queue.clone());
+        let failed = submit_failed_fence(&mut tracker, &queue);
+        assert_eq!(named_fence(&tracker, &fence), fence.seq);
+        assert_eq!(named_fence(&tracker, &failed), 0);
+        assert_eq!(tracker.proofs.last_fence(), 0);
+    }
+
+    #[test]
+    fn a_failed_plain_use_changes_no_fence() {
+        let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default());
+        let fence = submit(&mut tracker, &queue, true);
+        let plain = submit(&mut tracker, &queue, false);
+        let after = submit(&mut tracker, &queue, false);
+        tracker.fail_submission(&plain, 0).unwrap();
+        assert_eq!(named_fence(&tracker, &plain), fence.seq);
+        assert_eq!(named_fence(&tracker, &after), fence.seq);
+        assert_eq!(tracker.proofs.last_fence(), fence.seq);
+    }
+
+    /// Acquires one use of `ops` operations on the AQL queue and publishes
+    /// the first `issued` (the rest become empty packets), then fails it.
+    fn submit_failed_part(tracker: &mut Sim, queue: &sim::Queue, ops: u32, issued: u32) -> Ticket {
+        let first = queue.write_index();
+        let last = first + u64::from(ops) - 1;
+        let acquired = tracker.acquire(Request::packet(last).ops(ops)).unwrap();
+        for index in first..=last {
+            assert_eq!(queue.reserve().unwrap(), index);
+            let signal = if index < first + u64::from(issued) {
+                acquired.signal
+            } else {
+                0
+            };
+            sim_backend::submit_kernel(queue, index, signal, false);
+        }
+        tracker.fail_submission(&acquired.ticket, issued).unwrap();
+        acquired.ticket
+    }
+
+    fn loads(tracker: &Sim) -> u64 {
+        tracker.stats().host().loads + tracker.stats().device().loads
+    }
+
+    #[test]
+    fn a_failed_submission_awaits_the_gpu_until_its_issued_part_ran() {
+        let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default());
+        let failed = submit_failed_part(&mut tracker, &queue, 3, 2);
+        let plain = submit(&mut tracker, &queue, false);
+        assert_eq!(tracker.known_status(&failed).unwrap(), Some(Status::Failed));
+        assert!(
+            tracker.awaits_gpu(failed.seq),
+            "known failed, but its part runs"
+        );
+        assert!(tracker.awaits_gpu(plain.seq), "not known done");
+        queue.run_until_idle();
+        assert!(!tracker.awaits_gpu(failed.seq), "its issued part ran");
+
+        // A fence after it proves its issued part ran, with no load.
+        let failed = submit_failed_part(&mut tracker, &queue, 2, 1);
+        let fence = submit(&mut tracker, &queue, true);
+        queue.run_until_idle();
+        assert!(tracker.probe());
+        let before = loads(&tracker);
+        assert!(!tracker.awaits_gpu(failed.seq));
+        assert!(!tracker.awaits_gpu(fence.seq));
+        assert_eq!(loads(&tracker), before, "the fence proves it");
+    }
+
+    /// A full ring whose oldest use is a failed copy-engine submission still
+    /// running pushes back naming it, not "out of signals": its issued part
+    /// finishing frees the slot.
+    #[test]
+    fn back_pressure_names_a_failed_submission_whose_issued_part_runs() {
+        let config = crate::Config {
+            initial_size: 2,
+            growth_limit: 1,
+            refill_batch: 1,
+            ..Default::default()
+        };
+        let (mut tracker, queue) = sim_backend::stepped_tracker(config);
+        let copy_engine = tracker
+            .shared
+            .memory
+            .sim()
+            .create_queue(sim::QueueConfig::default())
+            .unwrap();
+        let copy = tracker.acquire(Request::copy_engine().ops(2)).unwrap();
+        let index = copy_engine.reserve().unwrap();
+        sim_backend::submit_kernel(&copy_engine, index, copy.signal, false);
+        tracker.fail_submission(&copy.ticket, 1).unwrap();
+        let fence = submit(&mut tracker, &queue, true);
+        queue.run_until_idle();
+        assert_eq!(tracker.query(&fence).unwrap(), Status::Complete);
+
+        let next = Request::packet(queue.write_index()).barrier(true);
+        match tracker.acquire(next) {
+            Err(crate::Error::Backpressure {
+                wait_for,
+                in_flight,
+            }) => {
+                assert_eq!((wait_for, in_flight), (copy.ticket, 2));
+            }
+            other => panic!("expected back-pressure, got {other:?}"),
+        }
+        copy_engine.run_until_idle();
+        assert!(tracker.acquire(next).is_ok(), "its issued part ran: room");
+        assert_eq!(tracker.query(&copy.ticket).unwrap(), Status::Failed);
+    }
 }
