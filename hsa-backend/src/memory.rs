@@ -407,7 +407,7 @@ impl SignalPool {
         if base.is_null() {
             return Err("the pool returned a null block".to_owned());
         }
-        if base as usize % align_of::<amd_signal_t>() != 0 {
+        if !(base as usize).is_multiple_of(align_of::<amd_signal_t>()) {
             // SAFETY: `base` came from the allocation just made; nothing else
             // refers to it.
             unsafe { api.hsa_amd_memory_pool_free(base) };

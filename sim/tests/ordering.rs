@@ -183,16 +183,16 @@ fn check(out_of_order: bool, size: u32, ops: &[Op]) -> Result<(), TestCaseError>
             Op::Launch => {
                 let launched = q.launch();
                 prop_assert_eq!(launched, model.launch());
-                if let Ok(index) = launched {
-                    if q.truth(index).unwrap().barrier {
-                        for earlier in 0..index {
-                            prop_assert!(
-                                q.truth(earlier).unwrap().completed,
-                                "fence {} launched before {} completed",
-                                index,
-                                earlier
-                            );
-                        }
+                if let Ok(index) = launched
+                    && q.truth(index).unwrap().barrier
+                {
+                    for earlier in 0..index {
+                        prop_assert!(
+                            q.truth(earlier).unwrap().completed,
+                            "fence {} launched before {} completed",
+                            index,
+                            earlier
+                        );
                     }
                 }
             }

@@ -121,7 +121,7 @@ fn worker(
         match splitmix(&mut rng) % 10 {
             // Record an event (hipEventRecord), keeping at most 16.
             0..=3 => {
-                let barrier = splitmix(&mut rng) % 2 == 0;
+                let barrier = splitmix(&mut rng).is_multiple_of(2);
                 let (ticket, index, reference) =
                     submit(lanes, lane, Purpose::Event, barrier, None)?;
                 if let Some(reference) = reference {
@@ -160,18 +160,18 @@ fn worker(
             }
             // Wait on the GPU for another queue's event (hipStreamWaitEvent).
             8 => {
-                if let Some(e) = events.get((splitmix(&mut rng) as usize) % events.len().max(1)) {
-                    if e.lane != lane {
-                        let pin = lanes[e.lane]
-                            .tracker
-                            .lock()
-                            .unwrap()
-                            .pin(&e.ticket)
-                            .map_err(|err| format!("pin: {err}"))?;
-                        // No pin: the event is complete, no dependency at all.
-                        if let Some(pin) = pin {
-                            submit(lanes, lane, Purpose::Completion, false, Some(pin))?;
-                        }
+                if let Some(e) = events.get((splitmix(&mut rng) as usize) % events.len().max(1))
+                    && e.lane != lane
+                {
+                    let pin = lanes[e.lane]
+                        .tracker
+                        .lock()
+                        .unwrap()
+                        .pin(&e.ticket)
+                        .map_err(|err| format!("pin: {err}"))?;
+                    // No pin: the event is complete, no dependency at all.
+                    if let Some(pin) = pin {
+                        submit(lanes, lane, Purpose::Completion, false, Some(pin))?;
                     }
                 }
             }

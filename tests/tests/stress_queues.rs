@@ -754,7 +754,7 @@ fn queue_config(i: usize) -> QueueConfig {
         } else {
             BatchLimits::default()
         },
-        wait_policy: if (i / 2) % 2 == 0 {
+        wait_policy: if (i / 2).is_multiple_of(2) {
             WaitPolicy::spin()
         } else {
             WaitPolicy::blocking()

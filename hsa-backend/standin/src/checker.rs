@@ -239,7 +239,7 @@ fn check_named(instance: &Instance, gpu: u32, handle: u64, here: &dyn Fn() -> St
             here()
         ));
     }
-    if handle % 64 != 0 {
+    if !handle.is_multiple_of(64) {
         return instance.violation(format!(
             "{}: names {handle:#x}, which is not the start of a 64-byte signal block",
             here()

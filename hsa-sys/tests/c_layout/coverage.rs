@@ -32,10 +32,10 @@ fn declared_names() -> (BTreeSet<String>, BTreeSet<String>, BTreeSet<String>) {
                 constants.insert(name);
             } else if let Some(name) = name_after("pub type ") {
                 aliases.insert(name);
-            } else if let Some(name) = name_after("pub struct ") {
-                if repr_c {
-                    structs.insert(name);
-                }
+            } else if let Some(name) = name_after("pub struct ")
+                && repr_c
+            {
+                structs.insert(name);
             }
             if line.starts_with("#[repr(C") {
                 repr_c = true;
