@@ -7,7 +7,10 @@
 //! not 0, writes `%globaltimer` (nanoseconds) into the block's start and end
 //! stamps, so a timed use gets real GPU timestamps:
 //!
-//! - `sigpool_empty(block)`: empty work ([`Work::Empty`]), a real launch;
+//! - `sigpool_empty(block, progress, value)`: empty work ([`Work::Empty`]),
+//!   a real launch, which also writes the completion (0 into the block) and
+//!   the queue's progress word itself, so a publication of empty work is one
+//!   launch and no memory operations;
 //! - `sigpool_busy(block, ns)`: spins on `%globaltimer` for `ns` nanoseconds
 //!   (work of a known duration, for timing tests and benchmarks);
 //! - `sigpool_spin_until(block, flag, timeout_ns)`: spins until the host sets
@@ -55,22 +58,39 @@ pub(crate) const PTX: &CStr = cr"
 .target sm_50
 .address_size 64
 
-// Empty work: stamps the block (when given) and returns.
+// Empty work: stamps the block (when given), then writes what the stream's
+// memory operations would write after it: 0 into the block's value (the
+// completion), then `progress_value` into the word at `progress` (when
+// given). A system-scope fence before each makes the stamps visible before
+// the completion, and the completion before the progress, to the host.
 .visible .entry sigpool_empty(
-    .param .u64 sigpool_empty_block
+    .param .u64 sigpool_empty_block,
+    .param .u64 sigpool_empty_progress,
+    .param .u64 sigpool_empty_progress_value
 )
 {
-    .reg .pred  %p<2>;
-    .reg .b64   %rd<5>;
+    .reg .pred  %p<3>;
+    .reg .b64   %rd<9>;
 
     ld.param.u64            %rd1, [sigpool_empty_block];
+    ld.param.u64            %rd5, [sigpool_empty_progress];
+    ld.param.u64            %rd6, [sigpool_empty_progress_value];
     setp.eq.u64             %p1, %rd1, 0;
-    @%p1 bra                EMPTY_DONE;
+    @%p1 bra                EMPTY_PROGRESS;
     mov.u64                 %rd2, %globaltimer;
     cvta.to.global.u64      %rd3, %rd1;
     st.volatile.global.u64  [%rd3+8], %rd2;
     mov.u64                 %rd4, %globaltimer;
     st.volatile.global.u64  [%rd3+16], %rd4;
+    membar.sys;
+    mov.u64                 %rd7, 0;
+    st.volatile.global.u64  [%rd3], %rd7;
+EMPTY_PROGRESS:
+    setp.eq.u64             %p2, %rd5, 0;
+    @%p2 bra                EMPTY_DONE;
+    membar.sys;
+    cvta.to.global.u64      %rd8, %rd5;
+    st.volatile.global.u64  [%rd8], %rd6;
 EMPTY_DONE:
     ret;
 }
@@ -503,6 +523,33 @@ mod tests {
         assert_eq!(text.matches("+8], ").count(), 3);
         assert_eq!(text.matches("+16], ").count(), 3);
         assert!(text.contains("%globaltimer"));
+    }
+
+    #[test]
+    fn the_empty_kernel_fences_its_stamps_before_its_completion_and_that_before_progress() {
+        let text = PTX.to_str().unwrap();
+        let start = text.find(".visible .entry sigpool_empty(").unwrap();
+        let end = start + text[start..].find("ret;").unwrap();
+        let body = &text[start..end];
+        assert_eq!(
+            body.matches(".param .u64").count(),
+            3,
+            "block, progress, value"
+        );
+        let at = |needle: &str| body.find(needle).unwrap_or_else(|| panic!("{needle}"));
+        let stamps = at("[%rd3+16], %rd4;");
+        let completion = at("[%rd3], %rd7;");
+        let progress = at("[%rd8], %rd6;");
+        assert!(stamps < completion && completion < progress);
+        let fence_between = |a: usize, b: usize| body[a..b].contains("membar.sys;");
+        assert!(
+            fence_between(stamps, completion),
+            "stamps, fence, completion"
+        );
+        assert!(
+            fence_between(completion, progress),
+            "completion, fence, progress"
+        );
     }
 
     #[test]

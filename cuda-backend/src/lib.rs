@@ -4,7 +4,9 @@
 //! memory ([`CudaMemory`]). A use's work runs on a CUDA stream
 //! ([`CudaQueue`]); after it, the stream writes 0 into the signal with a
 //! stream memory operation (`cuStreamWriteValue64`, batched with
-//! `cuStreamBatchMemOp`); another stream waits for it on the GPU with
+//! `cuStreamBatchMemOp`), or the empty-work kernel writes it itself as its
+//! last act (one launch instead of a launch and a driver call); another
+//! stream waits for it on the GPU with
 //! `cuStreamWaitValue64`. A stream runs in order, so every use is a fence and
 //! one host load of the newest completed signal retires every use before it
 //! (DESIGN.md sections 3 and 5). The tracker's read index is a progress word

@@ -16,7 +16,7 @@
 //! (`cuStreamBatchMemOp`): the tracker re-arms only signals whose use retired
 //! (the GPU's write of 0 has landed) and that nobody holds (no waiter's
 //! `cuStreamWaitValue64` can still read them), and the next write of 0 comes
-//! from a stream operation enqueued after the store, through the driver's
+//! from a stream operation or kernel enqueued after the store, through the driver's
 //! doorbell, which is ordered after the host's earlier stores. So the host's
 //! 1 always lands before the GPU's next 0, and no GPU reader sees the re-arm
 //! early.

@@ -1,5 +1,7 @@
 //! The stream memory operations a publication enqueues after its work, in
-//! one `cuStreamBatchMemOp` call.
+//! one `cuStreamBatchMemOp` call. (Empty work needs none: its kernel writes
+//! the completion and the progress word itself, in the same order; see
+//! `kernel.rs`.)
 //!
 //! In stream order, after the work (a kernel, or nothing for a wait):
 //!

@@ -2,7 +2,7 @@
 
 use crate::context::CudaContext;
 use crate::error::{Error, Result};
-use crate::ops::{self, MemOp, encode, plan};
+use crate::ops::{self, MemOp, encode, plan, progress_after};
 use crate::order::{Admission, AlreadyPublished, Reorder};
 use crate::pinned::Pinned;
 use crate::stream::Stream;
@@ -396,7 +396,7 @@ impl CudaQueue {
         let _ordered = self.inner.publisher.lock();
         self.inner.context.bind()?;
         let kernels = self.inner.context.kernels();
-        self.inner.stream.launch(kernels.empty, 1, &[0])
+        self.inner.stream.launch(kernels.empty, 1, &[0, 0, 0])
     }
 
     fn progress(&self) -> &AtomicU64 {
@@ -437,8 +437,12 @@ impl CudaQueue {
             Work::Empty | Work::Kernel(0) if completion == 0 => &[],
             Work::Marker => &[],
             Work::Empty | Work::Kernel(0) => {
-                stream.launch(kernels.empty, 1, &[completion])?;
-                &[]
+                // The empty kernel writes the completion and the progress
+                // word itself, in the order the memory operations would
+                // (kernel.rs): one launch, no `cuStreamBatchMemOp` after it.
+                let progress = self.inner.progress.device;
+                let args = [completion, progress, progress_after(index)];
+                return stream.launch(kernels.empty, 1, &args);
             }
             Work::Kernel(handle) => {
                 match self.inner.context.launch(handle) {
