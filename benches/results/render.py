@@ -32,6 +32,9 @@ def steady(rep):
         out.append(f"| {k} | {t['signals']} | {t['device_loads_per_retired_use']:.4f} | {t['saturated_device_loads_per_retired_use']:.4f} | {t['device_polls_per_use']:.3f} | {t['flushes_per_rearm']:.4f} | {t['fences_per_rearm']:.4f} | {t['signals_created_after_warmup']} | {t['allocations_per_use']:.4f} |")
     return "\n".join(out)
 
+def dev_loads(rep, api, tracker, signals):
+    return [r for r in rep['rows'] if r['api'] == api and r['tracker'] == tracker and r['signals'] == signals][0]['device_loads_per_op']
+
 def with_submission(rep, api, tracker, signals):
     row = [r for r in rep['rows'] if r['api'] == api and r['tracker'] == tracker and r['signals'] == signals][0]
     return row.get('with_submission_p50_us')
@@ -123,6 +126,14 @@ baseline pays PCIe reads to answer a completed event's query
 ({p50(s,'event_query','retiring','device'):.2f} us and {p50(s,'event_elapsed_time','retiring','device'):.2f} us); recording an event costs the baseline a fence and three
 loads ({p50(s,'event_record','baseline','device'):.2f} us), ours neither ({p50(s,'event_record','retiring','device'):.2f} us). Waits poll the signal as CLR's do, so
 the synchronize rows read device memory for both.
+
+Not in our favour: a blocking-sync event synchronize with device signals,
+timed alone, costs us {p50(s,'event_synchronize_blocking','retiring','device'):.2f} us against the baseline's {p50(s,'event_synchronize_blocking','baseline','device'):.2f} us. The call starts
+after the submission, and ours submits faster (no fence, no loads), so the
+GPU has less of a head start: the blocking wait polls more before the
+kernel is done ({dev_loads(s,'event_synchronize_blocking','retiring','device'):.1f} device loads per call against {dev_loads(s,'event_synchronize_blocking','baseline','device'):.1f}) and backs off longer. With the submission the same synchronize costs us
+{with_submission(s, 'event_synchronize_blocking', 'retiring', 'device'):.2f} us against {with_submission(s, 'event_synchronize_blocking', 'baseline', 'device'):.2f} us. (The same gap shows on the code of the
+previous stop: it is not new.)
 
 {table(s)}
 
