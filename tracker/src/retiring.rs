@@ -325,40 +325,47 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     }
 
     /// What to do when the ring is full and cannot grow: name a use whose
-    /// completion frees room — the newest fence near the front that is not
-    /// known done (it retires everything before it), else the oldest use
-    /// that still waits for the GPU (not known done, or a failed submission
-    /// whose issued part still runs: known failed, but its slot frees only
-    /// once that part finished). If no use in flight waits for the GPU, the
-    /// ring is blocked by held signals with no spare to replace them: out of
-    /// signals.
+    /// completion frees room. That is the oldest use that still waits for
+    /// the GPU (not known done, or a failed submission whose issued part
+    /// still runs: known failed, but its slot frees only once that part
+    /// finished) — or, when fences can prove that use, the newest fence near
+    /// it that is not known done, which retires everything before it at
+    /// once. A fence proves nothing about a copy-engine use or an older
+    /// generation's, so for those the use itself is named. If no use in
+    /// flight waits for the GPU, the ring is blocked by held signals with no
+    /// spare to replace them: out of signals.
     fn backpressure(&mut self) -> Error {
-        let head = self.ring.head();
-        let window_end = (head + self.config.backpressure_window as u64).min(self.ring.tail());
-        let pending = |seq: u64| {
-            self.ring
-                .get(seq)
-                .filter(|slot| self.known(seq, slot.cell).is_none())
-        };
-        let fence = (head..window_end).rev().find(|&seq| {
-            pending(seq).is_some_and(|slot| {
-                slot.is(Slot::<M::Signal>::FENCE) && self.proofs.fences_can_prove(seq, slot)
-            })
-        });
         let tail = self.ring.tail();
-        match fence.or_else(|| (head..tail).find(|&seq| self.awaits_gpu(seq))) {
-            Some(seq) => {
-                let slot = self.ring.get(seq).expect("in flight");
-                Error::Backpressure {
-                    wait_for: Ticket { seq, cell: slot.cell.erase(), owner: self.shared.id, generation: slot.generation },
-                    in_flight: self.ring.in_flight(),
-                }
-            }
-            None => Error::OutOfSignals(crate::backend::AllocError::OutOfMemory(
+        let Some(oldest) = (self.ring.head()..tail).find(|&seq| self.awaits_gpu(seq)) else {
+            return Error::OutOfSignals(crate::backend::AllocError::OutOfMemory(
                 "every use in flight is done, but their signals are still held and no spare could be allocated: \
                  drop held references (events, pins) or free memory"
                     .into(),
-            )),
+            ));
+        };
+        let slot = *self.ring.get(oldest).expect("in flight");
+        let fence = if self.proofs.fences_can_prove(oldest, &slot) {
+            let window_end = (oldest + self.config.backpressure_window as u64).min(tail);
+            (oldest..window_end).rev().find(|&seq| {
+                self.ring.get(seq).is_some_and(|slot| {
+                    slot.is(Slot::<M::Signal>::FENCE)
+                        && self.proofs.fences_can_prove(seq, slot)
+                        && self.known(seq, slot.cell).is_none()
+                })
+            })
+        } else {
+            None
+        };
+        let seq = fence.unwrap_or(oldest);
+        let slot = self.ring.get(seq).expect("in flight");
+        Error::Backpressure {
+            wait_for: Ticket {
+                seq,
+                cell: slot.cell.erase(),
+                owner: self.shared.id,
+                generation: slot.generation,
+            },
+            in_flight: self.ring.in_flight(),
         }
     }
 

@@ -424,4 +424,48 @@ mod on_a_tracker {
         assert!(tracker.acquire(next).is_ok(), "its issued part ran: room");
         assert_eq!(tracker.query(&copy.ticket).unwrap(), Status::Failed);
     }
+
+    /// A full ring whose oldest use runs on a copy engine names that use,
+    /// not the pending fence behind it: no fence of the AQL queue proves a
+    /// copy-engine use, so the fence completing would free nothing.
+    #[test]
+    fn back_pressure_names_an_oldest_copy_engine_use_not_a_fence_behind_it() {
+        let config = crate::Config {
+            initial_size: 2,
+            growth_limit: 1,
+            refill_batch: 1,
+            ..Default::default()
+        };
+        let (mut tracker, queue) = sim_backend::stepped_tracker(config);
+        let copy_engine = tracker
+            .shared
+            .memory
+            .sim()
+            .create_queue(sim::QueueConfig::default())
+            .unwrap();
+        let copy = tracker.acquire(Request::copy_engine()).unwrap();
+        let index = copy_engine.reserve().unwrap();
+        sim_backend::submit_kernel(&copy_engine, index, copy.signal, false);
+        let fence = submit(&mut tracker, &queue, true);
+
+        let next = Request::packet(queue.write_index()).barrier(true);
+        match tracker.acquire(next) {
+            Err(crate::Error::Backpressure { wait_for, .. }) => {
+                assert_eq!(wait_for, copy.ticket, "not the fence {fence:?}");
+            }
+            other => panic!("expected back-pressure, got {other:?}"),
+        }
+        // The fence completing frees nothing: the copy-engine use is still
+        // the oldest, and still named.
+        queue.run_until_idle();
+        assert_eq!(tracker.query(&fence).unwrap(), Status::Complete);
+        match tracker.acquire(next) {
+            Err(crate::Error::Backpressure { wait_for, .. }) => {
+                assert_eq!(wait_for, copy.ticket);
+            }
+            other => panic!("expected back-pressure, got {other:?}"),
+        }
+        copy_engine.run_until_idle();
+        assert!(tracker.acquire(next).is_ok(), "the named use done: room");
+    }
 }
