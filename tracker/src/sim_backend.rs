@@ -401,3 +401,31 @@ pub fn submit_wait(
     queue.write(index, PacketWords::from(packet));
     queue.ring_doorbell(index);
 }
+
+/// For unit tests: acquires one use shared by `ops` packets and publishes
+/// them, naming its signal in the first `issued` only (the rest become
+/// kernels that name no signal, as a queue layer does when a submission
+/// fails part-way). The caller decides whether to fail it.
+#[cfg(all(test, not(loom)))]
+pub(crate) fn submit_part<T: crate::Tracker<Memory = SimMemory, Queue = Queue>>(
+    tracker: &mut T,
+    queue: &Queue,
+    ops: u32,
+    issued: u32,
+) -> crate::Ticket {
+    let first = queue.write_index();
+    let last = first + u64::from(ops) - 1;
+    let acquired = tracker
+        .acquire(crate::Request::packet(last).ops(ops))
+        .unwrap();
+    for index in first..=last {
+        assert_eq!(queue.reserve().unwrap(), index);
+        let signal = if index < first + u64::from(issued) {
+            acquired.signal
+        } else {
+            0
+        };
+        submit_kernel(queue, index, signal, false);
+    }
+    acquired.ticket
+}

@@ -1,27 +1,9 @@
 //! Unit tests of the baseline's failed submissions, on the stepped simulator.
 
 use super::*;
-use crate::sim_backend::{self, SimMemory};
+use crate::sim_backend::{self, SimMemory, submit_part};
 
 type Baseline = BaselineTracker<SimMemory, sim::Queue>;
-
-/// Acquires one use of `ops` operations and publishes the first `issued`
-/// of them (the rest become empty packets that name no signal).
-fn submit_part(tracker: &mut Baseline, queue: &sim::Queue, ops: u32, issued: u32) -> Ticket {
-    let first = queue.write_index();
-    let last = first + u64::from(ops) - 1;
-    let acquired = tracker.acquire(Request::packet(last).ops(ops)).unwrap();
-    for index in first..=last {
-        assert_eq!(queue.reserve().unwrap(), index);
-        let signal = if index < first + u64::from(issued) {
-            acquired.signal
-        } else {
-            0
-        };
-        sim_backend::submit_kernel(queue, index, signal, false);
-    }
-    acquired.ticket
-}
 
 fn loads(tracker: &Baseline) -> u64 {
     tracker.stats().host().loads + tracker.stats().device().loads

@@ -336,23 +336,12 @@ mod on_a_tracker {
         assert_eq!(tracker.proofs.last_fence(), fence.seq);
     }
 
-    /// Acquires one use of `ops` operations on the AQL queue and publishes
-    /// the first `issued` (the rest become empty packets), then fails it.
+    /// A use of `ops` operations of which the first `issued` were published
+    /// (`sim_backend::submit_part`), failed.
     fn submit_failed_part(tracker: &mut Sim, queue: &sim::Queue, ops: u32, issued: u32) -> Ticket {
-        let first = queue.write_index();
-        let last = first + u64::from(ops) - 1;
-        let acquired = tracker.acquire(Request::packet(last).ops(ops)).unwrap();
-        for index in first..=last {
-            assert_eq!(queue.reserve().unwrap(), index);
-            let signal = if index < first + u64::from(issued) {
-                acquired.signal
-            } else {
-                0
-            };
-            sim_backend::submit_kernel(queue, index, signal, false);
-        }
-        tracker.fail_submission(&acquired.ticket, issued).unwrap();
-        acquired.ticket
+        let ticket = sim_backend::submit_part(tracker, queue, ops, issued);
+        tracker.fail_submission(&ticket, issued).unwrap();
+        ticket
     }
 
     fn loads(tracker: &Sim) -> u64 {
@@ -384,24 +373,31 @@ mod on_a_tracker {
         assert_eq!(loads(&tracker), before, "the fence proves it");
     }
 
-    /// A full ring whose oldest use is a failed copy-engine submission still
-    /// running pushes back naming it, not "out of signals": its issued part
-    /// finishing frees the slot.
-    #[test]
-    fn back_pressure_names_a_failed_submission_whose_issued_part_runs() {
+    /// A tracker whose ring holds two uses and may not grow, its AQL queue,
+    /// and a copy engine (another queue of the same simulator).
+    fn two_slots_and_a_copy_engine() -> (Sim, sim::Queue, sim::Queue) {
         let config = crate::Config {
             initial_size: 2,
             growth_limit: 1,
             refill_batch: 1,
             ..Default::default()
         };
-        let (mut tracker, queue) = sim_backend::stepped_tracker(config);
+        let (tracker, queue) = sim_backend::stepped_tracker(config);
         let copy_engine = tracker
             .shared
             .memory
             .sim()
             .create_queue(sim::QueueConfig::default())
             .unwrap();
+        (tracker, queue, copy_engine)
+    }
+
+    /// A full ring whose oldest use is a failed copy-engine submission still
+    /// running pushes back naming it, not "out of signals": its issued part
+    /// finishing frees the slot.
+    #[test]
+    fn back_pressure_names_a_failed_submission_whose_issued_part_runs() {
+        let (mut tracker, queue, copy_engine) = two_slots_and_a_copy_engine();
         let copy = tracker.acquire(Request::copy_engine().ops(2)).unwrap();
         let index = copy_engine.reserve().unwrap();
         sim_backend::submit_kernel(&copy_engine, index, copy.signal, false);
@@ -430,19 +426,7 @@ mod on_a_tracker {
     /// copy-engine use, so the fence completing would free nothing.
     #[test]
     fn back_pressure_names_an_oldest_copy_engine_use_not_a_fence_behind_it() {
-        let config = crate::Config {
-            initial_size: 2,
-            growth_limit: 1,
-            refill_batch: 1,
-            ..Default::default()
-        };
-        let (mut tracker, queue) = sim_backend::stepped_tracker(config);
-        let copy_engine = tracker
-            .shared
-            .memory
-            .sim()
-            .create_queue(sim::QueueConfig::default())
-            .unwrap();
+        let (mut tracker, queue, copy_engine) = two_slots_and_a_copy_engine();
         let copy = tracker.acquire(Request::copy_engine()).unwrap();
         let index = copy_engine.reserve().unwrap();
         sim_backend::submit_kernel(&copy_engine, index, copy.signal, false);
