@@ -144,23 +144,21 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         if !self.keeps(placement, self.config.signals) || !self.order.is_visible(placement, store) {
             return None;
         }
-        let flags = request.flags & Slot::<M::Signal>::FROM_REQUEST;
-        Some(self.hand_out(request.index, 1, flags))
+        Some(self.hand_out(request.index, 1, request.flags))
     }
 
     /// Every case: makes room, swaps placement, arms for several operations,
     /// fences and flushes as needed.
     #[inline(never)]
     fn acquire_slow(&mut self, request: Request) -> Result<Acquired, Error> {
-        let aql = match request.engine() {
+        let (aql, copy) = match request.engine() {
             Engine::Aql { index, .. } => {
                 self.proofs.check_order(index)?;
-                index
+                (index, false)
             }
             // Off the AQL queue: keep indices ordered along the ring.
-            Engine::Copy => self.proofs.last_aql(),
+            Engine::Copy => (self.proofs.last_aql(), true),
         };
-        let copy = request.flags & flag::COPY != 0;
         if self.ring.is_full() {
             self.make_room()?;
         }
@@ -178,14 +176,15 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         let placement = unsafe { slot.cell.get() }.placement;
         let store = slot.store;
         self.make_visible(placement, store, copy);
-        let flags = request.flags & Slot::<M::Signal>::FROM_REQUEST;
-        Ok(self.hand_out(aql, request.ops, flags))
+        Ok(self.hand_out(aql, request.ops, request.flags))
     }
 
     /// Records a use in the next slot, whose signal is armed and visible to
-    /// the GPU, and hands it out.
+    /// the GPU, and hands it out. `request_flags` are the request's own; the
+    /// slot keeps the ones it shares with it.
     #[inline(always)]
-    fn hand_out(&mut self, aql: u64, ops: u32, flags: u8) -> Acquired {
+    fn hand_out(&mut self, aql: u64, ops: u32, request_flags: u8) -> Acquired {
+        let flags = request_flags & Slot::<M::Signal>::FROM_REQUEST;
         let fence = flags & Slot::<M::Signal>::FENCE != 0;
         let seq = self.ring.tail();
         let last_fence = if fence { seq } else { self.proofs.last_fence() };
