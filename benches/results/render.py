@@ -67,6 +67,8 @@ def bar(name, api, limit):
     r = ours / native
     return f"| {name} | {ours:.2f} us | {native:.2f} us | {r:.2f} | <= {limit} | {'yes' if r <= limit else 'no'} |"
 
+crit_use = "\n".join(f"| {r['in_flight']} | {r['retiring']:.1f} | {r['baseline']:.1f} | {r['retiring'] / r['baseline']:.2f} |" for r in x['criterion']['per_use_ns'])
+crit_batch = "\n".join(f"| {r['n']} | {r['probe']:.1f} ns | {r['reclaim'] / 1000:.2f} us |" for r in x['criterion']['batch_ns'])
 instr = "\n".join(f"| {row['in_flight']} | {row['retiring']:.1f} | {row['baseline']:.1f} | {row['retiring'] / row['baseline']:.2f} |" for row in x['instructions'])
 
 print(f"""# Benchmarks
@@ -177,7 +179,17 @@ baseline; on hardware the larger gain is still the memory operations (2
 loads and a fence per use for the baseline, each a PCIe round trip).
 
 `cargo bench -p sigbench -- --quick` runs the criterion benches (per use at 64, 1024 and 16384 in
-flight, one probe, one reclaim batch).
+flight, one probe, one reclaim batch). Wall-clock, so noisier than the counts
+above; the latest quick run on this machine (criterion's time per burst of
+32 uses, divided by 32):
+
+| in flight | retiring ns/use | baseline ns/use | ratio |
+|---:|---:|---:|---:|
+{crit_use}
+
+| batch of completed fences | one probe | one reclaim walk |
+|---:|---:|---:|
+{crit_batch}
 
 ## The sync-contention example (DESIGN.md section 4)
 
