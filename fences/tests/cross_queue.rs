@@ -254,6 +254,23 @@ impl Synchronizing {
         assert_eq!(drive(&self.platform, self.sync), Ok(()));
         self.platform
     }
+
+    /// After a cross-queue wait on the producer: the consumer's next work
+    /// waits on the GPU for the producer's kernel, and runs once the kernel
+    /// is released and the synchronize has finished.
+    #[track_caller]
+    fn later_consumer_work_waits_for_the_producer(self) {
+        let after = self.consumer.launch(0).unwrap();
+        self.platform.sim().run_until_idle();
+        assert_eq!(
+            after.status(),
+            CommandStatus::Pending,
+            "it waits for the producer"
+        );
+        let platform = self.finish();
+        platform.sim().run_until_idle();
+        assert_eq!(after.status(), CommandStatus::Complete);
+    }
 }
 
 #[test]
@@ -285,16 +302,7 @@ fn wait_event_returns_while_the_producer_is_being_synchronized() {
     );
     assert_eq!(wait, Ok(1));
     s.assert_still_synchronizing();
-    let after = s.consumer.launch(0).unwrap();
-    s.platform.sim().run_until_idle();
-    assert_eq!(
-        after.status(),
-        CommandStatus::Pending,
-        "it waits for the producer"
-    );
-    let platform = s.finish();
-    platform.sim().run_until_idle();
-    assert_eq!(after.status(), CommandStatus::Complete);
+    s.later_consumer_work_waits_for_the_producer();
 }
 
 #[test]
@@ -309,17 +317,8 @@ fn wait_queue_returns_while_the_producer_is_being_synchronized() {
     );
     assert_eq!(wait, Ok(1));
     s.assert_still_synchronizing();
-    let after = s.consumer.launch(0).unwrap();
-    s.platform.sim().run_until_idle();
-    assert_eq!(
-        after.status(),
-        CommandStatus::Pending,
-        "it waits for the producer"
-    );
     let producer = s.producer.clone();
-    let platform = s.finish();
-    platform.sim().run_until_idle();
-    assert_eq!(after.status(), CommandStatus::Complete);
+    s.later_consumer_work_waits_for_the_producer();
     // The marker published after the synchronize's: no queue-state reset.
     assert_eq!(producer.stats().state_resets_skipped, 1);
 }

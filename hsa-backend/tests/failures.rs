@@ -13,7 +13,7 @@ use hsa_sys::{
 };
 use rocr_standin::{Census, Config as Machine, Kernel, Malformed, Standin};
 use std::time::{Duration, Instant};
-use support::{Gpu, within};
+use support::{Gpu, batch_counts, within};
 use tracker::{AllocError, HardwareQueue, Placement, SignalMemory, Timestamps, Work};
 
 const OOR: u32 = HSA_STATUS_ERROR_OUT_OF_RESOURCES;
@@ -234,15 +234,7 @@ fn a_refused_access_grant_frees_the_block_and_falls_back() {
         .fail_calls("hsa_amd_agents_allow_access", 0, 1, OOR);
     let (pool, placements) = device_signals(&gpu, 8);
     assert_eq!(placements.unwrap(), [Placement::Host; 8]);
-    let counters = pool.counters();
-    assert_eq!(
-        (
-            counters.vram_batches,
-            counters.system_batches,
-            counters.fallbacks
-        ),
-        (0, 1, 1)
-    );
+    assert_eq!(batch_counts(&pool), (0, 1, 1));
     assert_eq!(gpu.standin.calls("hsa_amd_memory_pool_allocate"), 2);
     assert_eq!(
         gpu.standin.calls("hsa_amd_memory_pool_free"),

@@ -10,7 +10,7 @@ use hsa_sys::{AMD_SIGNAL_KIND_USER, amd_signal_t};
 use rocr_standin::{Config as Machine, Kernel, PoolKind};
 use std::sync::Arc;
 use std::time::Duration;
-use support::Gpu;
+use support::{Gpu, batch_counts};
 use tracker::{AllocError, HardwareQueue, Placement, SignalMemory, Work};
 
 fn allocate(pool: &SignalPool, count: usize, placement: Placement) -> Vec<(HsaSignal, Placement)> {
@@ -85,15 +85,7 @@ fn full_vram_falls_back_to_system_memory_and_says_so_per_signal() {
             .iter()
             .all(|(s, p)| *p == Placement::Host && s.placement() == Placement::Host)
     );
-    let counters = pool.counters();
-    assert_eq!(
-        (
-            counters.vram_batches,
-            counters.system_batches,
-            counters.fallbacks
-        ),
-        (0, 1, 1)
-    );
+    assert_eq!(batch_counts(&pool), (0, 1, 1));
     let info = gpu.standin.allocation(pool.batches()[0].base).unwrap();
     assert_eq!(info.pool_kind, PoolKind::System as u32);
     assert!(

@@ -27,15 +27,16 @@
 mod c_type;
 #[path = "c_layout/coverage.rs"]
 mod coverage;
+mod support;
 
 use c_type::{c_function_pointer, c_type, known_c_types};
 use hsa_sys::*;
 use std::ffi::{OsString, c_void};
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::mem::size_of;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use support::skip_debian_rocr;
 
 const HEADER_DIR: &str = "/usr/include/hsa";
 
@@ -415,26 +416,6 @@ fn show(value: i128) -> String {
 
 // ---------------------------------------------------------------------------
 // The tests.
-
-/// Skips the calling test, visibly: libtest captures `eprintln!`, not writes
-/// to the stderr handle itself.
-fn skip(reason: &str) {
-    let _ = writeln!(std::io::stderr(), "SKIPPED: hsa-sys c_layout: {reason}");
-}
-
-/// Set (to anything but empty or `0`) on a machine where Debian's ROCr and
-/// its headers (`libhsa-runtime-dev`) are installed, such as CI: the skips of
-/// tests that need them become failures.
-const REQUIRE_DEBIAN_ROCR: &str = "REQUIRE_DEBIAN_ROCR";
-
-/// Skips a test that needs Debian's ROCr headers and a C compiler, or fails
-/// it if [`REQUIRE_DEBIAN_ROCR`] is set.
-#[track_caller]
-fn skip_debian_rocr(reason: &str) {
-    let required = std::env::var_os(REQUIRE_DEBIAN_ROCR).is_some_and(|v| !v.is_empty() && v != "0");
-    assert!(!required, "{REQUIRE_DEBIAN_ROCR} is set, yet {reason}");
-    skip(reason);
-}
 
 #[test]
 fn rust_abi_matches_debian_rocr_headers() {

@@ -1,13 +1,15 @@
 //! The loader against real files: a missing one, libraries that are not ROCr,
 //! the environment override, and Debian's ROCr where it is installed.
 
+mod support;
+
 use hsa_sys::*;
 use std::ffi::OsStr;
-use std::io::Write as _;
 use std::path::Path;
 use std::process::Command;
 use std::sync::mpsc;
 use std::time::Duration;
+use support::{skip, skip_debian_rocr};
 
 /// Where Debian's `libhsa-runtime64-1` puts ROCr.
 const DEBIAN_ROCR: &str = "/usr/lib/x86_64-linux-gnu/libhsa-runtime64.so.1";
@@ -45,26 +47,6 @@ const BACKEND_NEEDS: &[&str] = &[
     "hsa_amd_profiling_get_dispatch_time",
     "hsa_amd_profiling_convert_tick_to_system_domain",
 ];
-
-/// Skips the calling test, visibly: libtest captures `eprintln!`, not writes
-/// to the stderr handle itself.
-fn skip(reason: &str) {
-    let _ = writeln!(std::io::stderr(), "SKIPPED: hsa-sys loader: {reason}");
-}
-
-/// Set (to anything but empty or `0`) on a machine where Debian's ROCr is
-/// installed and the tests against it must run, such as CI: their skips
-/// become failures.
-const REQUIRE_DEBIAN_ROCR: &str = "REQUIRE_DEBIAN_ROCR";
-
-/// Skips a test of Debian's ROCr that cannot run here, or fails it if
-/// [`REQUIRE_DEBIAN_ROCR`] is set.
-#[track_caller]
-fn skip_debian_rocr(reason: &str) {
-    let required = std::env::var_os(REQUIRE_DEBIAN_ROCR).is_some_and(|v| !v.is_empty() && v != "0");
-    assert!(!required, "{REQUIRE_DEBIAN_ROCR} is set, yet {reason}");
-    skip(reason);
-}
 
 #[test]
 fn the_table_offers_every_function_the_backend_needs() {

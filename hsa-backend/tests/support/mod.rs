@@ -6,7 +6,7 @@
 //! crate (`tests/tests/backends`), written once for every backend.
 #![allow(dead_code)]
 
-use hsa_backend::{AqlQueue, Device, QueueOptions, Runtime};
+use hsa_backend::{AqlQueue, Device, QueueOptions, Runtime, SignalPool};
 use rocr_standin::{Config as Machine, QueueControl, Standin};
 use std::io::Write as _;
 use std::sync::Arc;
@@ -101,4 +101,15 @@ pub fn within<R: Send + 'static>(
     receiver
         .recv_timeout(limit)
         .unwrap_or_else(|_| panic!("{what} did not return within {limit:?}"))
+}
+
+/// The pool's batch counters: (batches in VRAM, batches in system memory,
+/// allocation attempts that fell back to the next kind of memory).
+pub fn batch_counts(pool: &SignalPool) -> (u64, u64, u64) {
+    let counters = pool.counters();
+    (
+        counters.vram_batches,
+        counters.system_batches,
+        counters.fallbacks,
+    )
 }

@@ -2,7 +2,7 @@
 //! pins; retired held signals are parked and come back once released.
 
 use crate::support::{Backend, Issued, Refused, Retiring, Rig, device_signals, on_every_backend};
-use tracker::{Config, Purpose, Request, Status, Tracker, WaitPolicy};
+use tracker::{Config, Purpose, Status, Tracker, WaitPolicy};
 
 on_every_backend! {
     a_held_signal_is_parked_and_an_armed_spare_takes_its_place,
@@ -112,19 +112,7 @@ struct Pinned<B: Backend> {
 fn pinned<B: Backend>() -> Pinned<B> {
     let mut producer = Rig::<B, _>::retiring(device_signals());
     let mut consumer = producer.neighbour(device_signals());
-    let produced = producer.submit(true, Purpose::GpuWaiter).unwrap();
-    let pin = producer
-        .tracker
-        .pin(&produced.ticket)
-        .unwrap()
-        .expect("pending: a dependency");
-    let consuming = consumer
-        .submit_request(
-            Request::packet(consumer.write_index()).barrier(true),
-            &[pin.packet_handle()],
-        )
-        .unwrap();
-    consumer.tracker.attach(&consuming.ticket, pin).unwrap();
+    let consuming = producer.cross_queue_wait(&mut consumer);
     Pinned {
         producer,
         consumer,

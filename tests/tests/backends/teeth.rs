@@ -146,19 +146,7 @@ fn a_pin_outlives_the_use_before_its_consumer<B: Backend>() {
     let mut consumer = producer.neighbour(device_signals());
     consumer.submit(true, Purpose::Completion).unwrap();
     consumer.run();
-    let produced = producer.submit(true, Purpose::GpuWaiter).unwrap();
-    let pin = producer
-        .tracker
-        .pin(&produced.ticket)
-        .unwrap()
-        .expect("pending: a dependency");
-    let consuming = consumer
-        .submit_request(
-            Request::packet(consumer.write_index()).barrier(true),
-            &[pin.packet_handle()],
-        )
-        .unwrap();
-    consumer.tracker.attach(&consuming.ticket, pin).unwrap();
+    producer.cross_queue_wait(&mut consumer);
     consumer.poll(); // retires the use before the consumer
     producer.run();
     producer.poll();

@@ -3,7 +3,7 @@
 //! reports: GPU ticks on the simulator, the system domain through ROCr).
 //! Signal placement: timing-only uses and device-memory fallback.
 
-use crate::support::{Backend, Retiring, Rig, device_signals, on_every_backend};
+use crate::support::{Backend, Held, Issued, Retiring, Rig, device_signals, on_every_backend};
 use tracker::{Config, Placement, Purpose, Request, Tracker};
 
 on_every_backend! {
@@ -13,6 +13,20 @@ on_every_backend! {
     a_device_allocation_that_fell_back_keeps_a_working_host_signal,
     a_backend_without_device_memory_settles_on_host_signals,
     after_a_fallback_the_device_signals_stay_in_use,
+}
+
+/// A timed event use (a barrier), and a reference held on it.
+#[track_caller]
+fn held_timed_event<B: Backend>(
+    rig: &mut Rig<B, Retiring<B>>,
+) -> (Issued<B::Queue>, Held<B::Memory>) {
+    let request = Request::packet(rig.write_index())
+        .barrier(true)
+        .purpose(Purpose::Event)
+        .timed(true);
+    let u = rig.submit_request(request, &[]).unwrap();
+    let reference = rig.hold(&u).unwrap();
+    (u, reference)
 }
 
 fn timed_uses_that_wrap_the_ring_keep_their_own_stamps<B: Backend>() {
@@ -26,13 +40,7 @@ fn timed_uses_that_wrap_the_ring_keep_their_own_stamps<B: Backend>() {
     let mut rig = Rig::<B, _>::retiring(config);
     let mut events = Vec::new();
     for i in 0..40 {
-        let request = Request::packet(rig.write_index())
-            .barrier(true)
-            .purpose(Purpose::Event)
-            .timed(true);
-        let u = rig.submit_request(request, &[]).unwrap();
-        let reference = rig.hold(&u).unwrap();
-        events.push((u, reference));
+        events.push(held_timed_event(&mut rig));
         if i % 4 == 3 {
             rig.run();
             rig.poll();
@@ -89,16 +97,8 @@ fn timing_only_uses_get_host_signals_from_their_own_pool<B: Backend>() {
 
 fn elapsed_time_of_an_event_costs_no_pcie_read<B: Backend>() {
     let mut rig = Rig::<B, _>::retiring(device_signals());
-    let timed_event = |rig: &mut Rig<B, Retiring<B>>| {
-        let request = Request::packet(rig.write_index())
-            .barrier(true)
-            .purpose(Purpose::Event)
-            .timed(true);
-        let u = rig.submit_request(request, &[]).unwrap();
-        rig.hold(&u).unwrap()
-    };
-    let start_ref = timed_event(&mut rig);
-    let end_ref = timed_event(&mut rig);
+    let (_, start_ref) = held_timed_event(&mut rig);
+    let (_, end_ref) = held_timed_event(&mut rig);
     rig.run();
     rig.poll();
     let reads = rig.tracker.stats().device();

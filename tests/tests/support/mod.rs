@@ -643,6 +643,30 @@ impl<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>> Rig<B, T> {
         Ok(issued)
     }
 
+    /// A cross-queue wait: a GPU-waiter use on this rig's queue, pinned, and
+    /// on `consumer`'s queue a barrier-AND waiting for it, whose use (the one
+    /// returned) holds the pin.
+    #[track_caller]
+    pub fn cross_queue_wait<U: Tracker<Memory = B::Memory, Queue = B::Queue>>(
+        &mut self,
+        consumer: &mut Rig<B, U>,
+    ) -> Issued<B::Queue> {
+        let produced = self.submit(true, Purpose::GpuWaiter).unwrap();
+        let pin = self
+            .tracker
+            .pin(&produced.ticket)
+            .unwrap()
+            .expect("pending: a dependency");
+        let consuming = consumer
+            .submit_request(
+                Request::packet(consumer.write_index()).barrier(true),
+                &[pin.packet_handle()],
+            )
+            .unwrap();
+        consumer.tracker.attach(&consuming.ticket, pin).unwrap();
+        consuming
+    }
+
     /// The runtime moved the stream to `queue`: a new generation.
     pub fn change_queue(&mut self, queue: B::Queue) {
         self.tracker.note_queue_change(queue.clone());
