@@ -58,7 +58,7 @@ fn probe_and_reclaim(c: &mut Criterion) {
     let mut group = c.benchmark_group("batch");
     for n in [32usize, 256] {
         let setup = || {
-            let (mut tracker, queue) = stepped_tracker(config);
+            let (mut tracker, queue) = stepped_tracker(config).unwrap();
             for _ in 0..n {
                 let index = queue.reserve().unwrap();
                 let acquired = tracker

@@ -163,6 +163,13 @@ impl CudaContext {
         self.inner.raw
     }
 
+    /// Whether `other` is the same CUDA context (clones and every
+    /// `CudaContext::new` of one device share its primary context), whose
+    /// streams can name this context's signals.
+    pub fn same_context(&self, other: &CudaContext) -> bool {
+        self.inner.raw == other.inner.raw
+    }
+
     /// Makes the context current on this thread (if it is not already).
     ///
     /// ```

@@ -26,7 +26,7 @@ use crate::context::CudaContext;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicI64, AtomicU64, Ordering, fence};
 use parking_lot::Mutex;
-use tracker::{AllocError, Placement, SignalMemory, Timestamps};
+use tracker::{AllocError, Placement, SignalMemory, TimestampClock, Timestamps};
 
 /// The memory behind one signal: 32 bytes, 32-byte aligned.
 ///
@@ -384,17 +384,32 @@ impl SignalMemory for CudaMemory {
 
     /// The `%globaltimer` stamps (ns) the use's kernel wrote. The GPU
     /// wrote them before the completion value (its write carries a memory
-    /// barrier), so once the tracker saw 0 they are the use's own.
-    unsafe fn timestamps(&self, signal: CudaSignal) -> Timestamps {
+    /// barrier), so once the tracker saw 0 they are the use's own. A
+    /// publication that runs no kernel clears them (`ops.rs`): zeros mean
+    /// no kernel stamped this use, and read as `None` (`%globaltimer` is
+    /// never 0 on a running GPU).
+    unsafe fn timestamps(&self, signal: CudaSignal) -> Option<Timestamps> {
         // SAFETY: as in `load`.
         let block = unsafe { signal.block() };
-        Timestamps {
+        let stamps = Timestamps {
             start: block.start_ns.load(Ordering::Acquire),
             end: block.end_ns.load(Ordering::Acquire),
-        }
+        };
+        (stamps != Timestamps::default()).then_some(stamps)
+    }
+
+    /// `%globaltimer` counts nanoseconds.
+    fn timestamp_clock(&self) -> TimestampClock {
+        TimestampClock::NANOSECONDS
     }
 
     fn packet_handle(&self, signal: CudaSignal) -> u64 {
         signal.device
+    }
+
+    /// Signals are pinned host memory of one context: its streams, and
+    /// only its, can name them.
+    fn shares_signals_with(&self, other: &Self) -> bool {
+        self.context.same_context(&other.context)
     }
 }

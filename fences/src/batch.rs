@@ -347,7 +347,8 @@ mod tests {
 
     fn entry(seq: u64) -> Entry {
         // A ticket is only an identifier; these are never looked up.
-        let (mut tracker, queue) = tracker::sim_backend::stepped_tracker(Default::default());
+        let (mut tracker, queue) =
+            tracker::sim_backend::stepped_tracker(Default::default()).unwrap();
         let index = queue.reserve().unwrap();
         let acquired =
             tracker::Tracker::acquire(&mut tracker, tracker::Request::packet(index)).unwrap();

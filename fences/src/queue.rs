@@ -77,6 +77,10 @@ pub(crate) struct Inner<T: QueueTracker> {
     pub(crate) signals: Placement,
     /// Batches closed under the lock, handed out after it is released.
     pub(crate) closed: Vec<Closed<T::Memory>>,
+    /// Pins the tracker would not attach to their consumer (it cannot
+    /// happen: the consumer's ticket is the queue's own). Their packets
+    /// may already wait on them, so they are kept until the queue drains.
+    pub(crate) unattached: Vec<tracker::Pin<T::Memory>>,
 }
 
 impl<T: QueueTracker> Inner<T> {
@@ -466,6 +470,7 @@ impl<T: QueueTracker> QueueCore<T> {
     /// (and release the pins its waits held).
     pub(crate) fn reset_state(&self, inner: &mut Inner<T>) {
         inner.tracker.note_drained();
+        inner.unattached.clear();
         bump(&self.stats.state_resets);
     }
 }
@@ -534,6 +539,7 @@ impl<T: QueueTracker> HostQueue<T> {
                 in_flight_marker: None,
                 signals: Placement::Host,
                 closed: Vec::new(),
+                unattached: Vec::new(),
             }),
             waiter,
             device,

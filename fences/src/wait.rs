@@ -282,9 +282,20 @@ impl<T: QueueTracker> HostQueue<T> {
                         Packet::new(Work::Wait(&handles[..count]), Purpose::Completion)
                     )?);
                     let consumer = published.entry.ticket;
+                    let mut refused = None;
                     for pin in pins.drain(..count) {
-                        // Released when the consumer use retires.
-                        inner.tracker.attach(&consumer, pin)?;
+                        // Released when the consumer use retires. The
+                        // packet is out: a pin the tracker refuses must
+                        // outlive it all the same.
+                        if refused.is_some() {
+                            inner.unattached.push(pin);
+                        } else if let Err(error) = inner.tracker.attach(&consumer, pin) {
+                            inner.unattached.push(error.pin);
+                            refused = Some(error.error);
+                        }
+                    }
+                    if let Some(error) = refused {
+                        return Err(error.into());
                     }
                     bump(&core.stats.wait_packets);
                     add(&core.stats.dependencies, count as u64);

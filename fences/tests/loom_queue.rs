@@ -21,7 +21,8 @@ use loom::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracker::{
     AllocError, Config, HardwareQueue, HostMemory, Placement, QueueError, QueueView,
-    RetiringTracker, SignalMemory, Status, Ticket, Timestamps, Tracker, WaitPolicy, Work,
+    RetiringTracker, SignalMemory, Status, Ticket, TimestampClock, Timestamps, Tracker, WaitPolicy,
+    Work,
 };
 
 /// A hardware queue: published packets' completion handles, in order.
@@ -218,13 +219,21 @@ impl SignalMemory for Memory {
 
     fn hdp_flush(&self) {}
 
-    unsafe fn timestamps(&self, signal: usize) -> Timestamps {
+    unsafe fn timestamps(&self, signal: usize) -> Option<Timestamps> {
         // SAFETY: forwarded caller guarantee.
         unsafe { self.host.timestamps(signal) }
     }
 
+    fn timestamp_clock(&self) -> TimestampClock {
+        self.host.timestamp_clock()
+    }
+
     fn packet_handle(&self, signal: usize) -> u64 {
         self.host.packet_handle(signal)
+    }
+
+    fn shares_signals_with(&self, other: &Self) -> bool {
+        core::ptr::eq(self, other)
     }
 }
 

@@ -122,7 +122,7 @@ impl Tracker for Refusing {
         &mut self,
         consumer: &tracker::Ticket,
         pin: tracker::Pin<Self::Memory>,
-    ) -> Result<(), tracker::Error> {
+    ) -> Result<(), tracker::AttachError<Self::Memory>> {
         self.inner.attach(consumer, pin)
     }
     fn probe(&mut self) -> bool {

@@ -11,7 +11,7 @@ use fences::{BatchLimits, Device, DeviceConfig, QueueConfig};
 use std::sync::{Arc, Mutex};
 use support::*;
 use tracker::sim_backend::SimMemory;
-use tracker::{AllocError, Placement, RetiringTracker, SignalMemory, Timestamps};
+use tracker::{AllocError, Placement, RetiringTracker, SignalMemory, TimestampClock, Timestamps};
 
 fn small_batches() -> QueueConfig {
     QueueConfig {
@@ -143,13 +143,21 @@ impl SignalMemory for Recorded {
         self.inner.hdp_flush()
     }
 
-    unsafe fn timestamps(&self, signal: Self::Signal) -> Timestamps {
+    unsafe fn timestamps(&self, signal: Self::Signal) -> Option<Timestamps> {
         // SAFETY: as for `load`.
         unsafe { self.inner.timestamps(signal) }
     }
 
+    fn timestamp_clock(&self) -> TimestampClock {
+        self.inner.timestamp_clock()
+    }
+
     fn packet_handle(&self, signal: Self::Signal) -> u64 {
         self.inner.packet_handle(signal)
+    }
+
+    fn shares_signals_with(&self, other: &Self) -> bool {
+        self.inner.shares_signals_with(&other.inner)
     }
 }
 

@@ -44,6 +44,10 @@ pub enum Error {
          HIP_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES hide them all"
     )]
     NoGpu,
+    /// ROCr reported a timestamp frequency of 0: its stamps could not be
+    /// turned into time.
+    #[error("ROCr reports a timestamp frequency of 0 (HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY)")]
+    NoTimestampClock,
     /// A GPU index beyond those ROCr reports.
     #[error("there is no GPU {index}: ROCr reports {count} GPU agent(s), numbered from 0")]
     NoSuchGpu {

@@ -31,9 +31,10 @@ use hsa_sys::*;
 use parking_lot::Mutex;
 use std::ffi::c_void;
 use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
-use tracker::{AllocError, Placement, SignalMemory, Timestamps};
+use tracker::{AllocError, Placement, SignalMemory, TimestampClock, Timestamps};
 
 /// Bytes of one signal block.
 const BLOCK: usize = size_of::<amd_signal_t>();
@@ -650,8 +651,9 @@ impl SignalMemory for SignalPool {
 
     /// The stamps in the system domain (see `timing.rs`): two atomic loads of
     /// the block and two conversions, or `hsa_amd_profiling_get_dispatch_time`
-    /// for a ROCr signal. Zeros for stamps never written or not convertible.
-    unsafe fn timestamps(&self, signal: HsaSignal) -> Timestamps {
+    /// for a ROCr signal. `None` for stamps never written (zero) or not
+    /// convertible.
+    unsafe fn timestamps(&self, signal: HsaSignal) -> Option<Timestamps> {
         let api = self.device.api();
         let agent = self.device.agent();
         match signal.origin {
@@ -663,10 +665,10 @@ impl SignalMemory for SignalPool {
                         signal.stamp(40).load(Ordering::Acquire),
                     )
                 };
-                Timestamps {
-                    start: to_system_domain(api, agent, start).unwrap_or(0),
-                    end: to_system_domain(api, agent, end).unwrap_or(0),
-                }
+                Some(Timestamps {
+                    start: to_system_domain(api, agent, start)?,
+                    end: to_system_domain(api, agent, end)?,
+                })
             }
             Origin::Rocr => {
                 let mut time = hsa_amd_profiling_dispatch_time_t::default();
@@ -675,20 +677,27 @@ impl SignalMemory for SignalPool {
                 let status = unsafe {
                     api.hsa_amd_profiling_get_dispatch_time(agent, signal.handle(), &raw mut time)
                 };
-                if status == HSA_STATUS_SUCCESS {
-                    Timestamps {
-                        start: time.start,
-                        end: time.end,
-                    }
-                } else {
-                    Timestamps::default()
-                }
+                (status == HSA_STATUS_SUCCESS).then_some(Timestamps {
+                    start: time.start,
+                    end: time.end,
+                })
             }
         }
     }
 
+    /// Stamps are converted to ROCr's system domain
+    /// (`HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY`).
+    fn timestamp_clock(&self) -> TimestampClock {
+        self.device.runtime().timestamp_clock()
+    }
+
     fn packet_handle(&self, signal: HsaSignal) -> u64 {
         signal.handle
+    }
+
+    /// One ROCr per process: every agent's queues read every signal of it.
+    fn shares_signals_with(&self, other: &Self) -> bool {
+        Arc::ptr_eq(self.device.runtime(), other.device.runtime())
     }
 
     /// Polls a block with back-off, or lets ROCr wait for its own signal

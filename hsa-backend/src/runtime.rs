@@ -169,6 +169,9 @@ impl Runtime {
                 };
                 runtime.timestamp_frequency = runtime
                     .system_info(HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY, "hsa_system_get_info")?;
+                if runtime.timestamp_frequency == 0 {
+                    return Err(Error::NoTimestampClock);
+                }
                 Ok(Arc::new(runtime))
             }
             Err(error) => {
@@ -266,6 +269,21 @@ impl Runtime {
     /// ```
     pub fn timestamp_frequency(&self) -> u64 {
         self.timestamp_frequency
+    }
+
+    /// The clock of converted GPU timestamps: the system domain, at
+    /// [`Runtime::timestamp_frequency`]. The tracker's timestamps on this
+    /// backend count in it.
+    ///
+    /// ```
+    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// assert_eq!(runtime.timestamp_clock().frequency(), runtime.timestamp_frequency());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn timestamp_clock(&self) -> tracker::TimestampClock {
+        tracker::TimestampClock::from_frequency(self.timestamp_frequency)
+            .expect("checked nonzero when the runtime was initialised")
     }
 
     /// One system timestamp tick, to the nanosecond: the unit of converted

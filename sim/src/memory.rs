@@ -267,7 +267,15 @@ pub(crate) struct Memory {
     device_memory_available: AtomicBool,
     /// Allocation calls still to fail (failure injection).
     failures_left: AtomicU64,
+    /// Allocation calls failed by injection so far.
+    refused: AtomicU64,
+    /// Runs at the start of the next allocation call (interleaving
+    /// injection: what another thread does while the caller allocates).
+    on_next_allocation: parking_lot::Mutex<Option<AllocationHook>>,
 }
+
+/// What [`Sim::on_next_allocation`](crate::Sim::on_next_allocation) runs.
+pub(crate) type AllocationHook = Box<dyn FnOnce() + Send>;
 
 impl Memory {
     pub(crate) fn new(sim: u64, agents: u32, profile: CostProfile) -> Self {
@@ -282,6 +290,8 @@ impl Memory {
             flushed_upto: (0..agents).map(|_| AtomicU64::new(0)).collect(),
             device_memory_available: AtomicBool::new(true),
             failures_left: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            on_next_allocation: parking_lot::Mutex::new(None),
         }
     }
 
@@ -314,6 +324,11 @@ impl Memory {
         if count == 0 {
             return Ok(Vec::new());
         }
+        // Taken first and run with no lock held: the hook may touch signals.
+        let hook = self.on_next_allocation.lock().take();
+        if let Some(hook) = hook {
+            hook();
+        }
         if count > MAX_BATCH {
             return Err(SimError::InvalidConfig(format!(
                 "a batch of {count} signals is larger than the {MAX_BATCH} one allocation may hold"
@@ -326,6 +341,7 @@ impl Memory {
             })
             .is_ok();
         if injected_failure {
+            self.refused.fetch_add(1, Ordering::AcqRel);
             return Err(SimError::OutOfMemory);
         }
         let placement = match placement {
@@ -355,6 +371,14 @@ impl Memory {
 
     pub(crate) fn fail_allocations(&self, calls: u64) {
         self.failures_left.store(calls, Ordering::Release);
+    }
+
+    pub(crate) fn on_next_allocation(&self, hook: AllocationHook) {
+        *self.on_next_allocation.lock() = Some(hook);
+    }
+
+    pub(crate) fn allocations_refused(&self) -> u64 {
+        self.refused.load(Ordering::Acquire)
     }
 
     /// The signal of this simulator whose block is at `handle`, if any. Never
@@ -620,5 +644,6 @@ mod tests {
             Err(SimError::OutOfMemory)
         );
         assert!(memory.allocate(1, Placement::Host, AgentId(0)).is_ok());
+        assert_eq!(memory.allocations_refused(), 2);
     }
 }

@@ -485,6 +485,43 @@ impl Sim {
         self.core().memory.fail_allocations(calls);
     }
 
+    /// How many calls of [`Sim::allocate`] an injected failure refused so
+    /// far ([`Sim::fail_allocations`]): a caller that saw an allocation
+    /// fail can tell an injected failure from a real one.
+    ///
+    /// ```
+    /// use sim::{AgentId, Placement, Sim, SimConfig};
+    /// let sim = Sim::new(SimConfig::default());
+    /// sim.fail_allocations(1);
+    /// assert!(sim.allocate(1, Placement::Host, AgentId(0)).is_err());
+    /// assert!(sim.allocate(1, Placement::Host, AgentId(0)).is_ok());
+    /// assert_eq!(sim.allocations_refused(), 1);
+    /// ```
+    pub fn allocations_refused(&self) -> u64 {
+        self.core().memory.allocations_refused()
+    }
+
+    /// Interleaving injection: runs `hook` at the start of the next call of
+    /// [`Sim::allocate`] (with a nonzero count), before that call does
+    /// anything, as another thread might act while a tracker allocates.
+    /// Replaces a hook not yet run.
+    ///
+    /// ```
+    /// use sim::{AgentId, Placement, Sim, SimConfig};
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// let sim = Sim::new(SimConfig::default());
+    /// let ran = Arc::new(AtomicBool::new(false));
+    /// let flag = ran.clone();
+    /// sim.on_next_allocation(move || flag.store(true, Ordering::Relaxed));
+    /// sim.allocate(1, Placement::Host, AgentId(0))?;
+    /// assert!(ran.load(Ordering::Relaxed));
+    /// # Ok::<(), sim::SimError>(())
+    /// ```
+    pub fn on_next_allocation(&self, hook: impl FnOnce() + Send + 'static) {
+        self.core().memory.on_next_allocation(Box::new(hook));
+    }
+
     /// Stepped mode: runs every queue until none can progress, so cross-queue
     /// waits resolve. Threaded mode: waits until no queue can progress
     /// without a host action.

@@ -50,8 +50,12 @@ pub enum Check {
     /// held, completed, timed use has none.
     Timestamps,
     /// The ring holds more uses than its bound, or back-pressure named a
-    /// use that is already done.
+    /// use that is already done, or named the same use again after the
+    /// caller waited for it to complete.
     RingBound,
+    /// A tracker kept a pin after its consumer's queue drained, or once
+    /// every consumer finished (`Census::pins`).
+    PinHeldTooLong,
     /// A signal is unaccounted for (`census().is_balanced()`), or one is
     /// still parked, or a use is still in flight, once everything finished
     /// and every holder let go.
@@ -66,7 +70,7 @@ pub enum Check {
 
 impl Check {
     /// Every check, in report order.
-    pub const ALL: [Check; 14] = [
+    pub const ALL: [Check; 15] = [
         Check::PublishOrder,
         Check::RearmWhileInFlight,
         Check::RearmWhileHeld,
@@ -78,6 +82,7 @@ impl Check {
         Check::NotRetiredWhenProven,
         Check::Timestamps,
         Check::RingBound,
+        Check::PinHeldTooLong,
         Check::Leak,
         Check::Hang,
         Check::Unexpected,
@@ -97,6 +102,7 @@ impl Check {
             Check::NotRetiredWhenProven => "not-retired-when-proven",
             Check::Timestamps => "timestamps",
             Check::RingBound => "ring-bound",
+            Check::PinHeldTooLong => "pin-held-too-long",
             Check::Leak => "leak",
             Check::Hang => "hang",
             Check::Unexpected => "unexpected",

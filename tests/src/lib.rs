@@ -29,7 +29,9 @@
 pub mod check;
 pub mod driver;
 pub mod model;
+mod observer;
 pub mod ops;
+pub mod replay;
 pub mod search;
 pub mod setup;
 

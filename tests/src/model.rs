@@ -197,6 +197,8 @@ pub enum Holder {
 /// A reference the scenario holds on a use's signal.
 #[derive(Debug)]
 pub struct HeldReference {
+    /// A number of its own, unique in the scenario.
+    pub id: u64,
     /// The use (an index into [`Model::uses`]).
     pub use_id: usize,
     /// Who holds it.

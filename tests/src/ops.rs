@@ -203,6 +203,10 @@ pub enum Op {
         pick: u8,
         /// The consumer packet's barrier bit.
         barrier: bool,
+        /// First try to attach the pin to a ticket the consumer's tracker
+        /// did not issue (the producer's): it must refuse and hand the pin
+        /// back, still pinned.
+        wrong_consumer: bool,
     },
     /// Let a consumer pass: run its queue, ask about the consumer use and
     /// reclaim on both trackers, so the pin drops and the producer's signal
@@ -277,11 +281,31 @@ pub enum Op {
         /// configuration allows it.
         host_ring: bool,
     },
-    /// The stream is known idle: when every use it ever submitted has
-    /// completed, the driver tells the tracker (the call's contract).
+    /// The stream's current hardware queue is known idle: when every
+    /// packet published on it completed, the driver tells the tracker (the
+    /// call's contract). Older generations' queues and the copy engine may
+    /// still run: a drain says nothing about them.
     Drain {
         /// The stream.
         stream: StreamId,
+        /// Run every queue of the simulator first (else only the current
+        /// queue, so older generations' and copy-engine work may stay
+        /// pending).
+        run_all: bool,
+    },
+    /// The next `calls` signal allocations of the simulator fail
+    /// (`Sim::fail_allocations`): growth, spares and the baseline's
+    /// replacements of held signals. A tracker may answer an acquire that
+    /// met one with `OutOfSignals`, and must leave everything as it was.
+    FailAllocations {
+        /// How many (1 to 4).
+        calls: u8,
+        /// If the next acquire allocates, then, before the allocation
+        /// fails, the GPU runs every queue it can and another thread's
+        /// waiter polls every recent use of both streams (recording what
+        /// it sees complete): the moment a tracker making room meets a full
+        /// ring whose uses all became known done under it.
+        waiter_meanwhile: bool,
     },
     /// Fence probing and reclaim (`Tracker::poll`).
     Poll {
@@ -321,8 +345,8 @@ pub enum Op {
 /// How often each operation is drawn, in percent: submissions, simulator
 /// events and proofs dominate, so rings fill, wrap and retire; failures and
 /// queue changes are rare, so a scenario is not over before it starts.
-const WEIGHTS: [(OpKind, u8); 24] = [
-    (OpKind::Submit, 17),
+const WEIGHTS: [(OpKind, u8); 25] = [
+    (OpKind::Submit, 15),
     (OpKind::SubmitOps, 3),
     (OpKind::SubmitCopy, 3),
     (OpKind::FailSubmission, 2),
@@ -346,6 +370,7 @@ const WEIGHTS: [(OpKind, u8); 24] = [
     (OpKind::Reclaim, 3),
     (OpKind::CpuWait, 3),
     (OpKind::Timestamps, 3),
+    (OpKind::FailAllocations, 2),
 ];
 
 #[derive(Clone, Copy)]
@@ -374,6 +399,7 @@ enum OpKind {
     Reclaim,
     CpuWait,
     Timestamps,
+    FailAllocations,
 }
 
 const _: () = {
@@ -449,6 +475,7 @@ impl<'a> Arbitrary<'a> for Op {
                 producer: u.arbitrary()?,
                 pick: u.arbitrary()?,
                 barrier: u.arbitrary()?,
+                wrong_consumer: u.ratio(1, 8)?,
             },
             OpKind::ConsumerPasses => Op::ConsumerPasses {
                 pick: u.arbitrary()?,
@@ -490,6 +517,7 @@ impl<'a> Arbitrary<'a> for Op {
             },
             OpKind::Drain => Op::Drain {
                 stream: u.arbitrary()?,
+                run_all: u.arbitrary()?,
             },
             OpKind::Poll => Op::Poll {
                 stream: u.arbitrary()?,
@@ -509,6 +537,10 @@ impl<'a> Arbitrary<'a> for Op {
             OpKind::Timestamps => Op::Timestamps {
                 stream: u.arbitrary()?,
                 pick: u.arbitrary()?,
+            },
+            OpKind::FailAllocations => Op::FailAllocations {
+                calls: u.int_in_range(1..=4)?,
+                waiter_meanwhile: u.arbitrary()?,
             },
         })
     }

@@ -26,17 +26,45 @@ pub const MAX_OPS: usize = 256;
 /// checks. A panic in the tracker (or the driver) is reported as
 /// [`Check::Unexpected`] at the step it happened.
 pub fn run(kind: TrackerKind, setup: Setup, ops: &[Op]) -> Result<Coverage, Failure> {
+    run_as(kind, setup, ops, Threads::One)
+}
+
+/// Who runs a scenario.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Threads {
+    /// The driver's thread alone: every interleaving is the seed's.
+    One,
+    /// With an observer thread asking the trackers' waiters and clones of
+    /// the scenario's references about recent uses all the while (see
+    /// `Driver::with_observer`). Not reproducible step for step.
+    Observed,
+}
+
+/// [`run`], with or without the observer thread.
+pub fn run_as(
+    kind: TrackerKind,
+    setup: Setup,
+    ops: &[Op],
+    threads: Threads,
+) -> Result<Coverage, Failure> {
     match kind {
-        TrackerKind::Retiring => run_with::<RetiringTracker<SimMemory, Queue>>(setup, ops),
-        TrackerKind::Baseline => run_with::<BaselineTracker<SimMemory, Queue>>(setup, ops),
+        TrackerKind::Retiring => run_with::<RetiringTracker<SimMemory, Queue>>(setup, ops, threads),
+        TrackerKind::Baseline => run_with::<BaselineTracker<SimMemory, Queue>>(setup, ops, threads),
     }
 }
 
-fn run_with<T: SimTracker>(setup: Setup, ops: &[Op]) -> Result<Coverage, Failure> {
+fn run_with<T: SimTracker>(
+    setup: Setup,
+    ops: &[Op],
+    threads: Threads,
+) -> Result<Coverage, Failure> {
     let step = Cell::new(0);
     let outcome = quietly(|| {
         catch_unwind(AssertUnwindSafe(|| {
-            let mut driver = Driver::<T>::new(setup)?;
+            let mut driver = match threads {
+                Threads::One => Driver::<T>::new(setup)?,
+                Threads::Observed => Driver::<T>::with_observer(setup)?,
+            };
             for &op in ops {
                 driver.apply(op)?;
                 step.set(step.get() + 1);
@@ -152,13 +180,24 @@ pub fn explore(
     cases: u64,
     base_seed: u64,
 ) -> Result<Coverage, Box<CaseFailure>> {
+    explore_as(kind, setups, cases, base_seed, Threads::One)
+}
+
+/// [`explore`], with or without the observer thread.
+pub fn explore_as(
+    kind: TrackerKind,
+    setups: &[Setup],
+    cases: u64,
+    base_seed: u64,
+    threads: Threads,
+) -> Result<Coverage, Box<CaseFailure>> {
     let mut coverage = Coverage::default();
     let mut ran = 0;
     for case in 0..cases {
         for (setup_index, &setup) in setups.iter().enumerate() {
             ran += 1;
             let seed = seed_of(base_seed, case, setup_index);
-            match run(kind, setup, &generate(seed)) {
+            match run_as(kind, setup, &generate(seed), threads) {
                 Ok(c) => coverage.add(&c),
                 Err(failure) => {
                     return Err(Box::new(CaseFailure {

@@ -7,7 +7,7 @@
 //! further than CI does: `SCENARIO_CASES=5000 SCENARIO_SEED=7 cargo test
 //! --release -p scenarios --test property`.
 
-use scenarios::search::{PROPERTY_SEED, explore};
+use scenarios::search::{PROPERTY_SEED, Threads, explore, explore_as};
 use scenarios::setup::setups;
 use scenarios::{Coverage, TrackerKind};
 
@@ -76,4 +76,70 @@ fn the_baseline_tracker_keeps_every_invariant() {
     assert!(c.failed > 0, "queues fail: {c:?}");
     assert!(c.retired_by_load > 0, "own loads retire uses: {c:?}");
     assert_reaches_every_kind_of_use(&c);
+}
+
+/// The generators behind the wrong answers found from outside: drains of a
+/// new queue beside an old generation's or a copy engine's pending work,
+/// allocation failures under held signals, retries after waiting for the
+/// use back-pressure named, and pins attached to a foreign ticket.
+fn assert_reaches_the_hard_cases(kind: TrackerKind, c: &Coverage) {
+    assert!(
+        c.drains_beside_pending > 0,
+        "drains beside pending work: {c:?}"
+    );
+    assert!(
+        c.refused_allocations > 0,
+        "allocation failures refuse: {c:?}"
+    );
+    assert!(c.refused_attaches > 0, "attaches to foreign tickets: {c:?}");
+    // The baseline names the use it just loaded and found pending, which
+    // a wait right after cannot see complete on the stepped simulator.
+    if kind == TrackerKind::Retiring {
+        assert!(c.retries_after_wait > 0, "waits for the named use: {c:?}");
+    }
+}
+
+#[test]
+fn both_trackers_reach_the_hard_cases() {
+    for kind in TrackerKind::ALL {
+        assert_reaches_the_hard_cases(kind, &explore_all(kind));
+    }
+}
+
+/// Scenarios per setup for the threaded variant (each starts a thread).
+const OBSERVED_CASES: u64 = 30;
+
+/// The threaded variant: another thread asks each tracker's `Waiter` and
+/// clones of the held references about recent uses while the owner
+/// acquires at the ring's limit. A completion learned there, at any
+/// moment, must never turn into a hard error, an early answer or a leak.
+fn explore_observed(kind: TrackerKind) -> Coverage {
+    let cases = env_or("SCENARIO_OBSERVED_CASES", OBSERVED_CASES);
+    let seed = env_or("SCENARIO_SEED", PROPERTY_SEED) ^ 0x0b5e_12ed;
+    match explore_as(kind, &setups(), cases, seed, Threads::Observed) {
+        Ok(coverage) => {
+            eprintln!("{kind:?}, observed: {coverage:?}");
+            coverage
+        }
+        Err(case) => panic!(
+            "{kind:?} tracker, setup \"{}\", seed {:#x}, with an observer thread: {}",
+            case.setup.name, case.seed, case.failure
+        ),
+    }
+}
+
+#[test]
+fn the_retiring_tracker_keeps_every_invariant_with_another_thread_asking() {
+    let c = explore_observed(TrackerKind::Retiring);
+    assert!(c.observed_answers > 0, "the observer answered: {c:?}");
+    assert!(
+        c.backpressure > 0,
+        "the owner meets the ring's limit: {c:?}"
+    );
+}
+
+#[test]
+fn the_baseline_tracker_keeps_every_invariant_with_another_thread_asking() {
+    let c = explore_observed(TrackerKind::Baseline);
+    assert!(c.observed_answers > 0, "the observer answered: {c:?}");
 }

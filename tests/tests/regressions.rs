@@ -100,11 +100,13 @@ fn a_pinned_signal_is_flushed_for_a_consumer_ring_in_system_memory() {
             host_ring: true,
         },
         Op::PinAcross {
+            wrong_consumer: false,
             producer: B,
             pick: 0,
             barrier: true,
         },
         Op::PinAcross {
+            wrong_consumer: false,
             producer: A,
             pick: 0,
             barrier: false,
@@ -127,6 +129,7 @@ fn a_queue_change_keeps_what_fences_proved() {
         submit(B, true, Completion, false),
         submit(A, true, TimingOnly, true),
         Op::PinAcross {
+            wrong_consumer: false,
             producer: B,
             pick: 0,
             barrier: false,
@@ -154,6 +157,7 @@ fn backpressure_names_a_use_whose_completion_frees_room() {
         Op::HoldHandler { stream: B, pick: 0 },
         submit(A, false, CpuSync, true),
         Op::PinAcross {
+            wrong_consumer: false,
             producer: A,
             pick: 0,
             barrier: false,
@@ -165,6 +169,7 @@ fn backpressure_names_a_use_whose_completion_frees_room() {
         },
         Op::RunHandler { pick: 0 },
         Op::PinAcross {
+            wrong_consumer: false,
             producer: A,
             pick: 0,
             barrier: true,

@@ -64,6 +64,68 @@ impl Timestamps {
     }
 }
 
+/// The clock a backend's timestamps count in: a fact of its hardware (the
+/// packet processor's counter, CUDA's `%globaltimer`), never a user's
+/// setting, so no configuration can disagree with the stamps.
+///
+/// Stored as ticks per second, as ROCr reports it
+/// (`HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY`); converting ticks to a
+/// [`Duration`] is exact to the nanosecond below and never saturates.
+///
+/// ```
+/// use std::time::Duration;
+/// use tracker::TimestampClock;
+/// let mi300x = TimestampClock::from_frequency(100_000_000).unwrap(); // 100 MHz
+/// assert_eq!(mi300x.duration(250), Duration::from_nanos(2500));
+/// assert_eq!(TimestampClock::NANOSECONDS.duration(1_000), Duration::from_micros(1));
+/// assert_eq!(TimestampClock::from_period(Duration::from_nanos(10)), Some(mi300x));
+/// // The longest count of ticks is still a finite, exact duration.
+/// assert_eq!(TimestampClock::NANOSECONDS.duration(u64::MAX).as_nanos(), u128::from(u64::MAX));
+/// assert_eq!(TimestampClock::from_frequency(0), None);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TimestampClock {
+    ticks_per_second: core::num::NonZeroU64,
+}
+
+impl TimestampClock {
+    /// A clock that counts nanoseconds (CUDA's `%globaltimer`, ROCr's
+    /// system domain).
+    pub const NANOSECONDS: TimestampClock = TimestampClock {
+        ticks_per_second: core::num::NonZeroU64::new(1_000_000_000).unwrap(),
+    };
+
+    /// A clock of `ticks_per_second` ticks a second; `None` for 0.
+    pub const fn from_frequency(ticks_per_second: u64) -> Option<TimestampClock> {
+        match core::num::NonZeroU64::new(ticks_per_second) {
+            Some(ticks_per_second) => Some(TimestampClock { ticks_per_second }),
+            None => None,
+        }
+    }
+
+    /// The clock whose tick lasts `period`; `None` unless the period is a
+    /// whole number of nanoseconds that divides one second (10 ns: 100 MHz).
+    pub const fn from_period(period: Duration) -> Option<TimestampClock> {
+        let nanos = period.as_nanos();
+        if nanos == 0 || 1_000_000_000 % nanos != 0 {
+            return None;
+        }
+        TimestampClock::from_frequency((1_000_000_000 / nanos) as u64)
+    }
+
+    /// Ticks per second.
+    pub const fn frequency(&self) -> u64 {
+        self.ticks_per_second.get()
+    }
+
+    /// `ticks` of this clock as a duration, rounded down to the nanosecond.
+    pub const fn duration(&self, ticks: u64) -> Duration {
+        let hz = self.ticks_per_second.get();
+        let nanos = (ticks % hz) as u128 * 1_000_000_000 / hz as u128;
+        Duration::new(ticks / hz, nanos as u32)
+    }
+}
+
 /// A backend could not provide signals.
 ///
 /// ```
@@ -158,14 +220,28 @@ pub trait SignalMemory: Send + Sync + 'static {
     /// through the BAR in order (an HDP flush: write the flush register, read it back).
     fn hdp_flush(&self);
 
-    /// Reads the start and end timestamps the packet processor wrote.
+    /// Reads the start and end timestamps the packet processor wrote for
+    /// the signal's latest use, in ticks of [`timestamp_clock`](Self::timestamp_clock).
+    /// `None` when nothing wrote any for it (a publication that ran no
+    /// work on a backend that stamps only work it runs): a caller is never
+    /// handed an earlier use's stamps.
     ///
     /// # Safety
     /// As for [`load`](Self::load).
-    unsafe fn timestamps(&self, signal: Self::Signal) -> Timestamps;
+    unsafe fn timestamps(&self, signal: Self::Signal) -> Option<Timestamps>;
+
+    /// The clock the timestamps count in (a fact of the hardware).
+    fn timestamp_clock(&self) -> TimestampClock;
 
     /// The value a packet's `completion_signal` (or `dep_signal`) field takes.
     fn packet_handle(&self, signal: Self::Signal) -> u64;
+
+    /// Whether a packet on a queue of `other`'s device can name this
+    /// memory's signals (wait on them, complete them): the same simulator,
+    /// the same ROCr process, signal memory mapped for both CUDA contexts.
+    /// A queue layer refuses a cross-queue wait on a signal its queue
+    /// could not read, instead of publishing a packet that can never pass.
+    fn shares_signals_with(&self, other: &Self) -> bool;
 
     /// Waits up to `timeout` for the signal to leave `observed`, returning the
     /// value then seen (or `observed` after the timeout). The default spins on

@@ -20,11 +20,13 @@ use crate::backend::{Placement, QueueView, SignalMemory, Timestamps};
 use crate::config::Config;
 use crate::error::Error;
 use crate::interface::{Acquired, Census, Tracker};
-use crate::pin::{Attachments, Pin};
+use crate::pin::{AttachError, Attachments, Pin};
+use crate::planted::{self, Bug};
 use crate::share::{CellPtr, Shared, SignalRef};
+use crate::stamps::{Kept, StampHistory};
 use crate::stats::Stats;
 use crate::sync::Arc;
-use crate::ticket::{Engine, Generation, Request, Status, Ticket};
+use crate::ticket::{Engine, Generation, Request, Status, Ticket, aql_before};
 use crate::wait::Waiter;
 
 #[derive(Clone, Copy)]
@@ -48,7 +50,7 @@ struct Slot<S> {
 /// ```
 /// use tracker::{Config, Request, Status, Tracker, sim_backend};
 ///
-/// let (mut baseline, queue) = sim_backend::stepped_baseline(Config::default());
+/// let (mut baseline, queue) = sim_backend::stepped_baseline(Config::default())?;
 /// let mut tickets = Vec::new();
 /// for _ in 0..100 {
 ///     let index = queue.reserve().unwrap();
@@ -62,6 +64,7 @@ struct Slot<S> {
 /// }
 /// // One load per use at least: the baseline proves nothing in batches.
 /// assert!(baseline.stats().host().loads >= 100);
+/// # Ok::<(), tracker::Error>(())
 /// ```
 pub struct BaselineTracker<M: SignalMemory, Q: QueueView> {
     shared: Arc<Shared<M>>,
@@ -74,9 +77,14 @@ pub struct BaselineTracker<M: SignalMemory, Q: QueueView> {
     generation: Generation,
     /// The first sequence number of the current generation.
     generation_start: u64,
+    /// The AQL index of the current generation's newest AQL use: indices
+    /// must grow within a generation, as for the retiring tracker.
+    last_aql: Option<u64>,
     /// Signals replaced because they were still referenced.
     replaced: usize,
     attachments: Attachments<M>,
+    /// Stamps of timed uses whose slot moved on (see `stamps.rs`).
+    stamps: StampHistory,
     stats: Stats,
     scratch: Vec<(M::Signal, Placement)>,
 }
@@ -94,8 +102,10 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
             next_seq: 1,
             generation: Generation::new(0, config.generation_bits),
             generation_start: 1,
+            last_aql: None,
             replaced: 0,
             attachments: Attachments::default(),
+            stamps: StampHistory::new(config.stamp_history),
             stats: Stats::default(),
             scratch: Vec::new(),
         };
@@ -129,6 +139,16 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         self.stats.accesses[c.placement.index()].loads += 1;
         // SAFETY: the signal came from this memory, kept alive by `self.shared`.
         unsafe { self.shared.memory.load(c.signal) }
+    }
+
+    /// Reads a timed use's stamps from its signal (counted), as CLR does
+    /// each time they are asked for.
+    fn read_stamps(&mut self, cell: CellPtr<M::Signal>) -> Option<Timestamps> {
+        // SAFETY: the cell belongs to `self.shared`.
+        let c = unsafe { cell.get() };
+        self.stats.accesses[c.placement.index()].timestamp_reads += 1;
+        // SAFETY: as in `load`.
+        unsafe { self.shared.memory.timestamps(c.signal) }
     }
 
     fn cell_of(&self, ticket: &Ticket) -> Result<CellPtr<M::Signal>, Error> {
@@ -173,29 +193,60 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         self.stats.failed += 1;
     }
 
+    fn note_complete(&mut self, _seq: u64) {
+        self.stats.retired += 1;
+        self.stats.retired_by_load += 1;
+    }
+
+    /// Use `seq` is known done, however it was learned (a load here, a
+    /// waiter on another thread): the pins it held as a consumer go, its
+    /// packet will not read them any more.
+    fn release_consumer(&mut self, seq: u64) {
+        if !self.attachments.is_empty() && !planted::active(Bug::BaselineKeepsPinsUntilReuse) {
+            self.attachments.release_where(|consumer| consumer == seq);
+        }
+    }
+
     fn use_ticket(&self, slot: usize, seq: u64) -> Ticket {
-        let generation = self.slots[slot]
-            .last_use
-            .filter(|u| u.seq == seq)
-            .map_or(self.generation, |u| u.generation);
+        let last = self.slots[slot].last_use.filter(|u| u.seq == seq);
         Ticket {
             seq,
             cell: self.slots[slot].cell.erase(),
             owner: self.shared.id,
-            generation,
+            generation: last.map_or(self.generation, |u| u.generation),
+            timed: last.is_some_and(|u| u.timed),
+        }
+    }
+
+    /// Whether AQL index `index` may follow the generation's newest.
+    fn check_order(&self, index: u64) -> Result<(), Error> {
+        match self.last_aql {
+            Some(previous) if !aql_before(previous, index) => {
+                Err(Error::AqlIndexOutOfOrder { index, previous })
+            }
+            _ => Ok(()),
         }
     }
 
     fn acquire_slot(&mut self, request: Request) -> Result<Acquired, Error> {
+        let aql = match request.engine() {
+            Engine::Aql { index, .. } => {
+                self.check_order(index)?;
+                Some(index)
+            }
+            Engine::Copy => None,
+        };
         let n = self.slots.len();
         // Peek two ahead: a busy signal there means the ring is about to run
-        // out, so grow by one new signal right after the current slot.
+        // out, so grow by one new signal right after the current slot. A
+        // failed allocation is no reason to fail: the next slot may be free.
         let ahead = (self.current + 2) % n;
         let mut grew = false;
         if n < self.config.max_in_flight() && self.slots[ahead].last_use.is_some() {
             let cell = self.slots[ahead].cell;
-            if self.load(cell) > 0 {
-                let cell = self.create_signal()?;
+            if self.load(cell) > 0
+                && let Ok(cell) = self.create_signal()
+            {
                 self.slots.insert(
                     self.current + 1,
                     Slot {
@@ -216,21 +267,28 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
                 in_flight: self.slots.len(),
             });
         }
+        // Still referenced (an event, a handler, a waiter): CLR creates a
+        // new signal. Made before anything changes, so that a failed
+        // allocation leaves the slot, its use and its holders as they were.
+        let held = self.slots[next].last_use.is_some()
+            // SAFETY: the cell belongs to `self.shared`.
+            && unsafe { self.slots[next].cell.get() }.holds() > 0;
+        if planted::active(Bug::BaselineFreesBeforeReplacing)
+            && let Some(u) = self.slots[next].last_use.take()
+        {
+            self.retire_previous(next, u);
+        }
+        let replacement = if held {
+            Some(self.create_signal()?)
+        } else {
+            None
+        };
         if let Some(u) = self.slots[next].last_use.take() {
-            self.stats.rearms += 1;
-            // SAFETY: the cell belongs to `self.shared`.
-            if unsafe { self.slots[next].cell.get() }.phase_of(u.seq) == Some(Some(Status::Failed))
-            {
-                self.shared.record_failures(u.seq, u.seq);
-            }
-            self.attachments.release_through(u.seq);
-            self.shared.publish_retired_through(u.seq);
-            // SAFETY: the cell belongs to `self.shared`.
-            if unsafe { self.slots[next].cell.get() }.holds() > 0 {
-                // Still referenced (an event, a handler, a waiter): CLR creates a new signal.
-                self.slots[next].cell = self.create_signal()?;
-                self.replaced += 1;
-            }
+            self.retire_previous(next, u);
+        }
+        if let Some(cell) = replacement {
+            self.slots[next].cell = cell;
+            self.replaced += 1;
         }
         self.current = next;
 
@@ -240,7 +298,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         self.stats.accesses[c.placement.index()].stores += 1;
         // SAFETY: as in `load`.
         unsafe { self.shared.memory.store(c.signal, i64::from(request.ops)) };
-        let copy = matches!(request.engine(), Engine::Copy);
+        let copy = aql.is_none();
         if c.placement == Placement::Device {
             self.shared.memory.store_fence();
             self.stats.accesses[c.placement.index()].fences += 1;
@@ -248,6 +306,9 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
                 self.shared.memory.hdp_flush();
                 self.stats.accesses[c.placement.index()].flushes += 1;
             }
+        }
+        if let Some(index) = aql {
+            self.last_aql = Some(index);
         }
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -268,6 +329,25 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         })
     }
 
+    /// The slot's previous use `u` is done and the slot moves on: record a
+    /// failure, keep a timed use's stamps (its signal is re-armed or given
+    /// up next), release the pins of consumers up to it.
+    fn retire_previous(&mut self, slot: usize, u: SlotUse) {
+        self.stats.rearms += 1;
+        let cell = self.slots[slot].cell;
+        // SAFETY: the cell belongs to `self.shared`.
+        let phase = unsafe { cell.get() }.phase_of(u.seq);
+        if phase == Some(Some(Status::Failed)) {
+            self.shared.record_failures(u.seq, u.seq);
+        } else if u.timed && self.stamps.get(u.seq) == Kept::Unknown {
+            let stamps = self.read_stamps(cell);
+            self.stamps.record(u.seq, stamps);
+            self.stats.harvests += 1;
+        }
+        self.attachments.release_through(u.seq);
+        self.shared.publish_retired_through(u.seq);
+    }
+
     fn slot_of(&self, seq: u64) -> Option<usize> {
         self.slots
             .iter()
@@ -277,21 +357,27 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
     fn observe(&mut self, seq: u64, cell: CellPtr<M::Signal>) -> Status {
         // SAFETY: the cell belongs to `self.shared`.
         let c = unsafe { cell.get() };
-        if let Some(status) = self.shared.known_status(seq, c) {
-            return status;
-        }
-        let value = self.load(cell);
-        if value == 0 {
-            if c.complete(seq) {
-                self.stats.retired += 1;
-                self.stats.retired_by_load += 1;
+        let status = match self.shared.known_status(seq, c) {
+            Some(status) => status,
+            None => {
+                let value = self.load(cell);
+                if value == 0 {
+                    if c.complete(seq) {
+                        self.note_complete(seq);
+                    }
+                    Status::Complete
+                } else {
+                    if value < 0 && c.fail(seq) {
+                        self.note_failed(seq);
+                    }
+                    self.shared.known_status(seq, c).unwrap_or(Status::Pending)
+                }
             }
-            return Status::Complete;
+        };
+        if status.is_done() {
+            self.release_consumer(seq);
         }
-        if value < 0 && c.fail(seq) {
-            self.note_failed(seq);
-        }
-        self.shared.known_status(seq, c).unwrap_or(Status::Pending)
+        status
     }
 }
 
@@ -360,11 +446,18 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
         }
     }
 
-    fn attach(&mut self, consumer: &Ticket, pin: Pin<M>) -> Result<(), Error> {
-        self.cell_of(consumer)?;
-        if self.slot_of(consumer.seq).is_some() {
+    fn attach(&mut self, consumer: &Ticket, pin: Pin<M>) -> Result<(), AttachError<M>> {
+        let cell = match self.cell_of(consumer) {
+            Ok(cell) => cell,
+            Err(error) => return Err(AttachError { error, pin }),
+        };
+        // Complete, failed or moved on, as far as its cell recorded.
+        // SAFETY: the cell belongs to `self.shared`.
+        let done = unsafe { cell.get() }.phase_of(consumer.seq).is_some();
+        if self.slot_of(consumer.seq).is_some() && !done {
             self.attachments.attach(consumer.seq, pin);
         }
+        // Otherwise the consumer already finished: the pin drops here.
         Ok(())
     }
 
@@ -385,35 +478,57 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
 
     fn timestamps(&mut self, ticket: &Ticket) -> Result<Option<Timestamps>, Error> {
         let cell = self.cell_of(ticket)?;
+        if !ticket.timed {
+            return Ok(None);
+        }
         // SAFETY: the cell belongs to `self.shared`.
-        let c = unsafe { cell.get() };
-        if c.phase_of(ticket.seq) == Some(None)
+        if self.shared.known_status(ticket.seq, unsafe { cell.get() }) == Some(Status::Failed) {
+            return Ok(None);
+        }
+        match self.stamps.get(ticket.seq) {
+            Kept::Stamps(stamps) => return Ok(Some(stamps)),
+            Kept::Unstamped => return Ok(None),
+            Kept::Expired => return Err(Error::TimestampsExpired { seq: ticket.seq }),
+            Kept::Unknown => {}
+        }
+        // SAFETY: the cell belongs to `self.shared`.
+        if unsafe { cell.get() }.phase_of(ticket.seq) == Some(None)
             || self.observe(ticket.seq, cell) != Status::Complete
         {
-            // Re-armed for a later use (its stamps are gone), or not complete.
+            // Not complete; or its signal moved on before its stamps were
+            // kept, which happens only to a use that failed.
             return Ok(None);
         }
-        let timed = self
-            .slot_of(ticket.seq)
-            .and_then(|s| self.slots[s].last_use)
-            .is_none_or(|u| u.timed);
-        if !timed {
-            return Ok(None);
-        }
-        // CLR reads the stamps from the signal each time they are asked for.
-        self.stats.accesses[c.placement.index()].timestamp_reads += 1;
-        // SAFETY: as in `load`.
-        Ok(Some(unsafe { self.shared.memory.timestamps(c.signal) }))
+        // CLR reads the stamps from the signal each time they are asked
+        // for (and the slot keeps them when it moves on).
+        Ok(self.read_stamps(cell))
     }
 
     fn note_queue_change(&mut self, queue: Q) {
         self.queue = queue;
         self.generation = self.generation.next(self.config.generation_bits);
         self.generation_start = self.next_seq;
+        // The new queue's indices start afresh.
+        self.last_aql = None;
     }
 
-    /// CLR's original tracker has no notion of a drained queue.
-    fn note_drained(&mut self) {}
+    /// CLR's original tracker has no notion of a drained queue: it retires
+    /// nothing. But the consumers of the pins it holds ran on the drained
+    /// queue (if they are of its current generation, and not a copy
+    /// engine's): their pins go.
+    fn note_drained(&mut self) {
+        if planted::active(Bug::BaselineKeepsPinsUntilReuse) {
+            return;
+        }
+        let (slots, start) = (&self.slots, self.generation_start);
+        self.attachments.release_where(|consumer| {
+            slots
+                .iter()
+                .filter_map(|s| s.last_use)
+                .find(|u| u.seq == consumer)
+                .is_none_or(|u| u.seq >= start && !u.copy)
+        });
+    }
 
     /// A queue error: each pending use of the current queue is settled by a
     /// load of its signal (0: it completed before the error).
@@ -434,13 +549,13 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
             }
             if self.load(cell) == 0 {
                 if c.complete(u.seq) {
-                    self.stats.retired += 1;
-                    self.stats.retired_by_load += 1;
+                    self.note_complete(u.seq);
                 }
             } else if c.fail(u.seq) {
                 self.note_failed(u.seq);
                 failed += 1;
             }
+            self.release_consumer(u.seq);
         }
         failed
     }
@@ -452,12 +567,17 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
             action: "fail its submission",
             state,
         };
-        let slot = self.slot_of(ticket.seq).ok_or(invalid("retired"))?;
         // SAFETY: the cell belongs to `self.shared`.
         let c = unsafe { cell.get() };
-        if self.shared.known_status(ticket.seq, c).is_some() {
-            return Err(invalid("done"));
+        // What the cell recorded, whether or not the baseline answers from
+        // it: a use it once reported done stays done.
+        match c.phase_of(ticket.seq) {
+            Some(Some(Status::Complete)) => return Err(invalid("complete")),
+            Some(Some(Status::Failed)) => return Err(invalid("failed")),
+            Some(_) => return Err(invalid("retired")),
+            None => {}
         }
+        let slot = self.slot_of(ticket.seq).ok_or(invalid("retired"))?;
         // The count the use was armed with, not the signal's value: issued
         // operations that already ran (or failed) have changed that.
         let u = self.slots[slot]
@@ -496,6 +616,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
             parked: 0,
             retired: self.replaced,
             created: self.stats.signals_created as usize,
+            pins: self.attachments.len(),
         }
     }
 }

@@ -64,4 +64,15 @@ pub enum Error {
     /// A configuration value is out of range.
     #[error("invalid tracker configuration: {0}")]
     InvalidConfig(&'static str),
+    /// The use's timestamps were harvested, but more than
+    /// [`Config::stamp_history`](crate::Config::stamp_history) timed uses
+    /// followed it and its entry was dropped. Hold the use (an event's
+    /// reference) to keep its stamps for as long as you need them.
+    #[error(
+        "the timestamps of use {seq} are no longer kept: more than Config::stamp_history timed uses followed it"
+    )]
+    TimestampsExpired {
+        /// The use.
+        seq: u64,
+    },
 }

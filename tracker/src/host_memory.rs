@@ -2,7 +2,7 @@
 //! tests and for the loom models (its atomics come from the crate's `sync`
 //! shim, so loom sees every access).
 
-use crate::backend::{AllocError, Placement, SignalMemory, Timestamps};
+use crate::backend::{AllocError, Placement, SignalMemory, TimestampClock, Timestamps};
 use crate::sync::{AtomicI64, AtomicUsize, Ordering};
 
 /// A fixed number of host-memory signals. Whoever plays the GPU completes a
@@ -103,11 +103,21 @@ impl SignalMemory for HostMemory {
 
     fn hdp_flush(&self) {}
 
-    unsafe fn timestamps(&self, _: usize) -> Timestamps {
-        Timestamps::default()
+    /// No packet processor writes stamps into host atomics.
+    unsafe fn timestamps(&self, _: usize) -> Option<Timestamps> {
+        None
+    }
+
+    fn timestamp_clock(&self) -> TimestampClock {
+        TimestampClock::NANOSECONDS
     }
 
     fn packet_handle(&self, signal: usize) -> u64 {
         signal as u64 + 1
+    }
+
+    /// A handle means something only to the memory that made it.
+    fn shares_signals_with(&self, other: &Self) -> bool {
+        core::ptr::eq(self, other)
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::backend::{Placement, QueueView, SignalMemory, Timestamps};
 use crate::error::Error;
-use crate::pin::Pin;
+use crate::pin::{AttachError, Pin};
 use crate::share::SignalRef;
 use crate::stats::Stats;
 use crate::ticket::{Generation, Request, Status, Ticket};
@@ -13,7 +13,7 @@ use crate::wait::Waiter;
 ///
 /// ```
 /// use tracker::{Placement, Request, Tracker, sim_backend};
-/// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default());
+/// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
 /// let acquired = tracker.acquire(Request::packet(queue.reserve().unwrap())).unwrap();
 /// assert_eq!(acquired.placement, Placement::Host);
 /// assert_ne!(acquired.signal, 0); // the address of an amd_signal_t block
@@ -34,7 +34,7 @@ pub struct Acquired {
 ///
 /// ```
 /// use tracker::{Request, Tracker, sim_backend};
-/// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default());
+/// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
 /// tracker.acquire(Request::packet(queue.reserve().unwrap())).unwrap();
 /// let census = tracker.census();
 /// assert_eq!((census.in_flight, census.armed, census.created), (1, 63, 64));
@@ -53,6 +53,10 @@ pub struct Census {
     pub retired: usize,
     /// Signals ever created.
     pub created: usize,
+    /// Pins this tracker keeps for its consumer uses (GPU waiters on other
+    /// queues' signals), not yet released: 0 once every consumer retired or
+    /// its queue drained.
+    pub pins: usize,
 }
 
 impl Census {
@@ -68,6 +72,27 @@ impl Census {
 /// methods; other threads use a [`Waiter`], a [`SignalRef`] or a [`Pin`],
 /// which need no lock.
 ///
+/// # Bad input
+///
+/// Both trackers answer it the same way, with an [`Error`], never a panic:
+///
+/// - a ticket another tracker issued: [`Error::ForeignTicket`], from every
+///   method that takes one;
+/// - an AQL index that does not follow the previous use's in this queue
+///   generation (repeated, lower, or 2^63 or more ahead, which is behind
+///   modulo 2^64): [`Error::AqlIndexOutOfOrder`], and nothing changes;
+/// - failing the submission of a use already known complete, failed or
+///   retired, or one whose operations were all issued:
+///   [`Error::InvalidState`];
+/// - asking the timestamps of an untimed, pending or failed use: `Ok(None)`;
+///   of a timed use whose stamps fell out of the history:
+///   [`Error::TimestampsExpired`];
+/// - an out-of-range [`Config`](crate::Config): [`Error::InvalidConfig`]
+///   from the constructor.
+///
+/// A failed call (an allocation that could not be made, back-pressure)
+/// leaves the tracker as it was: retrying is always safe.
+///
 /// The example runs the same code on the retiring tracker and the baseline:
 ///
 /// ```
@@ -81,9 +106,9 @@ impl Census {
 ///     tracker.query(&acquired.ticket).unwrap()
 /// }
 ///
-/// let (mut retiring, queue) = sim_backend::stepped_tracker(Config::default());
+/// let (mut retiring, queue) = sim_backend::stepped_tracker(Config::default()).unwrap();
 /// assert_eq!(run(&mut retiring, &queue), Status::Complete);
-/// let (mut baseline, queue) = sim_backend::stepped_baseline(Config::default());
+/// let (mut baseline, queue) = sim_backend::stepped_baseline(Config::default()).unwrap();
 /// assert_eq!(run(&mut baseline, &queue), Status::Complete);
 /// ```
 pub trait Tracker: Send {
@@ -119,8 +144,14 @@ pub trait Tracker: Send {
     fn pin(&mut self, ticket: &Ticket) -> Result<Option<Pin<Self::Memory>>, Error>;
 
     /// Keeps `pin` until the use `consumer` (the packet that waits on it, on
-    /// this tracker's queue) has retired.
-    fn attach(&mut self, consumer: &Ticket, pin: Pin<Self::Memory>) -> Result<(), Error>;
+    /// this tracker's queue) has retired, or its queue drained. Dropped at
+    /// once if the consumer already retired. On error the pin comes back in
+    /// the [`AttachError`], still pinned.
+    fn attach(
+        &mut self,
+        consumer: &Ticket,
+        pin: Pin<Self::Memory>,
+    ) -> Result<(), AttachError<Self::Memory>>;
 
     /// Proves what it can with at most one load (fence probing: the newest
     /// fence the read index nominates), without re-arming anything. Returns
@@ -138,14 +169,22 @@ pub trait Tracker: Send {
     /// not known retired. Reads no signal memory. Returns the number re-armed.
     fn reclaim(&mut self) -> usize;
 
-    /// The use's timestamps, harvested once into host memory. `None` while
-    /// the use is pending, if it was not timed, or if it failed.
+    /// The use's timestamps, harvested once into host memory, where they
+    /// stay after its signal serves later uses (for the last
+    /// [`Config::stamp_history`](crate::Config::stamp_history) timed uses,
+    /// and for as long as the use is held). `None` while the use is
+    /// pending, if it was not timed, if it failed, or if no work stamped it
+    /// (a marker on a backend that stamps only the work it runs).
     fn timestamps(&mut self, ticket: &Ticket) -> Result<Option<Timestamps>, Error>;
 
     /// The runtime moved the stream to another hardware queue: a new generation.
     fn note_queue_change(&mut self, queue: Self::Queue);
 
-    /// The queue is known idle: everything submitted so far completed.
+    /// The queue the tracker watches now is known idle: every packet
+    /// submitted to it so far completed. Retires the uses of the current
+    /// generation's AQL packets, and releases the pins they held as
+    /// consumers. Says nothing about an older generation's uses (they ran
+    /// on another hardware queue) or a copy engine's.
     fn note_drained(&mut self);
 
     /// The queue reported an error: every pending use on it fails (once).

@@ -25,7 +25,7 @@
 //! use tracker::{Config, Placement, Purpose, Request, Status, Tracker, sim_backend};
 //!
 //! let config = Config { signals: Placement::Device, ..Config::default() };
-//! let (mut tracker, queue) = sim_backend::stepped_tracker(config);
+//! let (mut tracker, queue) = sim_backend::stepped_tracker(config).unwrap();
 //!
 //! // Submit 64 kernels with the barrier bit (each is a fence) and an event.
 //! for _ in 0..64 {
@@ -64,6 +64,7 @@ mod ring;
 mod share;
 #[cfg(feature = "sim")]
 pub mod sim_backend;
+mod stamps;
 mod stats;
 mod sync;
 mod ticket;
@@ -71,14 +72,15 @@ mod timing;
 mod wait;
 
 pub use backend::{
-    AllocError, HardwareQueue, Placement, QueueError, QueueView, SignalMemory, Timestamps, Work,
+    AllocError, HardwareQueue, Placement, QueueError, QueueView, SignalMemory, TimestampClock,
+    Timestamps, Work,
 };
 pub use baseline::BaselineTracker;
 pub use config::Config;
 pub use error::Error;
 pub use host_memory::HostMemory;
 pub use interface::{Acquired, Census, Tracker};
-pub use pin::Pin;
+pub use pin::{AttachError, Pin};
 pub use retiring::RetiringTracker;
 pub use share::SignalRef;
 pub use stats::{Accesses, Stats};

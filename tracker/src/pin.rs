@@ -25,7 +25,7 @@ use std::collections::VecDeque;
 /// ```
 /// use tracker::{Request, Tracker, sim_backend};
 ///
-/// let (mut producer, queue_a) = sim_backend::stepped_tracker(Default::default());
+/// let (mut producer, queue_a) = sim_backend::stepped_tracker(Default::default()).unwrap();
 /// let index = queue_a.reserve().unwrap();
 /// let acquired = producer.acquire(Request::packet(index).barrier(true)).unwrap();
 /// sim_backend::submit_barrier(&queue_a, index, acquired.signal);
@@ -66,6 +66,53 @@ impl<M: SignalMemory> Pin<M> {
     }
 }
 
+/// [`Tracker::attach`](crate::Tracker::attach) refused: why, and the pin,
+/// handed back so that the signal stays pinned while the caller decides
+/// (a consumer packet may already wait on it).
+///
+/// ```
+/// use tracker::{Error, Request, Tracker, sim_backend};
+///
+/// let (mut producer, queue) = sim_backend::stepped_tracker(Default::default())?;
+/// let (mut stranger, other) = sim_backend::stepped_tracker(Default::default())?;
+/// let (mut consumer, _) = sim_backend::stepped_tracker(Default::default())?;
+/// let produced = producer.acquire(Request::packet(queue.reserve()?).barrier(true))?;
+/// let pin = producer.pin(&produced.ticket)?.expect("pending");
+/// let foreign = stranger.acquire(Request::packet(other.reserve()?))?.ticket;
+/// let refused = consumer.attach(&foreign, pin).unwrap_err();
+/// assert_eq!(refused.error, Error::ForeignTicket);
+/// let pin = refused.pin; // still pinned: attach it where it belongs, or drop it
+/// # drop(pin);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct AttachError<M: SignalMemory> {
+    /// Why the pin was not attached.
+    pub error: Error,
+    /// The pin, still holding the producer's signal.
+    pub pin: Pin<M>,
+}
+
+impl<M: SignalMemory> core::fmt::Debug for AttachError<M> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("AttachError")
+            .field("error", &self.error)
+            .field("producer_seq", &self.pin.producer_seq())
+            .finish()
+    }
+}
+
+impl<M: SignalMemory> core::fmt::Display for AttachError<M> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "the pin was not attached (it is handed back): {}",
+            self.error
+        )
+    }
+}
+
+impl<M: SignalMemory> std::error::Error for AttachError<M> {}
+
 /// Pins a tracker holds for its consuming uses, ordered by consumer sequence
 /// number, each released when its consumer retires.
 pub(crate) struct Attachments<M: SignalMemory> {
@@ -88,6 +135,15 @@ impl<M: SignalMemory> Attachments<M> {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.pins.is_empty()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.pins.len()
+    }
+
+    /// Drops the pins whose consumer `done` says is done.
+    pub(crate) fn release_where(&mut self, mut done: impl FnMut(u64) -> bool) {
+        self.pins.retain(|&(consumer, _)| !done(consumer));
     }
 
     /// Drops the pins of every consumer up to `seq`.
@@ -134,8 +190,14 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         }
     }
 
-    pub(crate) fn attach_pin(&mut self, consumer: &Ticket, pin: Pin<M>) -> Result<(), Error> {
-        self.cell_of(consumer)?;
+    pub(crate) fn attach_pin(
+        &mut self,
+        consumer: &Ticket,
+        pin: Pin<M>,
+    ) -> Result<(), AttachError<M>> {
+        if let Err(error) = self.cell_of(consumer) {
+            return Err(AttachError { error, pin });
+        }
         if self.ring.get(consumer.seq).is_some() {
             self.attachments.attach(consumer.seq, pin);
         }

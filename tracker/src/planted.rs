@@ -9,7 +9,8 @@
 //! [`plant`]. The `teeth` runner of the `scenarios` crate (`.ci/teeth`) runs
 //! the property scenarios once per bug and reports which check caught it.
 
-/// A bug that can be planted in the retiring tracker.
+/// A bug that can be planted in a tracker (the retiring one unless its name
+/// says baseline).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Bug {
     /// Reclaim re-arms a retired use's signal without checking whether an
@@ -32,6 +33,27 @@ pub enum Bug {
     /// A consumer's pin is released when the use before the consumer
     /// retires, one use too early.
     DropPinEarly,
+    /// A drain retires every use in flight: an older generation's (still
+    /// on the old hardware queue) and a copy engine's too.
+    DrainRetiresEverything,
+    /// Making room ignores the CPU waits' record of the fence back-pressure
+    /// named, so a caller that waited for it is pushed back again.
+    NamedFenceUnconsulted,
+    /// Making room gives up (out of signals) when every use it finds is
+    /// done, without the walk that would free them: a waiter on another
+    /// thread that learned the last completions turns a full ring into a
+    /// hard error.
+    GiveUpWhenAllDone,
+    /// Asked for a retired use's timestamps, the tracker looks only at its
+    /// signal's cell, which a later timed use has overwritten.
+    StampsOnlyInTheCell,
+    /// Baseline: the slot of a held signal is marked free before its
+    /// replacement is allocated, so a failed allocation's retry re-arms the
+    /// held signal.
+    BaselineFreesBeforeReplacing,
+    /// Baseline: pins attached to a consumer are released only when the
+    /// consumer's slot is reused, not once it is known done or drained.
+    BaselineKeepsPinsUntilReuse,
 }
 
 #[cfg(not(feature = "planted-bugs"))]
@@ -47,7 +69,7 @@ pub use switch::{active, current, plant};
 #[cfg(feature = "planted-bugs")]
 impl Bug {
     /// Every bug, in report order.
-    pub const ALL: [Bug; 7] = [
+    pub const ALL: [Bug; 13] = [
         Bug::RearmHeldSignal,
         Bug::TrustReadIndex,
         Bug::SkipStoreFence,
@@ -55,7 +77,21 @@ impl Bug {
         Bug::RetireAcrossGenerations,
         Bug::HarvestAfterRearm,
         Bug::DropPinEarly,
+        Bug::DrainRetiresEverything,
+        Bug::NamedFenceUnconsulted,
+        Bug::GiveUpWhenAllDone,
+        Bug::StampsOnlyInTheCell,
+        Bug::BaselineFreesBeforeReplacing,
+        Bug::BaselineKeepsPinsUntilReuse,
     ];
+
+    /// Whether the bug lives in the baseline tracker (else the retiring one).
+    pub const fn in_baseline(self) -> bool {
+        matches!(
+            self,
+            Bug::BaselineFreesBeforeReplacing | Bug::BaselineKeepsPinsUntilReuse
+        )
+    }
 
     /// The bug's name, as `TRACKER_PLANTED_BUG` spells it.
     pub const fn name(self) -> &'static str {
@@ -67,6 +103,12 @@ impl Bug {
             Bug::RetireAcrossGenerations => "retire-across-generations",
             Bug::HarvestAfterRearm => "harvest-after-rearm",
             Bug::DropPinEarly => "drop-pin-early",
+            Bug::DrainRetiresEverything => "drain-retires-everything",
+            Bug::NamedFenceUnconsulted => "named-fence-unconsulted",
+            Bug::GiveUpWhenAllDone => "give-up-when-all-done",
+            Bug::StampsOnlyInTheCell => "stamps-only-in-the-cell",
+            Bug::BaselineFreesBeforeReplacing => "baseline-frees-before-replacing",
+            Bug::BaselineKeepsPinsUntilReuse => "baseline-keeps-pins-until-reuse",
         }
     }
 

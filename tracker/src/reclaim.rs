@@ -169,8 +169,10 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
                         batch.push(cell.signal);
                         true
                     });
+                let by_drain = self.proofs.drained_among(head, taken as u64);
                 self.stats.retired += taken as u64;
-                self.stats.retired_by_fence += taken as u64;
+                self.stats.retired_by_fence += taken as u64 - by_drain;
+                self.stats.retired_by_drain += by_drain;
                 rearmed += taken;
                 if batch.is_full() {
                     self.store_batch(&mut batch);
@@ -199,7 +201,29 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         if self.ring.head() > first {
             self.shared.publish_retired_through(self.ring.head() - 1);
         }
+        if !self.attachments.is_empty() && self.ring.head() < self.ring.tail() {
+            self.release_pins_of_completed_consumers();
+        }
         rearmed
+    }
+
+    /// The walk stopped before the end of the ring (at a use not yet
+    /// proven, or held with no spare to take its place): the consumers
+    /// behind it that are known complete have passed all the same, so
+    /// their pins go now. Otherwise two queues whose uses pin each other's
+    /// signals could keep each other's walks stopped for as long as no
+    /// spare can be had. (A failed consumer keeps its pins until the walk
+    /// reaches it: a failed submission's issued part may still wait on
+    /// them.) Cold: only with pins attached.
+    #[cold]
+    fn release_pins_of_completed_consumers(&mut self) {
+        let mut attachments = core::mem::take(&mut self.attachments);
+        attachments.release_where(|consumer| {
+            self.ring.get(consumer).is_some_and(|slot| {
+                self.known(consumer, slot.cell) == Some(crate::ticket::Status::Complete)
+            })
+        });
+        self.attachments = attachments;
     }
 
     /// Re-arms a batch of signals with one backend call, as one numbered store.
@@ -239,6 +263,16 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     ) -> Option<bool> {
         // SAFETY: the cell belongs to `self.shared`.
         let cell = unsafe { slot.cell.get() };
+        // The use is done and every use before it retired: the pins it held
+        // as a consumer go now, even if its own signal must wait for a
+        // spare (two queues whose uses pin each other's signals would
+        // otherwise keep each other parked while no spare can be had).
+        let consumers_done = if planted::active(Bug::DropPinEarly) {
+            seq + 1
+        } else {
+            seq
+        };
+        self.attachments.release_through(consumers_done);
         let held = !planted::active(Bug::RearmHeldSignal) && cell.holds() > 0;
         if held && !self.park_oldest(slot) {
             return None;
@@ -256,12 +290,6 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         {
             self.harvest(seq, slot.cell);
         }
-        let consumers_done = if planted::active(Bug::DropPinEarly) {
-            seq + 1
-        } else {
-            seq
-        };
-        self.attachments.release_through(consumers_done);
         if !held || self.ring.oldest().is_some_and(|s| s.cell == slot.cell) {
             // Not parked (or its holders let go meanwhile): re-arm in place.
             self.rearm_oldest(slot.cell);

@@ -7,7 +7,9 @@
 //! 3. a CPU wait saw the use's signal at 0 (recorded in its cell);
 //! 4. a direct load of the use's own signal, the fallback.
 //!
-//! A drained queue retires everything. Generations keep fences of one
+//! A drained queue is a completed fence at its newest packet: it proves the
+//! current generation's AQL uses, as a fence would, and nothing about an
+//! older generation's or a copy engine's. Generations keep fences of one
 //! hardware queue from proving anything about another's uses: a use belongs
 //! to the current generation exactly when its sequence number is at least the
 //! generation's first, so no generation number is ever compared.
@@ -26,8 +28,10 @@ pub(crate) struct Proofs {
     bits: u32,
     /// The first sequence number of the current generation.
     generation_start: u64,
-    /// The AQL index of the current generation's newest use.
+    /// The AQL index of the current generation's newest AQL use.
     last_aql: Option<u64>,
+    /// That use's sequence number (0: none).
+    last_aql_seq: u64,
     /// The sequence number of the current generation's newest fence (0: none).
     last_fence: u64,
     /// Every current-generation use up to this AQL index completed.
@@ -37,7 +41,8 @@ pub(crate) struct Proofs {
     /// it is proven: the reclaim walk bounds itself with it once instead of
     /// comparing each use's index.
     proven_through: u64,
-    /// Every use up to this sequence number completed (the queue drained).
+    /// The newest use a drain proved (0: none): only to tell, when counting
+    /// retirements, which proof came from a drain.
     drained_through: u64,
     /// The read index when a probe last loaded a fence.
     probed_at: u64,
@@ -50,6 +55,7 @@ impl Proofs {
             bits,
             generation_start: 1,
             last_aql: None,
+            last_aql_seq: 0,
             last_fence: 0,
             proven: None,
             proven_through: 0,
@@ -66,6 +72,7 @@ impl Proofs {
         self.generation = self.generation.next(self.bits);
         self.generation_start = start;
         self.last_aql = None;
+        self.last_aql_seq = 0;
         self.last_fence = 0;
         self.proven = None;
         self.proven_through = 0;
@@ -103,6 +110,7 @@ impl Proofs {
 
     pub(crate) fn note_packet(&mut self, seq: u64, index: u64, barrier: bool) {
         self.last_aql = Some(index);
+        self.last_aql_seq = seq;
         if barrier {
             self.last_fence = seq;
         }
@@ -119,12 +127,20 @@ impl Proofs {
         }
     }
 
-    pub(crate) fn drain_through(&mut self, seq: u64) {
-        self.drained_through = self.drained_through.max(seq);
+    /// The current queue is idle: every packet published on it completed,
+    /// the newest AQL use's included, which proves every AQL use of the
+    /// generation as a completed fence there would.
+    pub(crate) fn drain(&mut self) {
+        if let Some(aql) = self.last_aql {
+            self.prove(self.last_aql_seq, aql);
+            self.drained_through = self.drained_through.max(self.last_aql_seq);
+        }
     }
 
-    pub(crate) fn drained(&self, seq: u64) -> bool {
-        seq <= self.drained_through
+    /// Of the uses `first..first + count`, how many a drain proved (for
+    /// counting retirements by proof).
+    pub(crate) fn drained_among(&self, first: u64, count: u64) -> u64 {
+        (self.drained_through + 1).saturating_sub(first).min(count)
     }
 
     pub(crate) fn generation_start(&self) -> u64 {
@@ -143,7 +159,7 @@ impl Proofs {
     }
 
     /// What the proofs say about uses of the current generation, as plain
-    /// values: (generation start, proven AQL index, drained through).
+    /// values: (generation start, proven AQL index, newest use a drain proved).
     #[cfg(test)]
     pub(crate) fn snapshot(&self) -> (u64, Option<u64>, u64) {
         (self.generation_start, self.proven, self.drained_through)
@@ -182,9 +198,6 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         let c = unsafe { cell.get() };
         if let Some(status) = self.shared.known_status(seq, c) {
             return Some(status);
-        }
-        if self.proofs.drained(seq) {
-            return Some(Status::Complete);
         }
         let slot = self.ring.get(seq)?;
         self.proofs
@@ -271,14 +284,19 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         false
     }
 
-    /// Proves through fence `seq` if a CPU wait recorded it complete.
-    fn try_recorded_fence(&mut self, seq: u64) -> bool {
+    /// Proves through fence `seq` if a CPU wait recorded it complete and
+    /// it can prove anything: a fence of the current generation (an older
+    /// generation's AQL indices mean nothing on this queue).
+    pub(crate) fn try_recorded_fence(&mut self, seq: u64) -> bool {
         let Some(slot) = self.ring.get(seq).copied() else {
             return false;
         };
+        if !slot.is(Slot::<M::Signal>::FENCE) || !self.proofs.fences_can_prove(seq, &slot) {
+            return false;
+        }
         // SAFETY: the cell belongs to `self.shared`.
         let recorded = unsafe { slot.cell.get() }.phase_of(seq) == Some(Some(Status::Complete));
-        if recorded && slot.is(Slot::<M::Signal>::FENCE) && !self.proofs.is_proven(slot.aql) {
+        if recorded && !self.proofs.is_proven(slot.aql) {
             self.proofs.prove(seq, slot.aql);
             return true;
         }
@@ -347,11 +365,10 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     pub(crate) fn settle(&mut self, seq: u64, slot: &Slot<M::Signal>) -> Option<Outcome> {
         // SAFETY: the cell belongs to `self.shared`.
         let cell = unsafe { slot.cell.get() };
-        let drained = self.proofs.drained(seq);
-        if drained || self.proofs.fence_proves(seq, slot) {
+        if self.proofs.fence_proves(seq, slot) {
             if cell.complete(seq) {
                 self.stats.retired += 1;
-                if drained {
+                if self.proofs.drained_among(seq, 1) == 1 {
                     self.stats.retired_by_drain += 1;
                 } else {
                     self.stats.retired_by_fence += 1;
@@ -392,7 +409,6 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             None | Some(Status::Pending) => true,
             Some(Status::Failed) => {
                 slot.residual != 0
-                    && !self.proofs.drained(seq)
                     && !self.proofs.fence_proves(seq, &slot)
                     && !self.issued_part_done(&slot)
             }

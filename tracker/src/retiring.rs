@@ -11,11 +11,13 @@ use crate::backend::{Placement, QueueView, SignalMemory, Timestamps};
 use crate::config::Config;
 use crate::error::Error;
 use crate::interface::{Acquired, Census, Tracker};
-use crate::pin::{Attachments, Pin};
+use crate::pin::{AttachError, Attachments, Pin};
+use crate::planted::{self, Bug};
 use crate::reclaim::{REARM_BATCH, StoreOrder};
 use crate::retire::Proofs;
 use crate::ring::{Ring, Slot, Spare};
 use crate::share::{CellPtr, Shared, SignalRef};
+use crate::stamps::StampHistory;
 use crate::stats::Stats;
 use crate::sync::Arc;
 use crate::ticket::{Engine, Generation, Purpose, Request, Status, Ticket, flag};
@@ -31,7 +33,7 @@ use crate::wait::Waiter;
 /// ```
 /// use tracker::{Config, Request, Status, Tracker, sim_backend};
 ///
-/// let (mut tracker, queue) = sim_backend::stepped_tracker(Config::default());
+/// let (mut tracker, queue) = sim_backend::stepped_tracker(Config::default()).unwrap();
 /// let mut tickets = Vec::new();
 /// for _ in 0..100 {
 ///     let index = queue.reserve().unwrap();
@@ -54,6 +56,8 @@ pub struct RetiringTracker<M: SignalMemory, Q: QueueView> {
     pub(crate) proofs: Proofs,
     pub(crate) order: StoreOrder,
     pub(crate) attachments: Attachments<M>,
+    /// Harvested stamps of the latest timed uses.
+    pub(crate) stamps: StampHistory,
     pub(crate) stats: Stats,
     /// A device-memory allocation came back in host memory: the device has
     /// none to give. From then on the tracker stops asking for it: new
@@ -79,6 +83,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             proofs: Proofs::new(config.generation_bits),
             order,
             attachments: Attachments::default(),
+            stamps: StampHistory::new(config.stamp_history),
             stats: Stats::default(),
             device_fell_back: false,
             scratch: Vec::with_capacity(config.refill_batch.max(config.initial_size)),
@@ -211,6 +216,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
                 cell: cell_ptr.erase(),
                 owner: self.shared.id,
                 generation,
+                timed: flags & Slot::<M::Signal>::TIMED != 0,
             },
             signal: self.shared.memory.packet_handle(cell.signal),
             placement: cell.placement,
@@ -266,8 +272,12 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         self.reclaim_uses();
         if self.ring.is_full() {
             // A probe may prove a batch, or meet a queue error and fail the
-            // pending uses: either way, reclaim after it.
+            // pending uses; a caller that waited for the use back-pressure
+            // named may have seen it complete: either way, reclaim after it.
             self.probe_fence(1);
+            if !planted::active(Bug::NamedFenceUnconsulted) {
+                self.prove_recorded_near_oldest();
+            }
             self.reclaim_uses();
         }
         // No fence of this queue can prove an older generation's use or a
@@ -293,8 +303,25 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         if self.grow() {
             return Ok(());
         }
-        self.stats.backpressure += 1;
-        Err(self.backpressure())
+        if let Some(wait_for) = self.backpressure() {
+            self.stats.backpressure += 1;
+            return Err(wait_for);
+        }
+        // Every use in flight is known done: another thread's waiter or
+        // reference may have learned the last completions after the walks
+        // above. Nothing undoes "done", so one more walk frees every slot
+        // whose signal nobody holds.
+        if !planted::active(Bug::GiveUpWhenAllDone) {
+            self.reclaim_uses();
+        }
+        if !self.ring.is_full() {
+            return Ok(());
+        }
+        Err(Error::OutOfSignals(crate::backend::AllocError::OutOfMemory(
+            "every use in flight is done, but their signals are still held and no spare could be allocated: \
+             drop held references (events, pins) or free memory"
+                .into(),
+        )))
     }
 
     /// Doubles the ring (up to its limit) with spares, allocating a batch
@@ -323,49 +350,66 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         added > 0
     }
 
+    /// Where back-pressure looks for a fence to name: the window from the
+    /// oldest use (only fences of the current generation qualify).
+    fn backpressure_candidates(&self) -> core::ops::Range<u64> {
+        let oldest = self.ring.head();
+        let window = self.config.backpressure_window as u64;
+        oldest..oldest.saturating_add(window).min(self.ring.tail())
+    }
+
+    /// Proves through the newest fence among back-pressure's candidates
+    /// that a CPU wait recorded complete: the use back-pressure named is
+    /// one of them, so a caller that waited for it and retries gets room.
+    fn prove_recorded_near_oldest(&mut self) {
+        let candidates = self.backpressure_candidates();
+        for seq in candidates.rev() {
+            if self.try_recorded_fence(seq) {
+                return;
+            }
+        }
+    }
+
     /// What to do when the ring is full and cannot grow: name a use whose
     /// completion frees room. That is the oldest use that still waits for
     /// the GPU (not known done, or a failed submission whose issued part
     /// still runs: known failed, but its slot frees only once that part
     /// finished) — or, when fences can prove that use, the newest fence near
     /// it that is not known done, which retires everything before it at
-    /// once. A fence proves nothing about a copy-engine use or an older
-    /// generation's, so for those the use itself is named. If no use in
-    /// flight waits for the GPU, the ring is blocked by held signals with no
-    /// spare to replace them: out of signals.
-    fn backpressure(&mut self) -> Error {
+    /// once (and which `prove_recorded_near_oldest` consults on the retry).
+    /// A fence proves nothing about a copy-engine use or an older
+    /// generation's, so for those the use itself is named. `None` if no use
+    /// in flight waits for the GPU.
+    fn backpressure(&mut self) -> Option<Error> {
         let tail = self.ring.tail();
-        let Some(oldest) = (self.ring.head()..tail).find(|&seq| self.awaits_gpu(seq)) else {
-            return Error::OutOfSignals(crate::backend::AllocError::OutOfMemory(
-                "every use in flight is done, but their signals are still held and no spare could be allocated: \
-                 drop held references (events, pins) or free memory"
-                    .into(),
-            ));
-        };
+        let oldest = (self.ring.head()..tail).find(|&seq| self.awaits_gpu(seq))?;
         let slot = *self.ring.get(oldest).expect("in flight");
         let fence = if self.proofs.fences_can_prove(oldest, &slot) {
-            let window_end = (oldest + self.config.backpressure_window as u64).min(tail);
-            (oldest..window_end).rev().find(|&seq| {
-                self.ring.get(seq).is_some_and(|slot| {
-                    slot.is(Slot::<M::Signal>::FENCE)
-                        && self.proofs.fences_can_prove(seq, slot)
-                        && self.known(seq, slot.cell).is_none()
+            let candidates = self.backpressure_candidates();
+            (oldest.max(candidates.start)..candidates.end)
+                .rev()
+                .find(|&seq| {
+                    self.ring.get(seq).is_some_and(|slot| {
+                        slot.is(Slot::<M::Signal>::FENCE)
+                            && self.proofs.fences_can_prove(seq, slot)
+                            && self.known(seq, slot.cell).is_none()
+                    })
                 })
-            })
         } else {
             None
         };
         let seq = fence.unwrap_or(oldest);
         let slot = self.ring.get(seq).expect("in flight");
-        Error::Backpressure {
+        Some(Error::Backpressure {
             wait_for: Ticket {
                 seq,
                 cell: slot.cell.erase(),
                 owner: self.shared.id,
                 generation: slot.generation,
+                timed: slot.is(Slot::<M::Signal>::TIMED),
             },
             in_flight: self.ring.in_flight(),
-        }
+        })
     }
 
     /// Creates `count` signals (placed as the backend could), arms them and
@@ -444,7 +488,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
         self.pin_use(ticket)
     }
 
-    fn attach(&mut self, consumer: &Ticket, pin: Pin<M>) -> Result<(), Error> {
+    fn attach(&mut self, consumer: &Ticket, pin: Pin<M>) -> Result<(), AttachError<M>> {
         self.attach_pin(consumer, pin)
     }
 
@@ -475,8 +519,23 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     }
 
     fn note_drained(&mut self) {
-        self.proofs.drain_through(self.ring.tail() - 1);
+        if planted::active(Bug::DrainRetiresEverything) {
+            for seq in self.ring.head()..self.ring.tail() {
+                let cell = self.ring.get(seq).expect("in flight").cell;
+                // SAFETY: the cell belongs to `self.shared`.
+                unsafe { cell.get() }.complete(seq);
+            }
+        }
+        self.proofs.drain();
+        // The walk releases the pins of the uses it retires; a consumer
+        // behind a use the drain cannot prove (a copy engine's, an older
+        // generation's) retired all the same: let go of its pins now.
         self.reclaim_uses();
+        let (ring, proofs) = (&self.ring, &self.proofs);
+        self.attachments.release_where(|consumer| {
+            ring.get(consumer)
+                .is_none_or(|slot| proofs.fence_proves(consumer, slot))
+        });
     }
 
     fn fail_queue(&mut self) -> usize {
@@ -508,6 +567,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
             parked: self.parked.len(),
             retired: 0,
             created: self.stats.signals_created as usize,
+            pins: self.attachments.len(),
         }
     }
 }

@@ -407,7 +407,7 @@ impl<M: SignalMemory> Drop for Shared<M> {
 /// ```
 /// use tracker::{Purpose, Request, Status, Tracker, sim_backend};
 ///
-/// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default());
+/// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
 /// let index = queue.reserve().unwrap();
 /// let acquired = tracker.acquire(Request::packet(index).barrier(true).purpose(Purpose::Event)).unwrap();
 /// let event = tracker.hold(&acquired.ticket).unwrap().expect("pending use");

@@ -4,7 +4,7 @@
 //! ```
 //! use tracker::{Config, Request, Status, Tracker, sim_backend};
 //!
-//! let (mut tracker, queue) = sim_backend::stepped_tracker(Config::default());
+//! let (mut tracker, queue) = sim_backend::stepped_tracker(Config::default()).unwrap();
 //! let index = queue.reserve().unwrap();
 //! let acquired = tracker.acquire(Request::packet(index).barrier(true)).unwrap();
 //! sim_backend::submit_barrier(&queue, index, acquired.signal);
@@ -14,10 +14,12 @@
 //! ```
 
 use crate::backend::{
-    AllocError, HardwareQueue, Placement, QueueError, QueueView, SignalMemory, Timestamps, Work,
+    AllocError, HardwareQueue, Placement, QueueError, QueueView, SignalMemory, TimestampClock,
+    Timestamps, Work,
 };
 use crate::baseline::BaselineTracker;
 use crate::config::Config;
+use crate::error::Error;
 use crate::retiring::RetiringTracker;
 use crate::sync::Arc;
 use hsa_sys::{
@@ -141,13 +143,34 @@ impl SignalMemory for SimMemory {
         self.sim.hdp_flush(self.agent)
     }
 
-    unsafe fn timestamps(&self, signal: sim::Signal) -> Timestamps {
+    /// The stamps the simulated packet processor wrote, as a real one
+    /// does: on a profiled queue, for every packet it runs.
+    unsafe fn timestamps(&self, signal: sim::Signal) -> Option<Timestamps> {
         let (start, end) = self.sim.load_timestamps(signal);
-        Timestamps { start, end }
+        Some(Timestamps { start, end })
+    }
+
+    /// The profile's GPU tick (10 ns, MI300X's 100 MHz counter, by
+    /// default), to the nearest whole frequency when it does not divide a
+    /// second.
+    fn timestamp_clock(&self) -> TimestampClock {
+        let tick = self.sim.profile().gpu_tick;
+        TimestampClock::from_period(tick).unwrap_or_else(|| {
+            let hz = 1_000_000_000 / tick.as_nanos().max(1);
+            TimestampClock::from_frequency(u64::try_from(hz).unwrap_or(1).max(1))
+                .expect("at least 1 Hz")
+        })
     }
 
     fn packet_handle(&self, signal: sim::Signal) -> u64 {
         signal.handle().handle
+    }
+
+    /// Every agent of one simulator reads every signal of it (a
+    /// barrier-AND on agent 1 may wait on agent 0's signal); another
+    /// simulator's handles mean nothing to it.
+    fn shares_signals_with(&self, other: &Self) -> bool {
+        self.sim.id() == other.sim.id()
     }
 }
 
@@ -238,7 +261,7 @@ pub fn stepped_queue() -> (Sim, Queue) {
 /// ```
 /// use tracker::{Config, Request, Status, Tracker, sim_backend};
 ///
-/// let (mut tracker, queue) = sim_backend::stepped_tracker(Config::default());
+/// let (mut tracker, queue) = sim_backend::stepped_tracker(Config::default()).unwrap();
 /// assert_eq!(tracker.stats().signals_created, Config::default().initial_size as u64);
 /// let index = queue.reserve().unwrap();
 /// let acquired = tracker.acquire(Request::packet(index)).unwrap();
@@ -246,11 +269,13 @@ pub fn stepped_queue() -> (Sim, Queue) {
 /// queue.run_until_idle();
 /// assert_eq!(tracker.query(&acquired.ticket).unwrap(), Status::Complete);
 /// ```
-pub fn stepped_tracker(config: Config) -> (RetiringTracker<SimMemory, Queue>, Queue) {
+pub fn stepped_tracker(
+    config: Config,
+) -> Result<(RetiringTracker<SimMemory, Queue>, Queue), Error> {
     let (sim, queue) = stepped_queue();
     let memory = Arc::new(SimMemory::new(sim, queue.agent()));
-    let tracker = RetiringTracker::new(memory, queue.clone(), config).expect("valid configuration");
-    (tracker, queue)
+    let tracker = RetiringTracker::new(memory, queue.clone(), config)?;
+    Ok((tracker, queue))
 }
 
 /// A baseline tracker on a fresh stepped simulator, and its queue.
@@ -258,7 +283,7 @@ pub fn stepped_tracker(config: Config) -> (RetiringTracker<SimMemory, Queue>, Qu
 /// ```
 /// use tracker::{Config, Request, Status, Tracker, sim_backend};
 ///
-/// let (mut tracker, queue) = sim_backend::stepped_baseline(Config::default());
+/// let (mut tracker, queue) = sim_backend::stepped_baseline(Config::default()).unwrap();
 /// let index = queue.reserve().unwrap();
 /// let acquired = tracker.acquire(Request::packet(index).barrier(true)).unwrap();
 /// sim_backend::submit_barrier(&queue, index, acquired.signal);
@@ -269,11 +294,13 @@ pub fn stepped_tracker(config: Config) -> (RetiringTracker<SimMemory, Queue>, Qu
 /// // The baseline's only proof: a load of the use's own signal.
 /// assert_eq!(loads(&tracker) - before, 1);
 /// ```
-pub fn stepped_baseline(config: Config) -> (BaselineTracker<SimMemory, Queue>, Queue) {
+pub fn stepped_baseline(
+    config: Config,
+) -> Result<(BaselineTracker<SimMemory, Queue>, Queue), Error> {
     let (sim, queue) = stepped_queue();
     let memory = Arc::new(SimMemory::new(sim, queue.agent()));
-    let tracker = BaselineTracker::new(memory, queue.clone(), config).expect("valid configuration");
-    (tracker, queue)
+    let tracker = BaselineTracker::new(memory, queue.clone(), config)?;
+    Ok((tracker, queue))
 }
 
 /// Publishes empty work at `index` (reserved with `queue.reserve()`): a

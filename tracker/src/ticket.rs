@@ -249,7 +249,7 @@ pub(crate) const fn aql_before(a: u64, b: u64) -> bool {
 ///
 /// ```
 /// use tracker::{Request, Tracker, sim_backend};
-/// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default());
+/// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
 /// let first = tracker.acquire(Request::packet(queue.reserve().unwrap())).unwrap().ticket;
 /// let second = tracker.acquire(Request::packet(queue.reserve().unwrap())).unwrap().ticket;
 /// assert_eq!((first.seq(), second.seq()), (1, 2));
@@ -261,6 +261,8 @@ pub struct Ticket {
     pub(crate) cell: NonNull<()>,
     pub(crate) owner: u32,
     pub(crate) generation: Generation,
+    /// The use's timestamps are harvested: only then can it have any.
+    pub(crate) timed: bool,
 }
 
 // SAFETY: a ticket is an identifier; its pointer is only dereferenced by the
@@ -280,6 +282,11 @@ impl Ticket {
     pub const fn generation(&self) -> Generation {
         self.generation
     }
+
+    /// Whether the use's timestamps are harvested (see [`Request::is_timed`]).
+    pub const fn is_timed(&self) -> bool {
+        self.timed
+    }
 }
 
 impl fmt::Debug for Ticket {
@@ -288,6 +295,7 @@ impl fmt::Debug for Ticket {
             .field("seq", &self.seq)
             .field("tracker", &self.owner)
             .field("generation", &self.generation.0)
+            .field("timed", &self.timed)
             .finish()
     }
 }

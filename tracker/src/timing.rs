@@ -12,48 +12,73 @@ use crate::planted::{self, Bug};
 use crate::retiring::RetiringTracker;
 use crate::ring::Slot;
 use crate::share::CellPtr;
+use crate::stamps::Kept;
 use crate::ticket::{Status, Ticket};
 
 impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
-    /// Reads use `seq`'s stamps from its signal into its cell.
+    /// Reads use `seq`'s stamps from its signal, once, into its cell (for
+    /// lock-free readers while the signal serves it) and into the history
+    /// (for its ticket, after the signal serves later uses).
     pub(crate) fn harvest(&mut self, seq: u64, cell: CellPtr<M::Signal>) {
         // SAFETY: the cell belongs to `self.shared`.
         let c = unsafe { cell.get() };
         self.stats.accesses[c.placement.index()].timestamp_reads += 1;
         // SAFETY: the signal came from this memory, which `self.shared` keeps alive.
         let stamps = unsafe { self.shared.memory.timestamps(c.signal) };
-        c.store_stamps(seq, stamps);
+        if let Some(stamps) = stamps {
+            c.store_stamps(seq, stamps);
+        }
+        self.stamps.record(seq, stamps);
         self.stats.harvests += 1;
+    }
+
+    /// What the history says of a timed use, as an answer; `None` if it
+    /// was never harvested.
+    fn kept(&self, seq: u64) -> Option<Result<Option<Timestamps>, Error>> {
+        match self.stamps.get(seq) {
+            Kept::Stamps(stamps) => Some(Ok(Some(stamps))),
+            Kept::Unstamped => Some(Ok(None)),
+            Kept::Expired => Some(Err(Error::TimestampsExpired { seq })),
+            Kept::Unknown => None,
+        }
     }
 
     pub(crate) fn timestamps_of(&mut self, ticket: &Ticket) -> Result<Option<Timestamps>, Error> {
         let cell = self.cell_of(ticket)?;
+        if !ticket.timed {
+            return Ok(None);
+        }
         // SAFETY: the cell belongs to `self.shared`.
         if let Some(stamps) = unsafe { cell.get() }.stamps(ticket.seq) {
             return Ok(Some(stamps));
         }
-        let Some(slot) = self.ring.get(ticket.seq).copied() else {
-            if planted::active(Bug::HarvestAfterRearm) {
-                self.harvest(ticket.seq, cell);
-                // SAFETY: as above.
-                return Ok(unsafe { cell.get() }.stamps(ticket.seq));
+        if let Some(slot) = self.ring.get(ticket.seq).copied() {
+            // In flight: harvest it now if it is complete.
+            if slot.is(Slot::<M::Signal>::HARVESTED) {
+                return self.kept(ticket.seq).unwrap_or(Ok(None));
             }
-            // Reclaimed, and its cell serves another use now: the stamps are gone.
+            if self.query_use(ticket)? != Status::Complete {
+                return Ok(None);
+            }
+            // The query may have reclaimed (and harvested) it already.
+            if let Some(answer) = self.kept(ticket.seq) {
+                return answer;
+            }
+            self.harvest(ticket.seq, slot.cell);
+            if let Some(slot) = self.ring.get_mut(ticket.seq) {
+                slot.flags |= Slot::<M::Signal>::HARVESTED;
+            }
+            return self.kept(ticket.seq).unwrap_or(Ok(None));
+        }
+        if self.known(ticket.seq, cell) == Some(Status::Failed)
+            || planted::active(Bug::StampsOnlyInTheCell)
+        {
             return Ok(None);
-        };
-        if !slot.is(Slot::<M::Signal>::TIMED) || self.query_use(ticket)? != Status::Complete {
-            return Ok(None);
         }
-        // The query may have reclaimed (and harvested) it already.
-        // SAFETY: the cell belongs to `self.shared`.
-        if let Some(stamps) = unsafe { cell.get() }.stamps(ticket.seq) {
-            return Ok(Some(stamps));
+        if planted::active(Bug::HarvestAfterRearm) && self.kept(ticket.seq).is_none() {
+            self.harvest(ticket.seq, cell);
         }
-        self.harvest(ticket.seq, slot.cell);
-        if let Some(slot) = self.ring.get_mut(ticket.seq) {
-            slot.flags |= Slot::<M::Signal>::HARVESTED;
-        }
-        // SAFETY: as above.
-        Ok(unsafe { cell.get() }.stamps(ticket.seq))
+        // Retired: harvested on the way out (a failed use has no stamps).
+        self.kept(ticket.seq).unwrap_or(Ok(None))
     }
 }

@@ -66,7 +66,7 @@ impl Default for WaitPolicy {
 /// use std::time::Duration;
 /// use tracker::{Request, Status, Tracker, WaitPolicy, sim_backend};
 ///
-/// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default());
+/// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
 /// let index = queue.reserve().unwrap();
 /// let acquired = tracker.acquire(Request::packet(index).barrier(true)).unwrap();
 /// sim_backend::submit_barrier(&queue, index, acquired.signal);

@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 use tracker::{
     AllocError, Config, HostMemory, Placement, Purpose, QueueView, Request, RetiringTracker,
-    SignalMemory, Status, Timestamps, Tracker,
+    SignalMemory, Status, TimestampClock, Timestamps, Tracker,
 };
 
 /// A queue whose read index the model sets.
@@ -180,18 +180,26 @@ impl SignalMemory for GpuMemory {
         self.touch();
     }
 
-    unsafe fn timestamps(&self, signal: usize) -> Timestamps {
+    unsafe fn timestamps(&self, signal: usize) -> Option<Timestamps> {
         self.touch();
         let [start, end] = &self.stamps[signal];
-        Timestamps {
+        Some(Timestamps {
             start: start.load(Ordering::Relaxed),
             end: end.load(Ordering::Relaxed),
-        }
+        })
+    }
+
+    fn timestamp_clock(&self) -> TimestampClock {
+        TimestampClock::NANOSECONDS
     }
 
     fn packet_handle(&self, signal: usize) -> u64 {
         self.touch();
         self.host.packet_handle(signal)
+    }
+
+    fn shares_signals_with(&self, other: &Self) -> bool {
+        core::ptr::eq(self, other)
     }
 }
 

@@ -1,5 +1,5 @@
 //! Teeth: runs the property scenarios (the same seeds as `tests/property.rs`)
-//! against the retiring tracker with one planted bug, and prints one row of
+//! against the tracker a planted bug lives in, and prints one row of
 //! the table `.ci/teeth` assembles: the bug, the check that caught it, how
 //! many scenarios ran until then, and how long it took.
 //!
@@ -11,7 +11,7 @@
 //! Exits 1 when the bug was not caught within `SCENARIO_TEETH_CASES`
 //! scenarios per setup (default 500), so a script notices a blunt check.
 
-use scenarios::search::{PROPERTY_SEED, explore};
+use scenarios::search::{PROPERTY_SEED, Threads, explore_as};
 use scenarios::setup::setups;
 use scenarios::{Coverage, TrackerKind};
 use std::process::ExitCode;
@@ -35,7 +35,12 @@ fn main() -> ExitCode {
         .unwrap_or(500);
     let setups = setups();
     let start = Instant::now();
-    let outcome = explore(TrackerKind::Retiring, &setups, cases, PROPERTY_SEED);
+    let kind = if bug.in_baseline() {
+        TrackerKind::Baseline
+    } else {
+        TrackerKind::Retiring
+    };
+    let outcome = explore_as(kind, &setups, cases, PROPERTY_SEED, Threads::One);
     let seconds = start.elapsed().as_secs_f64();
     match outcome {
         Err(caught) => {

@@ -11,7 +11,7 @@ fn loads(tracker: &Baseline) -> u64 {
 
 #[test]
 fn a_submission_fails_after_its_issued_part_ran() {
-    let (mut tracker, queue) = sim_backend::stepped_baseline(Config::default());
+    let (mut tracker, queue) = sim_backend::stepped_baseline(Config::default()).unwrap();
     let ticket = submit_part(&mut tracker, &queue, 3, 2);
     queue.run_until_idle();
     let before = loads(&tracker);
@@ -31,7 +31,7 @@ fn a_submission_fails_after_its_issued_part_ran() {
 
 #[test]
 fn a_submission_fails_after_a_queue_error_failed_its_issued_part() {
-    let (mut tracker, queue) = sim_backend::stepped_baseline(Config::default());
+    let (mut tracker, queue) = sim_backend::stepped_baseline(Config::default()).unwrap();
     let ticket = submit_part(&mut tracker, &queue, 2, 1);
     queue.fail();
     assert_eq!(tracker.fail_submission(&ticket, 1), Ok(()));
@@ -41,7 +41,7 @@ fn a_submission_fails_after_a_queue_error_failed_its_issued_part() {
 
 #[test]
 fn a_fully_issued_submission_is_refused_even_once_part_of_it_ran() {
-    let (mut tracker, queue) = sim_backend::stepped_baseline(Config::default());
+    let (mut tracker, queue) = sim_backend::stepped_baseline(Config::default()).unwrap();
     let first = queue.write_index();
     let acquired = tracker.acquire(Request::packet(first + 1).ops(2)).unwrap();
     for index in [first, first + 1] {
@@ -70,7 +70,7 @@ fn the_slot_of_a_failed_submission_is_reused_once_its_issued_part_ran() {
         growth_limit: 1,
         ..Config::default()
     };
-    let (mut tracker, queue) = sim_backend::stepped_baseline(config);
+    let (mut tracker, queue) = sim_backend::stepped_baseline(config).unwrap();
     let failed = submit_part(&mut tracker, &queue, 3, 2);
     tracker.fail_submission(&failed, 2).unwrap();
     let next = submit_part(&mut tracker, &queue, 1, 1);

@@ -113,7 +113,7 @@ fn one_fence_covers_every_earlier_store_and_flushes_go_only_where_needed() {
         signals: Device,
         ..crate::Config::default()
     };
-    let (mut tracker, _queue) = crate::sim_backend::stepped_tracker(config);
+    let (mut tracker, _queue) = crate::sim_backend::stepped_tracker(config).unwrap();
     assert!(
         !tracker.order.flush_before_publish,
         "the stepped queue's ring is in device memory"

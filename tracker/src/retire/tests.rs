@@ -126,23 +126,30 @@ fn proofs_survive_the_u64_wrap() {
 }
 
 #[test]
-fn drains_only_move_forward() {
+fn a_drain_proves_the_generation_through_its_newest_aql_use() {
     let mut proofs = Proofs::new(BITS);
-    assert!(!proofs.drained(1));
-    proofs.drain_through(5);
-    proofs.drain_through(3);
-    assert!(proofs.drained(1) && proofs.drained(5));
-    assert!(!proofs.drained(6));
-    assert_eq!(proofs.snapshot().2, 5);
+    proofs.drain();
+    assert_eq!(proofs.snapshot(), (1, None, 0), "nothing to prove yet");
+    proofs.note_packet(1, 100, true);
+    proofs.note_packet(2, 101, false);
+    proofs.note_packet(3, 104, false);
+    proofs.drain();
+    assert!(proofs.is_proven(104) && proofs.is_proven(100));
+    assert!(!proofs.is_proven(105));
+    assert_eq!(proofs.proven_through(), 3);
+    assert_eq!(proofs.snapshot(), (1, Some(104), 3));
+    assert_eq!(proofs.drained_among(1, 5), 3);
+    assert_eq!(proofs.drained_among(3, 5), 1);
+    assert_eq!(proofs.drained_among(4, 5), 0);
 }
 
 #[test]
-fn a_new_generation_forgets_order_fences_and_proofs_but_not_drains() {
+fn a_new_generation_forgets_order_fences_and_proofs_drains_included() {
     let mut proofs = Proofs::new(BITS);
     proofs.note_packet(1, 100, true);
     proofs.note_packet(6, 105, true);
     proofs.prove(6, 105);
-    proofs.drain_through(4);
+    proofs.drain();
     proofs.probed_at = 105;
     let first = proofs.generation();
 
@@ -158,8 +165,13 @@ fn a_new_generation_forgets_order_fences_and_proofs_but_not_drains() {
     );
     assert_eq!(proofs.probed_at, 0);
     assert_eq!(proofs.proven_through(), 0);
-    // A drain is about uses, whatever their generation.
-    assert_eq!(proofs.snapshot(), (7, None, 4));
+    // A drain of the new queue proves nothing of the old one: with no use
+    // of its own yet, nothing at all.
+    proofs.drain();
+    assert_eq!(proofs.snapshot().1, None);
+    proofs.note_packet(7, 0, false);
+    proofs.drain();
+    assert_eq!(proofs.snapshot(), (7, Some(0), 7));
 }
 
 #[test]
@@ -243,7 +255,7 @@ mod on_a_tracker {
 
     #[test]
     fn a_failed_fence_hands_its_uses_to_the_fence_before_it() {
-        let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default());
+        let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
         let fence = submit(&mut tracker, &queue, true);
         // The fence's submission fails after a plain use was handed out
         // behind it: both named it as their fence.
@@ -297,7 +309,7 @@ mod on_a_tracker {
 
     #[test]
     fn a_failed_fence_with_no_fence_before_it_in_flight_names_none() {
-        let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default());
+        let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
         // The fence before it retired already.
         let fence = submit(&mut tracker, &queue, true);
         queue.run_until_idle();
@@ -326,7 +338,7 @@ mod on_a_tracker {
 
     #[test]
     fn a_failed_plain_use_changes_no_fence() {
-        let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default());
+        let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
         let fence = submit(&mut tracker, &queue, true);
         let plain = submit(&mut tracker, &queue, false);
         let after = submit(&mut tracker, &queue, false);
@@ -350,7 +362,7 @@ mod on_a_tracker {
 
     #[test]
     fn a_failed_submission_awaits_the_gpu_until_its_issued_part_ran() {
-        let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default());
+        let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
         let failed = submit_failed_part(&mut tracker, &queue, 3, 2);
         let plain = submit(&mut tracker, &queue, false);
         assert_eq!(tracker.known_status(&failed).unwrap(), Some(Status::Failed));
@@ -382,7 +394,7 @@ mod on_a_tracker {
             refill_batch: 1,
             ..Default::default()
         };
-        let (tracker, queue) = sim_backend::stepped_tracker(config);
+        let (tracker, queue) = sim_backend::stepped_tracker(config).unwrap();
         let copy_engine = tracker
             .shared
             .memory

@@ -1,0 +1,181 @@
+//! A signal someone else holds (an event's reference, a GPU waiter's pin)
+//! is never re-armed, whatever fails around it: an allocation of its
+//! replacement, a wrong call to `attach`.
+
+use sim::Sim;
+use std::sync::Arc;
+use tracker::sim_backend::{SimMemory, submit_kernel};
+use tracker::{
+    BaselineTracker, Config, Error, Placement, Request, RetiringTracker, Status, Tracker,
+};
+
+type Baseline = BaselineTracker<SimMemory, sim::Queue>;
+type Retiring = RetiringTracker<SimMemory, sim::Queue>;
+
+fn stepped(initial_size: usize, growth_limit: usize) -> (Sim, sim::Queue, Arc<SimMemory>, Config) {
+    let (sim, queue) = tracker::sim_backend::stepped_queue();
+    let memory = Arc::new(SimMemory::new(sim.clone(), queue.agent()));
+    let config = Config {
+        initial_size,
+        growth_limit,
+        signals: Placement::Device,
+        refill_batch: 1,
+        ..Config::default()
+    };
+    (sim, queue, memory, config)
+}
+
+/// Acquires one use for an empty kernel at the queue's next index and
+/// publishes it (not run).
+fn submit<T: Tracker<Queue = sim::Queue>>(
+    tracker: &mut T,
+    queue: &sim::Queue,
+) -> Result<tracker::Acquired, Error> {
+    let index = queue.write_index();
+    let acquired = tracker.acquire(Request::packet(index).barrier(true))?;
+    assert_eq!(queue.reserve().unwrap(), index);
+    submit_kernel(queue, index, acquired.signal, true);
+    Ok(acquired)
+}
+
+#[test]
+fn the_baseline_never_rearms_a_held_signal_when_its_replacement_cannot_be_allocated() {
+    let (sim, queue, memory, config) = stepped(2, 1);
+    let mut baseline = Baseline::new(memory, queue.clone(), config).unwrap();
+    let held_use = submit(&mut baseline, &queue).unwrap();
+    let event = baseline.hold(&held_use.ticket).unwrap().expect("pending");
+    submit(&mut baseline, &queue).unwrap();
+    queue.run_until_idle();
+    let held = sim
+        .resolve(sim::hsa_sys::hsa_signal_t {
+            handle: held_use.signal,
+        })
+        .unwrap();
+    assert_eq!(sim.load(held), 0, "its use completed");
+
+    // The next use takes the held signal's slot: its replacement cannot be
+    // allocated, twice in a row.
+    for _ in 0..2 {
+        sim.fail_allocations(1);
+        let refused = baseline.acquire(Request::packet(queue.write_index()).barrier(true));
+        assert!(
+            matches!(refused, Err(Error::OutOfSignals(_))),
+            "{refused:?}"
+        );
+        assert_eq!(sim.load(held), 0, "the held signal was not re-armed");
+    }
+    let acquired = submit(&mut baseline, &queue).unwrap();
+    assert_ne!(
+        acquired.signal, held_use.signal,
+        "a new signal, not the held one"
+    );
+    assert_eq!(sim.load(held), 0);
+    assert_eq!(event.status(), Status::Complete);
+    queue.run_until_idle();
+    assert_eq!(baseline.query(&acquired.ticket).unwrap(), Status::Complete);
+    assert!(sim.violations().is_empty(), "{:?}", sim.violations());
+    assert!(baseline.census().is_balanced(), "{:?}", baseline.census());
+}
+
+#[test]
+fn the_baseline_uses_a_free_slot_when_growth_cannot_allocate() {
+    let (sim, queue, memory, config) = stepped(4, 4);
+    let mut baseline = Baseline::new(memory, queue.clone(), config).unwrap();
+    // Three pending uses: the slot two ahead of the next one is busy, so
+    // the baseline would grow; the slot after the newest is still free.
+    for _ in 0..3 {
+        submit(&mut baseline, &queue).unwrap();
+    }
+    sim.fail_allocations(1);
+    let acquired = submit(&mut baseline, &queue).expect("a free slot needs no new signal");
+    assert_eq!(baseline.census().in_flight, 4);
+    queue.run_until_idle();
+    assert_eq!(baseline.query(&acquired.ticket).unwrap(), Status::Complete);
+    assert!(sim.violations().is_empty(), "{:?}", sim.violations());
+}
+
+/// Attach a pin to a ticket `consumer` does not own: the call fails, and
+/// the caller gets the pin back, still holding the producer's signal.
+fn attach_to_a_foreign_ticket_returns_the_pin<C>(consumer: &mut C, sim: &Sim)
+where
+    C: Tracker<Memory = SimMemory, Queue = sim::Queue>,
+{
+    let (_other_sim, other_queue) = tracker::sim_backend::stepped_queue();
+    let producer_queue = sim
+        .create_queue(sim::QueueConfig {
+            size: 64,
+            ..sim::QueueConfig::default()
+        })
+        .unwrap();
+    let memory = Arc::new(SimMemory::new(sim.clone(), producer_queue.agent()));
+    let mut producer = Retiring::new(memory, producer_queue.clone(), Config::default()).unwrap();
+    let produced = submit(&mut producer, &producer_queue).unwrap();
+    let pin = producer.pin(&produced.ticket).unwrap().expect("pending");
+
+    let (mut stranger, _) = tracker::sim_backend::stepped_tracker(Config::default()).unwrap();
+    let foreign = submit(&mut stranger, &other_queue).unwrap().ticket;
+    let refused = consumer.attach(&foreign, pin).unwrap_err();
+    assert_eq!(refused.error, Error::ForeignTicket);
+    let pin = refused.pin;
+
+    producer_queue.run_until_idle();
+    producer.poll();
+    assert_eq!(
+        producer.census().parked,
+        1,
+        "the pin still holds the signal"
+    );
+    let producer_signal = sim
+        .resolve(sim::hsa_sys::hsa_signal_t {
+            handle: produced.signal,
+        })
+        .unwrap();
+    assert_eq!(sim.load(producer_signal), 0, "not re-armed under the pin");
+    drop(pin);
+    producer.reclaim();
+    assert_eq!(producer.census().parked, 0);
+}
+
+#[test]
+fn attach_to_a_foreign_ticket_returns_the_pin_retiring() {
+    let (sim, queue, memory, config) = stepped(4, 1);
+    let mut consumer = Retiring::new(memory, queue, config).unwrap();
+    attach_to_a_foreign_ticket_returns_the_pin(&mut consumer, &sim);
+}
+
+#[test]
+fn attach_to_a_foreign_ticket_returns_the_pin_baseline() {
+    let (sim, queue, memory, config) = stepped(4, 1);
+    let mut consumer = Baseline::new(memory, queue, config).unwrap();
+    attach_to_a_foreign_ticket_returns_the_pin(&mut consumer, &sim);
+}
+
+#[test]
+fn the_retiring_tracker_keeps_a_held_signal_when_no_spare_can_be_allocated() {
+    let (sim, queue, memory, config) = stepped(2, 1);
+    let mut retiring = Retiring::new(memory, queue.clone(), config).unwrap();
+    let held_use = submit(&mut retiring, &queue).unwrap();
+    let event = retiring.hold(&held_use.ticket).unwrap().expect("pending");
+    submit(&mut retiring, &queue).unwrap();
+    queue.run_until_idle();
+    let held = sim
+        .resolve(sim::hsa_sys::hsa_signal_t {
+            handle: held_use.signal,
+        })
+        .unwrap();
+    // The held use's slot can only be freed with a spare in its place.
+    sim.fail_allocations(u64::MAX);
+    for _ in 0..2 {
+        let refused = retiring.acquire(Request::packet(queue.write_index()).barrier(true));
+        assert!(
+            matches!(refused, Err(Error::OutOfSignals(_))),
+            "{refused:?}"
+        );
+        assert_eq!(sim.load(held), 0, "the held signal was not re-armed");
+    }
+    drop(event);
+    let next = submit(&mut retiring, &queue).unwrap();
+    queue.run_until_idle();
+    assert_eq!(retiring.query(&next.ticket).unwrap(), Status::Complete);
+    assert!(sim.violations().is_empty(), "{:?}", sim.violations());
+}

@@ -1,0 +1,96 @@
+//! Harvested timestamps belong to the use, not to its signal: a completed
+//! timed use answers with its own stamps after its signal served later
+//! uses, on both trackers. An untimed use never answers with stamps.
+
+use sim::Queue;
+use tracker::sim_backend::{self, submit_barrier};
+use tracker::{Config, Request, Status, Ticket, Timestamps, Tracker};
+
+/// Submits one barrier packet, timed or not, and returns its ticket and
+/// AQL index.
+fn submit<T: Tracker<Queue = Queue>>(tracker: &mut T, queue: &Queue, timed: bool) -> (Ticket, u64) {
+    let index = queue.reserve().unwrap();
+    let acquired = tracker
+        .acquire(Request::packet(index).barrier(true).timed(timed))
+        .unwrap();
+    submit_barrier(queue, index, acquired.signal);
+    (acquired.ticket, index)
+}
+
+fn truth(queue: &Queue, index: u64) -> Timestamps {
+    let packet = queue.truth(index).unwrap();
+    Timestamps {
+        start: packet.start_ts.unwrap(),
+        end: packet.end_ts.unwrap(),
+    }
+}
+
+/// A timed use completes; then the ring wraps four times over with timed
+/// and untimed uses; the first use's stamps are still its own.
+fn stamps_survive_the_ring_wrapping<T: Tracker<Queue = Queue>>(mut tracker: T, queue: Queue) {
+    let ring = Config::default().initial_size;
+    let (first, first_index) = submit(&mut tracker, &queue, true);
+    let (untimed, _) = submit(&mut tracker, &queue, false);
+    queue.run_until_idle();
+    assert_eq!(tracker.query(&first).unwrap(), Status::Complete);
+    assert_eq!(tracker.query(&untimed).unwrap(), Status::Complete);
+    let mut later = Vec::new();
+    for round in 0..4 * ring {
+        later.push(submit(&mut tracker, &queue, round % 2 == 0));
+        queue.run_until_idle();
+        tracker.poll();
+        tracker.query(&later.last().unwrap().0).unwrap();
+    }
+    assert_eq!(
+        tracker.timestamps(&first).unwrap(),
+        Some(truth(&queue, first_index)),
+        "the first use's stamps, after its signal served {} later uses",
+        later.len()
+    );
+    assert_eq!(tracker.timestamps(&untimed).unwrap(), None, "never timed");
+    for (i, (ticket, index)) in later.iter().enumerate() {
+        let expected = (i % 2 == 0).then(|| truth(&queue, *index));
+        assert_eq!(tracker.timestamps(ticket).unwrap(), expected, "use {i}");
+    }
+}
+
+#[test]
+fn stamps_survive_the_ring_wrapping_retiring() {
+    let (tracker, queue) = sim_backend::stepped_tracker(Config::default()).unwrap();
+    stamps_survive_the_ring_wrapping(tracker, queue);
+}
+
+#[test]
+fn stamps_survive_the_ring_wrapping_baseline() {
+    let (tracker, queue) = sim_backend::stepped_baseline(Config::default()).unwrap();
+    stamps_survive_the_ring_wrapping(tracker, queue);
+}
+
+/// An untimed use whose held signal the tracker replaced answers no stamps
+/// (the signal's stamps belong to whatever it did last).
+fn untimed_held_use_has_no_stamps<T: Tracker<Queue = Queue>>(mut tracker: T, queue: Queue) {
+    let (untimed, _) = submit(&mut tracker, &queue, false);
+    let reference = tracker.hold(&untimed).unwrap().expect("pending");
+    queue.run_until_idle();
+    assert_eq!(tracker.query(&untimed).unwrap(), Status::Complete);
+    for _ in 0..3 * Config::default().initial_size {
+        let (ticket, _) = submit(&mut tracker, &queue, true);
+        queue.run_until_idle();
+        tracker.query(&ticket).unwrap();
+        tracker.poll();
+    }
+    assert_eq!(tracker.timestamps(&untimed).unwrap(), None);
+    assert_eq!(reference.timestamps(), None);
+}
+
+#[test]
+fn an_untimed_held_use_has_no_stamps_retiring() {
+    let (tracker, queue) = sim_backend::stepped_tracker(Config::default()).unwrap();
+    untimed_held_use_has_no_stamps(tracker, queue);
+}
+
+#[test]
+fn an_untimed_held_use_has_no_stamps_baseline() {
+    let (tracker, queue) = sim_backend::stepped_baseline(Config::default()).unwrap();
+    untimed_held_use_has_no_stamps(tracker, queue);
+}

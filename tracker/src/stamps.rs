@@ -1,0 +1,192 @@
+//! Harvested timestamps, kept per use: a timed use's stamps belong to the
+//! use, not to its signal, so they answer for its ticket after the signal
+//! has served later uses.
+//!
+//! A signal's own stamp fields (and the copy in its cell, which lock-free
+//! readers use) describe only its latest use. The history keeps the last
+//! `limit` timed uses' stamps in host memory, oldest first, found by binary
+//! search on the use's sequence number. Only the tracker's owner touches it.
+//! Its `limit` entries (24 bytes each) are allocated at once, at the first
+//! harvest, so a tracker that times nothing pays nothing and one that does
+//! allocates nothing per use; what falls out of it is reported as expired,
+//! never as "no stamps".
+
+use crate::backend::Timestamps;
+use std::collections::VecDeque;
+
+/// What the history knows about a timed use's stamps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kept {
+    /// The use's stamps.
+    Stamps(Timestamps),
+    /// The use was harvested, and nothing stamped it (no work ran).
+    Unstamped,
+    /// The use was harvested, but so many timed uses followed that its
+    /// entry was dropped.
+    Expired,
+    /// Never harvested (still pending, failed, or never timed).
+    Unknown,
+}
+
+/// The stamps of the most recent timed uses, by sequence number.
+#[derive(Debug)]
+pub(crate) struct StampHistory {
+    /// `(seq, stamps)`, in increasing `seq`.
+    entries: VecDeque<(u64, Option<Timestamps>)>,
+    limit: usize,
+    /// The newest sequence number dropped to stay within `limit` (0: none).
+    dropped_through: u64,
+}
+
+impl StampHistory {
+    pub(crate) fn new(limit: usize) -> Self {
+        Self {
+            entries: VecDeque::new(),
+            limit,
+            dropped_through: 0,
+        }
+    }
+
+    /// Keeps use `seq`'s harvest. Uses are harvested in any order (a query
+    /// may harvest a later use before the walk reaches an earlier one), so
+    /// the entry goes where its number belongs.
+    pub(crate) fn record(&mut self, seq: u64, stamps: Option<Timestamps>) {
+        let at = match self.entries.binary_search_by_key(&seq, |&(s, _)| s) {
+            Ok(at) => {
+                self.entries[at].1 = stamps;
+                return;
+            }
+            Err(at) => at,
+        };
+        if self.entries.len() == self.limit {
+            // Full: the oldest entry makes room, unless the new one is older
+            // still (then it expires at once).
+            match self.entries.front() {
+                Some(&(oldest, _)) if oldest < seq => {
+                    self.entries.pop_front();
+                    self.dropped_through = self.dropped_through.max(oldest);
+                }
+                _ => {
+                    self.dropped_through = self.dropped_through.max(seq);
+                    return;
+                }
+            }
+            self.entries.insert(at - 1, (seq, stamps));
+            return;
+        }
+        if self.entries.capacity() == 0 {
+            self.entries.reserve_exact(self.limit);
+        }
+        self.entries.insert(at, (seq, stamps));
+    }
+
+    /// What is kept for use `seq`.
+    pub(crate) fn get(&self, seq: u64) -> Kept {
+        match self.entries.binary_search_by_key(&seq, |&(s, _)| s) {
+            Ok(at) => match self.entries[at].1 {
+                Some(stamps) => Kept::Stamps(stamps),
+                None => Kept::Unstamped,
+            },
+            Err(_) if seq <= self.dropped_through => Kept::Expired,
+            Err(_) => Kept::Unknown,
+        }
+    }
+
+    /// How many uses' stamps are kept.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// How many entries its memory holds.
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        self.entries.capacity()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn stamps(n: u64) -> Option<Timestamps> {
+        Some(Timestamps {
+            start: n * 10,
+            end: n * 10 + 5,
+        })
+    }
+
+    #[test]
+    fn keeps_each_use_its_own_stamps() {
+        let mut history = StampHistory::new(8);
+        for seq in [3, 5, 9] {
+            history.record(seq, stamps(seq));
+        }
+        history.record(7, None);
+        assert_eq!(history.get(5), Kept::Stamps(stamps(5).unwrap()));
+        assert_eq!(history.get(9), Kept::Stamps(stamps(9).unwrap()));
+        assert_eq!(history.get(7), Kept::Unstamped);
+        assert_eq!(history.get(4), Kept::Unknown);
+        assert_eq!(history.get(10), Kept::Unknown);
+    }
+
+    #[test]
+    fn out_of_order_harvests_land_in_order() {
+        let mut history = StampHistory::new(8);
+        for seq in [10, 2, 6, 4] {
+            history.record(seq, stamps(seq));
+        }
+        for seq in [2, 4, 6, 10] {
+            assert_eq!(history.get(seq), Kept::Stamps(stamps(seq).unwrap()));
+        }
+    }
+
+    #[test]
+    fn past_the_limit_the_oldest_expire_and_say_so() {
+        let mut history = StampHistory::new(3);
+        for seq in 1..=5 {
+            history.record(seq, stamps(seq));
+        }
+        assert_eq!(history.len(), 3);
+        assert_eq!(history.get(1), Kept::Expired);
+        assert_eq!(history.get(2), Kept::Expired);
+        assert_eq!(history.get(3), Kept::Stamps(stamps(3).unwrap()));
+        // A late harvest older than everything kept expires at once.
+        history.record(0, stamps(0));
+        assert_eq!(history.get(0), Kept::Expired);
+        assert_eq!(history.len(), 3);
+        // One between the kept ones pushes out the oldest.
+        history.record(9, stamps(9));
+        history.record(6, stamps(6));
+        assert_eq!(history.get(4), Kept::Expired);
+        assert_eq!(history.get(5), Kept::Stamps(stamps(5).unwrap()));
+        assert_eq!(history.get(6), Kept::Stamps(stamps(6).unwrap()));
+        assert_eq!(history.get(9), Kept::Stamps(stamps(9).unwrap()));
+    }
+
+    #[test]
+    fn its_memory_is_allocated_once_at_the_first_harvest() {
+        let mut history = StampHistory::new(100);
+        assert_eq!(history.capacity(), 0);
+        history.record(1, stamps(1));
+        let capacity = history.capacity();
+        assert!(capacity >= 100);
+        for seq in 2..1000 {
+            history.record(seq, stamps(seq));
+        }
+        assert_eq!(
+            history.capacity(),
+            capacity,
+            "no allocation after the first"
+        );
+        assert_eq!(history.len(), 100);
+    }
+
+    #[test]
+    fn a_zero_limit_keeps_nothing() {
+        let mut history = StampHistory::new(0);
+        history.record(4, stamps(4));
+        assert_eq!(history.get(4), Kept::Expired);
+        assert_eq!(history.len(), 0);
+    }
+}
