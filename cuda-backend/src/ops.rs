@@ -8,9 +8,10 @@
 //! 1. for [`Work::Wait`](tracker::Work::Wait), one 64-bit wait per dependency
 //!    until it equals 0 (a GPU waiter: the stream stalls on the GPU, not the
 //!    host);
-//! 2. for a wait (or any publication that runs no kernel) with a completion
-//!    signal, zeros into the signal's stamps (no kernel writes them, and a
-//!    timed use must never report an earlier use's stamps);
+//! 2. for a wait or a marker (any publication that runs no kernel) with a
+//!    completion signal, zeros into the signal's stamps (no kernel writes
+//!    them, and a timed use must never report an earlier use's stamps; the
+//!    memory reads zeros as "no stamps");
 //! 3. the completion: 0 into the signal's value;
 //! 4. the progress: `index + 1` into the queue's progress word, which
 //!    [`read_index`](tracker::QueueView::read_index) loads.

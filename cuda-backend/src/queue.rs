@@ -465,7 +465,9 @@ impl CudaQueue {
             index,
             dependencies,
             completion,
-            clear_stamps: matches!(work, Work::Wait(_)),
+            // Only a kernel writes stamps: a marker or a wait clears its
+            // signal's, so a timed use never reports an earlier use's.
+            clear_stamps: matches!(work, Work::Wait(_) | Work::Marker),
         };
         plan(publication, self.inner.progress.device, &mut publisher.plan);
         publisher.params.clear();

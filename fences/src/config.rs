@@ -153,53 +153,22 @@ impl QueueConfig {
     }
 }
 
-/// How a [`Device`](crate::Device) reacts to errors and reads time.
+/// How a [`Device`](crate::Device) reacts to errors.
+///
+/// Time is not configured: elapsed times count in the clock the backend's
+/// stamps come from ([`tracker::SignalMemory::timestamp_clock`]), a fact of
+/// its hardware that no setting can contradict.
 ///
 /// ```
 /// use fences::DeviceConfig;
 /// let config = DeviceConfig::default();
 /// assert!(!config.skip_abort_on_error);
-/// assert_eq!(config.timestamp_period, std::time::Duration::from_nanos(10));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct DeviceConfig {
     /// Keep going after a GPU error (CLR's `HIP_SKIP_ABORT_ON_GPU_ERROR`):
     /// waits return [`Error::DeviceError`] early and queues accept work.
     /// Without it the device refuses all further work ([`Error::Aborted`])
     /// where CLR would abort the process.
     pub skip_abort_on_error: bool,
-    /// One GPU timestamp tick (`HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY`; 10 ns
-    /// for MI300X's 100 MHz counter, the simulator's default). Must be
-    /// longer than zero: a zero period would turn every elapsed time into 0.
-    pub timestamp_period: Duration,
-}
-
-impl Default for DeviceConfig {
-    fn default() -> Self {
-        Self {
-            skip_abort_on_error: false,
-            timestamp_period: Duration::from_nanos(10),
-        }
-    }
-}
-
-impl DeviceConfig {
-    /// Checks every value is in range: a timestamp period longer than zero.
-    /// [`Device::new`](crate::Device::new) calls it.
-    ///
-    /// ```
-    /// use fences::{DeviceConfig, Error};
-    /// use std::time::Duration;
-    /// assert!(DeviceConfig::default().validate().is_ok());
-    /// let bad = DeviceConfig { timestamp_period: Duration::ZERO, ..DeviceConfig::default() };
-    /// assert!(matches!(bad.validate(), Err(Error::InvalidConfig(_))));
-    /// ```
-    pub fn validate(&self) -> Result<(), Error> {
-        if self.timestamp_period.is_zero() {
-            return Err(Error::InvalidConfig(
-                "timestamp_period must be longer than zero (one tick of the GPU's timestamp counter)",
-            ));
-        }
-        Ok(())
-    }
 }

@@ -118,7 +118,6 @@ mod tests {
     fn a_device_error_ends_a_wait_early() {
         let device = DeviceState::new(DeviceConfig {
             skip_abort_on_error: true,
-            ..DeviceConfig::default()
         });
         let settings = WaitSettings {
             policy: WaitPolicy::blocking(),

@@ -144,8 +144,7 @@ pub struct Device<T: QueueTracker> {
 
 impl<T: QueueTracker> Device<T> {
     /// A device whose default queue runs on `default_tracker`'s hardware queue.
-    /// Refuses an out-of-range `config` or `default_config`
-    /// ([`Error::InvalidConfig`]).
+    /// Refuses an out-of-range `default_config` ([`Error::InvalidConfig`]).
     ///
     /// ```
     /// use fences::sim::SimPlatform;
@@ -161,7 +160,6 @@ impl<T: QueueTracker> Device<T> {
         default_tracker: T,
         default_config: QueueConfig,
     ) -> Result<Self, Error> {
-        config.validate()?;
         default_config.validate()?;
         let state = Arc::new(DeviceState::new(config));
         let shared = Arc::new(DeviceShared {

@@ -79,10 +79,26 @@ pub enum Error {
         /// start event.
         ticks: u64,
     },
-    /// A configuration value ([`QueueConfig`](crate::QueueConfig) or
-    /// [`DeviceConfig`](crate::DeviceConfig)) is out of range.
+    /// A configuration value ([`QueueConfig`](crate::QueueConfig)) is out
+    /// of range.
     #[error("invalid configuration: {0}")]
     InvalidConfig(&'static str),
+    /// An elapsed time between events of two devices
+    /// ([`Event::elapsed_to`](crate::Event::elapsed_to)): their timestamps
+    /// come from unrelated clocks (HIP and CUDA refuse it too).
+    #[error(
+        "the events were recorded on two devices, whose clocks are unrelated: no elapsed time between them"
+    )]
+    DifferentDevices,
+    /// A cross-queue wait on an event or a queue whose signals the waiting
+    /// queue cannot read ([`HostQueue::wait_event`](crate::HostQueue::wait_event),
+    /// [`HostQueue::wait_queue`](crate::HostQueue::wait_queue)): their
+    /// signal memory belongs to another simulator, ROCr process or CUDA
+    /// context. Nothing was published.
+    #[error(
+        "the producer's signals live in memory the waiting queue cannot read (another simulator, runtime or context): nothing was published"
+    )]
+    ForeignSignalMemory,
 }
 
 impl Error {

@@ -20,7 +20,7 @@ use crate::queue::{HostQueue, QueueCore, QueueTracker};
 use crate::stats::bump;
 use crate::sync::Arc;
 use std::time::Duration;
-use tracker::{Purpose, SignalRef, Status, Ticket, Timestamps, Work};
+use tracker::{Purpose, SignalMemory, SignalRef, Status, Ticket, Timestamps, Work};
 
 /// A recorded event (`hipEventRecord`): a marker on its queue.
 ///
@@ -304,12 +304,14 @@ impl<T: QueueTracker> Event<T> {
     }
 
     /// GPU time from this event to `stop` (`hipEventElapsedTime`), from the
-    /// markers' completion timestamps in this event's device's timestamp
-    /// period. An event to itself (or to one that completed at the same
-    /// tick) is zero.
+    /// markers' completion timestamps, in the clock they count in (the
+    /// backend's: [`tracker::SignalMemory::timestamp_clock`]). Exact to the
+    /// nanosecond below, never saturated. An event to itself (or to one
+    /// that completed at the same tick) is zero.
     ///
-    /// Errors: [`Error::NotTimed`] or [`Error::NotReady`] or
-    /// [`Error::EventFailed`] for either event (as
+    /// Errors: [`Error::DifferentDevices`] for events of two devices (their
+    /// clocks are unrelated, as HIP and CUDA say too); [`Error::NotTimed`]
+    /// or [`Error::NotReady`] or [`Error::EventFailed`] for either event (as
     /// [`timestamps`](Self::timestamps)); [`Error::StopBeforeStart`] when
     /// `stop` completed before this event (HIP would answer a negative time;
     /// a [`Duration`] cannot, and a silent 0 would hide the mistake).
@@ -326,6 +328,9 @@ impl<T: QueueTracker> Event<T> {
     /// # Ok::<(), fences::Error>(())
     /// ```
     pub fn elapsed_to<P: QueueTracker>(&self, stop: &Event<P>) -> Result<Duration, Error> {
+        if !Arc::ptr_eq(&self.queue.device, &stop.queue.device) {
+            return Err(Error::DifferentDevices);
+        }
         let start = self.timestamps()?;
         let end = stop.timestamps()?;
         let Some(ticks) = end.end.checked_sub(start.end) else {
@@ -333,11 +338,8 @@ impl<T: QueueTracker> Event<T> {
                 ticks: start.end - end.end,
             });
         };
-        let period = self.queue.state().config.timestamp_period;
-        let nanos = u128::from(ticks) * period.as_nanos();
-        Ok(Duration::from_nanos(
-            u64::try_from(nanos).unwrap_or(u64::MAX),
-        ))
+        let clock = self.queue.waiter.memory().timestamp_clock();
+        Ok(clock.duration(ticks))
     }
 }
 

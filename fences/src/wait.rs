@@ -197,6 +197,18 @@ impl<T: QueueTracker> HostQueue<T> {
         P: QueueTracker + Tracker<Memory = T::Memory>,
     {
         self.core().state().check_accepting()?;
+        // Refused before anything is pinned or published: a packet waiting
+        // on a signal its queue cannot read would never pass.
+        let consumer_memory = self.core().waiter.memory();
+        if events.iter().any(|event| {
+            !event
+                .queue_core()
+                .waiter
+                .memory()
+                .shares_signals_with(consumer_memory)
+        }) {
+            return Err(Error::ForeignSignalMemory);
+        }
         let mut pins = VecDeque::with_capacity(events.len());
         let mut elided = 0;
         for event in events {
@@ -233,6 +245,13 @@ impl<T: QueueTracker> HostQueue<T> {
         P: QueueTracker + Tracker<Memory = T::Memory>,
     {
         let producer = producer.core();
+        if !producer
+            .waiter
+            .memory()
+            .shares_signals_with(self.core().waiter.memory())
+        {
+            return Err(Error::ForeignSignalMemory);
+        }
         let pin = QueueCore::with_publication(producer, |core, inner| {
             let Some((_, ticket)) = inner.last else {
                 return Ok(Step::Done(None));

@@ -322,3 +322,50 @@ fn wait_queue_returns_while_the_producer_is_being_synchronized() {
     // The marker published after the synchronize's: no queue-state reset.
     assert_eq!(producer.stats().state_resets_skipped, 1);
 }
+
+#[test]
+fn a_wait_on_another_simulators_signals_is_refused_before_anything_is_published() {
+    let (platform, device) = stepped();
+    let (other_platform, other_device) = stepped();
+    let consumer = device.default_queue();
+    let foreign_queue = other_device.default_queue();
+    foreign_queue.launch(0).unwrap();
+    let foreign = foreign_queue.record_event().unwrap();
+    let before = consumer.stats();
+    assert_eq!(
+        consumer.wait_event(&foreign).map(|w| w.packets()),
+        Err(Error::ForeignSignalMemory)
+    );
+    assert_eq!(
+        consumer.wait_queue(foreign_queue).map(|w| w.packets()),
+        Err(Error::ForeignSignalMemory)
+    );
+    // Nothing was published or pinned, and both devices carry on.
+    assert_eq!(consumer.stats().commands, before.commands);
+    assert_eq!(device.error(), None);
+    let after = consumer.launch(0).unwrap();
+    platform.run_while(|| consumer.synchronize()).unwrap();
+    assert_eq!(after.status(), CommandStatus::Complete);
+    other_platform.run_while(|| foreign.synchronize()).unwrap();
+    assert_eq!(other_device.error(), None);
+    assert!(platform.sim().violations().is_empty());
+    assert!(other_platform.sim().violations().is_empty());
+}
+
+#[test]
+fn a_wait_on_another_device_of_the_same_simulator_is_allowed() {
+    let (platform, device) = stepped();
+    let other_device = platform
+        .device(fences::DeviceConfig::default(), bounded())
+        .unwrap();
+    let flag = sim::HostFlag::new();
+    let spin = platform
+        .sim()
+        .register_kernel(sim::Kernel::SpinUntil(flag.clone()));
+    let producer = other_device.default_queue();
+    producer.launch(spin).unwrap();
+    let event = producer.record_event().unwrap();
+    let wait = device.default_queue().wait_event(&event).unwrap();
+    assert_eq!(wait.dependencies(), 1);
+    later_work_waits_for_the_flag(&platform, device.default_queue(), &flag);
+}

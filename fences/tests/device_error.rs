@@ -14,7 +14,6 @@ use tracker::{Status, Tracker};
 fn skip_abort() -> DeviceConfig {
     DeviceConfig {
         skip_abort_on_error: true,
-        ..DeviceConfig::default()
     }
 }
 

@@ -43,9 +43,10 @@ fn elapsed_time_with_the_events_reversed_is_an_error_not_zero() {
     assert!(b.end > a.end, "the simulator advances its clock per packet");
 
     let forward = start.elapsed_to(&stop).unwrap();
+    // The simulator's clock ticks at 100 MHz (10 ns), as MI300X's does.
     assert_eq!(
         forward,
-        DeviceConfig::default().timestamp_period * u32::try_from(b.end - a.end).unwrap()
+        std::time::Duration::from_nanos(10) * u32::try_from(b.end - a.end).unwrap()
     );
     assert_eq!(
         stop.elapsed_to(&start),
@@ -68,4 +69,49 @@ fn events_hold_their_signal_until_dropped() {
     drop(event);
     queue.with_tracker(|t| t.reclaim());
     assert_eq!(queue.with_tracker(|t| t.census().parked), 0);
+}
+
+#[test]
+fn elapsed_time_between_events_of_two_devices_is_refused() {
+    let (platform, device) = stepped();
+    let other_device = platform.device(DeviceConfig::default(), bounded()).unwrap();
+    let (other_platform, far_device) = stepped();
+    let here = device.default_queue().record_event().unwrap();
+    let there = other_device.default_queue().record_event().unwrap();
+    let far = far_device.default_queue().record_event().unwrap();
+    platform.sim().run_until_idle();
+    other_platform.sim().run_until_idle();
+    for (a, b) in [(&here, &there), (&there, &here)] {
+        assert_eq!(a.elapsed_to(b), Err(Error::DifferentDevices));
+    }
+    assert_eq!(here.elapsed_to(&far), Err(Error::DifferentDevices));
+    assert_eq!(far.elapsed_to(&here), Err(Error::DifferentDevices));
+    // Each device's own events still time.
+    assert_eq!(here.elapsed_to(&here), Ok(std::time::Duration::ZERO));
+}
+
+#[test]
+fn elapsed_time_counts_in_the_clock_the_stamps_come_from() {
+    // A simulated GPU whose counter ticks at 25 MHz (40 ns), not the
+    // default 100 MHz: nothing but the backend says so.
+    let sim = sim::Sim::new(sim::SimConfig {
+        profile: sim::CostProfile {
+            gpu_tick: std::time::Duration::from_nanos(40),
+            ..sim::CostProfile::zero()
+        },
+        ..sim::SimConfig::default()
+    });
+    let platform = fences::sim::SimPlatform::new(sim);
+    let device = platform.device(DeviceConfig::default(), bounded()).unwrap();
+    let queue = device.default_queue();
+    let start = queue.record_event().unwrap();
+    queue.launch(0).unwrap();
+    let stop = queue.record_event().unwrap();
+    platform.run_while(|| stop.synchronize()).unwrap();
+    let ticks = stop.timestamps().unwrap().end - start.timestamps().unwrap().end;
+    assert!(ticks > 0);
+    assert_eq!(
+        start.elapsed_to(&stop).unwrap(),
+        std::time::Duration::from_nanos(40 * ticks)
+    );
 }

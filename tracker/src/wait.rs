@@ -98,6 +98,22 @@ impl<M: SignalMemory> core::fmt::Debug for Waiter<M> {
 }
 
 impl<M: SignalMemory> Waiter<M> {
+    /// The signal memory of the tracker's uses: where their signals live,
+    /// which clock their stamps count in
+    /// ([`SignalMemory::timestamp_clock`]), which queues can name them
+    /// ([`SignalMemory::shares_signals_with`]).
+    ///
+    /// ```
+    /// use tracker::{SignalMemory, TimestampClock, Tracker, sim_backend};
+    /// let (tracker, _queue) = sim_backend::stepped_tracker(Default::default())?;
+    /// // The simulator's MI300X-like counter: 100 MHz.
+    /// assert_eq!(tracker.waiter().memory().timestamp_clock(), TimestampClock::from_frequency(100_000_000).unwrap());
+    /// # Ok::<(), tracker::Error>(())
+    /// ```
+    pub fn memory(&self) -> &M {
+        &self.shared.memory
+    }
+
     fn cell(&self, ticket: &Ticket) -> Result<&Cell<M::Signal>, Error> {
         self.shared.cell_of(ticket).ok_or(Error::ForeignTicket)
     }

@@ -31,7 +31,6 @@ pub use queue_layer::{Platform, Watchdog, bounded, wait_until, waiting};
 pub use simulator::Simulator;
 pub use standin::Standin;
 
-use fences::DeviceConfig;
 use scenarios::check::{Check, Failure, census, stamps_match, steady, truthful};
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -169,8 +168,10 @@ pub trait Backend: Clone + Send + Sync + Sized + 'static {
     fn spin_kernel(&self) -> (u64, Release);
     /// A kernel that runs for `duration` on a threaded machine.
     fn timed_kernel(&self, duration: Duration) -> u64;
-    /// The queue layer's device configuration for this machine.
-    fn device_config(&self) -> DeviceConfig;
+    /// One tick of the clock the backend's timestamps count in (as the
+    /// machine itself says it: the simulator's profile, the stand-in's
+    /// reported frequency).
+    fn timestamp_period(&self) -> Duration;
 
     /// Stepped: runs `queue` until it can do nothing more. Threaded: waits
     /// until it can do nothing more without the host.

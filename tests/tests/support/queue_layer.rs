@@ -84,7 +84,7 @@ impl<B: Backend> Platform<B> {
 
     /// A device whose default queue is a new hardware queue.
     pub fn device(&self, queue: QueueConfig) -> Device<Retiring<B>> {
-        Device::new(self.gpu.device_config(), self.tracker(), queue).unwrap()
+        Device::new(fences::DeviceConfig::default(), self.tracker(), queue).unwrap()
     }
 
     /// A created queue of `device` on a new hardware queue.

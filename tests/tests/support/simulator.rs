@@ -3,7 +3,6 @@
 //! so its ground truth and counters are read directly.
 
 use super::{Backend, Executed, Machine, Refused, Release, Truth};
-use fences::DeviceConfig;
 use sim::{CostProfile, Mode, Queue, QueueConfig, Sim, SimConfig, StepError};
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,8 +88,8 @@ impl Backend for Simulator {
         self.sim.register_kernel(sim::Kernel::Duration(duration))
     }
 
-    fn device_config(&self) -> DeviceConfig {
-        DeviceConfig::default()
+    fn timestamp_period(&self) -> Duration {
+        self.sim.profile().gpu_tick
     }
 
     fn run(&self, queue: &Queue) {

@@ -3,7 +3,6 @@
 //! driven and inspected through the stand-in's test hooks.
 
 use super::{Backend, Executed, Machine, Refused, Release, Truth};
-use fences::DeviceConfig;
 use hsa_backend::{AqlQueue, Device, QueueOptions, Runtime, SignalPool};
 use rocr_standin::{Kernel, PoolKind, StepStatus};
 use std::sync::Arc;
@@ -105,11 +104,8 @@ impl Backend for Standin {
         self.0.standin.register_kernel(Kernel::Duration(duration))
     }
 
-    fn device_config(&self) -> DeviceConfig {
-        DeviceConfig {
-            timestamp_period: self.0.runtime.timestamp_period(),
-            ..DeviceConfig::default()
-        }
+    fn timestamp_period(&self) -> Duration {
+        self.0.runtime.timestamp_period()
     }
 
     fn run(&self, queue: &AqlQueue) {
