@@ -95,6 +95,21 @@ fn a_failing_agent_attribute_during_discovery_is_a_call_error() {
 }
 
 #[test]
+fn a_runtime_without_a_timestamp_clock_is_refused() {
+    let standin = Standin::new(Machine::default()).unwrap();
+    standin.malform(Malformed::ZeroTimestampFrequency, 1);
+    let error = Runtime::load_from(standin.library_path()).unwrap_err();
+    assert_eq!(error, hsa_backend::Error::NoTimestampClock);
+    assert_rocr_shut_down(&standin);
+    // Once ROCr reports a frequency, that is the clock the stamps count in.
+    let runtime = Runtime::load_from(standin.library_path()).unwrap();
+    assert_eq!(
+        runtime.timestamp_clock().frequency(),
+        runtime.timestamp_frequency()
+    );
+}
+
+#[test]
 fn a_runtime_that_lists_no_cpu_agent_is_a_call_error() {
     let standin = Standin::new(Machine::default()).unwrap();
     standin.malform(Malformed::NoCpuAgent, 1);

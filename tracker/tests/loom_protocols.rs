@@ -363,6 +363,44 @@ fn cpu_wait_versus_concurrent_submit() {
     });
 }
 
+/// A waiter on another thread records completions while the owner meets a
+/// full ring at its limit: whatever it learned, and whenever, the owner's
+/// acquire either gets a signal or names a use to wait for; it never turns
+/// a full ring whose uses are all done into a hard error (nothing is held).
+#[test]
+fn cpu_wait_versus_acquire_at_the_ring_limit() {
+    model(|| {
+        let memory = Arc::new(HostMemory::new(4));
+        let (mut tracker, _read) = small_tracker(&memory, 2);
+        // No barrier bit: no fence proves them, only their own signals do.
+        let uses = [0, 1].map(|index| tracker.acquire(Request::packet(index)).unwrap());
+        let waiter = tracker.waiter();
+        let tickets = uses.map(|acquired| acquired.ticket);
+        let waiting = loom::thread::spawn(move || {
+            for ticket in &tickets {
+                while waiter.status(ticket).unwrap() != Status::Complete {
+                    loom::thread::yield_now();
+                }
+            }
+        });
+        // The GPU completes both while the waiter polls and the owner acquires.
+        for acquired in &uses {
+            memory.complete(acquired.signal);
+        }
+        let first = tracker.acquire(Request::packet(2));
+        waiting.join().unwrap();
+        match first {
+            Ok(_) => {}
+            Err(tracker::Error::Backpressure { wait_for, .. }) => {
+                assert!(tickets.contains(&wait_for), "names a use in flight");
+                // The caller waited: the named use is done, the retry fits.
+                assert!(tracker.acquire(Request::packet(2)).is_ok());
+            }
+            Err(error) => panic!("nothing is held, every use is done: {error}"),
+        }
+    });
+}
+
 /// An async handler's reference dropped on the handler thread while its
 /// owner retires the use and then tears the tracker down, nobody else keeping
 /// the signal memory: the handler reads its use's outcome and never a re-arm;

@@ -302,16 +302,19 @@ pub enum Malformed {
     AllocationMisaligned = 3,
     /// `hsa_iterate_agents` leaves out the CPU agent.
     NoCpuAgent = 4,
+    /// `hsa_system_get_info(HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY)` answers 0.
+    ZeroTimestampFrequency = 5,
 }
 
 impl Malformed {
     /// Every kind, in value order.
-    pub const ALL: [Malformed; 5] = [
+    pub const ALL: [Malformed; 6] = [
         Malformed::QueueNull,
         Malformed::QueueWithoutRing,
         Malformed::AllocationNull,
         Malformed::AllocationMisaligned,
         Malformed::NoCpuAgent,
+        Malformed::ZeroTimestampFrequency,
     ];
 
     pub(crate) fn from_raw(raw: u32) -> Option<Self> {

@@ -210,6 +210,11 @@ rocr_exports! {
             }
             let answer = match attribute {
                 HSA_SYSTEM_INFO_TIMESTAMP => instance.system_now(),
+                HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY
+                    if crate::inject::take_malformed(Malformed::ZeroTimestampFrequency) =>
+                {
+                    0
+                }
                 HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY => SYSTEM_TIMESTAMP_FREQUENCY,
                 HSA_SYSTEM_INFO_SIGNAL_MAX_WAIT => u64::MAX,
                 _ => return HSA_STATUS_ERROR_INVALID_ARGUMENT,
