@@ -13,13 +13,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 uses=${1:-8192}
 command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 2; }
-cargo build --release -q -p sigbench --bin instructions
+cargo build --release -q -p sigretire-bench --bin instructions
 bin=${CARGO_TARGET_DIR:-target}/release/instructions
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
 count() { # kind in_flight uses -> instructions inside acquire_one
-  valgrind --tool=callgrind --toggle-collect='sigbench::workload::Steady::acquire_one' \
+  valgrind --tool=callgrind --toggle-collect='sigretire_bench::workload::Steady::acquire_one' \
     --callgrind-out-file="$out/cg" "$bin" "$1" "$2" "$3" >/dev/null 2>&1
   awk '/^(summary|totals):/ { print $2; exit }' "$out/cg"
 }

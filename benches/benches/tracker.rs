@@ -1,6 +1,6 @@
 //! Criterion benches of the tracker's host work, retiring and baseline side
 //! by side: per use at 64, 1024 and 16384 uses in flight; one probe; one
-//! reclaim batch. `cargo bench -p sigbench -- --quick` runs them fast.
+//! reclaim batch. `cargo bench -p sigretire-bench -- --quick` runs them fast.
 //! Wall-clock numbers on a shared 2-core machine are noisy: the instruction
 //! counts of `benches/instructions.sh` are the figures of record.
 
@@ -8,10 +8,10 @@
 #![allow(missing_docs)]
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use sigbench::workload::{BURST, Kind, Steady};
+use sigretire_bench::workload::{BURST, Kind, Steady};
+use sigretire_tracker::sim_backend::{stepped_tracker, submit_kernel};
+use sigretire_tracker::{Config, Placement, Request, Tracker};
 use std::time::{Duration, Instant};
-use tracker::sim_backend::{stepped_tracker, submit_kernel};
-use tracker::{Config, Placement, Request, Tracker};
 
 fn per_use(c: &mut Criterion) {
     let mut group = c.benchmark_group("per_use");

@@ -5,7 +5,7 @@
 
 Inputs: benches/results/sigbench-h200.json (run on the H200, see
 cuda-backend/README.md), benches/results/sigbench-sim.json
-(`cargo run --release -p sigbench -- --backend sim --json ...`), and the
+(`cargo run --release -p sigretire-bench -- --backend sim --json ...`), and the
 hand-copied figures in benches/results/extra.json (callgrind counts,
 the sync-contention example, fuzz throughput)."""
 import json, os
@@ -81,8 +81,8 @@ only mean something on a GPU. Raw outputs are in `benches/results/`;
 ## The main job: `sigbench`
 
 ```sh
-cargo run --release -p sigbench                      # the best backend present
-cargo run --release -p sigbench -- --backend sim --json out.json --markdown
+cargo run --release -p sigretire-bench                      # the best backend present
+cargo run --release -p sigretire-bench -- --backend sim --json out.json --markdown
 ```
 
 Every cell times the API call alone (the seed's "host time per call"),
@@ -96,7 +96,7 @@ polls, and timestamp pairs (two reads each).
 Machine: {h['machine']}. Run on the device machine with the release binary
 built here (`cuda-backend/README.md` has the command).
 
-Bars of DESIGN.md section 7 (p50, ours / the CUDA driver API):
+Bars of docs/design.md section 7 (p50, ours / the CUDA driver API):
 
 | bar | ours | CUDA | ratio | bar | met |
 |---|---:|---:|---:|---:|---|
@@ -112,7 +112,7 @@ marker. CUDA signals live in pinned host memory: no column reads device memory.
 
 {table(h)}
 
-Steady state (DESIGN.md section 7). The runtime loop synchronizes every 64
+Steady state (docs/design.md section 7). The runtime loop synchronizes every 64
 uses, as a stream synchronize would; the saturated loop never does and lives
 under back-pressure:
 
@@ -178,7 +178,7 @@ result). Outside the simulator and the harness, ours is about 0.56 x the
 baseline; on hardware the larger gain is still the memory operations (2
 loads and a fence per use for the baseline, each a PCIe round trip).
 
-`cargo bench -p sigbench -- --quick` runs the criterion benches (per use at 64, 1024 and 16384 in
+`cargo bench -p sigretire-bench -- --quick` runs the criterion benches (per use at 64, 1024 and 16384 in
 flight, one probe, one reclaim batch). Wall-clock, so noisier than the counts
 above; the latest quick run on this machine (criterion's time per burst of
 32 uses, divided by 32):
@@ -191,10 +191,10 @@ above; the latest quick run on this machine (criterion's time per burst of
 |---:|---:|---:|
 {crit_batch}
 
-## The sync-contention example (DESIGN.md section 4)
+## The sync-contention example (docs/design.md section 4)
 
 ```sh
-cargo run --release -p fences --example sync_contention -- --json FILE
+cargo run --release -p sigretire-queue --example sync_contention -- --json FILE
 ```
 
 8 threads over 8 queues on the threaded simulator (MI300X-like costs,
@@ -204,7 +204,7 @@ non-synchronize call was blocked, in one run on this machine: fixed
 
 ## Proofs
 
-- `SCENARIO_CASES=3000 cargo test --release -p scenarios --test property`:
+- `SCENARIO_CASES=3000 cargo test --release -p sigretire-scenarios --test property`:
   both trackers, every invariant after every step, about 3 s per seed.
 - `FUZZ_SECONDS=240 .ci/fuzz`: {x['fuzz']['ops_per_second']} ops/s per target; {x['fuzz']['ops_without_violation']}
   operations without a violation in this session.

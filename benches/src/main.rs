@@ -1,22 +1,22 @@
 //! `sigbench`: the event and synchronize latency table of the seed, for the
 //! retiring tracker and the baseline side by side (and the backend's own
 //! API where it has one), on the best backend the machine has, with the
-//! steady-state counters of DESIGN.md section 7.
+//! steady-state counters of docs/design.md section 7.
 //!
 //! ```text
-//! cargo run --release -p sigbench -- [--backend auto|sim|rocr|cuda] [--iterations N]
+//! cargo run --release -p sigretire-bench -- [--backend auto|sim|rocr|cuda] [--iterations N]
 //!     [--warmup N] [--steady-uses N] [--json FILE] [--markdown]
 //! ```
 
-use sigbench::measure::{self, Api, Row, Steady};
-use sigbench::platform::{Platform, Skipped};
-use sigbench::platforms::{cuda::CudaBench, rocr::RocrBench, sim::SimBench};
-use sigbench::report::{Report, SteadyState};
+use sigretire_bench::measure::{self, Api, Row, Steady};
+use sigretire_bench::platform::{Platform, Skipped};
+use sigretire_bench::platforms::{cuda::CudaBench, rocr::RocrBench, sim::SimBench};
+use sigretire_bench::report::{Report, SteadyState};
+use sigretire_tracker::{Config, Placement};
 use std::time::Instant;
-use tracker::{Config, Placement};
 
 #[global_allocator]
-static ALLOCATOR: sigbench::alloc::Counting = sigbench::alloc::Counting;
+static ALLOCATOR: sigretire_bench::alloc::Counting = sigretire_bench::alloc::Counting;
 
 const USAGE: &str = "usage: sigbench [--backend auto|sim|rocr|cuda] [--iterations N] [--warmup N] \
                      [--steady-uses N] [--json FILE] [--markdown]";
@@ -251,7 +251,7 @@ fn run<P: Platform>(
     // A runtime that polls after every 32 submissions: each load pays for a batch.
     let config = Config {
         signals: steady_placement,
-        probe_batch: 32,
+        probe_interval: 32,
         ..Config::default()
     };
     eprintln!("steady state: retiring ({} uses)", options.steady_uses);

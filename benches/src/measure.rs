@@ -8,10 +8,10 @@
 //! the timed calls only.
 
 use crate::alloc;
-use fences::{Device, DeviceConfig, HostQueue, QueueConfig, QueueTracker};
 use serde::Serialize;
+use sigretire_queue::{Device, DeviceConfig, HostQueue, QueueConfig, QueueTracker};
+use sigretire_tracker::{HardwareQueue, Placement, Request, Stats, WaitPolicy, Work};
 use std::time::{Duration, Instant};
-use tracker::{HardwareQueue, Placement, Request, Stats, WaitPolicy, Work};
 
 /// An API the seed's tables time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -257,7 +257,7 @@ pub fn measure<T: QueueTracker>(
                 let status = event.query();
                 let end = Instant::now();
                 let took = end - start;
-                if status != tracker::Status::Complete {
+                if status != sigretire_tracker::Status::Complete {
                     return Err(format!("a synchronized event answered {status:?}"));
                 }
                 (took, end - began, before, stats(&queues))
@@ -340,7 +340,7 @@ pub fn measure<T: QueueTracker>(
     Ok((samples, traffic))
 }
 
-/// The steady-state bars of DESIGN.md section 7 for one tracker.
+/// The steady-state bars of docs/design.md section 7 for one tracker.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Steady {
     /// The tracker's own loads of its signals per retired use (device memory
@@ -447,9 +447,9 @@ fn drive<T: QueueTracker>(
 /// back-pressure, wait for the named use outside any lock and retry.
 fn submit_one<T: QueueTracker>(
     tracker: &mut T,
-    waiter: &tracker::Waiter<T::Memory>,
+    waiter: &sigretire_tracker::Waiter<T::Memory>,
     count: bool,
-) -> Result<tracker::Ticket, String> {
+) -> Result<sigretire_tracker::Ticket, String> {
     let queue = tracker.queue().clone();
     let index = queue.reserve().map_err(fail)?;
     loop {
@@ -466,7 +466,7 @@ fn submit_one<T: QueueTracker>(
                     .map_err(fail)?;
                 return Ok(acquired.ticket);
             }
-            Err(tracker::Error::Backpressure { wait_for, .. }) => {
+            Err(sigretire_tracker::Error::Backpressure { wait_for, .. }) => {
                 waiter
                     .wait(&wait_for, Duration::from_secs(30), WaitPolicy::spin())
                     .map_err(fail)?;

@@ -7,9 +7,9 @@
 //! every reason, so a user knows what was tried.
 
 use crate::measure::Sample;
-use fences::QueueTracker;
+use sigretire_queue::QueueTracker;
+use sigretire_tracker::{Config, Placement};
 use std::fmt;
-use tracker::{Config, Placement};
 
 /// A backend sigbench can run on.
 pub trait Platform {

@@ -159,7 +159,7 @@ impl Report {
             ),
             ("heap allocations per use = 0", r.allocations_per_use == 0.0),
         ];
-        let _ = writeln!(out, "bars (DESIGN.md section 7), retiring tracker:");
+        let _ = writeln!(out, "bars (docs/design.md section 7), retiring tracker:");
         for (bar, ok) in bars {
             let _ = writeln!(out, "  {} {bar}", if ok { "ok  " } else { "FAIL" });
         }

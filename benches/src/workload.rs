@@ -4,11 +4,11 @@
 //! reclaim) are the measured host work; publishing packets and the simulated
 //! GPU are outside it, the same for both trackers.
 
-use sim::{Queue, QueueConfig, Sim, SimConfig};
+use sigretire_sim::{Queue, QueueConfig, Sim, SimConfig};
+use sigretire_tracker::sim_backend::{SimMemory, submit_kernel};
+use sigretire_tracker::{BaselineTracker, Config, Placement, Request, RetiringTracker, Tracker};
 use std::hint::black_box;
 use std::sync::Arc;
-use tracker::sim_backend::{SimMemory, submit_kernel};
-use tracker::{BaselineTracker, Config, Placement, Request, RetiringTracker, Tracker};
 
 /// Uses submitted between two GPU catch-ups.
 pub const BURST: usize = 32;

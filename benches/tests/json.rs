@@ -1,5 +1,5 @@
 //! The README's main job: `sigbench` runs on a machine with no GPU (the
-//! simulator), prints its table, and writes JSON of the shape issue 7 gives.
+//! simulator), prints its table, and writes JSON of the shape `report.rs` documents.
 
 use serde_json::Value;
 use std::process::Command;

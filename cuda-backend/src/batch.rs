@@ -1,6 +1,6 @@
 //! Batch bookkeeping: carving signal blocks out of pinned chunks.
 //!
-//! Signals are created in batches (DESIGN.md section 2: creation is the
+//! Signals are created in batches (docs/design.md section 2: creation is the
 //! expensive part), so one `cuMemHostAlloc` serves many of them: a chunk of at
 //! least `min_chunk` blocks, handed out a few at a time. The logic here is
 //! pure (the allocation itself is a closure), so it is tested without a GPU.

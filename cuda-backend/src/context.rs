@@ -23,15 +23,15 @@ use crate::queue::CudaQueue;
 use core::fmt;
 use core::sync::atomic::{AtomicBool, Ordering};
 use cudarc::driver::sys::{self, CUcontext, CUdevice};
+use sigretire_tracker::{BaselineTracker, Config, RetiringTracker};
 use std::sync::Arc;
 use std::time::Duration;
-use tracker::{BaselineTracker, Config, RetiringTracker};
 
 /// A device's primary context, ready for completion signals.
 ///
 /// ```no_run
-/// use cuda_backend::CudaContext;
-/// use tracker::{Config, Request, Status, Tracker, HardwareQueue, Work};
+/// use sigretire_cuda::CudaContext;
+/// use sigretire_tracker::{Config, Request, Status, Tracker, HardwareQueue, Work};
 ///
 /// let context = CudaContext::new(0)?;
 /// println!("{}", context.report());
@@ -41,7 +41,7 @@ use tracker::{BaselineTracker, Config, RetiringTracker};
 /// queue.publish(index, Work::Empty, true, acquired.signal).unwrap();
 /// queue.synchronize()?;
 /// assert_eq!(tracker.query(&acquired.ticket).unwrap(), Status::Complete);
-/// # Ok::<(), cuda_backend::Error>(())
+/// # Ok::<(), sigretire_cuda::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct CudaContext {
@@ -78,7 +78,7 @@ impl CudaContext {
     /// mapped host memory or 64-bit stream memory operations.
     ///
     /// ```
-    /// use cuda_backend::{CudaContext, Error};
+    /// use sigretire_cuda::{CudaContext, Error};
     ///
     /// // No driver or no device is a typed error, never a panic.
     /// assert!(matches!(
@@ -131,16 +131,16 @@ impl CudaContext {
     /// The device's name, capabilities and driver version.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use cuda_backend::CudaVersion;
+    /// use sigretire_cuda::CudaVersion;
     /// // `new` checked these, so every context has them.
     /// assert!(context.info().can_map_host_memory && context.info().stream_mem_ops_64);
     /// assert!(context.info().driver >= CudaVersion::MINIMUM);
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn info(&self) -> &DeviceInfo {
         &self.inner.info
@@ -149,7 +149,7 @@ impl CudaContext {
     /// The raw primary context, for native CUDA calls in the same process.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
@@ -157,7 +157,7 @@ impl CudaContext {
     /// assert!(!context.as_raw().is_null());
     /// // Clones share the one primary context.
     /// assert_eq!(context.clone().as_raw(), context.as_raw());
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn as_raw(&self) -> CUcontext {
         self.inner.raw
@@ -173,7 +173,7 @@ impl CudaContext {
     /// Makes the context current on this thread (if it is not already).
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
@@ -187,14 +187,14 @@ impl CudaContext {
     ///             context.bind()?;
     ///             let mut current = std::ptr::null_mut();
     ///             // SAFETY: the driver is initialised; `current` is a live local.
-    ///             cuda_backend::check("cuCtxGetCurrent", unsafe { cuCtxGetCurrent(&mut current) })?;
+    ///             sigretire_cuda::check("cuCtxGetCurrent", unsafe { cuCtxGetCurrent(&mut current) })?;
     ///             assert_eq!(current, context.as_raw());
-    ///             Ok::<(), cuda_backend::Error>(())
+    ///             Ok::<(), sigretire_cuda::Error>(())
     ///         })
     ///         .join()
     ///         .unwrap()
     /// })?;
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn bind(&self) -> Result<()> {
         let mut current = core::ptr::null_mut();
@@ -217,7 +217,7 @@ impl CudaContext {
     /// signal nobody completes blocks it for good.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
@@ -227,7 +227,7 @@ impl CudaContext {
     /// second.launch_empty()?;
     /// context.synchronize()?; // waits for both streams
     /// assert!(first.is_idle()? && second.is_idle()?);
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;
@@ -238,16 +238,16 @@ impl CudaContext {
     /// A new queue: a stream of this context (see [`CudaQueue`]).
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use tracker::QueueView;
+    /// use sigretire_tracker::QueueView;
     /// let queue = context.create_queue()?;
     /// assert_eq!((queue.reserved(), queue.read_index()), (0, 0));
     /// assert!(queue.is_idle()?);
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn create_queue(&self) -> Result<CudaQueue> {
         CudaQueue::new(self)
@@ -258,12 +258,12 @@ impl CudaContext {
     /// no other kind.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use tracker::{Config, HardwareQueue, Request, Status, Tracker, Work};
+    /// use sigretire_tracker::{Config, HardwareQueue, Request, Status, Tracker, Work};
     ///
     /// let (mut tracker, queue) = context.retiring_tracker(Config::default())?;
     /// let index = queue.reserve().unwrap();
@@ -271,7 +271,7 @@ impl CudaContext {
     /// queue.publish(index, Work::Empty, true, acquired.signal).unwrap();
     /// queue.synchronize()?;
     /// assert_eq!(tracker.query(&acquired.ticket).unwrap(), Status::Complete);
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn retiring_tracker(
         &self,
@@ -286,12 +286,12 @@ impl CudaContext {
     /// the queue.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use tracker::{Config, HardwareQueue, Request, Status, Tracker, Work};
+    /// use sigretire_tracker::{Config, HardwareQueue, Request, Status, Tracker, Work};
     ///
     /// let (mut baseline, queue) = context.baseline_tracker(Config::default())?;
     /// let index = queue.reserve().unwrap();
@@ -299,7 +299,7 @@ impl CudaContext {
     /// queue.publish(index, Work::Empty, true, acquired.signal).unwrap();
     /// queue.synchronize()?;
     /// assert_eq!(baseline.query(&acquired.ticket).unwrap(), Status::Complete);
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn baseline_tracker(
         &self,
@@ -313,15 +313,15 @@ impl CudaContext {
     /// A new [`HostFlag`], held.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use cuda_backend::FlagState;
+    /// use sigretire_cuda::FlagState;
     /// let flag = context.host_flag()?;
     /// assert_eq!(flag.state(), FlagState::Held);
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn host_flag(&self) -> Result<HostFlag> {
         Ok(HostFlag::new(self.clone(), self.allocate_pinned(8)?))
@@ -333,13 +333,13 @@ impl CudaContext {
     /// `CUDA_ERROR_INVALID_VALUE`).
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
     /// use std::time::{Duration, Instant};
-    /// use tracker::HardwareQueue;
+    /// use sigretire_tracker::HardwareQueue;
     ///
     /// let busy = context.register_busy_kernel(Duration::from_millis(2), 1);
     /// let queue = context.create_queue()?;
@@ -348,7 +348,7 @@ impl CudaContext {
     /// queue.publish(index, busy.work(), true, 0).unwrap();
     /// queue.synchronize()?;
     /// assert!(start.elapsed() >= Duration::from_millis(2));
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn register_busy_kernel(&self, duration: Duration, threads: u32) -> KernelHandle {
         self.inner.registry.register(Launch::Busy {
@@ -362,14 +362,14 @@ impl CudaContext {
     /// [`GaveUp`](crate::FlagState::GaveUp)).
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
     /// use std::time::Duration;
-    /// use cuda_backend::FlagState;
-    /// use tracker::HardwareQueue;
+    /// use sigretire_cuda::FlagState;
+    /// use sigretire_tracker::HardwareQueue;
     ///
     /// let flag = context.host_flag()?;
     /// let spin = context.register_spin_kernel(&flag, Duration::from_millis(1));
@@ -378,7 +378,7 @@ impl CudaContext {
     /// queue.publish(index, spin.work(), true, 0).unwrap();
     /// queue.synchronize()?; // nobody releases the flag: the kernel gives up after 1 ms
     /// assert_eq!(flag.state(), FlagState::GaveUp);
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn register_spin_kernel(&self, flag: &HostFlag, timeout: Duration) -> KernelHandle {
         self.inner.registry.register(Launch::SpinUntil {
@@ -390,7 +390,7 @@ impl CudaContext {
     /// Bytes of pinned host memory this context holds.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
@@ -398,7 +398,7 @@ impl CudaContext {
     /// let before = context.pinned_bytes();
     /// let _flag = context.host_flag()?; // one pinned 64-bit word
     /// assert_eq!(context.pinned_bytes(), before + 8);
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn pinned_bytes(&self) -> usize {
         self.inner.arena.bytes()
@@ -408,17 +408,17 @@ impl CudaContext {
     /// and the CUDA API this crate was built against.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use cuda_backend::CudaVersion;
+    /// use sigretire_cuda::CudaVersion;
     /// let report = context.report();
     /// assert_eq!(report.device, context.info().name);
     /// assert_eq!(report.built_against, CudaVersion::BUILT_AGAINST);
     /// println!("{report}");
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn report(&self) -> crate::native::SystemReport {
         crate::native::SystemReport::of(self)

@@ -14,7 +14,7 @@ use cudarc::driver::sys::{self, CUdevice, CUdevice_attribute};
 /// What the backend knows about a device.
 ///
 /// ```
-/// use cuda_backend::{CudaVersion, DeviceInfo};
+/// use sigretire_cuda::{CudaVersion, DeviceInfo};
 ///
 /// let info = DeviceInfo {
 ///     ordinal: 0,
@@ -83,7 +83,7 @@ impl DeviceInfo {
     /// naming the first missing capability otherwise.
     ///
     /// ```
-    /// use cuda_backend::{CudaVersion, DeviceInfo, Error};
+    /// use sigretire_cuda::{CudaVersion, DeviceInfo, Error};
     ///
     /// let old = DeviceInfo {
     ///     ordinal: 1,
@@ -128,8 +128,8 @@ impl DeviceInfo {
 /// How many CUDA devices the driver sees.
 ///
 /// ```no_run
-/// println!("{} CUDA device(s)", cuda_backend::device_count()?);
-/// # Ok::<(), cuda_backend::Error>(())
+/// println!("{} CUDA device(s)", sigretire_cuda::device_count()?);
+/// # Ok::<(), sigretire_cuda::Error>(())
 /// ```
 pub fn device_count() -> Result<u32> {
     initialize()?;

@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 /// A CUDA version, as the driver encodes it (`1000 * major + 10 * minor`).
 ///
 /// ```
-/// use cuda_backend::CudaVersion;
+/// use sigretire_cuda::CudaVersion;
 /// let version = CudaVersion::from_encoded(13000);
 /// assert_eq!(version, CudaVersion::new(13, 0));
 /// assert_eq!(version.to_string(), "13.0");
@@ -35,7 +35,7 @@ impl CudaVersion {
     /// binds) the only ones; older drivers need a kernel-module option.
     ///
     /// ```
-    /// use cuda_backend::CudaVersion;
+    /// use sigretire_cuda::CudaVersion;
     /// assert_eq!(CudaVersion::MINIMUM.to_string(), "12.0");
     /// assert!(CudaVersion::new(11, 8) < CudaVersion::MINIMUM);
     /// ```
@@ -45,7 +45,7 @@ impl CudaVersion {
     /// `cuda-12080` feature): the API this crate was built against.
     ///
     /// ```
-    /// use cuda_backend::CudaVersion;
+    /// use sigretire_cuda::CudaVersion;
     /// assert_eq!(CudaVersion::BUILT_AGAINST, CudaVersion::from_encoded(12080));
     /// assert!(CudaVersion::BUILT_AGAINST >= CudaVersion::MINIMUM);
     /// ```
@@ -54,7 +54,7 @@ impl CudaVersion {
     /// A version from its parts.
     ///
     /// ```
-    /// use cuda_backend::CudaVersion;
+    /// use sigretire_cuda::CudaVersion;
     /// let version = CudaVersion::new(12, 8);
     /// assert_eq!((version.major, version.minor), (12, 8));
     /// assert!(version < CudaVersion::new(12, 10)); // ordered by number, not text
@@ -66,7 +66,7 @@ impl CudaVersion {
     /// Decodes `cuDriverGetVersion`'s integer (12080 is 12.8).
     ///
     /// ```
-    /// use cuda_backend::CudaVersion;
+    /// use sigretire_cuda::CudaVersion;
     /// assert_eq!(CudaVersion::from_encoded(12080), CudaVersion::new(12, 8));
     /// assert_eq!(CudaVersion::from_encoded(13010).to_string(), "13.1");
     /// assert_eq!(CudaVersion::from_encoded(-1), CudaVersion::new(0, 0));
@@ -88,8 +88,8 @@ impl fmt::Display for CudaVersion {
 /// ```
 /// // On a machine without the NVIDIA driver this is false, and every
 /// // constructor of this crate returns `Error::LibraryMissing`.
-/// let present = cuda_backend::library_present();
-/// assert_eq!(present, cuda_backend::library_present());
+/// let present = sigretire_cuda::library_present();
+/// assert_eq!(present, sigretire_cuda::library_present());
 /// ```
 pub fn library_present() -> bool {
     static PRESENT: OnceLock<bool> = OnceLock::new();
@@ -150,8 +150,8 @@ fn query_driver_version() -> Result<CudaVersion> {
 /// for reports.
 ///
 /// ```no_run
-/// println!("driver supports CUDA {}", cuda_backend::driver_version()?);
-/// # Ok::<(), cuda_backend::Error>(())
+/// println!("driver supports CUDA {}", sigretire_cuda::driver_version()?);
+/// # Ok::<(), sigretire_cuda::Error>(())
 /// ```
 pub fn driver_version() -> Result<CudaVersion> {
     initialize()?;
@@ -163,7 +163,7 @@ pub fn driver_version() -> Result<CudaVersion> {
 /// call for it. `None` where the file is missing (no driver, not Linux).
 ///
 /// ```
-/// match cuda_backend::kernel_module_version() {
+/// match sigretire_cuda::kernel_module_version() {
 ///     // Dotted numbers only: the module's banner and build date are dropped.
 ///     Some(version) => assert!(version.split('.').all(|part| part.parse::<u32>().is_ok())),
 ///     None => println!("no NVIDIA kernel module on this machine"),

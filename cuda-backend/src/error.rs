@@ -11,7 +11,7 @@ use cudarc::driver::sys::CUresult;
 /// What went wrong, and what to do about it (the `Display` text says).
 ///
 /// ```
-/// use cuda_backend::Error;
+/// use sigretire_cuda::Error;
 /// use cudarc::driver::sys::CUresult;
 ///
 /// let error = Error::Driver { call: "cuMemHostAlloc", code: CUresult::CUDA_ERROR_OUT_OF_MEMORY };
@@ -92,13 +92,13 @@ pub enum Error {
 
     /// The tracker refused to start (bad configuration or no signals).
     #[error(transparent)]
-    Tracker(#[from] tracker::Error),
+    Tracker(#[from] sigretire_tracker::Error),
 }
 
 /// This crate's result type.
 ///
 /// ```
-/// use cuda_backend::{Error, Result, check};
+/// use sigretire_cuda::{Error, Result, check};
 /// use cudarc::driver::sys::CUresult;
 ///
 /// fn launch() -> Result<u32> {
@@ -113,7 +113,7 @@ impl Error {
     /// The driver's name for the result code, if this is a driver error.
     ///
     /// ```
-    /// use cuda_backend::{Error, check};
+    /// use sigretire_cuda::{Error, check};
     /// use cudarc::driver::sys::CUresult;
     ///
     /// let error = check("cuStreamQuery", CUresult::CUDA_ERROR_ILLEGAL_ADDRESS).unwrap_err();
@@ -135,7 +135,7 @@ impl Error {
     /// may be failed and their signals reused.
     ///
     /// ```
-    /// use cuda_backend::check;
+    /// use sigretire_cuda::check;
     /// use cudarc::driver::sys::CUresult;
     ///
     /// let fault = check("cuStreamQuery", CUresult::CUDA_ERROR_ILLEGAL_ADDRESS).unwrap_err();
@@ -153,8 +153,8 @@ impl Error {
 ///
 /// ```
 /// use cudarc::driver::sys::CUresult;
-/// assert!(cuda_backend::check("cuInit", CUresult::CUDA_SUCCESS).is_ok());
-/// let err = cuda_backend::check("cuInit", CUresult::CUDA_ERROR_NO_DEVICE).unwrap_err();
+/// assert!(sigretire_cuda::check("cuInit", CUresult::CUDA_SUCCESS).is_ok());
+/// let err = sigretire_cuda::check("cuInit", CUresult::CUDA_ERROR_NO_DEVICE).unwrap_err();
 /// assert_eq!(err.code_name().as_deref(), Some("CUDA_ERROR_NO_DEVICE"));
 /// ```
 pub fn check(call: &'static str, code: CUresult) -> Result<()> {
@@ -201,15 +201,15 @@ fn driver_hint(code: CUresult) -> &'static str {
     }
 }
 
-impl From<Error> for tracker::QueueError {
+impl From<Error> for sigretire_tracker::QueueError {
     fn from(error: Error) -> Self {
-        tracker::QueueError::Failed(error.to_string())
+        sigretire_tracker::QueueError::Failed(error.to_string())
     }
 }
 
-impl From<Error> for tracker::AllocError {
+impl From<Error> for sigretire_tracker::AllocError {
     fn from(error: Error) -> Self {
-        tracker::AllocError::OutOfMemory(error.to_string())
+        sigretire_tracker::AllocError::OutOfMemory(error.to_string())
     }
 }
 
@@ -289,11 +289,11 @@ mod tests {
             call: "cuStreamBatchMemOp_v2",
             code: CUresult::CUDA_ERROR_INVALID_VALUE,
         };
-        let queue: tracker::QueueError = error.clone().into();
+        let queue: sigretire_tracker::QueueError = error.clone().into();
         assert!(
-            matches!(queue, tracker::QueueError::Failed(text) if text.contains("cuStreamBatchMemOp_v2"))
+            matches!(queue, sigretire_tracker::QueueError::Failed(text) if text.contains("cuStreamBatchMemOp_v2"))
         );
-        let alloc: tracker::AllocError = error.into();
+        let alloc: sigretire_tracker::AllocError = error.into();
         assert!(alloc.to_string().contains("CUDA_ERROR_INVALID_VALUE"));
     }
 }

@@ -21,13 +21,13 @@
 //! A timed use on a busy kernel reports the GPU's own start and end:
 //!
 //! ```
-//! # use cuda_backend::{CudaContext, Error};
+//! # use sigretire_cuda::{CudaContext, Error};
 //! # let context = match CudaContext::new(0) {
 //! #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
 //! #     context => context?,
 //! # };
 //! use std::time::Duration;
-//! use tracker::{Config, HardwareQueue, Request, Tracker};
+//! use sigretire_tracker::{Config, HardwareQueue, Request, Tracker};
 //!
 //! let (mut tracker, queue) = context.retiring_tracker(Config::default())?;
 //! let busy = context.register_busy_kernel(Duration::from_micros(200), 1);
@@ -37,7 +37,7 @@
 //! queue.synchronize()?;
 //! let stamps = tracker.timestamps(&acquired.ticket).unwrap().unwrap();
 //! assert!(stamps.ticks() >= 200_000); // %globaltimer nanoseconds
-//! # Ok::<(), cuda_backend::Error>(())
+//! # Ok::<(), sigretire_cuda::Error>(())
 //! ```
 
 use crate::context::CudaContext;
@@ -48,8 +48,8 @@ use core::ffi::{CStr, c_void};
 use core::sync::atomic::{AtomicU64, Ordering};
 use cudarc::driver::sys::{self, CUfunction, CUjit_option, CUmodule};
 use parking_lot::RwLock;
+use sigretire_tracker::Work;
 use std::time::Duration;
-use tracker::Work;
 
 /// The kernels' PTX. The stamp offsets (`+8`, `+16`) are
 /// [`SignalBlock::START_OFFSET`] and [`SignalBlock::END_OFFSET`].
@@ -263,8 +263,8 @@ impl Kernels {
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use cuda_backend::CudaContext;
-/// use tracker::HardwareQueue;
+/// use sigretire_cuda::CudaContext;
+/// use sigretire_tracker::HardwareQueue;
 ///
 /// let context = CudaContext::new(0)?;
 /// let busy = context.register_busy_kernel(Duration::from_micros(100), 1);
@@ -272,7 +272,7 @@ impl Kernels {
 /// let index = queue.reserve().unwrap();
 /// queue.publish(index, busy.work(), true, 0).unwrap(); // 100 us of GPU work
 /// queue.synchronize()?;
-/// # Ok::<(), cuda_backend::Error>(())
+/// # Ok::<(), sigretire_cuda::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct KernelHandle(u64);
@@ -281,8 +281,8 @@ impl KernelHandle {
     /// The empty kernel (the same as [`Work::Empty`]).
     ///
     /// ```
-    /// use cuda_backend::KernelHandle;
-    /// use tracker::Work;
+    /// use sigretire_cuda::KernelHandle;
+    /// use sigretire_tracker::Work;
     /// assert_eq!(KernelHandle::EMPTY.raw(), 0);
     /// assert_eq!(KernelHandle::EMPTY.work(), Work::Kernel(0)); // which a queue runs as `Work::Empty`
     /// ```
@@ -291,17 +291,17 @@ impl KernelHandle {
     /// The value for [`Work::Kernel`].
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
     /// use std::time::Duration;
-    /// use cuda_backend::KernelHandle;
+    /// use sigretire_cuda::KernelHandle;
     ///
     /// let busy = context.register_busy_kernel(Duration::from_micros(10), 1);
     /// assert_ne!(busy.raw(), KernelHandle::EMPTY.raw()); // registered launches count from 1
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub const fn raw(self) -> u64 {
         self.0
@@ -310,17 +310,17 @@ impl KernelHandle {
     /// The work that launches this kernel.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
     /// use std::time::Duration;
-    /// use tracker::Work;
+    /// use sigretire_tracker::Work;
     ///
     /// let busy = context.register_busy_kernel(Duration::from_micros(10), 1);
     /// assert_eq!(busy.work(), Work::Kernel(busy.raw()));
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub const fn work(self) -> Work<'static> {
         Work::Kernel(self.0)
@@ -359,18 +359,18 @@ impl Registry {
 /// What a [`HostFlag`] says.
 ///
 /// ```
-/// # use cuda_backend::{CudaContext, Error};
+/// # use sigretire_cuda::{CudaContext, Error};
 /// # let context = match CudaContext::new(0) {
 /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
 /// #     context => context?,
 /// # };
-/// use cuda_backend::FlagState;
+/// use sigretire_cuda::FlagState;
 ///
 /// let flag = context.host_flag()?;
 /// assert_eq!(flag.state(), FlagState::Held); // a new flag holds its spin kernels
 /// flag.release();
 /// assert_eq!(flag.state(), FlagState::Released);
-/// # Ok::<(), cuda_backend::Error>(())
+/// # Ok::<(), sigretire_cuda::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlagState {
@@ -387,8 +387,8 @@ pub enum FlagState {
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use cuda_backend::{CudaContext, FlagState};
-/// use tracker::{HardwareQueue, QueueView};
+/// use sigretire_cuda::{CudaContext, FlagState};
+/// use sigretire_tracker::{HardwareQueue, QueueView};
 ///
 /// let context = CudaContext::new(0)?;
 /// let flag = context.host_flag()?;
@@ -400,7 +400,7 @@ pub enum FlagState {
 /// flag.release();
 /// queue.synchronize()?;
 /// assert_eq!(flag.state(), FlagState::Released);
-/// # Ok::<(), cuda_backend::Error>(())
+/// # Ok::<(), sigretire_cuda::Error>(())
 /// ```
 #[derive(Debug)]
 pub struct HostFlag {
@@ -427,16 +427,16 @@ impl HostFlag {
     /// Releases every spin kernel on this flag.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use cuda_backend::FlagState;
+    /// use sigretire_cuda::FlagState;
     /// let flag = context.host_flag()?;
     /// flag.release();
     /// assert_eq!(flag.state(), FlagState::Released);
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn release(&self) {
         self.word().store(1, Ordering::Release);
@@ -445,17 +445,17 @@ impl HostFlag {
     /// Holds later spin kernels again.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use cuda_backend::FlagState;
+    /// use sigretire_cuda::FlagState;
     /// let flag = context.host_flag()?;
     /// flag.release();
     /// flag.reset();
     /// assert_eq!(flag.state(), FlagState::Held);
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn reset(&self) {
         self.word().store(0, Ordering::Release);
@@ -464,15 +464,15 @@ impl HostFlag {
     /// What the flag says now.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use cuda_backend::FlagState;
+    /// use sigretire_cuda::FlagState;
     /// let flag = context.host_flag()?;
     /// assert_eq!(flag.state(), FlagState::Held);
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn state(&self) -> FlagState {
         match self.word().load(Ordering::Acquire) {
@@ -485,7 +485,7 @@ impl HostFlag {
     /// The flag's address as the GPU sees it.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
@@ -494,7 +494,7 @@ impl HostFlag {
     /// // What a spin kernel polls: a 64-bit word, so 8-byte aligned.
     /// assert_eq!(flag.device_address() % 8, 0);
     /// assert_ne!(flag.device_address(), 0);
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn device_address(&self) -> u64 {
         self.word.device

@@ -9,7 +9,7 @@
 //! stream waits for it on the GPU with
 //! `cuStreamWaitValue64`. A stream runs in order, so every use is a fence and
 //! one host load of the newest completed signal retires every use before it
-//! (DESIGN.md sections 3 and 5). The tracker's read index is a progress word
+//! (docs/design.md sections 3 and 5). The tracker's read index is a progress word
 //! the stream writes after each completion; it only nominates, and the
 //! tracker confirms with one load.
 //!
@@ -28,15 +28,15 @@
 //! (library guard, versions), `device` (capabilities), `context` (primary
 //! context, arena, registered launches), `pinned` (pinned allocations and
 //! their lifetime), `batch` (carving signals out of batches), `memory` (the
-//! [`SignalMemory`](tracker::SignalMemory) implementation), [`kernel`] (the
+//! [`SignalMemory`](sigretire_tracker::SignalMemory) implementation), [`kernel`] (the
 //! PTX), `ops` (the memory operations a publication enqueues), `order`
 //! (index-ordered publication), `stream` (an owned stream), `queue` (the
-//! [`HardwareQueue`](tracker::HardwareQueue)), and [`native`] (CUDA's own
+//! [`HardwareQueue`](sigretire_tracker::HardwareQueue)), and [`native`] (CUDA's own
 //! events, for comparison).
 //!
 //! ```no_run
-//! use cuda_backend::CudaContext;
-//! use tracker::{Config, HardwareQueue, Purpose, Request, Status, Tracker, Work};
+//! use sigretire_cuda::CudaContext;
+//! use sigretire_tracker::{Config, HardwareQueue, Purpose, Request, Status, Tracker, Work};
 //!
 //! let context = CudaContext::new(0)?;
 //! println!("{}", context.report());
@@ -60,7 +60,7 @@
 //! assert_eq!(tracker.stats().host().loads, 1);
 //! let stamps = tracker.timestamps(&event.ticket).unwrap().unwrap();
 //! println!("the event's kernel ran for {} ns", stamps.ticks());
-//! # Ok::<(), cuda_backend::Error>(())
+//! # Ok::<(), sigretire_cuda::Error>(())
 //! ```
 
 #![warn(missing_docs)]

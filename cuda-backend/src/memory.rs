@@ -26,7 +26,7 @@ use crate::context::CudaContext;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicI64, AtomicU64, Ordering, fence};
 use parking_lot::Mutex;
-use tracker::{AllocError, Placement, SignalMemory, TimestampClock, Timestamps};
+use sigretire_tracker::{AllocError, Placement, SignalMemory, TimestampClock, Timestamps};
 
 /// The memory behind one signal: 32 bytes, 32-byte aligned.
 ///
@@ -35,7 +35,7 @@ use tracker::{AllocError, Placement, SignalMemory, TimestampClock, Timestamps};
 /// layout is part of the PTX's contract; it is asserted at compile time.
 ///
 /// ```
-/// use cuda_backend::{CudaMemory, SignalBlock};
+/// use sigretire_cuda::{CudaMemory, SignalBlock};
 /// assert_eq!((SignalBlock::SIZE, core::mem::align_of::<SignalBlock>()), (32, 32));
 /// assert_eq!(CudaMemory::DEFAULT_BATCH * SignalBlock::SIZE, 4096); // one page per batch
 /// ```
@@ -55,21 +55,21 @@ impl SignalBlock {
     /// Bytes per block.
     ///
     /// ```
-    /// assert_eq!(cuda_backend::SignalBlock::SIZE, 32);
+    /// assert_eq!(sigretire_cuda::SignalBlock::SIZE, 32);
     /// ```
     pub const SIZE: usize = core::mem::size_of::<SignalBlock>();
 
     /// Where the kernels write the start stamp.
     ///
     /// ```
-    /// assert_eq!(cuda_backend::SignalBlock::START_OFFSET, 8); // right after the value
+    /// assert_eq!(sigretire_cuda::SignalBlock::START_OFFSET, 8); // right after the value
     /// ```
     pub const START_OFFSET: usize = core::mem::offset_of!(SignalBlock, start_ns);
 
     /// Where the kernels write the end stamp.
     ///
     /// ```
-    /// assert_eq!(cuda_backend::SignalBlock::END_OFFSET, 16);
+    /// assert_eq!(sigretire_cuda::SignalBlock::END_OFFSET, 16);
     /// ```
     pub const END_OFFSET: usize = core::mem::offset_of!(SignalBlock, end_ns);
 }
@@ -87,13 +87,13 @@ const _: () = {
 /// Cheap to copy; meaningful only to the [`CudaMemory`] that allocated it.
 ///
 /// ```
-/// # use cuda_backend::{CudaContext, Error};
+/// # use sigretire_cuda::{CudaContext, Error};
 /// # let context = match CudaContext::new(0) {
 /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
 /// #     context => context?,
 /// # };
-/// use cuda_backend::{CudaMemory, SignalBlock};
-/// use tracker::{Placement, SignalMemory};
+/// use sigretire_cuda::{CudaMemory, SignalBlock};
+/// use sigretire_tracker::{Placement, SignalMemory};
 ///
 /// let memory = CudaMemory::new(&context);
 /// let mut signals = Vec::new();
@@ -101,7 +101,7 @@ const _: () = {
 /// let (first, second) = (signals[0].0, signals[1].0);
 /// // Consecutive blocks of one pinned batch.
 /// assert_eq!(second.device_address() - first.device_address(), SignalBlock::SIZE as u64);
-/// # Ok::<(), cuda_backend::Error>(())
+/// # Ok::<(), sigretire_cuda::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct CudaSignal {
@@ -124,13 +124,13 @@ impl CudaSignal {
     /// operation writes or waits on, and the signal's packet handle.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use cuda_backend::CudaMemory;
-    /// use tracker::{Placement, SignalMemory};
+    /// use sigretire_cuda::CudaMemory;
+    /// use sigretire_tracker::{Placement, SignalMemory};
     ///
     /// let memory = CudaMemory::new(&context);
     /// let mut signals = Vec::new();
@@ -138,7 +138,7 @@ impl CudaSignal {
     /// let signal = signals[0].0;
     /// // What a stream writes is what a packet names.
     /// assert_eq!(memory.packet_handle(signal), signal.device_address());
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn device_address(&self) -> u64 {
         self.device
@@ -147,13 +147,13 @@ impl CudaSignal {
     /// The block's address as the host sees it.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use cuda_backend::{CudaMemory, SignalBlock};
-    /// use tracker::{Placement, SignalMemory};
+    /// use sigretire_cuda::{CudaMemory, SignalBlock};
+    /// use sigretire_tracker::{Placement, SignalMemory};
     ///
     /// let memory = CudaMemory::new(&context);
     /// let mut signals = Vec::new();
@@ -164,7 +164,7 @@ impl CudaSignal {
     ///     // One address space: the GPU's address of the word is the host's.
     ///     assert_eq!(signal.host_address() as u64, signal.device_address());
     /// }
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn host_address(&self) -> *const SignalBlock {
         self.block.as_ptr()
@@ -186,8 +186,8 @@ impl CudaSignal {
 ///
 /// ```no_run
 /// use std::sync::Arc;
-/// use cuda_backend::{CudaContext, CudaMemory};
-/// use tracker::{Placement, SignalMemory};
+/// use sigretire_cuda::{CudaContext, CudaMemory};
+/// use sigretire_tracker::{Placement, SignalMemory};
 ///
 /// let context = CudaContext::new(0)?;
 /// let memory = Arc::new(CudaMemory::new(&context));
@@ -195,7 +195,7 @@ impl CudaSignal {
 /// memory.allocate(4, Placement::Device, &mut signals).unwrap();
 /// // Device memory was asked for; pinned host memory is what this backend has.
 /// assert!(signals.iter().all(|&(_, placement)| placement == Placement::Host));
-/// # Ok::<(), cuda_backend::Error>(())
+/// # Ok::<(), sigretire_cuda::Error>(())
 /// ```
 #[derive(Debug)]
 pub struct CudaMemory {
@@ -208,7 +208,7 @@ impl CudaMemory {
     /// Blocks per pinned allocation by default: one 4 KiB page.
     ///
     /// ```
-    /// assert_eq!(cuda_backend::CudaMemory::DEFAULT_BATCH, 128);
+    /// assert_eq!(sigretire_cuda::CudaMemory::DEFAULT_BATCH, 128);
     /// ```
     pub const DEFAULT_BATCH: usize = 4096 / SignalBlock::SIZE;
 
@@ -216,15 +216,15 @@ impl CudaMemory {
     /// blocks at a time.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use cuda_backend::CudaMemory;
+    /// use sigretire_cuda::CudaMemory;
     /// let memory = CudaMemory::new(&context);
     /// assert_eq!(memory.batches_allocated(), 0); // nothing is pinned until signals are asked for
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn new(context: &CudaContext) -> Self {
         Self::with_batch(context, Self::DEFAULT_BATCH)
@@ -233,13 +233,13 @@ impl CudaMemory {
     /// Signal memory that allocates at least `blocks` blocks at a time.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use cuda_backend::CudaMemory;
-    /// use tracker::{Placement, SignalMemory};
+    /// use sigretire_cuda::CudaMemory;
+    /// use sigretire_tracker::{Placement, SignalMemory};
     ///
     /// let memory = CudaMemory::with_batch(&context, 8);
     /// let mut signals = Vec::new();
@@ -247,7 +247,7 @@ impl CudaMemory {
     /// assert_eq!(memory.batches_allocated(), 1);
     /// memory.allocate(1, Placement::Host, &mut signals).unwrap(); // the ninth needs a new batch
     /// assert_eq!(memory.batches_allocated(), 2);
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn with_batch(context: &CudaContext, blocks: usize) -> Self {
         Self {
@@ -260,15 +260,15 @@ impl CudaMemory {
     /// The context whose memory this is.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use cuda_backend::CudaMemory;
+    /// use sigretire_cuda::CudaMemory;
     /// let memory = CudaMemory::new(&context);
     /// assert_eq!(memory.context().as_raw(), context.as_raw());
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn context(&self) -> &CudaContext {
         &self.context
@@ -277,20 +277,20 @@ impl CudaMemory {
     /// Signals asked for in device memory and served from host memory.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use cuda_backend::CudaMemory;
-    /// use tracker::{Placement, SignalMemory};
+    /// use sigretire_cuda::CudaMemory;
+    /// use sigretire_tracker::{Placement, SignalMemory};
     ///
     /// let memory = CudaMemory::new(&context);
     /// let mut signals = Vec::new();
     /// memory.allocate(4, Placement::Device, &mut signals).unwrap();
     /// memory.allocate(2, Placement::Host, &mut signals).unwrap();
     /// assert_eq!(memory.device_requests_served_from_host(), 4);
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn device_requests_served_from_host(&self) -> u64 {
         self.device_requests.load(Ordering::Relaxed)
@@ -299,19 +299,19 @@ impl CudaMemory {
     /// Pinned allocations made so far.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use cuda_backend::CudaMemory;
-    /// use tracker::{Placement, SignalMemory};
+    /// use sigretire_cuda::CudaMemory;
+    /// use sigretire_tracker::{Placement, SignalMemory};
     ///
     /// let memory = CudaMemory::new(&context);
     /// let mut signals = Vec::new();
     /// memory.allocate(CudaMemory::DEFAULT_BATCH, Placement::Host, &mut signals).unwrap();
     /// assert_eq!(memory.batches_allocated(), 1);
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn batches_allocated(&self) -> usize {
         self.carver.lock().chunks()

@@ -8,7 +8,7 @@
 //! what machine the figures were taken.
 //!
 //! ```no_run
-//! use cuda_backend::{CudaContext, native::{Event, EventFlags, SystemReport}};
+//! use sigretire_cuda::{CudaContext, native::{Event, EventFlags, SystemReport}};
 //!
 //! let context = CudaContext::new(0)?;
 //! let queue = context.create_queue()?;
@@ -19,7 +19,7 @@
 //! end.synchronize()?;
 //! assert!(end.is_complete()?);
 //! println!("empty kernel: {:?} on {}", end.elapsed_since(&start)?, SystemReport::of(&context));
-//! # Ok::<(), cuda_backend::Error>(())
+//! # Ok::<(), sigretire_cuda::Error>(())
 //! ```
 
 use crate::context::CudaContext;
@@ -33,7 +33,7 @@ use std::time::Duration;
 /// How an event is created.
 ///
 /// ```
-/// use cuda_backend::native::EventFlags;
+/// use sigretire_cuda::native::EventFlags;
 ///
 /// // The cheapest event to record and query: no timestamps, spin on sync.
 /// let cheap = EventFlags { timing: false, ..EventFlags::default() };
@@ -53,7 +53,7 @@ impl Default for EventFlags {
     /// Timing on, spinning synchronisation: `cudaEventDefault`.
     ///
     /// ```
-    /// use cuda_backend::native::EventFlags;
+    /// use sigretire_cuda::native::EventFlags;
     /// assert_eq!(EventFlags::default(), EventFlags { timing: true, blocking_sync: false });
     /// ```
     fn default() -> Self {
@@ -80,12 +80,12 @@ impl EventFlags {
 /// A native CUDA event (`cuEventCreate`), destroyed on drop.
 ///
 /// ```
-/// # use cuda_backend::{CudaContext, Error};
+/// # use sigretire_cuda::{CudaContext, Error};
 /// # let context = match CudaContext::new(0) {
 /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
 /// #     context => context?,
 /// # };
-/// use cuda_backend::native::{Event, EventFlags};
+/// use sigretire_cuda::native::{Event, EventFlags};
 ///
 /// let queue = context.create_queue()?;
 /// let event = Event::new(&context, EventFlags::default())?;
@@ -93,7 +93,7 @@ impl EventFlags {
 /// event.record(&queue)?; // completes once the launch before it has run
 /// event.synchronize()?;
 /// assert!(event.is_complete()?);
-/// # Ok::<(), cuda_backend::Error>(())
+/// # Ok::<(), sigretire_cuda::Error>(())
 /// ```
 #[derive(Debug)]
 pub struct Event {
@@ -111,15 +111,15 @@ impl Event {
     /// A new event of `context`.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use cuda_backend::native::{Event, EventFlags};
+    /// use sigretire_cuda::native::{Event, EventFlags};
     /// let event = Event::new(&context, EventFlags::default())?;
     /// assert!(event.is_complete()?); // an event never recorded counts as complete
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn new(context: &CudaContext, flags: EventFlags) -> Result<Self> {
         context.bind()?;
@@ -138,14 +138,14 @@ impl Event {
     /// when everything published before it has run.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
     /// use std::time::Duration;
-    /// use cuda_backend::native::{Event, EventFlags};
-    /// use tracker::HardwareQueue;
+    /// use sigretire_cuda::native::{Event, EventFlags};
+    /// use sigretire_tracker::HardwareQueue;
     ///
     /// let queue = context.create_queue()?;
     /// let flag = context.host_flag()?;
@@ -158,7 +158,7 @@ impl Event {
     /// flag.release();
     /// event.synchronize()?;
     /// assert!(event.is_complete()?);
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn record(&self, queue: &CudaQueue) -> Result<()> {
         self.context.bind()?;
@@ -172,14 +172,14 @@ impl Event {
     /// Blocks until the event completes (`cuEventSynchronize`).
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
     /// use std::time::Duration;
-    /// use cuda_backend::native::{Event, EventFlags};
-    /// use tracker::HardwareQueue;
+    /// use sigretire_cuda::native::{Event, EventFlags};
+    /// use sigretire_tracker::HardwareQueue;
     ///
     /// let queue = context.create_queue()?;
     /// let busy = context.register_busy_kernel(Duration::from_millis(1), 1);
@@ -189,7 +189,7 @@ impl Event {
     /// event.record(&queue)?;
     /// event.synchronize()?; // sleeps in the driver rather than spinning
     /// assert!(queue.is_idle()?);
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn synchronize(&self) -> Result<()> {
         self.context.bind()?;
@@ -203,19 +203,19 @@ impl Event {
     /// `false`, not an error).
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use cuda_backend::native::{Event, EventFlags};
+    /// use sigretire_cuda::native::{Event, EventFlags};
     ///
     /// let queue = context.create_queue()?;
     /// let event = Event::new(&context, EventFlags::default())?;
     /// event.record(&queue)?; // nothing before it on the stream
     /// queue.synchronize()?;
     /// assert!(event.is_complete()?);
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn is_complete(&self) -> Result<bool> {
         self.context.bind()?;
@@ -230,14 +230,14 @@ impl Event {
     /// 0.5 us resolution). Both must have completed and have timing on.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
     /// use std::time::Duration;
-    /// use cuda_backend::native::{Event, EventFlags};
-    /// use tracker::HardwareQueue;
+    /// use sigretire_cuda::native::{Event, EventFlags};
+    /// use sigretire_tracker::HardwareQueue;
     ///
     /// let queue = context.create_queue()?;
     /// let busy = context.register_busy_kernel(Duration::from_millis(2), 1);
@@ -250,7 +250,7 @@ impl Event {
     /// end.synchronize()?;
     /// // Events keep their own clock; allow for its 0.5 us resolution and more.
     /// assert!(end.elapsed_since(&start)? >= Duration::from_millis(1));
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn elapsed_since(&self, start: &Event) -> Result<Duration> {
         self.context.bind()?;
@@ -268,15 +268,15 @@ impl Event {
     /// The raw event, for other native calls.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use cuda_backend::native::{Event, EventFlags};
+    /// use sigretire_cuda::native::{Event, EventFlags};
     /// let event = Event::new(&context, EventFlags::default())?;
     /// assert!(!event.as_raw().is_null());
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn as_raw(&self) -> CUevent {
         self.raw
@@ -297,7 +297,7 @@ impl Drop for Event {
 /// the CUDA API this crate was built against.
 ///
 /// ```
-/// use cuda_backend::{CudaVersion, native::SystemReport};
+/// use sigretire_cuda::{CudaVersion, native::SystemReport};
 ///
 /// let report = SystemReport {
 ///     device: "NVIDIA H200".into(),
@@ -329,16 +329,16 @@ impl SystemReport {
     /// The report for `context`'s device.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use cuda_backend::native::SystemReport;
+    /// use sigretire_cuda::native::SystemReport;
     /// let report = SystemReport::of(&context);
     /// assert_eq!(report.compute_capability, context.info().compute_capability);
-    /// assert_eq!(report.kernel_module, cuda_backend::kernel_module_version());
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// assert_eq!(report.kernel_module, sigretire_cuda::kernel_module_version());
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn of(context: &CudaContext) -> Self {
         let info = context.info();

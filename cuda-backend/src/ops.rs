@@ -5,7 +5,7 @@
 //!
 //! In stream order, after the work (a kernel, or nothing for a wait):
 //!
-//! 1. for [`Work::Wait`](tracker::Work::Wait), one 64-bit wait per dependency
+//! 1. for [`Work::Wait`](sigretire_tracker::Work::Wait), one 64-bit wait per dependency
 //!    until it equals 0 (a GPU waiter: the stream stalls on the GPU, not the
 //!    host);
 //! 2. for a wait or a marker (any publication that runs no kernel) with a
@@ -14,7 +14,7 @@
 //!    memory reads zeros as "no stamps");
 //! 3. the completion: 0 into the signal's value;
 //! 4. the progress: `index + 1` into the queue's progress word, which
-//!    [`read_index`](tracker::QueueView::read_index) loads.
+//!    [`read_index`](sigretire_tracker::QueueView::read_index) loads.
 //!
 //! Writes keep the driver's default memory barrier, so each is visible only
 //! after everything before it in the stream (the kernel's stamp stores, the

@@ -10,8 +10,8 @@ use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use cudarc::driver::sys::{CUstream, CUstreamBatchMemOpParams};
 use parking_lot::Mutex;
+use sigretire_tracker::{HardwareQueue, QueueError, QueueView, Work};
 use std::sync::Arc;
-use tracker::{HardwareQueue, QueueError, QueueView, Work};
 
 /// A stream that accepts the tracker's work.
 ///
@@ -53,9 +53,9 @@ use tracker::{HardwareQueue, QueueError, QueueView, Work};
 ///
 ///
 /// ```no_run
-/// use cuda_backend::{CudaContext, CudaMemory};
+/// use sigretire_cuda::{CudaContext, CudaMemory};
 /// use std::sync::Arc;
-/// use tracker::{Config, Request, RetiringTracker, Status, Tracker, HardwareQueue, Work};
+/// use sigretire_tracker::{Config, Request, RetiringTracker, Status, Tracker, HardwareQueue, Work};
 ///
 /// let context = CudaContext::new(0)?;
 /// let queue = context.create_queue()?;
@@ -72,7 +72,7 @@ use tracker::{HardwareQueue, QueueError, QueueView, Work};
 /// tracker.poll(); // one host load of the newest use retires all 64
 /// assert_eq!(tracker.stats().host().loads, 1);
 /// assert!(tickets.iter().all(|t| tracker.known_status(t).unwrap() == Some(Status::Complete)));
-/// # Ok::<(), cuda_backend::Error>(())
+/// # Ok::<(), sigretire_cuda::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct CudaQueue {
@@ -141,7 +141,7 @@ impl OwnedWork {
 /// Why a queue stopped accepting work.
 ///
 /// ```
-/// use cuda_backend::{Error, QueueFailure};
+/// use sigretire_cuda::{Error, QueueFailure};
 /// use cudarc::driver::sys::CUresult;
 ///
 /// let failure = QueueFailure {
@@ -188,14 +188,14 @@ impl CudaQueue {
     /// The context the stream belongs to.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
     /// let queue = context.create_queue()?;
     /// assert_eq!(queue.context().as_raw(), context.as_raw());
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn context(&self) -> &CudaContext {
         &self.inner.context
@@ -204,7 +204,7 @@ impl CudaQueue {
     /// The raw stream, for native CUDA calls (events) on it.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
@@ -214,7 +214,7 @@ impl CudaQueue {
     /// assert_ne!(first.as_raw(), second.as_raw()); // each queue owns its stream
     /// // Clones share it.
     /// assert_eq!(first.clone().as_raw(), first.as_raw());
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn as_raw(&self) -> CUstream {
         self.inner.stream.raw()
@@ -224,19 +224,19 @@ impl CudaQueue {
     /// (`cuStreamSynchronize`).
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use tracker::{HardwareQueue, QueueView, Work};
+    /// use sigretire_tracker::{HardwareQueue, QueueView, Work};
     ///
     /// let queue = context.create_queue()?;
     /// let index = queue.reserve().unwrap();
     /// queue.publish(index, Work::Empty, true, 0).unwrap();
     /// queue.synchronize()?;
     /// assert_eq!(queue.read_index(), index + 1); // its progress write has landed
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn synchronize(&self) -> Result<()> {
         self.inner.context.bind()?;
@@ -246,13 +246,13 @@ impl CudaQueue {
     /// Whether everything published so far has run (`cuStreamQuery`).
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
     /// use std::time::Duration;
-    /// use tracker::HardwareQueue;
+    /// use sigretire_tracker::HardwareQueue;
     ///
     /// let queue = context.create_queue()?;
     /// assert!(queue.is_idle()?);
@@ -264,7 +264,7 @@ impl CudaQueue {
     /// flag.release();
     /// queue.synchronize()?;
     /// assert!(queue.is_idle()?);
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn is_idle(&self) -> Result<bool> {
         self.inner.context.bind()?;
@@ -276,7 +276,7 @@ impl CudaQueue {
     /// published work will complete).
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
@@ -284,7 +284,7 @@ impl CudaQueue {
     /// let queue = context.create_queue()?;
     /// queue.launch_empty()?;
     /// assert_eq!(queue.health(), Ok(()));
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn health(&self) -> Result<()> {
         self.is_idle().map(|_| ())
@@ -293,18 +293,18 @@ impl CudaQueue {
     /// Why the queue stopped accepting work, if it did.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use tracker::{HardwareQueue, Work};
+    /// use sigretire_tracker::{HardwareQueue, Work};
     ///
     /// let queue = context.create_queue()?;
     /// let index = queue.reserve().unwrap();
     /// queue.publish(index, Work::Marker, true, 0).unwrap();
     /// assert_eq!(queue.failure(), None); // only a driver error while enqueueing fails a queue
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn failure(&self) -> Option<QueueFailure> {
         self.inner.publisher.lock().failure.clone()
@@ -313,18 +313,18 @@ impl CudaQueue {
     /// Indices handed out by `reserve` so far.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use tracker::HardwareQueue;
+    /// use sigretire_tracker::HardwareQueue;
     ///
     /// let queue = context.create_queue()?;
     /// let (first, second) = (queue.reserve().unwrap(), queue.reserve().unwrap());
     /// assert_eq!((first, second), (0, 1));
     /// assert_eq!(queue.reserved(), 2);
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn reserved(&self) -> u64 {
         self.inner.reserved.load(Ordering::Acquire)
@@ -334,19 +334,19 @@ impl CudaQueue {
     /// first index still waiting to be published.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use tracker::{HardwareQueue, Work};
+    /// use sigretire_tracker::{HardwareQueue, Work};
     ///
     /// let queue = context.create_queue()?;
     /// let index = queue.reserve().unwrap();
     /// queue.reserve().unwrap(); // reserved, not yet published
     /// queue.publish(index, Work::Marker, true, 0).unwrap();
     /// assert_eq!((queue.reserved(), queue.published()), (2, 1));
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn published(&self) -> u64 {
         self.inner.publisher.lock().order.next()
@@ -355,12 +355,12 @@ impl CudaQueue {
     /// Publications parked until an earlier index is published.
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use tracker::{HardwareQueue, Work};
+    /// use sigretire_tracker::{HardwareQueue, Work};
     ///
     /// let queue = context.create_queue()?;
     /// let (first, second) = (queue.reserve().unwrap(), queue.reserve().unwrap());
@@ -368,7 +368,7 @@ impl CudaQueue {
     /// assert_eq!((queue.parked(), queue.published()), (1, 0));
     /// queue.publish(first, Work::Marker, true, 0).unwrap(); // both go, in order
     /// assert_eq!((queue.parked(), queue.published()), (0, 2));
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn parked(&self) -> usize {
         self.inner.publisher.lock().order.parked()
@@ -378,19 +378,19 @@ impl CudaQueue {
     /// work, for native baselines (an event recorded after it).
     ///
     /// ```
-    /// # use cuda_backend::{CudaContext, Error};
+    /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use tracker::QueueView;
+    /// use sigretire_tracker::QueueView;
     ///
     /// let queue = context.create_queue()?;
     /// queue.launch_empty()?;
     /// queue.synchronize()?;
     /// // Untracked: no index was used and no progress is written.
     /// assert_eq!((queue.reserved(), queue.read_index()), (0, 0));
-    /// # Ok::<(), cuda_backend::Error>(())
+    /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn launch_empty(&self) -> Result<()> {
         let _ordered = self.inner.publisher.lock();

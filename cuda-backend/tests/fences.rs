@@ -1,6 +1,6 @@
 //! The queue layer (`fences`) on a real NVIDIA GPU: events, synchronize with
 //! the CPU wait outside the submission lock, cross-stream waits, and the
-//! regression test of DESIGN.md section 4 (CLR #13532) with a spin kernel
+//! regression test of docs/design.md section 4 (CLR #13532) with a spin kernel
 //! that waits for a host flag.
 //!
 //! Each test skips, saying so on stderr, where there is no driver or no
@@ -9,13 +9,13 @@
 
 mod support;
 
-use cuda_backend::{CudaContext, CudaMemory, CudaQueue, FlagState};
-use fences::{Device, DeviceConfig, HostQueue, QueueConfig, SyncWait};
+use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, FlagState};
+use sigretire_queue::{Device, DeviceConfig, HostQueue, QueueConfig, SyncWait};
+use sigretire_tracker::{Config, RetiringTracker, Status};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use support::WAIT;
-use tracker::{Config, RetiringTracker, Status};
 
 type Tracker = RetiringTracker<CudaMemory, CudaQueue>;
 
@@ -66,7 +66,7 @@ fn events_record_query_synchronize_and_time_real_kernels() {
     );
     // A completed event answers without reading the signal.
     let reads = queue.with_tracker(|t| {
-        let s = tracker::Tracker::stats(t);
+        let s = sigretire_tracker::Tracker::stats(t);
         (s.host().loads, s.host().polls, s.host().timestamp_reads)
     });
     for _ in 0..100 {
@@ -74,7 +74,7 @@ fn events_record_query_synchronize_and_time_real_kernels() {
         assert_eq!(start.elapsed_to(&stop).unwrap(), elapsed);
     }
     let after = queue.with_tracker(|t| {
-        let s = tracker::Tracker::stats(t);
+        let s = sigretire_tracker::Tracker::stats(t);
         (s.host().loads, s.host().polls, s.host().timestamp_reads)
     });
     assert_eq!(after, reads);
@@ -125,8 +125,8 @@ struct Outcome {
     /// The spin kernel ended by its own timeout: nobody released it, so the
     /// other thread never got through (the deadlock).
     deadlocked: bool,
-    main: Result<(), fences::Error>,
-    extra: Vec<Result<(), fences::Error>>,
+    main: Result<(), sigretire_queue::Error>,
+    extra: Vec<Result<(), sigretire_queue::Error>>,
     queries: Vec<Status>,
     dependencies: usize,
     longest_call: Duration,
@@ -283,11 +283,11 @@ fn regression_old_behaviour_deadlocks_until_the_kernel_gives_up() {
 /// would be off ten times).
 #[test]
 fn elapsed_time_agrees_with_cuda_events_within_five_percent() {
-    use cuda_backend::native::{Event as CudaEvent, EventFlags};
+    use sigretire_cuda::native::{Event as CudaEvent, EventFlags};
     let Some(context) = gpu() else { return };
     let device = device(&context, SyncWait::OutsideLock);
     let queue = device.default_queue();
-    let stream = queue.with_tracker(|t| tracker::Tracker::queue(t).clone());
+    let stream = queue.with_tracker(|t| sigretire_tracker::Tracker::queue(t).clone());
     for work in [Duration::from_millis(1), Duration::from_micros(100)] {
         let busy = context.register_busy_kernel(work, 1);
         for round in 0..5 {
@@ -327,7 +327,7 @@ fn elapsed_time_agrees_with_cuda_events_within_five_percent() {
 /// never those of whatever its signal served before.
 #[test]
 fn a_timed_marker_reports_no_stamps_not_an_earlier_uses() {
-    use tracker::{HardwareQueue, Purpose, Request, Tracker as _, Work};
+    use sigretire_tracker::{HardwareQueue, Purpose, Request, Tracker as _, Work};
     let Some(context) = gpu() else { return };
     let (mut tracker, queue) = context.retiring_tracker(Config::default()).unwrap();
     let ring = Config::default().initial_size;

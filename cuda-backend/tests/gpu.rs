@@ -10,15 +10,15 @@
 
 mod support;
 
-use cuda_backend::native::{Event, EventFlags};
-use cuda_backend::{CudaContext, CudaMemory, CudaQueue, Error, FlagState};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-use support::WAIT;
-use tracker::{
+use sigretire_cuda::native::{Event, EventFlags};
+use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, Error, FlagState};
+use sigretire_tracker::{
     Acquired, BaselineTracker, Config, HardwareQueue, Placement, Purpose, QueueError, QueueView,
     Request, RetiringTracker, SignalMemory, Status, Tracker, WaitPolicy, Work,
 };
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::WAIT;
 
 /// Spin kernels give up after this, so a test that fails before releasing
 /// one cannot keep the GPU busy.
@@ -63,7 +63,7 @@ impl<T: Tracker<Memory = CudaMemory, Queue = CudaQueue>> Rig<T> {
                         .unwrap();
                     return acquired;
                 }
-                Err(tracker::Error::Backpressure { wait_for, .. }) => {
+                Err(sigretire_tracker::Error::Backpressure { wait_for, .. }) => {
                     self.queue.publish(index, Work::Empty, true, 0).unwrap();
                     let waited = self
                         .tracker
@@ -344,7 +344,7 @@ fn steady_state<T: Tracker<Memory = CudaMemory, Queue = CudaQueue>>(
     rig: &mut Rig<T>,
     uses: usize,
     batch: usize,
-) -> (tracker::Stats, Duration) {
+) -> (sigretire_tracker::Stats, Duration) {
     let mut warm = None;
     let mut started = Instant::now();
     for round in 0..uses {
@@ -539,7 +539,9 @@ fn failures_are_typed_and_nothing_reports_a_completion_that_did_not_happen() {
     );
     assert_eq!(
         waited,
-        Err(tracker::Error::TimedOut(Duration::from_millis(50)))
+        Err(sigretire_tracker::Error::TimedOut(Duration::from_millis(
+            50
+        )))
     );
     assert_eq!(rig.tracker.query(&held.ticket).unwrap(), Status::Pending);
     flag.release();
@@ -609,7 +611,7 @@ fn failures_are_typed_and_nothing_reports_a_completion_that_did_not_happen() {
         .unwrap_err();
     assert!(alloc.to_string().contains("do not fit"), "{alloc}");
     assert!(out.is_empty());
-    let count = cuda_backend::device_count().unwrap();
+    let count = sigretire_cuda::device_count().unwrap();
     assert_eq!(
         CudaContext::new(count).unwrap_err(),
         Error::NoDevice {
@@ -749,8 +751,8 @@ fn native_events_and_synchronization_work_through_the_same_driver() {
     println!("elapsed time of an untimed event: {error}");
     println!(
         "driver {}, kernel module {:?}, pinned bytes held {}",
-        cuda_backend::driver_version().unwrap(),
-        cuda_backend::kernel_module_version(),
+        sigretire_cuda::driver_version().unwrap(),
+        sigretire_cuda::kernel_module_version(),
         context.pinned_bytes()
     );
 }

@@ -14,7 +14,7 @@
 //! GPU wait.
 //!
 //! ```text
-//! cargo run --release -p fences --example sync_contention -- --json FILE
+//! cargo run --release -p sigretire-queue --example sync_contention -- --json FILE
 //!     [--rounds N] [--hold-ms MS] [--copy-us US]
 //! ```
 //!
@@ -27,11 +27,11 @@
 //! contention, and the fixed behaviour's number proves nothing). The
 //! simulator must also report no protocol violation.
 
-use fences::sim::SimPlatform;
-use fences::{DeviceConfig, QueueConfig, SyncWait};
+use sigretire_queue::sim::SimPlatform;
+use sigretire_queue::{DeviceConfig, QueueConfig, SyncWait};
+use sigretire_tracker::{Config, Placement, WaitPolicy};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
-use tracker::{Config, Placement, WaitPolicy};
 
 const THREADS: usize = 8;
 /// The longest the fixed behaviour may block a non-synchronize call (the
@@ -142,11 +142,16 @@ fn timed<R>(measured: &mut Measured, kind: &'static str, call: impl FnOnce() -> 
     result
 }
 
-fn run(name: &str, sync_wait: SyncWait, options: &Options) -> Result<Measured, fences::Error> {
-    let platform = SimPlatform::threaded(sim::CostProfile::mi300x()).with_tracker_config(Config {
-        signals: Placement::Device,
-        ..Config::default()
-    });
+fn run(
+    name: &str,
+    sync_wait: SyncWait,
+    options: &Options,
+) -> Result<Measured, sigretire_queue::Error> {
+    let platform =
+        SimPlatform::threaded(sigretire_sim::CostProfile::mi300x()).with_tracker_config(Config {
+            signals: Placement::Device,
+            ..Config::default()
+        });
     let config = QueueConfig {
         sync_wait,
         // Waiting threads give their core away early: the measurement is
@@ -161,10 +166,10 @@ fn run(name: &str, sync_wait: SyncWait, options: &Options) -> Result<Measured, f
         .collect::<Result<Vec<_>, _>>()?;
     let long = platform
         .sim()
-        .register_kernel(sim::Kernel::Duration(options.hold));
+        .register_kernel(sigretire_sim::Kernel::Duration(options.hold));
     let copy = platform
         .sim()
-        .register_kernel(sim::Kernel::Duration(options.copy));
+        .register_kernel(sigretire_sim::Kernel::Duration(options.copy));
     let queues = Arc::new(queues);
     let start_line = Arc::new(Barrier::new(THREADS));
     let started = Instant::now();
@@ -174,7 +179,7 @@ fn run(name: &str, sync_wait: SyncWait, options: &Options) -> Result<Measured, f
             let start_line = start_line.clone();
             let rounds = options.rounds;
             let name = name.to_string();
-            std::thread::spawn(move || -> Result<Measured, fences::Error> {
+            std::thread::spawn(move || -> Result<Measured, sigretire_queue::Error> {
                 let mine = &queues[i];
                 let next = &queues[(i + 1) % THREADS];
                 let mut measured = Measured::default();

@@ -19,12 +19,12 @@ use crate::cpu_wait::{self, WaitEnd, WaitSettings};
 use crate::device::DeviceState;
 use crate::error::Error;
 use crate::sync::{Arc, AtomicU8, Ordering};
-use tracker::{SignalMemory, Status, Ticket, Waiter};
+use sigretire_tracker::{SignalMemory, Status, Ticket, Waiter};
 
 /// What is known about a command.
 ///
 /// ```
-/// use fences::CommandStatus;
+/// use sigretire_queue::CommandStatus;
 /// assert!(CommandStatus::Complete.is_done());
 /// assert!(!CommandStatus::Pending.is_done());
 /// ```
@@ -47,7 +47,7 @@ impl CommandStatus {
     /// released by a device error (only `Pending` may still change).
     ///
     /// ```
-    /// use fences::CommandStatus;
+    /// use sigretire_queue::CommandStatus;
     /// assert!(!CommandStatus::Pending.is_done());
     /// assert!(CommandStatus::Complete.is_done());
     /// assert!(CommandStatus::Failed.is_done());
@@ -193,8 +193,8 @@ impl Batch {
 /// no lock.
 ///
 /// ```
-/// use fences::CommandStatus;
-/// use fences::sim::SimPlatform;
+/// use sigretire_queue::CommandStatus;
+/// use sigretire_queue::sim::SimPlatform;
 ///
 /// let platform = SimPlatform::stepped();
 /// let device = platform.device(Default::default(), Default::default())?;
@@ -205,7 +205,7 @@ impl Batch {
 /// assert!(!command.is_released()); // its batch is still open
 /// device.default_queue().synchronize()?;
 /// assert!(command.is_released());
-/// # Ok::<(), fences::Error>(())
+/// # Ok::<(), sigretire_queue::Error>(())
 /// ```
 pub struct Command<M: SignalMemory> {
     pub(crate) entry: Entry,
@@ -219,12 +219,12 @@ impl<M: SignalMemory> Command<M> {
     /// The command's number on its queue (1, 2, 3... in submission order).
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let first = device.default_queue().launch(0)?;
     /// let second = device.default_queue().launch(0)?;
     /// assert_eq!((first.seq(), second.seq()), (1, 2));
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn seq(&self) -> u64 {
         self.entry.seq
@@ -233,11 +233,11 @@ impl<M: SignalMemory> Command<M> {
     /// The AQL index of the command's packet.
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let command = device.default_queue().launch(0)?;
     /// assert_eq!(command.aql_index(), 0);
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn aql_index(&self) -> u64 {
         self.entry.index
@@ -246,11 +246,11 @@ impl<M: SignalMemory> Command<M> {
     /// The tracker's ticket for the command's signal use.
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let command = device.default_queue().launch(0)?;
     /// assert_eq!(command.ticket().seq(), 1);
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn ticket(&self) -> Ticket {
         self.entry.ticket
@@ -260,11 +260,11 @@ impl<M: SignalMemory> Command<M> {
     /// host side).
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let command = device.default_queue().launch(0)?;
     /// assert!(!command.is_released());
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn is_released(&self) -> bool {
         self.entry.state.settled().is_done()
@@ -274,11 +274,11 @@ impl<M: SignalMemory> Command<M> {
     /// (one load at most, none once the tracker knows).
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let command = device.default_queue().launch(0)?;
-    /// assert_eq!(command.status(), fences::CommandStatus::Pending);
-    /// # Ok::<(), fences::Error>(())
+    /// assert_eq!(command.status(), sigretire_queue::CommandStatus::Pending);
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn status(&self) -> CommandStatus {
         match self.entry.state.settled() {
@@ -296,14 +296,14 @@ impl<M: SignalMemory> Command<M> {
     /// [`wait_timeout`](crate::QueueConfig::wait_timeout).
     ///
     /// ```
-    /// use fences::sim::SimPlatform;
+    /// use sigretire_queue::sim::SimPlatform;
     /// let platform = SimPlatform::stepped();
     /// let device = platform.device(Default::default(), Default::default())?;
     /// let command = device.default_queue().launch(0)?;
     /// // The stepped GPU runs on this thread while the wait runs on another.
     /// platform.run_while(|| command.wait())?;
-    /// assert_eq!(command.status(), fences::CommandStatus::Complete);
-    /// # Ok::<(), fences::Error>(())
+    /// assert_eq!(command.status(), sigretire_queue::CommandStatus::Complete);
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn wait(&self) -> Result<(), Error> {
         let settings = WaitSettings::from(&self.config);
@@ -314,7 +314,9 @@ impl<M: SignalMemory> Command<M> {
                     CommandStatus::Complete => return Ok(Status::Complete),
                     CommandStatus::Failed => return Ok(Status::Failed),
                     // Released by a device error: end the wait below.
-                    CommandStatus::DeviceError => return Err(tracker::Error::TimedOut(slice)),
+                    CommandStatus::DeviceError => {
+                        return Err(sigretire_tracker::Error::TimedOut(slice));
+                    }
                 }
                 self.waiter.wait(&self.entry.ticket, slice, policy)
             },
@@ -348,10 +350,13 @@ mod tests {
     fn entry(seq: u64) -> Entry {
         // A ticket is only an identifier; these are never looked up.
         let (mut tracker, queue) =
-            tracker::sim_backend::stepped_tracker(Default::default()).unwrap();
+            sigretire_tracker::sim_backend::stepped_tracker(Default::default()).unwrap();
         let index = queue.reserve().unwrap();
-        let acquired =
-            tracker::Tracker::acquire(&mut tracker, tracker::Request::packet(index)).unwrap();
+        let acquired = sigretire_tracker::Tracker::acquire(
+            &mut tracker,
+            sigretire_tracker::Request::packet(index),
+        )
+        .unwrap();
         Entry {
             seq,
             index,

@@ -1,13 +1,13 @@
 //! Queue and device configuration, with CLR's names and defaults.
 
 use crate::error::Error;
+use sigretire_tracker::{Placement, WaitPolicy};
 use std::time::Duration;
-use tracker::{Placement, WaitPolicy};
 
 /// Where a synchronizing thread waits for its small-batch marker.
 ///
 /// ```
-/// use fences::SyncWait;
+/// use sigretire_queue::SyncWait;
 /// assert_eq!(SyncWait::default(), SyncWait::OutsideLock);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -27,8 +27,8 @@ pub enum SyncWait {
 /// When a submission batch closes and is handed to the completion thread.
 ///
 /// ```
-/// use fences::BatchLimits;
-/// use tracker::Placement;
+/// use sigretire_queue::BatchLimits;
+/// use sigretire_queue::tracker::Placement;
 /// let limits = BatchLimits::default();
 /// assert_eq!(limits.for_signals(Placement::Host), 1000);
 /// assert_eq!(limits.for_signals(Placement::Device), 64);
@@ -57,8 +57,8 @@ impl BatchLimits {
     /// The limit for a queue whose signals are at `placement`.
     ///
     /// ```
-    /// use fences::BatchLimits;
-    /// use tracker::Placement;
+    /// use sigretire_queue::BatchLimits;
+    /// use sigretire_queue::tracker::Placement;
     /// let limits = BatchLimits { host_signals: 100, device_signals: 16 };
     /// assert_eq!(limits.for_signals(Placement::Host), 100);
     /// assert_eq!(limits.for_signals(Placement::Device), 16);
@@ -74,7 +74,7 @@ impl BatchLimits {
 /// How a [`HostQueue`](crate::HostQueue) batches, synchronizes and waits.
 ///
 /// ```
-/// use fences::{QueueConfig, SyncWait};
+/// use sigretire_queue::{QueueConfig, SyncWait};
 /// let config = QueueConfig::default();
 /// assert_eq!(config.cpu_sync_batch, 8);
 /// assert_eq!(config.sync_wait, SyncWait::OutsideLock);
@@ -125,7 +125,7 @@ impl QueueConfig {
     /// [`Device::create_queue`](crate::Device::create_queue)) calls it.
     ///
     /// ```
-    /// use fences::{BatchLimits, Error, QueueConfig};
+    /// use sigretire_queue::{BatchLimits, Error, QueueConfig};
     /// use std::time::Duration;
     /// let bad = QueueConfig {
     ///     batch_limits: BatchLimits { host_signals: 0, device_signals: 64 },
@@ -156,11 +156,11 @@ impl QueueConfig {
 /// How a [`Device`](crate::Device) reacts to errors.
 ///
 /// Time is not configured: elapsed times count in the clock the backend's
-/// stamps come from ([`tracker::SignalMemory::timestamp_clock`]), a fact of
+/// stamps come from ([`sigretire_queue::tracker::SignalMemory::timestamp_clock`]), a fact of
 /// its hardware that no setting can contradict.
 ///
 /// ```
-/// use fences::DeviceConfig;
+/// use sigretire_queue::DeviceConfig;
 /// let config = DeviceConfig::default();
 /// assert!(!config.skip_abort_on_error);
 /// ```

@@ -1,8 +1,8 @@
 //! CPU waits, always outside the execution lock (except in the old
 //! behaviour this crate keeps for its regression test).
 //!
-//! A wait runs the tracker's own lock-free wait ([`tracker::Waiter::wait`] or
-//! [`tracker::SignalRef::wait`]) in slices of
+//! A wait runs the tracker's own lock-free wait ([`sigretire_queue::tracker::Waiter::wait`] or
+//! [`sigretire_queue::tracker::SignalRef::wait`]) in slices of
 //! [`QueueConfig::error_check_interval`], so that between slices it can
 //! notice the device error state (and return early, without completion) and
 //! its deadline. The spin and yield phases of the wait policy are spent once
@@ -11,8 +11,8 @@
 use crate::config::QueueConfig;
 use crate::device::DeviceState;
 use crate::error::Error;
+use sigretire_tracker::{Status, WaitPolicy};
 use std::time::{Duration, Instant};
-use tracker::{Status, WaitPolicy};
 
 /// How long and how a wait runs.
 #[derive(Clone, Copy, Debug)]
@@ -59,7 +59,7 @@ fn remaining(policy: WaitPolicy, elapsed: Duration) -> WaitPolicy {
 /// Waits with `wait_slice` (a tracker wait bounded by its first argument)
 /// until the use is done, the device is in the error state, or the deadline.
 pub(crate) fn wait_for(
-    mut wait_slice: impl FnMut(Duration, WaitPolicy) -> Result<Status, tracker::Error>,
+    mut wait_slice: impl FnMut(Duration, WaitPolicy) -> Result<Status, sigretire_tracker::Error>,
     device: &DeviceState,
     settings: &WaitSettings,
 ) -> Result<WaitEnd, Error> {
@@ -76,7 +76,7 @@ pub(crate) fn wait_for(
         }
         match wait_slice(slice, remaining(settings.policy, elapsed)) {
             Ok(status) if status.is_done() => return Ok(WaitEnd::Done(status)),
-            Ok(_) | Err(tracker::Error::TimedOut(_)) => {}
+            Ok(_) | Err(sigretire_tracker::Error::TimedOut(_)) => {}
             Err(error) => return Err(error.into()),
         }
         if let Some(error) = device.wait_error() {
@@ -131,7 +131,7 @@ mod tests {
                 if polls == 3 {
                     device.report("injected".into());
                 }
-                Err(tracker::Error::TimedOut(slice))
+                Err(sigretire_tracker::Error::TimedOut(slice))
             },
             &device,
             &settings,
@@ -170,7 +170,7 @@ mod tests {
         let end = wait_for(
             |slice, _| {
                 std::thread::sleep(slice);
-                Err(tracker::Error::TimedOut(slice))
+                Err(sigretire_tracker::Error::TimedOut(slice))
             },
             &device,
             &settings,

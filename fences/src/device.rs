@@ -102,7 +102,7 @@ pub(crate) struct DeviceShared {
 /// Counters of a device, for tests and diagnostics.
 ///
 /// ```
-/// let stats = fences::DeviceStats::default();
+/// let stats = sigretire_queue::DeviceStats::default();
 /// assert_eq!(stats.teardowns_on_completion_thread, 0);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -127,15 +127,15 @@ pub struct DeviceStats {
 /// created from it share its error state and completion thread.
 ///
 /// ```
-/// use fences::sim::SimPlatform;
-/// use fences::{DeviceConfig, QueueConfig};
+/// use sigretire_queue::sim::SimPlatform;
+/// use sigretire_queue::{DeviceConfig, QueueConfig};
 ///
 /// let platform = SimPlatform::stepped();
 /// let device = platform.device(DeviceConfig::default(), QueueConfig::default())?;
 /// let stream = platform.create_queue(&device, QueueConfig::default())?;
 /// assert_ne!(device.default_queue().id(), stream.id());
 /// assert!(device.error().is_none());
-/// # Ok::<(), fences::Error>(())
+/// # Ok::<(), sigretire_queue::Error>(())
 /// ```
 pub struct Device<T: QueueTracker> {
     shared: Arc<DeviceShared>,
@@ -147,13 +147,13 @@ impl<T: QueueTracker> Device<T> {
     /// Refuses an out-of-range `default_config` ([`Error::InvalidConfig`]).
     ///
     /// ```
-    /// use fences::sim::SimPlatform;
-    /// use fences::{Device, DeviceConfig, QueueConfig};
+    /// use sigretire_queue::sim::SimPlatform;
+    /// use sigretire_queue::{Device, DeviceConfig, QueueConfig};
     ///
     /// let platform = SimPlatform::stepped();
     /// let device = Device::new(DeviceConfig::default(), platform.tracker()?, QueueConfig::default())?;
     /// assert_eq!(device.default_queue().stats().commands, 0);
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn new(
         config: DeviceConfig,
@@ -177,11 +177,11 @@ impl<T: QueueTracker> Device<T> {
     /// the device.
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let queue = device.default_queue().clone();
     /// assert_eq!(queue.id(), device.default_queue().id());
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn default_queue(&self) -> &HostQueue<T> {
         &self.default_queue
@@ -190,11 +190,11 @@ impl<T: QueueTracker> Device<T> {
     /// A new queue (a created stream) on `tracker`'s hardware queue.
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
-    /// let queue = device.create_queue(platform.tracker()?, fences::QueueConfig::default())?;
-    /// assert_eq!(queue.query()?, tracker::Status::Complete); // nothing submitted
-    /// # Ok::<(), fences::Error>(())
+    /// let queue = device.create_queue(platform.tracker()?, sigretire_queue::QueueConfig::default())?;
+    /// assert_eq!(queue.query()?, sigretire_queue::tracker::Status::Complete); // nothing submitted
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn create_queue(&self, tracker: T, config: QueueConfig) -> Result<HostQueue<T>, Error> {
         config.validate()?;
@@ -206,12 +206,12 @@ impl<T: QueueTracker> Device<T> {
     /// `skip_abort_on_error`, else [`Error::Aborted`]).
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// device.set_error("injected");
     /// assert_eq!(device.error().as_deref(), Some("injected"));
-    /// assert!(matches!(device.default_queue().launch(0), Err(fences::Error::Aborted { .. })));
-    /// # Ok::<(), fences::Error>(())
+    /// assert!(matches!(device.default_queue().launch(0), Err(sigretire_queue::Error::Aborted { .. })));
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn set_error(&self, reason: impl Into<String>) {
         self.shared.state.report(reason.into());
@@ -220,10 +220,10 @@ impl<T: QueueTracker> Device<T> {
     /// Why the device is in the error state, if it is.
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// assert_eq!(device.error(), None);
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn error(&self) -> Option<String> {
         self.shared.state.reason()
@@ -232,10 +232,10 @@ impl<T: QueueTracker> Device<T> {
     /// The device's configuration.
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// assert!(!device.config().skip_abort_on_error);
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn config(&self) -> DeviceConfig {
         self.shared.state.config
@@ -244,10 +244,10 @@ impl<T: QueueTracker> Device<T> {
     /// The device's counters.
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// assert!(!device.stats().completion_thread_started);
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn stats(&self) -> DeviceStats {
         let state = &self.shared.state;

@@ -5,7 +5,7 @@ use std::time::Duration;
 /// Everything a queue-layer call can report.
 ///
 /// ```
-/// use fences::Error;
+/// use sigretire_queue::Error;
 /// let error = Error::DeviceError { reason: "queue 3 failed".into() };
 /// assert!(error.to_string().contains("returned early"));
 /// assert!(error.is_device_error());
@@ -16,10 +16,10 @@ pub enum Error {
     /// configuration). Back-pressure never surfaces here: the queue waits for
     /// the named use outside its lock and retries.
     #[error("tracker: {0}")]
-    Tracker(#[from] tracker::Error),
+    Tracker(#[from] sigretire_tracker::Error),
     /// The hardware queue refused work or failed.
     #[error("hardware queue: {0}")]
-    Queue(#[from] tracker::QueueError),
+    Queue(#[from] sigretire_tracker::QueueError),
     /// The device is in an error state and the device was configured not to
     /// abort ([`DeviceConfig::skip_abort_on_error`](crate::DeviceConfig), CLR's
     /// `HIP_SKIP_ABORT_ON_GPU_ERROR`): the wait returned early without
@@ -106,7 +106,7 @@ impl Error {
     /// abort, or a failed queue): the device needs attention, not the call.
     ///
     /// ```
-    /// use fences::Error;
+    /// use sigretire_queue::Error;
     /// use std::time::Duration;
     /// assert!(Error::QueueFailed { queue: 1 }.is_device_error());
     /// assert!(Error::Aborted { reason: "queue 1 failed".into() }.is_device_error());

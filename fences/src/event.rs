@@ -19,14 +19,14 @@ use crate::publish::{Packet, Step, published};
 use crate::queue::{HostQueue, QueueCore, QueueTracker};
 use crate::stats::bump;
 use crate::sync::Arc;
+use sigretire_tracker::{Purpose, SignalMemory, SignalRef, Status, Ticket, Timestamps, Work};
 use std::time::Duration;
-use tracker::{Purpose, SignalMemory, SignalRef, Status, Ticket, Timestamps, Work};
 
 /// A recorded event (`hipEventRecord`): a marker on its queue.
 ///
 /// ```
-/// use fences::sim::SimPlatform;
-/// use tracker::Status;
+/// use sigretire_queue::sim::SimPlatform;
+/// use sigretire_queue::tracker::Status;
 ///
 /// let platform = SimPlatform::stepped();
 /// let device = platform.device(Default::default(), Default::default())?;
@@ -38,7 +38,7 @@ use tracker::{Purpose, SignalMemory, SignalRef, Status, Ticket, Timestamps, Work
 /// platform.run_while(|| stop.synchronize())?;
 /// assert_eq!(start.query(), Status::Complete);
 /// assert!(start.elapsed_to(&stop)? > std::time::Duration::ZERO);
-/// # Ok::<(), fences::Error>(())
+/// # Ok::<(), sigretire_queue::Error>(())
 /// ```
 pub struct Event<T: QueueTracker> {
     queue: Arc<QueueCore<T>>,
@@ -54,12 +54,12 @@ impl<T: QueueTracker> HostQueue<T> {
     /// Records an event: a marker after everything submitted so far.
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let event = device.default_queue().record_event()?;
     /// assert!(event.is_timed()); // queues profile by default
     /// assert_eq!(device.default_queue().stats().markers, 1);
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn record_event(&self) -> Result<Event<T>, Error> {
         let core = self.core();
@@ -95,11 +95,11 @@ impl<T: QueueTracker> Event<T> {
     /// The queue the event was recorded on.
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let event = device.default_queue().record_event()?;
     /// assert_eq!(event.queue_id(), device.default_queue().id());
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn queue_id(&self) -> u64 {
         self.queue.id
@@ -108,11 +108,11 @@ impl<T: QueueTracker> Event<T> {
     /// The marker's command number on its queue.
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// device.default_queue().launch(0)?;
     /// assert_eq!(device.default_queue().record_event()?.seq(), 2);
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn seq(&self) -> u64 {
         self.seq
@@ -121,10 +121,10 @@ impl<T: QueueTracker> Event<T> {
     /// The AQL index of the event's marker packet.
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// assert_eq!(device.default_queue().record_event()?.aql_index(), 0);
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn aql_index(&self) -> u64 {
         self.index
@@ -133,10 +133,10 @@ impl<T: QueueTracker> Event<T> {
     /// The tracker's ticket for the marker's use.
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// assert_eq!(device.default_queue().record_event()?.ticket().seq(), 1);
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn ticket(&self) -> Ticket {
         self.ticket
@@ -145,10 +145,10 @@ impl<T: QueueTracker> Event<T> {
     /// Whether the event carries timestamps (its queue profiles).
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// assert!(device.default_queue().record_event()?.is_timed());
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn is_timed(&self) -> bool {
         self.timed
@@ -171,13 +171,13 @@ impl<T: QueueTracker> Event<T> {
     /// failed marker puts the device in the error state.
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let event = device.default_queue().record_event()?;
-    /// assert_eq!(event.query(), tracker::Status::Pending);
+    /// assert_eq!(event.query(), sigretire_queue::tracker::Status::Pending);
     /// platform.sim().run_until_idle();
-    /// assert_eq!(event.query(), tracker::Status::Complete);
-    /// # Ok::<(), fences::Error>(())
+    /// assert_eq!(event.query(), sigretire_queue::tracker::Status::Complete);
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn query(&self) -> Status {
         let status = match &self.signal {
@@ -196,7 +196,7 @@ impl<T: QueueTracker> Event<T> {
     /// lock when the marker already completed and its batch is done.
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let queue = device.default_queue();
     /// let kernel = queue.launch(0)?;
@@ -206,7 +206,7 @@ impl<T: QueueTracker> Event<T> {
     /// let locks = queue.stats().lock_acquisitions;
     /// event.synchronize()?;
     /// assert_eq!(queue.stats().lock_acquisitions, locks);
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn synchronize(&self) -> Result<(), Error> {
         let core = &self.queue;
@@ -268,14 +268,14 @@ impl<T: QueueTracker> Event<T> {
     /// read, and no lock once harvested.
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let event = device.default_queue().record_event()?;
-    /// assert_eq!(event.timestamps(), Err(fences::Error::NotReady));
+    /// assert_eq!(event.timestamps(), Err(sigretire_queue::Error::NotReady));
     /// platform.sim().run_until_idle();
     /// let stamps = event.timestamps()?;
     /// assert!(stamps.end >= stamps.start);
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn timestamps(&self) -> Result<Timestamps, Error> {
         if !self.timed {
@@ -305,7 +305,7 @@ impl<T: QueueTracker> Event<T> {
 
     /// GPU time from this event to `stop` (`hipEventElapsedTime`), from the
     /// markers' completion timestamps, in the clock they count in (the
-    /// backend's: [`tracker::SignalMemory::timestamp_clock`]). Exact to the
+    /// backend's: [`sigretire_queue::tracker::SignalMemory::timestamp_clock`]). Exact to the
     /// nanosecond below, never saturated. An event to itself (or to one
     /// that completed at the same tick) is zero.
     ///
@@ -317,15 +317,15 @@ impl<T: QueueTracker> Event<T> {
     /// a [`Duration`] cannot, and a silent 0 would hide the mistake).
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let queue = device.default_queue();
     /// let start = queue.record_event()?;
     /// let stop = queue.record_event()?;
     /// platform.sim().run_until_idle();
     /// assert!(start.elapsed_to(&stop)? > std::time::Duration::ZERO);
-    /// assert!(matches!(stop.elapsed_to(&start), Err(fences::Error::StopBeforeStart { .. })));
-    /// # Ok::<(), fences::Error>(())
+    /// assert!(matches!(stop.elapsed_to(&start), Err(sigretire_queue::Error::StopBeforeStart { .. })));
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn elapsed_to<P: QueueTracker>(&self, stop: &Event<P>) -> Result<Duration, Error> {
         if !Arc::ptr_eq(&self.queue.device, &stop.queue.device) {

@@ -27,8 +27,8 @@ use crate::queue::{QueueCore, QueueTracker};
 use crate::sync::mpsc::{self, Received};
 use crate::sync::thread::{self, JoinHandle};
 use crate::sync::{Arc, Mutex, Ordering};
+use sigretire_tracker::{SignalRef, Status};
 use std::time::{Duration, Instant};
-use tracker::{SignalRef, Status};
 
 /// The completion thread's first and longest back-off between polls.
 const MIN_BACKOFF: Duration = Duration::from_micros(5);

@@ -3,7 +3,7 @@
 //!
 //! This crate reproduces AMD CLR's fix "wait for a small-batch sync marker
 //! after releasing lock" (#13532) and the queue-side parts of the retiring
-//! signal tracker work (DESIGN.md section 4):
+//! signal tracker work (docs/design.md section 4):
 //!
 //! - [`HostQueue`]: packet publication (reserve a slot, acquire a signal for
 //!   that AQL index, publish; under tracker back-pressure, wait outside the
@@ -21,40 +21,32 @@
 //! - [`Device`]: the device error state, with CLR's "do not abort" option:
 //!   waits return early without completion and nobody hangs.
 //!
-//! It is generic over any [`tracker::Tracker`] whose queue is a
-//! [`tracker::HardwareQueue`] ([`QueueTracker`]); [`sim`] builds devices on
-//! the simulator.
+//! It is generic over any [`Tracker`] whose queue is a [`HardwareQueue`]
+//! ([`QueueTracker`]). Everything its API names is re-exported here: the
+//! tracker's types at the crate root and the whole tracker crate as
+//! [`tracker`]; with the `sim` feature, [`sim`] builds devices on the
+//! simulator and re-exports it. One dependency is enough:
+//!
+//! ```toml
+//! [dependencies]
+//! sigretire-queue = { version = "0.1", features = ["sim"] }
+//! ```
+//!
+//! The design behind it is in the repository's `docs/design.md`.
 //!
 //! ```
-//! use fences::sim::SimPlatform;
-//! use fences::{CommandStatus, DeviceConfig, QueueConfig};
-//! use tracker::Status;
-//!
-//! let platform = SimPlatform::stepped();
-//! let device = platform.device(DeviceConfig::default(), QueueConfig::default())?;
-//! let producer = platform.create_queue(&device, QueueConfig::default())?;
-//! let consumer = device.default_queue();
-//!
-//! let work = producer.launch(0)?;
-//! let done = producer.record_event()?;
-//! let wait = consumer.wait_event(&done)?; // a barrier-AND on the consumer, pinned
-//! assert_eq!(wait.dependencies(), 1);
-//! let after = consumer.launch(0)?;
-//!
-//! // Synchronize the consumer while the (stepped) GPU runs.
-//! platform.run_while(|| consumer.synchronize())?;
-//! assert_eq!(after.status(), CommandStatus::Complete);
-//! assert_eq!(work.status(), CommandStatus::Complete);
-//! assert_eq!(done.query(), Status::Complete);
-//! assert!(platform.sim().violations().is_empty());
-//! # Ok::<(), fences::Error>(())
+#![cfg_attr(feature = "sim", doc = include_str!("../examples/first_look/body.rs"))]
+#![cfg_attr(
+    not(feature = "sim"),
+    doc = "fn main() {} // (the example needs the `sim` feature)"
+)]
 //! ```
 //!
 //! # The concurrency protocol (for model checkers)
 //!
 //! Every lock and atomic comes from one module (`sync`), which switches to
-//! loom under `--cfg loom` (build with `--no-default-features`: the
-//! simulator helpers are not loom-aware). The state is:
+//! loom under `--cfg loom` (without the `sim` feature: the simulator
+//! helpers are not loom-aware). The state is:
 //!
 //! - the execution lock, protecting the tracker, the open batch, the newest
 //!   command and the marker in flight;
@@ -71,7 +63,7 @@
 //! noted only if no command was published after M, and no command is
 //! reported complete before its packet completed. `tests/loom_queue.rs`
 //! models exactly this against the real code (`RUSTFLAGS="--cfg loom" cargo
-//! test -p fences --no-default-features --release --test loom_queue`). The
+//! test -p sigretire-queue --no-default-features --release --test loom_queue`). The
 //! completion thread's protocol ("async handler versus finish") is in
 //! `handler`'s docs.
 
@@ -99,5 +91,16 @@ pub use device::{Device, DeviceStats};
 pub use error::Error;
 pub use event::Event;
 pub use queue::{HostQueue, QueueTracker};
+/// The tracker crate the queue layer runs on, whole.
+pub use sigretire_tracker as tracker;
+pub use sigretire_tracker::{
+    HardwareQueue, Placement, Purpose, QueueError, QueueView, SignalMemory, Status, Ticket,
+    TimestampClock, Timestamps, Tracker, WaitPolicy, Work,
+};
 pub use stats::QueueStats;
 pub use wait::{CrossWait, MAX_DEPENDENCIES_PER_PACKET};
+
+/// The crate README's example, run as a doctest so it cannot go stale.
+#[cfg(all(doctest, feature = "sim"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeExample;

@@ -33,8 +33,8 @@ use crate::publish::{Packet, Step, published};
 use crate::queue::{HostQueue, Inner, QueueCore, QueueTracker};
 use crate::stats::bump;
 use crate::sync::{Arc, AtomicBool, Condvar, Mutex, Ordering};
+use sigretire_tracker::{Purpose, SignalMemory, SignalRef, Status, Ticket, Work};
 use std::time::{Duration, Instant};
-use tracker::{Purpose, SignalMemory, SignalRef, Status, Ticket, Work};
 
 /// A synchronize marker: the newest command when it was published.
 #[derive(Debug)]
@@ -381,7 +381,7 @@ impl<T: QueueTracker> HostQueue<T> {
     /// queue's work failed, [`Error::TimedOut`] past the wait timeout.
     ///
     /// ```
-    /// use fences::sim::SimPlatform;
+    /// use sigretire_queue::sim::SimPlatform;
     ///
     /// let platform = SimPlatform::stepped();
     /// let device = platform.device(Default::default(), Default::default())?;
@@ -392,7 +392,7 @@ impl<T: QueueTracker> HostQueue<T> {
     /// let locks = queue.stats().lock_acquisitions;
     /// queue.synchronize()?; // the completed marker covers everything: no lock
     /// assert_eq!(queue.stats().lock_acquisitions, locks);
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn synchronize(&self) -> Result<(), Error> {
         let core = self.core();

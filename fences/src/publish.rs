@@ -12,7 +12,9 @@ use crate::error::Error;
 use crate::queue::{Inner, QueueTracker};
 use crate::stats::{Counters, bump};
 use crate::sync::Arc;
-use tracker::{HardwareQueue, Purpose, QueueError, Request, SignalMemory, SignalRef, Ticket, Work};
+use sigretire_tracker::{
+    HardwareQueue, Purpose, QueueError, Request, SignalMemory, SignalRef, Ticket, Work,
+};
 
 /// A packet to publish: every one carries the barrier bit (an in-order
 /// queue, as a HIP stream is), so each is a fence.
@@ -107,7 +109,7 @@ impl<T: QueueTracker> Inner<T> {
             Err(error) => {
                 self.fill_empty(counters, index)?;
                 return match error {
-                    tracker::Error::Backpressure { wait_for, .. } => {
+                    sigretire_tracker::Error::Backpressure { wait_for, .. } => {
                         Ok(Attempt::Backpressure(wait_for))
                     }
                     other => Err(other.into()),

@@ -4,7 +4,7 @@
 //! the open batch, the last command, the marker in flight, and the tracker
 //! (which is `&mut` under it). No thread ever waits for the GPU while holding
 //! it — CPU waits use the tracker's lock-free [`Waiter`] or a
-//! [`SignalRef`](tracker::SignalRef) — except in the old behaviour
+//! [`SignalRef`](sigretire_queue::tracker::SignalRef) — except in the old behaviour
 //! ([`SyncWait::UnderLock`](crate::SyncWait)) kept to prove the regression
 //! test catches it.
 //!
@@ -30,18 +30,18 @@ use crate::marker::Marker;
 use crate::publish::{Packet, Step, published};
 use crate::stats::{Counters, QueueStats, bump};
 use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
-use std::time::{Duration, Instant};
-use tracker::{
+use sigretire_tracker::{
     HardwareQueue, Placement, Purpose, SignalRef, Status, Ticket, Tracker, Waiter, Work,
 };
+use std::time::{Duration, Instant};
 
 /// A tracker the queue layer can drive: any [`Tracker`] whose queue accepts
 /// work ([`HardwareQueue`]). The simulator's, ROCr's and CUDA's all do.
 ///
 /// ```
-/// fn takes<T: fences::QueueTracker>() {}
-/// takes::<fences::sim::SimTracker>();
-/// takes::<fences::sim::SimBaselineTracker>();
+/// fn takes<T: sigretire_queue::QueueTracker>() {}
+/// takes::<sigretire_queue::sim::SimTracker>();
+/// takes::<sigretire_queue::sim::SimBaselineTracker>();
 /// ```
 pub trait QueueTracker: Tracker<Queue: HardwareQueue> + 'static {}
 
@@ -57,7 +57,7 @@ static NEXT_QUEUE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU6
 
 /// A batch closed by the batch limit, waiting (under the lock) to be handed
 /// to the completion thread once the lock is released.
-pub(crate) struct Closed<M: tracker::SignalMemory> {
+pub(crate) struct Closed<M: sigretire_tracker::SignalMemory> {
     pub(crate) batch: Batch,
     pub(crate) signal: Option<SignalRef<M>>,
     pub(crate) last_seq: u64,
@@ -80,7 +80,7 @@ pub(crate) struct Inner<T: QueueTracker> {
     /// Pins the tracker would not attach to their consumer (it cannot
     /// happen: the consumer's ticket is the queue's own). Their packets
     /// may already wait on them, so they are kept until the queue drains.
-    pub(crate) unattached: Vec<tracker::Pin<T::Memory>>,
+    pub(crate) unattached: Vec<sigretire_tracker::Pin<T::Memory>>,
 }
 
 impl<T: QueueTracker> Inner<T> {
@@ -148,7 +148,7 @@ std::thread_local! {
 }
 
 /// Whether the current thread holds an execution lock. Batches must be
-/// completed without one (DESIGN.md section 4), and
+/// completed without one (docs/design.md section 4), and
 /// [`QueueStats::batches_completed_under_lock`] counts the exceptions
 /// (only the old behaviour makes any). Loom models run threads on one OS
 /// thread, so a thread-local cannot tell them apart: always false there.
@@ -495,8 +495,8 @@ impl<T: QueueTracker> Drop for QueueCore<T> {
 /// itself.
 ///
 /// ```
-/// use fences::sim::SimPlatform;
-/// use tracker::Status;
+/// use sigretire_queue::sim::SimPlatform;
+/// use sigretire_queue::tracker::Status;
 ///
 /// let platform = SimPlatform::stepped();
 /// let device = platform.device(Default::default(), Default::default())?;
@@ -506,7 +506,7 @@ impl<T: QueueTracker> Drop for QueueCore<T> {
 /// platform.run_while(|| queue.synchronize())?; // the stepped GPU runs meanwhile
 /// assert_eq!(queue.query()?, Status::Complete);
 /// assert!(kernel.is_released());
-/// # Ok::<(), fences::Error>(())
+/// # Ok::<(), sigretire_queue::Error>(())
 /// ```
 pub struct HostQueue<T: QueueTracker> {
     core: Arc<QueueCore<T>>,
@@ -560,10 +560,10 @@ impl<T: QueueTracker> HostQueue<T> {
     /// The queue's id, unique in the process.
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// assert!(device.default_queue().id() > 0);
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn id(&self) -> u64 {
         self.core().id
@@ -572,10 +572,10 @@ impl<T: QueueTracker> HostQueue<T> {
     /// The queue's configuration.
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// assert_eq!(device.default_queue().config().cpu_sync_batch, 8);
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn config(&self) -> QueueConfig {
         self.core().config
@@ -588,12 +588,12 @@ impl<T: QueueTracker> HostQueue<T> {
     /// named use *outside* the lock, then retries.
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
-    /// let copy = platform.sim().register_kernel(sim::Kernel::Duration(std::time::Duration::from_micros(50)));
+    /// let copy = platform.sim().register_kernel(sigretire_queue::sim::Kernel::Duration(std::time::Duration::from_micros(50)));
     /// let command = device.default_queue().launch(copy)?;
     /// assert_eq!(command.seq(), 1);
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn launch(&self, kernel_object: u64) -> Result<Command<T::Memory>, Error> {
         let work = if kernel_object == 0 {
@@ -619,14 +619,14 @@ impl<T: QueueTracker> HostQueue<T> {
     /// error state and answers [`Status::Failed`].
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let queue = device.default_queue();
     /// queue.launch(0)?;
-    /// assert_eq!(queue.query()?, tracker::Status::Pending);
+    /// assert_eq!(queue.query()?, sigretire_queue::tracker::Status::Pending);
     /// platform.sim().run_until_idle();
-    /// assert_eq!(queue.query()?, tracker::Status::Complete);
-    /// # Ok::<(), fences::Error>(())
+    /// assert_eq!(queue.query()?, sigretire_queue::tracker::Status::Complete);
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn query(&self) -> Result<Status, Error> {
         let core = self.core();
@@ -649,11 +649,11 @@ impl<T: QueueTracker> HostQueue<T> {
     /// A snapshot of the queue's counters.
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// device.default_queue().launch(0)?;
     /// assert_eq!(device.default_queue().stats().commands, 1);
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn stats(&self) -> QueueStats {
         self.core().stats.snapshot()
@@ -663,13 +663,13 @@ impl<T: QueueTracker> HostQueue<T> {
     /// its stats, its census). Do not wait for the GPU inside `f`.
     ///
     /// ```
-    /// use tracker::Tracker;
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// use sigretire_queue::tracker::Tracker;
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// device.default_queue().launch(0)?;
     /// let uses = device.default_queue().with_tracker(|t| t.stats().uses);
     /// assert_eq!(uses, 1);
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn with_tracker<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         f(&mut self.core().lock().tracker)
@@ -679,10 +679,10 @@ impl<T: QueueTracker> HostQueue<T> {
     /// queue.
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// assert_eq!(device.default_queue().batches_in_completion(), 0);
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn batches_in_completion(&self) -> usize {
         self.core().jobs.pending()

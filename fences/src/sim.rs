@@ -3,13 +3,13 @@
 //!
 //! Every queue of a [`SimPlatform`] is a hardware queue of one simulator, so
 //! cross-queue waits resolve on its packet processor. In stepped mode the
-//! caller drives the "GPU" ([`sim::Sim::run_until_idle`]);
+//! caller drives the "GPU" ([`sigretire_queue::sim::Sim::run_until_idle`]);
 //! [`SimPlatform::run_while`] does it on the calling thread while a blocking
 //! call (synchronize, a wait) runs on another.
 //!
 //! ```
-//! use fences::sim::SimPlatform;
-//! use fences::{DeviceConfig, QueueConfig};
+//! use sigretire_queue::sim::SimPlatform;
+//! use sigretire_queue::{DeviceConfig, QueueConfig};
 //!
 //! let platform = SimPlatform::stepped();
 //! let device = platform.device(DeviceConfig::default(), QueueConfig::default())?;
@@ -17,61 +17,65 @@
 //! queue.launch(0)?;
 //! platform.run_while(|| queue.synchronize())?;
 //! assert!(platform.sim().violations().is_empty());
-//! # Ok::<(), fences::Error>(())
+//! # Ok::<(), sigretire_queue::Error>(())
 //! ```
 
 use crate::config::{DeviceConfig, QueueConfig};
 use crate::device::Device;
 use crate::error::Error;
 use crate::queue::HostQueue;
-use sim::{CostProfile, Mode, Sim, SimConfig};
-use std::sync::Arc;
-use tracker::sim_backend::SimMemory;
-use tracker::{BaselineTracker, RetiringTracker};
+/// The simulator crate, whole: queues, packets, ground truth.
+pub use sigretire_sim as engine;
+use sigretire_sim::Mode;
+pub use sigretire_sim::{CostProfile, HostFlag, Kernel, Sim, SimConfig};
+use sigretire_tracker::sim_backend::SimMemory;
+use sigretire_tracker::{BaselineTracker, RetiringTracker};
+/// The simulator's signal memory, as the tracker sees it.
+pub use std::sync::Arc;
 
 /// The retiring tracker on a simulated queue: what
 /// [`SimPlatform::tracker`] makes and [`SimPlatform::device`]'s queues use.
 ///
 /// ```
-/// use fences::sim::{SimPlatform, SimTracker};
-/// use fences::{Device, HostQueue};
+/// use sigretire_queue::sim::{SimPlatform, SimTracker};
+/// use sigretire_queue::{Device, HostQueue};
 /// let platform = SimPlatform::stepped();
 /// let device: Device<SimTracker> = platform.device(Default::default(), Default::default())?;
 /// let queue: HostQueue<SimTracker> = platform.create_queue(&device, Default::default())?;
-/// assert_eq!(queue.with_tracker(|t| tracker::Tracker::stats(t).uses), 0);
-/// # Ok::<(), fences::Error>(())
+/// assert_eq!(queue.with_tracker(|t| sigretire_queue::tracker::Tracker::stats(t).uses), 0);
+/// # Ok::<(), sigretire_queue::Error>(())
 /// ```
-pub type SimTracker = RetiringTracker<SimMemory, sim::Queue>;
+pub type SimTracker = RetiringTracker<SimMemory, sigretire_sim::Queue>;
 
 /// The baseline tracker (CLR's original design) on a simulated queue: what
 /// [`SimPlatform::baseline_tracker`] makes. The queue layer runs on it
 /// unchanged.
 ///
 /// ```
-/// use fences::sim::{SimBaselineTracker, SimPlatform};
-/// use fences::{Device, DeviceConfig, QueueConfig};
+/// use sigretire_queue::sim::{SimBaselineTracker, SimPlatform};
+/// use sigretire_queue::{Device, DeviceConfig, QueueConfig};
 /// let platform = SimPlatform::stepped();
 /// let device: Device<SimBaselineTracker> =
 ///     Device::new(DeviceConfig::default(), platform.baseline_tracker()?, QueueConfig::default())?;
 /// let command = device.default_queue().launch(0)?;
 /// platform.run_while(|| device.default_queue().synchronize())?;
 /// assert!(command.is_released());
-/// # Ok::<(), fences::Error>(())
+/// # Ok::<(), sigretire_queue::Error>(())
 /// ```
-pub type SimBaselineTracker = BaselineTracker<SimMemory, sim::Queue>;
+pub type SimBaselineTracker = BaselineTracker<SimMemory, sigretire_sim::Queue>;
 
 /// A simulator and how to make trackers for new queues on it.
 ///
 /// ```
-/// use fences::sim::SimPlatform;
+/// use sigretire_queue::sim::SimPlatform;
 /// let platform = SimPlatform::stepped();
-/// assert_eq!(platform.sim().mode(), sim::Mode::Stepped);
+/// assert_eq!(platform.sim().mode(), sigretire_queue::sim::engine::Mode::Stepped);
 /// ```
 #[derive(Clone, Debug)]
 pub struct SimPlatform {
     sim: Sim,
-    tracker_config: tracker::Config,
-    queue_config: sim::QueueConfig,
+    tracker_config: sigretire_tracker::Config,
+    queue_config: sigretire_sim::QueueConfig,
 }
 
 /// Hardware queues of a platform hold this many packets by default (4096:
@@ -80,7 +84,7 @@ pub struct SimPlatform {
 /// [`SimPlatform::with_queue_config`]).
 ///
 /// ```
-/// use fences::sim::{QUEUE_SIZE, SimPlatform};
+/// use sigretire_queue::sim::{QUEUE_SIZE, SimPlatform};
 /// assert_eq!(SimPlatform::stepped().queue_config().size, QUEUE_SIZE);
 /// assert!(QUEUE_SIZE.is_power_of_two()); // AQL rings are powers of two
 /// ```
@@ -90,8 +94,8 @@ impl SimPlatform {
     /// A stepped simulator: the caller chooses when the GPU runs.
     ///
     /// ```
-    /// let platform = fences::sim::SimPlatform::stepped();
-    /// assert_eq!(platform.sim().mode(), sim::Mode::Stepped);
+    /// let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// assert_eq!(platform.sim().mode(), sigretire_queue::sim::engine::Mode::Stepped);
     /// ```
     pub fn stepped() -> Self {
         Self::new(Sim::new(SimConfig::default()))
@@ -101,8 +105,8 @@ impl SimPlatform {
     /// with `profile`'s latencies.
     ///
     /// ```
-    /// let platform = fences::sim::SimPlatform::threaded(sim::CostProfile::zero());
-    /// assert_eq!(platform.sim().mode(), sim::Mode::Threaded);
+    /// let platform = sigretire_queue::sim::SimPlatform::threaded(sigretire_queue::sim::CostProfile::zero());
+    /// assert_eq!(platform.sim().mode(), sigretire_queue::sim::engine::Mode::Threaded);
     /// ```
     pub fn threaded(profile: CostProfile) -> Self {
         Self::new(Sim::new(SimConfig {
@@ -116,18 +120,18 @@ impl SimPlatform {
     /// [`QUEUE_SIZE`] packets, ring in device memory; default tracker config.
     ///
     /// ```
-    /// let sim = sim::Sim::new(sim::SimConfig::default());
-    /// let platform = fences::sim::SimPlatform::new(sim.clone());
+    /// let sim = sigretire_queue::sim::Sim::new(sigretire_queue::sim::SimConfig::default());
+    /// let platform = sigretire_queue::sim::SimPlatform::new(sim.clone());
     /// assert_eq!(platform.sim().id(), sim.id());
     /// ```
     pub fn new(sim: Sim) -> Self {
         Self {
             sim,
-            tracker_config: tracker::Config::default(),
-            queue_config: sim::QueueConfig {
+            tracker_config: sigretire_tracker::Config::default(),
+            queue_config: sigretire_sim::QueueConfig {
                 size: QUEUE_SIZE,
                 profiling: true,
-                ..sim::QueueConfig::default()
+                ..sigretire_sim::QueueConfig::default()
             },
         }
     }
@@ -136,12 +140,12 @@ impl SimPlatform {
     /// a tiny ring to provoke back-pressure).
     ///
     /// ```
-    /// use tracker::{Config, Placement};
-    /// let platform = fences::sim::SimPlatform::stepped()
+    /// use sigretire_queue::tracker::{Config, Placement};
+    /// let platform = sigretire_queue::sim::SimPlatform::stepped()
     ///     .with_tracker_config(Config { signals: Placement::Device, ..Config::default() });
     /// assert_eq!(platform.tracker_config().signals, Placement::Device);
     /// ```
-    pub fn with_tracker_config(mut self, config: tracker::Config) -> Self {
+    pub fn with_tracker_config(mut self, config: sigretire_tracker::Config) -> Self {
         self.tracker_config = config;
         self
     }
@@ -149,11 +153,11 @@ impl SimPlatform {
     /// Hardware queues made from now on use `config`.
     ///
     /// ```
-    /// let platform = fences::sim::SimPlatform::stepped()
-    ///     .with_queue_config(sim::QueueConfig { size: 4, ..sim::QueueConfig::default() });
+    /// let platform = sigretire_queue::sim::SimPlatform::stepped()
+    ///     .with_queue_config(sigretire_queue::sim::engine::QueueConfig { size: 4, ..sigretire_queue::sim::engine::QueueConfig::default() });
     /// assert_eq!(platform.queue_config().size, 4);
     /// ```
-    pub fn with_queue_config(mut self, config: sim::QueueConfig) -> Self {
+    pub fn with_queue_config(mut self, config: sigretire_sim::QueueConfig) -> Self {
         self.queue_config = config;
         self
     }
@@ -161,7 +165,7 @@ impl SimPlatform {
     /// The simulator.
     ///
     /// ```
-    /// let platform = fences::sim::SimPlatform::stepped();
+    /// let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// assert!(platform.sim().violations().is_empty());
     /// ```
     pub fn sim(&self) -> &Sim {
@@ -171,26 +175,26 @@ impl SimPlatform {
     /// The tracker configuration new queues get.
     ///
     /// ```
-    /// assert_eq!(fences::sim::SimPlatform::stepped().tracker_config().initial_size, 64);
+    /// assert_eq!(sigretire_queue::sim::SimPlatform::stepped().tracker_config().initial_size, 64);
     /// ```
-    pub fn tracker_config(&self) -> tracker::Config {
+    pub fn tracker_config(&self) -> sigretire_tracker::Config {
         self.tracker_config
     }
 
     /// The hardware-queue configuration new queues get.
     ///
     /// ```
-    /// assert!(fences::sim::SimPlatform::stepped().queue_config().profiling);
+    /// assert!(sigretire_queue::sim::SimPlatform::stepped().queue_config().profiling);
     /// ```
-    pub fn queue_config(&self) -> sim::QueueConfig {
+    pub fn queue_config(&self) -> sigretire_sim::QueueConfig {
         self.queue_config
     }
 
-    fn hardware_queue(&self) -> Result<(sim::Queue, Arc<SimMemory>), Error> {
+    fn hardware_queue(&self) -> Result<(sigretire_sim::Queue, Arc<SimMemory>), Error> {
         let queue = self
             .sim
             .create_queue(self.queue_config)
-            .map_err(|e| Error::Queue(tracker::QueueError::Failed(e.to_string())))?;
+            .map_err(|e| Error::Queue(sigretire_tracker::QueueError::Failed(e.to_string())))?;
         let memory = Arc::new(SimMemory::new(self.sim.clone(), queue.agent()));
         Ok((queue, memory))
     }
@@ -198,10 +202,10 @@ impl SimPlatform {
     /// A retiring tracker on a new hardware queue.
     ///
     /// ```
-    /// use tracker::Tracker;
-    /// let tracker = fences::sim::SimPlatform::stepped().tracker()?;
+    /// use sigretire_queue::tracker::Tracker;
+    /// let tracker = sigretire_queue::sim::SimPlatform::stepped().tracker()?;
     /// assert_eq!(tracker.census().armed, 64);
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn tracker(&self) -> Result<SimTracker, Error> {
         let (queue, memory) = self.hardware_queue()?;
@@ -211,10 +215,10 @@ impl SimPlatform {
     /// A baseline tracker (CLR's original design) on a new hardware queue.
     ///
     /// ```
-    /// use tracker::Tracker;
-    /// let tracker = fences::sim::SimPlatform::stepped().baseline_tracker()?;
+    /// use sigretire_queue::tracker::Tracker;
+    /// let tracker = sigretire_queue::sim::SimPlatform::stepped().baseline_tracker()?;
     /// assert_eq!(tracker.census().in_flight, 0);
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn baseline_tracker(&self) -> Result<SimBaselineTracker, Error> {
         let (queue, memory) = self.hardware_queue()?;
@@ -224,10 +228,10 @@ impl SimPlatform {
     /// A device whose default queue is a new hardware queue.
     ///
     /// ```
-    /// let platform = fences::sim::SimPlatform::stepped();
+    /// let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// let device = platform.device(Default::default(), Default::default())?;
     /// assert!(device.error().is_none());
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn device(
         &self,
@@ -240,11 +244,11 @@ impl SimPlatform {
     /// A created queue of `device` on a new hardware queue.
     ///
     /// ```
-    /// let platform = fences::sim::SimPlatform::stepped();
+    /// let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// let device = platform.device(Default::default(), Default::default())?;
     /// let queue = platform.create_queue(&device, Default::default())?;
     /// assert_ne!(queue.id(), device.default_queue().id());
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn create_queue(
         &self,
@@ -259,11 +263,11 @@ impl SimPlatform {
     /// tests and examples.
     ///
     /// ```
-    /// let platform = fences::sim::SimPlatform::stepped();
+    /// let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// let device = platform.device(Default::default(), Default::default())?;
     /// let command = device.default_queue().launch(0)?;
     /// platform.run_while(|| command.wait())?;
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn run_while<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         if self.sim.mode() == Mode::Threaded {

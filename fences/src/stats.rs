@@ -30,7 +30,7 @@ counters! {
     /// A snapshot of a queue's counters ([`HostQueue::stats`](crate::HostQueue::stats)).
     ///
     /// ```
-    /// let stats = fences::QueueStats::default();
+    /// let stats = sigretire_queue::QueueStats::default();
     /// assert_eq!(stats.lock_acquisitions, 0);
     /// ```
     QueueStats {

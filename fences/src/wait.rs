@@ -21,16 +21,16 @@ use crate::publish::{Packet, Step, published};
 use crate::queue::{HostQueue, QueueCore, QueueTracker};
 use crate::stats::{add, bump};
 use crate::sync::Arc;
+use sigretire_tracker::{Pin, Purpose, SignalMemory, Status, Ticket, Tracker, Work};
 use std::collections::VecDeque;
-use tracker::{Pin, Purpose, SignalMemory, Status, Ticket, Tracker, Work};
 
 /// Dependencies a barrier-AND packet carries at most (the AQL packet
 /// format: `hsa_barrier_and_packet_t` has five `dep_signal` fields). A wait
 /// on more producer uses chains packets of at most this many.
 ///
 /// ```
-/// use fences::MAX_DEPENDENCIES_PER_PACKET;
-/// # let platform = fences::sim::SimPlatform::stepped();
+/// use sigretire_queue::MAX_DEPENDENCIES_PER_PACKET;
+/// # let platform = sigretire_queue::sim::SimPlatform::stepped();
 /// # let device = platform.device(Default::default(), Default::default())?;
 /// # let producer = platform.create_queue(&device, Default::default())?;
 /// let events: Vec<_> = (0..=MAX_DEPENDENCIES_PER_PACKET)
@@ -39,20 +39,20 @@ use tracker::{Pin, Purpose, SignalMemory, Status, Ticket, Tracker, Work};
 /// let refs: Vec<_> = events.iter().collect();
 /// let wait = device.default_queue().wait_events(&refs)?;
 /// assert_eq!(wait.packets(), 2); // one more than fits in a packet: a second one
-/// # Ok::<(), fences::Error>(())
+/// # Ok::<(), sigretire_queue::Error>(())
 /// ```
 pub const MAX_DEPENDENCIES_PER_PACKET: usize = 5;
 
 /// What a cross-queue wait emitted.
 ///
 /// ```
-/// # let platform = fences::sim::SimPlatform::stepped();
+/// # let platform = sigretire_queue::sim::SimPlatform::stepped();
 /// # let device = platform.device(Default::default(), Default::default())?;
 /// # let other = platform.create_queue(&device, Default::default())?;
 /// let event = other.record_event()?;
 /// let wait = device.default_queue().wait_event(&event)?;
 /// assert_eq!((wait.packets(), wait.dependencies(), wait.elided()), (1, 1, 0));
-/// # Ok::<(), fences::Error>(())
+/// # Ok::<(), sigretire_queue::Error>(())
 /// ```
 pub struct CrossWait<M: SignalMemory> {
     commands: Vec<Command<M>>,
@@ -64,13 +64,13 @@ impl<M: SignalMemory> CrossWait<M> {
     /// Barrier-AND packets published on the consumer queue.
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let event = device.default_queue().record_event()?;
     /// platform.sim().run_until_idle();
     /// event.synchronize()?; // known complete: nothing to wait for
     /// assert_eq!(device.default_queue().wait_event(&event)?.packets(), 0);
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn packets(&self) -> usize {
         self.commands.len()
@@ -79,14 +79,14 @@ impl<M: SignalMemory> CrossWait<M> {
     /// Producer signals the packets wait on (pinned).
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// # let other = platform.create_queue(&device, Default::default())?;
     /// let events: Vec<_> = (0..7).map(|_| other.record_event()).collect::<Result<_, _>>()?;
     /// let refs: Vec<_> = events.iter().collect();
     /// let wait = device.default_queue().wait_events(&refs)?;
     /// assert_eq!((wait.packets(), wait.dependencies()), (2, 7)); // 5 + 2, chained
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn dependencies(&self) -> usize {
         self.dependencies
@@ -95,11 +95,11 @@ impl<M: SignalMemory> CrossWait<M> {
     /// Producer uses that needed no dependency (already known complete).
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
-    /// let wait = device.default_queue().wait_events::<fences::sim::SimTracker>(&[])?;
+    /// let wait = device.default_queue().wait_events::<sigretire_queue::sim::SimTracker>(&[])?;
     /// assert_eq!(wait.elided(), 0);
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn elided(&self) -> usize {
         self.elided
@@ -108,13 +108,13 @@ impl<M: SignalMemory> CrossWait<M> {
     /// The barrier-AND packets, as commands of the consumer queue.
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// # let other = platform.create_queue(&device, Default::default())?;
     /// let event = other.record_event()?;
     /// let wait = device.default_queue().wait_event(&event)?;
-    /// assert_eq!(wait.commands()[0].status(), fences::CommandStatus::Pending);
-    /// # Ok::<(), fences::Error>(())
+    /// assert_eq!(wait.commands()[0].status(), sigretire_queue::CommandStatus::Pending);
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn commands(&self) -> &[Command<M>] {
         &self.commands
@@ -140,7 +140,7 @@ fn pin_on<P: QueueTracker>(
     let pinned = producer.lock().tracker.pin(ticket);
     match pinned {
         Ok(pin) => Ok(pin),
-        Err(tracker::Error::InvalidState { .. }) => Err(producer.report_failure()),
+        Err(sigretire_tracker::Error::InvalidState { .. }) => Err(producer.report_failure()),
         Err(error) => Err(error.into()),
     }
 }
@@ -151,15 +151,15 @@ impl<T: QueueTracker> HostQueue<T> {
     /// the event is already known complete.
     ///
     /// ```
-    /// use fences::CommandStatus;
-    /// use fences::sim::SimPlatform;
+    /// use sigretire_queue::CommandStatus;
+    /// use sigretire_queue::sim::SimPlatform;
     ///
     /// let platform = SimPlatform::stepped();
     /// let device = platform.device(Default::default(), Default::default())?;
     /// let producer = platform.create_queue(&device, Default::default())?;
     /// let consumer = device.default_queue();
-    /// let flag = sim::HostFlag::new();
-    /// let spin = platform.sim().register_kernel(sim::Kernel::SpinUntil(flag.clone()));
+    /// let flag = sigretire_queue::sim::HostFlag::new();
+    /// let spin = platform.sim().register_kernel(sigretire_queue::sim::Kernel::SpinUntil(flag.clone()));
     /// producer.launch(spin)?;
     /// let event = producer.record_event()?;
     /// consumer.wait_event(&event)?;
@@ -169,7 +169,7 @@ impl<T: QueueTracker> HostQueue<T> {
     /// flag.set();
     /// platform.sim().run_until_idle();
     /// assert_eq!(after.status(), CommandStatus::Complete);
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn wait_event<P>(&self, event: &Event<P>) -> Result<CrossWait<T::Memory>, Error>
     where
@@ -183,14 +183,14 @@ impl<T: QueueTracker> HostQueue<T> {
     /// chained.
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// # let other = platform.create_queue(&device, Default::default())?;
     /// let a = other.record_event()?;
     /// let b = other.record_event()?;
     /// let wait = device.default_queue().wait_events(&[&a, &b])?;
     /// assert_eq!((wait.packets(), wait.dependencies()), (1, 2));
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn wait_events<P>(&self, events: &[&Event<P>]) -> Result<CrossWait<T::Memory>, Error>
     where
@@ -231,14 +231,14 @@ impl<T: QueueTracker> HostQueue<T> {
     /// command is already known complete.
     ///
     /// ```
-    /// # let platform = fences::sim::SimPlatform::stepped();
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// # let producer = platform.create_queue(&device, Default::default())?;
     /// producer.launch(0)?;
     /// let wait = device.default_queue().wait_queue(&producer)?;
     /// assert_eq!((wait.packets(), wait.dependencies()), (1, 1));
     /// assert_eq!(producer.stats().markers, 1); // the GPU-waiter marker
-    /// # Ok::<(), fences::Error>(())
+    /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn wait_queue<P>(&self, producer: &HostQueue<P>) -> Result<CrossWait<T::Memory>, Error>
     where
@@ -266,7 +266,7 @@ impl<T: QueueTracker> HostQueue<T> {
             core.push_command(inner, published.entry, true);
             match inner.tracker.pin(&ticket) {
                 Ok(pin) => Ok(Step::Done(pin)),
-                Err(tracker::Error::InvalidState { .. }) => Err(core.report_failure()),
+                Err(sigretire_tracker::Error::InvalidState { .. }) => Err(core.report_failure()),
                 Err(error) => Err(error.into()),
             }
         })?;

@@ -4,10 +4,10 @@
 
 mod support;
 
-use fences::sim::SimPlatform;
-use fences::{BatchLimits, DeviceConfig, QueueConfig};
+use sigretire_queue::sim::SimPlatform;
+use sigretire_queue::{BatchLimits, DeviceConfig, QueueConfig};
+use sigretire_tracker::{Config, Placement, Tracker};
 use support::*;
-use tracker::{Config, Placement, Tracker};
 
 #[test]
 fn a_batch_closes_after_1000_commands_with_host_signals() {
@@ -108,7 +108,7 @@ fn a_custom_device_signal_limit_applies_to_device_signals() {
 #[test]
 fn closed_batches_complete_through_the_completion_thread_with_no_synchronize() {
     let (_platform, device) = {
-        let platform = SimPlatform::threaded(sim::CostProfile::zero());
+        let platform = SimPlatform::threaded(sigretire_sim::CostProfile::zero());
         let device = platform
             .device(
                 DeviceConfig::default(),

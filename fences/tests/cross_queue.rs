@@ -6,23 +6,25 @@
 
 mod support;
 
-use fences::sim::{SimPlatform, SimTracker};
-use fences::{CommandStatus, Device, Error, Event, HostQueue, QueueConfig, SyncWait};
-use sim::hsa_sys::HSA_PACKET_TYPE_BARRIER_AND;
+use sigretire_queue::sim::{SimPlatform, SimTracker};
+use sigretire_queue::{CommandStatus, Device, Error, Event, HostQueue, QueueConfig, SyncWait};
+use sigretire_sim::hsa_sys::HSA_PACKET_TYPE_BARRIER_AND;
+use sigretire_tracker::{Status, Tracker};
 use std::thread::JoinHandle;
 use support::*;
-use tracker::{Status, Tracker};
 
-fn hardware(queue: &fences::HostQueue<fences::sim::SimTracker>) -> sim::Queue {
+fn hardware(
+    queue: &sigretire_queue::HostQueue<sigretire_queue::sim::SimTracker>,
+) -> sigretire_sim::Queue {
     queue.with_tracker(|t| t.queue().clone())
 }
 
 /// The consumer's next work waits on the GPU for the producer's spin kernel,
 /// and runs once `flag` releases it.
 fn later_work_waits_for_the_flag(
-    platform: &fences::sim::SimPlatform,
-    consumer: &fences::HostQueue<fences::sim::SimTracker>,
-    flag: &sim::HostFlag,
+    platform: &sigretire_queue::sim::SimPlatform,
+    consumer: &sigretire_queue::HostQueue<sigretire_queue::sim::SimTracker>,
+    flag: &sigretire_sim::HostFlag,
 ) {
     let after = consumer.launch(0).unwrap();
     platform.sim().run_until_idle();
@@ -37,7 +39,7 @@ fn a_wait_is_a_barrier_and_packet_carrying_the_pinned_producer_signal() {
     let (platform, device) = stepped();
     let producer = platform.create_queue(&device, bounded()).unwrap();
     let consumer = device.default_queue();
-    let flag = sim::HostFlag::new();
+    let flag = sigretire_sim::HostFlag::new();
     producer.launch(spin_kernel(&platform, &flag)).unwrap();
     let event = producer.record_event().unwrap();
 
@@ -96,7 +98,7 @@ fn seven_dependencies_chain_two_packets_of_at_most_five() {
     let (platform, device) = stepped();
     let producer = platform.create_queue(&device, bounded()).unwrap();
     let consumer = device.default_queue();
-    let flag = sim::HostFlag::new();
+    let flag = sigretire_sim::HostFlag::new();
     producer.launch(spin_kernel(&platform, &flag)).unwrap();
     let events: Vec<_> = (0..7).map(|_| producer.record_event().unwrap()).collect();
     let refs: Vec<_> = events.iter().collect();
@@ -125,7 +127,7 @@ fn pins_hold_until_the_consumer_retires() {
     let (platform, device) = stepped();
     let producer = platform.create_queue(&device, bounded()).unwrap();
     let consumer = device.default_queue();
-    let flag = sim::HostFlag::new();
+    let flag = sigretire_sim::HostFlag::new();
     consumer.launch(spin_kernel(&platform, &flag)).unwrap();
     let event = producer.record_event().unwrap();
     consumer.wait_event(&event).unwrap();
@@ -152,7 +154,7 @@ fn waiting_on_a_queue_pins_a_gpu_waiter_marker() {
     let wait = consumer.wait_queue(&producer).unwrap();
     assert_eq!((wait.packets(), wait.elided()), (0, 1));
 
-    let flag = sim::HostFlag::new();
+    let flag = sigretire_sim::HostFlag::new();
     producer.launch(spin_kernel(&platform, &flag)).unwrap();
     let wait = consumer.wait_queue(&producer).unwrap();
     assert_eq!((wait.packets(), wait.dependencies()), (1, 1));
@@ -195,7 +197,7 @@ struct Synchronizing {
     _device: Device<SimTracker>,
     producer: HostQueue<SimTracker>,
     consumer: HostQueue<SimTracker>,
-    flag: sim::HostFlag,
+    flag: sigretire_sim::HostFlag,
     /// An event recorded on the producer before the synchronize (taken by
     /// the test that waits on it).
     before: Option<Event<SimTracker>>,
@@ -213,7 +215,7 @@ fn synchronizing(sync_wait: SyncWait) -> Synchronizing {
     let (platform, device) = stepped();
     let producer = platform.create_queue(&device, config).unwrap();
     let consumer = device.default_queue().clone();
-    let flag = sim::HostFlag::new();
+    let flag = sigretire_sim::HostFlag::new();
     producer.launch(spin_kernel(&platform, &flag)).unwrap();
     let before = producer.record_event().unwrap();
     let sync = spawn_synchronize(&producer);
@@ -356,12 +358,12 @@ fn a_wait_on_another_simulators_signals_is_refused_before_anything_is_published(
 fn a_wait_on_another_device_of_the_same_simulator_is_allowed() {
     let (platform, device) = stepped();
     let other_device = platform
-        .device(fences::DeviceConfig::default(), bounded())
+        .device(sigretire_queue::DeviceConfig::default(), bounded())
         .unwrap();
-    let flag = sim::HostFlag::new();
+    let flag = sigretire_sim::HostFlag::new();
     let spin = platform
         .sim()
-        .register_kernel(sim::Kernel::SpinUntil(flag.clone()));
+        .register_kernel(sigretire_sim::Kernel::SpinUntil(flag.clone()));
     let producer = other_device.default_queue();
     producer.launch(spin).unwrap();
     let event = producer.record_event().unwrap();

@@ -7,9 +7,9 @@
 
 mod support;
 
-use fences::{BatchLimits, CommandStatus, DeviceConfig, Error, QueueConfig};
+use sigretire_queue::{BatchLimits, CommandStatus, DeviceConfig, Error, QueueConfig};
+use sigretire_tracker::{Status, Tracker};
 use support::*;
-use tracker::{Status, Tracker};
 
 fn skip_abort() -> DeviceConfig {
     DeviceConfig {
@@ -27,7 +27,7 @@ fn injected() -> Error {
 fn synchronize_returns_early_and_releases_its_batch() {
     let (platform, device) = stepped_with(skip_abort(), bounded());
     let queue = device.default_queue().clone();
-    let flag = sim::HostFlag::new();
+    let flag = sigretire_sim::HostFlag::new();
     let spin = queue.launch(spin_kernel(&platform, &flag)).unwrap();
     let empty = queue.launch(0).unwrap();
 
@@ -72,7 +72,7 @@ fn a_batch_on_the_completion_thread_is_released_too() {
         },
     );
     let queue = device.default_queue().clone();
-    let flag = sim::HostFlag::new();
+    let flag = sigretire_sim::HostFlag::new();
     let commands: Vec<_> = (0..2)
         .map(|_| queue.launch(spin_kernel(&platform, &flag)).unwrap())
         .collect();
@@ -98,7 +98,7 @@ fn a_batch_on_the_completion_thread_is_released_too() {
 fn event_synchronize_returns_early_and_releases_the_batch_through_its_marker() {
     let (platform, device) = stepped_with(skip_abort(), bounded());
     let queue = device.default_queue().clone();
-    let flag = sim::HostFlag::new();
+    let flag = sigretire_sim::HostFlag::new();
     let command = queue.launch(spin_kernel(&platform, &flag)).unwrap();
     let event = queue.record_event().unwrap();
     device.set_error("injected");
@@ -116,7 +116,7 @@ fn event_synchronize_returns_early_and_releases_the_batch_through_its_marker() {
 fn without_skip_abort_the_device_refuses_further_work() {
     let (platform, device) = stepped();
     let queue = device.default_queue().clone();
-    let flag = sim::HostFlag::new();
+    let flag = sigretire_sim::HostFlag::new();
     queue.launch(spin_kernel(&platform, &flag)).unwrap();
     let sync = spawn_synchronize(&queue);
     wait_until("the synchronize waits", || waiting(&queue) == 1);
@@ -137,7 +137,7 @@ fn a_queue_failure_puts_the_device_in_the_error_state() {
     let (platform, device) = stepped_with(skip_abort(), bounded());
     let failing = platform.create_queue(&device, bounded()).unwrap();
     let other = device.default_queue().clone();
-    let flag = sim::HostFlag::new();
+    let flag = sigretire_sim::HostFlag::new();
     let doomed = failing.launch(spin_kernel(&platform, &flag)).unwrap();
     other.launch(spin_kernel(&platform, &flag)).unwrap();
     let sync_other = {
@@ -179,7 +179,7 @@ fn a_failure_seen_while_the_lock_is_busy_still_reaches_the_tracker() {
         },
     );
     let queue = device.default_queue().clone();
-    let flag = sim::HostFlag::new();
+    let flag = sigretire_sim::HostFlag::new();
     queue.launch(spin_kernel(&platform, &flag)).unwrap();
     queue.launch(0).unwrap(); // closes the batch: a completion-thread job
     // In the open batch: nothing loads its signal, so only the tracker's

@@ -6,9 +6,9 @@
 
 mod support;
 
-use fences::{DeviceConfig, Error, QueueConfig};
+use sigretire_queue::{DeviceConfig, Error, QueueConfig};
+use sigretire_tracker::Tracker;
 use support::*;
-use tracker::Tracker;
 
 #[test]
 fn untimed_and_pending_events_say_so() {
@@ -94,14 +94,14 @@ fn elapsed_time_between_events_of_two_devices_is_refused() {
 fn elapsed_time_counts_in_the_clock_the_stamps_come_from() {
     // A simulated GPU whose counter ticks at 25 MHz (40 ns), not the
     // default 100 MHz: nothing but the backend says so.
-    let sim = sim::Sim::new(sim::SimConfig {
-        profile: sim::CostProfile {
+    let sim = sigretire_sim::Sim::new(sigretire_sim::SimConfig {
+        profile: sigretire_sim::CostProfile {
             gpu_tick: std::time::Duration::from_nanos(40),
-            ..sim::CostProfile::zero()
+            ..sigretire_sim::CostProfile::zero()
         },
-        ..sim::SimConfig::default()
+        ..sigretire_sim::SimConfig::default()
     });
-    let platform = fences::sim::SimPlatform::new(sim);
+    let platform = sigretire_queue::sim::SimPlatform::new(sim);
     let device = platform.device(DeviceConfig::default(), bounded()).unwrap();
     let queue = device.default_queue();
     let start = queue.record_event().unwrap();

@@ -3,10 +3,10 @@
 
 mod support;
 
-use fences::sim::{SimBaselineTracker, SimPlatform};
-use fences::{CommandStatus, Device, DeviceConfig, HostQueue};
+use sigretire_queue::sim::{SimBaselineTracker, SimPlatform};
+use sigretire_queue::{CommandStatus, Device, DeviceConfig, HostQueue};
+use sigretire_tracker::Status;
 use support::*;
-use tracker::Status;
 
 fn device(platform: &SimPlatform) -> Device<SimBaselineTracker> {
     Device::new(
@@ -25,7 +25,7 @@ fn the_flows_run_on_the_baseline_tracker() {
         .create_queue(platform.baseline_tracker().unwrap(), bounded())
         .unwrap();
     let consumer = device.default_queue();
-    let flag = sim::HostFlag::new();
+    let flag = sigretire_sim::HostFlag::new();
     producer.launch(spin_kernel(&platform, &flag)).unwrap();
     let event = producer.record_event().unwrap();
     assert_eq!(consumer.wait_event(&event).unwrap().dependencies(), 1);

@@ -1,5 +1,5 @@
 //! Loom models of the queue layer's concurrent protocols, run with
-//! `RUSTFLAGS="--cfg loom" cargo test -p fences --no-default-features --release --test loom_queue`
+//! `RUSTFLAGS="--cfg loom" cargo test -p sigretire-queue --no-default-features --release --test loom_queue`
 //! (a separate target dir keeps `--cfg loom` from invalidating the normal
 //! build; `.ci/loom` runs them at `LOOM_MAX_PREEMPTIONS=2`):
 //!
@@ -10,20 +10,20 @@
 //! - a command's status versus the completion thread settling its batch.
 //!
 //! They run the real queue code on the tracker's host-memory backend
-//! (`tracker::HostMemory`, loom-aware); only the hardware queue is a small
+//! (`sigretire_tracker::HostMemory`, loom-aware); only the hardware queue is a small
 //! stand-in, and the "GPU" completes published packets in order: on a model
 //! thread, or in one model as the completion thread polls (see `Memory`).
 #![cfg(loom)]
 
-use fences::{BatchLimits, Command, CommandStatus, Device, DeviceConfig, QueueConfig};
 use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use loom::sync::{Arc, Mutex};
-use std::time::Duration;
-use tracker::{
+use sigretire_queue::{BatchLimits, Command, CommandStatus, Device, DeviceConfig, QueueConfig};
+use sigretire_tracker::{
     AllocError, Config, HardwareQueue, HostMemory, Placement, QueueError, QueueView,
     RetiringTracker, SignalMemory, Status, Ticket, TimestampClock, Timestamps, Tracker, WaitPolicy,
     Work,
 };
+use std::time::Duration;
 
 /// A hardware queue: published packets' completion handles, in order.
 struct Ring {

@@ -5,15 +5,17 @@
 
 mod support;
 
-use fences::sim::SimPlatform;
-use fences::{BatchLimits, CommandStatus, DeviceConfig, Error, QueueConfig};
+use sigretire_queue::sim::SimPlatform;
+use sigretire_queue::{BatchLimits, CommandStatus, DeviceConfig, Error, QueueConfig};
+use sigretire_tracker::{Config, Status, Tracker};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use support::*;
-use tracker::{Config, Status, Tracker};
 
-fn hardware(queue: &fences::HostQueue<fences::sim::SimTracker>) -> sim::Queue {
+fn hardware(
+    queue: &sigretire_queue::HostQueue<sigretire_queue::sim::SimTracker>,
+) -> sigretire_sim::Queue {
     queue.with_tracker(|t| t.queue().clone())
 }
 
@@ -26,7 +28,7 @@ fn backpressure_fills_the_slot_with_empty_work_and_waits_outside_the_lock() {
     });
     let device = platform.device(DeviceConfig::default(), bounded()).unwrap();
     let queue = device.default_queue().clone();
-    let flag = sim::HostFlag::new();
+    let flag = sigretire_sim::HostFlag::new();
     queue.launch(spin_kernel(&platform, &flag)).unwrap();
     queue.launch(0).unwrap();
 
@@ -81,48 +83,54 @@ fn a_failed_growth_allocation_waits_for_room_instead_of_failing() {
 /// A tracker that refuses the next acquire on demand (failure injection),
 /// delegating everything else: the queue layer is generic over trackers.
 struct Refusing {
-    inner: fences::sim::SimTracker,
+    inner: sigretire_queue::sim::SimTracker,
     refuse: Arc<AtomicBool>,
 }
 
 impl Tracker for Refusing {
-    type Memory = tracker::sim_backend::SimMemory;
-    type Queue = sim::Queue;
+    type Memory = sigretire_tracker::sim_backend::SimMemory;
+    type Queue = sigretire_sim::Queue;
 
-    fn acquire(&mut self, request: tracker::Request) -> Result<tracker::Acquired, tracker::Error> {
+    fn acquire(
+        &mut self,
+        request: sigretire_tracker::Request,
+    ) -> Result<sigretire_tracker::Acquired, sigretire_tracker::Error> {
         if self.refuse.swap(false, Ordering::SeqCst) {
-            return Err(tracker::Error::OutOfSignals(
-                tracker::AllocError::OutOfMemory("injected".into()),
+            return Err(sigretire_tracker::Error::OutOfSignals(
+                sigretire_tracker::AllocError::OutOfMemory("injected".into()),
             ));
         }
         self.inner.acquire(request)
     }
-    fn query(&mut self, t: &tracker::Ticket) -> Result<Status, tracker::Error> {
+    fn query(&mut self, t: &sigretire_tracker::Ticket) -> Result<Status, sigretire_tracker::Error> {
         self.inner.query(t)
     }
-    fn known_status(&self, t: &tracker::Ticket) -> Result<Option<Status>, tracker::Error> {
+    fn known_status(
+        &self,
+        t: &sigretire_tracker::Ticket,
+    ) -> Result<Option<Status>, sigretire_tracker::Error> {
         self.inner.known_status(t)
     }
-    fn waiter(&self) -> tracker::Waiter<Self::Memory> {
+    fn waiter(&self) -> sigretire_tracker::Waiter<Self::Memory> {
         self.inner.waiter()
     }
     fn hold(
         &mut self,
-        t: &tracker::Ticket,
-    ) -> Result<Option<tracker::SignalRef<Self::Memory>>, tracker::Error> {
+        t: &sigretire_tracker::Ticket,
+    ) -> Result<Option<sigretire_tracker::SignalRef<Self::Memory>>, sigretire_tracker::Error> {
         self.inner.hold(t)
     }
     fn pin(
         &mut self,
-        t: &tracker::Ticket,
-    ) -> Result<Option<tracker::Pin<Self::Memory>>, tracker::Error> {
+        t: &sigretire_tracker::Ticket,
+    ) -> Result<Option<sigretire_tracker::Pin<Self::Memory>>, sigretire_tracker::Error> {
         self.inner.pin(t)
     }
     fn attach(
         &mut self,
-        consumer: &tracker::Ticket,
-        pin: tracker::Pin<Self::Memory>,
-    ) -> Result<(), tracker::AttachError<Self::Memory>> {
+        consumer: &sigretire_tracker::Ticket,
+        pin: sigretire_tracker::Pin<Self::Memory>,
+    ) -> Result<(), sigretire_tracker::AttachError<Self::Memory>> {
         self.inner.attach(consumer, pin)
     }
     fn probe(&mut self) -> bool {
@@ -136,11 +144,11 @@ impl Tracker for Refusing {
     }
     fn timestamps(
         &mut self,
-        t: &tracker::Ticket,
-    ) -> Result<Option<tracker::Timestamps>, tracker::Error> {
+        t: &sigretire_tracker::Ticket,
+    ) -> Result<Option<sigretire_tracker::Timestamps>, sigretire_tracker::Error> {
         self.inner.timestamps(t)
     }
-    fn note_queue_change(&mut self, queue: sim::Queue) {
+    fn note_queue_change(&mut self, queue: sigretire_sim::Queue) {
         self.inner.note_queue_change(queue)
     }
     fn note_drained(&mut self) {
@@ -149,19 +157,23 @@ impl Tracker for Refusing {
     fn fail_queue(&mut self) -> usize {
         self.inner.fail_queue()
     }
-    fn fail_submission(&mut self, t: &tracker::Ticket, issued: u32) -> Result<(), tracker::Error> {
+    fn fail_submission(
+        &mut self,
+        t: &sigretire_tracker::Ticket,
+        issued: u32,
+    ) -> Result<(), sigretire_tracker::Error> {
         self.inner.fail_submission(t, issued)
     }
-    fn queue(&self) -> &sim::Queue {
+    fn queue(&self) -> &sigretire_sim::Queue {
         self.inner.queue()
     }
-    fn generation(&self) -> tracker::Generation {
+    fn generation(&self) -> sigretire_tracker::Generation {
         self.inner.generation()
     }
-    fn stats(&self) -> tracker::Stats {
+    fn stats(&self) -> sigretire_tracker::Stats {
         self.inner.stats()
     }
-    fn census(&self) -> tracker::Census {
+    fn census(&self) -> sigretire_tracker::Census {
         self.inner.census()
     }
 }
@@ -175,13 +187,13 @@ fn a_refused_acquire_publishes_empty_work_so_the_ring_never_stalls() {
         refuse: refuse.clone(),
     };
     let hw = tracker.queue().clone();
-    let device = fences::Device::new(DeviceConfig::default(), tracker, bounded()).unwrap();
+    let device = sigretire_queue::Device::new(DeviceConfig::default(), tracker, bounded()).unwrap();
     let queue = device.default_queue();
     let first = queue.launch(0).unwrap();
     refuse.store(true, Ordering::SeqCst);
     assert!(matches!(
         queue.launch(0),
-        Err(Error::Tracker(tracker::Error::OutOfSignals(_)))
+        Err(Error::Tracker(sigretire_tracker::Error::OutOfSignals(_)))
     ));
     assert_eq!(queue.stats().empty_packets, 1);
     let empty = hw.truth(first.aql_index() + 1).unwrap();
@@ -196,10 +208,10 @@ fn a_refused_acquire_publishes_empty_work_so_the_ring_never_stalls() {
 
 #[test]
 fn a_full_hardware_ring_is_retried_outside_the_lock_until_the_timeout() {
-    let platform = SimPlatform::stepped().with_queue_config(sim::QueueConfig {
+    let platform = SimPlatform::stepped().with_queue_config(sigretire_sim::QueueConfig {
         size: 2,
         profiling: true,
-        ..sim::QueueConfig::default()
+        ..sigretire_sim::QueueConfig::default()
     });
     let device = platform
         .device(
@@ -281,6 +293,6 @@ fn invalid_configurations_are_refused() {
     });
     assert!(matches!(
         tiny.tracker(),
-        Err(Error::Tracker(tracker::Error::InvalidConfig(_)))
+        Err(Error::Tracker(sigretire_tracker::Error::InvalidConfig(_)))
     ));
 }

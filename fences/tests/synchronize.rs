@@ -7,17 +7,17 @@
 
 mod support;
 
-use fences::{CommandStatus, Error, QueueConfig, QueueStats, SyncWait};
+use sigretire_queue::{CommandStatus, Error, QueueConfig, QueueStats, SyncWait};
+use sigretire_tracker::{Status, Tracker};
 use std::sync::mpsc;
 use std::time::Duration;
 use support::*;
-use tracker::{Status, Tracker};
 
 #[test]
 fn the_reset_runs_when_nothing_followed_the_marker_and_the_lock_is_retaken_once() {
     let (platform, device) = stepped();
     let queue = device.default_queue().clone();
-    let flag = sim::HostFlag::new();
+    let flag = sigretire_sim::HostFlag::new();
     let mut commands: Vec<_> = (0..2).map(|_| queue.launch(0).unwrap()).collect();
     commands.push(queue.launch(spin_kernel(&platform, &flag)).unwrap());
     let before = queue.stats();
@@ -54,7 +54,7 @@ fn synchronize_small_batch(sync_wait: SyncWait) -> QueueStats {
         },
     );
     let queue = device.default_queue().clone();
-    let flag = sim::HostFlag::new();
+    let flag = sigretire_sim::HostFlag::new();
     let kernel = queue.launch(spin_kernel(&platform, &flag)).unwrap();
     let sync = spawn_synchronize(&queue);
     wait_until("the synchronizer waits", || waiting(&queue) == 1);
@@ -149,7 +149,7 @@ fn a_larger_batch_completes_through_the_completion_thread() {
         },
     );
     let queue = device.default_queue().clone();
-    let flag = sim::HostFlag::new();
+    let flag = sigretire_sim::HostFlag::new();
     let spin = spin_kernel(&platform, &flag);
     let commands: Vec<_> = (0..3).map(|_| queue.launch(spin).unwrap()).collect();
 
@@ -220,7 +220,7 @@ fn cpu_sync_batch_zero_sends_every_batch_to_the_completion_thread() {
         },
     );
     let queue = device.default_queue().clone();
-    let flag = sim::HostFlag::new();
+    let flag = sigretire_sim::HostFlag::new();
     queue.launch(spin_kernel(&platform, &flag)).unwrap();
     let sync = spawn_synchronize(&queue);
     wait_until("the batch went to the completion thread", || {
@@ -242,7 +242,7 @@ fn the_old_behaviour_holds_the_lock_across_the_gpu_wait() {
         },
     );
     let queue = device.default_queue().clone();
-    let flag = sim::HostFlag::new();
+    let flag = sigretire_sim::HostFlag::new();
     queue.launch(spin_kernel(&platform, &flag)).unwrap();
     let sync = spawn_synchronize(&queue);
     wait_until("the synchronizer waits", || waiting(&queue) == 1);
@@ -269,7 +269,7 @@ fn a_timed_out_synchronize_leaves_its_batch_to_the_completion_thread() {
         },
     );
     let queue = device.default_queue();
-    let flag = sim::HostFlag::new();
+    let flag = sigretire_sim::HostFlag::new();
     let command = queue.launch(spin_kernel(&platform, &flag)).unwrap();
     assert_eq!(
         queue.synchronize(),

@@ -6,12 +6,14 @@
 
 mod support;
 
-use fences::sim::SimPlatform;
-use fences::{BatchLimits, Device, DeviceConfig, QueueConfig};
+use sigretire_queue::sim::SimPlatform;
+use sigretire_queue::{BatchLimits, Device, DeviceConfig, QueueConfig};
+use sigretire_tracker::sim_backend::SimMemory;
+use sigretire_tracker::{
+    AllocError, Placement, RetiringTracker, SignalMemory, TimestampClock, Timestamps,
+};
 use std::sync::{Arc, Mutex};
 use support::*;
-use tracker::sim_backend::SimMemory;
-use tracker::{AllocError, Placement, RetiringTracker, SignalMemory, TimestampClock, Timestamps};
 
 fn small_batches() -> QueueConfig {
     QueueConfig {
@@ -27,7 +29,7 @@ fn small_batches() -> QueueConfig {
 fn a_queue_whose_last_reference_a_completion_job_holds_is_torn_down_elsewhere() {
     let (platform, device) = stepped();
     let queue = platform.create_queue(&device, small_batches()).unwrap();
-    let flag = sim::HostFlag::new();
+    let flag = sigretire_sim::HostFlag::new();
     let spin = spin_kernel(&platform, &flag);
     let command = queue.launch(spin).unwrap();
     queue.launch(spin).unwrap(); // closes the batch: a job holds the queue
@@ -49,7 +51,7 @@ fn a_queue_whose_last_reference_a_completion_job_holds_is_torn_down_elsewhere() 
 
 #[test]
 fn racing_drops_against_completions_never_tear_down_on_the_completion_thread() {
-    let platform = SimPlatform::threaded(sim::CostProfile::zero());
+    let platform = SimPlatform::threaded(sigretire_sim::CostProfile::zero());
     let device = platform
         .device(DeviceConfig::default(), small_batches())
         .unwrap();
@@ -161,7 +163,7 @@ impl SignalMemory for Recorded {
     }
 }
 
-type RecordedTracker = RetiringTracker<Recorded, sim::Queue>;
+type RecordedTracker = RetiringTracker<Recorded, sigretire_sim::Queue>;
 
 /// A tracker on a new hardware queue of `platform` whose signal memory
 /// notes where it is destroyed.
@@ -186,7 +188,7 @@ fn signal_memory_a_completion_job_outlived_is_destroyed_with_its_queue_elsewhere
     let device = Device::new(DeviceConfig::default(), default_tracker, small_batches()).unwrap();
     let (tracker, destroyed_on) = recorded_tracker(&platform);
     let queue = device.create_queue(tracker, small_batches()).unwrap();
-    let flag = sim::HostFlag::new();
+    let flag = sigretire_sim::HostFlag::new();
     // No command handles kept: each would keep the signal memory alive.
     queue.launch(spin_kernel(&platform, &flag)).unwrap();
     queue.launch(0).unwrap(); // closes the batch: a job holds the queue and the fence's signal

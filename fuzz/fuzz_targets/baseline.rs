@@ -5,7 +5,7 @@
 mod tally;
 
 use libfuzzer_sys::fuzz_target;
-use scenarios::{TrackerKind, fuzz_one};
+use sigretire_scenarios::{TrackerKind, fuzz_one};
 
 fuzz_target!(|data: &[u8]| {
     tally::record(fuzz_one(TrackerKind::Baseline, data));

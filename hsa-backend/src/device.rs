@@ -15,8 +15,8 @@ use std::sync::Arc;
 /// default.
 ///
 /// ```
-/// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-/// let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+/// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+/// let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
 /// let vram = device.vram_pool().expect("a large-BAR GPU");
 /// assert!(vram.fine_grained);
 /// assert_eq!(vram.granule, 4096, "a batch of 64 signals fills one page");
@@ -42,8 +42,8 @@ impl MemoryPool {
     /// ROCr's handle.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let runtime = sigretire_hsa::Runtime::load_from(standin.library_path())?;
     /// # let device = runtime.device(0)?;
     /// use hsa_sys::{HSA_AMD_MEMORY_POOL_INFO_SEGMENT, HSA_AMD_SEGMENT_GLOBAL};
     ///
@@ -63,8 +63,8 @@ impl MemoryPool {
     /// The agents granted access to every block allocated from the pool.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let runtime = sigretire_hsa::Runtime::load_from(standin.library_path())?;
     /// # let device = runtime.device(0)?;
     /// // The host may reach VRAM through the large BAR only once granted;
     /// // system memory, every GPU that runs or waits on the signals.
@@ -81,8 +81,8 @@ impl MemoryPool {
 /// signal pools made for it.
 ///
 /// ```
-/// # let standin = rocr_standin::Standin::new(rocr_standin::Config { large_bar: false, ..Default::default() })?;
-/// let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+/// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config { large_bar: false, ..Default::default() })?;
+/// let runtime = sigretire_hsa::Runtime::load_from(standin.library_path())?;
 /// let device = runtime.device(0)?;
 /// // Without a large BAR the host cannot store to VRAM: signals go to system memory.
 /// assert!(!device.has_large_bar());
@@ -217,8 +217,8 @@ impl Device {
     /// The runtime the device belongs to.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let runtime = sigretire_hsa::Runtime::load_from(standin.library_path())?;
     /// # let device = runtime.device(0)?;
     /// assert!(std::sync::Arc::ptr_eq(device.runtime(), &runtime));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -230,8 +230,8 @@ impl Device {
     /// ROCr's agent handle.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let runtime = sigretire_hsa::Runtime::load_from(standin.library_path())?;
     /// # let device = runtime.device(0)?;
     /// assert_eq!(device.agent(), runtime.gpu_agents()[0]);
     /// assert_ne!(device.agent(), runtime.cpu_agent());
@@ -244,8 +244,8 @@ impl Device {
     /// The device's index among the runtime's GPUs.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let runtime = sigretire_hsa::Runtime::load_from(standin.library_path())?;
     /// # let device = runtime.device(0)?;
     /// assert_eq!(device.index(), 0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -257,8 +257,8 @@ impl Device {
     /// `HSA_AGENT_INFO_NAME` (the ISA, such as `gfx942`).
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let runtime = sigretire_hsa::Runtime::load_from(standin.library_path())?;
     /// # let device = runtime.device(0)?;
     /// assert_eq!(device.name(), "gfx942"); // the stand-in's MI300X
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -270,8 +270,8 @@ impl Device {
     /// `HSA_AMD_AGENT_INFO_PRODUCT_NAME`.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let runtime = sigretire_hsa::Runtime::load_from(standin.library_path())?;
     /// # let device = runtime.device(0)?;
     /// assert!(device.product_name().contains("MI300X"), "{}", device.product_name());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -283,8 +283,8 @@ impl Device {
     /// The smallest and largest queue sizes, in packets.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let runtime = sigretire_hsa::Runtime::load_from(standin.library_path())?;
     /// # let device = runtime.device(0)?;
     /// let (min, max) = device.queue_size_limits();
     /// assert!(min.is_power_of_two() && max.is_power_of_two() && min <= max);
@@ -299,8 +299,8 @@ impl Device {
     /// is not `NEVER_ALLOWED`), as CLR decides.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let runtime = sigretire_hsa::Runtime::load_from(standin.library_path())?;
     /// # let device = runtime.device(0)?;
     /// assert!(device.has_large_bar()); // see `Device` for one without
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -314,8 +314,8 @@ impl Device {
     /// coarse-grained. `None` without a large BAR.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let runtime = sigretire_hsa::Runtime::load_from(standin.library_path())?;
     /// # let device = runtime.device(0)?;
     /// assert!(device.vram_pool().is_some_and(|pool| pool.fine_grained));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -327,8 +327,8 @@ impl Device {
     /// The fine-grained system-memory pool host-memory signals come from.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let runtime = sigretire_hsa::Runtime::load_from(standin.library_path())?;
     /// # let device = runtime.device(0)?;
     /// let system = device.system_pool().unwrap();
     /// assert!(system.fine_grained, "coherent with the GPU's signal writes");
@@ -342,8 +342,8 @@ impl Device {
     /// The HDP flush registers, if the GPU has them.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let runtime = sigretire_hsa::Runtime::load_from(standin.library_path())?;
     /// # let device = runtime.device(0)?;
     /// device.hdp_flush().expect("a discrete GPU").flush();
     /// assert_eq!(standin.take_hdp_flush(0), Some(1), "1 written to HDP_MEM_FLUSH_CNTL");

@@ -11,8 +11,8 @@ use std::time::Duration;
 /// answer [`Error::InitTimedOut`].
 ///
 /// ```
-/// let error = hsa_backend::Runtime::load_from("/nonexistent/libhsa-runtime64.so.1").unwrap_err();
-/// assert!(matches!(error, hsa_backend::Error::Load(hsa_sys::LoadError::LibraryMissing { .. })));
+/// let error = sigretire_hsa::Runtime::load_from("/nonexistent/libhsa-runtime64.so.1").unwrap_err();
+/// assert!(matches!(error, sigretire_hsa::Error::Load(hsa_sys::LoadError::LibraryMissing { .. })));
 /// assert!(error.to_string().contains("SIGPOOL_HSA_LIBRARY"), "{error}");
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -93,7 +93,7 @@ impl Error {
     /// The ROCr status behind the error, if one is.
     ///
     /// ```
-    /// use hsa_backend::Error;
+    /// use sigretire_hsa::Error;
     /// use hsa_sys::{StatusError, HSA_STATUS_ERROR_OUT_OF_RESOURCES};
     ///
     /// let error = Error::InitFailed(StatusError::new(HSA_STATUS_ERROR_OUT_OF_RESOURCES));

@@ -5,7 +5,7 @@
 //! spending a kernel event), so the backend makes its own: one
 //! `hsa_amd_memory_pool_allocate` of N blocks, each initialised as a USER
 //! signal (an `amd_signal_t` of kind 1, no event), the host granted access.
-//! Any correctly laid-out block works for the packet processor (DESIGN.md
+//! Any correctly laid-out block works for the packet processor (docs/design.md
 //! section 2); only ROCr's own calls need ROCr's signals, and the backend
 //! never passes them these.
 //!
@@ -29,12 +29,12 @@ use crate::visibility::store_fence;
 use crate::wait::{poll_until_change, rocr_wait_until_change};
 use hsa_sys::*;
 use parking_lot::Mutex;
+use sigretire_tracker::{AllocError, Placement, SignalMemory, TimestampClock, Timestamps};
 use std::ffi::c_void;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
-use tracker::{AllocError, Placement, SignalMemory, TimestampClock, Timestamps};
 
 /// Bytes of one signal block.
 const BLOCK: usize = size_of::<amd_signal_t>();
@@ -42,10 +42,10 @@ const BLOCK: usize = size_of::<amd_signal_t>();
 /// A signal of a [`SignalPool`]: its handle and how the host must touch it.
 ///
 /// ```
-/// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-/// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-/// use hsa_backend::SignalPool;
-/// use tracker::{Placement, SignalMemory};
+/// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+/// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+/// use sigretire_hsa::SignalPool;
+/// use sigretire_tracker::{Placement, SignalMemory};
 ///
 /// let pool = SignalPool::new(&device);
 /// let mut signals = Vec::new();
@@ -75,10 +75,10 @@ impl HsaSignal {
     /// The `hsa_signal_t`: the address of the signal's `amd_signal_t` block.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// use hsa_backend::SignalPool;
-    /// use tracker::{Placement, SignalMemory};
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use sigretire_hsa::SignalPool;
+    /// use sigretire_tracker::{Placement, SignalMemory};
     ///
     /// let pool = SignalPool::new(&device);
     /// let mut signals = Vec::new();
@@ -97,14 +97,14 @@ impl HsaSignal {
     /// Where the signal's block lives.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// use hsa_backend::SignalPool;
-    /// use tracker::{Placement, SignalMemory};
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use sigretire_hsa::SignalPool;
+    /// use sigretire_tracker::{Placement, SignalMemory};
     ///
     /// let pool = SignalPool::new(&device);
     /// let mut signals = Vec::new();
-    /// standin.set_pool_exhausted(rocr_standin::PoolKind::Device, true);
+    /// standin.set_pool_exhausted(sigretire_rocr_standin::PoolKind::Device, true);
     /// pool.allocate(1, Placement::Device, &mut signals)?; // VRAM is full: system memory
     /// assert_eq!(signals[0].0.placement(), Placement::Host);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -120,11 +120,11 @@ impl HsaSignal {
     /// own signal calls accept it.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// use hsa_backend::SignalPool;
-    /// use rocr_standin::PoolKind;
-    /// use tracker::{Placement, SignalMemory};
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use sigretire_hsa::SignalPool;
+    /// use sigretire_rocr_standin::PoolKind;
+    /// use sigretire_tracker::{Placement, SignalMemory};
     ///
     /// let pool = SignalPool::new(&device);
     /// let mut signals = Vec::new();
@@ -171,10 +171,10 @@ impl fmt::Debug for HsaSignal {
 /// What a [`SignalPool`] has done, for tests and benchmarks.
 ///
 /// ```
-/// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-/// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-/// use hsa_backend::SignalPool;
-/// use tracker::{Placement, SignalMemory};
+/// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+/// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+/// use sigretire_hsa::SignalPool;
+/// use sigretire_tracker::{Placement, SignalMemory};
 ///
 /// let pool = SignalPool::new(&device);
 /// let mut signals = Vec::new();
@@ -230,10 +230,10 @@ fn bump(cell: &AtomicU64) {
 /// One allocation of blocks.
 ///
 /// ```
-/// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-/// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-/// use hsa_backend::SignalPool;
-/// use tracker::{Placement, SignalMemory};
+/// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+/// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+/// use sigretire_hsa::SignalPool;
+/// use sigretire_tracker::{Placement, SignalMemory};
 ///
 /// let pool = SignalPool::new(&device);
 /// let mut signals = Vec::new();
@@ -270,9 +270,9 @@ struct PoolState {
 /// gives its memory back once no queue of the runtime can touch it.
 ///
 /// ```
-/// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-/// use hsa_backend::{Runtime, SignalPool};
-/// use tracker::{Placement, SignalMemory};
+/// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+/// use sigretire_hsa::{Runtime, SignalPool};
+/// use sigretire_tracker::{Placement, SignalMemory};
 ///
 /// let device = Runtime::load_from(standin.library_path())?.device(0)?;
 /// let pool = SignalPool::new(&device);
@@ -306,9 +306,9 @@ impl SignalPool {
     /// An empty pool for `device`'s signals.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// let pool = hsa_backend::SignalPool::new(&device);
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// let pool = sigretire_hsa::SignalPool::new(&device);
     /// assert!(pool.batches().is_empty(), "nothing is allocated before it is asked for");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -323,9 +323,9 @@ impl SignalPool {
     /// The device the signals belong to.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// let pool = hsa_backend::SignalPool::new(&device);
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// let pool = sigretire_hsa::SignalPool::new(&device);
     /// assert_eq!(pool.device().agent(), device.agent());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -336,11 +336,11 @@ impl SignalPool {
     /// A snapshot of the counters.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// use tracker::{Placement, SignalMemory};
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use sigretire_tracker::{Placement, SignalMemory};
     ///
-    /// let pool = hsa_backend::SignalPool::new(&device);
+    /// let pool = sigretire_hsa::SignalPool::new(&device);
     /// let mut signals = Vec::new();
     /// pool.allocate(1, Placement::Host, &mut signals)?;
     /// assert_eq!(pool.counters().system_batches, 1);
@@ -365,11 +365,11 @@ impl SignalPool {
     /// Every batch allocated so far.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// use tracker::{Placement, SignalMemory};
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use sigretire_tracker::{Placement, SignalMemory};
     ///
-    /// let pool = hsa_backend::SignalPool::new(&device);
+    /// let pool = sigretire_hsa::SignalPool::new(&device);
     /// let mut signals = Vec::new();
     /// pool.allocate(1, Placement::Device, &mut signals)?;
     /// pool.allocate(1, Placement::Host, &mut signals)?;

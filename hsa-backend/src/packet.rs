@@ -5,7 +5,7 @@
 //! the work's writes visible system-wide before it decrements the signal.
 //!
 //! ```
-//! use hsa_backend::packet;
+//! use sigretire_hsa::packet;
 //! use hsa_sys::{PacketHeader, HSA_FENCE_SCOPE_SYSTEM};
 //!
 //! for words in [packet::barrier_and(&[], true, 0x40).unwrap(), packet::kernel_dispatch(7, true, 0x40)] {
@@ -16,12 +16,12 @@
 //! ```
 
 use hsa_sys::*;
-use tracker::{QueueError, Work};
+use sigretire_tracker::{QueueError, Work};
 
 /// Dependencies one barrier-AND packet holds (HSA: `dep_signal[5]`).
 ///
 /// ```
-/// use hsa_backend::packet::{barrier_and, MAX_DEPENDENCIES};
+/// use sigretire_hsa::packet::{barrier_and, MAX_DEPENDENCIES};
 /// assert!(barrier_and(&[0x40; MAX_DEPENDENCIES], false, 0).is_some());
 /// assert!(barrier_and(&[0x40; MAX_DEPENDENCIES + 1], false, 0).is_none(), "split into several packets");
 /// ```
@@ -33,12 +33,12 @@ pub const MAX_DEPENDENCIES: usize = 5;
 ///
 /// ```
 /// use hsa_sys::{PacketHeader, HSA_PACKET_TYPE_BARRIER_AND};
-/// let words = hsa_backend::packet::barrier_and(&[0x1000, 0x2040], true, 0x3000).unwrap();
+/// let words = sigretire_hsa::packet::barrier_and(&[0x1000, 0x2040], true, 0x3000).unwrap();
 /// let header = PacketHeader::from_bits(words.header());
 /// assert_eq!((header.packet_type, header.barrier), (HSA_PACKET_TYPE_BARRIER_AND, true));
 /// assert_eq!(words.u64_at(8), 0x1000);
 /// assert_eq!(words.completion_signal().handle, 0x3000);
-/// assert!(hsa_backend::packet::barrier_and(&[1; 6], false, 0).is_none());
+/// assert!(sigretire_hsa::packet::barrier_and(&[1; 6], false, 0).is_none());
 /// ```
 pub fn barrier_and(dependencies: &[u64], barrier: bool, completion: u64) -> Option<PacketWords> {
     if dependencies.len() > MAX_DEPENDENCIES {
@@ -61,7 +61,7 @@ pub fn barrier_and(dependencies: &[u64], barrier: bool, completion: u64) -> Opti
 /// condition compare` (AMD's `hsa_amd_barrier_value_packet_t`).
 ///
 /// ```
-/// use hsa_backend::packet::BarrierValue;
+/// use sigretire_hsa::packet::BarrierValue;
 /// use hsa_sys::{condition_holds, HSA_SIGNAL_CONDITION_LT};
 ///
 /// // Until the low byte of the signal drops below 4.
@@ -84,7 +84,7 @@ pub struct BarrierValue {
 /// AMD's barrier-value packet: completes once the condition holds.
 ///
 /// ```
-/// use hsa_backend::packet::{barrier_value, BarrierValue};
+/// use sigretire_hsa::packet::{barrier_value, BarrierValue};
 /// use hsa_sys::{HSA_AMD_PACKET_TYPE_BARRIER_VALUE, HSA_SIGNAL_CONDITION_EQ};
 /// let wait = BarrierValue { signal: 0x1000, condition: HSA_SIGNAL_CONDITION_EQ, compare: 0, mask: -1 };
 /// let words = barrier_value(wait, false, 0);
@@ -119,7 +119,7 @@ pub fn barrier_value(wait: BarrierValue, barrier: bool, completion: u64) -> Pack
 /// publish it with [`AqlQueue::publish_packet`](crate::AqlQueue::publish_packet).
 ///
 /// ```
-/// use hsa_backend::packet::kernel_dispatch;
+/// use sigretire_hsa::packet::kernel_dispatch;
 /// use hsa_sys::{hsa_kernel_dispatch_packet_t, PacketHeader, HSA_PACKET_TYPE_KERNEL_DISPATCH};
 ///
 /// let packet = hsa_kernel_dispatch_packet_t::from(kernel_dispatch(0xC0DE, true, 0x40));

@@ -9,22 +9,22 @@ use crate::teardown::Release;
 use crate::visibility::store_fence;
 use crate::wait::system_ticks;
 use hsa_sys::*;
+use sigretire_tracker::{HardwareQueue, QueueError, QueueView, Work};
 use std::ffi::c_void;
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tracker::{HardwareQueue, QueueError, QueueView, Work};
 
 /// How [`AqlQueue::new`] makes a queue.
 ///
 /// ```
-/// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-/// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-/// use hsa_backend::{AqlQueue, QueueOptions};
+/// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+/// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+/// use sigretire_hsa::{AqlQueue, QueueOptions};
 /// use std::time::Duration;
-/// use tracker::QueueView;
+/// use sigretire_tracker::QueueView;
 ///
 /// let options = QueueOptions {
 ///     size: 1024,
@@ -94,9 +94,9 @@ unsafe extern "C" fn on_queue_error(
 /// the last clone goes.
 ///
 /// ```
-/// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-/// use hsa_backend::{AqlQueue, QueueOptions, Runtime};
-/// use tracker::{HardwareQueue, Work};
+/// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+/// use sigretire_hsa::{AqlQueue, QueueOptions, Runtime};
+/// use sigretire_tracker::{HardwareQueue, Work};
 ///
 /// let device = Runtime::load_from(standin.library_path())?.device(0)?;
 /// let queue = AqlQueue::new(&device, QueueOptions::default())?;
@@ -154,8 +154,8 @@ impl AqlQueue {
     /// made by then is destroyed again.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// use hsa_backend::{AqlQueue, Error, QueueOptions, Runtime};
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// use sigretire_hsa::{AqlQueue, Error, QueueOptions, Runtime};
     ///
     /// let device = Runtime::load_from(standin.library_path())?.device(0)?;
     /// let queue = AqlQueue::new(&device, QueueOptions { size: 256, ..QueueOptions::default() })?;
@@ -256,9 +256,9 @@ impl AqlQueue {
     /// The device the queue runs on.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// let queue = hsa_backend::AqlQueue::new(&device, Default::default())?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// let queue = sigretire_hsa::AqlQueue::new(&device, Default::default())?;
     /// assert_eq!(queue.device().agent(), device.agent());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -271,9 +271,9 @@ impl AqlQueue {
     /// lives.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// let queue = hsa_backend::AqlQueue::new(&device, Default::default())?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// let queue = sigretire_hsa::AqlQueue::new(&device, Default::default())?;
     /// // SAFETY: the queue is live; ROCr's descriptor is read-only after creation.
     /// let descriptor = unsafe { &*queue.raw() };
     /// assert_eq!((descriptor.size, descriptor.id), (queue.size(), queue.id()));
@@ -286,10 +286,10 @@ impl AqlQueue {
     /// The queue id, unique in the process.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// let first = hsa_backend::AqlQueue::new(&device, Default::default())?;
-    /// let second = hsa_backend::AqlQueue::new(&device, Default::default())?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// let first = sigretire_hsa::AqlQueue::new(&device, Default::default())?;
+    /// let second = sigretire_hsa::AqlQueue::new(&device, Default::default())?;
     /// assert_ne!(first.id(), second.id());
     /// assert_eq!(first.clone().id(), first.id(), "a clone is the same queue");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -301,9 +301,9 @@ impl AqlQueue {
     /// Ring size in packets (ROCr may round the request up).
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// use hsa_backend::{AqlQueue, QueueOptions};
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use sigretire_hsa::{AqlQueue, QueueOptions};
     /// let queue = AqlQueue::new(&device, QueueOptions { size: 4, ..QueueOptions::default() })?;
     /// assert_eq!(queue.size(), device.queue_size_limits().0, "rounded up to the smallest ROCr makes");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -315,9 +315,9 @@ impl AqlQueue {
     /// Whether the packet processor writes timestamps.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// use hsa_backend::{AqlQueue, QueueOptions};
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use sigretire_hsa::{AqlQueue, QueueOptions};
     /// assert!(AqlQueue::new(&device, QueueOptions::default())?.is_profiled());
     /// let plain = AqlQueue::new(&device, QueueOptions { profiling: false, ..QueueOptions::default() })?;
     /// assert!(!plain.is_profiled());
@@ -332,12 +332,12 @@ impl AqlQueue {
     /// more: reserving and publishing on it fail.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
     /// use hsa_sys::HSA_STATUS_ERROR_EXCEPTION;
-    /// use tracker::HardwareQueue;
+    /// use sigretire_tracker::HardwareQueue;
     ///
-    /// let queue = hsa_backend::AqlQueue::new(&device, Default::default())?;
+    /// let queue = sigretire_hsa::AqlQueue::new(&device, Default::default())?;
     /// assert_eq!(queue.error(), None);
     /// standin.queue(queue.raw()).fail(); // the stand-in's GPU fails the queue
     /// assert_eq!(queue.error().map(|e| e.status()), Some(HSA_STATUS_ERROR_EXCEPTION));
@@ -352,10 +352,10 @@ impl AqlQueue {
     /// it were consumed, which says nothing about their completion.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::stepped())?;
-    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// use hsa_backend::{AqlQueue, QueueOptions};
-    /// use tracker::{HardwareQueue, Work};
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::stepped())?;
+    /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use sigretire_hsa::{AqlQueue, QueueOptions};
+    /// use sigretire_tracker::{HardwareQueue, Work};
     ///
     /// let options = QueueOptions { drain_timeout: std::time::Duration::ZERO, ..QueueOptions::default() };
     /// let queue = AqlQueue::new(&device, options)?;
@@ -375,13 +375,13 @@ impl AqlQueue {
     /// The write index: the next packet id a producer reserves.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// let queue = hsa_backend::AqlQueue::new(&device, Default::default())?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// let queue = sigretire_hsa::AqlQueue::new(&device, Default::default())?;
     /// assert_eq!(queue.write_index(), 0);
     /// let index = queue.try_reserve()?;
     /// assert_eq!((index, queue.write_index()), (0, 1));
-    /// # queue.publish_packet(index, hsa_backend::packet::barrier_and(&[], false, 0).unwrap())?;
+    /// # queue.publish_packet(index, sigretire_hsa::packet::barrier_and(&[], false, 0).unwrap())?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn write_index(&self) -> u64 {
@@ -400,10 +400,10 @@ impl AqlQueue {
     /// the queue failed.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::stepped())?;
-    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// use hsa_backend::{AqlQueue, QueueOptions, packet};
-    /// use tracker::QueueError;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::stepped())?;
+    /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use sigretire_hsa::{AqlQueue, QueueOptions, packet};
+    /// use sigretire_tracker::QueueError;
     ///
     /// let options = QueueOptions { size: 64, drain_timeout: std::time::Duration::ZERO, ..QueueOptions::default() };
     /// let queue = AqlQueue::new(&device, options)?;
@@ -423,7 +423,7 @@ impl AqlQueue {
         self.inner.try_reserve()
     }
 
-    /// Publishes a packet at reserved `index` in HSA order (DESIGN.md section
+    /// Publishes a packet at reserved `index` in HSA order (docs/design.md section
     /// 2): the body, a store fence, the header by a release store, another
     /// store fence, then the doorbell (`index`, through
     /// `hsa_signal_store_screlease` on the doorbell signal). The fences order
@@ -436,9 +436,9 @@ impl AqlQueue {
     /// [`QueueError::Failed`] if the queue failed (the packet will not run).
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// use hsa_backend::{AqlQueue, packet};
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use sigretire_hsa::{AqlQueue, packet};
     ///
     /// let queue = AqlQueue::new(&device, Default::default())?;
     /// let index = queue.try_reserve()?;
@@ -458,12 +458,12 @@ impl AqlQueue {
     /// As [`AqlQueue::publish_packet`].
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// use hsa_backend::{AqlQueue, SignalPool, packet::BarrierValue};
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use sigretire_hsa::{AqlQueue, SignalPool, packet::BarrierValue};
     /// use hsa_sys::HSA_SIGNAL_CONDITION_EQ;
     /// use std::time::Duration;
-    /// use tracker::{HardwareQueue, Placement, SignalMemory, Work};
+    /// use sigretire_tracker::{HardwareQueue, Placement, SignalMemory, Work};
     ///
     /// let (queue, other) = (AqlQueue::new(&device, Default::default())?, AqlQueue::new(&device, Default::default())?);
     /// let pool = SignalPool::new(&device);
@@ -498,9 +498,9 @@ impl AqlQueue {
     /// [`AqlQueue::publish_packet`]); the drain's barriers count as well.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// let queue = hsa_backend::AqlQueue::new(&device, Default::default())?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// let queue = sigretire_hsa::AqlQueue::new(&device, Default::default())?;
     /// assert_eq!(queue.store_fences(), 0);
     /// queue.drain(std::time::Duration::from_secs(10))?; // publishes one barrier
     /// assert_eq!(queue.store_fences(), 2);
@@ -521,11 +521,11 @@ impl AqlQueue {
     /// [`Error::Call`] if ROCr cannot make the signal.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// use hsa_backend::{AqlQueue, Error};
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use sigretire_hsa::{AqlQueue, Error};
     /// use std::time::Duration;
-    /// use tracker::{HardwareQueue, Work};
+    /// use sigretire_tracker::{HardwareQueue, Work};
     ///
     /// let queue = AqlQueue::new(&device, Default::default())?;
     /// let index = queue.reserve()?;
@@ -613,7 +613,7 @@ impl QueueInner {
                 "packet id {index} is not reserved (write index {write})"
             )));
         }
-        // Body, store fence, header (DESIGN.md section 2), then another store
+        // Body, store fence, header (docs/design.md section 2), then another store
         // fence, so that a header still in a write-combining buffer reaches a
         // VRAM ring before the doorbell tells the packet processor to look.
         // Both are needed only for a ring in VRAM, which the backend cannot

@@ -14,8 +14,8 @@ use std::time::Duration;
 /// How [`Runtime::init_with`] starts ROCr.
 ///
 /// ```
-/// # let standin = rocr_standin::Standin::new(rocr_standin::Config { init_delay_ms: 300, ..Default::default() })?;
-/// use hsa_backend::{Error, InitOptions, Runtime};
+/// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config { init_delay_ms: 300, ..Default::default() })?;
+/// use sigretire_hsa::{Error, InitOptions, Runtime};
 /// use std::time::Duration;
 ///
 /// // A driver that takes 300 ms to answer, and a caller that waits 50.
@@ -47,9 +47,9 @@ impl Default for InitOptions {
 /// any memory whose release waited for the queues (see `teardown.rs`).
 ///
 /// ```
-/// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+/// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
 /// # let library = standin.library_path();
-/// use hsa_backend::Runtime;
+/// use sigretire_hsa::Runtime;
 ///
 /// // On a machine with ROCm: `Runtime::load()`.
 /// let runtime = Runtime::load_from(library)?;
@@ -81,7 +81,7 @@ impl Runtime {
     /// `SIGPOOL_HSA_LIBRARY` names) and initialises it.
     ///
     /// ```
-    /// use hsa_backend::{Error, Runtime};
+    /// use sigretire_hsa::{Error, Runtime};
     ///
     /// match Runtime::load() {
     ///     Ok(runtime) => println!("ROCr sees {} GPU(s)", runtime.gpu_agents().len()),
@@ -102,8 +102,8 @@ impl Runtime {
     /// dynamic loader) and initialises it.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// use hsa_backend::{Error, Runtime};
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// use sigretire_hsa::{Error, Runtime};
     ///
     /// let runtime = Runtime::load_from(standin.library_path())?;
     /// assert_eq!(runtime.api().library_path(), standin.library_path());
@@ -118,10 +118,10 @@ impl Runtime {
     /// Initialises ROCr from a loaded table, with the default options.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
     /// // Load first (to check the library, say), initialise later.
     /// let api = hsa_sys::HsaApi::load_from(standin.library_path())?;
-    /// let runtime = hsa_backend::Runtime::init(api)?;
+    /// let runtime = sigretire_hsa::Runtime::init(api)?;
     /// assert_eq!(standin.census().init_count, 1);
     /// drop(runtime);
     /// assert_eq!(standin.census().init_count, 0, "hsa_shut_down when the last user goes");
@@ -139,8 +139,8 @@ impl Runtime {
     /// [`Error::NoGpu`], or [`Error::Call`] if discovery fails.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// use hsa_backend::{Error, InitOptions, Runtime};
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// use sigretire_hsa::{Error, InitOptions, Runtime};
     /// use std::time::Duration;
     ///
     /// let api = hsa_sys::HsaApi::load_from(standin.library_path())?;
@@ -148,7 +148,7 @@ impl Runtime {
     /// assert_eq!(runtime.gpu_agents().len(), 1);
     ///
     /// // A machine with ROCr but without a GPU.
-    /// let empty = rocr_standin::Standin::new(rocr_standin::Config { gpus: 0, ..Default::default() })?;
+    /// let empty = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config { gpus: 0, ..Default::default() })?;
     /// let api = hsa_sys::HsaApi::load_from(empty.library_path())?;
     /// assert_eq!(Runtime::init_with(api, InitOptions::default()).unwrap_err(), Error::NoGpu);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -186,8 +186,8 @@ impl Runtime {
     /// ROCr's functions.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// let runtime = sigretire_hsa::Runtime::load_from(standin.library_path())?;
     /// // The raw table, for calls the backend does not wrap.
     /// let text = runtime.api().status_string(hsa_sys::HSA_STATUS_ERROR_INVALID_QUEUE);
     /// assert!(text.is_some_and(|t| t.starts_with("HSA_STATUS_ERROR_INVALID_QUEUE")));
@@ -200,10 +200,10 @@ impl Runtime {
     /// The CPU agent (the host, for access grants).
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
     /// use hsa_sys::{HSA_AGENT_INFO_DEVICE, HSA_DEVICE_TYPE_CPU};
     ///
-    /// let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// let runtime = sigretire_hsa::Runtime::load_from(standin.library_path())?;
     /// let mut kind = u32::MAX;
     /// // SAFETY: the runtime is initialised; the attribute is a 4-byte enum.
     /// let status = unsafe {
@@ -219,8 +219,8 @@ impl Runtime {
     /// Every GPU agent that runs kernel dispatches, in ROCr's order.
     ///
     /// ```
-    /// let two = rocr_standin::Standin::new(rocr_standin::Config { gpus: 2, ..Default::default() })?;
-    /// let runtime = hsa_backend::Runtime::load_from(two.library_path())?;
+    /// let two = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config { gpus: 2, ..Default::default() })?;
+    /// let runtime = sigretire_hsa::Runtime::load_from(two.library_path())?;
     /// assert_eq!(runtime.gpu_agents().len(), 2);
     /// assert_eq!(runtime.device(1)?.agent(), runtime.gpu_agents()[1]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -235,8 +235,8 @@ impl Runtime {
     /// [`Error::NoSuchGpu`]; [`Error::Call`] if ROCr cannot describe it.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// use hsa_backend::{Error, Runtime};
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// use sigretire_hsa::{Error, Runtime};
     ///
     /// let runtime = Runtime::load_from(standin.library_path())?;
     /// let device = runtime.device(0)?;
@@ -259,12 +259,12 @@ impl Runtime {
     /// timestamps.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// let runtime = sigretire_hsa::Runtime::load_from(standin.library_path())?;
     /// let (before, frequency) = (runtime.system_timestamp()?, runtime.timestamp_frequency());
     /// std::thread::sleep(std::time::Duration::from_millis(10));
     /// let ticks = runtime.system_timestamp()? - before;
-    /// assert!(hsa_backend::system_duration(ticks, frequency) >= std::time::Duration::from_millis(10));
+    /// assert!(sigretire_hsa::system_duration(ticks, frequency) >= std::time::Duration::from_millis(10));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn timestamp_frequency(&self) -> u64 {
@@ -276,13 +276,13 @@ impl Runtime {
     /// backend count in it.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// let runtime = sigretire_hsa::Runtime::load_from(standin.library_path())?;
     /// assert_eq!(runtime.timestamp_clock().frequency(), runtime.timestamp_frequency());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn timestamp_clock(&self) -> tracker::TimestampClock {
-        tracker::TimestampClock::from_frequency(self.timestamp_frequency)
+    pub fn timestamp_clock(&self) -> sigretire_tracker::TimestampClock {
+        sigretire_tracker::TimestampClock::from_frequency(self.timestamp_frequency)
             .expect("checked nonzero when the runtime was initialised")
     }
 
@@ -291,8 +291,8 @@ impl Runtime {
     /// backend). ROCr's system clock ticks at 1 GHz.
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// let runtime = sigretire_hsa::Runtime::load_from(standin.library_path())?;
     /// assert_eq!(runtime.timestamp_period(), std::time::Duration::from_nanos(1));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -304,8 +304,8 @@ impl Runtime {
     /// [`Runtime::timestamp_frequency`].
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// let runtime = hsa_backend::Runtime::load_from(standin.library_path())?;
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// let runtime = sigretire_hsa::Runtime::load_from(standin.library_path())?;
     /// let first = runtime.system_timestamp()?;
     /// assert!(runtime.system_timestamp()? >= first, "monotonic");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -318,9 +318,9 @@ impl Runtime {
     /// queues to be destroyed before they are given back (see `teardown.rs`).
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// use hsa_backend::{AqlQueue, Runtime, SignalPool};
-    /// use tracker::{Placement, SignalMemory};
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// use sigretire_hsa::{AqlQueue, Runtime, SignalPool};
+    /// use sigretire_tracker::{Placement, SignalMemory};
     ///
     /// let runtime = Runtime::load_from(standin.library_path())?;
     /// let device = runtime.device(0)?;

@@ -43,9 +43,9 @@ pub(crate) fn to_system_domain(api: &HsaApi, agent: hsa_agent_t, tick: u64) -> O
 ///
 /// ```
 /// use std::time::Duration;
-/// assert_eq!(hsa_backend::system_duration(1_500, 1_000_000_000), Duration::from_nanos(1_500));
-/// assert_eq!(hsa_backend::system_duration(3, 100_000_000), Duration::from_nanos(30));
-/// assert_eq!(hsa_backend::system_duration(5, 0), Duration::ZERO);
+/// assert_eq!(sigretire_hsa::system_duration(1_500, 1_000_000_000), Duration::from_nanos(1_500));
+/// assert_eq!(sigretire_hsa::system_duration(3, 100_000_000), Duration::from_nanos(30));
+/// assert_eq!(sigretire_hsa::system_duration(5, 0), Duration::ZERO);
 /// ```
 pub fn system_duration(ticks: u64, frequency: u64) -> Duration {
     if frequency == 0 {

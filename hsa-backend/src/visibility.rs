@@ -9,7 +9,7 @@
 //! processor fetching a ring in system memory, a copy engine) also needs an
 //! **HDP flush**: write 1 to the `HDP_MEM_FLUSH_CNTL` register that
 //! `HSA_AMD_AGENT_INFO_HDP_FLUSH` returns, then read it back, which returns
-//! only once the flush is done (DESIGN.md section 2, and CLR's own flush).
+//! only once the flush is done (docs/design.md section 2, and CLR's own flush).
 
 use hsa_sys::hsa_amd_hdp_flush_t;
 use std::ptr::NonNull;
@@ -19,7 +19,7 @@ use std::ptr::NonNull;
 /// `sfence`; see [`hsa_sys::store_fence`], which this is).
 ///
 /// ```
-/// hsa_backend::store_fence(); // costs ~100 ns on a large-BAR system
+/// sigretire_hsa::store_fence(); // costs ~100 ns on a large-BAR system
 /// ```
 #[inline]
 pub fn store_fence() {
@@ -32,9 +32,9 @@ pub fn store_fence() {
 /// as long as that device's runtime.
 ///
 /// ```
-/// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-/// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-/// let hdp: &hsa_backend::HdpFlush = device.hdp_flush().expect("a discrete GPU has one");
+/// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+/// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+/// let hdp: &sigretire_hsa::HdpFlush = device.hdp_flush().expect("a discrete GPU has one");
 /// hdp.flush();
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -66,9 +66,9 @@ impl HdpFlush {
     /// on the GPU. About one PCIe round trip (1.1 us on MI300X).
     ///
     /// ```
-    /// # let standin = rocr_standin::Standin::new(rocr_standin::Config::default())?;
-    /// # let device = hsa_backend::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// hsa_backend::store_fence(); // write-combined stores first leave the CPU
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// sigretire_hsa::store_fence(); // write-combined stores first leave the CPU
     /// device.hdp_flush().unwrap().flush();
     /// // The stand-in's register is memory: it saw the 1 written to it.
     /// assert_eq!(standin.take_hdp_flush(0), Some(1));

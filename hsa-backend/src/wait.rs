@@ -28,10 +28,10 @@ const MAX_SLEEP: Duration = Duration::from_micros(200);
 /// use std::time::Duration;
 ///
 /// let value = AtomicI64::new(1);
-/// let seen = hsa_backend::poll_until_change(|| value.load(Ordering::Acquire), 1, Duration::from_millis(1));
+/// let seen = sigretire_hsa::poll_until_change(|| value.load(Ordering::Acquire), 1, Duration::from_millis(1));
 /// assert_eq!(seen, 1); // timed out
 /// value.store(0, Ordering::Release);
-/// assert_eq!(hsa_backend::poll_until_change(|| value.load(Ordering::Acquire), 1, Duration::MAX), 0);
+/// assert_eq!(sigretire_hsa::poll_until_change(|| value.load(Ordering::Acquire), 1, Duration::MAX), 0);
 /// ```
 pub fn poll_until_change(mut load: impl FnMut() -> i64, observed: i64, timeout: Duration) -> i64 {
     let start = Instant::now();

@@ -4,8 +4,8 @@
 
 mod support;
 
-use hsa_backend::Runtime;
-use rocr_standin::{Config as Machine, Standin};
+use sigretire_hsa::Runtime;
+use sigretire_rocr_standin::{Config as Machine, Standin};
 
 fn runtime(machine: Machine) -> (Standin, std::sync::Arc<Runtime>) {
     let standin = Standin::new(machine).unwrap();
@@ -89,7 +89,7 @@ fn the_system_clock_runs_at_the_reported_frequency() {
     let a = runtime.system_timestamp().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(2));
     let b = runtime.system_timestamp().unwrap();
-    let elapsed = hsa_backend::system_duration(b - a, runtime.timestamp_frequency());
+    let elapsed = sigretire_hsa::system_duration(b - a, runtime.timestamp_frequency());
     assert!(
         elapsed >= std::time::Duration::from_millis(2),
         "{elapsed:?}"

@@ -6,15 +6,15 @@
 
 mod support;
 
-use hsa_backend::{AqlQueue, Error, QueueOptions, Runtime, SignalPool};
 use hsa_sys::{
     HSA_STATUS_ERROR_EXCEPTION, HSA_STATUS_ERROR_INVALID_AGENT, HSA_STATUS_ERROR_OUT_OF_RESOURCES,
     StatusError,
 };
-use rocr_standin::{Census, Config as Machine, Kernel, Malformed, Standin};
+use sigretire_hsa::{AqlQueue, Error, QueueOptions, Runtime, SignalPool};
+use sigretire_rocr_standin::{Census, Config as Machine, Kernel, Malformed, Standin};
+use sigretire_tracker::{AllocError, HardwareQueue, Placement, SignalMemory, Timestamps, Work};
 use std::time::{Duration, Instant};
 use support::{Gpu, batch_counts, within};
-use tracker::{AllocError, HardwareQueue, Placement, SignalMemory, Timestamps, Work};
 
 const OOR: u32 = HSA_STATUS_ERROR_OUT_OF_RESOURCES;
 
@@ -99,7 +99,7 @@ fn a_runtime_without_a_timestamp_clock_is_refused() {
     let standin = Standin::new(Machine::default()).unwrap();
     standin.malform(Malformed::ZeroTimestampFrequency, 1);
     let error = Runtime::load_from(standin.library_path()).unwrap_err();
-    assert_eq!(error, hsa_backend::Error::NoTimestampClock);
+    assert_eq!(error, sigretire_hsa::Error::NoTimestampClock);
     assert_rocr_shut_down(&standin);
     // Once ROCr reports a frequency, that is the clock the stamps count in.
     let runtime = Runtime::load_from(standin.library_path()).unwrap();
@@ -430,9 +430,9 @@ fn timestamps_rocr_cannot_convert_or_read_are_zero() {
     let mut signals = Vec::new();
     pool.allocate(1, Placement::Device, &mut signals).unwrap();
     gpu.standin
-        .set_pool_exhausted(rocr_standin::PoolKind::Device, true);
+        .set_pool_exhausted(sigretire_rocr_standin::PoolKind::Device, true);
     gpu.standin
-        .set_pool_exhausted(rocr_standin::PoolKind::System, true);
+        .set_pool_exhausted(sigretire_rocr_standin::PoolKind::System, true);
     pool.allocate(1, Placement::Host, &mut signals).unwrap();
     assert!(signals[1].0.is_rocr_signal());
     for (signal, _) in &signals {

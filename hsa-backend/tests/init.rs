@@ -4,9 +4,9 @@
 
 mod support;
 
-use hsa_backend::{Error, InitOptions, Runtime};
 use hsa_sys::{HSA_STATUS_ERROR_OUT_OF_RESOURCES, HsaApi, LoadError};
-use rocr_standin::{Config as Machine, Standin};
+use sigretire_hsa::{Error, InitOptions, Runtime};
+use sigretire_rocr_standin::{Config as Machine, Standin};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use support::{DEBIAN_ROCR, skip, skip_debian_rocr, within};

@@ -5,13 +5,13 @@
 
 mod support;
 
-use hsa_backend::{HsaSignal, SignalPool};
 use hsa_sys::{AMD_SIGNAL_KIND_USER, amd_signal_t};
-use rocr_standin::{Config as Machine, Kernel, PoolKind};
+use sigretire_hsa::{HsaSignal, SignalPool};
+use sigretire_rocr_standin::{Config as Machine, Kernel, PoolKind};
+use sigretire_tracker::{AllocError, HardwareQueue, Placement, SignalMemory, Work};
 use std::sync::Arc;
 use std::time::Duration;
 use support::{Gpu, batch_counts};
-use tracker::{AllocError, HardwareQueue, Placement, SignalMemory, Work};
 
 fn allocate(pool: &SignalPool, count: usize, placement: Placement) -> Vec<(HsaSignal, Placement)> {
     let mut out = Vec::new();
@@ -335,7 +335,7 @@ fn timestamps_are_read_and_converted_to_the_system_domain() {
         );
         assert!(stamps.end > stamps.start);
         let elapsed =
-            hsa_backend::system_duration(stamps.ticks(), gpu.runtime.timestamp_frequency());
+            sigretire_hsa::system_duration(stamps.ticks(), gpu.runtime.timestamp_frequency());
         assert!(elapsed >= Duration::from_micros(50), "{elapsed:?}");
     }
     assert_eq!(

@@ -5,11 +5,11 @@
 
 mod support;
 
-use hsa_backend::{AqlQueue, QueueOptions, SignalPool};
 use hsa_sys::{amd_signal_t, hsa_signal_t};
+use sigretire_hsa::{AqlQueue, QueueOptions, SignalPool};
+use sigretire_tracker::{HardwareQueue, Placement, SignalMemory, Work};
 use std::ffi::c_void;
 use support::Gpu;
-use tracker::{HardwareQueue, Placement, SignalMemory, Work};
 
 fn queue(gpu: &Gpu) -> AqlQueue {
     gpu.queue(QueueOptions {
@@ -19,7 +19,7 @@ fn queue(gpu: &Gpu) -> AqlQueue {
     })
 }
 
-fn signal(pool: &SignalPool) -> hsa_backend::HsaSignal {
+fn signal(pool: &SignalPool) -> sigretire_hsa::HsaSignal {
     let mut out = Vec::new();
     pool.allocate(1, Placement::Device, &mut out).unwrap();
     out[0].0

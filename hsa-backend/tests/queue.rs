@@ -5,16 +5,16 @@
 
 mod support;
 
-use hsa_backend::packet::{BarrierValue, MAX_DEPENDENCIES};
-use hsa_backend::{AqlQueue, Error, QueueOptions, SignalPool};
 use hsa_sys::{
     HSA_PACKET_TYPE_BARRIER_AND, HSA_PACKET_TYPE_KERNEL_DISPATCH, HSA_SIGNAL_CONDITION_EQ,
 };
-use rocr_standin::{Kernel, StepStatus};
+use sigretire_hsa::packet::{BarrierValue, MAX_DEPENDENCIES};
+use sigretire_hsa::{AqlQueue, Error, QueueOptions, SignalPool};
+use sigretire_rocr_standin::{Kernel, StepStatus};
+use sigretire_tracker::{HardwareQueue, Placement, QueueError, QueueView, SignalMemory, Work};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::Gpu;
-use tracker::{HardwareQueue, Placement, QueueError, QueueView, SignalMemory, Work};
 
 fn options(size: u32) -> QueueOptions {
     QueueOptions {
@@ -129,7 +129,7 @@ fn a_packet_reaches_the_packet_processor_at_its_doorbell() {
     gpu.standin.assert_no_violations();
 }
 
-/// DESIGN.md section 2: body, store fence, header, then the doorbell; a ring
+/// docs/design.md section 2: body, store fence, header, then the doorbell; a ring
 /// in VRAM is write-combined, and a release store orders nothing there. The
 /// order around the fence is `AqlSlot::publish_with`'s (tested in hsa-sys);
 /// here, that every way of publishing executes it, and the fence before the
@@ -137,9 +137,9 @@ fn a_packet_reaches_the_packet_processor_at_its_doorbell() {
 /// the queue counts what it executed.
 #[test]
 fn every_packet_is_fenced_before_its_header_and_before_its_doorbell() {
-    let gpu = Gpu::new(rocr_standin::Config {
+    let gpu = Gpu::new(sigretire_rocr_standin::Config {
         ring_in_device_memory: true,
-        ..rocr_standin::Config::default()
+        ..sigretire_rocr_standin::Config::default()
     });
     let queue = gpu.queue(QueueOptions {
         ring_in_device_memory: true,
@@ -151,7 +151,7 @@ fn every_packet_is_fenced_before_its_header_and_before_its_doorbell() {
     queue.publish(index, Work::Empty, true, 0).unwrap();
     assert_eq!(queue.store_fences(), 2);
     let index = queue.try_reserve().unwrap();
-    let packet = hsa_backend::packet::kernel_dispatch(0, false, 0);
+    let packet = sigretire_hsa::packet::kernel_dispatch(0, false, 0);
     queue.publish_packet(index, packet).unwrap();
     assert_eq!(queue.store_fences(), 4);
     let index = queue.try_reserve().unwrap();
@@ -198,7 +198,10 @@ fn kernels_are_dispatch_packets_and_more_than_five_dependencies_are_refused() {
     // The reserved slot must still be published, or the queue stalls at it.
     queue.publish(index, Work::Empty, false, 0).unwrap();
     assert!(matches!(
-        queue.publish_packet(99, hsa_backend::packet::barrier_and(&[], false, 0).unwrap()),
+        queue.publish_packet(
+            99,
+            sigretire_hsa::packet::barrier_and(&[], false, 0).unwrap()
+        ),
         Err(QueueError::Unsupported(_))
     ));
     gpu.standin.run_until_idle();

@@ -8,11 +8,13 @@
 
 mod support;
 
-use hsa_backend::{AqlQueue, QueueOptions, Runtime, SignalPool};
-use rocr_standin::{Config as Machine, Kernel, PoolKind, Standin};
+use sigretire_hsa::{AqlQueue, QueueOptions, Runtime, SignalPool};
+use sigretire_rocr_standin::{Config as Machine, Kernel, PoolKind, Standin};
+use sigretire_tracker::{
+    Config, HardwareQueue, Placement, Request, RetiringTracker, Tracker, Work,
+};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tracker::{Config, HardwareQueue, Placement, Request, RetiringTracker, Tracker, Work};
 
 fn device_signals() -> Config {
     Config {
@@ -68,7 +70,7 @@ fn a_pool_dropped_under_a_busy_queue_is_freed_only_after_the_queue_is_destroyed(
     assert_eq!(standin.calls("hsa_amd_memory_pool_free") as usize, blocks);
     assert_eq!(runtime.deferred_releases(), 0);
     drop((device, runtime));
-    assert_eq!(standin.census(), rocr_standin::Census::default());
+    assert_eq!(standin.census(), sigretire_rocr_standin::Census::default());
     standin.assert_no_violations();
 }
 
@@ -79,10 +81,10 @@ fn a_pool_dropped_with_no_queue_alive_is_freed_at_once() {
     let device = runtime.device(0).unwrap();
     let pool = SignalPool::new(&device);
     let mut signals = Vec::new();
-    tracker::SignalMemory::allocate(&pool, 100, Placement::Device, &mut signals).unwrap();
+    sigretire_tracker::SignalMemory::allocate(&pool, 100, Placement::Device, &mut signals).unwrap();
     standin.set_pool_exhausted(PoolKind::Device, true);
     standin.set_pool_exhausted(PoolKind::System, true);
-    tracker::SignalMemory::allocate(&pool, 30, Placement::Device, &mut signals).unwrap();
+    sigretire_tracker::SignalMemory::allocate(&pool, 30, Placement::Device, &mut signals).unwrap();
     // 100 signals take two 4 KiB pages (128 blocks); the 28 left over serve
     // 28 of the next 30, and ROCr makes the last 2.
     assert_eq!(standin.census().allocations, 1);
@@ -118,7 +120,7 @@ fn a_graceful_teardown_drains_the_queue_first() {
     assert_eq!(standin.calls("hsa_amd_signal_create"), 1);
     assert_eq!(standin.calls("hsa_signal_destroy"), 1);
     drop((device, runtime));
-    assert_eq!(standin.census(), rocr_standin::Census::default());
+    assert_eq!(standin.census(), sigretire_rocr_standin::Census::default());
     standin.assert_no_violations();
 }
 
@@ -176,7 +178,7 @@ fn every_drop_order_leaves_nothing_behind_and_never_frees_busy_memory() {
         );
         assert_eq!(
             standin.census(),
-            rocr_standin::Census::default(),
+            sigretire_rocr_standin::Census::default(),
             "order {order}"
         );
         standin.assert_no_violations();

@@ -6,12 +6,12 @@
 
 mod support;
 
-use hsa_backend::{SignalPool, poll_until_change};
+use sigretire_hsa::{SignalPool, poll_until_change};
+use sigretire_tracker::{Placement, SignalMemory};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use support::Gpu;
-use tracker::{Placement, SignalMemory};
 
 /// A 50 ms wait that sees no change: about 32 + 64 loads, then one per
 /// sleep (at least 200 us each, so at most ~250 more). A spin makes

@@ -1,5 +1,5 @@
 //! Compile-time checks of every size, alignment and offset the project relies
-//! on. The numbers are those of Debian's ROCr 5.2.3 headers (DESIGN.md section
+//! on. The numbers are those of Debian's ROCr 5.2.3 headers (docs/design.md section
 //! 2).
 //!
 //! The same list becomes [`C_LAYOUTS`], which `tests/c_layout.rs` hands to a C

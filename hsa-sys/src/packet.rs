@@ -481,7 +481,7 @@ impl AqlSlot {
         AqlSlot(words)
     }
 
-    /// Writes a packet in HSA order (DESIGN.md section 2): words 1-15 (the
+    /// Writes a packet in HSA order (docs/design.md section 2): words 1-15 (the
     /// body), a [`store_fence`], then word 0 (header and setup) with a release
     /// store, so a consumer that sees the new header with an acquire load also
     /// sees the whole body.
@@ -574,7 +574,7 @@ impl AqlSlot {
 mod tests {
     use super::*;
 
-    /// The publication order of DESIGN.md section 2, observed at the fence:
+    /// The publication order of docs/design.md section 2, observed at the fence:
     /// every body word is already written, the header not yet; the fence runs
     /// once; the header follows it.
     #[test]

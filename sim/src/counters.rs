@@ -1,6 +1,6 @@
 //! Counters of host accesses: every signal load and store by the placement of
 //! the signal touched, every store fence and every HDP flush. The GPU side
-//! (the packet processor) is never counted: these are the numbers DESIGN.md
+//! (the packet processor) is never counted: these are the numbers docs/design.md
 //! section 7's bars are stated in.
 
 use crate::memory::Placement;
@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Loads and stores of signals of one placement.
 ///
 /// ```
-/// use sim::{Access, AgentId, Placement, Sim, SimConfig};
+/// use sigretire_sim::{Access, AgentId, Placement, Sim, SimConfig};
 ///
 /// let sim = Sim::new(SimConfig::default());
 /// let signal = sim.allocate(1, Placement::Host, AgentId(0))?[0];
@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// sim.load_timestamps(signal); // two loads
 /// assert_eq!(sim.counters().of(Placement::Host), Access { loads: 2, stores: 1 });
 /// assert_eq!(sim.counters().of(Placement::Device), Access::default());
-/// # Ok::<(), sim::SimError>(())
+/// # Ok::<(), sigretire_sim::SimError>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Access {
@@ -30,7 +30,7 @@ pub struct Access {
 /// A snapshot of the host-access counters of a [`Sim`](crate::Sim).
 ///
 /// ```
-/// use sim::{AgentId, Placement, Sim, SimConfig};
+/// use sigretire_sim::{AgentId, Placement, Sim, SimConfig};
 ///
 /// let sim = Sim::new(SimConfig::default());
 /// let signals = sim.allocate(2, Placement::Device, AgentId(0))?;
@@ -43,7 +43,7 @@ pub struct Access {
 /// assert_eq!(delta.device.loads, 1);
 /// assert_eq!(delta.host.loads + delta.host.stores, 0);
 /// assert_eq!(delta.store_fences, 1);
-/// # Ok::<(), sim::SimError>(())
+/// # Ok::<(), sigretire_sim::SimError>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Counters {

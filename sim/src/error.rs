@@ -7,7 +7,7 @@ use thiserror::Error;
 /// What a host-facing call of the simulator can fail with.
 ///
 /// ```
-/// use sim::{packets, QueueConfig, Sim, SimConfig, SimError};
+/// use sigretire_sim::{packets, QueueConfig, Sim, SimConfig, SimError};
 ///
 /// let sim = Sim::new(SimConfig::default());
 /// let queue = sim.create_queue(QueueConfig { size: 2, ..QueueConfig::default() })?;
@@ -55,7 +55,7 @@ pub enum SimError {
 /// Why a packet could not launch yet.
 ///
 /// ```
-/// use sim::{packets, AgentId, Blocked, Placement, QueueConfig, Sim, SimConfig, StepError};
+/// use sigretire_sim::{packets, AgentId, Blocked, Placement, QueueConfig, Sim, SimConfig, StepError};
 ///
 /// let sim = Sim::new(SimConfig::default());
 /// let queue = sim.create_queue(QueueConfig::default())?;
@@ -70,7 +70,7 @@ pub enum SimError {
 /// assert_eq!(queue.launch(), blocked(index, Blocked::DoorbellNotRung));
 /// queue.ring_doorbell(index);
 /// assert_eq!(queue.launch(), blocked(index, Blocked::BarrierPacket { index: barrier }));
-/// # Ok::<(), sim::SimError>(())
+/// # Ok::<(), sigretire_sim::SimError>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Blocked {
@@ -101,7 +101,7 @@ pub enum Blocked {
 /// processor may do next:
 ///
 /// ```
-/// use sim::{packets, QueueConfig, Sim, SimConfig, StepError};
+/// use sigretire_sim::{packets, QueueConfig, Sim, SimConfig, StepError};
 ///
 /// let sim = Sim::new(SimConfig::default());
 /// let queue = sim.create_queue(QueueConfig::default())?; // in order
@@ -116,7 +116,7 @@ pub enum Blocked {
 /// queue.complete(first).unwrap();
 /// queue.complete(second).unwrap();
 /// assert_eq!(queue.complete(second), Err(StepError::AlreadyComplete { index: second }));
-/// # Ok::<(), sim::SimError>(())
+/// # Ok::<(), sigretire_sim::SimError>(())
 /// ```
 #[derive(Clone, Copy, Debug, Error, PartialEq, Eq, Hash)]
 pub enum StepError {

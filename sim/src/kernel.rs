@@ -18,7 +18,7 @@ use std::time::Duration;
 /// its queue) until the host sets its flag:
 ///
 /// ```
-/// use sim::{packets, HostFlag, Kernel, QueueConfig, Sim, SimConfig, StepError};
+/// use sigretire_sim::{packets, HostFlag, Kernel, QueueConfig, Sim, SimConfig, StepError};
 ///
 /// let sim = Sim::new(SimConfig::default());
 /// let queue = sim.create_queue(QueueConfig::default())?;
@@ -31,7 +31,7 @@ use std::time::Duration;
 /// flag.set();
 /// queue.run_until_idle();
 /// assert!(queue.truth(index).unwrap().completed);
-/// # Ok::<(), sim::SimError>(())
+/// # Ok::<(), sigretire_sim::SimError>(())
 /// ```
 #[derive(Clone, Debug)]
 pub enum Kernel {
@@ -53,7 +53,7 @@ pub enum Kernel {
 /// threaded simulator that registered a kernel spinning on it.
 ///
 /// ```
-/// use sim::HostFlag;
+/// use sigretire_sim::HostFlag;
 ///
 /// let flag = HostFlag::new();
 /// let seen_by_kernel = flag.clone();

@@ -2,7 +2,7 @@
 //! backend and its tests' oracle.
 //!
 //! The simulator models what a completion-signal tracker can observe on an
-//! AMD GPU (DESIGN.md sections 2 and 5), with the real ROCr layouts from
+//! AMD GPU (docs/design.md sections 2 and 5), with the real ROCr layouts from
 //! [`hsa_sys`]:
 //!
 //! - **Signal memory** ([`Sim::allocate`]): batches of 64-byte `amd_signal_t`
@@ -34,7 +34,7 @@
 //! completion, retire the fence with one load, and check the oracle.
 //!
 //! ```
-//! use sim::{packets, AgentId, Blocked, Placement, QueueConfig, Sim, SimConfig, StepError};
+//! use sigretire_sim::{packets, AgentId, Blocked, Placement, QueueConfig, Sim, SimConfig, StepError};
 //!
 //! let sim = Sim::new(SimConfig::default()); // stepped, zero cost, one agent
 //! let queue = sim.create_queue(QueueConfig { profiling: true, ..QueueConfig::default() })?;
@@ -74,8 +74,8 @@
 //! // Re-arming without a fence before the next publication is caught.
 //! sim.store(kernel_done, 1);
 //! queue.submit(packets::kernel(0, Some(kernel_done)))?;
-//! assert!(matches!(sim.violations()[..], [sim::Violation::Unfenced { .. }]));
-//! # Ok::<(), sim::SimError>(())
+//! assert!(matches!(sim.violations()[..], [sigretire_sim::Violation::Unfenced { .. }]));
+//! # Ok::<(), sigretire_sim::SimError>(())
 //! ```
 //!
 //! # Safety of handles
@@ -112,3 +112,8 @@ pub use simulator::{MAX_AGENTS, Mode, Sim, SimConfig};
 pub use truth::{PacketTruth, Violation};
 
 pub(crate) use simulator::Core;
+
+/// The crate README's example, run as a doctest so it cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExample;

@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 /// Where a signal's 64-byte block lives.
 ///
 /// ```
-/// use sim::{AgentId, Placement, Sim, SimConfig};
+/// use sigretire_sim::{AgentId, Placement, Sim, SimConfig};
 ///
 /// let sim = Sim::new(SimConfig::default());
 /// let device = sim.allocate(1, Placement::Device, AgentId(0))?[0];
@@ -48,7 +48,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 /// sim.set_device_memory_available(false);
 /// let fallback = sim.allocate(1, Placement::Device, AgentId(0))?[0];
 /// assert_eq!(sim.placement(fallback), Placement::Host);
-/// # Ok::<(), sim::SimError>(())
+/// # Ok::<(), sigretire_sim::SimError>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Placement {
@@ -68,7 +68,7 @@ pub enum Placement {
 /// for a signal that another agent's queue completes:
 ///
 /// ```
-/// use sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig};
+/// use sigretire_sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig};
 ///
 /// let sim = Sim::new(SimConfig { agents: 2, ..SimConfig::default() });
 /// let gpu0 = sim.create_queue(QueueConfig { agent: AgentId(0), ..QueueConfig::default() })?;
@@ -85,7 +85,7 @@ pub enum Placement {
 /// sim.run_until_idle(); // drives every queue of every agent
 /// assert!(gpu1.truth(waits).unwrap().completed);
 /// assert_eq!(AgentId(1).to_string(), "agent 1");
-/// # Ok::<(), sim::SimError>(())
+/// # Ok::<(), sigretire_sim::SimError>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct AgentId(pub u32);
@@ -103,14 +103,14 @@ impl fmt::Display for AgentId {
 /// that takes a `Signal` panics if given one from another simulator.
 ///
 /// ```
-/// use sim::{AgentId, Placement, Sim, SimConfig};
+/// use sigretire_sim::{AgentId, Placement, Sim, SimConfig};
 ///
 /// let sim = Sim::new(SimConfig::default());
 /// let [signal] = sim.allocate(1, Placement::Host, AgentId(0))?[..] else { unreachable!() };
 /// // The handle a packet names is the block's address, 64-byte aligned.
 /// assert_eq!(signal.handle().handle % 64, 0);
 /// assert_eq!(sim.resolve(signal.handle()), Some(signal));
-/// # Ok::<(), sim::SimError>(())
+/// # Ok::<(), sigretire_sim::SimError>(())
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Signal {

@@ -5,7 +5,7 @@
 //! bit; [`with_barrier_bit`] sets it.
 //!
 //! ```
-//! use sim::packets;
+//! use sigretire_sim::packets;
 //! use hsa_sys::{HSA_PACKET_TYPE_BARRIER_AND, PacketHeader};
 //!
 //! let fence = packets::with_barrier_bit(packets::barrier_and(&[], None));
@@ -43,7 +43,7 @@ fn dependency_slots(dependencies: &[Signal]) -> [hsa_signal_t; 5] {
 /// otherwise a value from [`Sim::register_kernel`](crate::Sim::register_kernel)).
 ///
 /// ```
-/// use sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig};
+/// use sigretire_sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig};
 ///
 /// let sim = Sim::new(SimConfig::default());
 /// let queue = sim.create_queue(QueueConfig::default())?;
@@ -54,7 +54,7 @@ fn dependency_slots(dependencies: &[Signal]) -> [hsa_signal_t; 5] {
 /// queue.submit(packet)?;
 /// queue.run_until_idle();
 /// assert_eq!(sim.load(signal), 0); // completion decrements it
-/// # Ok::<(), sim::SimError>(())
+/// # Ok::<(), sigretire_sim::SimError>(())
 /// ```
 pub fn kernel(kernel_object: u64, completion: Option<Signal>) -> PacketWords {
     let header = PacketHeader::new(HSA_PACKET_TYPE_KERNEL_DISPATCH);
@@ -68,7 +68,7 @@ pub fn kernel(kernel_object: u64, completion: Option<Signal>) -> PacketWords {
 /// With more than five dependencies.
 ///
 /// ```
-/// use sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, StepError};
+/// use sigretire_sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, StepError};
 ///
 /// let sim = Sim::new(SimConfig::default());
 /// let waiter = sim.create_queue(QueueConfig::default())?;
@@ -83,7 +83,7 @@ pub fn kernel(kernel_object: u64, completion: Option<Signal>) -> PacketWords {
 /// producer.submit(packets::kernel(0, Some(deps[1])))?;
 /// producer.run_until_idle();
 /// assert_eq!(waiter.complete(barrier), Ok(())); // both are 0 now
-/// # Ok::<(), sim::SimError>(())
+/// # Ok::<(), sigretire_sim::SimError>(())
 /// ```
 pub fn barrier_and(dependencies: &[Signal], completion: Option<Signal>) -> PacketWords {
     hsa_barrier_and_packet_t {
@@ -101,7 +101,7 @@ pub fn barrier_and(dependencies: &[Signal], completion: Option<Signal>) -> Packe
 /// With more than five dependencies.
 ///
 /// ```
-/// use sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, StepError};
+/// use sigretire_sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, StepError};
 ///
 /// let sim = Sim::new(SimConfig::default());
 /// let waiter = sim.create_queue(QueueConfig::default())?;
@@ -115,7 +115,7 @@ pub fn barrier_and(dependencies: &[Signal], completion: Option<Signal>) -> Packe
 /// producer.run_until_idle();
 /// assert_eq!(waiter.complete(barrier), Ok(()));
 /// assert_eq!(sim.load(deps[0]), 1);
-/// # Ok::<(), sim::SimError>(())
+/// # Ok::<(), sigretire_sim::SimError>(())
 /// ```
 pub fn barrier_or(dependencies: &[Signal], completion: Option<Signal>) -> PacketWords {
     hsa_barrier_or_packet_t {
@@ -131,8 +131,8 @@ pub fn barrier_or(dependencies: &[Signal], completion: Option<Signal>) -> Packet
 /// `(value(signal) & mask) condition compare` holds (`HSA_SIGNAL_CONDITION_*`).
 ///
 /// ```
-/// use sim::hsa_sys::HSA_SIGNAL_CONDITION_LT;
-/// use sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, StepError};
+/// use sigretire_sim::hsa_sys::HSA_SIGNAL_CONDITION_LT;
+/// use sigretire_sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, StepError};
 ///
 /// let sim = Sim::new(SimConfig::default());
 /// let waiter = sim.create_queue(QueueConfig::default())?;
@@ -149,7 +149,7 @@ pub fn barrier_or(dependencies: &[Signal], completion: Option<Signal>) -> Packet
 /// producer.submit(packets::kernel(0, Some(counter)))?;
 /// producer.run_until_idle(); // 2 -> 1
 /// assert_eq!(waiter.complete(barrier), Ok(()));
-/// # Ok::<(), sim::SimError>(())
+/// # Ok::<(), sigretire_sim::SimError>(())
 /// ```
 pub fn barrier_value(
     signal: Signal,
@@ -178,7 +178,7 @@ pub fn barrier_value(
 /// packet of its queue completed (a fence).
 ///
 /// ```
-/// use sim::{packets, Blocked, QueueConfig, Sim, SimConfig, StepError};
+/// use sigretire_sim::{packets, Blocked, QueueConfig, Sim, SimConfig, StepError};
 ///
 /// let sim = Sim::new(SimConfig::default());
 /// let queue = sim.create_queue(QueueConfig::default())?;
@@ -194,7 +194,7 @@ pub fn barrier_value(
 /// );
 /// queue.complete(kernel).unwrap();
 /// assert_eq!(queue.launch(), Ok(fence));
-/// # Ok::<(), sim::SimError>(())
+/// # Ok::<(), sigretire_sim::SimError>(())
 /// ```
 pub fn with_barrier_bit(packet: PacketWords) -> PacketWords {
     let mut packet = packet;

@@ -5,7 +5,7 @@
 //! the queue's state lock.
 //!
 //! The rules (HSA System Architecture 2.8-2.9 and AMD's barrier-value
-//! packet, as DESIGN.md section 2 states them):
+//! packet, as docs/design.md section 2 states them):
 //! - Packets launch in index order, once published and covered by the
 //!   doorbell.
 //! - A packet with the barrier bit launches only when every earlier packet of
@@ -40,7 +40,7 @@ use std::sync::atomic::Ordering;
 /// it did not complete.
 ///
 /// ```
-/// use sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, FAILED_SIGNAL_VALUE};
+/// use sigretire_sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, FAILED_SIGNAL_VALUE};
 ///
 /// let sim = Sim::new(SimConfig::default());
 /// let queue = sim.create_queue(QueueConfig::default())?;
@@ -49,7 +49,7 @@ use std::sync::atomic::Ordering;
 /// queue.submit(packets::kernel(0, Some(signal)))?;
 /// queue.fail();
 /// assert_eq!(sim.load(signal), FAILED_SIGNAL_VALUE);
-/// # Ok::<(), sim::SimError>(())
+/// # Ok::<(), sigretire_sim::SimError>(())
 /// ```
 pub const FAILED_SIGNAL_VALUE: i64 = -1;
 

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 /// MI300X profile with a slower PCIe read:
 ///
 /// ```
-/// use sim::CostProfile;
+/// use sigretire_sim::CostProfile;
 /// use std::time::Duration;
 ///
 /// let slow = CostProfile {
@@ -43,7 +43,7 @@ pub struct CostProfile {
     pub host_store: Duration,
     /// Host load of a device-memory signal: an uncached read of VRAM through
     /// the large BAR. MI300X: 1.1 us, the PCIe round trip measured in the seed
-    /// (DESIGN.md section 2).
+    /// (docs/design.md section 2).
     pub device_load: Duration,
     /// Host store to a device-memory signal. MI300X: 20 ns, an estimate with
     /// no measured source: the store lands in a write-combining buffer and

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// reports for MI300X.
 ///
 /// ```
-/// use sim::{QueueConfig, Sim, SimConfig, MAX_QUEUE_SIZE};
+/// use sigretire_sim::{QueueConfig, Sim, SimConfig, MAX_QUEUE_SIZE};
 ///
 /// let sim = Sim::new(SimConfig::default());
 /// let too_big = QueueConfig { size: MAX_QUEUE_SIZE * 2, ..QueueConfig::default() };
@@ -29,7 +29,7 @@ pub const MAX_QUEUE_SIZE: u32 = 1 << 17;
 /// How to create a [`Queue`].
 ///
 /// ```
-/// use sim::{AgentId, Placement, QueueConfig, Sim, SimConfig, SimError};
+/// use sigretire_sim::{AgentId, Placement, QueueConfig, Sim, SimConfig, SimError};
 ///
 /// let sim = Sim::new(SimConfig { agents: 2, ..SimConfig::default() });
 /// let config = QueueConfig {
@@ -174,7 +174,7 @@ impl QueueCore {
 /// [`stall`](Queue::stall) work in both modes.
 ///
 /// ```
-/// use sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig};
+/// use sigretire_sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig};
 ///
 /// let sim = Sim::new(SimConfig::default());
 /// let queue = sim.create_queue(QueueConfig { size: 4, ..QueueConfig::default() })?;
@@ -188,7 +188,7 @@ impl QueueCore {
 /// queue.complete(index).unwrap();
 /// assert_eq!(sim.load(signal), 0);
 /// assert!(queue.truth(index).unwrap().completed);
-/// # Ok::<(), sim::SimError>(())
+/// # Ok::<(), sigretire_sim::SimError>(())
 /// ```
 #[derive(Clone)]
 pub struct Queue {
@@ -287,7 +287,7 @@ impl Queue {
     /// once (its completion signal goes negative), so no one waits for it.
     ///
     /// ```
-    /// use sim::{packets, QueueConfig, Sim, SimConfig, Violation};
+    /// use sigretire_sim::{packets, QueueConfig, Sim, SimConfig, Violation};
     ///
     /// let sim = Sim::new(SimConfig::default());
     /// let queue = sim.create_queue(QueueConfig::default())?;
@@ -302,7 +302,7 @@ impl Queue {
     /// // Publishing the same index twice is a producer bug: ignored, recorded.
     /// queue.write(index, packets::kernel(0, None));
     /// assert!(matches!(sim.violations()[..], [Violation::InvalidWrite { index: 0, .. }]));
-    /// # Ok::<(), sim::SimError>(())
+    /// # Ok::<(), sigretire_sim::SimError>(())
     /// ```
     pub fn write(&self, index: u64, packet: PacketWords) {
         let core = self.sim.core();
@@ -488,8 +488,8 @@ impl Queue {
     /// queue progresses any more, and packets published later fail at once.
     ///
     /// ```
-    /// use sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, StepError};
-    /// use sim::FAILED_SIGNAL_VALUE;
+    /// use sigretire_sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, StepError};
+    /// use sigretire_sim::FAILED_SIGNAL_VALUE;
     ///
     /// let sim = Sim::new(SimConfig::default());
     /// let queue = sim.create_queue(QueueConfig::default())?;
@@ -506,7 +506,7 @@ impl Queue {
     /// assert_eq!(sim.load(signals[1]), FAILED_SIGNAL_VALUE);
     /// assert!(queue.truth(pending).unwrap().failed);
     /// assert_eq!(queue.launch(), Err(StepError::QueueFailed));
-    /// # Ok::<(), sim::SimError>(())
+    /// # Ok::<(), sigretire_sim::SimError>(())
     /// ```
     pub fn fail(&self) {
         let core = self.sim.core();
@@ -523,7 +523,7 @@ impl Queue {
     /// [`StepError::Stalled`]).
     ///
     /// ```
-    /// use sim::{packets, QueueConfig, Sim, SimConfig, StepError};
+    /// use sigretire_sim::{packets, QueueConfig, Sim, SimConfig, StepError};
     ///
     /// let sim = Sim::new(SimConfig::default());
     /// let queue = sim.create_queue(QueueConfig::default())?;
@@ -535,7 +535,7 @@ impl Queue {
     /// queue.stall(false);
     /// queue.run_until_idle();
     /// assert!(queue.is_idle());
-    /// # Ok::<(), sim::SimError>(())
+    /// # Ok::<(), sigretire_sim::SimError>(())
     /// ```
     pub fn stall(&self, stalled: bool) {
         self.core.state.lock().set_stalled(stalled);

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// The most agents a simulator may have.
 ///
 /// ```
-/// use sim::{Sim, SimConfig, MAX_AGENTS};
+/// use sigretire_sim::{Sim, SimConfig, MAX_AGENTS};
 ///
 /// assert!(Sim::try_new(SimConfig { agents: MAX_AGENTS, ..SimConfig::default() }).is_ok());
 /// assert!(Sim::try_new(SimConfig { agents: MAX_AGENTS + 1, ..SimConfig::default() }).is_err());
@@ -34,7 +34,7 @@ pub const MAX_AGENTS: u32 = 64;
 /// itself; the host only submits, and waits or polls:
 ///
 /// ```
-/// use sim::{packets, AgentId, Mode, Placement, QueueConfig, Sim, SimConfig, StepError};
+/// use sigretire_sim::{packets, AgentId, Mode, Placement, QueueConfig, Sim, SimConfig, StepError};
 ///
 /// let sim = Sim::new(SimConfig { mode: Mode::Threaded, ..SimConfig::default() });
 /// let queue = sim.create_queue(QueueConfig::default())?;
@@ -46,7 +46,7 @@ pub const MAX_AGENTS: u32 = 64;
 /// assert!(queue.truth(index).unwrap().completed);
 /// // The caller no longer chooses events.
 /// assert_eq!(queue.launch(), Err(StepError::WrongMode));
-/// # Ok::<(), sim::SimError>(())
+/// # Ok::<(), sigretire_sim::SimError>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Mode {
@@ -64,7 +64,7 @@ pub enum Mode {
 /// How to build a [`Sim`].
 ///
 /// ```
-/// use sim::{CostProfile, Mode, Sim, SimConfig, SimError};
+/// use sigretire_sim::{CostProfile, Mode, Sim, SimConfig, SimError};
 ///
 /// // A threaded MI300X-like system of two GPUs, with a fixed seed for the
 /// // out-of-order completion choices.
@@ -140,7 +140,7 @@ pub(crate) struct Core {
 /// another simulator: such a handle names memory this simulator does not own.
 ///
 /// ```
-/// use sim::{AgentId, Placement, Sim, SimConfig};
+/// use sigretire_sim::{AgentId, Placement, Sim, SimConfig};
 ///
 /// let sim = Sim::new(SimConfig::default());
 /// let signals = sim.allocate(2, Placement::Device, AgentId(0))?;
@@ -148,7 +148,7 @@ pub(crate) struct Core {
 /// assert_eq!(sim.load(signals[0]), 1);
 /// assert_eq!(sim.placement(signals[0]), Placement::Device);
 /// assert!(sim.violations().is_empty());
-/// # Ok::<(), sim::SimError>(())
+/// # Ok::<(), sigretire_sim::SimError>(())
 /// ```
 #[derive(Clone)]
 pub struct Sim {
@@ -260,7 +260,7 @@ impl Sim {
     /// more than 2^20 signals.
     ///
     /// ```
-    /// use sim::{AgentId, Placement, Sim, SimConfig, SimError};
+    /// use sigretire_sim::{AgentId, Placement, Sim, SimConfig, SimError};
     ///
     /// let sim = Sim::new(SimConfig::default());
     /// let batch = sim.allocate(3, Placement::Device, AgentId(0))?;
@@ -321,7 +321,7 @@ impl Sim {
     /// the bookkeeping shared by the batch.
     ///
     /// ```
-    /// use sim::{AgentId, Placement, Sim, SimConfig};
+    /// use sigretire_sim::{AgentId, Placement, Sim, SimConfig};
     /// let sim = Sim::new(SimConfig::default());
     /// let signals = sim.allocate(4, Placement::Device, AgentId(0)).unwrap();
     /// sim.store_many(&signals, 1);
@@ -357,7 +357,7 @@ impl Sim {
     /// If `agent` is not one of this simulator's agents.
     ///
     /// ```
-    /// use sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, Violation};
+    /// use sigretire_sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, Violation};
     ///
     /// let sim = Sim::new(SimConfig { agents: 2, ..SimConfig::default() });
     /// // A ring in system memory, like a copy engine's.
@@ -383,7 +383,7 @@ impl Sim {
     /// queue.submit(packets::kernel(0, Some(signal)))?;
     /// assert!(sim.violations().is_empty());
     /// assert_eq!(sim.counters().hdp_flushes, 2);
-    /// # Ok::<(), sim::SimError>(())
+    /// # Ok::<(), sigretire_sim::SimError>(())
     /// ```
     pub fn hdp_flush(&self, agent: AgentId) {
         self.core().memory.hdp_flush(agent);
@@ -432,7 +432,7 @@ impl Sim {
     /// in a dispatch packet (never 0, which is the empty kernel).
     ///
     /// ```
-    /// use sim::{packets, Kernel, Mode, QueueConfig, Sim, SimConfig, Violation};
+    /// use sigretire_sim::{packets, Kernel, Mode, QueueConfig, Sim, SimConfig, Violation};
     /// use std::time::{Duration, Instant};
     ///
     /// let sim = Sim::new(SimConfig { mode: Mode::Threaded, ..SimConfig::default() });
@@ -449,7 +449,7 @@ impl Sim {
     /// // A kernel object nobody registered makes a malformed packet.
     /// queue.submit(packets::kernel(five_ms + 1, None))?;
     /// assert!(matches!(sim.violations()[..], [Violation::MalformedPacket { .. }]));
-    /// # Ok::<(), sim::SimError>(())
+    /// # Ok::<(), sigretire_sim::SimError>(())
     /// ```
     pub fn register_kernel(&self, kernel: Kernel) -> u64 {
         let core = self.core();
@@ -490,7 +490,7 @@ impl Sim {
     /// fail can tell an injected failure from a real one.
     ///
     /// ```
-    /// use sim::{AgentId, Placement, Sim, SimConfig};
+    /// use sigretire_sim::{AgentId, Placement, Sim, SimConfig};
     /// let sim = Sim::new(SimConfig::default());
     /// sim.fail_allocations(1);
     /// assert!(sim.allocate(1, Placement::Host, AgentId(0)).is_err());
@@ -507,7 +507,7 @@ impl Sim {
     /// Replaces a hook not yet run.
     ///
     /// ```
-    /// use sim::{AgentId, Placement, Sim, SimConfig};
+    /// use sigretire_sim::{AgentId, Placement, Sim, SimConfig};
     /// use std::sync::Arc;
     /// use std::sync::atomic::{AtomicBool, Ordering};
     /// let sim = Sim::new(SimConfig::default());
@@ -516,7 +516,7 @@ impl Sim {
     /// sim.on_next_allocation(move || flag.store(true, Ordering::Relaxed));
     /// sim.allocate(1, Placement::Host, AgentId(0))?;
     /// assert!(ran.load(Ordering::Relaxed));
-    /// # Ok::<(), sim::SimError>(())
+    /// # Ok::<(), sigretire_sim::SimError>(())
     /// ```
     pub fn on_next_allocation(&self, hook: impl FnOnce() + Send + 'static) {
         self.core().memory.on_next_allocation(Box::new(hook));

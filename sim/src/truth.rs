@@ -17,7 +17,7 @@ use thiserror::Error;
 /// values are written into the completion signal's block.
 ///
 /// ```
-/// use sim::{packets, QueueConfig, Sim, SimConfig, STEPPED_TICKS_PER_EVENT};
+/// use sigretire_sim::{packets, QueueConfig, Sim, SimConfig, STEPPED_TICKS_PER_EVENT};
 ///
 /// let sim = Sim::new(SimConfig::default());
 /// let queue = sim.create_queue(QueueConfig::default())?;
@@ -35,7 +35,7 @@ use thiserror::Error;
 /// // Stepped mode: one clock step per event, launch then completion.
 /// assert_eq!(truth.end_ts.unwrap() - truth.start_ts.unwrap(), STEPPED_TICKS_PER_EVENT);
 /// assert!(queue.truth(index + 1).is_none(), "never reserved");
-/// # Ok::<(), sim::SimError>(())
+/// # Ok::<(), sigretire_sim::SimError>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PacketTruth {
@@ -78,7 +78,7 @@ impl PacketTruth {
 /// afterwards.
 ///
 /// ```
-/// use sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, Violation};
+/// use sigretire_sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, Violation};
 ///
 /// let sim = Sim::new(SimConfig::default());
 /// let queue = sim.create_queue(QueueConfig::default())?;
@@ -98,7 +98,7 @@ impl PacketTruth {
 /// ));
 /// assert!(violations[0].to_string().contains("not fenced"));
 /// assert!(sim.violations().is_empty(), "taken");
-/// # Ok::<(), sim::SimError>(())
+/// # Ok::<(), sigretire_sim::SimError>(())
 /// ```
 #[derive(Clone, Copy, Debug, Error, PartialEq, Eq)]
 pub enum Violation {
@@ -120,7 +120,7 @@ pub enum Violation {
     /// by an HDP flush of the signal's agent after that fence.
     ///
     /// ```
-    /// use sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, Violation};
+    /// use sigretire_sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, Violation};
     ///
     /// let sim = Sim::new(SimConfig::default());
     /// let ring_in_host = QueueConfig { ring: Placement::Host, ..QueueConfig::default() };
@@ -140,7 +140,7 @@ pub enum Violation {
     ///         agent: AgentId(0),
     ///     }]
     /// );
-    /// # Ok::<(), sim::SimError>(())
+    /// # Ok::<(), sigretire_sim::SimError>(())
     /// ```
     #[error(
         "queue {queue} packet {index}: {signal:?} was fenced but needs an HDP flush of {agent} before publication"

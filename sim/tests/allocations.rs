@@ -3,7 +3,7 @@
 //! polluted by the backend. One test in its own binary: it installs a
 //! counting global allocator.
 
-use sim::{AgentId, Placement, QueueConfig, Sim, SimConfig, packets};
+use sigretire_sim::{AgentId, Placement, QueueConfig, Sim, SimConfig, packets};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
@@ -53,7 +53,7 @@ fn steady_state_packet_traffic_allocates_nothing() {
         })
         .unwrap();
     let signals = sim.allocate(64, Placement::Device, AgentId(0)).unwrap();
-    let round = |q: &sim::Queue| {
+    let round = |q: &sigretire_sim::Queue| {
         for &s in &signals {
             sim.store(s, 1);
         }

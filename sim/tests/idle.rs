@@ -2,7 +2,9 @@
 //! a core, and a doorbell still wakes it. One test in its own binary, so the
 //! process CPU time it reads belongs to it alone.
 
-use sim::{AgentId, HostFlag, Kernel, Mode, Placement, QueueConfig, Sim, SimConfig, packets};
+use sigretire_sim::{
+    AgentId, HostFlag, Kernel, Mode, Placement, QueueConfig, Sim, SimConfig, packets,
+};
 use std::time::{Duration, Instant};
 
 /// CPU time this process used so far (Linux: `/proc/self/stat`, in clock
@@ -16,7 +18,7 @@ fn cpu_ticks() -> Option<u64> {
     Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
 }
 
-fn wait_for_zero(sim: &Sim, signal: sim::Signal) {
+fn wait_for_zero(sim: &Sim, signal: sigretire_sim::Signal) {
     let start = Instant::now();
     while sim.load(signal) != 0 {
         assert!(start.elapsed() < Duration::from_secs(20), "no completion");

@@ -4,8 +4,8 @@
 mod common;
 
 use common::{queue, stepped};
-use sim::hsa_sys::AMD_SIGNAL_KIND_USER;
-use sim::{
+use sigretire_sim::hsa_sys::AMD_SIGNAL_KIND_USER;
+use sigretire_sim::{
     Access, AgentId, CostProfile, Counters, Placement, QueueConfig, Sim, SimConfig, SimError,
     packets,
 };
@@ -135,7 +135,7 @@ fn bad_configurations_are_errors_that_say_what_to_do() {
         }
     );
     assert!(unknown.to_string().contains("agents 0 to 1"), "{unknown}");
-    for size in [0, 3, 1, sim::MAX_QUEUE_SIZE * 2] {
+    for size in [0, 3, 1, sigretire_sim::MAX_QUEUE_SIZE * 2] {
         let error = sim
             .create_queue(QueueConfig {
                 size,

@@ -11,7 +11,9 @@ mod common;
 
 use common::{queue, stepped};
 use proptest::prelude::*;
-use sim::{AgentId, Blocked, Placement, QueueConfig, Signal, SimError, StepError, packets};
+use sigretire_sim::{
+    AgentId, Blocked, Placement, QueueConfig, Signal, SimError, StepError, packets,
+};
 
 #[derive(Clone, Copy, Debug)]
 enum Op {

@@ -2,7 +2,9 @@
 //! still blocked. One test in its own binary, so the thread count it reads
 //! is not disturbed by other tests.
 
-use sim::{AgentId, HostFlag, Kernel, Mode, Placement, QueueConfig, Sim, SimConfig, packets};
+use sigretire_sim::{
+    AgentId, HostFlag, Kernel, Mode, Placement, QueueConfig, Sim, SimConfig, packets,
+};
 use std::time::{Duration, Instant};
 
 /// The threads of this process (Linux: `/proc/self/status`).

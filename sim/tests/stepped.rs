@@ -4,8 +4,8 @@
 mod common;
 
 use common::{armed, armed_on, queue, stepped};
-use sim::hsa_sys::{HSA_SIGNAL_CONDITION_EQ, HSA_SIGNAL_CONDITION_LT};
-use sim::{
+use sigretire_sim::hsa_sys::{HSA_SIGNAL_CONDITION_EQ, HSA_SIGNAL_CONDITION_LT};
+use sigretire_sim::{
     AgentId, Blocked, FAILED_SIGNAL_VALUE, HostFlag, Kernel, Placement, Queue, QueueConfig,
     STEPPED_TICKS_PER_EVENT, Signal, SimError, StepError, packets,
 };
@@ -206,7 +206,7 @@ fn a_full_queue_frees_slots_only_as_the_read_index_moves() {
 /// dependency signals, each completed by its own producer kernel (indices
 /// `0..5` of the producer, slot order). Returns the producer too, so a test
 /// completes exactly the slots it chooses.
-fn five_dependencies() -> (sim::Sim, Queue, Queue, Vec<Signal>) {
+fn five_dependencies() -> (sigretire_sim::Sim, Queue, Queue, Vec<Signal>) {
     let sim = stepped(1);
     let (waiter, producer) = (queue(&sim, QueueConfig::default()), queue(&sim, ooo()));
     let deps = armed(&sim, 5, Placement::Device);
@@ -519,8 +519,9 @@ fn stepped_runs_are_reproducible() {
         (0..6).map(|i| q.truth(i).unwrap()).collect::<Vec<_>>()
     };
     let first = run();
-    let handles_differ =
-        |a: &sim::PacketTruth, b: &sim::PacketTruth| a.completion_signal != b.completion_signal;
+    let handles_differ = |a: &sigretire_sim::PacketTruth, b: &sigretire_sim::PacketTruth| {
+        a.completion_signal != b.completion_signal
+    };
     let second = run();
     for (a, b) in first.iter().zip(&second) {
         assert!(handles_differ(a, b)); // different memory ...

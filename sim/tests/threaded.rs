@@ -5,7 +5,7 @@
 mod common;
 
 use common::{armed, eventually};
-use sim::{
+use sigretire_sim::{
     AgentId, CostProfile, HostFlag, Kernel, Mode, Placement, Queue, QueueConfig, Sim, SimConfig,
     StepError, packets,
 };
@@ -22,7 +22,7 @@ fn threaded(profile: CostProfile) -> Sim {
     })
 }
 
-fn all_done(sim: &Sim, signals: &[sim::Signal]) -> bool {
+fn all_done(sim: &Sim, signals: &[sigretire_sim::Signal]) -> bool {
     signals.iter().all(|&s| sim.load(s) == 0)
 }
 
@@ -262,7 +262,7 @@ fn many_producers_share_one_queue() {
     let sim = threaded(CostProfile::zero());
     let q = sim.create_queue(QueueConfig::default()).unwrap();
     let per_thread = 200;
-    let signals: Vec<Vec<sim::Signal>> = (0..4)
+    let signals: Vec<Vec<sigretire_sim::Signal>> = (0..4)
         .map(|_| armed(&sim, per_thread, Placement::Device))
         .collect();
     std::thread::scope(|scope| {

@@ -4,11 +4,11 @@
 mod common;
 
 use common::{armed, queue, stepped};
-use sim::hsa_sys::{
+use sigretire_sim::hsa_sys::{
     HSA_PACKET_TYPE_AGENT_DISPATCH, HSA_PACKET_TYPE_INVALID, HSA_SIGNAL_CONDITION_EQ, PacketHeader,
     PacketWords, hsa_barrier_and_packet_t, hsa_signal_t,
 };
-use sim::{AgentId, Placement, Queue, QueueConfig, Sim, StepError, Violation, packets};
+use sigretire_sim::{AgentId, Placement, Queue, QueueConfig, Sim, StepError, Violation, packets};
 
 fn ring_in(ring: Placement) -> QueueConfig {
     QueueConfig {
@@ -22,7 +22,7 @@ fn ring_in(ring: Placement) -> QueueConfig {
 fn publish_after(
     placement: Placement,
     ring: Placement,
-    prepare: impl FnOnce(&Sim, sim::Signal),
+    prepare: impl FnOnce(&Sim, sigretire_sim::Signal),
 ) -> Vec<Violation> {
     let sim = stepped(2);
     let q = queue(&sim, ring_in(ring));
@@ -250,7 +250,7 @@ fn a_batched_store_is_checked_and_counted_like_single_stores() {
 
 fn barrier_naming(handle: u64) -> PacketWords {
     hsa_barrier_and_packet_t {
-        header: PacketHeader::new(sim::hsa_sys::HSA_PACKET_TYPE_BARRIER_AND).bits(),
+        header: PacketHeader::new(sigretire_sim::hsa_sys::HSA_PACKET_TYPE_BARRIER_AND).bits(),
         dep_signal: [
             hsa_signal_t { handle },
             hsa_signal_t::NULL,

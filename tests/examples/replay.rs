@@ -1,7 +1,7 @@
 //! Replays and shortens a failing scenario, for debugging:
-//! `cargo run -p scenarios --example replay -- retiring FUZZ_INPUT_FILE` (a
+//! `cargo run -p sigretire-scenarios --example replay -- retiring FUZZ_INPUT_FILE` (a
 //! cargo-fuzz crash file), or `... -- retiring SETUP SEED` (a property case).
-use scenarios::{replay, search};
+use sigretire_scenarios::{replay, search};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

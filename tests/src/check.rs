@@ -1,8 +1,8 @@
-//! The invariants of DESIGN.md section 6, each with a name, and the report
+//! The invariants of docs/design.md section 6, each with a name, and the report
 //! a broken one produces.
 
 use core::fmt;
-use tracker::{Census, Status, Timestamps};
+use sigretire_tracker::{Census, Status, Timestamps};
 
 /// An invariant the driver checks, after every operation unless noted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -1,6 +1,6 @@
 //! The operation-sequence driver: two streams, each a tracker on its own
 //! simulated hardware queues of one stepped simulator, driven one
-//! [`Op`] at a time, with every invariant of DESIGN.md section 6 checked
+//! [`Op`] at a time, with every invariant of docs/design.md section 6 checked
 //! against the simulator's ground truth and the [`Model`] after each step.
 
 use crate::check::{Check, Failure, fail};
@@ -10,16 +10,18 @@ use crate::model::{
 use crate::observer::{Observer, Watched};
 use crate::ops::{EngineStep, Op, StreamId};
 use crate::setup::{QUEUE_SIZE, Setup, TRUTH_HISTORY};
-use sim::hsa_sys::hsa_signal_t;
-use sim::{AgentId, Placement as RingPlacement, Queue, QueueConfig, Sim, SimConfig, Violation};
-use std::cell::Cell;
-use std::sync::Arc;
-use std::time::Duration;
-use tracker::sim_backend::{SimMemory, submit_kernel, submit_wait};
-use tracker::{
+use sigretire_sim::hsa_sys::hsa_signal_t;
+use sigretire_sim::{
+    AgentId, Placement as RingPlacement, Queue, QueueConfig, Sim, SimConfig, Violation,
+};
+use sigretire_tracker::sim_backend::{SimMemory, submit_kernel, submit_wait};
+use sigretire_tracker::{
     BaselineTracker, Config, Error, Generation, Purpose, Request, RetiringTracker, Status, Ticket,
     Tracker, WaitPolicy,
 };
+use std::cell::Cell;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Which tracker a scenario drives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -1,4 +1,4 @@
-//! Evidence that the trackers are correct (DESIGN.md section 6).
+//! Evidence that the trackers are correct (docs/design.md section 6).
 //!
 //! Random operation sequences are applied to the real trackers on the
 //! stepped simulator and, side by side, to a small reference [`model`]
@@ -18,7 +18,7 @@
 //! A scenario replays from its seed:
 //!
 //! ```
-//! use scenarios::{TrackerKind, search, setup};
+//! use sigretire_scenarios::{TrackerKind, search, setup};
 //!
 //! let setup = setup::setups()[0];
 //! let ops = search::generate(42);

@@ -31,10 +31,10 @@
 
 use crate::check::{Check, Failure, fail, stamps_match, steady};
 use crate::driver::TrackerKind;
-use sim::{FAILED_SIGNAL_VALUE, Queue};
+use sigretire_sim::{FAILED_SIGNAL_VALUE, Queue};
+use sigretire_tracker::sim_backend::SimMemory;
+use sigretire_tracker::{SignalRef, Status, Ticket, Timestamps};
 use std::cell::Cell;
-use tracker::sim_backend::SimMemory;
-use tracker::{SignalRef, Status, Ticket, Timestamps};
 
 /// One use a scenario made.
 #[derive(Clone, Debug)]
@@ -72,7 +72,7 @@ pub struct UseRecord {
     /// The signal's packet handle.
     pub signal: u64,
     /// The same signal, as the simulator names it.
-    pub sim_signal: sim::Signal,
+    pub sim_signal: sigretire_sim::Signal,
     /// The use its packet waits on (a barrier-AND's dependency), if any.
     pub dependency: Option<usize>,
     /// The last final answer its tracker gave about it (complete or failed).

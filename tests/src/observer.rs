@@ -12,13 +12,13 @@
 //! reported early.
 
 use crate::check::{Check, Failure};
-use sim::Queue;
+use sigretire_sim::Queue;
+use sigretire_tracker::sim_backend::SimMemory;
+use sigretire_tracker::{SignalRef, Status, Ticket, Waiter};
 use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use tracker::sim_backend::SimMemory;
-use tracker::{SignalRef, Status, Ticket, Waiter};
 
 /// A use the observer asks about.
 pub(crate) struct Watched {

@@ -6,8 +6,8 @@
 //! a valid scenario and a fuzzer's mutations stay meaningful.
 
 use arbitrary::{Arbitrary, Unstructured};
+use sigretire_tracker::Purpose;
 use std::time::Duration;
-use tracker::Purpose;
 
 /// One of the two streams of a scenario. Each has its own tracker and its
 /// own hardware queues on one simulator, so GPU waiters cross queues.

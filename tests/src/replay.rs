@@ -26,7 +26,7 @@ pub struct Replay {
 ///
 /// ```
 /// let args = ["retiring".to_string()];
-/// assert!(scenarios::replay::parse(&args).unwrap_err().contains("usage"));
+/// assert!(sigretire_scenarios::replay::parse(&args).unwrap_err().contains("usage"));
 /// ```
 pub fn parse(args: &[String]) -> Result<Replay, String> {
     fn refuse<T>(why: String) -> Result<T, String> {

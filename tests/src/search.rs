@@ -7,12 +7,12 @@ use crate::driver::{Coverage, Driver, SimTracker, TrackerKind};
 use crate::ops::{Op, decode_ops};
 use crate::setup::Setup;
 use arbitrary::Unstructured;
-use sim::Queue;
+use sigretire_sim::Queue;
+use sigretire_tracker::sim_backend::SimMemory;
+use sigretire_tracker::{BaselineTracker, RetiringTracker};
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Once;
-use tracker::sim_backend::SimMemory;
-use tracker::{BaselineTracker, RetiringTracker};
 
 /// The base seed of the property tests (and of the teeth runner, so its
 /// counts are the property tests' counts). `SCENARIO_SEED` overrides it in

@@ -2,8 +2,8 @@
 //! operations wrap the ring, hit the growth limit and wrap the generation
 //! counter, as sharded-slab's tests use tiny pages.
 
-use sim::Placement as RingPlacement;
-use tracker::{Config, Placement};
+use sigretire_sim::Placement as RingPlacement;
+use sigretire_tracker::{Config, Placement};
 
 /// A tracker configuration and the simulated queues it runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

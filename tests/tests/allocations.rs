@@ -11,10 +11,10 @@
 
 mod support;
 
+use sigretire_tracker::{Config, HardwareQueue, Placement, Purpose, Request, Tracker, Work};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use support::{Backend, Machine, Retiring, Rig, device_signals, on_every_backend};
-use tracker::{Config, HardwareQueue, Placement, Purpose, Request, Tracker, Work};
 
 on_every_backend! {
     no_heap_allocation_per_use_after_warm_up,
@@ -91,9 +91,9 @@ fn run<B: Backend>(rig: &mut Rig<B, Retiring<B>>, uses: usize) {
             let acquired = rig
                 .tracker
                 .acquire(request)
-                .map_err(|e| tracker::QueueError::Failed(e.to_string()))?;
+                .map_err(|e| sigretire_tracker::QueueError::Failed(e.to_string()))?;
             queue.publish(index, Work::Kernel(kernel), barrier, acquired.signal)?;
-            Ok::<_, tracker::QueueError>(acquired)
+            Ok::<_, sigretire_tracker::QueueError>(acquired)
         })
         .unwrap();
         if purpose == Purpose::Event {

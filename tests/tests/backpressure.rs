@@ -4,14 +4,14 @@
 //! never turns into a hard error because a lock-free waiter learned
 //! completions at the wrong moment.
 
-use sim::Queue;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use tracker::sim_backend::{SimMemory, submit_kernel};
-use tracker::{
+use sigretire_sim::Queue;
+use sigretire_tracker::sim_backend::{SimMemory, submit_kernel};
+use sigretire_tracker::{
     AllocError, Config, Error, Placement, Request, RetiringTracker, SignalMemory, Status, Ticket,
     TimestampClock, Timestamps, Tracker, WaitPolicy,
 };
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -29,7 +29,7 @@ fn submit<T: Tracker<Queue = Queue>>(
 
 #[test]
 fn waiting_for_the_named_fence_frees_room_while_the_read_index_lags() {
-    let (sim, queue) = tracker::sim_backend::stepped_queue();
+    let (sim, queue) = sigretire_tracker::sim_backend::stepped_queue();
     let memory = Arc::new(SimMemory::new(sim.clone(), queue.agent()));
     let config = Config {
         initial_size: 8,
@@ -75,13 +75,13 @@ struct Interleaved {
 }
 
 impl SignalMemory for Interleaved {
-    type Signal = sim::Signal;
+    type Signal = sigretire_sim::Signal;
 
     fn allocate(
         &self,
         count: usize,
         placement: Placement,
-        out: &mut Vec<(sim::Signal, Placement)>,
+        out: &mut Vec<(sigretire_sim::Signal, Placement)>,
     ) -> Result<(), AllocError> {
         match self.hook.lock().unwrap().take() {
             Some(mut hook) => {
@@ -92,12 +92,12 @@ impl SignalMemory for Interleaved {
         }
     }
 
-    unsafe fn load(&self, signal: sim::Signal) -> i64 {
+    unsafe fn load(&self, signal: sigretire_sim::Signal) -> i64 {
         // SAFETY: forwarded caller guarantee.
         unsafe { self.memory.load(signal) }
     }
 
-    unsafe fn store(&self, signal: sim::Signal, value: i64) {
+    unsafe fn store(&self, signal: sigretire_sim::Signal, value: i64) {
         // SAFETY: forwarded caller guarantee.
         unsafe { self.memory.store(signal, value) }
     }
@@ -110,12 +110,12 @@ impl SignalMemory for Interleaved {
         self.memory.hdp_flush()
     }
 
-    unsafe fn timestamps(&self, signal: sim::Signal) -> Option<Timestamps> {
+    unsafe fn timestamps(&self, signal: sigretire_sim::Signal) -> Option<Timestamps> {
         // SAFETY: forwarded caller guarantee.
         unsafe { self.memory.timestamps(signal) }
     }
 
-    fn packet_handle(&self, signal: sim::Signal) -> u64 {
+    fn packet_handle(&self, signal: sigretire_sim::Signal) -> u64 {
         self.memory.packet_handle(signal)
     }
 
@@ -130,7 +130,7 @@ impl SignalMemory for Interleaved {
 
 #[test]
 fn a_waiter_learning_every_completion_mid_acquire_is_no_hard_error() {
-    let (sim, queue) = tracker::sim_backend::stepped_queue();
+    let (sim, queue) = sigretire_tracker::sim_backend::stepped_queue();
     let memory = Arc::new(Interleaved {
         memory: SimMemory::new(sim.clone(), queue.agent()),
         hook: Mutex::new(None),

@@ -1,10 +1,12 @@
 //! Bad input gets a typed error, the same one from both trackers, and
 //! never a panic, an abort or a silently saturated value.
 
-use sim::Queue;
+use sigretire_sim::Queue;
+use sigretire_tracker::sim_backend::{self, SimMemory, submit_barrier};
+use sigretire_tracker::{
+    BaselineTracker, Config, Error, Request, RetiringTracker, Status, Tracker,
+};
 use std::sync::Arc;
-use tracker::sim_backend::{self, SimMemory, submit_barrier};
-use tracker::{BaselineTracker, Config, Error, Request, RetiringTracker, Status, Tracker};
 
 type Retiring = RetiringTracker<SimMemory, Queue>;
 type Baseline = BaselineTracker<SimMemory, Queue>;
@@ -113,16 +115,16 @@ fn bad_configs() -> Vec<(&'static str, Config)> {
             },
         ),
         (
-            "probe_batch",
+            "probe_interval",
             Config {
-                probe_batch: 0,
+                probe_interval: 0,
                 ..d
             },
         ),
         (
-            "probe_batch",
+            "probe_interval",
             Config {
-                probe_batch: usize::MAX,
+                probe_interval: usize::MAX,
                 ..d
             },
         ),
@@ -170,7 +172,7 @@ fn the_largest_configurations_allowed_are_accepted() {
         initial_size: 1 << 10,
         growth_limit: 1 << 10,
         backpressure_window: 1 << 20,
-        probe_batch: 1 << 20,
+        probe_interval: 1 << 20,
         ..Config::default()
     };
     assert_eq!(config.validate(), Ok(()));
@@ -287,14 +289,14 @@ fn the_replay_example_answers_missing_or_bad_arguments_with_its_usage() {
     ];
     for args in bad {
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        let refusal = scenarios::replay::parse(&args).unwrap_err();
+        let refusal = sigretire_scenarios::replay::parse(&args).unwrap_err();
         assert!(refusal.contains("usage"), "{args:?}: {refusal}");
     }
     let args: Vec<String> = ["baseline", "1", "0x2a"]
         .iter()
         .map(|a| a.to_string())
         .collect();
-    let replay = scenarios::replay::parse(&args).unwrap();
-    assert_eq!(replay.kind, scenarios::TrackerKind::Baseline);
-    assert_eq!(replay.ops, scenarios::search::generate(0x2a));
+    let replay = sigretire_scenarios::replay::parse(&args).unwrap();
+    assert_eq!(replay.kind, sigretire_scenarios::TrackerKind::Baseline);
+    assert_eq!(replay.ops, sigretire_scenarios::search::generate(0x2a));
 }

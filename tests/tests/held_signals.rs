@@ -2,18 +2,21 @@
 //! is never re-armed, whatever fails around it: an allocation of its
 //! replacement, a wrong call to `attach`.
 
-use sim::Sim;
-use std::sync::Arc;
-use tracker::sim_backend::{SimMemory, submit_kernel};
-use tracker::{
+use sigretire_sim::Sim;
+use sigretire_tracker::sim_backend::{SimMemory, submit_kernel};
+use sigretire_tracker::{
     BaselineTracker, Config, Error, Placement, Request, RetiringTracker, Status, Tracker,
 };
+use std::sync::Arc;
 
-type Baseline = BaselineTracker<SimMemory, sim::Queue>;
-type Retiring = RetiringTracker<SimMemory, sim::Queue>;
+type Baseline = BaselineTracker<SimMemory, sigretire_sim::Queue>;
+type Retiring = RetiringTracker<SimMemory, sigretire_sim::Queue>;
 
-fn stepped(initial_size: usize, growth_limit: usize) -> (Sim, sim::Queue, Arc<SimMemory>, Config) {
-    let (sim, queue) = tracker::sim_backend::stepped_queue();
+fn stepped(
+    initial_size: usize,
+    growth_limit: usize,
+) -> (Sim, sigretire_sim::Queue, Arc<SimMemory>, Config) {
+    let (sim, queue) = sigretire_tracker::sim_backend::stepped_queue();
     let memory = Arc::new(SimMemory::new(sim.clone(), queue.agent()));
     let config = Config {
         initial_size,
@@ -27,10 +30,10 @@ fn stepped(initial_size: usize, growth_limit: usize) -> (Sim, sim::Queue, Arc<Si
 
 /// Acquires one use for an empty kernel at the queue's next index and
 /// publishes it (not run).
-fn submit<T: Tracker<Queue = sim::Queue>>(
+fn submit<T: Tracker<Queue = sigretire_sim::Queue>>(
     tracker: &mut T,
-    queue: &sim::Queue,
-) -> Result<tracker::Acquired, Error> {
+    queue: &sigretire_sim::Queue,
+) -> Result<sigretire_tracker::Acquired, Error> {
     let index = queue.write_index();
     let acquired = tracker.acquire(Request::packet(index).barrier(true))?;
     assert_eq!(queue.reserve().unwrap(), index);
@@ -47,7 +50,7 @@ fn the_baseline_never_rearms_a_held_signal_when_its_replacement_cannot_be_alloca
     submit(&mut baseline, &queue).unwrap();
     queue.run_until_idle();
     let held = sim
-        .resolve(sim::hsa_sys::hsa_signal_t {
+        .resolve(sigretire_sim::hsa_sys::hsa_signal_t {
             handle: held_use.signal,
         })
         .unwrap();
@@ -98,13 +101,13 @@ fn the_baseline_uses_a_free_slot_when_growth_cannot_allocate() {
 /// the caller gets the pin back, still holding the producer's signal.
 fn attach_to_a_foreign_ticket_returns_the_pin<C>(consumer: &mut C, sim: &Sim)
 where
-    C: Tracker<Memory = SimMemory, Queue = sim::Queue>,
+    C: Tracker<Memory = SimMemory, Queue = sigretire_sim::Queue>,
 {
-    let (_other_sim, other_queue) = tracker::sim_backend::stepped_queue();
+    let (_other_sim, other_queue) = sigretire_tracker::sim_backend::stepped_queue();
     let producer_queue = sim
-        .create_queue(sim::QueueConfig {
+        .create_queue(sigretire_sim::QueueConfig {
             size: 64,
-            ..sim::QueueConfig::default()
+            ..sigretire_sim::QueueConfig::default()
         })
         .unwrap();
     let memory = Arc::new(SimMemory::new(sim.clone(), producer_queue.agent()));
@@ -112,7 +115,8 @@ where
     let produced = submit(&mut producer, &producer_queue).unwrap();
     let pin = producer.pin(&produced.ticket).unwrap().expect("pending");
 
-    let (mut stranger, _) = tracker::sim_backend::stepped_tracker(Config::default()).unwrap();
+    let (mut stranger, _) =
+        sigretire_tracker::sim_backend::stepped_tracker(Config::default()).unwrap();
     let foreign = submit(&mut stranger, &other_queue).unwrap().ticket;
     let refused = consumer.attach(&foreign, pin).unwrap_err();
     assert_eq!(refused.error, Error::ForeignTicket);
@@ -126,7 +130,7 @@ where
         "the pin still holds the signal"
     );
     let producer_signal = sim
-        .resolve(sim::hsa_sys::hsa_signal_t {
+        .resolve(sigretire_sim::hsa_sys::hsa_signal_t {
             handle: produced.signal,
         })
         .unwrap();
@@ -159,7 +163,7 @@ fn the_retiring_tracker_keeps_a_held_signal_when_no_spare_can_be_allocated() {
     submit(&mut retiring, &queue).unwrap();
     queue.run_until_idle();
     let held = sim
-        .resolve(sim::hsa_sys::hsa_signal_t {
+        .resolve(sigretire_sim::hsa_sys::hsa_signal_t {
             handle: held_use.signal,
         })
         .unwrap();

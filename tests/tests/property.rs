@@ -1,15 +1,15 @@
 //! The bounded property test: seeded random operation sequences, applied to
 //! each tracker on the stepped simulator and to the reference model, every
-//! invariant of DESIGN.md section 6 checked after every step, under every
+//! invariant of docs/design.md section 6 checked after every step, under every
 //! small setup. A failure prints a shortened scenario and its seed.
 //!
 //! `SCENARIO_CASES` (scenarios per setup) and `SCENARIO_SEED` explore
 //! further than CI does: `SCENARIO_CASES=5000 SCENARIO_SEED=7 cargo test
-//! --release -p scenarios --test property`.
+//! --release -p sigretire-scenarios --test property`.
 
-use scenarios::search::{PROPERTY_SEED, Threads, explore, explore_as};
-use scenarios::setup::setups;
-use scenarios::{Coverage, TrackerKind};
+use sigretire_scenarios::search::{PROPERTY_SEED, Threads, explore, explore_as};
+use sigretire_scenarios::setup::setups;
+use sigretire_scenarios::{Coverage, TrackerKind};
 
 /// Scenarios per setup in CI: a few seconds in a debug build.
 const CASES: u64 = 60;

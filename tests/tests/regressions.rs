@@ -2,10 +2,10 @@
 //! shortened scenario. Every invariant must hold; each test failed before
 //! its fix (named in the test's doc comment).
 
-use scenarios::TrackerKind;
-use scenarios::ops::{Deadline, EngineStep, Op, PurposeChoice::*, StreamId::*};
-use scenarios::search::run;
-use scenarios::setup::setups;
+use sigretire_scenarios::TrackerKind;
+use sigretire_scenarios::ops::{Deadline, EngineStep, Op, PurposeChoice::*, StreamId::*};
+use sigretire_scenarios::search::run;
+use sigretire_scenarios::setup::setups;
 
 fn assert_every_invariant_holds(kind: TrackerKind, setup: usize, ops: &[Op]) {
     let setup = setups()[setup];
@@ -15,9 +15,9 @@ fn assert_every_invariant_holds(kind: TrackerKind, setup: usize, ops: &[Op]) {
 }
 
 fn submit(
-    stream: scenarios::ops::StreamId,
+    stream: sigretire_scenarios::ops::StreamId,
     barrier: bool,
-    purpose: scenarios::ops::PurposeChoice,
+    purpose: sigretire_scenarios::ops::PurposeChoice,
     timed: bool,
 ) -> Op {
     Op::Submit {
@@ -280,9 +280,9 @@ fn fuzz_regressions_replay_cleanly() {
         let data = std::fs::read(&path).unwrap();
         let setups = setups();
         let setup = setups[usize::from(data[0]) % setups.len()];
-        let ops = scenarios::ops::decode_ops(
+        let ops = sigretire_scenarios::ops::decode_ops(
             &mut arbitrary::Unstructured::new(&data[1..]),
-            scenarios::search::MAX_OPS,
+            sigretire_scenarios::search::MAX_OPS,
         );
         for kind in TrackerKind::ALL {
             if let Err(failure) = run(kind, setup, &ops) {

@@ -6,15 +6,15 @@
 //! the test if any thread makes no progress for more than a second; at the
 //! end every signal must be accounted for.
 
-use sim::{CostProfile, Mode, Queue, QueueConfig, Sim, SimConfig};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-use tracker::sim_backend::{SimMemory, submit_kernel, submit_wait};
-use tracker::{
+use sigretire_sim::{CostProfile, Mode, Queue, QueueConfig, Sim, SimConfig};
+use sigretire_tracker::sim_backend::{SimMemory, submit_kernel, submit_wait};
+use sigretire_tracker::{
     Config, Error, Placement, Purpose, Request, RetiringTracker, SignalRef, Status, Ticket,
     Tracker, WaitPolicy,
 };
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 const THREADS: usize = 4;
 const QUEUES: usize = 12;
@@ -55,7 +55,7 @@ fn submit(
     lane: usize,
     purpose: Purpose,
     barrier: bool,
-    dependency: Option<tracker::Pin<SimMemory>>,
+    dependency: Option<sigretire_tracker::Pin<SimMemory>>,
 ) -> Result<(Ticket, u64, Option<SignalRef<SimMemory>>), String> {
     let Lane { queue, tracker } = &lanes[lane];
     let started = Instant::now();

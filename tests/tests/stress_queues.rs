@@ -1,4 +1,4 @@
-//! Stress on the queue layer (DESIGN.md section 6, hip-tests' event-overflow
+//! Stress on the queue layer (docs/design.md section 6, hip-tests' event-overflow
 //! scenario, through `fences` rather than bare trackers): 4 threads over 12
 //! queues of one device on the threaded simulator, for a bounded time.
 //!
@@ -48,17 +48,17 @@
 //! summary line (operations per kind, longest single call, paths taken) goes
 //! to stderr: see it with `--nocapture`.
 
-use fences::sim::{QUEUE_SIZE, SimPlatform, SimTracker};
-use fences::{
+use sigretire_queue::sim::{QUEUE_SIZE, SimPlatform, SimTracker};
+use sigretire_queue::{
     BatchLimits, Command, CommandStatus, CrossWait, DeviceConfig, Event, HostQueue, QueueConfig,
 };
-use sim::{CostProfile, Kernel};
+use sigretire_sim::{CostProfile, Kernel};
+use sigretire_tracker::sim_backend::SimMemory;
+use sigretire_tracker::{Census, Config, Placement, Status, Timestamps, Tracker, WaitPolicy};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use tracker::sim_backend::SimMemory;
-use tracker::{Census, Config, Placement, Status, Timestamps, Tracker, WaitPolicy};
 
 const THREADS: usize = 4;
 const QUEUES: usize = 12;
@@ -211,7 +211,7 @@ struct Shared {
 struct World {
     queues: Vec<Queue>,
     /// The hardware queue under each host queue: the ground truth.
-    hardware: Vec<sim::Queue>,
+    hardware: Vec<sigretire_sim::Queue>,
     /// Registered `Kernel::Duration` kernels.
     kernels: [u64; 3],
     /// `STRESS_QUEUES_HANG`: a kernel that never completes (it spins on a
@@ -334,7 +334,7 @@ impl<'w> Worker<'w> {
         queue: usize,
         index: u64,
         what: &str,
-    ) -> Result<Option<sim::PacketTruth>, String> {
+    ) -> Result<Option<sigretire_sim::PacketTruth>, String> {
         match self.world.hardware[queue].truth(index) {
             Some(truth) if truth.completed => {
                 self.tally.truth_checks += 1;
@@ -797,11 +797,11 @@ fn four_threads_over_twelve_queues_of_the_queue_layer_keep_moving_and_lose_no_si
     } else {
         "mi300x"
     };
-    let platform = SimPlatform::threaded(profile).with_queue_config(sim::QueueConfig {
+    let platform = SimPlatform::threaded(profile).with_queue_config(sigretire_sim::QueueConfig {
         size: QUEUE_SIZE,
         profiling: true,
         truth_history: 1 << 15,
-        ..sim::QueueConfig::default()
+        ..sigretire_sim::QueueConfig::default()
     });
     let device = platform
         .clone()
@@ -825,7 +825,7 @@ fn four_threads_over_twelve_queues_of_the_queue_layer_keep_moving_and_lose_no_si
         hardware,
         kernels,
         hang: std::env::var_os("STRESS_QUEUES_HANG")
-            .map(|_| sim.register_kernel(Kernel::SpinUntil(sim::HostFlag::new()))),
+            .map(|_| sim.register_kernel(Kernel::SpinUntil(sigretire_sim::HostFlag::new()))),
         pool: (0..POOL).map(|_| Mutex::new(None)).collect(),
         stop: AtomicBool::new(false),
         epoch: Instant::now(),
@@ -941,7 +941,7 @@ fn four_threads_over_twelve_queues_of_the_queue_layer_keep_moving_and_lose_no_si
         );
     }
     let (mut parks, mut unparks, mut backpressure) = (0, 0, 0);
-    let mut paths = fences::QueueStats::default();
+    let mut paths = sigretire_queue::QueueStats::default();
     for queue in &world.queues {
         let stats = queue.with_tracker(|t| t.stats());
         parks += stats.parks;

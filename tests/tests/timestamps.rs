@@ -2,9 +2,9 @@
 //! timed use answers with its own stamps after its signal served later
 //! uses, on both trackers. An untimed use never answers with stamps.
 
-use sim::Queue;
-use tracker::sim_backend::{self, submit_barrier};
-use tracker::{Config, Request, Status, Ticket, Timestamps, Tracker};
+use sigretire_sim::Queue;
+use sigretire_tracker::sim_backend::{self, submit_barrier};
+use sigretire_tracker::{Config, Request, Status, Ticket, Timestamps, Tracker};
 
 /// Submits one barrier packet, timed or not, and returns its ticket and
 /// AQL index.

@@ -11,7 +11,7 @@ use std::time::Duration;
 /// Where a signal's memory lives, which decides what a host access costs.
 ///
 /// ```
-/// use tracker::Placement;
+/// use sigretire_tracker::Placement;
 /// assert_eq!(Placement::Device.index(), 1);
 /// assert_eq!(Placement::ALL, [Placement::Host, Placement::Device]);
 /// ```
@@ -46,7 +46,7 @@ impl Placement {
 /// Start and end of a packet's execution in the GPU's clock (ticks).
 ///
 /// ```
-/// let t = tracker::Timestamps { start: 100, end: 350 };
+/// let t = sigretire_tracker::Timestamps { start: 100, end: 350 };
 /// assert_eq!(t.ticks(), 250);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -74,7 +74,7 @@ impl Timestamps {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tracker::TimestampClock;
+/// use sigretire_tracker::TimestampClock;
 /// let mi300x = TimestampClock::from_frequency(100_000_000).unwrap(); // 100 MHz
 /// assert_eq!(mi300x.duration(250), Duration::from_nanos(2500));
 /// assert_eq!(TimestampClock::NANOSECONDS.duration(1_000), Duration::from_micros(1));
@@ -129,7 +129,7 @@ impl TimestampClock {
 /// A backend could not provide signals.
 ///
 /// ```
-/// let error = tracker::AllocError::OutOfMemory("VRAM and system pools exhausted".into());
+/// let error = sigretire_tracker::AllocError::OutOfMemory("VRAM and system pools exhausted".into());
 /// assert!(error.to_string().contains("exhausted"));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -155,7 +155,7 @@ pub enum AllocError {
 /// as host atomics) is about forty lines.
 ///
 /// ```
-/// use tracker::{HostMemory, Placement, SignalMemory};
+/// use sigretire_tracker::{HostMemory, Placement, SignalMemory};
 ///
 /// fn arm_all<M: SignalMemory>(memory: &M, count: usize) -> Vec<M::Signal> {
 ///     let mut out = Vec::new();
@@ -260,8 +260,8 @@ pub trait SignalMemory: Send + Sync + 'static {
 /// What the tracker needs to know about the hardware queue.
 ///
 /// ```
-/// use tracker::QueueView;
-/// let (_sim, queue) = tracker::sim_backend::stepped_queue();
+/// use sigretire_tracker::QueueView;
+/// let (_sim, queue) = sigretire_tracker::sim_backend::stepped_queue();
 /// assert_eq!(QueueView::read_index(&queue), 0);
 /// assert!(queue.ring_in_device_memory());
 /// ```
@@ -280,8 +280,8 @@ pub trait QueueView: Send {
 /// Work a queue layer publishes on a hardware queue.
 ///
 /// ```
-/// use tracker::{HardwareQueue, Work};
-/// let (_sim, queue) = tracker::sim_backend::stepped_queue();
+/// use sigretire_tracker::{HardwareQueue, Work};
+/// let (_sim, queue) = sigretire_tracker::sim_backend::stepped_queue();
 /// let index = HardwareQueue::reserve(&queue).unwrap();
 /// queue.publish(index, Work::Marker, true, 0).unwrap();
 /// queue.run_until_idle();
@@ -314,8 +314,8 @@ pub enum Work<'a> {
 /// guarantees for the signals it hands out.
 ///
 /// ```
-/// use tracker::{HardwareQueue, QueueError, Work};
-/// let (_sim, queue) = tracker::sim_backend::stepped_queue();
+/// use sigretire_tracker::{HardwareQueue, QueueError, Work};
+/// let (_sim, queue) = sigretire_tracker::sim_backend::stepped_queue();
 /// let index = HardwareQueue::reserve(&queue).unwrap();
 /// let six = [0u64; 6];
 /// assert!(matches!(queue.publish(index, Work::Wait(&six), true, 0), Err(QueueError::Unsupported(_))));
@@ -340,7 +340,7 @@ pub trait HardwareQueue: QueueView + Clone + Send + Sync + 'static {
 /// A hardware queue refused work.
 ///
 /// ```
-/// let error = tracker::QueueError::too_many_dependencies(7);
+/// let error = sigretire_tracker::QueueError::too_many_dependencies(7);
 /// assert!(error.to_string().contains("at most 5"));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

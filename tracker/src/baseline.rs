@@ -48,7 +48,7 @@ struct Slot<S> {
 /// CLR's original tracker behind the [`Tracker`] interface.
 ///
 /// ```
-/// use tracker::{Config, Request, Status, Tracker, sim_backend};
+/// use sigretire_tracker::{Config, Request, Status, Tracker, sim_backend};
 ///
 /// let (mut baseline, queue) = sim_backend::stepped_baseline(Config::default())?;
 /// let mut tickets = Vec::new();
@@ -64,7 +64,7 @@ struct Slot<S> {
 /// }
 /// // One load per use at least: the baseline proves nothing in batches.
 /// assert!(baseline.stats().host().loads >= 100);
-/// # Ok::<(), tracker::Error>(())
+/// # Ok::<(), sigretire_tracker::Error>(())
 /// ```
 pub struct BaselineTracker<M: SignalMemory, Q: QueueView> {
     shared: Arc<Shared<M>>,

@@ -11,7 +11,7 @@ use crate::error::Error;
 /// tracker: see the `MAX_` constants.
 ///
 /// ```
-/// use tracker::{Config, Placement};
+/// use sigretire_tracker::{Config, Placement};
 /// let config = Config { signals: Placement::Device, ..Config::default() };
 /// assert_eq!(config.initial_size, 64);
 /// assert_eq!(config.max_in_flight(), 1024);
@@ -44,10 +44,10 @@ pub struct Config {
     pub backpressure_window: usize,
     /// [`Tracker::poll`](crate::Tracker::poll) loads a fence only once the
     /// read index has passed this many packets since the last probe, so a
-    /// runtime that polls often still pays one load per batch. 1 (the
+    /// runtime that polls often still pays one load per interval. 1 (the
     /// default) probes on every poll. Probes that make room or answer a
     /// query are never held back. 1 to [`Config::MAX_IN_FLIGHT`].
-    pub probe_batch: usize,
+    pub probe_interval: usize,
     /// How many of the most recent timed uses keep their harvested stamps
     /// answerable after their signal has served later uses (24 bytes each,
     /// allocated at once at the first harvest: 384 KiB by default, nothing
@@ -68,7 +68,7 @@ impl Default for Config {
             timing_batch: 16,
             generation_bits: 32,
             backpressure_window: 32,
-            probe_batch: 1,
+            probe_interval: 1,
             stamp_history: 1 << 14,
         }
     }
@@ -95,7 +95,7 @@ impl Config {
     /// Checks every field against its documented range.
     ///
     /// ```
-    /// use tracker::{Config, Error};
+    /// use sigretire_tracker::{Config, Error};
     /// let bad = Config { refill_batch: usize::MAX, ..Config::default() };
     /// let Err(Error::InvalidConfig(why)) = bad.validate() else { panic!() };
     /// assert!(why.contains("refill_batch"));
@@ -125,8 +125,8 @@ impl Config {
         if !(1..=Self::MAX_IN_FLIGHT).contains(&self.backpressure_window) {
             return bad("backpressure_window must be 1 to Config::MAX_IN_FLIGHT (2^20)");
         }
-        if !(1..=Self::MAX_IN_FLIGHT).contains(&self.probe_batch) {
-            return bad("probe_batch must be 1 to Config::MAX_IN_FLIGHT (2^20)");
+        if !(1..=Self::MAX_IN_FLIGHT).contains(&self.probe_interval) {
+            return bad("probe_interval must be 1 to Config::MAX_IN_FLIGHT (2^20)");
         }
         if self.stamp_history > Self::MAX_STAMP_HISTORY {
             return bad("stamp_history must be at most Config::MAX_STAMP_HISTORY (2^24)");

@@ -7,7 +7,7 @@ use std::time::Duration;
 /// Everything a tracker call can report.
 ///
 /// ```
-/// use tracker::{Config, Error, RetiringTracker, sim_backend};
+/// use sigretire_tracker::{Config, Error, RetiringTracker, sim_backend};
 /// let (sim, queue) = sim_backend::stepped_queue();
 /// let memory = std::sync::Arc::new(sim_backend::SimMemory::new(sim, queue.agent()));
 /// let bad = Config { initial_size: 0, ..Config::default() };

@@ -12,7 +12,7 @@ use crate::wait::Waiter;
 /// A signal handed out for one use.
 ///
 /// ```
-/// use tracker::{Placement, Request, Tracker, sim_backend};
+/// use sigretire_tracker::{Placement, Request, Tracker, sim_backend};
 /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
 /// let acquired = tracker.acquire(Request::packet(queue.reserve().unwrap())).unwrap();
 /// assert_eq!(acquired.placement, Placement::Host);
@@ -33,7 +33,7 @@ pub struct Acquired {
 /// signal always has `in_flight + armed + parked + retired == created`.
 ///
 /// ```
-/// use tracker::{Request, Tracker, sim_backend};
+/// use sigretire_tracker::{Request, Tracker, sim_backend};
 /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
 /// tracker.acquire(Request::packet(queue.reserve().unwrap())).unwrap();
 /// let census = tracker.census();
@@ -96,9 +96,9 @@ impl Census {
 /// The example runs the same code on the retiring tracker and the baseline:
 ///
 /// ```
-/// use tracker::{BaselineTracker, Config, Request, RetiringTracker, Status, Tracker, sim_backend};
+/// use sigretire_tracker::{BaselineTracker, Config, Request, RetiringTracker, Status, Tracker, sim_backend};
 ///
-/// fn run<T: Tracker<Queue = sim::Queue>>(tracker: &mut T, queue: &sim::Queue) -> Status {
+/// fn run<T: Tracker<Queue = sigretire_sim::Queue>>(tracker: &mut T, queue: &sigretire_sim::Queue) -> Status {
 ///     let index = queue.reserve().unwrap();
 ///     let acquired = tracker.acquire(Request::packet(index).barrier(true)).unwrap();
 ///     sim_backend::submit_barrier(queue, index, acquired.signal);
@@ -159,7 +159,7 @@ pub trait Tracker: Send {
     fn probe(&mut self) -> bool;
 
     /// [`probe`](Self::probe), then [`reclaim`](Self::reclaim). Returns the
-    /// number of signals re-armed. With [`Config::probe_batch`](crate::Config)
+    /// number of signals re-armed. With [`Config::probe_interval`](crate::Config)
     /// above 1, the probe is skipped until the read index has passed that
     /// many packets since the last one, so frequent polls still cost one load
     /// per batch.

@@ -19,10 +19,50 @@
 //!
 //! The tracker is generic over a backend: [`SignalMemory`] (where signals live
 //! and how the host touches them) and [`QueueView`] (the queue's read index).
-//! [`sim_backend`] adapts the software packet processor of the `sim` crate.
+//! With the `sim` feature (off by default: a runtime's build never needs
+//! it), `sim_backend` adapts the software packet processor of the
+//! `sigretire-sim` crate; the examples below use it. The design behind all
+//! of it is the repository's `docs/design.md`.
+//!
+//! # Words
+//!
+//! Each of these means one thing here, and only that:
+//!
+//! - **signal**: a 64-bit completion word the GPU decrements; the tracker
+//!   owns it for good and reuses it.
+//! - **use**: one packet's (or one submission's) claim on a signal, from
+//!   [`Tracker::acquire`] until it *retires*. A **ticket** names a use,
+//!   never a signal.
+//! - **fence**: a use whose packet carries the barrier bit: its completion
+//!   proves every earlier packet of its queue completed.
+//! - **generation**: the hardware queue a use ran on; a queue change starts
+//!   a new one.
+//! - **retire**: a use is proven done (complete or failed) and leaves the
+//!   ring; its signal may then be **re-armed** (a store of its arming value).
+//! - **probe**: one read of the fence the read index nominates
+//!   ([`Tracker::probe`]); [`Config::probe_interval`] spaces them out.
+//! - **re-arm batch**: the signals a walk re-arms with one store call and
+//!   covers with one store fence (up to 32).
+//! - **allocation batch**: signals created with one call to the backend
+//!   ([`Config::refill_batch`], [`Config::timing_batch`]).
+//! - **hold**: a counted reference to a use's signal ([`SignalRef`]) that
+//!   keeps it from being re-armed; a **pin** is the hold a GPU waiter on
+//!   another queue keeps until its consuming packet passed.
+//! - **park**: what the tracker does with a retired use's signal that is
+//!   still held: sets it aside and gives its slot a **spare** (an armed
+//!   signal waiting for a slot). Never a thread going to sleep.
+//! - **drain**: the queue the tracker watches is known idle
+//!   ([`Tracker::note_drained`]).
+//! - **harvest**: reading a timed use's timestamps from its signal, once,
+//!   into host memory.
+//! - **back-pressure**: the answer of an acquire at the ring's limit: which
+//!   use to wait for, outside your locks, before retrying.
+//!
+//! (The queue layer's *submission batch*, a run of commands completed
+//! together, is that crate's word, not this one's.)
 //!
 //! ```
-//! use tracker::{Config, Placement, Purpose, Request, Status, Tracker, sim_backend};
+//! use sigretire_tracker::{Config, Placement, Purpose, Request, Status, Tracker, sim_backend};
 //!
 //! let config = Config { signals: Placement::Device, ..Config::default() };
 //! let (mut tracker, queue) = sim_backend::stepped_tracker(config).unwrap();
@@ -87,7 +127,12 @@ pub use stats::{Accesses, Stats};
 pub use ticket::{Generation, Purpose, Request, Status, Ticket};
 pub use wait::{WaitPolicy, Waiter};
 
-/// The README's example, run as a doctest so it cannot go stale.
+/// The repository README's example, run as a doctest so it cannot go stale.
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
+struct RepositoryReadmeExample;
+
+/// The crate README's example, likewise.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
 struct ReadmeExample;

@@ -23,7 +23,7 @@ use std::collections::VecDeque;
 /// [`Tracker::attach`](crate::Tracker::attach).
 ///
 /// ```
-/// use tracker::{Request, Tracker, sim_backend};
+/// use sigretire_tracker::{Request, Tracker, sim_backend};
 ///
 /// let (mut producer, queue_a) = sim_backend::stepped_tracker(Default::default()).unwrap();
 /// let index = queue_a.reserve().unwrap();
@@ -71,7 +71,7 @@ impl<M: SignalMemory> Pin<M> {
 /// (a consumer packet may already wait on it).
 ///
 /// ```
-/// use tracker::{Error, Request, Tracker, sim_backend};
+/// use sigretire_tracker::{Error, Request, Tracker, sim_backend};
 ///
 /// let (mut producer, queue) = sim_backend::stepped_tracker(Default::default())?;
 /// let (mut stranger, other) = sim_backend::stepped_tracker(Default::default())?;

@@ -148,7 +148,7 @@ mod switch {
             let planted = std::env::var("TRACKER_PLANTED_BUG").ok().map(|name| {
                 Bug::from_name(&name).unwrap_or_else(|| {
                     panic!(
-                        "TRACKER_PLANTED_BUG={name} names no planted bug; see tracker::planted::Bug"
+                        "TRACKER_PLANTED_BUG={name} names no planted bug; see sigretire_tracker::planted::Bug"
                     )
                 })
             });

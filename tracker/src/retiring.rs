@@ -31,7 +31,7 @@ use crate::wait::Waiter;
 /// needed) once per batch of re-armed signals.
 ///
 /// ```
-/// use tracker::{Config, Request, Status, Tracker, sim_backend};
+/// use sigretire_tracker::{Config, Request, Status, Tracker, sim_backend};
 ///
 /// let (mut tracker, queue) = sim_backend::stepped_tracker(Config::default()).unwrap();
 /// let mut tickets = Vec::new();
@@ -497,7 +497,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     }
 
     fn poll(&mut self) -> usize {
-        self.probe_fence(self.config.probe_batch as u64);
+        self.probe_fence(self.config.probe_interval as u64);
         self.reclaim_uses()
     }
 

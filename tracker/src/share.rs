@@ -405,7 +405,7 @@ impl<M: SignalMemory> Drop for Shared<M> {
 /// tracker already knows them.
 ///
 /// ```
-/// use tracker::{Purpose, Request, Status, Tracker, sim_backend};
+/// use sigretire_tracker::{Purpose, Request, Status, Tracker, sim_backend};
 ///
 /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
 /// let index = queue.reserve().unwrap();

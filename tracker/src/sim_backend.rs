@@ -2,7 +2,7 @@
 //! set one up for examples and tests.
 //!
 //! ```
-//! use tracker::{Config, Request, Status, Tracker, sim_backend};
+//! use sigretire_tracker::{Config, Request, Status, Tracker, sim_backend};
 //!
 //! let (mut tracker, queue) = sim_backend::stepped_tracker(Config::default()).unwrap();
 //! let index = queue.reserve().unwrap();
@@ -26,12 +26,12 @@ use hsa_sys::{
     HSA_PACKET_TYPE_BARRIER_AND, HSA_PACKET_TYPE_KERNEL_DISPATCH, PacketHeader, PacketWords,
     hsa_barrier_and_packet_t, hsa_kernel_dispatch_packet_t, hsa_signal_t,
 };
-use sim::{AgentId, Queue, QueueConfig, Sim, SimConfig};
+use sigretire_sim::{AgentId, Queue, QueueConfig, Sim, SimConfig};
 
 /// Signal memory of one simulated agent.
 ///
 /// ```
-/// use tracker::{Placement, SignalMemory, sim_backend};
+/// use sigretire_tracker::{Placement, SignalMemory, sim_backend};
 ///
 /// let (sim, queue) = sim_backend::stepped_queue();
 /// let memory = sim_backend::SimMemory::new(sim, queue.agent());
@@ -57,7 +57,7 @@ impl SimMemory {
     /// The memory of `agent` in `sim`.
     ///
     /// ```
-    /// use tracker::{Placement, SignalMemory, sim_backend};
+    /// use sigretire_tracker::{Placement, SignalMemory, sim_backend};
     ///
     /// let (sim, queue) = sim_backend::stepped_queue();
     /// let memory = sim_backend::SimMemory::new(sim.clone(), queue.agent());
@@ -73,7 +73,7 @@ impl SimMemory {
     /// The simulator, for ground truth and counters.
     ///
     /// ```
-    /// use tracker::{SignalMemory, sim_backend};
+    /// use sigretire_tracker::{SignalMemory, sim_backend};
     ///
     /// let (sim, queue) = sim_backend::stepped_queue();
     /// let memory = sim_backend::SimMemory::new(sim, queue.agent());
@@ -88,28 +88,28 @@ impl SimMemory {
     }
 }
 
-const fn to_sim(placement: Placement) -> sim::Placement {
+const fn to_sim(placement: Placement) -> sigretire_sim::Placement {
     match placement {
-        Placement::Host => sim::Placement::Host,
-        Placement::Device => sim::Placement::Device,
+        Placement::Host => sigretire_sim::Placement::Host,
+        Placement::Device => sigretire_sim::Placement::Device,
     }
 }
 
-const fn from_sim(placement: sim::Placement) -> Placement {
+const fn from_sim(placement: sigretire_sim::Placement) -> Placement {
     match placement {
-        sim::Placement::Host => Placement::Host,
-        sim::Placement::Device => Placement::Device,
+        sigretire_sim::Placement::Host => Placement::Host,
+        sigretire_sim::Placement::Device => Placement::Device,
     }
 }
 
 impl SignalMemory for SimMemory {
-    type Signal = sim::Signal;
+    type Signal = sigretire_sim::Signal;
 
     fn allocate(
         &self,
         count: usize,
         placement: Placement,
-        out: &mut Vec<(sim::Signal, Placement)>,
+        out: &mut Vec<(sigretire_sim::Signal, Placement)>,
     ) -> Result<(), AllocError> {
         let signals = self
             .sim
@@ -123,15 +123,15 @@ impl SignalMemory for SimMemory {
         Ok(())
     }
 
-    unsafe fn load(&self, signal: sim::Signal) -> i64 {
+    unsafe fn load(&self, signal: sigretire_sim::Signal) -> i64 {
         self.sim.load(signal)
     }
 
-    unsafe fn store(&self, signal: sim::Signal, value: i64) {
+    unsafe fn store(&self, signal: sigretire_sim::Signal, value: i64) {
         self.sim.store(signal, value)
     }
 
-    unsafe fn store_many(&self, signals: &[sim::Signal], value: i64) {
+    unsafe fn store_many(&self, signals: &[sigretire_sim::Signal], value: i64) {
         self.sim.store_many(signals, value)
     }
 
@@ -145,7 +145,7 @@ impl SignalMemory for SimMemory {
 
     /// The stamps the simulated packet processor wrote, as a real one
     /// does: on a profiled queue, for every packet it runs.
-    unsafe fn timestamps(&self, signal: sim::Signal) -> Option<Timestamps> {
+    unsafe fn timestamps(&self, signal: sigretire_sim::Signal) -> Option<Timestamps> {
         let (start, end) = self.sim.load_timestamps(signal);
         Some(Timestamps { start, end })
     }
@@ -162,7 +162,7 @@ impl SignalMemory for SimMemory {
         })
     }
 
-    fn packet_handle(&self, signal: sim::Signal) -> u64 {
+    fn packet_handle(&self, signal: sigretire_sim::Signal) -> u64 {
         signal.handle().handle
     }
 
@@ -180,14 +180,14 @@ impl QueueView for Queue {
     }
 
     fn ring_in_device_memory(&self) -> bool {
-        self.ring_placement() == sim::Placement::Device
+        self.ring_placement() == sigretire_sim::Placement::Device
     }
 }
 
 impl HardwareQueue for Queue {
     fn reserve(&self) -> Result<u64, QueueError> {
         Queue::reserve(self).map_err(|e| match e {
-            sim::SimError::QueueFull => QueueError::Full,
+            sigretire_sim::SimError::QueueFull => QueueError::Full,
             other => QueueError::Failed(other.to_string()),
         })
     }
@@ -217,7 +217,7 @@ impl HardwareQueue for Queue {
 /// "GPU" consumes any.
 ///
 /// ```
-/// use tracker::sim_backend::{self, STEPPED_QUEUE_SIZE};
+/// use sigretire_tracker::sim_backend::{self, STEPPED_QUEUE_SIZE};
 ///
 /// let (_sim, queue) = sim_backend::stepped_queue();
 /// assert_eq!(queue.size(), STEPPED_QUEUE_SIZE);
@@ -231,12 +231,12 @@ pub const STEPPED_QUEUE_SIZE: u32 = 1 << 14;
 /// A stepped simulator with one profiled queue whose ring is in device memory.
 ///
 /// ```
-/// use tracker::sim_backend;
+/// use sigretire_tracker::sim_backend;
 ///
 /// let (sim, queue) = sim_backend::stepped_queue();
-/// assert_eq!(sim.mode(), sim::Mode::Stepped);
+/// assert_eq!(sim.mode(), sigretire_sim::Mode::Stepped);
 /// assert!(queue.config().profiling);
-/// assert_eq!(queue.ring_placement(), sim::Placement::Device);
+/// assert_eq!(queue.ring_placement(), sigretire_sim::Placement::Device);
 /// // Stepped: nothing runs until the caller drives the queue.
 /// let index = queue.reserve().unwrap();
 /// sim_backend::submit_barrier(&queue, index, 0);
@@ -259,7 +259,7 @@ pub fn stepped_queue() -> (Sim, Queue) {
 /// A retiring tracker on a fresh stepped simulator, and its queue.
 ///
 /// ```
-/// use tracker::{Config, Request, Status, Tracker, sim_backend};
+/// use sigretire_tracker::{Config, Request, Status, Tracker, sim_backend};
 ///
 /// let (mut tracker, queue) = sim_backend::stepped_tracker(Config::default()).unwrap();
 /// assert_eq!(tracker.stats().signals_created, Config::default().initial_size as u64);
@@ -281,14 +281,14 @@ pub fn stepped_tracker(
 /// A baseline tracker on a fresh stepped simulator, and its queue.
 ///
 /// ```
-/// use tracker::{Config, Request, Status, Tracker, sim_backend};
+/// use sigretire_tracker::{Config, Request, Status, Tracker, sim_backend};
 ///
 /// let (mut tracker, queue) = sim_backend::stepped_baseline(Config::default()).unwrap();
 /// let index = queue.reserve().unwrap();
 /// let acquired = tracker.acquire(Request::packet(index).barrier(true)).unwrap();
 /// sim_backend::submit_barrier(&queue, index, acquired.signal);
 /// queue.run_until_idle();
-/// let loads = |t: &tracker::BaselineTracker<_, _>| t.stats().host().loads + t.stats().device().loads;
+/// let loads = |t: &sigretire_tracker::BaselineTracker<_, _>| t.stats().host().loads + t.stats().device().loads;
 /// let before = loads(&tracker);
 /// assert_eq!(tracker.query(&acquired.ticket).unwrap(), Status::Complete);
 /// // The baseline's only proof: a load of the use's own signal.
@@ -308,7 +308,7 @@ pub fn stepped_baseline(
 /// `completion_signal`, then rings the doorbell.
 ///
 /// ```
-/// use tracker::sim_backend;
+/// use sigretire_tracker::sim_backend;
 ///
 /// let (_sim, queue) = sim_backend::stepped_queue();
 /// let index = queue.reserve().unwrap();
@@ -328,7 +328,7 @@ pub fn submit_barrier(queue: &Queue, index: u64, completion_signal: u64) {
 /// later packets launch while it runs.
 ///
 /// ```
-/// use tracker::sim_backend;
+/// use sigretire_tracker::sim_backend;
 ///
 /// let (_sim, queue) = sim_backend::stepped_queue();
 /// let [first, second, third] = [(); 3].map(|_| queue.reserve().unwrap());
@@ -350,8 +350,8 @@ pub fn submit_kernel(queue: &Queue, index: u64, completion_signal: u64, barrier:
 /// Publishes a dispatch of a registered kernel (see `Sim::register_kernel`).
 ///
 /// ```
-/// use sim::{HostFlag, Kernel};
-/// use tracker::sim_backend;
+/// use sigretire_sim::{HostFlag, Kernel};
+/// use sigretire_tracker::sim_backend;
 ///
 /// let (sim, queue) = sim_backend::stepped_queue();
 /// let flag = HostFlag::new();
@@ -387,7 +387,7 @@ pub fn submit_kernel_object(
 /// signals (packet handles) and completes `completion_signal`.
 ///
 /// ```
-/// use tracker::{Placement, SignalMemory, sim_backend};
+/// use sigretire_tracker::{Placement, SignalMemory, sim_backend};
 ///
 /// let (sim, queue) = sim_backend::stepped_queue();
 /// let memory = sim_backend::SimMemory::new(sim, queue.agent());

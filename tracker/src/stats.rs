@@ -6,7 +6,7 @@ use crate::sync::{AtomicU64, Ordering};
 /// Host accesses to signals of one placement.
 ///
 /// ```
-/// let host = tracker::Accesses { loads: 2, polls: 5, ..Default::default() };
+/// let host = sigretire_tracker::Accesses { loads: 2, polls: 5, ..Default::default() };
 /// assert_eq!(host.loads + host.polls, 7);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -33,9 +33,9 @@ pub struct Accesses {
 /// Everything a tracker counts. Obtained from [`Tracker::stats`](crate::Tracker::stats).
 ///
 /// ```
-/// let stats = tracker::Stats::default();
+/// let stats = sigretire_tracker::Stats::default();
 /// assert_eq!(stats.device().loads, 0);
-/// assert_eq!(stats.loads_per_retired_use(tracker::Placement::Device), 0.0);
+/// assert_eq!(stats.loads_per_retired_use(sigretire_tracker::Placement::Device), 0.0);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {

@@ -9,7 +9,7 @@ use core::ptr::NonNull;
 /// ([`Config::signals`](crate::Config::signals)).
 ///
 /// ```
-/// use tracker::Purpose;
+/// use sigretire_tracker::Purpose;
 /// assert!(Purpose::TimingOnly.is_timed());
 /// assert!(!Purpose::Completion.is_timed());
 /// ```
@@ -70,7 +70,7 @@ pub(crate) mod flag {
 /// here, once, by constant functions, not at every acquire.
 ///
 /// ```
-/// use tracker::{Purpose, Request};
+/// use sigretire_tracker::{Purpose, Request};
 ///
 /// // A kernel dispatch at AQL index 42 with the barrier bit, whose
 /// // completion an event records and whose time the event reports.
@@ -187,7 +187,7 @@ const fn set(flags: u8, bit: u8, on: bool) -> u8 {
 /// number of the current generation, which cannot wrap.
 ///
 /// ```
-/// use tracker::Generation;
+/// use sigretire_tracker::Generation;
 /// let bits = 3; // values 0..8
 /// let a = Generation::new(7, bits);
 /// let b = a.next(bits); // wraps to 0
@@ -248,7 +248,7 @@ pub(crate) const fn aql_before(a: u64, b: u64) -> bool {
 /// Obtained from [`Tracker::acquire`](crate::Tracker::acquire).
 ///
 /// ```
-/// use tracker::{Request, Tracker, sim_backend};
+/// use sigretire_tracker::{Request, Tracker, sim_backend};
 /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
 /// let first = tracker.acquire(Request::packet(queue.reserve().unwrap())).unwrap().ticket;
 /// let second = tracker.acquire(Request::packet(queue.reserve().unwrap())).unwrap().ticket;
@@ -303,7 +303,7 @@ impl fmt::Debug for Ticket {
 /// What is known about a use.
 ///
 /// ```
-/// use tracker::Status;
+/// use sigretire_tracker::Status;
 /// assert!(Status::Complete.is_done() && Status::Failed.is_done());
 /// assert!(!Status::Pending.is_done());
 /// ```

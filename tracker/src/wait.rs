@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 ///
 /// ```
 /// use std::time::Duration;
-/// let policy = tracker::WaitPolicy::blocking();
+/// let policy = sigretire_tracker::WaitPolicy::blocking();
 /// assert_eq!(policy.spin, Duration::ZERO);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,7 +64,7 @@ impl Default for WaitPolicy {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tracker::{Request, Status, Tracker, WaitPolicy, sim_backend};
+/// use sigretire_tracker::{Request, Status, Tracker, WaitPolicy, sim_backend};
 ///
 /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
 /// let index = queue.reserve().unwrap();
@@ -104,11 +104,11 @@ impl<M: SignalMemory> Waiter<M> {
     /// ([`SignalMemory::shares_signals_with`]).
     ///
     /// ```
-    /// use tracker::{SignalMemory, TimestampClock, Tracker, sim_backend};
+    /// use sigretire_tracker::{SignalMemory, TimestampClock, Tracker, sim_backend};
     /// let (tracker, _queue) = sim_backend::stepped_tracker(Default::default())?;
     /// // The simulator's MI300X-like counter: 100 MHz.
     /// assert_eq!(tracker.waiter().memory().timestamp_clock(), TimestampClock::from_frequency(100_000_000).unwrap());
-    /// # Ok::<(), tracker::Error>(())
+    /// # Ok::<(), sigretire_tracker::Error>(())
     /// ```
     pub fn memory(&self) -> &M {
         &self.shared.memory

@@ -1,5 +1,5 @@
 //! Loom models of the tracker's concurrent protocols, run with
-//! `RUSTFLAGS="--cfg loom" cargo test -p tracker --test loom_protocols --release --no-default-features`
+//! `RUSTFLAGS="--cfg loom" cargo test -p sigretire-tracker --test loom_protocols --release --no-default-features`
 //! (see `.ci/loom`). Each model runs the real tracker code on the crate's
 //! host-memory backend ([`HostMemory`], loom-aware through the crate's
 //! `sync` shim), or on [`GpuMemory`], which adds timestamps, failures and a
@@ -9,13 +9,13 @@
 
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync as ghost;
-use std::sync::atomic::Ordering::SeqCst;
-use std::time::Duration;
-use tracker::{
+use sigretire_tracker::{
     AllocError, Config, HostMemory, Placement, Purpose, QueueView, Request, RetiringTracker,
     SignalMemory, Status, TimestampClock, Timestamps, Tracker,
 };
+use std::sync as ghost;
+use std::sync::atomic::Ordering::SeqCst;
+use std::time::Duration;
 
 /// A queue whose read index the model sets.
 struct ModelQueue(Arc<AtomicUsize>);
@@ -391,7 +391,7 @@ fn cpu_wait_versus_acquire_at_the_ring_limit() {
         waiting.join().unwrap();
         match first {
             Ok(_) => {}
-            Err(tracker::Error::Backpressure { wait_for, .. }) => {
+            Err(sigretire_tracker::Error::Backpressure { wait_for, .. }) => {
                 assert!(tickets.contains(&wait_for), "names a use in flight");
                 // The caller waited: the named use is done, the retry fits.
                 assert!(tracker.acquire(Request::packet(2)).is_ok());

@@ -5,7 +5,7 @@
 //!
 //! Usage: `instructions <retiring|baseline> <in-flight> <uses>`
 
-use sigbench::workload::{Kind, Steady};
+use sigretire_bench::workload::{Kind, Steady};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

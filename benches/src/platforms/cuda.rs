@@ -3,10 +3,10 @@
 
 use crate::measure::Sample;
 use crate::platform::{Native, Platform, Skipped};
-use cuda_backend::native::{Event, EventFlags};
-use cuda_backend::{CudaContext, CudaMemory, CudaQueue};
+use sigretire_cuda::native::{Event, EventFlags};
+use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue};
+use sigretire_tracker::{BaselineTracker, Config, Placement, RetiringTracker};
 use std::time::Instant;
-use tracker::{BaselineTracker, Config, Placement, RetiringTracker};
 
 /// The first CUDA device.
 pub struct CudaBench {
@@ -91,7 +91,7 @@ impl Platform for CudaBench {
     }
 }
 
-fn driver(e: cuda_backend::Error) -> String {
+fn driver(e: sigretire_cuda::Error) -> String {
     e.to_string()
 }
 

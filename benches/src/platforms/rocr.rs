@@ -2,9 +2,9 @@
 //! loads and finds a GPU.
 
 use crate::platform::{Platform, Skipped};
-use hsa_backend::{AqlQueue, Device, QueueOptions, Runtime, SignalPool};
+use sigretire_hsa::{AqlQueue, Device, QueueOptions, Runtime, SignalPool};
+use sigretire_tracker::{BaselineTracker, Config, Placement, RetiringTracker};
 use std::sync::Arc;
-use tracker::{BaselineTracker, Config, Placement, RetiringTracker};
 
 /// The first AMD GPU ROCr reports.
 pub struct RocrBench {

@@ -3,9 +3,9 @@
 //! on a processor thread.
 
 use crate::platform::Platform;
-use fences::sim::{SimBaselineTracker, SimPlatform, SimTracker};
-use sim::{CostProfile, Mode, Placement as RingPlacement, QueueConfig, Sim, SimConfig};
-use tracker::{Config, Placement};
+use sigretire_queue::sim::{SimBaselineTracker, SimPlatform, SimTracker};
+use sigretire_sim::{CostProfile, Mode, Placement as RingPlacement, QueueConfig, Sim, SimConfig};
+use sigretire_tracker::{Config, Placement};
 
 /// The threaded simulator as a sigbench backend.
 pub struct SimBench {

@@ -1,7 +1,7 @@
 //! What both GPU test binaries need: the device, or a visible skip where
 //! there is none (as in CI), so `cargo test --workspace` stays green.
 
-use cuda_backend::{CudaContext, Error};
+use sigretire_cuda::{CudaContext, Error};
 use std::io::Write;
 use std::time::Duration;
 

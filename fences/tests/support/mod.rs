@@ -1,8 +1,8 @@
 //! Shared test helpers: platforms, deterministic handshakes.
 #![allow(dead_code)]
 
-use fences::sim::{SimPlatform, SimTracker};
-use fences::{Device, DeviceConfig, HostQueue, QueueConfig};
+use sigretire_queue::sim::{SimPlatform, SimTracker};
+use sigretire_queue::{Device, DeviceConfig, HostQueue, QueueConfig};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -32,7 +32,7 @@ pub fn stepped_with(device: DeviceConfig, queue: QueueConfig) -> (SimPlatform, D
 }
 
 pub fn threaded() -> (SimPlatform, Device<SimTracker>) {
-    let platform = SimPlatform::threaded(sim::CostProfile::zero());
+    let platform = SimPlatform::threaded(sigretire_sim::CostProfile::zero());
     let device = platform.device(DeviceConfig::default(), bounded()).unwrap();
     (platform, device)
 }
@@ -83,7 +83,9 @@ pub fn spawn<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> JoinH
 }
 
 /// `queue.synchronize()` on a new thread.
-pub fn spawn_synchronize(queue: &HostQueue<SimTracker>) -> JoinHandle<Result<(), fences::Error>> {
+pub fn spawn_synchronize(
+    queue: &HostQueue<SimTracker>,
+) -> JoinHandle<Result<(), sigretire_queue::Error>> {
     let queue = queue.clone();
     spawn(move || queue.synchronize())
 }
@@ -101,10 +103,10 @@ pub fn drive<R>(platform: &SimPlatform, handle: JoinHandle<R>) -> R {
 }
 
 /// Registers a kernel that spins until `flag` is set.
-pub fn spin_kernel(platform: &SimPlatform, flag: &sim::HostFlag) -> u64 {
+pub fn spin_kernel(platform: &SimPlatform, flag: &sigretire_sim::HostFlag) -> u64 {
     platform
         .sim()
-        .register_kernel(sim::Kernel::SpinUntil(flag.clone()))
+        .register_kernel(sigretire_sim::Kernel::SpinUntil(flag.clone()))
 }
 
 /// The queue's number of CPU waits in progress right now.

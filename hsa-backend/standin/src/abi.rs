@@ -10,7 +10,7 @@
 /// ([`Standin::new`](crate::Standin::new) applies it before anything else).
 ///
 /// ```
-/// let config = rocr_standin::Config { gpus: 2, large_bar: false, ..Default::default() };
+/// let config = sigretire_rocr_standin::Config { gpus: 2, large_bar: false, ..Default::default() };
 /// assert!(config.threaded && config.device_pool);
 /// ```
 #[repr(C)]
@@ -264,7 +264,7 @@ pub enum KernelKind {
 ///
 /// ```
 /// use hsa_sys::{HsaApi, HSA_QUEUE_TYPE_MULTI, hsa_agent_t, hsa_queue_t};
-/// use rocr_standin::{Config, Malformed, Standin};
+/// use sigretire_rocr_standin::{Config, Malformed, Standin};
 ///
 /// unsafe extern "C" fn last(agent: hsa_agent_t, data: *mut std::ffi::c_void) -> u32 {
 ///     // SAFETY: `data` is the agent below.

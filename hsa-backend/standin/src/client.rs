@@ -19,7 +19,7 @@ use std::time::Duration;
 /// The file name of the stand-in's shared library on this platform.
 pub const LIBRARY_FILE: &str = concat!(
     std::env!("ROCR_STANDIN_DLL_PREFIX"),
-    "rocr_standin",
+    env!("CARGO_CRATE_NAME"),
     std::env!("ROCR_STANDIN_DLL_SUFFIX")
 );
 
@@ -34,7 +34,7 @@ pub enum StandinError {
     /// The library is not where cargo puts it, and building it failed.
     #[error(
         "the ROCr stand-in library `{LIBRARY_FILE}` was not found (looked in {searched}) and \
-         building it with `cargo build -p rocr-standin` failed: {reason}. Build it by hand, or set \
+         building it with `cargo build -p sigretire-rocr-standin` failed: {reason}. Build it by hand, or set \
          {LIBRARY_ENV} to its path"
     )]
     NotBuilt {
@@ -136,8 +136,8 @@ fn build() -> Result<PathBuf, String> {
 /// built beside the tests, else one built now (once per process).
 ///
 /// ```
-/// let path = rocr_standin::library().unwrap();
-/// assert!(path.ends_with(rocr_standin::LIBRARY_FILE));
+/// let path = sigretire_rocr_standin::library().unwrap();
+/// assert!(path.ends_with(sigretire_rocr_standin::LIBRARY_FILE));
 /// ```
 pub fn library() -> Result<PathBuf, StandinError> {
     if let Some(path) = std::env::var_os(LIBRARY_ENV).filter(|p| !p.is_empty()) {
@@ -170,7 +170,7 @@ pub fn library() -> Result<PathBuf, StandinError> {
 /// backend's `Runtime::load_from`) and ROCr calls reach this machine.
 ///
 /// ```
-/// use rocr_standin::{Config, Standin};
+/// use sigretire_rocr_standin::{Config, Standin};
 ///
 /// let standin = Standin::new(Config::default())?;
 /// let api = hsa_sys::HsaApi::load_from(standin.library_path())?;
@@ -330,7 +330,7 @@ impl Standin {
     ///
     /// ```
     /// use hsa_sys::{HsaApi, HSA_STATUS_ERROR_OUT_OF_RESOURCES, HSA_SYSTEM_INFO_TIMESTAMP};
-    /// use rocr_standin::{Config, Standin};
+    /// use sigretire_rocr_standin::{Config, Standin};
     ///
     /// let standin = Standin::new(Config::default())?;
     /// standin.fail_calls("hsa_system_get_info", 1, 1, HSA_STATUS_ERROR_OUT_OF_RESOURCES);
@@ -373,7 +373,7 @@ impl Standin {
     ///
     /// ```
     /// use hsa_sys::{HsaApi, hsa_agent_t};
-    /// use rocr_standin::{Config, Malformed, Standin};
+    /// use sigretire_rocr_standin::{Config, Malformed, Standin};
     ///
     /// unsafe extern "C" fn count(_: hsa_agent_t, data: *mut std::ffi::c_void) -> u32 {
     ///     // SAFETY: `data` is the `usize` below.

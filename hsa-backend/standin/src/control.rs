@@ -196,7 +196,7 @@ control! {
     fn rocr_standin_new_flag() -> u64 = 0 => {
         let Some(i) = instance() else { return 0 };
         let mut flags = i.flags.lock();
-        flags.push(sim::HostFlag::new());
+        flags.push(sigretire_sim::HostFlag::new());
         flags.len() as u64
     }
 
@@ -216,14 +216,14 @@ control! {
     fn rocr_standin_register_kernel(kind: u32, nanos: u64, flag: u64) -> u64 = 0 => {
         let Some(i) = instance() else { return 0 };
         let kernel = match kind {
-            0 => sim::Kernel::Empty,
-            1 => sim::Kernel::Duration(std::time::Duration::from_nanos(nanos)),
+            0 => sigretire_sim::Kernel::Empty,
+            1 => sigretire_sim::Kernel::Duration(std::time::Duration::from_nanos(nanos)),
             2 => {
                 let flags = i.flags.lock();
                 let Some(flag) = usize::try_from(flag).ok().and_then(|f| flags.get(f.checked_sub(1)?)) else {
                     return 0;
                 };
-                sim::Kernel::SpinUntil(flag.clone())
+                sigretire_sim::Kernel::SpinUntil(flag.clone())
             }
             _ => return 0,
         };

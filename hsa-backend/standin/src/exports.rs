@@ -152,7 +152,7 @@ fn foreign_signal(instance: &Instance, call: &str, signal: hsa_signal_t) {
 /// holds or the timeout (system ticks, here nanoseconds) passes.
 fn wait(
     instance: &Instance,
-    signal: sim::Signal,
+    signal: sigretire_sim::Signal,
     condition: hsa_signal_condition_t,
     compare: hsa_signal_value_t,
     timeout: u64,
@@ -522,7 +522,7 @@ rocr_exports! {
             let _ = (private_segment_size, group_segment_size);
             if queue.is_null()
                 || !size.is_power_of_two()
-                || size > sim::MAX_QUEUE_SIZE
+                || size > sigretire_sim::MAX_QUEUE_SIZE
                 || !matches!(type_, HSA_QUEUE_TYPE_MULTI | HSA_QUEUE_TYPE_SINGLE)
             {
                 return HSA_STATUS_ERROR_INVALID_ARGUMENT;

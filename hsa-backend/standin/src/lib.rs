@@ -36,7 +36,7 @@
 //! fetched and memory is released.
 //!
 //! ```
-//! use rocr_standin::{Config, Standin};
+//! use sigretire_rocr_standin::{Config, Standin};
 //!
 //! let standin = Standin::new(Config::stepped())?;
 //! let api = hsa_sys::HsaApi::load_from(standin.library_path())?;

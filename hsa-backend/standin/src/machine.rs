@@ -68,7 +68,7 @@ pub(crate) struct Machine {
 
 impl Machine {
     pub(crate) fn new(config: &Config) -> Self {
-        let gpus = config.gpus.min(sim::MAX_AGENTS);
+        let gpus = config.gpus.min(sigretire_sim::MAX_AGENTS);
         let mut agents = vec![AgentKind::Cpu];
         agents.extend((0..gpus).map(AgentKind::Gpu));
         let mut pools = Vec::new();
@@ -198,7 +198,7 @@ impl Machine {
                     None => 0,
                 }),
                 HSA_AGENT_INFO_QUEUE_MAX_SIZE => value.cast::<u32>().write_unaligned(match gpu {
-                    Some(_) => sim::MAX_QUEUE_SIZE,
+                    Some(_) => sigretire_sim::MAX_QUEUE_SIZE,
                     None => 0,
                 }),
                 HSA_AGENT_INFO_QUEUE_TYPE => {

@@ -4,7 +4,7 @@
 //!
 //! Every block handed out is one of the simulator's signal batches: real,
 //! 64-byte aligned `amd_signal_t` blocks that its packet processor decrements
-//! and whose handles [`sim::Sim::resolve`] knows. So a backend that carves
+//! and whose handles [`sigretire_sim::Sim::resolve`] knows. So a backend that carves
 //! its own signals out of pool memory, as ROCr's users do, gets signals the
 //! simulated GPU can complete. Freed memory stays mapped (the simulator owns
 //! it until shutdown), so a use after free is reported, not a crash.
@@ -14,7 +14,7 @@ use crate::machine::{AgentKind, POOL_ALLOC_MAX, POOL_GRANULE, Pool};
 use crate::state::Instance;
 use hsa_sys::*;
 use parking_lot::{Mutex, RwLock};
-use sim::{AgentId, Placement};
+use sigretire_sim::{AgentId, Placement};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
@@ -55,7 +55,7 @@ impl Allocation {
 pub(crate) struct Memory {
     allocations: Mutex<BTreeMap<u64, Allocation>>,
     /// Live signals ROCr created, by handle.
-    signals: RwLock<HashMap<u64, sim::Signal>>,
+    signals: RwLock<HashMap<u64, sigretire_sim::Signal>>,
     /// Handles of signals ROCr created and later destroyed.
     destroyed: Mutex<Vec<u64>>,
     /// Failure injection, per [`PoolKind`]: allocations fail with
@@ -266,7 +266,7 @@ impl Memory {
     }
 
     /// The live signal ROCr created at `handle`.
-    pub(crate) fn runtime_signal(&self, handle: u64) -> Option<sim::Signal> {
+    pub(crate) fn runtime_signal(&self, handle: u64) -> Option<sigretire_sim::Signal> {
         self.signals.read().get(&handle).copied()
     }
 

@@ -16,7 +16,7 @@ use crate::abi::StepStatus;
 use crate::state::Instance;
 use hsa_sys::*;
 use parking_lot::{Mutex, RwLock};
-use sim::{Placement, QueueConfig, StepError};
+use sigretire_sim::{Placement, QueueConfig, StepError};
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::ptr::NonNull;
@@ -46,7 +46,7 @@ pub(crate) struct QueueAdapter {
     doorbell: NonNull<amd_signal_t>,
     profiling: AtomicBool,
     sim_config: QueueConfig,
-    sim_queue: OnceLock<sim::Queue>,
+    sim_queue: OnceLock<sigretire_sim::Queue>,
     fetch: Mutex<Fetch>,
     callback: QueueCallback,
     /// The callback's `data`, an address the application owns.
@@ -103,7 +103,7 @@ impl QueueAdapter {
             doorbell,
             profiling: AtomicBool::new(false),
             sim_config: QueueConfig {
-                agent: sim::AgentId(gpu),
+                agent: sigretire_sim::AgentId(gpu),
                 size,
                 ring: if config.ring_in_device_memory {
                     Placement::Device
@@ -170,7 +170,7 @@ impl QueueAdapter {
 
     /// The simulator's queue, created at first use so that it starts with the
     /// profiling setting of that moment (the simulator cannot switch it).
-    pub(crate) fn sim_queue(&self, instance: &Instance) -> &sim::Queue {
+    pub(crate) fn sim_queue(&self, instance: &Instance) -> &sigretire_sim::Queue {
         self.sim_queue.get_or_init(|| {
             let config = QueueConfig {
                 profiling: self.profiling.load(Ordering::Acquire),
@@ -185,7 +185,10 @@ impl QueueAdapter {
 
     /// `hsa_queue_load_read_index_scacquire`.
     pub(crate) fn read_index(&self) -> u64 {
-        let read = self.sim_queue.get().map_or(0, sim::Queue::read_index);
+        let read = self
+            .sim_queue
+            .get()
+            .map_or(0, sigretire_sim::Queue::read_index);
         self.read_dispatch_id().fetch_max(read, Ordering::AcqRel);
         read
     }
@@ -322,7 +325,7 @@ impl QueueAdapter {
     }
 
     /// The ground truth of packet `index`, if the simulator has seen it.
-    pub(crate) fn truth(&self, index: u64) -> Option<sim::PacketTruth> {
+    pub(crate) fn truth(&self, index: u64) -> Option<sigretire_sim::PacketTruth> {
         self.sim_queue.get()?.truth(index)
     }
 

@@ -13,7 +13,7 @@ use crate::memory::Memory;
 use crate::queue::Queues;
 use hsa_sys::{HSA_STATUS_ERROR_NOT_INITIALIZED, HSA_STATUS_SUCCESS, hsa_status_t};
 use parking_lot::{Mutex, RwLock};
-use sim::{CostProfile, Mode, Sim, SimConfig};
+use sigretire_sim::{CostProfile, Mode, Sim, SimConfig};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -27,7 +27,7 @@ pub(crate) struct Instance {
     pub(crate) checker: Mutex<Checker>,
     /// Host flags that spinning kernels wait on (`rocr_standin_new_flag`),
     /// numbered from 1.
-    pub(crate) flags: Mutex<Vec<sim::HostFlag>>,
+    pub(crate) flags: Mutex<Vec<sigretire_sim::HostFlag>>,
     /// Host actions the stand-in saw that would be bugs against ROCr or on
     /// the hardware (the simulator keeps its own list besides).
     violations: Mutex<Vec<String>>,

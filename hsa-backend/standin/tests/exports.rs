@@ -1,7 +1,7 @@
 //! The stand-in exports every function of `hsa_sys::HsaApi`, with the same C
 //! signature, and the real loading code accepts it.
 
-use rocr_standin::{Config, EXPORTS, Standin};
+use sigretire_rocr_standin::{Config, EXPORTS, Standin};
 
 /// Token text without whitespace, so `*mut c_void` and `* mut c_void` agree.
 fn squash(text: &str) -> String {

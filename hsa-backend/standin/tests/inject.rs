@@ -3,7 +3,7 @@
 //! library copy they were set in, and only for functions that can fail.
 
 use hsa_sys::{HSA_STATUS_ERROR_INVALID_QUEUE_CREATION, HSA_STATUS_SUCCESS, HsaApi, hsa_status_t};
-use rocr_standin::{Config, Malformed, Standin};
+use sigretire_rocr_standin::{Config, Malformed, Standin};
 
 fn init(standin: &Standin) -> HsaApi {
     let api = HsaApi::load_from(standin.library_path()).unwrap();

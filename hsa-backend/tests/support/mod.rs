@@ -6,8 +6,8 @@
 //! crate (`tests/tests/backends`), written once for every backend.
 #![allow(dead_code)]
 
-use hsa_backend::{AqlQueue, Device, QueueOptions, Runtime, SignalPool};
-use rocr_standin::{Config as Machine, QueueControl, Standin};
+use sigretire_hsa::{AqlQueue, Device, QueueOptions, Runtime, SignalPool};
+use sigretire_rocr_standin::{Config as Machine, QueueControl, Standin};
 use std::io::Write as _;
 use std::sync::Arc;
 use std::sync::mpsc;

@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)] // each test binary uses a subset
 
-use sim::{AgentId, Placement, Queue, QueueConfig, Signal, Sim, SimConfig};
+use sigretire_sim::{AgentId, Placement, Queue, QueueConfig, Signal, Sim, SimConfig};
 use std::time::{Duration, Instant};
 
 /// A stepped, zero-cost simulator with `agents` agents.

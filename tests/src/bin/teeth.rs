@@ -4,19 +4,19 @@
 //! many scenarios ran until then, and how long it took.
 //!
 //! ```sh
-//! TRACKER_PLANTED_BUG=trust-read-index cargo run --release -p scenarios --features planted-bugs --bin teeth
-//! cargo run --release -p scenarios --features planted-bugs --bin teeth -- --list
+//! TRACKER_PLANTED_BUG=trust-read-index cargo run --release -p sigretire-scenarios --features planted-bugs --bin teeth
+//! cargo run --release -p sigretire-scenarios --features planted-bugs --bin teeth -- --list
 //! ```
 //!
 //! Exits 1 when the bug was not caught within `SCENARIO_TEETH_CASES`
 //! scenarios per setup (default 500), so a script notices a blunt check.
 
-use scenarios::search::{PROPERTY_SEED, Threads, explore_as};
-use scenarios::setup::setups;
-use scenarios::{Coverage, TrackerKind};
+use sigretire_scenarios::search::{PROPERTY_SEED, Threads, explore_as};
+use sigretire_scenarios::setup::setups;
+use sigretire_scenarios::{Coverage, TrackerKind};
+use sigretire_tracker::planted::{self, Bug};
 use std::process::ExitCode;
 use std::time::Instant;
-use tracker::planted::{self, Bug};
 
 fn main() -> ExitCode {
     if std::env::args().any(|a| a == "--list") {

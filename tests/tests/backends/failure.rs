@@ -3,10 +3,10 @@
 //! completion that did not happen.
 
 use crate::support::{Backend, Rig, device_signals, on_every_backend};
-use std::time::Duration;
-use tracker::{
+use sigretire_tracker::{
     Config, Error, HardwareQueue, Purpose, QueueView, Request, Status, Tracker, WaitPolicy, Work,
 };
+use std::time::Duration;
 
 on_every_backend! {
     a_queue_error_fails_every_pending_use_once,
@@ -78,7 +78,10 @@ fn a_partly_issued_submission_waits_for_its_issued_part<B: Backend>() {
         .acquire(Request::packet(index + 1).ops(3))
         .unwrap();
     for i in 0..2 {
-        assert_eq!(tracker::HardwareQueue::reserve(&rig.queue), Ok(index + i));
+        assert_eq!(
+            sigretire_tracker::HardwareQueue::reserve(&rig.queue),
+            Ok(index + i)
+        );
         rig.publish(index + i, acquired.signal, false);
     }
     rig.tracker.fail_submission(&acquired.ticket, 2).unwrap();
@@ -121,7 +124,7 @@ fn failing_a_submission_that_was_fully_issued_is_refused<B: Backend>() {
 
 /// A fence whose submission failed proves nothing, but the fence before it
 /// still does: once the read index passed both, one probe proves the earlier
-/// one (DESIGN.md section 3, proof 2: "the read index nominates the newest
+/// one (docs/design.md section 3, proof 2: "the read index nominates the newest
 /// fence it passed"). Was: the failed fence's slot still named itself as its
 /// fence and the tracker's newest fence became none, so probing proved
 /// nothing until a newer fence was submitted and passed.

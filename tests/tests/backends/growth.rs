@@ -2,8 +2,8 @@
 //! tracker says which use to wait for instead of blocking.
 
 use crate::support::{Backend, Rig, device_signals, on_every_backend};
+use sigretire_tracker::{Config, Error, Purpose, QueueView, Status, Tracker, WaitPolicy};
 use std::time::Duration;
-use tracker::{Config, Error, Purpose, QueueView, Status, Tracker, WaitPolicy};
 
 on_every_backend! {
     the_ring_grows_to_its_limit_then_names_a_fence_to_wait_for,

@@ -6,9 +6,9 @@
 //! its pools.
 
 use crate::support::{Backend, Platform, Watchdog, bounded, on_every_backend, wait_until, waiting};
-use fences::{CommandStatus, QueueConfig};
+use sigretire_queue::{CommandStatus, QueueConfig};
+use sigretire_tracker::{Status, Timestamps, Tracker};
 use std::time::Duration;
-use tracker::{Status, Timestamps, Tracker};
 
 on_every_backend! {
     elapsed_time_matches_the_ground_truth,

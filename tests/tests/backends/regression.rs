@@ -1,4 +1,4 @@
-//! The regression test of DESIGN.md section 4 (CLR's
+//! The regression test of docs/design.md section 4 (CLR's
 //! Unit_hipStreamSynchronize_ConcurrentSubmitFromOtherThread, #13532), on
 //! the queue layer over each backend.
 //!
@@ -18,9 +18,9 @@
 //! runs it on an NVIDIA GPU.)
 
 use crate::support::{Backend, Platform, Watchdog, on_every_backend, waiting};
-use fences::{Error, QueueConfig, SyncWait};
+use sigretire_queue::{Error, QueueConfig, SyncWait};
+use sigretire_tracker::Status;
 use std::time::{Duration, Instant};
-use tracker::Status;
 
 on_every_backend! {
     fixed_default_queue_no_extra_synchronizers,

@@ -2,7 +2,7 @@
 //! backend's ground truth.
 
 use crate::support::{Backend, Machine, Rig, device_signals, on_every_backend};
-use tracker::{Config, Error, Purpose, Request, Status, Tracker, WaitPolicy};
+use sigretire_tracker::{Config, Error, Purpose, Request, Status, Tracker, WaitPolicy};
 
 on_every_backend! {
     one_probe_of_the_newest_fence_retires_a_batch,
@@ -47,7 +47,7 @@ fn the_read_index_alone_is_never_trusted<B: Backend>() {
     // passes it) but it has not completed.
     assert_eq!(rig.launch(), Ok(0));
     assert_eq!(rig.advance_read_index(), Ok(1));
-    assert_eq!(tracker::QueueView::read_index(&rig.queue), 1);
+    assert_eq!(sigretire_tracker::QueueView::read_index(&rig.queue), 1);
     rig.poll();
     assert_eq!(rig.tracker.known_status(&fence.ticket).unwrap(), None);
     assert_eq!(
@@ -287,7 +287,7 @@ fn a_retired_tickets_status_costs_no_memory_read<B: Backend>() {
 
 fn a_batched_poll_loads_only_once_the_read_index_passed_a_batch<B: Backend>() {
     let config = Config {
-        probe_batch: 32,
+        probe_interval: 32,
         ..device_signals()
     };
     let mut rig = Rig::<B, _>::retiring(config);

@@ -2,7 +2,7 @@
 //! pins; retired held signals are parked and come back once released.
 
 use crate::support::{Backend, Issued, Refused, Retiring, Rig, device_signals, on_every_backend};
-use tracker::{Config, Purpose, Status, Tracker, WaitPolicy};
+use sigretire_tracker::{Config, Purpose, Status, Tracker, WaitPolicy};
 
 on_every_backend! {
     a_held_signal_is_parked_and_an_armed_spare_takes_its_place,

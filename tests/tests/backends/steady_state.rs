@@ -1,10 +1,10 @@
-//! The steady-state bars of DESIGN.md section 7, as exact counters, for the
+//! The steady-state bars of docs/design.md section 7, as exact counters, for the
 //! retiring tracker and the baseline on the same workload. Run with
-//! `cargo test -p scenarios --test backends steady_state -- --nocapture` to
+//! `cargo test -p sigretire-scenarios --test backends steady_state -- --nocapture` to
 //! see them.
 
 use crate::support::{Backend, Machine, Rig, device_signals, on_every_backend};
-use tracker::{Placement, Purpose, Stats, Tracker};
+use sigretire_tracker::{Placement, Purpose, Stats, Tracker};
 
 on_every_backend! {
     steady_state_bars_hold_for_the_retiring_tracker_and_not_for_the_baseline,

@@ -5,7 +5,7 @@
 //! executed.
 
 use crate::support::{Backend, Machine, Rig, device_signals, on_every_backend};
-use tracker::{Config, Placement, Purpose, Tracker};
+use sigretire_tracker::{Config, Placement, Purpose, Tracker};
 
 on_every_backend! {
     a_device_ring_needs_one_fence_per_batch_and_no_flush,
@@ -82,11 +82,11 @@ fn the_baseline_fences_every_device_store<B: Backend>() {
 
 /// On the simulator only: the scenario needs a copy engine's ring in system
 /// memory beside a compute ring in VRAM, and the ROCr stand-in places every
-/// ring of a machine alike (`rocr_standin::Config::ring_in_device_memory`).
+/// ring of a machine alike (`sigretire_rocr_standin::Config::ring_in_device_memory`).
 mod sim_only {
     use super::churn;
     use crate::support::{Backend, Rig, Simulator, device_signals};
-    use tracker::{HardwareQueue, Request, Status, Tracker, Work};
+    use sigretire_tracker::{HardwareQueue, Request, Status, Tracker, Work};
 
     #[test]
     fn a_copy_engine_use_is_flushed_when_it_begins() {
@@ -94,8 +94,8 @@ mod sim_only {
         let copy_engine = rig
             .gpu
             .sim
-            .create_queue(sim::QueueConfig {
-                ring: sim::Placement::Host,
+            .create_queue(sigretire_sim::QueueConfig {
+                ring: sigretire_sim::Placement::Host,
                 ..rig.gpu.queue_config
             })
             .unwrap();

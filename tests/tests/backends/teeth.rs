@@ -1,12 +1,12 @@
 //! Teeth of the rig's checks: one small scenario for each bug of
 //! `tracker/src/planted.rs`. Each passes on the tracker as it is; with its
-//! bug planted, the rig's checks fail it, naming the invariant of DESIGN.md
+//! bug planted, the rig's checks fail it, naming the invariant of docs/design.md
 //! section 6 that the bug breaks (as the property driver names it,
-//! `scenarios::Check`). Without the `planted-bugs` feature they are plain
+//! `sigretire_scenarios::Check`). Without the `planted-bugs` feature they are plain
 //! scenarios; with it, each also runs again with its bug planted:
 //!
 //! ```sh
-//! cargo test -p scenarios --features planted-bugs --test backends teeth
+//! cargo test -p sigretire-scenarios --features planted-bugs --test backends teeth
 //! ```
 //!
 //! A planted bug is switched on for the whole process, so a scenario runs
@@ -14,7 +14,7 @@
 //! from `TRACKER_PLANTED_BUG`), never beside the other scenarios.
 
 use crate::support::{Backend, Machine, Rig, device_signals, on_every_backend};
-use tracker::{Config, Placement, Purpose, Request, Tracker};
+use sigretire_tracker::{Config, Placement, Purpose, Request, Tracker};
 
 on_every_backend! {
     a_held_signal_is_never_handed_out_again,
@@ -27,7 +27,7 @@ on_every_backend! {
 }
 
 /// `RearmHeldSignal` breaks it: the held signal is re-armed at retirement
-/// and handed out again ([`Check::RearmWhileHeld`](scenarios::Check)).
+/// and handed out again ([`Check::RearmWhileHeld`](sigretire_scenarios::Check)).
 fn a_held_signal_is_never_handed_out_again<B: Backend>() {
     let mut rig = Rig::<B, _>::retiring(device_signals());
     let event = rig.submit(true, Purpose::Event).unwrap();
@@ -45,7 +45,7 @@ fn a_held_signal_is_never_handed_out_again<B: Backend>() {
 }
 
 /// `TrustReadIndex` breaks it: the fence the read index passed counts as
-/// complete without a load ([`Check::EarlyCompletion`](scenarios::Check)).
+/// complete without a load ([`Check::EarlyCompletion`](sigretire_scenarios::Check)).
 fn the_read_index_passing_a_fence_does_not_complete_it<B: Backend>() {
     let mut rig = Rig::<B, _>::retiring(device_signals());
     rig.submit(false, Purpose::Completion).unwrap();
@@ -63,7 +63,7 @@ fn the_read_index_passing_a_fence_does_not_complete_it<B: Backend>() {
 
 /// `RetireAcrossGenerations` breaks it: the new queue's fence proves the
 /// old queue's use, which never ran
-/// ([`Check::CrossGeneration`](scenarios::Check)).
+/// ([`Check::CrossGeneration`](sigretire_scenarios::Check)).
 fn a_new_generations_fence_proves_nothing_about_an_old_use<B: Backend>() {
     let mut rig = Rig::<B, _>::retiring(device_signals());
     rig.submit(false, Purpose::Completion).unwrap();
@@ -78,7 +78,7 @@ fn a_new_generations_fence_proves_nothing_about_an_old_use<B: Backend>() {
 
 /// `HarvestAfterRearm` breaks it: a use's stamps are read from its signal
 /// when asked for, after a later use of the signal overwrote them
-/// ([`Check::Timestamps`](scenarios::Check)).
+/// ([`Check::Timestamps`](sigretire_scenarios::Check)).
 fn stamps_asked_for_after_the_signal_moved_on_are_the_uses_own<B: Backend>() {
     let config = Config {
         initial_size: 4,
@@ -107,7 +107,7 @@ fn stamps_asked_for_after_the_signal_moved_on_are_the_uses_own<B: Backend>() {
 
 /// `SkipStoreFence` breaks it: re-armed device-memory signals are handed
 /// out with no store fence before the packets that use them
-/// ([`Check::PublishOrder`](scenarios::Check)).
+/// ([`Check::PublishOrder`](sigretire_scenarios::Check)).
 fn every_rearm_of_a_device_signal_is_fenced_before_publication<B: Backend>() {
     let mut rig = Rig::<B, _>::retiring(device_signals());
     churn(&mut rig);
@@ -115,7 +115,7 @@ fn every_rearm_of_a_device_signal_is_fenced_before_publication<B: Backend>() {
 
 /// `SkipHdpFlush` breaks it: through a ring in system memory, re-armed
 /// device-memory signals are fenced but not flushed
-/// ([`Check::PublishOrder`](scenarios::Check)).
+/// ([`Check::PublishOrder`](sigretire_scenarios::Check)).
 fn a_host_ring_sees_every_rearm_flushed_before_publication<B: Backend>() {
     let machine = Machine {
         ring: Placement::Host,
@@ -140,7 +140,7 @@ fn churn<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>>(rig: &mut
 /// `DropPinEarly` breaks it: the consumer's use before the one that waits
 /// releases the pin, and the producer re-arms the signal while the
 /// consumer's barrier still waits on it
-/// ([`Check::RearmWhileInFlight`](scenarios::Check)).
+/// ([`Check::RearmWhileInFlight`](sigretire_scenarios::Check)).
 fn a_pin_outlives_the_use_before_its_consumer<B: Backend>() {
     let mut producer = Rig::<B, _>::retiring(device_signals());
     let mut consumer = producer.neighbour(device_signals());
@@ -164,9 +164,9 @@ fn a_pin_outlives_the_use_before_its_consumer<B: Backend>() {
 
 #[cfg(feature = "planted-bugs")]
 mod planted {
-    use scenarios::Check;
+    use sigretire_scenarios::Check;
+    use sigretire_tracker::planted::Bug;
     use std::process::Command;
-    use tracker::planted::Bug;
 
     /// Runs `scenario` of this module on `backend` in a child process with
     /// `bug` planted, and asserts that it fails naming `check`.

@@ -4,7 +4,7 @@
 //! Signal placement: timing-only uses and device-memory fallback.
 
 use crate::support::{Backend, Held, Issued, Retiring, Rig, device_signals, on_every_backend};
-use tracker::{Config, Placement, Purpose, Request, Tracker};
+use sigretire_tracker::{Config, Placement, Purpose, Request, Tracker};
 
 on_every_backend! {
     timed_uses_that_wrap_the_ring_keep_their_own_stamps,

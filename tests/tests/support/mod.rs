@@ -3,12 +3,12 @@
 //!
 //! A scenario is written once, as `fn name<B: Backend>()`, against
 //! [`Rig`]: a tracker on one of the backend's hardware queues, every use it
-//! handed out, and a check of DESIGN.md section 6's invariants against the
+//! handed out, and a check of docs/design.md section 6's invariants against the
 //! backend's ground truth and violations, to run after every step.
 //! [`on_every_backend!`] turns it into one test per backend:
 //!
 //! - [`Simulator`]: the `sim` crate's packet processor and signal memory,
-//!   through the tracker's own adapter (`tracker::sim_backend`);
+//!   through the tracker's own adapter (`sigretire_tracker::sim_backend`);
 //! - [`Standin`]: the ROCr backend (`hsa-backend`) loaded from a private copy
 //!   of the ROCr stand-in, so every signal is a block the backend carved out
 //!   of a ROCr pool and every packet goes through its publication and
@@ -31,20 +31,20 @@ pub use queue_layer::{Platform, Watchdog, bounded, wait_until, waiting};
 pub use simulator::Simulator;
 pub use standin::Standin;
 
-use scenarios::check::{Check, Failure, census, stamps_match, steady, truthful};
+use sigretire_scenarios::check::{Check, Failure, census, stamps_match, steady, truthful};
+use sigretire_tracker::{
+    BaselineTracker, Config, Error, HardwareQueue, Placement, Purpose, Request, RetiringTracker,
+    SignalMemory, SignalRef, Status, Ticket, Timestamps, Tracker, Work,
+};
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
-use tracker::{
-    BaselineTracker, Config, Error, HardwareQueue, Placement, Purpose, Request, RetiringTracker,
-    SignalMemory, SignalRef, Status, Ticket, Timestamps, Tracker, Work,
-};
 
 /// One test per backend for each generic scenario `fn name<B: Backend>()` of
 /// the calling module: `<module>::sim::name` and `<module>::rocr::name`
-/// (so `cargo test -p scenarios rocr::` runs everything on the stand-in).
+/// (so `cargo test -p sigretire-scenarios rocr::` runs everything on the stand-in).
 macro_rules! on_every_backend {
     ($($scenario:ident),* $(,)?) => {
         mod sim {
@@ -550,7 +550,7 @@ impl<B: Backend, T> Rig<B, T> {
     }
 
     /// Panics with a broken invariant, named as the property driver names
-    /// it (`scenarios::Check`).
+    /// it (`sigretire_scenarios::Check`).
     #[track_caller]
     fn broken(&self, check: Check, detail: String) -> ! {
         let failure = Failure {
@@ -563,7 +563,7 @@ impl<B: Backend, T> Rig<B, T> {
 }
 
 /// The invariant a violation the machine recorded breaks. The simulator
-/// backend words its violations as `sim::Violation`'s `Debug`, the
+/// backend words its violations as `sigretire_sim::Violation`'s `Debug`, the
 /// stand-in as its `Display` (after "simulator: ") or in words of its own.
 fn machine_check(violation: &str) -> Check {
     const PUBLISH_ORDER: [&str; 4] = [
@@ -698,7 +698,7 @@ impl<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>> Rig<B, T> {
     }
 
     /// `Tracker::poll`, then every invariant, and the probe's promise
-    /// (DESIGN.md section 6, "every completed use retires once probed"):
+    /// (docs/design.md section 6, "every completed use retires once probed"):
     /// if the newest fence of the current generation that the read index
     /// passed has completed, every use up to it is known complete.
     #[track_caller]
@@ -706,7 +706,7 @@ impl<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>> Rig<B, T> {
         let rearmed = self.tracker.poll();
         self.check();
         // A batched poll may skip its probe; the baseline has none.
-        if self.kind.probes_fences && self.config.probe_batch <= 1 {
+        if self.kind.probes_fences && self.config.probe_interval <= 1 {
             self.check_probe();
         }
         rearmed
@@ -717,7 +717,7 @@ impl<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>> Rig<B, T> {
     /// proved (a later change of answer is `check`'s to see).
     #[track_caller]
     fn check_probe(&mut self) {
-        let read_index = tracker::QueueView::read_index(&self.queue);
+        let read_index = sigretire_tracker::QueueView::read_index(&self.queue);
         // Positions from `proven` on are all of the current generation.
         let nominated = self
             .fences
@@ -815,9 +815,9 @@ impl<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>> Rig<B, T> {
         }
     }
 
-    /// Every invariant of DESIGN.md section 6 that the rig can see without
+    /// Every invariant of docs/design.md section 6 that the rig can see without
     /// touching signal memory (so no counter a scenario asserts moves),
-    /// judged as the property driver judges them (`scenarios::check`), in
+    /// judged as the property driver judges them (`sigretire_scenarios::check`), in
     /// this order (a false report first: what the tracker did wrong on the
     /// machine usually follows from it):
     ///

@@ -3,13 +3,13 @@
 //! code under test publishes, and a watchdog.
 
 use super::{Backend, Machine, Retiring};
-use fences::{Device, HostQueue, QueueConfig};
+use sigretire_queue::{Device, HostQueue, QueueConfig};
+use sigretire_tracker::{Config, Placement, RetiringTracker, Tracker};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use tracker::{Config, Placement, RetiringTracker, Tracker};
 
 /// How long a handshake may take before the test fails (never reached when
 /// the code under test is right; it turns a hang into a failure).
@@ -39,7 +39,7 @@ pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
 }
 
 /// The queue's number of CPU waits in progress right now.
-pub fn waiting<T: fences::QueueTracker>(queue: &HostQueue<T>) -> u64 {
+pub fn waiting<T: sigretire_queue::QueueTracker>(queue: &HostQueue<T>) -> u64 {
     queue.stats().cpu_waits_in_progress
 }
 
@@ -84,7 +84,12 @@ impl<B: Backend> Platform<B> {
 
     /// A device whose default queue is a new hardware queue.
     pub fn device(&self, queue: QueueConfig) -> Device<Retiring<B>> {
-        Device::new(fences::DeviceConfig::default(), self.tracker(), queue).unwrap()
+        Device::new(
+            sigretire_queue::DeviceConfig::default(),
+            self.tracker(),
+            queue,
+        )
+        .unwrap()
     }
 
     /// A created queue of `device` on a new hardware queue.

@@ -3,11 +3,11 @@
 //! so its ground truth and counters are read directly.
 
 use super::{Backend, Executed, Machine, Refused, Release, Truth};
-use sim::{CostProfile, Mode, Queue, QueueConfig, Sim, SimConfig, StepError};
+use sigretire_sim::{CostProfile, Mode, Queue, QueueConfig, Sim, SimConfig, StepError};
+use sigretire_tracker::Placement;
+use sigretire_tracker::sim_backend::SimMemory;
 use std::sync::Arc;
 use std::time::Duration;
-use tracker::Placement;
-use tracker::sim_backend::SimMemory;
 
 /// A simulator (two agents) and the configuration of its queues.
 #[derive(Clone, Debug)]
@@ -16,10 +16,10 @@ pub struct Simulator {
     pub queue_config: QueueConfig,
 }
 
-const fn to_sim(placement: Placement) -> sim::Placement {
+const fn to_sim(placement: Placement) -> sigretire_sim::Placement {
     match placement {
-        Placement::Host => sim::Placement::Host,
-        Placement::Device => sim::Placement::Device,
+        Placement::Host => sigretire_sim::Placement::Host,
+        Placement::Device => sigretire_sim::Placement::Device,
     }
 }
 
@@ -77,15 +77,16 @@ impl Backend for Simulator {
     }
 
     fn spin_kernel(&self) -> (u64, Release) {
-        let flag = sim::HostFlag::new();
+        let flag = sigretire_sim::HostFlag::new();
         let kernel = self
             .sim
-            .register_kernel(sim::Kernel::SpinUntil(flag.clone()));
+            .register_kernel(sigretire_sim::Kernel::SpinUntil(flag.clone()));
         (kernel, Arc::new(move || flag.set()))
     }
 
     fn timed_kernel(&self, duration: Duration) -> u64 {
-        self.sim.register_kernel(sim::Kernel::Duration(duration))
+        self.sim
+            .register_kernel(sigretire_sim::Kernel::Duration(duration))
     }
 
     fn timestamp_period(&self) -> Duration {
@@ -149,8 +150,8 @@ impl Backend for Simulator {
             .resolve(hsa_sys::hsa_signal_t { handle: signal })
             .unwrap();
         match self.sim.placement(signal) {
-            sim::Placement::Host => Placement::Host,
-            sim::Placement::Device => Placement::Device,
+            sigretire_sim::Placement::Host => Placement::Host,
+            sigretire_sim::Placement::Device => Placement::Device,
         }
     }
 

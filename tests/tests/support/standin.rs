@@ -3,11 +3,11 @@
 //! driven and inspected through the stand-in's test hooks.
 
 use super::{Backend, Executed, Machine, Refused, Release, Truth};
-use hsa_backend::{AqlQueue, Device, QueueOptions, Runtime, SignalPool};
-use rocr_standin::{Kernel, PoolKind, StepStatus};
+use sigretire_hsa::{AqlQueue, Device, QueueOptions, Runtime, SignalPool};
+use sigretire_rocr_standin::{Kernel, PoolKind, StepStatus};
+use sigretire_tracker::{Placement, QueueError, SignalMemory};
 use std::sync::Arc;
 use std::time::Duration;
-use tracker::{Placement, QueueError, SignalMemory};
 
 /// A GPU behind a private stand-in, with the backend initialised on it.
 #[derive(Clone, Debug)]
@@ -20,7 +20,7 @@ struct Gpu {
     options: QueueOptions,
     empty_kernel: u64,
     /// Last: the library copy outlives everything loaded from it.
-    standin: rocr_standin::Standin,
+    standin: sigretire_rocr_standin::Standin,
 }
 
 impl From<StepStatus> for Refused {
@@ -33,7 +33,7 @@ impl From<StepStatus> for Refused {
 }
 
 /// The block of `memory` that holds signal `signal` (64-byte blocks).
-fn batch_of(memory: &SignalPool, signal: u64) -> hsa_backend::Batch {
+fn batch_of(memory: &SignalPool, signal: u64) -> sigretire_hsa::Batch {
     memory
         .batches()
         .into_iter()
@@ -46,14 +46,14 @@ impl Backend for Standin {
     type Queue = AqlQueue;
 
     fn new(machine: Machine) -> Self {
-        let config = rocr_standin::Config {
+        let config = sigretire_rocr_standin::Config {
             threaded: machine.threaded,
             ring_in_device_memory: machine.ring == Placement::Device,
             out_of_order: machine.out_of_order,
             truth_history: machine.truth_history,
-            ..rocr_standin::Config::default()
+            ..sigretire_rocr_standin::Config::default()
         };
-        let standin = rocr_standin::Standin::new(config).expect("the stand-in loads");
+        let standin = sigretire_rocr_standin::Standin::new(config).expect("the stand-in loads");
         let runtime = Runtime::load_from(standin.library_path()).expect("ROCr initialises");
         let device = runtime.device(0).expect("GPU 0");
         let options = QueueOptions {
@@ -160,7 +160,7 @@ impl Backend for Standin {
         drop((device, runtime));
         assert_eq!(
             standin.census(),
-            rocr_standin::Census::default(),
+            sigretire_rocr_standin::Census::default(),
             "nothing leaked"
         );
         standin.assert_no_violations();

@@ -3,7 +3,7 @@
 use super::*;
 use crate::sim_backend::{self, SimMemory, submit_part};
 
-type Baseline = BaselineTracker<SimMemory, sim::Queue>;
+type Baseline = BaselineTracker<SimMemory, sigretire_sim::Queue>;
 
 fn loads(tracker: &Baseline) -> u64 {
     tracker.stats().host().loads + tracker.stats().device().loads

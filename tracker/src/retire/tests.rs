@@ -226,9 +226,9 @@ mod on_a_tracker {
     use crate::sim_backend::{self, SimMemory};
     use crate::ticket::{Request, Status, Ticket};
 
-    type Sim = RetiringTracker<SimMemory, sim::Queue>;
+    type Sim = RetiringTracker<SimMemory, sigretire_sim::Queue>;
 
-    fn submit(tracker: &mut Sim, queue: &sim::Queue, barrier: bool) -> Ticket {
+    fn submit(tracker: &mut Sim, queue: &sigretire_sim::Queue, barrier: bool) -> Ticket {
         let index = queue.reserve().unwrap();
         let acquired = tracker
             .acquire(Request::packet(index).barrier(barrier))
@@ -239,7 +239,7 @@ mod on_a_tracker {
 
     /// A fence whose submission fails before issuing anything: its packet
     /// becomes an empty one that names no signal, as the queue layer does.
-    fn submit_failed_fence(tracker: &mut Sim, queue: &sim::Queue) -> Ticket {
+    fn submit_failed_fence(tracker: &mut Sim, queue: &sigretire_sim::Queue) -> Ticket {
         let index = queue.reserve().unwrap();
         let acquired = tracker
             .acquire(Request::packet(index).barrier(true))
@@ -350,7 +350,12 @@ mod on_a_tracker {
 
     /// A use of `ops` operations of which the first `issued` were published
     /// (`sim_backend::submit_part`), failed.
-    fn submit_failed_part(tracker: &mut Sim, queue: &sim::Queue, ops: u32, issued: u32) -> Ticket {
+    fn submit_failed_part(
+        tracker: &mut Sim,
+        queue: &sigretire_sim::Queue,
+        ops: u32,
+        issued: u32,
+    ) -> Ticket {
         let ticket = sim_backend::submit_part(tracker, queue, ops, issued);
         tracker.fail_submission(&ticket, issued).unwrap();
         ticket
@@ -387,7 +392,7 @@ mod on_a_tracker {
 
     /// A tracker whose ring holds two uses and may not grow, its AQL queue,
     /// and a copy engine (another queue of the same simulator).
-    fn two_slots_and_a_copy_engine() -> (Sim, sim::Queue, sim::Queue) {
+    fn two_slots_and_a_copy_engine() -> (Sim, sigretire_sim::Queue, sigretire_sim::Queue) {
         let config = crate::Config {
             initial_size: 2,
             growth_limit: 1,
@@ -399,7 +404,7 @@ mod on_a_tracker {
             .shared
             .memory
             .sim()
-            .create_queue(sim::QueueConfig::default())
+            .create_queue(sigretire_sim::QueueConfig::default())
             .unwrap();
         (tracker, queue, copy_engine)
     }
