@@ -1,8 +1,8 @@
 //! CPU waits, always outside the execution lock (except in the old
 //! behaviour this crate keeps for its regression test).
 //!
-//! A wait runs the tracker's own lock-free wait ([`sigretire_queue::tracker::Waiter::wait`] or
-//! [`sigretire_queue::tracker::SignalRef::wait`]) in slices of
+//! A wait runs the tracker's own lock-free wait ([`crate::tracker::Waiter::wait`] or
+//! [`crate::tracker::SignalRef::wait`]) in slices of
 //! [`QueueConfig::error_check_interval`], so that between slices it can
 //! notice the device error state (and return early, without completion) and
 //! its deadline. The spin and yield phases of the wait policy are spent once

@@ -305,7 +305,7 @@ impl<T: QueueTracker> Event<T> {
 
     /// GPU time from this event to `stop` (`hipEventElapsedTime`), from the
     /// markers' completion timestamps, in the clock they count in (the
-    /// backend's: [`sigretire_queue::tracker::SignalMemory::timestamp_clock`]). Exact to the
+    /// backend's: [`crate::tracker::SignalMemory::timestamp_clock`]). Exact to the
     /// nanosecond below, never saturated. An event to itself (or to one
     /// that completed at the same tick) is zero.
     ///

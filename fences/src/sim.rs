@@ -3,7 +3,7 @@
 //!
 //! Every queue of a [`SimPlatform`] is a hardware queue of one simulator, so
 //! cross-queue waits resolve on its packet processor. In stepped mode the
-//! caller drives the "GPU" ([`sigretire_queue::sim::Sim::run_until_idle`]);
+//! caller drives the "GPU" ([`crate::sim::Sim::run_until_idle`]);
 //! [`SimPlatform::run_while`] does it on the calling thread while a blocking
 //! call (synchronize, a wait) runs on another.
 //!

@@ -275,7 +275,7 @@ impl<T: SimTracker> Driver<T> {
 
     /// Two fresh streams under `setup`, with another thread that asks each
     /// tracker's `Waiter` and clones of the scenario's references about
-    /// recent uses all the while (see [`crate::observer`]).
+    /// recent uses all the while (see `observer.rs`).
     pub fn with_observer(setup: Setup) -> Result<Self, Failure> {
         let mut driver = Self::new(setup)?;
         driver.observer = Some(Observer::start());
