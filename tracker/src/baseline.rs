@@ -134,8 +134,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
     }
 
     fn load(&mut self, cell: CellPtr<M::Signal>) -> i64 {
-        // SAFETY: the cell belongs to `self.shared`.
-        let c = unsafe { cell.get() };
+        let c = self.shared.cell(cell);
         self.stats.accesses[c.placement.index()].loads += 1;
         // SAFETY: the signal came from this memory, kept alive by `self.shared`.
         unsafe { self.shared.memory.load(c.signal) }
@@ -144,16 +143,14 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
     /// Reads a timed use's stamps from its signal (counted), as CLR does
     /// each time they are asked for.
     fn read_stamps(&mut self, cell: CellPtr<M::Signal>) -> Option<Timestamps> {
-        // SAFETY: the cell belongs to `self.shared`.
-        let c = unsafe { cell.get() };
+        let c = self.shared.cell(cell);
         self.stats.accesses[c.placement.index()].timestamp_reads += 1;
         // SAFETY: as in `load`.
         unsafe { self.shared.memory.timestamps(c.signal) }
     }
 
     fn cell_of(&self, ticket: &Ticket) -> Result<CellPtr<M::Signal>, Error> {
-        self.shared.cell_of(ticket).ok_or(Error::ForeignTicket)?;
-        Ok(CellPtr::from_erased(ticket.cell))
+        self.shared.cell_ptr_of(ticket).ok_or(Error::ForeignTicket)
     }
 
     /// Whether the slot's previous use finished, by loading its signal.
@@ -162,12 +159,12 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
             return true;
         };
         let cell = self.slots[slot].cell;
-        // SAFETY: the cell belongs to `self.shared`.
-        let c = unsafe { cell.get() };
+        let c = self.shared.cell(cell);
         if let Some(status) = self.shared.known_status(u.seq, c) {
             return status == Status::Complete || self.residual_done(cell, u);
         }
         let value = self.load(cell);
+        let c = self.shared.cell(cell);
         if value == 0 {
             if c.complete(u.seq) {
                 self.stats.retired += 1;
@@ -271,8 +268,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         // new signal. Made before anything changes, so that a failed
         // allocation leaves the slot, its use and its holders as they were.
         let held = self.slots[next].last_use.is_some()
-            // SAFETY: the cell belongs to `self.shared`.
-            && unsafe { self.slots[next].cell.get() }.holds() > 0;
+            && self.shared.cell(self.slots[next].cell).holds() > 0;
         if planted::active(Bug::BaselineFreesBeforeReplacing)
             && let Some(u) = self.slots[next].last_use.take()
         {
@@ -293,8 +289,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         self.current = next;
 
         let cell = self.slots[next].cell;
-        // SAFETY: the cell belongs to `self.shared`.
-        let c = unsafe { cell.get() };
+        let c = self.shared.cell(cell);
         self.stats.accesses[c.placement.index()].stores += 1;
         // SAFETY: as in `load`.
         unsafe { self.shared.memory.store(c.signal, i64::from(request.ops)) };
@@ -335,8 +330,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
     fn retire_previous(&mut self, slot: usize, u: SlotUse) {
         self.stats.rearms += 1;
         let cell = self.slots[slot].cell;
-        // SAFETY: the cell belongs to `self.shared`.
-        let phase = unsafe { cell.get() }.phase_of(u.seq);
+        let phase = self.shared.cell(cell).phase_of(u.seq);
         if phase == Some(Some(Status::Failed)) {
             self.shared.record_failures(u.seq, u.seq);
         } else if u.timed && self.stamps.get(u.seq) == Kept::Unknown {
@@ -355,12 +349,12 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
     }
 
     fn observe(&mut self, seq: u64, cell: CellPtr<M::Signal>) -> Status {
-        // SAFETY: the cell belongs to `self.shared`.
-        let c = unsafe { cell.get() };
+        let c = self.shared.cell(cell);
         let status = match self.shared.known_status(seq, c) {
             Some(status) => status,
             None => {
                 let value = self.load(cell);
+                let c = self.shared.cell(cell);
                 if value == 0 {
                     if c.complete(seq) {
                         self.note_complete(seq);
@@ -370,6 +364,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
                     if value < 0 && c.fail(seq) {
                         self.note_failed(seq);
                     }
+                    let c = self.shared.cell(cell);
                     self.shared.known_status(seq, c).unwrap_or(Status::Pending)
                 }
             }
@@ -397,8 +392,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
 
     fn known_status(&self, ticket: &Ticket) -> Result<Option<Status>, Error> {
         let cell = self.cell_of(ticket)?;
-        // SAFETY: the cell belongs to `self.shared`.
-        Ok(self.shared.known_status(ticket.seq, unsafe { cell.get() }))
+        Ok(self.shared.known_status(ticket.seq, self.shared.cell(cell)))
     }
 
     fn waiter(&self) -> Waiter<M> {
@@ -431,8 +425,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
             }),
             Status::Pending => {
                 // The consumer may publish through a ring in system memory.
-                // SAFETY: the cell belongs to `self.shared`.
-                if unsafe { cell.get() }.placement == Placement::Device {
+                if self.shared.cell(cell).placement == Placement::Device {
                     self.shared.memory.hdp_flush();
                     self.stats.accesses[Placement::Device.index()].flushes += 1;
                 }
@@ -452,8 +445,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
             Err(error) => return Err(AttachError { error, pin }),
         };
         // Complete, failed or moved on, as far as its cell recorded.
-        // SAFETY: the cell belongs to `self.shared`.
-        let done = unsafe { cell.get() }.phase_of(consumer.seq).is_some();
+        let done = self.shared.cell(cell).phase_of(consumer.seq).is_some();
         if self.slot_of(consumer.seq).is_some() && !done {
             self.attachments.attach(consumer.seq, pin);
         }
@@ -481,8 +473,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
         if !ticket.timed {
             return Ok(None);
         }
-        // SAFETY: the cell belongs to `self.shared`.
-        if self.shared.known_status(ticket.seq, unsafe { cell.get() }) == Some(Status::Failed) {
+        if self.shared.known_status(ticket.seq, self.shared.cell(cell)) == Some(Status::Failed) {
             return Ok(None);
         }
         match self.stamps.get(ticket.seq) {
@@ -491,8 +482,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
             Kept::Expired => return Err(Error::TimestampsExpired { seq: ticket.seq }),
             Kept::Unknown => {}
         }
-        // SAFETY: the cell belongs to `self.shared`.
-        if unsafe { cell.get() }.phase_of(ticket.seq) == Some(None)
+        if self.shared.cell(cell).phase_of(ticket.seq) == Some(None)
             || self.observe(ticket.seq, cell) != Status::Complete
         {
             // Not complete; or its signal moved on before its stamps were
@@ -542,12 +532,13 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
                 continue;
             };
             let cell = self.slots[i].cell;
-            // SAFETY: the cell belongs to `self.shared`.
-            let c = unsafe { cell.get() };
+            let c = self.shared.cell(cell);
             if self.shared.known_status(u.seq, c).is_some() {
                 continue;
             }
-            if self.load(cell) == 0 {
+            let value = self.load(cell);
+            let c = self.shared.cell(cell);
+            if value == 0 {
                 if c.complete(u.seq) {
                     self.note_complete(u.seq);
                 }
@@ -567,8 +558,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
             action: "fail its submission",
             state,
         };
-        // SAFETY: the cell belongs to `self.shared`.
-        let c = unsafe { cell.get() };
+        let c = self.shared.cell(cell);
         // What the cell recorded, whether or not the baseline answers from
         // it: a use it once reported done stays done.
         match c.phase_of(ticket.seq) {

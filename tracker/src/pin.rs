@@ -176,8 +176,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
                 // copy engine's, another agent's): flush the arming as for a
                 // copy-engine use, if this queue's own publishing did not.
                 if let Some(slot) = self.ring.get(ticket.seq).copied() {
-                    // SAFETY: the cell belongs to `self.shared`.
-                    let placement = unsafe { cell.get() }.placement;
+                    let placement = self.shared.cell(cell).placement;
                     self.make_visible(placement, slot.store, true);
                 }
                 self.stats.pins += 1;

@@ -67,8 +67,7 @@ impl StoreOrder {
 impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     /// One counted load of a signal.
     pub(crate) fn load(&mut self, cell: CellPtr<M::Signal>) -> i64 {
-        // SAFETY: the cell belongs to `self.shared`.
-        let c = unsafe { cell.get() };
+        let c = self.shared.cell(cell);
         self.stats.accesses[c.placement.index()].loads += 1;
         // SAFETY: the signal came from this memory's `allocate`, and the
         // memory lives as long as `self.shared`.
@@ -77,8 +76,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
 
     /// One counted store; returns nothing, but numbers the store.
     pub(crate) fn store(&mut self, cell: CellPtr<M::Signal>, value: i64) {
-        // SAFETY: the cell belongs to `self.shared`.
-        let c = unsafe { cell.get() };
+        let c = self.shared.cell(cell);
         self.stats.accesses[c.placement.index()].stores += 1;
         self.order.stores_issued += 1;
         // SAFETY: as in `load`.
@@ -151,8 +149,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
                 let Some(oldest) = self.ring.oldest() else {
                     break;
                 };
-                // SAFETY: the cell belongs to `self.shared`.
-                let placement = unsafe { oldest.cell.get() }.placement;
+                let placement = self.shared.cell(oldest.cell).placement;
                 batch.begin(placement);
                 let taken = self
                     .ring
@@ -160,8 +157,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
                         if slot.flags & (Slot::<M::Signal>::COPY | Slot::<M::Signal>::TIMED) != 0 {
                             return false;
                         }
-                        // SAFETY: the cell belongs to `self.shared`.
-                        let cell = unsafe { slot.cell.get() };
+                        let cell = self.shared.cell(slot.cell);
                         if cell.holds() != 0 || cell.placement != placement || !cell.complete(seq) {
                             return false;
                         }
@@ -261,8 +257,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         slot: Slot<M::Signal>,
         outcome: Outcome,
     ) -> Option<bool> {
-        // SAFETY: the cell belongs to `self.shared`.
-        let cell = unsafe { slot.cell.get() };
+        let cell = self.shared.cell(slot.cell);
         // The use is done and every use before it retired: the pins it held
         // as a consumer go now, even if its own signal must wait for a
         // spare (two queues whose uses pin each other's signals would
@@ -302,9 +297,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     /// spare of the same placement (a new batch if there is none, the other
     /// placement if that fails). Returns false if no spare could be found.
     fn park_oldest(&mut self, slot: Slot<M::Signal>) -> bool {
-        // SAFETY: the cell belongs to `self.shared`.
-        let cell = unsafe { slot.cell.get() };
-        let placement = cell.placement;
+        let placement = self.shared.cell(slot.cell).placement;
         if self.ring.spares(placement) == 0 {
             let _ = self.allocate_spares(self.config.refill_batch, placement);
         }
@@ -315,9 +308,10 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         else {
             return false;
         };
-        if !self.shared.park(cell) {
+        if !self.shared.park(self.shared.cell(slot.cell)) {
             // Its holders let go meanwhile: re-arm it in place after all.
-            self.ring.put_spare(spare_placement(&spare), spare);
+            let placement = self.shared.cell(spare.cell).placement;
+            self.ring.put_spare(placement, spare);
             return true;
         }
         self.parked.push(slot.cell);
@@ -339,14 +333,14 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         let mut i = 0;
         while i < self.parked.len() {
             let cell = self.parked[i];
-            // SAFETY: the cell belongs to `self.shared`.
-            let c = unsafe { cell.get() };
+            let c = self.shared.cell(cell);
             if c.holds() == 0 {
+                let placement = c.placement;
                 self.shared.unpark(c);
                 self.parked.swap_remove(i);
                 self.store(cell, 1);
                 self.ring.put_spare(
-                    c.placement,
+                    placement,
                     Spare {
                         cell,
                         store: self.order.stores_issued,
@@ -361,11 +355,6 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         }
         returned
     }
-}
-
-fn spare_placement<S>(spare: &Spare<S>) -> crate::backend::Placement {
-    // SAFETY: spares' cells belong to the tracker's `Shared`, alive here.
-    unsafe { spare.cell.get() }.placement
 }
 
 /// Signals re-armed together: one placement, one store number, one backend

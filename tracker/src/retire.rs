@@ -194,8 +194,7 @@ pub(crate) enum Outcome {
 impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     /// What is known about use `seq` without reading signal memory.
     pub(crate) fn known(&self, seq: u64, cell: CellPtr<M::Signal>) -> Option<Status> {
-        // SAFETY: the cell belongs to `self.shared`.
-        let c = unsafe { cell.get() };
+        let c = self.shared.cell(cell);
         if let Some(status) = self.shared.known_status(seq, c) {
             return Some(status);
         }
@@ -294,8 +293,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         if !slot.is(Slot::<M::Signal>::FENCE) || !self.proofs.fences_can_prove(seq, &slot) {
             return false;
         }
-        // SAFETY: the cell belongs to `self.shared`.
-        let recorded = unsafe { slot.cell.get() }.phase_of(seq) == Some(Some(Status::Complete));
+        let recorded = self.shared.cell(slot.cell).phase_of(seq) == Some(Some(Status::Complete));
         if recorded && !self.proofs.is_proven(slot.aql) {
             self.proofs.prove(seq, slot.aql);
             return true;
@@ -308,9 +306,8 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         let Some(slot) = self.ring.get(seq).copied() else {
             return self.shared.outcome_of_retired(seq);
         };
-        // SAFETY: the cell belongs to `self.shared`.
-        let cell = unsafe { slot.cell.get() };
         let value = self.load(slot.cell);
+        let cell = self.shared.cell(slot.cell);
         if value == 0 {
             if cell.complete(seq) {
                 self.stats.retired += 1;
@@ -363,8 +360,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     /// and counting it once. A failed submission's use is retired only once
     /// the part that was issued has finished.
     pub(crate) fn settle(&mut self, seq: u64, slot: &Slot<M::Signal>) -> Option<Outcome> {
-        // SAFETY: the cell belongs to `self.shared`.
-        let cell = unsafe { slot.cell.get() };
+        let cell = self.shared.cell(slot.cell);
         if self.proofs.fence_proves(seq, slot) {
             if cell.complete(seq) {
                 self.stats.retired += 1;
@@ -428,9 +424,9 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             if !self.proofs.fences_can_prove(seq, &slot) || self.known(seq, slot.cell).is_some() {
                 continue;
             }
-            // SAFETY: the cell belongs to `self.shared`.
-            let cell = unsafe { slot.cell.get() };
-            if self.load(slot.cell) == 0 {
+            let value = self.load(slot.cell);
+            let cell = self.shared.cell(slot.cell);
+            if value == 0 {
                 if cell.complete(seq) {
                     self.stats.retired += 1;
                     self.stats.retired_by_load += 1;
@@ -449,8 +445,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         let first = self.ring.head().max(self.proofs.generation_start());
         for seq in first..self.ring.tail() {
             let slot = *self.ring.get(seq).expect("in flight");
-            // SAFETY: the cell belongs to `self.shared`.
-            if self.proofs.fence_proves(seq, &slot) && unsafe { slot.cell.get() }.complete(seq) {
+            if self.proofs.fence_proves(seq, &slot) && self.shared.cell(slot.cell).complete(seq) {
                 self.stats.retired += 1;
                 self.stats.retired_by_fence += 1;
             }
@@ -480,8 +475,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         let was_fence = slot.is(Slot::<M::Signal>::FENCE);
         // It will never complete as a whole: it proves nothing.
         slot.flags &= !Slot::<M::Signal>::FENCE;
-        // SAFETY: the cell belongs to `self.shared`.
-        if unsafe { cell.get() }.fail(ticket.seq) {
+        if self.shared.cell(cell).fail(ticket.seq) {
             self.stats.failed += 1;
         }
         if was_fence {

@@ -98,8 +98,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     }
 
     pub(crate) fn cell_of(&self, ticket: &Ticket) -> Result<CellPtr<M::Signal>, Error> {
-        self.shared.cell_of(ticket).ok_or(Error::ForeignTicket)?;
-        Ok(CellPtr::from_erased(ticket.cell))
+        self.shared.cell_ptr_of(ticket).ok_or(Error::ForeignTicket)
     }
 
     /// Whether a use that wants `wanted` takes a slot's signal of
@@ -143,8 +142,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             return None;
         }
         let slot = self.ring.next_mut();
-        // SAFETY: cells belong to `self.shared`, which outlives this call.
-        let placement = unsafe { slot.cell.get() }.placement;
+        let placement = self.shared.cell(slot.cell).placement;
         let store = slot.store;
         if !self.keeps(placement, self.config.signals) || !self.order.is_visible(placement, store) {
             return None;
@@ -168,8 +166,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             self.make_room()?;
         }
         let wanted = self.placement_for(request.purpose);
-        // SAFETY: cells belong to `self.shared`, which outlives this call.
-        let placement = unsafe { self.ring.next_mut().cell.get() }.placement;
+        let placement = self.shared.cell(self.ring.next_mut().cell).placement;
         if !self.keeps(placement, wanted) {
             self.swap_for(wanted);
         }
@@ -177,8 +174,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             self.arm_for_ops(request.ops);
         }
         let slot = self.ring.next_mut();
-        // SAFETY: as above.
-        let placement = unsafe { slot.cell.get() }.placement;
+        let placement = self.shared.cell(slot.cell).placement;
         let store = slot.store;
         self.make_visible(placement, store, copy);
         Ok(self.hand_out(aql, request.ops, request.flags))
@@ -202,8 +198,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         slot.generation = generation;
         slot.flags = flags;
         let cell_ptr = slot.cell;
-        // SAFETY: cells belong to `self.shared`, which outlives this call.
-        let cell = unsafe { cell_ptr.get() };
+        let cell = self.shared.cell(cell_ptr);
         self.ring.advance_tail();
         cell.begin_use(seq);
         if flags & Slot::<M::Signal>::COPY == 0 {
@@ -259,8 +254,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         };
         slot.cell = spare.cell;
         slot.store = spare.store;
-        // SAFETY: the cell belongs to `self.shared`.
-        let placement = unsafe { old.cell.get() }.placement;
+        let placement = self.shared.cell(old.cell).placement;
         self.ring.put_spare(placement, old);
         self.stats.spare_swaps += 1;
     }
@@ -522,8 +516,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
         if planted::active(Bug::DrainRetiresEverything) {
             for seq in self.ring.head()..self.ring.tail() {
                 let cell = self.ring.get(seq).expect("in flight").cell;
-                // SAFETY: the cell belongs to `self.shared`.
-                unsafe { cell.get() }.complete(seq);
+                self.shared.cell(cell).complete(seq);
             }
         }
         self.proofs.drain();

@@ -186,29 +186,15 @@ unsafe impl<S: Send + Sync> Send for CellPtr<S> {}
 unsafe impl<S: Send + Sync> Sync for CellPtr<S> {}
 
 impl<S> CellPtr<S> {
-    /// # Safety
-    /// The `Shared` that owns the cell must outlive the returned reference.
-    pub(crate) unsafe fn get<'a>(self) -> &'a Cell<S> {
-        // SAFETY: cells are boxed, never moved, and freed only when their
-        // `Shared` drops; the caller keeps it alive.
-        unsafe { self.0.as_ref() }
-    }
-
     pub(crate) fn erase(self) -> NonNull<()> {
         self.0.cast()
-    }
-
-    /// The inverse of [`erase`](Self::erase), for a ticket already checked to
-    /// belong to the tracker whose cells have type `Cell<S>`.
-    pub(crate) fn from_erased(ptr: NonNull<()>) -> Self {
-        Self(ptr.cast())
     }
 }
 
 /// The state a tracker shares with waiters, references and pins: the signal
 /// memory, every cell, and what is known about retired uses.
 pub(crate) struct Shared<M: SignalMemory> {
-    pub(crate) id: u32,
+    pub(crate) id: u64,
     pub(crate) memory: Arc<M>,
     /// Owns every cell (as raw boxes, freed in `Drop`). Locked only to add one.
     cells: Mutex<Vec<NonNull<Cell<M::Signal>>>>,
@@ -235,7 +221,9 @@ unsafe impl<M: SignalMemory> Send for Shared<M> {}
 // SAFETY: as above; all shared mutation goes through atomics or the mutexes.
 unsafe impl<M: SignalMemory> Sync for Shared<M> {}
 
-static NEXT_TRACKER_ID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+/// Tracker ids: 64-bit, so they never wrap (2^64 trackers would take
+/// centuries at a billion a second).
+static NEXT_TRACKER_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl<M: SignalMemory> Shared<M> {
     pub(crate) fn new(memory: Arc<M>, remembers_completions: bool) -> Self {
@@ -252,21 +240,39 @@ impl<M: SignalMemory> Shared<M> {
         }
     }
 
-    /// Takes ownership of a new signal and returns its cell.
+    /// Takes ownership of a new signal and returns its cell: the only way
+    /// a `CellPtr` is made.
     pub(crate) fn adopt(&self, signal: M::Signal, placement: Placement) -> CellPtr<M::Signal> {
         let cell = NonNull::from(Box::leak(Box::new(Cell::new(signal, placement))));
         self.cells.lock().push(cell);
         CellPtr(cell)
     }
 
+    /// The cell `ptr` names, for as long as `self` is borrowed: the one way
+    /// the crate reaches a cell.
+    #[inline(always)]
+    pub(crate) fn cell(&self, ptr: CellPtr<M::Signal>) -> &Cell<M::Signal> {
+        // SAFETY: a `CellPtr` is made only by `adopt` (above) or by
+        // `cell_ptr_of` for a ticket whose owner id is this `Shared`'s, and
+        // only ever given back to the `Shared` that made it: each tracker
+        // has exactly one, and keeps its cells' pointers (ring, spares,
+        // parked) and hands out references, pins and waiters that hold that
+        // same `Shared`. Cells are boxed, never moved, and freed only when
+        // their `Shared` drops, which the borrow of `self` prevents for the
+        // life of the returned reference.
+        unsafe { ptr.0.as_ref() }
+    }
+
+    /// The pointer to the cell a ticket names, if the ticket is this
+    /// tracker's (ids are 64-bit and never reused: no wrap can make a
+    /// stranger's ticket look like one of ours).
+    pub(crate) fn cell_ptr_of(&self, ticket: &Ticket) -> Option<CellPtr<M::Signal>> {
+        (ticket.owner == self.id).then(|| CellPtr(ticket.cell.cast()))
+    }
+
     /// The cell a ticket names, if the ticket is this tracker's.
     pub(crate) fn cell_of(&self, ticket: &Ticket) -> Option<&Cell<M::Signal>> {
-        (ticket.owner == self.id).then(|| {
-            // SAFETY: the ticket was issued by the tracker that owns `self`
-            // (same id, and ids are never reused), so its pointer is one of
-            // `self.cells`, alive as long as `self` is.
-            unsafe { ticket.cell.cast::<Cell<M::Signal>>().as_ref() }
-        })
+        self.cell_ptr_of(ticket).map(|ptr| self.cell(ptr))
     }
 
     pub(crate) fn retired_through(&self) -> u64 {
@@ -425,8 +431,7 @@ pub struct SignalRef<M: SignalMemory> {
 impl<M: SignalMemory> SignalRef<M> {
     /// Takes a new reference on `cell` for use `seq` (the tracker's owner only).
     pub(crate) fn new(shared: &Arc<Shared<M>>, cell: CellPtr<M::Signal>, seq: u64) -> Self {
-        // SAFETY: `shared` owns the cell.
-        unsafe { cell.get() }.add_hold();
+        shared.cell(cell).add_hold();
         Self {
             shared: shared.clone(),
             cell,
@@ -435,8 +440,7 @@ impl<M: SignalMemory> SignalRef<M> {
     }
 
     fn cell(&self) -> &Cell<M::Signal> {
-        // SAFETY: `self.shared` owns the cell and lives as long as `self`.
-        unsafe { self.cell.get() }
+        self.shared.cell(self.cell)
     }
 
     /// The sequence number of the use this reference was taken for.

@@ -259,7 +259,7 @@ pub(crate) const fn aql_before(a: u64, b: u64) -> bool {
 pub struct Ticket {
     pub(crate) seq: u64,
     pub(crate) cell: NonNull<()>,
-    pub(crate) owner: u32,
+    pub(crate) owner: u64,
     pub(crate) generation: Generation,
     /// The use's timestamps are harvested: only then can it have any.
     pub(crate) timed: bool,

@@ -20,8 +20,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     /// lock-free readers while the signal serves it) and into the history
     /// (for its ticket, after the signal serves later uses).
     pub(crate) fn harvest(&mut self, seq: u64, cell: CellPtr<M::Signal>) {
-        // SAFETY: the cell belongs to `self.shared`.
-        let c = unsafe { cell.get() };
+        let c = self.shared.cell(cell);
         self.stats.accesses[c.placement.index()].timestamp_reads += 1;
         // SAFETY: the signal came from this memory, which `self.shared` keeps alive.
         let stamps = unsafe { self.shared.memory.timestamps(c.signal) };
@@ -48,8 +47,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         if !ticket.timed {
             return Ok(None);
         }
-        // SAFETY: the cell belongs to `self.shared`.
-        if let Some(stamps) = unsafe { cell.get() }.stamps(ticket.seq) {
+        if let Some(stamps) = self.shared.cell(cell).stamps(ticket.seq) {
             return Ok(Some(stamps));
         }
         if let Some(slot) = self.ring.get(ticket.seq).copied() {

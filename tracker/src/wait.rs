@@ -215,8 +215,7 @@ impl Backoff {
 impl<M: SignalMemory> crate::SignalRef<M> {
     /// Waits until the use completes or fails, or `timeout` passes.
     pub fn wait(&self, timeout: Duration, policy: WaitPolicy) -> Result<Status, Error> {
-        // SAFETY: the reference's `Shared` owns the cell and outlives this call.
-        let cell = unsafe { self.cell_ptr().get() };
+        let cell = self.shared().cell(self.cell_ptr());
         wait_for_use(self.shared(), self.seq(), cell, timeout, policy)
     }
 }

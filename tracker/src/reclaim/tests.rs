@@ -120,8 +120,7 @@ fn one_fence_covers_every_earlier_store_and_flushes_go_only_where_needed() {
     );
     let sim = tracker.shared.memory.sim().clone();
     let cell = tracker.ring.next_mut().cell;
-    // SAFETY: the cell belongs to the tracker's `Shared`.
-    assert_eq!(unsafe { cell.get() }.placement, Device);
+    assert_eq!(tracker.shared.cell(cell).placement, Device);
     let store = |tracker: &mut RetiringTracker<_, _>| {
         tracker.store(cell, 1);
         tracker.order.stores_issued

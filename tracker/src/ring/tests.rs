@@ -9,10 +9,22 @@ use crate::HostMemory;
 use crate::share::{Shared, host_cells};
 use crate::ticket::aql_before;
 
-/// The signal a slot (or spare) holds.
+/// The signal a slot (or spare) holds: a cell's signal never changes, and
+/// its handle is the cell's place among `host_cells`' cells, which the
+/// pointer order gives back.
 fn id(cell: CellPtr<usize>) -> usize {
-    // SAFETY: every test keeps the `Shared` that owns its cells alive.
-    unsafe { cell.get() }.signal
+    CELLS.with(|cells| {
+        cells
+            .borrow()
+            .iter()
+            .position(|&c| c == cell)
+            .expect("a cell of this test")
+    })
+}
+
+std::thread_local! {
+    /// The cells of the current test, in signal order.
+    static CELLS: std::cell::RefCell<Vec<CellPtr<usize>>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// A ring of `size` slots (slot `i` holds signal `i`, armed by store `i`)
@@ -23,6 +35,7 @@ fn new_ring(
     spares: usize,
 ) -> (Shared<HostMemory>, Ring<usize>, Vec<CellPtr<usize>>) {
     let (shared, mut cells) = host_cells(size + spares, true);
+    CELLS.with(|all| *all.borrow_mut() = cells.clone());
     let rest = cells.split_off(size);
     let slots = cells
         .into_iter()
@@ -330,6 +343,7 @@ fn grow_is_bounded_by_the_limit_and_the_spares_of_its_placement() {
 #[test]
 fn fill_prefers_its_placement_then_takes_the_other() {
     let (_shared, cells) = host_cells(5, true);
+    CELLS.with(|all| *all.borrow_mut() = cells.clone());
     let mut ring = Ring::new(Vec::new(), 16);
     for &cell in &cells[..2] {
         ring.put_spare(Placement::Host, Spare { cell, store: 7 });
@@ -367,6 +381,7 @@ fn fill_adds_what_is_missing_and_what_the_spares_allow() {
 #[test]
 fn spares_are_kept_per_placement() {
     let (_shared, cells) = host_cells(3, true);
+    CELLS.with(|all| *all.borrow_mut() = cells.clone());
     let mut ring: Ring<usize> = Ring::new(Vec::new(), 16);
     let spare = |i: usize| Spare {
         cell: cells[i],

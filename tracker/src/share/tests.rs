@@ -112,8 +112,7 @@ fn a_racing_completion_is_counted_once() {
 #[test]
 fn holds_count_references_and_hide_the_parked_bit() {
     let (shared, cells) = host_cells(1, true);
-    // SAFETY: `shared` owns the cell and outlives this test's use of it.
-    let cell = unsafe { cells[0].get() };
+    let cell = shared.cell(cells[0]);
     cell.add_hold();
     cell.add_hold();
     assert_eq!(cell.holds(), 2);
@@ -135,8 +134,7 @@ fn holds_count_references_and_hide_the_parked_bit() {
 #[test]
 fn parking_an_unheld_cell_fails_and_leaves_it_unparked() {
     let (shared, cells) = host_cells(1, true);
-    // SAFETY: `shared` owns the cell.
-    let cell = unsafe { cells[0].get() };
+    let cell = shared.cell(cells[0]);
     assert!(!shared.park(cell));
     assert_eq!(hold_word(cell), 0);
 }
@@ -144,8 +142,7 @@ fn parking_an_unheld_cell_fails_and_leaves_it_unparked() {
 #[test]
 fn the_last_release_of_an_unparked_cell_leaves_no_hint() {
     let (shared, cells) = host_cells(1, true);
-    // SAFETY: `shared` owns the cell.
-    let cell = unsafe { cells[0].get() };
+    let cell = shared.cell(cells[0]);
     cell.add_hold();
     shared.release(cell);
     assert_eq!(cell.holds(), 0);
@@ -235,8 +232,7 @@ fn failures_merge_adjacent_ranges_and_answer_for_retired_uses() {
 fn known_status_uses_completions_only_where_the_design_remembers_them() {
     for remembers in [true, false] {
         let (shared, cells) = host_cells(1, remembers);
-        // SAFETY: `shared` owns the cell.
-        let cell = unsafe { cells[0].get() };
+        let cell = shared.cell(cells[0]);
         cell.begin_use(3);
         assert_eq!(shared.known_status(3, cell), None, "pending");
         assert!(cell.complete(3));
@@ -263,8 +259,7 @@ fn known_status_uses_completions_only_where_the_design_remembers_them() {
 #[test]
 fn retired_through_answers_without_the_cell() {
     let (shared, cells) = host_cells(1, true);
-    // SAFETY: `shared` owns the cell.
-    let cell = unsafe { cells[0].get() };
+    let cell = shared.cell(cells[0]);
     cell.begin_use(5); // the cell says pending...
     shared.publish_retired_through(5);
     // ...but everything through 5 was reclaimed.
@@ -275,8 +270,7 @@ fn retired_through_answers_without_the_cell() {
 #[test]
 fn observe_records_a_cpu_wait_proof_once() {
     let (shared, cells) = host_cells(1, true);
-    // SAFETY: `shared` owns the cell.
-    let cell = unsafe { cells[0].get() };
+    let cell = shared.cell(cells[0]);
     let counted = |shared: &Shared<HostMemory>| {
         let mut stats = crate::Stats::default();
         shared.counters.add_to(&mut stats);
@@ -298,8 +292,7 @@ fn observe_records_a_cpu_wait_proof_once() {
 #[test]
 fn poll_loads_only_what_the_host_does_not_know() {
     let (shared, cells) = host_cells(1, true);
-    // SAFETY: `shared` owns the cell.
-    let cell = unsafe { cells[0].get() };
+    let cell = shared.cell(cells[0]);
     let polls = |shared: &Shared<HostMemory>| {
         let mut stats = crate::Stats::default();
         shared.counters.add_to(&mut stats);

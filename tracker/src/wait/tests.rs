@@ -74,19 +74,17 @@ fn the_policies_differ_as_documented() {
 /// A `Shared` with one cell serving use 1, its signal armed at 1.
 fn armed_use() -> (Shared<HostMemory>, crate::share::CellPtr<usize>) {
     let (shared, cells) = host_cells(1, true);
-    // SAFETY: the signal came from this memory; `shared` owns the cell.
-    unsafe {
-        shared.memory.store(cells[0].get().signal, 1);
-        cells[0].get().begin_use(1);
-    }
+    let cell = shared.cell(cells[0]);
+    // SAFETY: the signal came from this memory.
+    unsafe { shared.memory.store(cell.signal, 1) };
+    cell.begin_use(1);
     (shared, cells[0])
 }
 
 #[test]
 fn a_wait_ends_when_the_signal_reaches_zero() {
     let (shared, cell) = armed_use();
-    // SAFETY: `shared` owns the cell.
-    let cell = unsafe { cell.get() };
+    let cell = shared.cell(cell);
     let handle = shared.memory.packet_handle(cell.signal);
     let status = std::thread::scope(|s| {
         s.spawn(|| {
@@ -106,8 +104,7 @@ fn a_wait_ends_when_the_signal_reaches_zero() {
 #[test]
 fn a_wait_times_out_without_claiming_completion() {
     let (shared, cell) = armed_use();
-    // SAFETY: `shared` owns the cell.
-    let cell = unsafe { cell.get() };
+    let cell = shared.cell(cell);
     let timeout = Duration::from_millis(2);
     let started = Instant::now();
     let result = wait_for_use(&shared, 1, cell, timeout, policy());
@@ -119,8 +116,7 @@ fn a_wait_times_out_without_claiming_completion() {
 #[test]
 fn a_negative_signal_fails_the_wait() {
     let (shared, cell) = armed_use();
-    // SAFETY: the signal came from this memory; `shared` owns the cell.
-    let cell = unsafe { cell.get() };
+    let cell = shared.cell(cell);
     // SAFETY: as above.
     unsafe { shared.memory.store(cell.signal, -1) };
     let result = wait_for_use(&shared, 1, cell, LONG, policy());
@@ -130,8 +126,7 @@ fn a_negative_signal_fails_the_wait() {
 #[test]
 fn a_use_known_retired_is_answered_without_a_load() {
     let (shared, cell) = armed_use();
-    // SAFETY: `shared` owns the cell.
-    let cell = unsafe { cell.get() };
+    let cell = shared.cell(cell);
     shared.publish_retired_through(1);
     let result = wait_for_use(&shared, 1, cell, LONG, policy());
     assert_eq!(result, Ok(Status::Complete), "the signal still reads 1");
