@@ -466,7 +466,7 @@ fn submit_one<T: QueueTracker>(
                     .map_err(fail)?;
                 return Ok(acquired.ticket);
             }
-            Err(sigretire_tracker::Error::Backpressure { wait_for, .. }) => {
+            Err(sigretire_tracker::AcquireError::Backpressure { wait_for, .. }) => {
                 waiter
                     .wait(&wait_for, Duration::from_secs(30), WaitPolicy::spin())
                     .map_err(fail)?;

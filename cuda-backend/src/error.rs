@@ -92,7 +92,7 @@ pub enum Error {
 
     /// The tracker refused to start (bad configuration or no signals).
     #[error(transparent)]
-    Tracker(#[from] sigretire_tracker::Error),
+    Tracker(#[from] sigretire_tracker::CreateError),
 }
 
 /// This crate's result type.

@@ -63,7 +63,7 @@ impl<T: Tracker<Memory = CudaMemory, Queue = CudaQueue>> Rig<T> {
                         .unwrap();
                     return acquired;
                 }
-                Err(sigretire_tracker::Error::Backpressure { wait_for, .. }) => {
+                Err(sigretire_tracker::AcquireError::Backpressure { wait_for, .. }) => {
                     self.queue.publish(index, Work::Empty, true, 0).unwrap();
                     let waited = self
                         .tracker
@@ -539,9 +539,9 @@ fn failures_are_typed_and_nothing_reports_a_completion_that_did_not_happen() {
     );
     assert_eq!(
         waited,
-        Err(sigretire_tracker::Error::TimedOut(Duration::from_millis(
-            50
-        )))
+        Err(sigretire_tracker::WaitError::TimedOut(
+            sigretire_tracker::TimedOut(Duration::from_millis(50))
+        ))
     );
     assert_eq!(rig.tracker.query(&held.ticket).unwrap(), Status::Pending);
     flag.release();

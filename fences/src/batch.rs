@@ -315,7 +315,7 @@ impl<M: SignalMemory> Command<M> {
                     CommandStatus::Failed => return Ok(Status::Failed),
                     // Released by a device error: end the wait below.
                     CommandStatus::DeviceError => {
-                        return Err(sigretire_tracker::Error::TimedOut(slice));
+                        return Err(sigretire_tracker::TimedOut(slice).into());
                     }
                 }
                 self.waiter.wait(&self.entry.ticket, slice, policy)

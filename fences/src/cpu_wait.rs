@@ -11,7 +11,9 @@
 use crate::config::QueueConfig;
 use crate::device::DeviceState;
 use crate::error::Error;
-use sigretire_tracker::{Status, WaitPolicy};
+#[cfg(test)]
+use sigretire_tracker::TimedOut;
+use sigretire_tracker::{Status, WaitError, WaitPolicy};
 use std::time::{Duration, Instant};
 
 /// How long and how a wait runs.
@@ -59,7 +61,7 @@ fn remaining(policy: WaitPolicy, elapsed: Duration) -> WaitPolicy {
 /// Waits with `wait_slice` (a tracker wait bounded by its first argument)
 /// until the use is done, the device is in the error state, or the deadline.
 pub(crate) fn wait_for(
-    mut wait_slice: impl FnMut(Duration, WaitPolicy) -> Result<Status, sigretire_tracker::Error>,
+    mut wait_slice: impl FnMut(Duration, WaitPolicy) -> Result<Status, WaitError>,
     device: &DeviceState,
     settings: &WaitSettings,
 ) -> Result<WaitEnd, Error> {
@@ -76,8 +78,10 @@ pub(crate) fn wait_for(
         }
         match wait_slice(slice, remaining(settings.policy, elapsed)) {
             Ok(status) if status.is_done() => return Ok(WaitEnd::Done(status)),
-            Ok(_) | Err(sigretire_tracker::Error::TimedOut(_)) => {}
-            Err(error) => return Err(error.into()),
+            Ok(_) | Err(WaitError::TimedOut(_)) => {}
+            Err(WaitError::Foreign(error)) => {
+                return Err(sigretire_tracker::Error::from(error).into());
+            }
         }
         if let Some(error) = device.wait_error() {
             return Ok(WaitEnd::DeviceError(error));
@@ -131,7 +135,7 @@ mod tests {
                 if polls == 3 {
                     device.report("injected".into());
                 }
-                Err(sigretire_tracker::Error::TimedOut(slice))
+                Err(WaitError::TimedOut(TimedOut(slice)))
             },
             &device,
             &settings,
@@ -170,7 +174,7 @@ mod tests {
         let end = wait_for(
             |slice, _| {
                 std::thread::sleep(slice);
-                Err(sigretire_tracker::Error::TimedOut(slice))
+                Err(WaitError::TimedOut(TimedOut(slice)))
             },
             &device,
             &settings,

@@ -101,6 +101,31 @@ pub enum Error {
     ForeignSignalMemory,
 }
 
+/// Each of the tracker's per-operation errors passes through `?` as
+/// [`Error::Tracker`].
+macro_rules! from_tracker {
+    ($($error:ty),*) => {
+        $(
+            impl From<$error> for Error {
+                fn from(error: $error) -> Self {
+                    Error::Tracker(error.into())
+                }
+            }
+        )*
+    };
+}
+
+from_tracker!(
+    sigretire_tracker::ForeignTicket,
+    sigretire_tracker::CreateError,
+    sigretire_tracker::AcquireError,
+    sigretire_tracker::PinError,
+    sigretire_tracker::FailSubmissionError,
+    sigretire_tracker::TimestampsError,
+    sigretire_tracker::WaitError,
+    sigretire_tracker::InvalidConfig
+);
+
 impl Error {
     /// Whether the error comes from the device error state (early return,
     /// abort, or a failed queue): the device needs attention, not the call.

@@ -218,7 +218,7 @@ impl<T: QueueTracker> Event<T> {
         }
         let end = match &self.signal {
             Some(signal) => cpu_wait::wait_for(
-                |slice, policy| signal.wait(slice, policy),
+                |slice, policy| Ok(signal.wait(slice, policy)?),
                 core.state(),
                 &core.settings(),
             )?,

@@ -109,7 +109,7 @@ impl<T: QueueTracker> Inner<T> {
             Err(error) => {
                 self.fill_empty(counters, index)?;
                 return match error {
-                    sigretire_tracker::Error::Backpressure { wait_for, .. } => {
+                    sigretire_tracker::AcquireError::Backpressure { wait_for, .. } => {
                         Ok(Attempt::Backpressure(wait_for))
                     }
                     other => Err(other.into()),

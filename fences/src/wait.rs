@@ -140,7 +140,7 @@ fn pin_on<P: QueueTracker>(
     let pinned = producer.lock().tracker.pin(ticket);
     match pinned {
         Ok(pin) => Ok(pin),
-        Err(sigretire_tracker::Error::InvalidState { .. }) => Err(producer.report_failure()),
+        Err(sigretire_tracker::PinError::Failed { .. }) => Err(producer.report_failure()),
         Err(error) => Err(error.into()),
     }
 }
@@ -266,7 +266,7 @@ impl<T: QueueTracker> HostQueue<T> {
             core.push_command(inner, published.entry, true);
             match inner.tracker.pin(&ticket) {
                 Ok(pin) => Ok(Step::Done(pin)),
-                Err(sigretire_tracker::Error::InvalidState { .. }) => Err(core.report_failure()),
+                Err(sigretire_tracker::PinError::Failed { .. }) => Err(core.report_failure()),
                 Err(error) => Err(error.into()),
             }
         })?;

@@ -94,21 +94,24 @@ impl Tracker for Refusing {
     fn acquire(
         &mut self,
         request: sigretire_tracker::Request,
-    ) -> Result<sigretire_tracker::Acquired, sigretire_tracker::Error> {
+    ) -> Result<sigretire_tracker::Acquired, sigretire_tracker::AcquireError> {
         if self.refuse.swap(false, Ordering::SeqCst) {
-            return Err(sigretire_tracker::Error::OutOfSignals(
+            return Err(sigretire_tracker::AcquireError::OutOfSignals(
                 sigretire_tracker::AllocError::OutOfMemory("injected".into()),
             ));
         }
         self.inner.acquire(request)
     }
-    fn query(&mut self, t: &sigretire_tracker::Ticket) -> Result<Status, sigretire_tracker::Error> {
+    fn query(
+        &mut self,
+        t: &sigretire_tracker::Ticket,
+    ) -> Result<Status, sigretire_tracker::ForeignTicket> {
         self.inner.query(t)
     }
     fn known_status(
         &self,
         t: &sigretire_tracker::Ticket,
-    ) -> Result<Option<Status>, sigretire_tracker::Error> {
+    ) -> Result<Option<Status>, sigretire_tracker::ForeignTicket> {
         self.inner.known_status(t)
     }
     fn waiter(&self) -> sigretire_tracker::Waiter<Self::Memory> {
@@ -117,13 +120,14 @@ impl Tracker for Refusing {
     fn hold(
         &mut self,
         t: &sigretire_tracker::Ticket,
-    ) -> Result<Option<sigretire_tracker::SignalRef<Self::Memory>>, sigretire_tracker::Error> {
+    ) -> Result<Option<sigretire_tracker::SignalRef<Self::Memory>>, sigretire_tracker::ForeignTicket>
+    {
         self.inner.hold(t)
     }
     fn pin(
         &mut self,
         t: &sigretire_tracker::Ticket,
-    ) -> Result<Option<sigretire_tracker::Pin<Self::Memory>>, sigretire_tracker::Error> {
+    ) -> Result<Option<sigretire_tracker::Pin<Self::Memory>>, sigretire_tracker::PinError> {
         self.inner.pin(t)
     }
     fn attach(
@@ -145,7 +149,7 @@ impl Tracker for Refusing {
     fn timestamps(
         &mut self,
         t: &sigretire_tracker::Ticket,
-    ) -> Result<Option<sigretire_tracker::Timestamps>, sigretire_tracker::Error> {
+    ) -> Result<Option<sigretire_tracker::Timestamps>, sigretire_tracker::TimestampsError> {
         self.inner.timestamps(t)
     }
     fn note_queue_change(&mut self, queue: sigretire_sim::Queue) {
@@ -161,7 +165,7 @@ impl Tracker for Refusing {
         &mut self,
         t: &sigretire_tracker::Ticket,
         issued: u32,
-    ) -> Result<(), sigretire_tracker::Error> {
+    ) -> Result<(), sigretire_tracker::FailSubmissionError> {
         self.inner.fail_submission(t, issued)
     }
     fn queue(&self) -> &sigretire_sim::Queue {
@@ -193,7 +197,9 @@ fn a_refused_acquire_publishes_empty_work_so_the_ring_never_stalls() {
     refuse.store(true, Ordering::SeqCst);
     assert!(matches!(
         queue.launch(0),
-        Err(Error::Tracker(sigretire_tracker::Error::OutOfSignals(_)))
+        Err(Error::Tracker(sigretire_tracker::Error::Acquire(
+            sigretire_tracker::AcquireError::OutOfSignals(_)
+        )))
     ));
     assert_eq!(queue.stats().empty_packets, 1);
     let empty = hw.truth(first.aql_index() + 1).unwrap();
@@ -293,6 +299,8 @@ fn invalid_configurations_are_refused() {
     });
     assert!(matches!(
         tiny.tracker(),
-        Err(Error::Tracker(sigretire_tracker::Error::InvalidConfig(_)))
+        Err(Error::Tracker(sigretire_tracker::Error::Create(
+            sigretire_tracker::CreateError::InvalidConfig(_)
+        )))
     ));
 }

@@ -16,8 +16,9 @@ use sigretire_sim::{
 };
 use sigretire_tracker::sim_backend::{SimMemory, submit_kernel, submit_wait};
 use sigretire_tracker::{
-    BaselineTracker, Config, Error, Generation, Purpose, Request, RetiringTracker, Status, Ticket,
-    Tracker, WaitPolicy,
+    AcquireError, BaselineTracker, Config, CreateError, ForeignTicket, Generation, PinError,
+    Purpose, Request, RetiringTracker, Status, Ticket, TimestampsError, Tracker, WaitError,
+    WaitPolicy,
 };
 use std::cell::Cell;
 use std::sync::Arc;
@@ -79,13 +80,13 @@ pub trait SimTracker: Tracker<Memory = SimMemory, Queue = Queue> + Sized {
     const KIND: TrackerKind;
 
     /// A tracker for `queue` with signals from `memory`.
-    fn create(memory: Arc<SimMemory>, queue: Queue, config: Config) -> Result<Self, Error>;
+    fn create(memory: Arc<SimMemory>, queue: Queue, config: Config) -> Result<Self, CreateError>;
 }
 
 impl SimTracker for RetiringTracker<SimMemory, Queue> {
     const KIND: TrackerKind = TrackerKind::Retiring;
 
-    fn create(memory: Arc<SimMemory>, queue: Queue, config: Config) -> Result<Self, Error> {
+    fn create(memory: Arc<SimMemory>, queue: Queue, config: Config) -> Result<Self, CreateError> {
         RetiringTracker::new(memory, queue, config)
     }
 }
@@ -93,7 +94,7 @@ impl SimTracker for RetiringTracker<SimMemory, Queue> {
 impl SimTracker for BaselineTracker<SimMemory, Queue> {
     const KIND: TrackerKind = TrackerKind::Baseline;
 
-    fn create(memory: Arc<SimMemory>, queue: Queue, config: Config) -> Result<Self, Error> {
+    fn create(memory: Arc<SimMemory>, queue: Queue, config: Config) -> Result<Self, CreateError> {
         BaselineTracker::new(memory, queue, config)
     }
 }
@@ -736,7 +737,7 @@ impl<T: SimTracker> Driver<T> {
         let mut attempt = self.streams[stream].tracker.acquire(request);
         // Only the acquire meets it.
         self.sim.on_next_allocation(|| {});
-        if let Err(Error::Backpressure {
+        if let Err(AcquireError::Backpressure {
             wait_for,
             in_flight,
         }) = attempt
@@ -751,7 +752,7 @@ impl<T: SimTracker> Driver<T> {
             let waiter = self.streams[stream].tracker.waiter();
             let waited = match waiter.wait(&wait_for, Duration::ZERO, QUICK_WAIT) {
                 Ok(status) => status,
-                Err(Error::TimedOut(_)) => Status::Pending,
+                Err(WaitError::TimedOut(_)) => Status::Pending,
                 Err(e) => return fail(Check::Unexpected, format!("wait failed: {e}")),
             };
             self.model.judge_answer(named, waited)?;
@@ -761,7 +762,7 @@ impl<T: SimTracker> Driver<T> {
             self.coverage.retries_after_wait += 1;
             let refused_before_retry = self.sim.allocations_refused();
             attempt = self.streams[stream].tracker.acquire(request);
-            if let Err(Error::Backpressure {
+            if let Err(AcquireError::Backpressure {
                 wait_for: again,
                 in_flight,
             }) = attempt
@@ -792,7 +793,7 @@ impl<T: SimTracker> Driver<T> {
             // nothing changed.
             // (The observer thread may still hold clones of references the
             // scenario dropped: with it, the model cannot tell.)
-            Err(Error::OutOfSignals(_))
+            Err(AcquireError::OutOfSignals(_) | AcquireError::SignalsHeld { .. })
                 if self.sim.allocations_refused() > refused_before
                     && (self.observer.is_some() || self.a_done_use_is_held(stream)?) =>
             {
@@ -1166,7 +1167,7 @@ impl<T: SimTracker> Driver<T> {
             // No dependency: the tracker says the use is complete.
             Ok(None) => return self.model.judge_report(use_id, Some(Status::Complete)),
             Ok(Some(pin)) => pin,
-            Err(Error::InvalidState { .. }) => {
+            Err(PinError::Failed { .. }) => {
                 // A failed use cannot be waited on: it must be known failed.
                 let known = self.known(use_id)?;
                 if known != Some(Status::Failed) {
@@ -1208,7 +1209,7 @@ impl<T: SimTracker> Driver<T> {
             // The producer's own ticket: not one the consumer issued. The
             // pin must come back, still pinned (the packet waits on it).
             match self.streams[consumer].tracker.attach(&ticket, pin) {
-                Err(refused) if refused.error == Error::ForeignTicket => {
+                Err(refused) if refused.error == ForeignTicket => {
                     self.coverage.refused_attaches += 1;
                     pin = refused.pin;
                 }
@@ -1449,7 +1450,7 @@ impl<T: SimTracker> Driver<T> {
         let waiter = self.streams[stream].tracker.waiter();
         match waiter.wait(&ticket, deadline, QUICK_WAIT) {
             Ok(status) => self.model.judge_answer(use_id, status),
-            Err(Error::TimedOut(_)) => self.model.judge_answer(use_id, Status::Pending),
+            Err(WaitError::TimedOut(_)) => self.model.judge_answer(use_id, Status::Pending),
             Err(e) => fail(Check::Unexpected, format!("wait failed: {e}")),
         }
     }
@@ -1470,7 +1471,7 @@ impl<T: SimTracker> Driver<T> {
         let may_expire = later_timed >= self.setup.tracker.stamp_history;
         let stamps = match self.streams[stream].tracker.timestamps(&ticket) {
             Ok(stamps) => stamps,
-            Err(Error::TimestampsExpired { .. }) if u.timed && may_expire => return Ok(()),
+            Err(TimestampsError::Expired { .. }) if u.timed && may_expire => return Ok(()),
             Err(e) => return fail(Check::Timestamps, format!("use {}: {e}", ticket.seq())),
         };
         match stamps {

@@ -5,9 +5,10 @@
 //! completions at the wrong moment.
 
 use sigretire_sim::Queue;
+use sigretire_tracker::AcquireError;
 use sigretire_tracker::sim_backend::{SimMemory, submit_kernel};
 use sigretire_tracker::{
-    AllocError, Config, Error, Placement, Request, RetiringTracker, SignalMemory, Status, Ticket,
+    AllocError, Config, Placement, Request, RetiringTracker, SignalMemory, Status, Ticket,
     TimestampClock, Timestamps, Tracker, WaitPolicy,
 };
 use std::sync::{Arc, Mutex};
@@ -19,7 +20,7 @@ fn submit<T: Tracker<Queue = Queue>>(
     tracker: &mut T,
     queue: &Queue,
     barrier: bool,
-) -> Result<Ticket, Error> {
+) -> Result<Ticket, AcquireError> {
     let index = queue.write_index();
     let acquired = tracker.acquire(Request::packet(index).barrier(barrier))?;
     assert_eq!(queue.reserve().unwrap(), index);
@@ -48,7 +49,8 @@ fn waiting_for_the_named_fence_frees_room_while_the_read_index_lags() {
     }
     assert_eq!(queue.read_index(), 0);
 
-    let Err(Error::Backpressure { wait_for, .. }) = submit(&mut tracker, &queue, true) else {
+    let Err(AcquireError::Backpressure { wait_for, .. }) = submit(&mut tracker, &queue, true)
+    else {
         panic!("a full ring at its limit pushes back");
     };
     assert!(

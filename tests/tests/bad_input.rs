@@ -4,8 +4,10 @@
 use sigretire_sim::Queue;
 use sigretire_tracker::sim_backend::{self, SimMemory, submit_barrier};
 use sigretire_tracker::{
-    BaselineTracker, Config, Error, Request, RetiringTracker, Status, Tracker,
+    AcquireError, CreateError, FailSubmissionError, ForeignTicket, InvalidConfig, PinError,
+    TimestampsError,
 };
+use sigretire_tracker::{BaselineTracker, Config, Request, RetiringTracker, Status, Tracker};
 use std::sync::Arc;
 
 type Retiring = RetiringTracker<SimMemory, Queue>;
@@ -143,8 +145,8 @@ fn out_of_range_configurations_are_refused_by_both_trackers() {
     for (field, config) in bad_configs() {
         let (sim, queue) = sim_backend::stepped_queue();
         let memory = Arc::new(SimMemory::new(sim, queue.agent()));
-        let expect_refusal = |result: Result<(), Error>, tracker: &str| match result {
-            Err(Error::InvalidConfig(message)) => {
+        let expect_refusal = |result: Result<(), CreateError>, tracker: &str| match result {
+            Err(CreateError::InvalidConfig(InvalidConfig(message))) => {
                 assert!(message.contains(field), "{tracker}: {field}: {message}")
             }
             other => panic!("{tracker} accepted {field} in {config:?}: {other:?}"),
@@ -154,7 +156,7 @@ fn out_of_range_configurations_are_refused_by_both_trackers() {
             "retiring",
         );
         expect_refusal(Baseline::new(memory, queue, config).map(drop), "baseline");
-        expect_refusal(config.validate(), "validate");
+        expect_refusal(config.validate().map_err(CreateError::from), "validate");
         expect_refusal(
             sim_backend::stepped_tracker(config).map(drop),
             "stepped_tracker",
@@ -179,7 +181,7 @@ fn the_largest_configurations_allowed_are_accepted() {
     assert_eq!(config.max_in_flight(), 1 << 20);
 }
 
-fn acquire_at<T: Tracker>(tracker: &mut T, index: u64) -> Result<(), Error> {
+fn acquire_at<T: Tracker>(tracker: &mut T, index: u64) -> Result<(), AcquireError> {
     tracker
         .acquire(Request::packet(index).barrier(true))
         .map(drop)
@@ -193,7 +195,7 @@ fn indices_must_grow<T: Tracker>(mut tracker: T) {
         let result = acquire_at(&mut tracker, bad);
         assert_eq!(
             result,
-            Err(Error::AqlIndexOutOfOrder {
+            Err(AcquireError::AqlIndexOutOfOrder {
                 index: bad,
                 previous: 10
             }),
@@ -225,7 +227,7 @@ fn no_failing_a_complete_use<T: Tracker<Queue = Queue>>(mut tracker: T, queue: Q
     assert!(
         matches!(
             refused,
-            Err(Error::InvalidState {
+            Err(FailSubmissionError::InvalidState {
                 state: "complete",
                 ..
             })
@@ -243,7 +245,7 @@ fn no_failing_a_complete_use<T: Tracker<Queue = Queue>>(mut tracker: T, queue: Q
     assert!(
         matches!(
             refused,
-            Err(Error::InvalidState {
+            Err(FailSubmissionError::InvalidState {
                 state: "fully issued",
                 ..
             })
@@ -266,15 +268,21 @@ fn a_foreign_ticket_is_refused_by_both_trackers() {
     let (mut baseline, _) = sim_backend::stepped_baseline(Config::default()).unwrap();
     let index = queue.reserve().unwrap();
     let ticket = retiring.acquire(Request::packet(index)).unwrap().ticket;
-    assert_eq!(baseline.query(&ticket), Err(Error::ForeignTicket));
-    assert_eq!(baseline.known_status(&ticket), Err(Error::ForeignTicket));
-    assert_eq!(baseline.timestamps(&ticket), Err(Error::ForeignTicket));
+    assert_eq!(baseline.query(&ticket), Err(ForeignTicket));
+    assert_eq!(baseline.known_status(&ticket), Err(ForeignTicket));
+    assert_eq!(
+        baseline.timestamps(&ticket),
+        Err(TimestampsError::Foreign(ForeignTicket))
+    );
     assert_eq!(
         baseline.fail_submission(&ticket, 0),
-        Err(Error::ForeignTicket)
+        Err(FailSubmissionError::Foreign(ForeignTicket))
     );
-    assert!(matches!(baseline.hold(&ticket), Err(Error::ForeignTicket)));
-    assert!(matches!(baseline.pin(&ticket), Err(Error::ForeignTicket)));
+    assert!(matches!(baseline.hold(&ticket), Err(ForeignTicket)));
+    assert!(matches!(
+        baseline.pin(&ticket),
+        Err(PinError::Foreign(ForeignTicket))
+    ));
 }
 
 #[test]

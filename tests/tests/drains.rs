@@ -7,7 +7,7 @@
 use sigretire_sim::{Placement as RingPlacement, Queue, QueueConfig, Sim, SimConfig};
 use sigretire_tracker::sim_backend::{SimMemory, submit_barrier, submit_kernel};
 use sigretire_tracker::{
-    BaselineTracker, Config, Error as TrackerError, Request, RetiringTracker, Status, Ticket,
+    BaselineTracker, Config, CreateError as TrackerError, Request, RetiringTracker, Status, Ticket,
     Tracker,
 };
 use std::sync::Arc;

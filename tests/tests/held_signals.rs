@@ -4,8 +4,9 @@
 
 use sigretire_sim::Sim;
 use sigretire_tracker::sim_backend::{SimMemory, submit_kernel};
+use sigretire_tracker::{AcquireError, ForeignTicket};
 use sigretire_tracker::{
-    BaselineTracker, Config, Error, Placement, Request, RetiringTracker, Status, Tracker,
+    BaselineTracker, Config, Placement, Request, RetiringTracker, Status, Tracker,
 };
 use std::sync::Arc;
 
@@ -33,7 +34,7 @@ fn stepped(
 fn submit<T: Tracker<Queue = sigretire_sim::Queue>>(
     tracker: &mut T,
     queue: &sigretire_sim::Queue,
-) -> Result<sigretire_tracker::Acquired, Error> {
+) -> Result<sigretire_tracker::Acquired, AcquireError> {
     let index = queue.write_index();
     let acquired = tracker.acquire(Request::packet(index).barrier(true))?;
     assert_eq!(queue.reserve().unwrap(), index);
@@ -62,7 +63,7 @@ fn the_baseline_never_rearms_a_held_signal_when_its_replacement_cannot_be_alloca
         sim.fail_allocations(1);
         let refused = baseline.acquire(Request::packet(queue.write_index()).barrier(true));
         assert!(
-            matches!(refused, Err(Error::OutOfSignals(_))),
+            matches!(refused, Err(AcquireError::OutOfSignals(_))),
             "{refused:?}"
         );
         assert_eq!(sim.load(held), 0, "the held signal was not re-armed");
@@ -119,7 +120,7 @@ where
         sigretire_tracker::sim_backend::stepped_tracker(Config::default()).unwrap();
     let foreign = submit(&mut stranger, &other_queue).unwrap().ticket;
     let refused = consumer.attach(&foreign, pin).unwrap_err();
-    assert_eq!(refused.error, Error::ForeignTicket);
+    assert_eq!(refused.error, ForeignTicket);
     let pin = refused.pin;
 
     producer_queue.run_until_idle();
@@ -172,7 +173,7 @@ fn the_retiring_tracker_keeps_a_held_signal_when_no_spare_can_be_allocated() {
     for _ in 0..2 {
         let refused = retiring.acquire(Request::packet(queue.write_index()).barrier(true));
         assert!(
-            matches!(refused, Err(Error::OutOfSignals(_))),
+            matches!(refused, Err(AcquireError::SignalsHeld { held: 1 })),
             "{refused:?}"
         );
         assert_eq!(sim.load(held), 0, "the held signal was not re-armed");

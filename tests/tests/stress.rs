@@ -7,10 +7,11 @@
 //! end every signal must be accounted for.
 
 use sigretire_sim::{CostProfile, Mode, Queue, QueueConfig, Sim, SimConfig};
+use sigretire_tracker::AcquireError;
 use sigretire_tracker::sim_backend::{SimMemory, submit_kernel, submit_wait};
 use sigretire_tracker::{
-    Config, Error, Placement, Purpose, Request, RetiringTracker, SignalRef, Status, Ticket,
-    Tracker, WaitPolicy,
+    Config, Placement, Purpose, Request, RetiringTracker, SignalRef, Status, Ticket, Tracker,
+    WaitPolicy,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -90,7 +91,7 @@ fn submit(
                 };
                 return Ok((acquired.ticket, index, reference));
             }
-            Err(Error::Backpressure { wait_for, .. }) => {
+            Err(AcquireError::Backpressure { wait_for, .. }) => {
                 let waiter = tracker.waiter();
                 drop(tracker);
                 // Outside the lock: other threads keep submitting meanwhile.

@@ -12,13 +12,16 @@
 //!
 //! Two adaptations keep it honest on this project's terms: where CLR would
 //! block in `acquire` until the next slot's previous use completes, it
-//! returns [`Error::Backpressure`] (the caller waits, as for the retiring
+//! returns [`AcquireError::Backpressure`] (the caller waits, as for the retiring
 //! tracker); and with device-memory signals each re-arm is followed by the
 //! store fence (and HDP flush) that correctness needs.
 
 use crate::backend::{Placement, QueueView, SignalMemory, Timestamps};
 use crate::config::Config;
-use crate::error::Error;
+use crate::error::{
+    AcquireError, BackendError, CreateError, FailSubmissionError, ForeignTicket, PinError,
+    TimestampsError,
+};
 use crate::interface::{Acquired, Census, Tracker};
 use crate::pin::{AttachError, Attachments, Pin};
 use crate::planted::{self, Bug};
@@ -91,7 +94,7 @@ pub struct BaselineTracker<M: SignalMemory, Q: QueueView> {
 
 impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
     /// A baseline tracker for `queue` with `config.initial_size` signals.
-    pub fn new(memory: Arc<M>, queue: Q, config: Config) -> Result<Self, Error> {
+    pub fn new(memory: Arc<M>, queue: Q, config: Config) -> Result<Self, CreateError> {
         config.validate()?;
         let mut tracker = Self {
             shared: Arc::new(Shared::new(memory, false)),
@@ -110,7 +113,13 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
             scratch: Vec::new(),
         };
         for _ in 0..config.initial_size {
-            let cell = tracker.create_signal()?;
+            let cell = tracker
+                .create_signal()
+                .map_err(|shortfall| match shortfall {
+                    AcquireError::OutOfSignals(error) => CreateError::OutOfSignals(error),
+                    AcquireError::Backend(error) => CreateError::Backend(error),
+                    other => CreateError::Backend(BackendError(other.to_string())),
+                })?;
             tracker.slots.push(Slot {
                 cell,
                 last_use: None,
@@ -120,15 +129,14 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
     }
 
     /// A new signal, as CLR creates one: individually, on demand.
-    fn create_signal(&mut self) -> Result<CellPtr<M::Signal>, Error> {
+    fn create_signal(&mut self) -> Result<CellPtr<M::Signal>, AcquireError> {
         self.scratch.clear();
         self.shared
             .memory
             .allocate(1, self.config.signals, &mut self.scratch)?;
-        let (signal, placement) = self
-            .scratch
-            .pop()
-            .ok_or(Error::InvalidConfig("allocation returned no signals"))?;
+        let (signal, placement) = self.scratch.pop().ok_or_else(|| {
+            BackendError("allocate succeeded with no signal for the one asked".into())
+        })?;
         self.stats.signals_created += 1;
         Ok(self.shared.adopt(signal, placement))
     }
@@ -149,8 +157,8 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         unsafe { self.shared.memory.timestamps(c.signal) }
     }
 
-    fn cell_of(&self, ticket: &Ticket) -> Result<CellPtr<M::Signal>, Error> {
-        self.shared.cell_ptr_of(ticket).ok_or(Error::ForeignTicket)
+    fn cell_of(&self, ticket: &Ticket) -> Result<CellPtr<M::Signal>, ForeignTicket> {
+        self.shared.cell_ptr_of(ticket).ok_or(ForeignTicket)
     }
 
     /// Whether the slot's previous use finished, by loading its signal.
@@ -216,16 +224,16 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
     }
 
     /// Whether AQL index `index` may follow the generation's newest.
-    fn check_order(&self, index: u64) -> Result<(), Error> {
+    fn check_order(&self, index: u64) -> Result<(), AcquireError> {
         match self.last_aql {
             Some(previous) if !aql_before(previous, index) => {
-                Err(Error::AqlIndexOutOfOrder { index, previous })
+                Err(AcquireError::AqlIndexOutOfOrder { index, previous })
             }
             _ => Ok(()),
         }
     }
 
-    fn acquire_slot(&mut self, request: Request) -> Result<Acquired, Error> {
+    fn acquire_slot(&mut self, request: Request) -> Result<Acquired, AcquireError> {
         let aql = match request.engine() {
             Engine::Aql { index, .. } => {
                 self.check_order(index)?;
@@ -259,7 +267,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         if !grew && !self.previous_use_done(next) {
             self.stats.backpressure += 1;
             let seq = self.slots[next].last_use.map_or(0, |u| u.seq);
-            return Err(Error::Backpressure {
+            return Err(AcquireError::Backpressure {
                 wait_for: self.use_ticket(next, seq),
                 in_flight: self.slots.len(),
             });
@@ -381,16 +389,16 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
     type Queue = Q;
 
     #[inline]
-    fn acquire(&mut self, request: Request) -> Result<Acquired, Error> {
+    fn acquire(&mut self, request: Request) -> Result<Acquired, AcquireError> {
         self.acquire_slot(request)
     }
 
-    fn query(&mut self, ticket: &Ticket) -> Result<Status, Error> {
+    fn query(&mut self, ticket: &Ticket) -> Result<Status, ForeignTicket> {
         let cell = self.cell_of(ticket)?;
         Ok(self.observe(ticket.seq, cell))
     }
 
-    fn known_status(&self, ticket: &Ticket) -> Result<Option<Status>, Error> {
+    fn known_status(&self, ticket: &Ticket) -> Result<Option<Status>, ForeignTicket> {
         let cell = self.cell_of(ticket)?;
         Ok(self.shared.known_status(ticket.seq, self.shared.cell(cell)))
     }
@@ -401,7 +409,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
         }
     }
 
-    fn hold(&mut self, ticket: &Ticket) -> Result<Option<SignalRef<M>>, Error> {
+    fn hold(&mut self, ticket: &Ticket) -> Result<Option<SignalRef<M>>, ForeignTicket> {
         let cell = self.cell_of(ticket)?;
         if self.observe(ticket.seq, cell).is_done() {
             // Complete or failed: nothing to hold, and its signal may serve a
@@ -411,18 +419,14 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
         Ok(Some(SignalRef::new(&self.shared, cell, ticket.seq)))
     }
 
-    fn pin(&mut self, ticket: &Ticket) -> Result<Option<Pin<M>>, Error> {
+    fn pin(&mut self, ticket: &Ticket) -> Result<Option<Pin<M>>, PinError> {
         let cell = self.cell_of(ticket)?;
         match self.observe(ticket.seq, cell) {
             Status::Complete => {
                 self.stats.dependencies_elided += 1;
                 Ok(None)
             }
-            Status::Failed => Err(Error::InvalidState {
-                seq: ticket.seq,
-                action: "be waited on",
-                state: "failed",
-            }),
+            Status::Failed => Err(PinError::Failed { seq: ticket.seq }),
             Status::Pending => {
                 // The consumer may publish through a ring in system memory.
                 if self.shared.cell(cell).placement == Placement::Device {
@@ -468,7 +472,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
         0
     }
 
-    fn timestamps(&mut self, ticket: &Ticket) -> Result<Option<Timestamps>, Error> {
+    fn timestamps(&mut self, ticket: &Ticket) -> Result<Option<Timestamps>, TimestampsError> {
         let cell = self.cell_of(ticket)?;
         if !ticket.timed {
             return Ok(None);
@@ -479,7 +483,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
         match self.stamps.get(ticket.seq) {
             Kept::Stamps(stamps) => return Ok(Some(stamps)),
             Kept::Unstamped => return Ok(None),
-            Kept::Expired => return Err(Error::TimestampsExpired { seq: ticket.seq }),
+            Kept::Expired => return Err(TimestampsError::Expired { seq: ticket.seq }),
             Kept::Unknown => {}
         }
         if self.shared.cell(cell).phase_of(ticket.seq) == Some(None)
@@ -551,11 +555,10 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
         failed
     }
 
-    fn fail_submission(&mut self, ticket: &Ticket, issued: u32) -> Result<(), Error> {
+    fn fail_submission(&mut self, ticket: &Ticket, issued: u32) -> Result<(), FailSubmissionError> {
         let cell = self.cell_of(ticket)?;
-        let invalid = |state| Error::InvalidState {
+        let invalid = |state| FailSubmissionError::InvalidState {
             seq: ticket.seq,
-            action: "fail its submission",
             state,
         };
         let c = self.shared.cell(cell);

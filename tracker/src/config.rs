@@ -1,7 +1,7 @@
 //! Tracker configuration.
 
 use crate::backend::Placement;
-use crate::error::Error;
+use crate::error::InvalidConfig;
 
 /// How a tracker sizes its ring and places its signals.
 ///
@@ -52,7 +52,7 @@ pub struct Config {
     /// answerable after their signal has served later uses (24 bytes each,
     /// allocated at once at the first harvest: 384 KiB by default, nothing
     /// for a tracker that times nothing). An older use's stamps are reported
-    /// [`Error::TimestampsExpired`]. A use that is held (an event's
+    /// [`TimestampsError::Expired`](crate::TimestampsError::Expired). A use that is held (an event's
     /// reference) keeps its stamps as long as it is held, whatever this
     /// says. 0 to [`Config::MAX_STAMP_HISTORY`].
     pub stamp_history: usize,
@@ -95,13 +95,13 @@ impl Config {
     /// Checks every field against its documented range.
     ///
     /// ```
-    /// use sigretire_tracker::{Config, Error};
+    /// use sigretire_tracker::{Config, InvalidConfig};
     /// let bad = Config { refill_batch: usize::MAX, ..Config::default() };
-    /// let Err(Error::InvalidConfig(why)) = bad.validate() else { panic!() };
+    /// let Err(InvalidConfig(why)) = bad.validate() else { panic!() };
     /// assert!(why.contains("refill_batch"));
     /// ```
-    pub fn validate(&self) -> Result<(), Error> {
-        let bad = |msg| Err(Error::InvalidConfig(msg));
+    pub fn validate(&self) -> Result<(), InvalidConfig> {
+        let bad = |msg| Err(InvalidConfig(msg));
         if !(1..=Self::MAX_INITIAL_SIZE).contains(&self.initial_size) {
             return bad("initial_size must be 1 to Config::MAX_INITIAL_SIZE (65536)");
         }

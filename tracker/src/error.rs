@@ -1,22 +1,77 @@
-//! The tracker's errors: each one says what the caller can do about it.
+//! The tracker's errors, one type per operation (what `acquire` can fail
+//! with is not what `query` can), each variant saying what the caller can
+//! do about it. [`Error`] is their union, for callers that pass any of them
+//! on with `?`.
 
 use crate::backend::AllocError;
 use crate::ticket::Ticket;
 use std::time::Duration;
 
-/// Everything a tracker call can report.
+/// The ticket was issued by another tracker: the one call every method that
+/// takes a ticket can fail with.
 ///
 /// ```
-/// use sigretire_tracker::{Config, Error, RetiringTracker, sim_backend};
+/// use sigretire_tracker::{ForeignTicket, Request, Tracker, sim_backend};
+/// let (mut one, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
+/// let (mut other, _) = sim_backend::stepped_tracker(Default::default()).unwrap();
+/// let ticket = one.acquire(Request::packet(queue.reserve().unwrap())).unwrap().ticket;
+/// assert_eq!(other.query(&ticket), Err(ForeignTicket));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[error("the ticket belongs to another tracker")]
+pub struct ForeignTicket;
+
+/// A backend broke its contract ([`SignalMemory`](crate::SignalMemory)):
+/// not the caller's mistake, and not a shortage. Report it to the backend's
+/// authors.
+///
+/// ```
+/// let error = sigretire_tracker::BackendError("allocate returned 3 signals for 4".into());
+/// assert!(error.to_string().contains("backend"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[error("the signal backend misbehaved: {0}")]
+pub struct BackendError(pub String);
+
+/// A configuration value is out of range ([`Config::validate`](crate::Config::validate)).
+///
+/// ```
+/// use sigretire_tracker::Config;
+/// let error = Config { initial_size: 0, ..Config::default() }.validate().unwrap_err();
+/// assert!(error.to_string().contains("initial_size"));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[error("invalid tracker configuration: {0}")]
+pub struct InvalidConfig(pub &'static str);
+
+/// Why a tracker could not be created.
+///
+/// ```
+/// use sigretire_tracker::{Config, CreateError, RetiringTracker, sim_backend};
 /// let (sim, queue) = sim_backend::stepped_queue();
 /// let memory = std::sync::Arc::new(sim_backend::SimMemory::new(sim, queue.agent()));
 /// let bad = Config { initial_size: 0, ..Config::default() };
 /// let err = RetiringTracker::new(memory, queue, bad).err().unwrap();
-/// assert!(matches!(err, Error::InvalidConfig(_)));
+/// assert!(matches!(err, CreateError::InvalidConfig(_)));
 /// assert!(err.to_string().contains("initial_size"));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Error {
+pub enum CreateError {
+    /// A configuration value is out of range.
+    #[error(transparent)]
+    InvalidConfig(#[from] InvalidConfig),
+    /// The first signals could not be allocated.
+    #[error(transparent)]
+    OutOfSignals(#[from] AllocError),
+    /// The backend broke its contract.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+}
+
+/// Why [`Tracker::acquire`](crate::Tracker::acquire) handed out no signal.
+/// Nothing changed: retrying is safe.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AcquireError {
     /// Every slot up to the growth limit holds a use that has not retired.
     /// The tracker does not block: wait for `wait_for` outside your locks
     /// (its completion frees at least one slot), then retry.
@@ -31,7 +86,8 @@ pub enum Error {
         in_flight: usize,
     },
     /// Within one queue generation, AQL indices must increase: fence proofs
-    /// depend on it. A new hardware queue needs [`Tracker::note_queue_change`](crate::Tracker::note_queue_change).
+    /// depend on it. A new hardware queue needs
+    /// [`Tracker::note_queue_change`](crate::Tracker::note_queue_change).
     #[error(
         "AQL index {index} does not follow {previous}, the previous use's index in this queue generation; call note_queue_change when the queue changes"
     )]
@@ -41,29 +97,63 @@ pub enum Error {
         /// The previous use's index.
         previous: u64,
     },
-    /// The ticket was issued by another tracker.
-    #[error("the ticket belongs to another tracker")]
-    ForeignTicket,
-    /// The ticket's use is not in a state that allows the call (for example,
-    /// failing the submission of a use already known complete).
-    #[error("use {seq} cannot {action}: it is already {state}")]
+    /// Every use in flight is done, but their signals are held (events,
+    /// pins, handlers) and no spare could be allocated to take their
+    /// places: let go of some references, or free memory, then retry.
+    #[error(
+        "every use in flight is done but {held} of their signals are still held and no spare could be allocated: drop held references (events, pins) or free memory, then retry"
+    )]
+    SignalsHeld {
+        /// Uses in flight whose signals are held.
+        held: usize,
+    },
+    /// A signal the use needs could not be allocated (the baseline's
+    /// replacement of a held signal).
+    #[error(transparent)]
+    OutOfSignals(#[from] AllocError),
+    /// The backend broke its contract.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+}
+
+/// Why [`Tracker::pin`](crate::Tracker::pin) lent no signal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PinError {
+    /// The ticket is another tracker's.
+    #[error(transparent)]
+    Foreign(#[from] ForeignTicket),
+    /// The use failed: its packet will never complete, so nothing may wait
+    /// on it.
+    #[error("use {seq} failed: nothing can wait on it")]
+    Failed {
+        /// The use.
+        seq: u64,
+    },
+}
+
+/// Why [`Tracker::fail_submission`](crate::Tracker::fail_submission) refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FailSubmissionError {
+    /// The ticket is another tracker's.
+    #[error(transparent)]
+    Foreign(#[from] ForeignTicket),
+    /// The use is not in a state whose submission can fail: already known
+    /// complete, failed or retired, or every operation was issued.
+    #[error("use {seq} cannot fail its submission: it is already {state}")]
     InvalidState {
         /// The use.
         seq: u64,
-        /// What was asked.
-        action: &'static str,
-        /// What it is.
+        /// What it is: "complete", "failed", "retired" or "fully issued".
         state: &'static str,
     },
-    /// No signal could be allocated.
+}
+
+/// Why [`Tracker::timestamps`](crate::Tracker::timestamps) has no answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TimestampsError {
+    /// The ticket is another tracker's.
     #[error(transparent)]
-    OutOfSignals(#[from] AllocError),
-    /// A wait ran out of time; the use may still complete later.
-    #[error("timed out after {0:?}; the use has not completed (it may still)")]
-    TimedOut(Duration),
-    /// A configuration value is out of range.
-    #[error("invalid tracker configuration: {0}")]
-    InvalidConfig(&'static str),
+    Foreign(#[from] ForeignTicket),
     /// The use's timestamps were harvested, but more than
     /// [`Config::stamp_history`](crate::Config::stamp_history) timed uses
     /// followed it and its entry was dropped. Hold the use (an event's
@@ -71,8 +161,65 @@ pub enum Error {
     #[error(
         "the timestamps of use {seq} are no longer kept: more than Config::stamp_history timed uses followed it"
     )]
-    TimestampsExpired {
+    Expired {
         /// The use.
         seq: u64,
     },
+}
+
+/// A wait ran out of time; the use may still complete later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("timed out after {0:?}; the use has not completed (it may still)")]
+pub struct TimedOut(pub Duration);
+
+/// Why a [`Waiter::wait`](crate::Waiter::wait) ended without an outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WaitError {
+    /// The ticket is another tracker's.
+    #[error(transparent)]
+    Foreign(#[from] ForeignTicket),
+    /// The deadline passed first.
+    #[error(transparent)]
+    TimedOut(#[from] TimedOut),
+}
+
+/// Any tracker error: each operation's own error converts into it, for a
+/// caller that passes them on with `?`.
+///
+/// ```
+/// use sigretire_tracker::{Error, Request, Tracker, sim_backend};
+/// fn submit_and_ask() -> Result<(), Error> {
+///     let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default())?;
+///     let acquired = tracker.acquire(Request::packet(queue.reserve().unwrap()))?;
+///     tracker.query(&acquired.ticket)?;
+///     Ok(())
+/// }
+/// assert!(submit_and_ask().is_ok());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// A ticket of another tracker.
+    #[error(transparent)]
+    Foreign(#[from] ForeignTicket),
+    /// Creating a tracker failed.
+    #[error(transparent)]
+    Create(#[from] CreateError),
+    /// An acquire handed out no signal.
+    #[error(transparent)]
+    Acquire(#[from] AcquireError),
+    /// A pin was refused.
+    #[error(transparent)]
+    Pin(#[from] PinError),
+    /// A failed submission was refused.
+    #[error(transparent)]
+    FailSubmission(#[from] FailSubmissionError),
+    /// Timestamps were refused.
+    #[error(transparent)]
+    Timestamps(#[from] TimestampsError),
+    /// A wait ended without an outcome.
+    #[error(transparent)]
+    Wait(#[from] WaitError),
+    /// A configuration value is out of range.
+    #[error(transparent)]
+    InvalidConfig(#[from] InvalidConfig),
 }

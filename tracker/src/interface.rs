@@ -2,7 +2,7 @@
 //! benchmark run the retiring tracker and the baseline side by side.
 
 use crate::backend::{Placement, QueueView, SignalMemory, Timestamps};
-use crate::error::Error;
+use crate::error::{AcquireError, FailSubmissionError, ForeignTicket, PinError, TimestampsError};
 use crate::pin::{AttachError, Pin};
 use crate::share::SignalRef;
 use crate::stats::Stats;
@@ -74,20 +74,23 @@ impl Census {
 ///
 /// # Bad input
 ///
-/// Both trackers answer it the same way, with an [`Error`], never a panic:
+/// Both trackers answer it the same way, with each operation's own error
+/// type, never a panic:
 ///
-/// - a ticket another tracker issued: [`Error::ForeignTicket`], from every
-///   method that takes one;
+/// - a ticket another tracker issued: [`ForeignTicket`], from every method
+///   that takes one;
 /// - an AQL index that does not follow the previous use's in this queue
 ///   generation (repeated, lower, or 2^63 or more ahead, which is behind
-///   modulo 2^64): [`Error::AqlIndexOutOfOrder`], and nothing changes;
+///   modulo 2^64): [`AcquireError::AqlIndexOutOfOrder`], and nothing
+///   changes;
 /// - failing the submission of a use already known complete, failed or
 ///   retired, or one whose operations were all issued:
-///   [`Error::InvalidState`];
+///   [`FailSubmissionError::InvalidState`];
 /// - asking the timestamps of an untimed, pending or failed use: `Ok(None)`;
 ///   of a timed use whose stamps fell out of the history:
-///   [`Error::TimestampsExpired`];
-/// - an out-of-range [`Config`](crate::Config): [`Error::InvalidConfig`]
+///   [`TimestampsError::Expired`];
+/// - an out-of-range [`Config`](crate::Config):
+///   [`CreateError::InvalidConfig`](crate::CreateError::InvalidConfig)
 ///   from the constructor.
 ///
 /// A failed call (an allocation that could not be made, back-pressure)
@@ -118,16 +121,16 @@ pub trait Tracker: Send {
     type Queue: QueueView;
 
     /// Hands out an armed signal for one use. Never blocks on the GPU: when
-    /// the ring is at its limit it returns [`Error::Backpressure`] naming the
+    /// the ring is at its limit it returns [`AcquireError::Backpressure`] naming the
     /// use to wait for.
-    fn acquire(&mut self, request: Request) -> Result<Acquired, Error>;
+    fn acquire(&mut self, request: Request) -> Result<Acquired, AcquireError>;
 
     /// The use's status, proving retirement as cheaply as it can (no memory
     /// read when already known).
-    fn query(&mut self, ticket: &Ticket) -> Result<Status, Error>;
+    fn query(&mut self, ticket: &Ticket) -> Result<Status, ForeignTicket>;
 
     /// What is known about the use without reading signal memory.
-    fn known_status(&self, ticket: &Ticket) -> Result<Option<Status>, Error>;
+    fn known_status(&self, ticket: &Ticket) -> Result<Option<Status>, ForeignTicket>;
 
     /// A handle for lock-free waits and queries from other threads.
     fn waiter(&self) -> Waiter<Self::Memory>;
@@ -136,12 +139,12 @@ pub trait Tracker: Send {
     /// (for an event or an async handler). `None` when the use is already
     /// known done (complete or failed): there is nothing left to hold, and
     /// [`query`](Self::query) says which.
-    fn hold(&mut self, ticket: &Ticket) -> Result<Option<SignalRef<Self::Memory>>, Error>;
+    fn hold(&mut self, ticket: &Ticket) -> Result<Option<SignalRef<Self::Memory>>, ForeignTicket>;
 
     /// The signal another queue's packet may wait on, pinned until that
     /// consumer lets go. `None` when the use is already known complete: emit
     /// no dependency at all.
-    fn pin(&mut self, ticket: &Ticket) -> Result<Option<Pin<Self::Memory>>, Error>;
+    fn pin(&mut self, ticket: &Ticket) -> Result<Option<Pin<Self::Memory>>, PinError>;
 
     /// Keeps `pin` until the use `consumer` (the packet that waits on it, on
     /// this tracker's queue) has retired, or its queue drained. Dropped at
@@ -175,7 +178,7 @@ pub trait Tracker: Send {
     /// and for as long as the use is held). `None` while the use is
     /// pending, if it was not timed, if it failed, or if no work stamped it
     /// (a marker on a backend that stamps only the work it runs).
-    fn timestamps(&mut self, ticket: &Ticket) -> Result<Option<Timestamps>, Error>;
+    fn timestamps(&mut self, ticket: &Ticket) -> Result<Option<Timestamps>, TimestampsError>;
 
     /// The runtime moved the stream to another hardware queue: a new generation.
     fn note_queue_change(&mut self, queue: Self::Queue);
@@ -194,7 +197,7 @@ pub trait Tracker: Send {
     /// The submission of the use failed after issuing `issued` of its
     /// operations: the use fails, and its signal is reset only once the
     /// issued part has finished.
-    fn fail_submission(&mut self, ticket: &Ticket, issued: u32) -> Result<(), Error>;
+    fn fail_submission(&mut self, ticket: &Ticket, issued: u32) -> Result<(), FailSubmissionError>;
 
     /// The queue the tracker watches.
     fn queue(&self) -> &Self::Queue;

@@ -117,7 +117,10 @@ pub use backend::{
 };
 pub use baseline::BaselineTracker;
 pub use config::Config;
-pub use error::Error;
+pub use error::{
+    AcquireError, BackendError, CreateError, Error, FailSubmissionError, ForeignTicket,
+    InvalidConfig, PinError, TimedOut, TimestampsError, WaitError,
+};
 pub use host_memory::HostMemory;
 pub use interface::{Acquired, Census, Tracker};
 pub use pin::{AttachError, Pin};

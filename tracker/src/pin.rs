@@ -10,7 +10,7 @@
 //! A use already known complete yields no pin and no dependency at all.
 
 use crate::backend::{QueueView, SignalMemory};
-use crate::error::Error;
+use crate::error::{ForeignTicket, PinError};
 use crate::retiring::RetiringTracker;
 use crate::share::SignalRef;
 use crate::ticket::{Status, Ticket};
@@ -71,7 +71,7 @@ impl<M: SignalMemory> Pin<M> {
 /// (a consumer packet may already wait on it).
 ///
 /// ```
-/// use sigretire_tracker::{Error, Request, Tracker, sim_backend};
+/// use sigretire_tracker::{ForeignTicket, Request, Tracker, sim_backend};
 ///
 /// let (mut producer, queue) = sim_backend::stepped_tracker(Default::default())?;
 /// let (mut stranger, other) = sim_backend::stepped_tracker(Default::default())?;
@@ -80,14 +80,15 @@ impl<M: SignalMemory> Pin<M> {
 /// let pin = producer.pin(&produced.ticket)?.expect("pending");
 /// let foreign = stranger.acquire(Request::packet(other.reserve()?))?.ticket;
 /// let refused = consumer.attach(&foreign, pin).unwrap_err();
-/// assert_eq!(refused.error, Error::ForeignTicket);
+/// assert_eq!(refused.error, ForeignTicket);
 /// let pin = refused.pin; // still pinned: attach it where it belongs, or drop it
 /// # drop(pin);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct AttachError<M: SignalMemory> {
-    /// Why the pin was not attached.
-    pub error: Error,
+    /// Why the pin was not attached: the consumer's ticket is another
+    /// tracker's.
+    pub error: ForeignTicket,
     /// The pin, still holding the producer's signal.
     pub pin: Pin<M>,
 }
@@ -159,18 +160,14 @@ impl<M: SignalMemory> Attachments<M> {
 }
 
 impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
-    pub(crate) fn pin_use(&mut self, ticket: &Ticket) -> Result<Option<Pin<M>>, Error> {
+    pub(crate) fn pin_use(&mut self, ticket: &Ticket) -> Result<Option<Pin<M>>, PinError> {
         let cell = self.cell_of(ticket)?;
         match self.known(ticket.seq, cell) {
             Some(Status::Complete) => {
                 self.stats.dependencies_elided += 1;
                 Ok(None)
             }
-            Some(Status::Failed) => Err(Error::InvalidState {
-                seq: ticket.seq,
-                action: "be waited on",
-                state: "failed",
-            }),
+            Some(Status::Failed) => Err(PinError::Failed { seq: ticket.seq }),
             _ => {
                 // The consumer may publish through a ring in system memory (a
                 // copy engine's, another agent's): flush the arming as for a

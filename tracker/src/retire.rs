@@ -15,7 +15,7 @@
 //! generation's first, so no generation number is ever compared.
 
 use crate::backend::{QueueView, SignalMemory};
-use crate::error::Error;
+use crate::error::{AcquireError, FailSubmissionError, ForeignTicket};
 use crate::planted::{self, Bug};
 use crate::retiring::RetiringTracker;
 use crate::ring::Slot;
@@ -89,10 +89,10 @@ impl Proofs {
         }
     }
 
-    pub(crate) fn check_order(&self, index: u64) -> Result<(), Error> {
+    pub(crate) fn check_order(&self, index: u64) -> Result<(), AcquireError> {
         match self.last_aql {
             Some(previous) if !aql_before(previous, index) => {
-                Err(Error::AqlIndexOutOfOrder { index, previous })
+                Err(AcquireError::AqlIndexOutOfOrder { index, previous })
             }
             _ => Ok(()),
         }
@@ -328,7 +328,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         self.known(seq, slot.cell).unwrap_or(Status::Pending)
     }
 
-    pub(crate) fn query_use(&mut self, ticket: &Ticket) -> Result<Status, Error> {
+    pub(crate) fn query_use(&mut self, ticket: &Ticket) -> Result<Status, ForeignTicket> {
         let cell = self.cell_of(ticket)?;
         if let Some(status) = self.known(ticket.seq, cell) {
             self.learn_fence(ticket.seq, status);
@@ -453,11 +453,14 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     }
 
     /// A submission failed after issuing `issued` of the use's operations.
-    pub(crate) fn fail_use(&mut self, ticket: &Ticket, issued: u32) -> Result<(), Error> {
+    pub(crate) fn fail_use(
+        &mut self,
+        ticket: &Ticket,
+        issued: u32,
+    ) -> Result<(), FailSubmissionError> {
         let cell = self.cell_of(ticket)?;
-        let invalid = |state| Error::InvalidState {
+        let invalid = |state| FailSubmissionError::InvalidState {
             seq: ticket.seq,
-            action: "fail its submission",
             state,
         };
         if let Some(status) = self.known(ticket.seq, cell) {

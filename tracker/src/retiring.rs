@@ -9,7 +9,10 @@
 
 use crate::backend::{Placement, QueueView, SignalMemory, Timestamps};
 use crate::config::Config;
-use crate::error::Error;
+use crate::error::{
+    AcquireError, BackendError, CreateError, FailSubmissionError, ForeignTicket, PinError,
+    TimestampsError,
+};
 use crate::interface::{Acquired, Census, Tracker};
 use crate::pin::{AttachError, Attachments, Pin};
 use crate::planted::{self, Bug};
@@ -71,7 +74,7 @@ pub struct RetiringTracker<M: SignalMemory, Q: QueueView> {
 impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     /// A tracker for `queue` whose signals come from `memory`. Allocates and
     /// arms `config.initial_size` signals up front, in one batch.
-    pub fn new(memory: Arc<M>, queue: Q, config: Config) -> Result<Self, Error> {
+    pub fn new(memory: Arc<M>, queue: Q, config: Config) -> Result<Self, CreateError> {
         config.validate()?;
         let order = StoreOrder::new(!queue.ring_in_device_memory());
         let mut tracker = Self {
@@ -90,15 +93,18 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         };
         tracker.allocate_spares(config.initial_size, config.signals)?;
         if tracker.ring.fill(config.initial_size, config.signals) < config.initial_size {
-            return Err(Error::InvalidConfig(
-                "the backend returned fewer signals than asked for",
-            ));
+            return Err(BackendError(format!(
+                "allocate gave {} signals for the {} asked",
+                tracker.ring.capacity(),
+                config.initial_size
+            ))
+            .into());
         }
         Ok(tracker)
     }
 
-    pub(crate) fn cell_of(&self, ticket: &Ticket) -> Result<CellPtr<M::Signal>, Error> {
-        self.shared.cell_ptr_of(ticket).ok_or(Error::ForeignTicket)
+    pub(crate) fn cell_of(&self, ticket: &Ticket) -> Result<CellPtr<M::Signal>, ForeignTicket> {
+        self.shared.cell_ptr_of(ticket).ok_or(ForeignTicket)
     }
 
     /// Whether a use that wants `wanted` takes a slot's signal of
@@ -121,7 +127,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     /// The hot path: take the next slot's armed signal, make its arming
     /// visible, record the use. No allocation and no lock in steady state.
     #[inline]
-    fn acquire_use(&mut self, request: Request) -> Result<Acquired, Error> {
+    fn acquire_use(&mut self, request: Request) -> Result<Acquired, AcquireError> {
         match self.acquire_fast(&request) {
             Some(acquired) => Ok(acquired),
             None => self.acquire_slow(request),
@@ -153,7 +159,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     /// Every case: makes room, swaps placement, arms for several operations,
     /// fences and flushes as needed.
     #[inline(never)]
-    fn acquire_slow(&mut self, request: Request) -> Result<Acquired, Error> {
+    fn acquire_slow(&mut self, request: Request) -> Result<Acquired, AcquireError> {
         let (aql, copy) = match request.engine() {
             Engine::Aql { index, .. } => {
                 self.proofs.check_order(index)?;
@@ -261,7 +267,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
 
     /// The ring is full: free a slot without blocking, or say what to wait for.
     #[inline(never)]
-    fn make_room(&mut self) -> Result<(), Error> {
+    fn make_room(&mut self) -> Result<(), AcquireError> {
         let head = self.ring.head();
         self.reclaim_uses();
         if self.ring.is_full() {
@@ -311,11 +317,14 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         if !self.ring.is_full() {
             return Ok(());
         }
-        Err(Error::OutOfSignals(crate::backend::AllocError::OutOfMemory(
-            "every use in flight is done, but their signals are still held and no spare could be allocated: \
-             drop held references (events, pins) or free memory"
-                .into(),
-        )))
+        let held = (self.ring.head()..self.ring.tail())
+            .filter(|&seq| {
+                self.ring
+                    .get(seq)
+                    .is_some_and(|slot| self.shared.cell(slot.cell).holds() > 0)
+            })
+            .count();
+        Err(AcquireError::SignalsHeld { held })
     }
 
     /// Doubles the ring (up to its limit) with spares, allocating a batch
@@ -374,7 +383,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     /// A fence proves nothing about a copy-engine use or an older
     /// generation's, so for those the use itself is named. `None` if no use
     /// in flight waits for the GPU.
-    fn backpressure(&mut self) -> Option<Error> {
+    fn backpressure(&mut self) -> Option<AcquireError> {
         let tail = self.ring.tail();
         let oldest = (self.ring.head()..tail).find(|&seq| self.awaits_gpu(seq))?;
         let slot = *self.ring.get(oldest).expect("in flight");
@@ -394,7 +403,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         };
         let seq = fence.unwrap_or(oldest);
         let slot = self.ring.get(seq).expect("in flight");
-        Some(Error::Backpressure {
+        Some(AcquireError::Backpressure {
             wait_for: Ticket {
                 seq,
                 cell: slot.cell.erase(),
@@ -412,7 +421,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         &mut self,
         count: usize,
         placement: Placement,
-    ) -> Result<(), Error> {
+    ) -> Result<(), crate::backend::AllocError> {
         let mut scratch = core::mem::take(&mut self.scratch);
         scratch.clear();
         let result = self.shared.memory.allocate(count, placement, &mut scratch);
@@ -433,7 +442,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             );
         }
         self.scratch = scratch;
-        result.map_err(Error::from)
+        result
     }
 
     /// The stats counted by the owner and by other threads, together.
@@ -449,15 +458,15 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     type Queue = Q;
 
     #[inline]
-    fn acquire(&mut self, request: Request) -> Result<Acquired, Error> {
+    fn acquire(&mut self, request: Request) -> Result<Acquired, AcquireError> {
         self.acquire_use(request)
     }
 
-    fn query(&mut self, ticket: &Ticket) -> Result<Status, Error> {
+    fn query(&mut self, ticket: &Ticket) -> Result<Status, ForeignTicket> {
         self.query_use(ticket)
     }
 
-    fn known_status(&self, ticket: &Ticket) -> Result<Option<Status>, Error> {
+    fn known_status(&self, ticket: &Ticket) -> Result<Option<Status>, ForeignTicket> {
         let cell = self.cell_of(ticket)?;
         Ok(self.known(ticket.seq, cell))
     }
@@ -468,7 +477,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
         }
     }
 
-    fn hold(&mut self, ticket: &Ticket) -> Result<Option<SignalRef<M>>, Error> {
+    fn hold(&mut self, ticket: &Ticket) -> Result<Option<SignalRef<M>>, ForeignTicket> {
         let cell = self.cell_of(ticket)?;
         if self.known(ticket.seq, cell).is_some() {
             // Done (complete or failed): nothing left to hold, and its signal
@@ -478,7 +487,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
         Ok(Some(SignalRef::new(&self.shared, cell, ticket.seq)))
     }
 
-    fn pin(&mut self, ticket: &Ticket) -> Result<Option<Pin<M>>, Error> {
+    fn pin(&mut self, ticket: &Ticket) -> Result<Option<Pin<M>>, PinError> {
         self.pin_use(ticket)
     }
 
@@ -499,7 +508,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
         self.reclaim_uses()
     }
 
-    fn timestamps(&mut self, ticket: &Ticket) -> Result<Option<Timestamps>, Error> {
+    fn timestamps(&mut self, ticket: &Ticket) -> Result<Option<Timestamps>, TimestampsError> {
         self.timestamps_of(ticket)
     }
 
@@ -535,7 +544,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
         self.fail_pending()
     }
 
-    fn fail_submission(&mut self, ticket: &Ticket, issued: u32) -> Result<(), Error> {
+    fn fail_submission(&mut self, ticket: &Ticket, issued: u32) -> Result<(), FailSubmissionError> {
         self.fail_use(ticket, issued)
     }
 

@@ -19,7 +19,7 @@ use crate::backend::{
 };
 use crate::baseline::BaselineTracker;
 use crate::config::Config;
-use crate::error::Error;
+use crate::error::CreateError;
 use crate::retiring::RetiringTracker;
 use crate::sync::Arc;
 use hsa_sys::{
@@ -271,7 +271,7 @@ pub fn stepped_queue() -> (Sim, Queue) {
 /// ```
 pub fn stepped_tracker(
     config: Config,
-) -> Result<(RetiringTracker<SimMemory, Queue>, Queue), Error> {
+) -> Result<(RetiringTracker<SimMemory, Queue>, Queue), CreateError> {
     let (sim, queue) = stepped_queue();
     let memory = Arc::new(SimMemory::new(sim, queue.agent()));
     let tracker = RetiringTracker::new(memory, queue.clone(), config)?;
@@ -296,7 +296,7 @@ pub fn stepped_tracker(
 /// ```
 pub fn stepped_baseline(
     config: Config,
-) -> Result<(BaselineTracker<SimMemory, Queue>, Queue), Error> {
+) -> Result<(BaselineTracker<SimMemory, Queue>, Queue), CreateError> {
     let (sim, queue) = stepped_queue();
     let memory = Arc::new(SimMemory::new(sim, queue.agent()));
     let tracker = BaselineTracker::new(memory, queue.clone(), config)?;

@@ -7,7 +7,7 @@
 //! theirs costs no PCIe read either.
 
 use crate::backend::{QueueView, SignalMemory, Timestamps};
-use crate::error::Error;
+use crate::error::TimestampsError;
 use crate::planted::{self, Bug};
 use crate::retiring::RetiringTracker;
 use crate::ring::Slot;
@@ -33,16 +33,19 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
 
     /// What the history says of a timed use, as an answer; `None` if it
     /// was never harvested.
-    fn kept(&self, seq: u64) -> Option<Result<Option<Timestamps>, Error>> {
+    fn kept(&self, seq: u64) -> Option<Result<Option<Timestamps>, TimestampsError>> {
         match self.stamps.get(seq) {
             Kept::Stamps(stamps) => Some(Ok(Some(stamps))),
             Kept::Unstamped => Some(Ok(None)),
-            Kept::Expired => Some(Err(Error::TimestampsExpired { seq })),
+            Kept::Expired => Some(Err(TimestampsError::Expired { seq })),
             Kept::Unknown => None,
         }
     }
 
-    pub(crate) fn timestamps_of(&mut self, ticket: &Ticket) -> Result<Option<Timestamps>, Error> {
+    pub(crate) fn timestamps_of(
+        &mut self,
+        ticket: &Ticket,
+    ) -> Result<Option<Timestamps>, TimestampsError> {
         let cell = self.cell_of(ticket)?;
         if !ticket.timed {
             return Ok(None);

@@ -8,7 +8,7 @@
 //! retires the use without a load of its own.
 
 use crate::backend::SignalMemory;
-use crate::error::Error;
+use crate::error::{ForeignTicket, TimedOut, WaitError};
 use crate::share::{Cell, Shared};
 use crate::sync::Arc;
 use crate::ticket::{Status, Ticket};
@@ -114,35 +114,36 @@ impl<M: SignalMemory> Waiter<M> {
         &self.shared.memory
     }
 
-    fn cell(&self, ticket: &Ticket) -> Result<&Cell<M::Signal>, Error> {
-        self.shared.cell_of(ticket).ok_or(Error::ForeignTicket)
+    fn cell(&self, ticket: &Ticket) -> Result<&Cell<M::Signal>, ForeignTicket> {
+        self.shared.cell_of(ticket).ok_or(ForeignTicket)
     }
 
     /// What is known about the use without reading signal memory.
-    pub fn known_status(&self, ticket: &Ticket) -> Result<Option<Status>, Error> {
+    pub fn known_status(&self, ticket: &Ticket) -> Result<Option<Status>, ForeignTicket> {
         Ok(self.shared.known_status(ticket.seq, self.cell(ticket)?))
     }
 
     /// The use's status, loading its signal at most once.
-    pub fn status(&self, ticket: &Ticket) -> Result<Status, Error> {
+    pub fn status(&self, ticket: &Ticket) -> Result<Status, ForeignTicket> {
         Ok(self.shared.poll(ticket.seq, self.cell(ticket)?))
     }
 
     /// Waits until the use completes or fails, or `timeout` passes
-    /// ([`Error::TimedOut`]). Never reports completion that did not happen.
+    /// ([`WaitError::TimedOut`]). Never reports completion that did not
+    /// happen.
     pub fn wait(
         &self,
         ticket: &Ticket,
         timeout: Duration,
         policy: WaitPolicy,
-    ) -> Result<Status, Error> {
-        wait_for_use(
+    ) -> Result<Status, WaitError> {
+        Ok(wait_for_use(
             &self.shared,
             ticket.seq,
             self.cell(ticket)?,
             timeout,
             policy,
-        )
+        )?)
     }
 }
 
@@ -153,7 +154,7 @@ pub(crate) fn wait_for_use<M: SignalMemory>(
     cell: &Cell<M::Signal>,
     timeout: Duration,
     policy: WaitPolicy,
-) -> Result<Status, Error> {
+) -> Result<Status, TimedOut> {
     let start = Instant::now();
     let mut backoff = Backoff::new(policy);
     loop {
@@ -163,7 +164,7 @@ pub(crate) fn wait_for_use<M: SignalMemory>(
         }
         let waited = start.elapsed();
         if waited >= timeout {
-            return Err(Error::TimedOut(timeout));
+            return Err(TimedOut(timeout));
         }
         match backoff.next(waited, timeout) {
             Pause::Spin => crate::sync::spin_hint(),
@@ -214,7 +215,7 @@ impl Backoff {
 
 impl<M: SignalMemory> crate::SignalRef<M> {
     /// Waits until the use completes or fails, or `timeout` passes.
-    pub fn wait(&self, timeout: Duration, policy: WaitPolicy) -> Result<Status, Error> {
+    pub fn wait(&self, timeout: Duration, policy: WaitPolicy) -> Result<Status, TimedOut> {
         let cell = self.shared().cell(self.cell_ptr());
         wait_for_use(self.shared(), self.seq(), cell, timeout, policy)
     }

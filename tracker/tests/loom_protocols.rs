@@ -391,7 +391,7 @@ fn cpu_wait_versus_acquire_at_the_ring_limit() {
         waiting.join().unwrap();
         match first {
             Ok(_) => {}
-            Err(sigretire_tracker::Error::Backpressure { wait_for, .. }) => {
+            Err(sigretire_tracker::AcquireError::Backpressure { wait_for, .. }) => {
                 assert!(tickets.contains(&wait_for), "names a use in flight");
                 // The caller waited: the named use is done, the retry fits.
                 assert!(tracker.acquire(Request::packet(2)).is_ok());

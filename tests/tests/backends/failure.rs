@@ -3,8 +3,9 @@
 //! completion that did not happen.
 
 use crate::support::{Backend, Rig, device_signals, on_every_backend};
+use sigretire_tracker::{AcquireError, CreateError, FailSubmissionError, TimedOut, WaitError};
 use sigretire_tracker::{
-    Config, Error, HardwareQueue, Purpose, QueueView, Request, Status, Tracker, WaitPolicy, Work,
+    Config, HardwareQueue, Purpose, QueueView, Request, Status, Tracker, WaitPolicy, Work,
 };
 use std::time::Duration;
 
@@ -107,7 +108,7 @@ fn a_partly_issued_submission_waits_for_its_issued_part<B: Backend>() {
     assert_eq!(rig.tracker.query(&acquired.ticket).unwrap(), Status::Failed);
     assert!(matches!(
         rig.tracker.fail_submission(&acquired.ticket, 0),
-        Err(Error::InvalidState { .. })
+        Err(FailSubmissionError::InvalidState { .. })
     ));
 }
 
@@ -116,7 +117,7 @@ fn failing_a_submission_that_was_fully_issued_is_refused<B: Backend>() {
     let u = rig.submit(true, Purpose::Completion).unwrap();
     assert!(matches!(
         rig.tracker.fail_submission(&u.ticket, 1),
-        Err(Error::InvalidState { .. })
+        Err(FailSubmissionError::InvalidState { .. })
     ));
     rig.run();
     assert_eq!(rig.status(&u), Status::Complete);
@@ -189,7 +190,7 @@ fn the_baseline_fails_a_submission_whose_issued_part_already_ran<B: Backend>() {
 /// a failed submission whose issued part still runs (here on a copy
 /// engine), `acquire` pushes back naming that use: the GPU finishing the
 /// issued part frees its slot (`Tracker::acquire`: "when the ring is at its
-/// limit it returns Error::Backpressure"). Was: `OutOfSignals` ("drop held
+/// limit it returns AcquireError::Backpressure"). Was: `OutOfSignals` ("drop held
 /// references (events, pins) or free memory"), though nothing was held,
 /// because back-pressure looked only for uses not known done.
 fn a_full_ring_waiting_on_a_failed_submissions_issued_part_pushes_back<B: Backend>() {
@@ -220,7 +221,7 @@ fn a_full_ring_waiting_on_a_failed_submissions_issued_part_pushes_back<B: Backen
         .tracker
         .acquire(Request::packet(rig.write_index()).barrier(true))
         .unwrap_err();
-    let Error::Backpressure { wait_for, .. } = err else {
+    let AcquireError::Backpressure { wait_for, .. } = err else {
         panic!("{err}");
     };
     assert_eq!(
@@ -241,7 +242,7 @@ fn an_allocation_failure_is_a_typed_error_and_the_tracker_recovers<B: Backend>()
     })
     .err()
     .expect("allocation failed");
-    assert!(matches!(err, Error::OutOfSignals(_)), "{err}");
+    assert!(matches!(err, CreateError::OutOfSignals(_)), "{err}");
 
     // A full ring that cannot grow for want of memory does not fail the
     // submission: it names the use to wait for, and recovers.
@@ -260,7 +261,7 @@ fn an_allocation_failure_is_a_typed_error_and_the_tracker_recovers<B: Backend>()
         .acquire(Request::packet(rig.write_index()).barrier(true))
         .unwrap_err();
     assert!(
-        matches!(err, Error::Backpressure { in_flight: 2, .. }),
+        matches!(err, AcquireError::Backpressure { in_flight: 2, .. }),
         "{err}"
     );
     assert_eq!(rig.tracker.stats().ring_growths, 0);
@@ -284,7 +285,10 @@ fn waits_time_out_with_a_typed_error_and_never_report_false_completion<B: Backen
         rig.tracker
             .waiter()
             .wait(&u.ticket, Duration::from_millis(20), WaitPolicy::blocking());
-    assert_eq!(result, Err(Error::TimedOut(Duration::from_millis(20))));
+    assert_eq!(
+        result,
+        Err(WaitError::TimedOut(TimedOut(Duration::from_millis(20))))
+    );
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(rig.status(&u), Status::Pending);
     rig.run();

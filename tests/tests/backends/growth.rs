@@ -2,7 +2,8 @@
 //! tracker says which use to wait for instead of blocking.
 
 use crate::support::{Backend, Rig, device_signals, on_every_backend};
-use sigretire_tracker::{Config, Error, Purpose, QueueView, Status, Tracker, WaitPolicy};
+use sigretire_tracker::AcquireError;
+use sigretire_tracker::{Config, Purpose, QueueView, Status, Tracker, WaitPolicy};
 use std::time::Duration;
 
 on_every_backend! {
@@ -25,7 +26,7 @@ fn the_ring_grows_to_its_limit_then_names_a_fence_to_wait_for<B: Backend>() {
         rig.check();
     }
     assert_eq!(rig.tracker.stats().ring_growths, 2, "4 -> 8 -> 16");
-    let Err(Error::Backpressure {
+    let Err(AcquireError::Backpressure {
         wait_for,
         in_flight,
     }) = rig.submit(true, Purpose::Completion)
@@ -73,7 +74,7 @@ fn the_baseline_grows_when_the_slot_two_ahead_is_busy<B: Backend>() {
     assert!(rig.tracker.stats().ring_growths >= 12);
     assert!(matches!(
         rig.submit(true, Purpose::Completion),
-        Err(Error::Backpressure { .. })
+        Err(AcquireError::Backpressure { .. })
     ));
     rig.run();
     rig.submit(true, Purpose::Completion).unwrap();

@@ -2,7 +2,8 @@
 //! backend's ground truth.
 
 use crate::support::{Backend, Machine, Rig, device_signals, on_every_backend};
-use sigretire_tracker::{Config, Error, Purpose, Request, Status, Tracker, WaitPolicy};
+use sigretire_tracker::{AcquireError, ForeignTicket};
+use sigretire_tracker::{Config, Purpose, Request, Status, Tracker, WaitPolicy};
 
 on_every_backend! {
     one_probe_of_the_newest_fence_retires_a_batch,
@@ -242,7 +243,7 @@ fn aql_indices_must_increase_within_a_generation<B: Backend>() {
     let err = rig.tracker.acquire(Request::packet(0)).unwrap_err();
     assert_eq!(
         err,
-        Error::AqlIndexOutOfOrder {
+        AcquireError::AqlIndexOutOfOrder {
             index: 0,
             previous: 0
         }
@@ -254,12 +255,9 @@ fn tickets_of_another_tracker_are_rejected<B: Backend>() {
     let mut a = Rig::<B, _>::retiring(device_signals());
     let mut b = Rig::<B, _>::retiring(device_signals());
     let u = a.submit(true, Purpose::Completion).unwrap();
-    assert_eq!(b.tracker.query(&u.ticket), Err(Error::ForeignTicket));
-    assert_eq!(
-        b.tracker.waiter().status(&u.ticket),
-        Err(Error::ForeignTicket)
-    );
-    assert_eq!(b.tracker.hold(&u.ticket).unwrap_err(), Error::ForeignTicket);
+    assert_eq!(b.tracker.query(&u.ticket), Err(ForeignTicket));
+    assert_eq!(b.tracker.waiter().status(&u.ticket), Err(ForeignTicket));
+    assert_eq!(b.tracker.hold(&u.ticket).unwrap_err(), ForeignTicket);
 }
 
 fn a_retired_tickets_status_costs_no_memory_read<B: Backend>() {

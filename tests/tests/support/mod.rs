@@ -33,8 +33,8 @@ pub use standin::Standin;
 
 use sigretire_scenarios::check::{Check, Failure, census, stamps_match, steady, truthful};
 use sigretire_tracker::{
-    BaselineTracker, Config, Error, HardwareQueue, Placement, Purpose, Request, RetiringTracker,
-    SignalMemory, SignalRef, Status, Ticket, Timestamps, Tracker, Work,
+    AcquireError, BaselineTracker, Config, CreateError, HardwareQueue, Placement, Purpose, Request,
+    RetiringTracker, SignalMemory, SignalRef, Status, Ticket, Timestamps, Tracker, Work,
 };
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -397,7 +397,7 @@ impl<B: Backend> Rig<B, Retiring<B>> {
         gpu: B,
         config: Config,
         prepare: impl FnOnce(&B, &B::Memory),
-    ) -> Result<Self, Error> {
+    ) -> Result<Self, CreateError> {
         let kind = Kind {
             probes_fences: true,
             remembers: true,
@@ -433,8 +433,8 @@ impl<B: Backend, T> Rig<B, T> {
         config: Config,
         kind: Kind,
         prepare: impl FnOnce(&B, &B::Memory),
-        make: impl FnOnce(Arc<B::Memory>, B::Queue, Config) -> Result<T, Error>,
-    ) -> Result<Self, Error> {
+        make: impl FnOnce(Arc<B::Memory>, B::Queue, Config) -> Result<T, CreateError>,
+    ) -> Result<Self, CreateError> {
         let queue = gpu.queue();
         let memory = gpu.memory(&queue);
         prepare(&gpu, &memory);
@@ -592,7 +592,11 @@ impl<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>> Rig<B, T> {
     /// Acquires a signal for the next packet and publishes an empty kernel
     /// completing it.
     #[track_caller]
-    pub fn submit(&mut self, barrier: bool, purpose: Purpose) -> Result<Issued<B::Queue>, Error> {
+    pub fn submit(
+        &mut self,
+        barrier: bool,
+        purpose: Purpose,
+    ) -> Result<Issued<B::Queue>, AcquireError> {
         self.submit_request(
             Request::packet(self.write_index())
                 .barrier(barrier)
@@ -609,7 +613,7 @@ impl<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>> Rig<B, T> {
         &mut self,
         request: Request,
         dependencies: &[u64],
-    ) -> Result<Issued<B::Queue>, Error> {
+    ) -> Result<Issued<B::Queue>, AcquireError> {
         let index = self.write_index();
         let acquired = self.tracker.acquire(request)?;
         self.check_handout(acquired.signal);

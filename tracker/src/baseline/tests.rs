@@ -25,7 +25,7 @@ fn a_submission_fails_after_its_issued_part_ran() {
     assert_eq!(tracker.stats().failed, 1);
     assert!(matches!(
         tracker.fail_submission(&ticket, 0),
-        Err(Error::InvalidState { .. })
+        Err(crate::FailSubmissionError::InvalidState { .. })
     ));
 }
 
@@ -51,7 +51,7 @@ fn a_fully_issued_submission_is_refused_even_once_part_of_it_ran() {
     queue.run_until_idle();
     assert!(matches!(
         tracker.fail_submission(&acquired.ticket, 2),
-        Err(Error::InvalidState {
+        Err(crate::FailSubmissionError::InvalidState {
             state: "fully issued",
             ..
         })
@@ -77,7 +77,7 @@ fn the_slot_of_a_failed_submission_is_reused_once_its_issued_part_ran() {
     let index = queue.write_index();
     let err = tracker.acquire(Request::packet(index)).unwrap_err();
     assert!(
-        matches!(err, Error::Backpressure { wait_for, .. } if wait_for == failed),
+        matches!(err, crate::AcquireError::Backpressure { wait_for, .. } if wait_for == failed),
         "{err}"
     );
     queue.run_until_idle();

@@ -33,7 +33,7 @@ fn indices_must_increase_within_a_generation() {
     assert_eq!(proofs.check_order(11), Ok(()));
     assert_eq!(
         proofs.check_order(9),
-        Err(Error::AqlIndexOutOfOrder {
+        Err(crate::AcquireError::AqlIndexOutOfOrder {
             index: 9,
             previous: 10
         })
@@ -425,7 +425,7 @@ mod on_a_tracker {
 
         let next = Request::packet(queue.write_index()).barrier(true);
         match tracker.acquire(next) {
-            Err(crate::Error::Backpressure {
+            Err(crate::AcquireError::Backpressure {
                 wait_for,
                 in_flight,
             }) => {
@@ -451,7 +451,7 @@ mod on_a_tracker {
 
         let next = Request::packet(queue.write_index()).barrier(true);
         match tracker.acquire(next) {
-            Err(crate::Error::Backpressure { wait_for, .. }) => {
+            Err(crate::AcquireError::Backpressure { wait_for, .. }) => {
                 assert_eq!(wait_for, copy.ticket, "not the fence {fence:?}");
             }
             other => panic!("expected back-pressure, got {other:?}"),
@@ -461,7 +461,7 @@ mod on_a_tracker {
         queue.run_until_idle();
         assert_eq!(tracker.query(&fence).unwrap(), Status::Complete);
         match tracker.acquire(next) {
-            Err(crate::Error::Backpressure { wait_for, .. }) => {
+            Err(crate::AcquireError::Backpressure { wait_for, .. }) => {
                 assert_eq!(wait_for, copy.ticket);
             }
             other => panic!("expected back-pressure, got {other:?}"),

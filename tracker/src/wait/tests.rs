@@ -108,7 +108,7 @@ fn a_wait_times_out_without_claiming_completion() {
     let timeout = Duration::from_millis(2);
     let started = Instant::now();
     let result = wait_for_use(&shared, 1, cell, timeout, policy());
-    assert_eq!(result, Err(Error::TimedOut(timeout)));
+    assert_eq!(result, Err(crate::TimedOut(timeout)));
     assert!(started.elapsed() >= timeout);
     assert_eq!(cell.phase_of(1), None, "still pending");
 }
