@@ -9,7 +9,7 @@
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use sigretire_bench::workload::{BURST, Kind, Steady};
-use sigretire_tracker::sim_backend::{stepped_tracker, submit_kernel};
+use sigretire_sim::backend::{stepped_tracker, submit_kernel};
 use sigretire_tracker::{Config, Placement, Request, Tracker};
 use std::time::{Duration, Instant};
 

@@ -350,7 +350,7 @@ mod tests {
     fn entry(seq: u64) -> Entry {
         // A ticket is only an identifier; these are never looked up.
         let (mut tracker, queue) =
-            sigretire_tracker::sim_backend::stepped_tracker(Default::default()).unwrap();
+            sigretire_sim::backend::stepped_tracker(Default::default()).unwrap();
         let index = queue.reserve().unwrap();
         let acquired = sigretire_tracker::Tracker::acquire(
             &mut tracker,

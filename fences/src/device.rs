@@ -13,7 +13,7 @@ use crate::config::{DeviceConfig, QueueConfig};
 use crate::error::Error;
 use crate::handler::Handler;
 use crate::queue::{HostQueue, QueueTracker};
-use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering, identity};
 use std::sync::OnceLock;
 use std::thread::ThreadId;
 
@@ -85,8 +85,7 @@ impl DeviceState {
     /// Records a queue teardown and whether it ran on the completion thread.
     pub(crate) fn note_teardown(&self) {
         self.queue_teardowns.fetch_add(1, Ordering::Relaxed);
-        #[cfg(not(loom))]
-        if self.handler_thread.get() == Some(&std::thread::current().id()) {
+        if identity::current().is_some_and(|id| self.handler_thread.get() == Some(&id)) {
             self.teardowns_on_handler.fetch_add(1, Ordering::Relaxed);
         }
     }

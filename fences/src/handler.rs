@@ -26,7 +26,7 @@ use crate::marker::Marker;
 use crate::queue::{QueueCore, QueueTracker};
 use crate::sync::mpsc::{self, Received};
 use crate::sync::thread::{self, JoinHandle};
-use crate::sync::{Arc, Mutex, Ordering};
+use crate::sync::{Arc, Mutex, Ordering, identity};
 use sigretire_tracker::{SignalRef, Status};
 use std::time::{Duration, Instant};
 
@@ -101,8 +101,9 @@ impl Handler {
                 Ok(thread) => {
                     // Known before the thread runs, so a teardown there is
                     // always recognised.
-                    #[cfg(not(loom))]
-                    let _ = self.state.handler_thread.set(thread.thread().id());
+                    if let Some(id) = identity::of(&thread) {
+                        let _ = self.state.handler_thread.set(id);
+                    }
                     *running = Some(Running { sender, thread });
                 }
                 Err(_) => return Err(job),
@@ -128,8 +129,9 @@ impl Drop for Handler {
 
 /// The thread's loop: take jobs, poll them, finish the ready ones, back off.
 fn run(receiver: &mpsc::Receiver<Box<dyn Job>>, state: &DeviceState) {
-    #[cfg(not(loom))]
-    let _ = state.handler_thread.set(std::thread::current().id());
+    if let Some(id) = identity::current() {
+        let _ = state.handler_thread.set(id);
+    }
     let mut pending: Vec<Box<dyn Job>> = Vec::new();
     let mut backoff = MIN_BACKOFF;
     let mut connected = true;
@@ -299,7 +301,7 @@ impl<T: QueueTracker> Job for BatchJob<T> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(sigretire_loom)))]
 mod tests {
     use super::*;
     use crate::config::DeviceConfig;

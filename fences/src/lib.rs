@@ -45,7 +45,7 @@
 //! # The concurrency protocol (for model checkers)
 //!
 //! Every lock and atomic comes from one module (`sync`), which switches to
-//! loom under `--cfg loom` (without the `sim` feature: the simulator
+//! loom under `--cfg sigretire_loom` (without the `sim` feature: the simulator
 //! helpers are not loom-aware). The state is:
 //!
 //! - the execution lock, protecting the tracker, the open batch, the newest
@@ -62,8 +62,8 @@
 //! publish (submitted := N > M); unlock. The property to model: a drain is
 //! noted only if no command was published after M, and no command is
 //! reported complete before its packet completed. `tests/loom_queue.rs`
-//! models exactly this against the real code (`RUSTFLAGS="--cfg loom" cargo
-//! test -p sigretire-queue --no-default-features --release --test loom_queue`). The
+//! models exactly this against the real code (`RUSTFLAGS="--cfg sigretire_loom" cargo
+//! test -p sigretire-queue --release --test loom_queue`). The
 //! completion thread's protocol ("async handler versus finish") is in
 //! `handler`'s docs.
 

@@ -29,7 +29,7 @@ use crate::handler::{BatchJob, Job, JobCount};
 use crate::marker::Marker;
 use crate::publish::{Packet, Step, published};
 use crate::stats::{Counters, QueueStats, bump};
-use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering, identity};
 use sigretire_tracker::{
     HardwareQueue, Placement, Purpose, SignalRef, Status, Ticket, Tracker, Waiter, Work,
 };
@@ -141,26 +141,12 @@ pub(crate) struct QueueCore<T: QueueTracker> {
     failure_pending: AtomicBool,
 }
 
-#[cfg(not(loom))]
-std::thread_local! {
-    /// Execution locks (of any queue) the current thread holds.
-    static LOCKS_HELD: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
-}
-
 /// Whether the current thread holds an execution lock. Batches must be
 /// completed without one (docs/design.md section 4), and
 /// [`QueueStats::batches_completed_under_lock`] counts the exceptions
-/// (only the old behaviour makes any). Loom models run threads on one OS
-/// thread, so a thread-local cannot tell them apart: always false there.
+/// (only the old behaviour makes any).
 fn holds_an_execution_lock() -> bool {
-    #[cfg(not(loom))]
-    {
-        LOCKS_HELD.with(|held| held.get() > 0)
-    }
-    #[cfg(loom)]
-    {
-        false
-    }
+    identity::holds_a_lock()
 }
 
 /// The execution lock, held: dereferences to what it protects, and counts
@@ -171,16 +157,14 @@ pub(crate) struct Locked<'a, T: QueueTracker> {
 
 impl<'a, T: QueueTracker> Locked<'a, T> {
     fn new(guard: MutexGuard<'a, Inner<T>>) -> Self {
-        #[cfg(not(loom))]
-        LOCKS_HELD.with(|held| held.set(held.get() + 1));
+        identity::lock_taken();
         Self { guard }
     }
 }
 
 impl<T: QueueTracker> Drop for Locked<'_, T> {
     fn drop(&mut self) {
-        #[cfg(not(loom))]
-        LOCKS_HELD.with(|held| held.set(held.get() - 1));
+        identity::lock_released();
     }
 }
 

@@ -27,8 +27,8 @@ use crate::queue::HostQueue;
 /// The simulator crate, whole: queues, packets, ground truth.
 pub use sigretire_sim as engine;
 use sigretire_sim::Mode;
+use sigretire_sim::backend::SimMemory;
 pub use sigretire_sim::{CostProfile, HostFlag, Kernel, Sim, SimConfig};
-use sigretire_tracker::sim_backend::SimMemory;
 use sigretire_tracker::{BaselineTracker, RetiringTracker};
 /// The simulator's signal memory, as the tracker sees it.
 pub use std::sync::Arc;

@@ -1,19 +1,19 @@
 //! The one place the crate takes its atomics, locks, condition variables,
 //! channels and threads from.
 //!
-//! Under `--cfg loom` everything here comes from loom (the `Arc` and the
+//! Under `--cfg sigretire_loom` everything here comes from loom (the `Arc` and the
 //! channel are built on loom's atomics and locks, where loom's own differ
 //! from std's), so the models in `tests/loom_queue.rs` explore every
 //! interleaving of the real code; otherwise it is std and parking_lot. Nothing outside this module
 //! names `std::sync` or `parking_lot` directly.
 
-#[cfg(loom)]
+#[cfg(sigretire_loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicU64};
-#[cfg(loom)]
+#[cfg(sigretire_loom)]
 pub(crate) use modelled_arc::Arc;
-#[cfg(not(loom))]
+#[cfg(not(sigretire_loom))]
 pub(crate) use std::sync::Arc;
-#[cfg(not(loom))]
+#[cfg(not(sigretire_loom))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64};
 
 pub(crate) use core::sync::atomic::Ordering;
@@ -33,7 +33,7 @@ pub(crate) fn arc_into_inner<T>(arc: Arc<T>) -> Option<T> {
 /// acquire fence by the last), so `into_inner` and the last drop are one
 /// modelled step; the value itself sits in a std `Arc` that is released
 /// with the count, with no loom operation in between.
-#[cfg(loom)]
+#[cfg(sigretire_loom)]
 mod modelled_arc {
     use loom::sync::atomic::{AtomicUsize, Ordering, fence};
 
@@ -103,20 +103,20 @@ mod modelled_arc {
 /// A mutual-exclusion lock with parking_lot's infallible `lock()`.
 #[derive(Debug, Default)]
 pub(crate) struct Mutex<T>(
-    #[cfg(loom)] loom::sync::Mutex<T>,
-    #[cfg(not(loom))] parking_lot::Mutex<T>,
+    #[cfg(sigretire_loom)] loom::sync::Mutex<T>,
+    #[cfg(not(sigretire_loom))] parking_lot::Mutex<T>,
 );
 
 /// The guard of a [`Mutex`].
-#[cfg(not(loom))]
+#[cfg(not(sigretire_loom))]
 pub(crate) type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
 
 /// The guard of a [`Mutex`] (loom's guard moves through `Condvar::wait`, so it
 /// sits in an option while it does).
-#[cfg(loom)]
+#[cfg(sigretire_loom)]
 pub(crate) struct MutexGuard<'a, T>(Option<loom::sync::MutexGuard<'a, T>>);
 
-#[cfg(loom)]
+#[cfg(sigretire_loom)]
 impl<T> core::ops::Deref for MutexGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
@@ -126,7 +126,7 @@ impl<T> core::ops::Deref for MutexGuard<'_, T> {
     }
 }
 
-#[cfg(loom)]
+#[cfg(sigretire_loom)]
 impl<T> core::ops::DerefMut for MutexGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         self.0
@@ -135,7 +135,7 @@ impl<T> core::ops::DerefMut for MutexGuard<'_, T> {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(sigretire_loom))]
 impl<T> Mutex<T> {
     pub(crate) fn new(value: T) -> Self {
         Self(parking_lot::Mutex::new(value))
@@ -150,7 +150,7 @@ impl<T> Mutex<T> {
     }
 }
 
-#[cfg(loom)]
+#[cfg(sigretire_loom)]
 impl<T> Mutex<T> {
     pub(crate) fn new(value: T) -> Self {
         Self(loom::sync::Mutex::new(value))
@@ -169,8 +169,8 @@ impl<T> Mutex<T> {
 /// A condition variable for [`Mutex`].
 #[derive(Debug, Default)]
 pub(crate) struct Condvar(
-    #[cfg(loom)] loom::sync::Condvar,
-    #[cfg(not(loom))] parking_lot::Condvar,
+    #[cfg(sigretire_loom)] loom::sync::Condvar,
+    #[cfg(not(sigretire_loom))] parking_lot::Condvar,
 );
 
 impl Condvar {
@@ -181,11 +181,11 @@ impl Condvar {
     /// Waits for a notification or `timeout` (loom: a notification only, as
     /// loom has no time; callers re-check their condition either way).
     pub(crate) fn wait_for<T>(&self, guard: &mut MutexGuard<'_, T>, timeout: Duration) {
-        #[cfg(not(loom))]
+        #[cfg(not(sigretire_loom))]
         {
             self.0.wait_for(guard, timeout);
         }
-        #[cfg(loom)]
+        #[cfg(sigretire_loom)]
         {
             let _ = timeout;
             let inner = guard.0.take().expect("guard present");
@@ -200,16 +200,16 @@ impl Condvar {
 
 /// Channels to the completion thread.
 pub(crate) mod mpsc {
-    #[cfg(loom)]
+    #[cfg(sigretire_loom)]
     pub(crate) use self::modelled::{Receiver, Sender, channel};
-    #[cfg(not(loom))]
+    #[cfg(not(sigretire_loom))]
     pub(crate) use std::sync::mpsc::{Receiver, Sender, channel};
 
     /// A channel for models: loom's own never disconnects (its `recv` blocks
     /// forever once the sender is gone), so a model could never see the
     /// completion thread end and a device torn down. This one does, as
     /// std's does: a lock, a condition variable and a sender count.
-    #[cfg(loom)]
+    #[cfg(sigretire_loom)]
     mod modelled {
         use std::collections::VecDeque;
         use std::sync::mpsc::{RecvError, SendError, TryRecvError};
@@ -306,7 +306,7 @@ pub(crate) mod mpsc {
     /// Waits up to `timeout` for a message (loom: does not wait, a
     /// scheduling point instead).
     pub(crate) fn recv_for<T>(rx: &Receiver<T>, timeout: std::time::Duration) -> Received<T> {
-        #[cfg(not(loom))]
+        #[cfg(not(sigretire_loom))]
         {
             match rx.recv_timeout(timeout) {
                 Ok(message) => Received::Message(message),
@@ -314,7 +314,7 @@ pub(crate) mod mpsc {
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Received::Disconnected,
             }
         }
-        #[cfg(loom)]
+        #[cfg(sigretire_loom)]
         {
             let _ = timeout;
             match rx.try_recv() {
@@ -331,9 +331,9 @@ pub(crate) mod mpsc {
 
 /// Threads: the completion thread is the only one this crate starts.
 pub(crate) mod thread {
-    #[cfg(loom)]
+    #[cfg(sigretire_loom)]
     pub(crate) use loom::thread::JoinHandle;
-    #[cfg(not(loom))]
+    #[cfg(not(sigretire_loom))]
     pub(crate) use std::thread::JoinHandle;
 
     /// Starts a named thread.
@@ -341,11 +341,11 @@ pub(crate) mod thread {
     where
         F: FnOnce() + Send + 'static,
     {
-        #[cfg(not(loom))]
+        #[cfg(not(sigretire_loom))]
         {
             std::thread::Builder::new().name(name).spawn(body)
         }
-        #[cfg(loom)]
+        #[cfg(sigretire_loom)]
         {
             // Named as under std, so a model can tell where a drop ran.
             loom::thread::Builder::new().name(name).spawn(body)
@@ -353,13 +353,75 @@ pub(crate) mod thread {
     }
 }
 
+/// Threads as this crate's checks tell them apart: whether the current
+/// thread holds an execution lock, and which thread is the completion
+/// thread. Loom models run every thread on one OS thread, where neither a
+/// thread-local nor a thread id tells them apart: there the answers are
+/// "no" and "unknown", and the checks that use them see nothing.
+pub(crate) mod identity {
+    #[cfg(not(sigretire_loom))]
+    std::thread_local! {
+        /// Execution locks (of any queue) the current thread holds.
+        static LOCKS_HELD: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+    }
+
+    /// The current thread took an execution lock.
+    pub(crate) fn lock_taken() {
+        #[cfg(not(sigretire_loom))]
+        LOCKS_HELD.with(|held| held.set(held.get() + 1));
+    }
+
+    /// The current thread released an execution lock.
+    pub(crate) fn lock_released() {
+        #[cfg(not(sigretire_loom))]
+        LOCKS_HELD.with(|held| held.set(held.get() - 1));
+    }
+
+    /// Whether the current thread holds an execution lock.
+    pub(crate) fn holds_a_lock() -> bool {
+        #[cfg(not(sigretire_loom))]
+        {
+            LOCKS_HELD.with(|held| held.get() > 0)
+        }
+        #[cfg(sigretire_loom)]
+        {
+            false
+        }
+    }
+
+    /// The current thread's id, where threads have real ones.
+    pub(crate) fn current() -> Option<std::thread::ThreadId> {
+        #[cfg(not(sigretire_loom))]
+        {
+            Some(std::thread::current().id())
+        }
+        #[cfg(sigretire_loom)]
+        {
+            None
+        }
+    }
+
+    /// The id of the thread `handle` runs, where threads have real ones.
+    pub(crate) fn of<T>(handle: &super::thread::JoinHandle<T>) -> Option<std::thread::ThreadId> {
+        #[cfg(not(sigretire_loom))]
+        {
+            Some(handle.thread().id())
+        }
+        #[cfg(sigretire_loom)]
+        {
+            let _ = handle;
+            None
+        }
+    }
+}
+
 /// Sleeps (loom: a scheduling point; loom has no time).
 pub(crate) fn sleep(duration: Duration) {
-    #[cfg(loom)]
+    #[cfg(sigretire_loom)]
     {
         let _ = duration;
         loom::thread::yield_now();
     }
-    #[cfg(not(loom))]
+    #[cfg(not(sigretire_loom))]
     std::thread::sleep(duration);
 }

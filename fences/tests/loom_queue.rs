@@ -1,6 +1,6 @@
 //! Loom models of the queue layer's concurrent protocols, run with
-//! `RUSTFLAGS="--cfg loom" cargo test -p sigretire-queue --no-default-features --release --test loom_queue`
-//! (a separate target dir keeps `--cfg loom` from invalidating the normal
+//! `RUSTFLAGS="--cfg sigretire_loom" cargo test -p sigretire-queue --release --test loom_queue`
+//! (a separate target dir keeps `--cfg sigretire_loom` from invalidating the normal
 //! build; `.ci/loom` runs them at `LOOM_MAX_PREEMPTIONS=2`):
 //!
 //! - CPU wait outside the lock versus concurrent submit;
@@ -13,7 +13,7 @@
 //! (`sigretire_tracker::HostMemory`, loom-aware); only the hardware queue is a small
 //! stand-in, and the "GPU" completes published packets in order: on a model
 //! thread, or in one model as the completion thread polls (see `Memory`).
-#![cfg(loom)]
+#![cfg(sigretire_loom)]
 
 use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use loom::sync::{Arc, Mutex};

@@ -88,7 +88,7 @@ struct Refusing {
 }
 
 impl Tracker for Refusing {
-    type Memory = sigretire_tracker::sim_backend::SimMemory;
+    type Memory = sigretire_sim::backend::SimMemory;
     type Queue = sigretire_sim::Queue;
 
     fn acquire(

@@ -8,7 +8,7 @@ mod support;
 
 use sigretire_queue::sim::SimPlatform;
 use sigretire_queue::{BatchLimits, Device, DeviceConfig, QueueConfig};
-use sigretire_tracker::sim_backend::SimMemory;
+use sigretire_sim::backend::SimMemory;
 use sigretire_tracker::{
     AllocError, Placement, RetiringTracker, SignalMemory, TimestampClock, Timestamps,
 };

@@ -86,6 +86,8 @@
 //! is not one of this simulator's signals is looked up in a table, never
 //! dereferenced ([`Violation::UnknownSignal`]).
 
+#[cfg(feature = "tracker")]
+pub mod backend;
 mod clock;
 mod counters;
 mod error;

@@ -10,11 +10,11 @@ use crate::model::{
 use crate::observer::{Observer, Watched};
 use crate::ops::{EngineStep, Op, StreamId};
 use crate::setup::{QUEUE_SIZE, Setup, TRUTH_HISTORY};
+use sigretire_sim::backend::{SimMemory, submit_kernel, submit_wait};
 use sigretire_sim::hsa_sys::hsa_signal_t;
 use sigretire_sim::{
     AgentId, Placement as RingPlacement, Queue, QueueConfig, Sim, SimConfig, Violation,
 };
-use sigretire_tracker::sim_backend::{SimMemory, submit_kernel, submit_wait};
 use sigretire_tracker::{
     AcquireError, BaselineTracker, Config, CreateError, ForeignTicket, Generation, PinError,
     Purpose, Request, RetiringTracker, Status, Ticket, TimestampsError, Tracker, WaitError,

@@ -31,8 +31,8 @@
 
 use crate::check::{Check, Failure, fail, stamps_match, steady};
 use crate::driver::TrackerKind;
+use sigretire_sim::backend::SimMemory;
 use sigretire_sim::{FAILED_SIGNAL_VALUE, Queue};
-use sigretire_tracker::sim_backend::SimMemory;
 use sigretire_tracker::{SignalRef, Status, Ticket, Timestamps};
 use std::cell::Cell;
 

@@ -13,7 +13,7 @@
 
 use crate::check::{Check, Failure};
 use sigretire_sim::Queue;
-use sigretire_tracker::sim_backend::SimMemory;
+use sigretire_sim::backend::SimMemory;
 use sigretire_tracker::{SignalRef, Status, Ticket, Waiter};
 use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, Sender, channel};

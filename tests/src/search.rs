@@ -8,7 +8,7 @@ use crate::ops::{Op, decode_ops};
 use crate::setup::Setup;
 use arbitrary::Unstructured;
 use sigretire_sim::Queue;
-use sigretire_tracker::sim_backend::SimMemory;
+use sigretire_sim::backend::SimMemory;
 use sigretire_tracker::{BaselineTracker, RetiringTracker};
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -5,8 +5,8 @@
 //! completions at the wrong moment.
 
 use sigretire_sim::Queue;
+use sigretire_sim::backend::{SimMemory, submit_kernel};
 use sigretire_tracker::AcquireError;
-use sigretire_tracker::sim_backend::{SimMemory, submit_kernel};
 use sigretire_tracker::{
     AllocError, Config, Placement, Request, RetiringTracker, SignalMemory, Status, Ticket,
     TimestampClock, Timestamps, Tracker, WaitPolicy,
@@ -30,7 +30,7 @@ fn submit<T: Tracker<Queue = Queue>>(
 
 #[test]
 fn waiting_for_the_named_fence_frees_room_while_the_read_index_lags() {
-    let (sim, queue) = sigretire_tracker::sim_backend::stepped_queue();
+    let (sim, queue) = sigretire_sim::backend::stepped_queue();
     let memory = Arc::new(SimMemory::new(sim.clone(), queue.agent()));
     let config = Config {
         initial_size: 8,
@@ -132,7 +132,7 @@ impl SignalMemory for Interleaved {
 
 #[test]
 fn a_waiter_learning_every_completion_mid_acquire_is_no_hard_error() {
-    let (sim, queue) = sigretire_tracker::sim_backend::stepped_queue();
+    let (sim, queue) = sigretire_sim::backend::stepped_queue();
     let memory = Arc::new(Interleaved {
         memory: SimMemory::new(sim.clone(), queue.agent()),
         hook: Mutex::new(None),

@@ -2,7 +2,7 @@
 //! never a panic, an abort or a silently saturated value.
 
 use sigretire_sim::Queue;
-use sigretire_tracker::sim_backend::{self, SimMemory, submit_barrier};
+use sigretire_sim::backend::{self as sim_backend, SimMemory, submit_barrier};
 use sigretire_tracker::{
     AcquireError, CreateError, FailSubmissionError, ForeignTicket, InvalidConfig, PinError,
     TimestampsError,

@@ -4,8 +4,8 @@
 //! a copy engine's (another engine altogether). A drained consumer queue
 //! also lets go of the pins its uses held.
 
+use sigretire_sim::backend::{SimMemory, submit_barrier, submit_kernel};
 use sigretire_sim::{Placement as RingPlacement, Queue, QueueConfig, Sim, SimConfig};
-use sigretire_tracker::sim_backend::{SimMemory, submit_barrier, submit_kernel};
 use sigretire_tracker::{
     BaselineTracker, Config, CreateError as TrackerError, Request, RetiringTracker, Status, Ticket,
     Tracker,
@@ -127,7 +127,7 @@ fn pinned_across<T: Tracker<Memory = SimMemory, Queue = Queue>>(
     let waiting = consumer
         .acquire(Request::packet(index).barrier(true))
         .unwrap();
-    sigretire_tracker::sim_backend::submit_wait(
+    sigretire_sim::backend::submit_wait(
         &consumer_queue,
         index,
         waiting.signal,
@@ -187,7 +187,7 @@ fn a_drain_retires_the_current_queue_and_releases_nothing_it_cannot_prove() {
     let waiting = consumer
         .acquire(Request::packet(index).barrier(true))
         .unwrap();
-    sigretire_tracker::sim_backend::submit_wait(
+    sigretire_sim::backend::submit_wait(
         &consumer_old,
         index,
         waiting.signal,

@@ -3,7 +3,7 @@
 //! replacement, a wrong call to `attach`.
 
 use sigretire_sim::Sim;
-use sigretire_tracker::sim_backend::{SimMemory, submit_kernel};
+use sigretire_sim::backend::{SimMemory, submit_kernel};
 use sigretire_tracker::{AcquireError, ForeignTicket};
 use sigretire_tracker::{
     BaselineTracker, Config, Placement, Request, RetiringTracker, Status, Tracker,
@@ -17,7 +17,7 @@ fn stepped(
     initial_size: usize,
     growth_limit: usize,
 ) -> (Sim, sigretire_sim::Queue, Arc<SimMemory>, Config) {
-    let (sim, queue) = sigretire_tracker::sim_backend::stepped_queue();
+    let (sim, queue) = sigretire_sim::backend::stepped_queue();
     let memory = Arc::new(SimMemory::new(sim.clone(), queue.agent()));
     let config = Config {
         initial_size,
@@ -104,7 +104,7 @@ fn attach_to_a_foreign_ticket_returns_the_pin<C>(consumer: &mut C, sim: &Sim)
 where
     C: Tracker<Memory = SimMemory, Queue = sigretire_sim::Queue>,
 {
-    let (_other_sim, other_queue) = sigretire_tracker::sim_backend::stepped_queue();
+    let (_other_sim, other_queue) = sigretire_sim::backend::stepped_queue();
     let producer_queue = sim
         .create_queue(sigretire_sim::QueueConfig {
             size: 64,
@@ -116,8 +116,7 @@ where
     let produced = submit(&mut producer, &producer_queue).unwrap();
     let pin = producer.pin(&produced.ticket).unwrap().expect("pending");
 
-    let (mut stranger, _) =
-        sigretire_tracker::sim_backend::stepped_tracker(Config::default()).unwrap();
+    let (mut stranger, _) = sigretire_sim::backend::stepped_tracker(Config::default()).unwrap();
     let foreign = submit(&mut stranger, &other_queue).unwrap().ticket;
     let refused = consumer.attach(&foreign, pin).unwrap_err();
     assert_eq!(refused.error, ForeignTicket);

@@ -101,7 +101,6 @@ fn assert_reaches_the_hard_cases(kind: TrackerKind, c: &Coverage) {
     }
 }
 
-
 /// Scenarios per setup for the threaded variant (each starts a thread).
 const OBSERVED_CASES: u64 = 30;
 

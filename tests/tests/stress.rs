@@ -6,9 +6,9 @@
 //! the test if any thread makes no progress for more than a second; at the
 //! end every signal must be accounted for.
 
+use sigretire_sim::backend::{SimMemory, submit_kernel, submit_wait};
 use sigretire_sim::{CostProfile, Mode, Queue, QueueConfig, Sim, SimConfig};
 use sigretire_tracker::AcquireError;
-use sigretire_tracker::sim_backend::{SimMemory, submit_kernel, submit_wait};
 use sigretire_tracker::{
     Config, Placement, Purpose, Request, RetiringTracker, SignalRef, Status, Ticket, Tracker,
     WaitPolicy,

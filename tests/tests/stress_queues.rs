@@ -52,8 +52,8 @@ use sigretire_queue::sim::{QUEUE_SIZE, SimPlatform, SimTracker};
 use sigretire_queue::{
     BatchLimits, Command, CommandStatus, CrossWait, DeviceConfig, Event, HostQueue, QueueConfig,
 };
+use sigretire_sim::backend::SimMemory;
 use sigretire_sim::{CostProfile, Kernel};
-use sigretire_tracker::sim_backend::SimMemory;
 use sigretire_tracker::{Census, Config, Placement, Status, Timestamps, Tracker, WaitPolicy};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

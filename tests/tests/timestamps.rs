@@ -3,7 +3,7 @@
 //! uses, on both trackers. An untimed use never answers with stamps.
 
 use sigretire_sim::Queue;
-use sigretire_tracker::sim_backend::{self, submit_barrier};
+use sigretire_sim::backend::{self as sim_backend, submit_barrier};
 use sigretire_tracker::{Config, Request, Status, Ticket, Timestamps, Tracker};
 
 /// Submits one barrier packet, timed or not, and returns its ticket and

@@ -261,7 +261,7 @@ pub trait SignalMemory: Send + Sync + 'static {
 ///
 /// ```
 /// use sigretire_tracker::QueueView;
-/// let (_sim, queue) = sigretire_tracker::sim_backend::stepped_queue();
+/// let (_sim, queue) = sigretire_sim::backend::stepped_queue();
 /// assert_eq!(QueueView::read_index(&queue), 0);
 /// assert!(queue.ring_in_device_memory());
 /// ```
@@ -281,7 +281,7 @@ pub trait QueueView: Send {
 ///
 /// ```
 /// use sigretire_tracker::{HardwareQueue, Work};
-/// let (_sim, queue) = sigretire_tracker::sim_backend::stepped_queue();
+/// let (_sim, queue) = sigretire_sim::backend::stepped_queue();
 /// let index = HardwareQueue::reserve(&queue).unwrap();
 /// queue.publish(index, Work::Marker, true, 0).unwrap();
 /// queue.run_until_idle();
@@ -315,7 +315,7 @@ pub enum Work<'a> {
 ///
 /// ```
 /// use sigretire_tracker::{HardwareQueue, QueueError, Work};
-/// let (_sim, queue) = sigretire_tracker::sim_backend::stepped_queue();
+/// let (_sim, queue) = sigretire_sim::backend::stepped_queue();
 /// let index = HardwareQueue::reserve(&queue).unwrap();
 /// let six = [0u64; 6];
 /// assert!(matches!(queue.publish(index, Work::Wait(&six), true, 0), Err(QueueError::Unsupported(_))));

@@ -51,7 +51,8 @@ struct Slot<S> {
 /// CLR's original tracker behind the [`Tracker`] interface.
 ///
 /// ```
-/// use sigretire_tracker::{Config, Request, Status, Tracker, sim_backend};
+/// use sigretire_tracker::{Config, Request, Status, Tracker};
+/// use sigretire_sim::backend as sim_backend;
 ///
 /// let (mut baseline, queue) = sim_backend::stepped_baseline(Config::default())?;
 /// let mut tickets = Vec::new();
@@ -614,5 +615,5 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
     }
 }
 
-#[cfg(all(test, not(loom), feature = "sim"))]
+#[cfg(all(test, not(sigretire_loom)))]
 mod tests;

@@ -11,7 +11,8 @@ use std::time::Duration;
 /// takes a ticket can fail with.
 ///
 /// ```
-/// use sigretire_tracker::{ForeignTicket, Request, Tracker, sim_backend};
+/// use sigretire_tracker::{ForeignTicket, Request, Tracker};
+/// use sigretire_sim::backend as sim_backend;
 /// let (mut one, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
 /// let (mut other, _) = sim_backend::stepped_tracker(Default::default()).unwrap();
 /// let ticket = one.acquire(Request::packet(queue.reserve().unwrap())).unwrap().ticket;
@@ -47,7 +48,8 @@ pub struct InvalidConfig(pub &'static str);
 /// Why a tracker could not be created.
 ///
 /// ```
-/// use sigretire_tracker::{Config, CreateError, RetiringTracker, sim_backend};
+/// use sigretire_tracker::{Config, CreateError, RetiringTracker};
+/// use sigretire_sim::backend as sim_backend;
 /// let (sim, queue) = sim_backend::stepped_queue();
 /// let memory = std::sync::Arc::new(sim_backend::SimMemory::new(sim, queue.agent()));
 /// let bad = Config { initial_size: 0, ..Config::default() };
@@ -187,7 +189,8 @@ pub enum WaitError {
 /// caller that passes them on with `?`.
 ///
 /// ```
-/// use sigretire_tracker::{Error, Request, Tracker, sim_backend};
+/// use sigretire_tracker::{Error, Request, Tracker};
+/// use sigretire_sim::backend as sim_backend;
 /// fn submit_and_ask() -> Result<(), Error> {
 ///     let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default())?;
 ///     let acquired = tracker.acquire(Request::packet(queue.reserve().unwrap()))?;

@@ -12,7 +12,8 @@ use crate::wait::Waiter;
 /// A signal handed out for one use.
 ///
 /// ```
-/// use sigretire_tracker::{Placement, Request, Tracker, sim_backend};
+/// use sigretire_tracker::{Placement, Request, Tracker};
+/// use sigretire_sim::backend as sim_backend;
 /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
 /// let acquired = tracker.acquire(Request::packet(queue.reserve().unwrap())).unwrap();
 /// assert_eq!(acquired.placement, Placement::Host);
@@ -33,7 +34,8 @@ pub struct Acquired {
 /// signal always has `in_flight + armed + parked + retired == created`.
 ///
 /// ```
-/// use sigretire_tracker::{Request, Tracker, sim_backend};
+/// use sigretire_tracker::{Request, Tracker};
+/// use sigretire_sim::backend as sim_backend;
 /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
 /// tracker.acquire(Request::packet(queue.reserve().unwrap())).unwrap();
 /// let census = tracker.census();
@@ -99,7 +101,8 @@ impl Census {
 /// The example runs the same code on the retiring tracker and the baseline:
 ///
 /// ```
-/// use sigretire_tracker::{BaselineTracker, Config, Request, RetiringTracker, Status, Tracker, sim_backend};
+/// use sigretire_tracker::{BaselineTracker, Config, Request, RetiringTracker, Status, Tracker};
+/// use sigretire_sim::backend as sim_backend;
 ///
 /// fn run<T: Tracker<Queue = sigretire_sim::Queue>>(tracker: &mut T, queue: &sigretire_sim::Queue) -> Status {
 ///     let index = queue.reserve().unwrap();

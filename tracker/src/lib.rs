@@ -19,9 +19,9 @@
 //!
 //! The tracker is generic over a backend: [`SignalMemory`] (where signals live
 //! and how the host touches them) and [`QueueView`] (the queue's read index).
-//! With the `sim` feature (off by default: a runtime's build never needs
-//! it), `sim_backend` adapts the software packet processor of the
-//! `sigretire-sim` crate; the examples below use it. The design behind all
+//! `sigretire-sim` adapts its software packet processor to these traits
+//! (its `backend` module, feature `tracker`): the examples below run on it,
+//! and a runtime's build never includes it. The design behind all
 //! of it is the repository's `docs/design.md`.
 //!
 //! # Words
@@ -62,7 +62,8 @@
 //! together, is that crate's word, not this one's.)
 //!
 //! ```
-//! use sigretire_tracker::{Config, Placement, Purpose, Request, Status, Tracker, sim_backend};
+//! use sigretire_tracker::{Config, Placement, Purpose, Request, Status, Tracker};
+//! use sigretire_sim::backend as sim_backend;
 //!
 //! let config = Config { signals: Placement::Device, ..Config::default() };
 //! let (mut tracker, queue) = sim_backend::stepped_tracker(config).unwrap();
@@ -102,11 +103,11 @@ mod retire;
 mod retiring;
 mod ring;
 mod share;
-#[cfg(feature = "sim")]
-pub mod sim_backend;
 mod stamps;
 mod stats;
 mod sync;
+#[cfg(all(test, not(sigretire_loom)))]
+mod test_gpu;
 mod ticket;
 mod timing;
 mod wait;

@@ -23,7 +23,8 @@ use std::collections::VecDeque;
 /// [`Tracker::attach`](crate::Tracker::attach).
 ///
 /// ```
-/// use sigretire_tracker::{Request, Tracker, sim_backend};
+/// use sigretire_tracker::{Request, Tracker};
+/// use sigretire_sim::backend as sim_backend;
 ///
 /// let (mut producer, queue_a) = sim_backend::stepped_tracker(Default::default()).unwrap();
 /// let index = queue_a.reserve().unwrap();
@@ -71,7 +72,8 @@ impl<M: SignalMemory> Pin<M> {
 /// (a consumer packet may already wait on it).
 ///
 /// ```
-/// use sigretire_tracker::{ForeignTicket, Request, Tracker, sim_backend};
+/// use sigretire_tracker::{ForeignTicket, Request, Tracker};
+/// use sigretire_sim::backend as sim_backend;
 ///
 /// let (mut producer, queue) = sim_backend::stepped_tracker(Default::default())?;
 /// let (mut stranger, other) = sim_backend::stepped_tracker(Default::default())?;

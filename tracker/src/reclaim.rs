@@ -400,5 +400,5 @@ impl<S> RearmBatch<S> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(sigretire_loom)))]
 mod tests;

@@ -513,5 +513,5 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(sigretire_loom)))]
 mod tests;

@@ -34,7 +34,8 @@ use crate::wait::Waiter;
 /// needed) once per batch of re-armed signals.
 ///
 /// ```
-/// use sigretire_tracker::{Config, Request, Status, Tracker, sim_backend};
+/// use sigretire_tracker::{Config, Request, Status, Tracker};
+/// use sigretire_sim::backend as sim_backend;
 ///
 /// let (mut tracker, queue) = sim_backend::stepped_tracker(Config::default()).unwrap();
 /// let mut tickets = Vec::new();

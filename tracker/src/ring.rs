@@ -296,5 +296,5 @@ impl<S> Ring<S> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(sigretire_loom)))]
 mod tests;

@@ -411,7 +411,8 @@ impl<M: SignalMemory> Drop for Shared<M> {
 /// tracker already knows them.
 ///
 /// ```
-/// use sigretire_tracker::{Purpose, Request, Status, Tracker, sim_backend};
+/// use sigretire_tracker::{Purpose, Request, Status, Tracker};
+/// use sigretire_sim::backend as sim_backend;
 ///
 /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
 /// let index = queue.reserve().unwrap();
@@ -512,7 +513,7 @@ impl<M: SignalMemory> fmt::Debug for SignalRef<M> {
 /// for unit tests that need real cells (this module's, the ring's, the
 /// proofs', the wait loop's). The `Shared` owns the cells: keep it alive
 /// while they are used.
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(sigretire_loom)))]
 pub(crate) fn host_cells(
     count: usize,
     remembers_completions: bool,
@@ -534,5 +535,5 @@ pub(crate) fn host_cells(
 }
 
 // Not under loom: the tests use std threads and atomics outside a model.
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(sigretire_loom)))]
 mod tests;

@@ -105,7 +105,7 @@ impl StampHistory {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(sigretire_loom)))]
 mod tests {
     use super::*;
 

@@ -1,33 +1,33 @@
 //! The one place the crate takes its atomics, locks and thread hooks from.
 //!
-//! Under `--cfg loom` everything here comes from loom, so the model tests in
+//! Under `--cfg sigretire_loom` everything here comes from loom, so the model tests in
 //! `tests/loom_*.rs` explore every interleaving of the real protocol code;
 //! otherwise it is std (and parking_lot for the lock). Nothing outside this
 //! module names `std::sync` directly.
 
-#[cfg(loom)]
+#[cfg(sigretire_loom)]
 pub(crate) use loom::sync::Arc;
-#[cfg(loom)]
+#[cfg(sigretire_loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize};
-#[cfg(not(loom))]
+#[cfg(not(sigretire_loom))]
 pub(crate) use std::sync::Arc;
-#[cfg(not(loom))]
+#[cfg(not(sigretire_loom))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize};
 
 pub(crate) use core::sync::atomic::Ordering;
-#[cfg(loom)]
+#[cfg(sigretire_loom)]
 pub(crate) use loom::sync::atomic::fence;
-#[cfg(not(loom))]
+#[cfg(not(sigretire_loom))]
 pub(crate) use std::sync::atomic::fence;
 
 /// A mutual-exclusion lock with parking_lot's infallible `lock()`.
 #[derive(Debug, Default)]
 pub(crate) struct Mutex<T>(
-    #[cfg(loom)] loom::sync::Mutex<T>,
-    #[cfg(not(loom))] parking_lot::Mutex<T>,
+    #[cfg(sigretire_loom)] loom::sync::Mutex<T>,
+    #[cfg(not(sigretire_loom))] parking_lot::Mutex<T>,
 );
 
-#[cfg(not(loom))]
+#[cfg(not(sigretire_loom))]
 impl<T> Mutex<T> {
     pub(crate) fn new(value: T) -> Self {
         Self(parking_lot::Mutex::new(value))
@@ -38,7 +38,7 @@ impl<T> Mutex<T> {
     }
 }
 
-#[cfg(loom)]
+#[cfg(sigretire_loom)]
 impl<T> Mutex<T> {
     pub(crate) fn new(value: T) -> Self {
         Self(loom::sync::Mutex::new(value))
@@ -53,16 +53,16 @@ impl<T> Mutex<T> {
 /// Gives other threads a chance to run: a spin hint normally, a yield point
 /// under loom (where a spin loop without one would never terminate).
 pub(crate) fn spin_hint() {
-    #[cfg(loom)]
+    #[cfg(sigretire_loom)]
     loom::thread::yield_now();
-    #[cfg(not(loom))]
+    #[cfg(not(sigretire_loom))]
     core::hint::spin_loop();
 }
 
 /// Yields the processor (loom: a scheduling point).
 pub(crate) fn yield_now() {
-    #[cfg(loom)]
+    #[cfg(sigretire_loom)]
     loom::thread::yield_now();
-    #[cfg(not(loom))]
+    #[cfg(not(sigretire_loom))]
     std::thread::yield_now();
 }

@@ -248,7 +248,8 @@ pub(crate) const fn aql_before(a: u64, b: u64) -> bool {
 /// Obtained from [`Tracker::acquire`](crate::Tracker::acquire).
 ///
 /// ```
-/// use sigretire_tracker::{Request, Tracker, sim_backend};
+/// use sigretire_tracker::{Request, Tracker};
+/// use sigretire_sim::backend as sim_backend;
 /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
 /// let first = tracker.acquire(Request::packet(queue.reserve().unwrap())).unwrap().ticket;
 /// let second = tracker.acquire(Request::packet(queue.reserve().unwrap())).unwrap().ticket;
@@ -325,5 +326,5 @@ impl Status {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(sigretire_loom)))]
 mod tests;

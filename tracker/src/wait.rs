@@ -64,7 +64,8 @@ impl Default for WaitPolicy {
 ///
 /// ```
 /// use std::time::Duration;
-/// use sigretire_tracker::{Request, Status, Tracker, WaitPolicy, sim_backend};
+/// use sigretire_tracker::{Request, Status, Tracker, WaitPolicy};
+/// use sigretire_sim::backend as sim_backend;
 ///
 /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
 /// let index = queue.reserve().unwrap();
@@ -104,7 +105,8 @@ impl<M: SignalMemory> Waiter<M> {
     /// ([`SignalMemory::shares_signals_with`]).
     ///
     /// ```
-    /// use sigretire_tracker::{SignalMemory, TimestampClock, Tracker, sim_backend};
+    /// use sigretire_tracker::{SignalMemory, TimestampClock, Tracker};
+    /// use sigretire_sim::backend as sim_backend;
     /// let (tracker, _queue) = sim_backend::stepped_tracker(Default::default())?;
     /// // The simulator's MI300X-like counter: 100 MHz.
     /// assert_eq!(tracker.waiter().memory().timestamp_clock(), TimestampClock::from_frequency(100_000_000).unwrap());
@@ -221,5 +223,5 @@ impl<M: SignalMemory> crate::SignalRef<M> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(sigretire_loom)))]
 mod tests;

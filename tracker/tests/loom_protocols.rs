@@ -1,11 +1,11 @@
 //! Loom models of the tracker's concurrent protocols, run with
-//! `RUSTFLAGS="--cfg loom" cargo test -p sigretire-tracker --test loom_protocols --release --no-default-features`
+//! `RUSTFLAGS="--cfg sigretire_loom" cargo test -p sigretire-tracker --test loom_protocols --release`
 //! (see `.ci/loom`). Each model runs the real tracker code on the crate's
 //! host-memory backend ([`HostMemory`], loom-aware through the crate's
 //! `sync` shim), or on [`GpuMemory`], which adds timestamps, failures and a
 //! witness of its own lifetime; the "GPU" is the model completing a packet's
 //! signal.
-#![cfg(loom)]
+#![cfg(sigretire_loom)]
 
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

@@ -8,7 +8,7 @@
 //! [`on_every_backend!`] turns it into one test per backend:
 //!
 //! - [`Simulator`]: the `sim` crate's packet processor and signal memory,
-//!   through the tracker's own adapter (`sigretire_tracker::sim_backend`);
+//!   through the tracker's own adapter (`sigretire_sim::backend`);
 //! - [`Standin`]: the ROCr backend (`hsa-backend`) loaded from a private copy
 //!   of the ROCr stand-in, so every signal is a block the backend carved out
 //!   of a ROCr pool and every packet goes through its publication and

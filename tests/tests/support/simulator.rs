@@ -3,9 +3,9 @@
 //! so its ground truth and counters are read directly.
 
 use super::{Backend, Executed, Machine, Refused, Release, Truth};
+use sigretire_sim::backend::SimMemory;
 use sigretire_sim::{CostProfile, Mode, Queue, QueueConfig, Sim, SimConfig, StepError};
 use sigretire_tracker::Placement;
-use sigretire_tracker::sim_backend::SimMemory;
 use std::sync::Arc;
 use std::time::Duration;
 

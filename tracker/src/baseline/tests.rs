@@ -1,9 +1,13 @@
-//! Unit tests of the baseline's failed submissions, on the stepped simulator.
+//! Unit tests of the baseline's failed submissions, on the test GPU.
 
 use super::*;
-use crate::sim_backend::{self, SimMemory, submit_part};
+use crate::test_gpu::{TestMemory, TestQueue, on_a_test_gpu, submit_part};
 
-type Baseline = BaselineTracker<SimMemory, sigretire_sim::Queue>;
+type Baseline = BaselineTracker<TestMemory, TestQueue>;
+
+fn baseline(config: Config) -> (Baseline, TestQueue) {
+    on_a_test_gpu(config, BaselineTracker::new)
+}
 
 fn loads(tracker: &Baseline) -> u64 {
     tracker.stats().host().loads + tracker.stats().device().loads
@@ -11,7 +15,7 @@ fn loads(tracker: &Baseline) -> u64 {
 
 #[test]
 fn a_submission_fails_after_its_issued_part_ran() {
-    let (mut tracker, queue) = sim_backend::stepped_baseline(Config::default()).unwrap();
+    let (mut tracker, queue) = baseline(Config::default());
     let ticket = submit_part(&mut tracker, &queue, 3, 2);
     queue.run_until_idle();
     let before = loads(&tracker);
@@ -31,7 +35,7 @@ fn a_submission_fails_after_its_issued_part_ran() {
 
 #[test]
 fn a_submission_fails_after_a_queue_error_failed_its_issued_part() {
-    let (mut tracker, queue) = sim_backend::stepped_baseline(Config::default()).unwrap();
+    let (mut tracker, queue) = baseline(Config::default());
     let ticket = submit_part(&mut tracker, &queue, 2, 1);
     queue.fail();
     assert_eq!(tracker.fail_submission(&ticket, 1), Ok(()));
@@ -41,13 +45,10 @@ fn a_submission_fails_after_a_queue_error_failed_its_issued_part() {
 
 #[test]
 fn a_fully_issued_submission_is_refused_even_once_part_of_it_ran() {
-    let (mut tracker, queue) = sim_backend::stepped_baseline(Config::default()).unwrap();
+    let (mut tracker, queue) = baseline(Config::default());
     let first = queue.write_index();
     let acquired = tracker.acquire(Request::packet(first + 1).ops(2)).unwrap();
-    for index in [first, first + 1] {
-        assert_eq!(queue.reserve().unwrap(), index);
-    }
-    sim_backend::submit_kernel(&queue, first, acquired.signal, false);
+    queue.publish(acquired.signal);
     queue.run_until_idle();
     assert!(matches!(
         tracker.fail_submission(&acquired.ticket, 2),
@@ -56,7 +57,7 @@ fn a_fully_issued_submission_is_refused_even_once_part_of_it_ran() {
             ..
         })
     ));
-    sim_backend::submit_kernel(&queue, first + 1, acquired.signal, false);
+    queue.publish(acquired.signal);
     queue.run_until_idle();
     assert_eq!(tracker.query(&acquired.ticket).unwrap(), Status::Complete);
 }
@@ -70,7 +71,7 @@ fn the_slot_of_a_failed_submission_is_reused_once_its_issued_part_ran() {
         growth_limit: 1,
         ..Config::default()
     };
-    let (mut tracker, queue) = sim_backend::stepped_baseline(config).unwrap();
+    let (mut tracker, queue) = baseline(config);
     let failed = submit_part(&mut tracker, &queue, 3, 2);
     tracker.fail_submission(&failed, 2).unwrap();
     let next = submit_part(&mut tracker, &queue, 1, 1);

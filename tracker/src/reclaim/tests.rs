@@ -103,36 +103,38 @@ fn a_batch_fills_at_its_size_in_order() {
     assert!(batch.signals.iter().copied().eq(0..REARM_BATCH));
 }
 
-/// `make_visible` on a real tracker (device signals on the simulator, whose
-/// counters confirm what the tracker counted): one fence covers every store
-/// before it, and a flush is issued only where a packet bypasses the BAR.
-#[cfg(feature = "sim")]
+/// `make_visible` on a real tracker (device signals on the test GPU, whose
+/// memory counts what reached it): one fence covers every store before it,
+/// and a flush is issued only where a packet bypasses the BAR.
 #[test]
 fn one_fence_covers_every_earlier_store_and_flushes_go_only_where_needed() {
+    use crate::test_gpu::on_a_test_gpu;
+    use std::sync::atomic::Ordering::Relaxed;
     let config = crate::Config {
         signals: Device,
         ..crate::Config::default()
     };
-    let (mut tracker, _queue) = crate::sim_backend::stepped_tracker(config).unwrap();
+    let (mut tracker, _queue) = on_a_test_gpu(config, RetiringTracker::new);
     assert!(
         !tracker.order.flush_before_publish,
-        "the stepped queue's ring is in device memory"
+        "the test queue's ring is in device memory"
     );
-    let sim = tracker.shared.memory.sim().clone();
+    let memory = tracker.shared.memory.clone();
     let cell = tracker.ring.next_mut().cell;
     assert_eq!(tracker.shared.cell(cell).placement, Device);
     let store = |tracker: &mut RetiringTracker<_, _>| {
         tracker.store(cell, 1);
         tracker.order.stores_issued
     };
-    let mut last = (sim.counters(), tracker.stats.device());
+    let reached = || (memory.fences.load(Relaxed), memory.flushes.load(Relaxed));
+    let mut last = (reached(), tracker.stats.device());
     // (fences, flushes) since the previous call, as the tracker and the
-    // simulator each counted them; they must agree.
+    // memory each counted them; they must agree.
     let mut issued = |tracker: &RetiringTracker<_, _>| {
-        let now = (sim.counters(), tracker.stats.device());
-        let sim_delta = now.0.since(last.0);
+        let now = (reached(), tracker.stats.device());
+        let memory_delta = (now.0.0 - last.0.0, now.0.1 - last.0.1);
         let ours = (now.1.fences - last.1.fences, now.1.flushes - last.1.flushes);
-        assert_eq!(ours, (sim_delta.store_fences, sim_delta.hdp_flushes));
+        assert_eq!(ours, memory_delta);
         last = now;
         ours
     };

@@ -218,33 +218,36 @@ fn fences_prove_only_aql_uses_of_the_current_generation() {
     assert!(!proofs.fence_proves(10, &slot));
 }
 
-/// Failed submissions on a retiring tracker over the stepped simulator.
-#[cfg(feature = "sim")]
+/// Failed submissions on a retiring tracker over the test GPU.
 mod on_a_tracker {
     use crate::RetiringTracker;
     use crate::interface::Tracker;
-    use crate::sim_backend::{self, SimMemory};
+    use crate::test_gpu::{TestMemory, TestQueue, on_a_test_gpu, submit_part};
     use crate::ticket::{Request, Status, Ticket};
 
-    type Sim = RetiringTracker<SimMemory, sigretire_sim::Queue>;
+    type Sim = RetiringTracker<TestMemory, TestQueue>;
 
-    fn submit(tracker: &mut Sim, queue: &sigretire_sim::Queue, barrier: bool) -> Ticket {
-        let index = queue.reserve().unwrap();
+    fn tracker(config: crate::Config) -> (Sim, TestQueue) {
+        on_a_test_gpu(config, RetiringTracker::new)
+    }
+
+    fn submit(tracker: &mut Sim, queue: &TestQueue, barrier: bool) -> Ticket {
+        let index = queue.write_index();
         let acquired = tracker
             .acquire(Request::packet(index).barrier(barrier))
             .unwrap();
-        sim_backend::submit_wait(queue, index, acquired.signal, &[], barrier);
+        queue.publish(acquired.signal);
         acquired.ticket
     }
 
     /// A fence whose submission fails before issuing anything: its packet
     /// becomes an empty one that names no signal, as the queue layer does.
-    fn submit_failed_fence(tracker: &mut Sim, queue: &sigretire_sim::Queue) -> Ticket {
-        let index = queue.reserve().unwrap();
+    fn submit_failed_fence(tracker: &mut Sim, queue: &TestQueue) -> Ticket {
+        let index = queue.write_index();
         let acquired = tracker
             .acquire(Request::packet(index).barrier(true))
             .unwrap();
-        sim_backend::submit_barrier(queue, index, 0);
+        queue.publish(0);
         tracker.fail_submission(&acquired.ticket, 0).unwrap();
         acquired.ticket
     }
@@ -255,16 +258,16 @@ mod on_a_tracker {
 
     #[test]
     fn a_failed_fence_hands_its_uses_to_the_fence_before_it() {
-        let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
+        let (mut tracker, queue) = tracker(Default::default());
         let fence = submit(&mut tracker, &queue, true);
         // The fence's submission fails after a plain use was handed out
         // behind it: both named it as their fence.
-        let index = queue.reserve().unwrap();
+        let index = queue.write_index();
         let failed = tracker
             .acquire(Request::packet(index).barrier(true))
             .unwrap()
             .ticket;
-        sim_backend::submit_barrier(&queue, index, 0);
+        queue.publish(0);
         let after = submit(&mut tracker, &queue, false);
         assert_eq!(named_fence(&tracker, &after), failed.seq);
         tracker.fail_submission(&failed, 0).unwrap();
@@ -309,7 +312,7 @@ mod on_a_tracker {
 
     #[test]
     fn a_failed_fence_with_no_fence_before_it_in_flight_names_none() {
-        let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
+        let (mut tracker, queue) = tracker(Default::default());
         // The fence before it retired already.
         let fence = submit(&mut tracker, &queue, true);
         queue.run_until_idle();
@@ -338,7 +341,7 @@ mod on_a_tracker {
 
     #[test]
     fn a_failed_plain_use_changes_no_fence() {
-        let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
+        let (mut tracker, queue) = tracker(Default::default());
         let fence = submit(&mut tracker, &queue, true);
         let plain = submit(&mut tracker, &queue, false);
         let after = submit(&mut tracker, &queue, false);
@@ -349,14 +352,9 @@ mod on_a_tracker {
     }
 
     /// A use of `ops` operations of which the first `issued` were published
-    /// (`sim_backend::submit_part`), failed.
-    fn submit_failed_part(
-        tracker: &mut Sim,
-        queue: &sigretire_sim::Queue,
-        ops: u32,
-        issued: u32,
-    ) -> Ticket {
-        let ticket = sim_backend::submit_part(tracker, queue, ops, issued);
+    /// (`test_gpu::submit_part`), failed.
+    fn submit_failed_part(tracker: &mut Sim, queue: &TestQueue, ops: u32, issued: u32) -> Ticket {
+        let ticket = submit_part(tracker, queue, ops, issued);
         tracker.fail_submission(&ticket, issued).unwrap();
         ticket
     }
@@ -367,7 +365,7 @@ mod on_a_tracker {
 
     #[test]
     fn a_failed_submission_awaits_the_gpu_until_its_issued_part_ran() {
-        let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
+        let (mut tracker, queue) = tracker(Default::default());
         let failed = submit_failed_part(&mut tracker, &queue, 3, 2);
         let plain = submit(&mut tracker, &queue, false);
         assert_eq!(tracker.known_status(&failed).unwrap(), Some(Status::Failed));
@@ -392,20 +390,15 @@ mod on_a_tracker {
 
     /// A tracker whose ring holds two uses and may not grow, its AQL queue,
     /// and a copy engine (another queue of the same simulator).
-    fn two_slots_and_a_copy_engine() -> (Sim, sigretire_sim::Queue, sigretire_sim::Queue) {
+    fn two_slots_and_a_copy_engine() -> (Sim, TestQueue, TestQueue) {
         let config = crate::Config {
             initial_size: 2,
             growth_limit: 1,
             refill_batch: 1,
             ..Default::default()
         };
-        let (tracker, queue) = sim_backend::stepped_tracker(config).unwrap();
-        let copy_engine = tracker
-            .shared
-            .memory
-            .sim()
-            .create_queue(sigretire_sim::QueueConfig::default())
-            .unwrap();
+        let (tracker, queue) = tracker(config);
+        let copy_engine = TestQueue::new(&tracker.shared.memory);
         (tracker, queue, copy_engine)
     }
 
@@ -416,8 +409,7 @@ mod on_a_tracker {
     fn back_pressure_names_a_failed_submission_whose_issued_part_runs() {
         let (mut tracker, queue, copy_engine) = two_slots_and_a_copy_engine();
         let copy = tracker.acquire(Request::copy_engine().ops(2)).unwrap();
-        let index = copy_engine.reserve().unwrap();
-        sim_backend::submit_kernel(&copy_engine, index, copy.signal, false);
+        copy_engine.publish(copy.signal);
         tracker.fail_submission(&copy.ticket, 1).unwrap();
         let fence = submit(&mut tracker, &queue, true);
         queue.run_until_idle();
@@ -445,8 +437,7 @@ mod on_a_tracker {
     fn back_pressure_names_an_oldest_copy_engine_use_not_a_fence_behind_it() {
         let (mut tracker, queue, copy_engine) = two_slots_and_a_copy_engine();
         let copy = tracker.acquire(Request::copy_engine()).unwrap();
-        let index = copy_engine.reserve().unwrap();
-        sim_backend::submit_kernel(&copy_engine, index, copy.signal, false);
+        copy_engine.publish(copy.signal);
         let fence = submit(&mut tracker, &queue, true);
 
         let next = Request::packet(queue.write_index()).barrier(true);

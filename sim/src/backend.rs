@@ -2,7 +2,8 @@
 //! set one up for examples and tests.
 //!
 //! ```
-//! use sigretire_tracker::{Config, Request, Status, Tracker, sim_backend};
+//! use sigretire_tracker::{Config, Request, Status, Tracker};
+//! use sigretire_sim::backend as sim_backend;
 //!
 //! let (mut tracker, queue) = sim_backend::stepped_tracker(Config::default()).unwrap();
 //! let index = queue.reserve().unwrap();
@@ -13,25 +14,22 @@
 //! assert_eq!(tracker.query(&acquired.ticket).unwrap(), Status::Complete);
 //! ```
 
-use crate::backend::{
-    AllocError, HardwareQueue, Placement, QueueError, QueueView, SignalMemory, TimestampClock,
-    Timestamps, Work,
-};
-use crate::baseline::BaselineTracker;
-use crate::config::Config;
-use crate::error::CreateError;
-use crate::retiring::RetiringTracker;
-use crate::sync::Arc;
+use crate::{AgentId, Queue, QueueConfig, Sim, SimConfig};
 use hsa_sys::{
     HSA_PACKET_TYPE_BARRIER_AND, HSA_PACKET_TYPE_KERNEL_DISPATCH, PacketHeader, PacketWords,
     hsa_barrier_and_packet_t, hsa_kernel_dispatch_packet_t, hsa_signal_t,
 };
-use sigretire_sim::{AgentId, Queue, QueueConfig, Sim, SimConfig};
+use sigretire_tracker::{
+    AllocError, BaselineTracker, Config, CreateError, HardwareQueue, Placement, QueueError,
+    QueueView, RetiringTracker, SignalMemory, TimestampClock, Timestamps, Work,
+};
+use std::sync::Arc;
 
 /// Signal memory of one simulated agent.
 ///
 /// ```
-/// use sigretire_tracker::{Placement, SignalMemory, sim_backend};
+/// use sigretire_tracker::{Placement, SignalMemory};
+/// use sigretire_sim::backend as sim_backend;
 ///
 /// let (sim, queue) = sim_backend::stepped_queue();
 /// let memory = sim_backend::SimMemory::new(sim, queue.agent());
@@ -57,7 +55,8 @@ impl SimMemory {
     /// The memory of `agent` in `sim`.
     ///
     /// ```
-    /// use sigretire_tracker::{Placement, SignalMemory, sim_backend};
+    /// use sigretire_tracker::{Placement, SignalMemory};
+    /// use sigretire_sim::backend as sim_backend;
     ///
     /// let (sim, queue) = sim_backend::stepped_queue();
     /// let memory = sim_backend::SimMemory::new(sim.clone(), queue.agent());
@@ -73,7 +72,8 @@ impl SimMemory {
     /// The simulator, for ground truth and counters.
     ///
     /// ```
-    /// use sigretire_tracker::{SignalMemory, sim_backend};
+    /// use sigretire_tracker::{SignalMemory};
+    /// use sigretire_sim::backend as sim_backend;
     ///
     /// let (sim, queue) = sim_backend::stepped_queue();
     /// let memory = sim_backend::SimMemory::new(sim, queue.agent());
@@ -88,28 +88,28 @@ impl SimMemory {
     }
 }
 
-const fn to_sim(placement: Placement) -> sigretire_sim::Placement {
+const fn to_sim(placement: Placement) -> crate::Placement {
     match placement {
-        Placement::Host => sigretire_sim::Placement::Host,
-        Placement::Device => sigretire_sim::Placement::Device,
+        Placement::Host => crate::Placement::Host,
+        Placement::Device => crate::Placement::Device,
     }
 }
 
-const fn from_sim(placement: sigretire_sim::Placement) -> Placement {
+const fn from_sim(placement: crate::Placement) -> Placement {
     match placement {
-        sigretire_sim::Placement::Host => Placement::Host,
-        sigretire_sim::Placement::Device => Placement::Device,
+        crate::Placement::Host => Placement::Host,
+        crate::Placement::Device => Placement::Device,
     }
 }
 
 impl SignalMemory for SimMemory {
-    type Signal = sigretire_sim::Signal;
+    type Signal = crate::Signal;
 
     fn allocate(
         &self,
         count: usize,
         placement: Placement,
-        out: &mut Vec<(sigretire_sim::Signal, Placement)>,
+        out: &mut Vec<(crate::Signal, Placement)>,
     ) -> Result<(), AllocError> {
         let signals = self
             .sim
@@ -123,15 +123,15 @@ impl SignalMemory for SimMemory {
         Ok(())
     }
 
-    unsafe fn load(&self, signal: sigretire_sim::Signal) -> i64 {
+    unsafe fn load(&self, signal: crate::Signal) -> i64 {
         self.sim.load(signal)
     }
 
-    unsafe fn store(&self, signal: sigretire_sim::Signal, value: i64) {
+    unsafe fn store(&self, signal: crate::Signal, value: i64) {
         self.sim.store(signal, value)
     }
 
-    unsafe fn store_many(&self, signals: &[sigretire_sim::Signal], value: i64) {
+    unsafe fn store_many(&self, signals: &[crate::Signal], value: i64) {
         self.sim.store_many(signals, value)
     }
 
@@ -145,7 +145,7 @@ impl SignalMemory for SimMemory {
 
     /// The stamps the simulated packet processor wrote, as a real one
     /// does: on a profiled queue, for every packet it runs.
-    unsafe fn timestamps(&self, signal: sigretire_sim::Signal) -> Option<Timestamps> {
+    unsafe fn timestamps(&self, signal: crate::Signal) -> Option<Timestamps> {
         let (start, end) = self.sim.load_timestamps(signal);
         Some(Timestamps { start, end })
     }
@@ -162,7 +162,7 @@ impl SignalMemory for SimMemory {
         })
     }
 
-    fn packet_handle(&self, signal: sigretire_sim::Signal) -> u64 {
+    fn packet_handle(&self, signal: crate::Signal) -> u64 {
         signal.handle().handle
     }
 
@@ -180,14 +180,14 @@ impl QueueView for Queue {
     }
 
     fn ring_in_device_memory(&self) -> bool {
-        self.ring_placement() == sigretire_sim::Placement::Device
+        self.ring_placement() == crate::Placement::Device
     }
 }
 
 impl HardwareQueue for Queue {
     fn reserve(&self) -> Result<u64, QueueError> {
         Queue::reserve(self).map_err(|e| match e {
-            sigretire_sim::SimError::QueueFull => QueueError::Full,
+            crate::SimError::QueueFull => QueueError::Full,
             other => QueueError::Failed(other.to_string()),
         })
     }
@@ -217,7 +217,7 @@ impl HardwareQueue for Queue {
 /// "GPU" consumes any.
 ///
 /// ```
-/// use sigretire_tracker::sim_backend::{self, STEPPED_QUEUE_SIZE};
+/// use sigretire_sim::backend::{self as sim_backend, STEPPED_QUEUE_SIZE};
 ///
 /// let (_sim, queue) = sim_backend::stepped_queue();
 /// assert_eq!(queue.size(), STEPPED_QUEUE_SIZE);
@@ -231,7 +231,7 @@ pub const STEPPED_QUEUE_SIZE: u32 = 1 << 14;
 /// A stepped simulator with one profiled queue whose ring is in device memory.
 ///
 /// ```
-/// use sigretire_tracker::sim_backend;
+/// use sigretire_sim::backend as sim_backend;
 ///
 /// let (sim, queue) = sim_backend::stepped_queue();
 /// assert_eq!(sim.mode(), sigretire_sim::Mode::Stepped);
@@ -259,7 +259,8 @@ pub fn stepped_queue() -> (Sim, Queue) {
 /// A retiring tracker on a fresh stepped simulator, and its queue.
 ///
 /// ```
-/// use sigretire_tracker::{Config, Request, Status, Tracker, sim_backend};
+/// use sigretire_tracker::{Config, Request, Status, Tracker};
+/// use sigretire_sim::backend as sim_backend;
 ///
 /// let (mut tracker, queue) = sim_backend::stepped_tracker(Config::default()).unwrap();
 /// assert_eq!(tracker.stats().signals_created, Config::default().initial_size as u64);
@@ -281,7 +282,8 @@ pub fn stepped_tracker(
 /// A baseline tracker on a fresh stepped simulator, and its queue.
 ///
 /// ```
-/// use sigretire_tracker::{Config, Request, Status, Tracker, sim_backend};
+/// use sigretire_tracker::{Config, Request, Status, Tracker};
+/// use sigretire_sim::backend as sim_backend;
 ///
 /// let (mut tracker, queue) = sim_backend::stepped_baseline(Config::default()).unwrap();
 /// let index = queue.reserve().unwrap();
@@ -308,7 +310,7 @@ pub fn stepped_baseline(
 /// `completion_signal`, then rings the doorbell.
 ///
 /// ```
-/// use sigretire_tracker::sim_backend;
+/// use sigretire_sim::backend as sim_backend;
 ///
 /// let (_sim, queue) = sim_backend::stepped_queue();
 /// let index = queue.reserve().unwrap();
@@ -328,7 +330,7 @@ pub fn submit_barrier(queue: &Queue, index: u64, completion_signal: u64) {
 /// later packets launch while it runs.
 ///
 /// ```
-/// use sigretire_tracker::sim_backend;
+/// use sigretire_sim::backend as sim_backend;
 ///
 /// let (_sim, queue) = sim_backend::stepped_queue();
 /// let [first, second, third] = [(); 3].map(|_| queue.reserve().unwrap());
@@ -351,7 +353,7 @@ pub fn submit_kernel(queue: &Queue, index: u64, completion_signal: u64, barrier:
 ///
 /// ```
 /// use sigretire_sim::{HostFlag, Kernel};
-/// use sigretire_tracker::sim_backend;
+/// use sigretire_sim::backend as sim_backend;
 ///
 /// let (sim, queue) = sim_backend::stepped_queue();
 /// let flag = HostFlag::new();
@@ -387,7 +389,8 @@ pub fn submit_kernel_object(
 /// signals (packet handles) and completes `completion_signal`.
 ///
 /// ```
-/// use sigretire_tracker::{Placement, SignalMemory, sim_backend};
+/// use sigretire_tracker::{Placement, SignalMemory};
+/// use sigretire_sim::backend as sim_backend;
 ///
 /// let (sim, queue) = sim_backend::stepped_queue();
 /// let memory = sim_backend::SimMemory::new(sim, queue.agent());
@@ -427,32 +430,4 @@ pub fn submit_wait(
     }
     queue.write(index, PacketWords::from(packet));
     queue.ring_doorbell(index);
-}
-
-/// For unit tests: acquires one use shared by `ops` packets and publishes
-/// them, naming its signal in the first `issued` only (the rest become
-/// kernels that name no signal, as a queue layer does when a submission
-/// fails part-way). The caller decides whether to fail it.
-#[cfg(all(test, not(loom)))]
-pub(crate) fn submit_part<T: crate::Tracker<Memory = SimMemory, Queue = Queue>>(
-    tracker: &mut T,
-    queue: &Queue,
-    ops: u32,
-    issued: u32,
-) -> crate::Ticket {
-    let first = queue.write_index();
-    let last = first + u64::from(ops) - 1;
-    let acquired = tracker
-        .acquire(crate::Request::packet(last).ops(ops))
-        .unwrap();
-    for index in first..=last {
-        assert_eq!(queue.reserve().unwrap(), index);
-        let signal = if index < first + u64::from(issued) {
-            acquired.signal
-        } else {
-            0
-        };
-        submit_kernel(queue, index, signal, false);
-    }
-    acquired.ticket
 }
