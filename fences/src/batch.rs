@@ -18,6 +18,7 @@ use crate::config::QueueConfig;
 use crate::cpu_wait::{self, WaitEnd, WaitSettings};
 use crate::device::DeviceState;
 use crate::error::Error;
+use crate::recycle::StatePool;
 use crate::sync::{Arc, AtomicU8, Ordering};
 use sigretire_tracker::{SignalMemory, Status, Ticket, Waiter};
 
@@ -103,7 +104,7 @@ pub(crate) struct CommandState {
 
 impl CommandState {
     /// Settles the command (once; later calls change nothing).
-    fn settle(&self, status: CommandStatus) {
+    pub(crate) fn settle(&self, status: CommandStatus) {
         let _ = self.status.compare_exchange(
             CommandStatus::Pending.code(),
             status.code(),
@@ -112,7 +113,7 @@ impl CommandState {
         );
     }
 
-    fn settled(&self) -> CommandStatus {
+    pub(crate) fn settled(&self) -> CommandStatus {
         CommandStatus::from_code(self.status.load(Ordering::Acquire))
     }
 }
@@ -151,25 +152,37 @@ impl Batch {
         &self.entries
     }
 
-    /// Takes the whole batch, leaving an empty one.
-    pub(crate) fn take(&mut self) -> Batch {
-        core::mem::take(self)
+    /// Takes the whole batch, leaving an empty one that fills `buffer`
+    /// (empty; a recycled one keeps its capacity, so the next commands
+    /// need no allocation).
+    pub(crate) fn take(&mut self, buffer: Vec<Entry>) -> Batch {
+        debug_assert!(buffer.is_empty());
+        Batch {
+            entries: core::mem::replace(&mut self.entries, buffer),
+        }
     }
 
-    /// Takes the commands up to and including `seq`, leaving the rest.
-    pub(crate) fn split_through(&mut self, seq: u64) -> Batch {
+    /// Takes the commands up to and including `seq`, leaving the rest, moved
+    /// into `buffer` (empty, as for [`take`](Self::take)).
+    pub(crate) fn split_through(&mut self, seq: u64, mut buffer: Vec<Entry>) -> Batch {
+        debug_assert!(buffer.is_empty());
         let at = self.entries.partition_point(|e| e.seq <= seq);
-        let rest = self.entries.split_off(at);
+        buffer.extend(self.entries.drain(at..));
         Batch {
-            entries: core::mem::replace(&mut self.entries, rest),
+            entries: core::mem::replace(&mut self.entries, buffer),
         }
+    }
+
+    /// The batch's entries, for recycling once it is completed.
+    pub(crate) fn into_entries(self) -> Vec<Entry> {
+        self.entries
     }
 
     /// Completes the batch: settles every command by the outcome. A
     /// completed fence proves every command complete; otherwise each command
     /// is asked about (one load at most) so only real completions are
     /// reported.
-    pub(crate) fn complete<M: SignalMemory>(self, outcome: &Outcome, waiter: &Waiter<M>) {
+    pub(crate) fn complete<M: SignalMemory>(&self, outcome: &Outcome, waiter: &Waiter<M>) {
         for entry in &self.entries {
             let status = match outcome {
                 Outcome::Complete => CommandStatus::Complete,
@@ -213,6 +226,16 @@ pub struct Command<M: SignalMemory> {
     pub(crate) waiter: Waiter<M>,
     pub(crate) device: Arc<DeviceState>,
     pub(crate) config: QueueConfig,
+    /// Where the status cell goes back if this handle is its last holder.
+    pub(crate) states: Arc<StatePool>,
+}
+
+impl<M: SignalMemory> Drop for Command<M> {
+    fn drop(&mut self) {
+        // If the batch completed and let go first, this handle is the
+        // cell's last holder: the cell is pooled for a later command.
+        self.states.keep_if_last_in_place(&mut self.entry.state);
+    }
 }
 
 impl<M: SignalMemory> Command<M> {
@@ -372,7 +395,7 @@ mod tests {
         for seq in 1..=5 {
             batch.push(entry(seq));
         }
-        let head = batch.split_through(3);
+        let head = batch.split_through(3, Vec::with_capacity(8));
         assert_eq!(
             head.entries().iter().map(|e| e.seq).collect::<Vec<_>>(),
             [1, 2, 3]
@@ -381,8 +404,10 @@ mod tests {
             batch.entries().iter().map(|e| e.seq).collect::<Vec<_>>(),
             [4, 5]
         );
-        assert_eq!(batch.split_through(0).len(), 0);
-        assert_eq!(batch.split_through(99).len(), 2);
+        // The rest went into the buffer given: its capacity is kept.
+        assert!(batch.entries.capacity() >= 8);
+        assert_eq!(batch.split_through(0, Vec::new()).len(), 0);
+        assert_eq!(batch.split_through(99, Vec::new()).len(), 2);
         assert_eq!(batch.len(), 0);
     }
 

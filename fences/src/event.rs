@@ -254,7 +254,7 @@ impl<T: QueueTracker> Event<T> {
         }
         let batch = {
             let mut inner = core.lock();
-            let batch = inner.batch.split_through(self.seq);
+            let batch = core.take_batch_through(&mut inner, self.seq);
             core.progress.note_taken(self.seq);
             if *outcome == Outcome::Complete {
                 core.process_timing(&mut inner, &batch);

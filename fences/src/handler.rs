@@ -24,15 +24,17 @@ use crate::batch::{Batch, Outcome};
 use crate::device::DeviceState;
 use crate::marker::Marker;
 use crate::queue::{QueueCore, QueueTracker};
-use crate::sync::mpsc::{self, Received};
 use crate::sync::thread::{self, JoinHandle};
-use crate::sync::{Arc, Mutex, Ordering, identity};
+use crate::sync::{Arc, Condvar, Mutex, Ordering, identity};
 use sigretire_tracker::{SignalRef, Status};
 use std::time::{Duration, Instant};
 
 /// The completion thread's first and longest back-off between polls.
 const MIN_BACKOFF: Duration = Duration::from_micros(5);
 const MAX_BACKOFF: Duration = Duration::from_micros(200);
+/// Jobs the thread's vectors have room for from the start, so a submission
+/// does not grow them while the device warms up.
+const JOBS_AT_ONCE: usize = 64;
 /// The back-off of a job finished on the calling thread ([`run_inline`]).
 const INLINE_BACKOFF: Duration = Duration::from_micros(50);
 
@@ -71,8 +73,52 @@ impl JobCount {
     }
 }
 
+/// Jobs on their way to the thread. A vector the thread swaps for its own
+/// empty one, so neither side allocates once both have grown (a channel
+/// would allocate a block every few dozen messages on the submitting
+/// thread).
+struct Inbox {
+    jobs: Vec<Box<dyn Job>>,
+    /// Cleared when the handler is dropped: the thread ends once it holds
+    /// no job.
+    open: bool,
+}
+
+struct Mailbox {
+    inbox: Mutex<Inbox>,
+    arrived: Condvar,
+}
+
+impl Mailbox {
+    fn new() -> Self {
+        Self {
+            inbox: Mutex::new(Inbox {
+                jobs: Vec::with_capacity(JOBS_AT_ONCE),
+                open: true,
+            }),
+            arrived: Condvar::new(),
+        }
+    }
+
+    /// Delivers `job`, or gives it back if the thread is ending.
+    fn post(&self, job: Box<dyn Job>) -> Result<(), Box<dyn Job>> {
+        let mut inbox = self.inbox.lock();
+        if !inbox.open {
+            return Err(job);
+        }
+        inbox.jobs.push(job);
+        self.arrived.notify_all();
+        Ok(())
+    }
+
+    fn close(&self) {
+        self.inbox.lock().open = false;
+        self.arrived.notify_all();
+    }
+}
+
 struct Running {
-    sender: mpsc::Sender<Box<dyn Job>>,
+    mailbox: Arc<Mailbox>,
     thread: JoinHandle<()>,
 }
 
@@ -95,16 +141,17 @@ impl Handler {
     pub(crate) fn submit(&self, job: Box<dyn Job>) -> Result<(), Box<dyn Job>> {
         let mut running = self.running.lock();
         if running.is_none() {
-            let (sender, receiver) = mpsc::channel();
+            let mailbox = Arc::new(Mailbox::new());
+            let theirs = mailbox.clone();
             let state = self.state.clone();
-            match thread::spawn("fences-completion".into(), move || run(&receiver, &state)) {
+            match thread::spawn("fences-completion".into(), move || run(&theirs, &state)) {
                 Ok(thread) => {
                     // Known before the thread runs, so a teardown there is
                     // always recognised.
                     if let Some(id) = identity::of(&thread) {
                         let _ = self.state.handler_thread.set(id);
                     }
-                    *running = Some(Running { sender, thread });
+                    *running = Some(Running { mailbox, thread });
                 }
                 Err(_) => return Err(job),
             }
@@ -112,46 +159,43 @@ impl Handler {
         let Some(running) = running.as_ref() else {
             return Err(job);
         };
-        running.sender.send(job).map_err(|error| error.0)
+        running.mailbox.post(job)
     }
 }
 
 impl Drop for Handler {
     fn drop(&mut self) {
         // The last queue and the device are gone, so no job is pending (each
-        // holds its queue): closing the channel ends the thread at once.
-        if let Some(Running { sender, thread }) = self.running.lock().take() {
-            drop(sender);
+        // holds its queue): closing the inbox ends the thread at once.
+        if let Some(Running { mailbox, thread }) = self.running.lock().take() {
+            mailbox.close();
             let _ = thread.join();
         }
     }
 }
 
 /// The thread's loop: take jobs, poll them, finish the ready ones, back off.
-fn run(receiver: &mpsc::Receiver<Box<dyn Job>>, state: &DeviceState) {
+fn run(mailbox: &Mailbox, state: &DeviceState) {
     if let Some(id) = identity::current() {
         let _ = state.handler_thread.set(id);
     }
-    let mut pending: Vec<Box<dyn Job>> = Vec::new();
+    let mut pending: Vec<Box<dyn Job>> = Vec::with_capacity(JOBS_AT_ONCE);
+    let mut arrived: Vec<Box<dyn Job>> = Vec::with_capacity(JOBS_AT_ONCE);
     let mut backoff = MIN_BACKOFF;
-    let mut connected = true;
     loop {
-        if pending.is_empty() {
-            if !connected {
-                return;
+        let open = {
+            let mut inbox = mailbox.inbox.lock();
+            while pending.is_empty() && inbox.jobs.is_empty() {
+                if !inbox.open {
+                    return;
+                }
+                mailbox.arrived.wait(&mut inbox);
             }
-            match receiver.recv() {
-                Ok(job) => pending.push(job),
-                Err(_) => return,
-            }
-        }
-        while connected {
-            match receiver.try_recv() {
-                Ok(job) => pending.push(job),
-                Err(std::sync::mpsc::TryRecvError::Empty) => break,
-                Err(std::sync::mpsc::TryRecvError::Disconnected) => connected = false,
-            }
-        }
+            core::mem::swap(&mut inbox.jobs, &mut arrived);
+            inbox.open
+        };
+        // `append` leaves `arrived` empty with its capacity, for the next swap.
+        pending.append(&mut arrived);
         let mut progressed = false;
         let mut i = 0;
         while i < pending.len() {
@@ -167,15 +211,16 @@ fn run(receiver: &mpsc::Receiver<Box<dyn Job>>, state: &DeviceState) {
             continue;
         }
         // Nothing moved: wait for a new job or the back-off, whichever first.
-        if connected {
-            match mpsc::recv_for(receiver, backoff) {
-                Received::Message(job) => {
-                    pending.push(job);
-                    backoff = MIN_BACKOFF;
-                    continue;
-                }
-                Received::Nothing => {}
-                Received::Disconnected => connected = false,
+        if open {
+            let inbox = mailbox.inbox.lock();
+            let inbox = if inbox.jobs.is_empty() && inbox.open {
+                mailbox.arrived.nap(&mailbox.inbox, inbox, backoff)
+            } else {
+                inbox
+            };
+            if !inbox.jobs.is_empty() {
+                backoff = MIN_BACKOFF;
+                continue;
             }
         } else {
             crate::sync::sleep(backoff);
@@ -287,7 +332,12 @@ impl<T: QueueTracker> Job for BatchJob<T> {
         if let Some(marker) = self.marker.take() {
             marker.finish(outcome);
         }
-        self.jobs.done();
+        // Emptied of every reference: the queue may reuse the box. Before
+        // the job counts as done, so whoever waits for the queue's jobs to
+        // end finds everything back in place.
+        let jobs = self.jobs.clone();
+        queue.recycle_job_box(self);
+        jobs.done();
         let_go(signal, queue, device);
     }
 

@@ -79,6 +79,7 @@ mod handler;
 mod marker;
 mod publish;
 mod queue;
+mod recycle;
 #[cfg(feature = "sim")]
 pub mod sim;
 mod stats;

@@ -145,7 +145,7 @@ impl<T: QueueTracker> QueueCore<T> {
         // no marker is needed (at most one load to find out).
         let status = inner.tracker.query(&ticket)?;
         if status.is_done() {
-            let batch = inner.batch.take();
+            let batch = self.take_batch(inner);
             self.progress.note_taken(last_seq);
             if status == Status::Complete {
                 self.process_timing(inner, &batch);
@@ -166,11 +166,16 @@ impl<T: QueueTracker> QueueCore<T> {
             packet = packet.hold();
         }
         let published = published!(inner.publish(&self.stats, packet)?);
-        let marker = Arc::new(Marker::new(published.entry.seq, published.entry.ticket));
+        let marker = self
+            .markers
+            .fresh(Marker::new(published.entry.seq, published.entry.ticket));
         self.push_command(inner, published.entry, false);
-        let batch = inner.batch.take();
+        let batch = self.take_batch(inner);
         self.progress.note_taken(marker.seq);
-        inner.in_flight_marker = Some(marker.clone());
+        if let Some(older) = inner.in_flight_marker.replace(marker.clone()) {
+            // Its synchronize is over by now, as a rule: reuse it.
+            self.markers.keep_if_last(older);
+        }
         if !small {
             bump(&self.stats.syncs_by_handler);
             return Ok(Step::Done(SyncPlan::Handler {
@@ -229,6 +234,9 @@ impl<T: QueueTracker> QueueCore<T> {
                 // open batch under the lock), so it completes without it.
                 this.finish_batch(batch, marker.seq, &Outcome::Complete, this.state(), false);
                 marker.finish(Outcome::Complete);
+                // No longer in flight: unless a joining thread still reads
+                // it, this was its last reference.
+                this.markers.keep_if_last(marker);
                 Ok(())
             }
             WaitEnd::Done(_) => {

@@ -7,11 +7,10 @@
 //! at it); under back-pressure the caller then waits, outside the lock, for
 //! the use the tracker named and retries ([`QueueCore::with_publication`](crate::queue::QueueCore)).
 
-use crate::batch::{CommandState, Entry};
+use crate::batch::Entry;
 use crate::error::Error;
 use crate::queue::{Inner, QueueTracker};
 use crate::stats::{Counters, bump};
-use crate::sync::Arc;
 use sigretire_tracker::{
     HardwareQueue, Purpose, QueueError, Request, SignalMemory, SignalRef, Ticket, Work,
 };
@@ -152,7 +151,7 @@ impl<T: QueueTracker> Inner<T> {
                 index,
                 ticket: acquired.ticket,
                 timed: packet.timed,
-                state: Arc::new(CommandState::default()),
+                state: self.states.fresh(),
             },
             signal,
         }))

@@ -28,6 +28,7 @@ use crate::error::Error;
 use crate::handler::{BatchJob, Job, JobCount};
 use crate::marker::Marker;
 use crate::publish::{Packet, Step, published};
+use crate::recycle::{Pool, StatePool, StateStash};
 use crate::stats::{Counters, QueueStats, bump};
 use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering, identity};
 use sigretire_tracker::{
@@ -51,6 +52,10 @@ where
     T::Queue: HardwareQueue,
 {
 }
+
+/// Room an open batch's buffer has past the batch limit: the commands
+/// pushed without closing it (a synchronize's or an event's marker).
+const BATCH_SLACK: usize = 4;
 
 /// Queue ids: unique in the process.
 static NEXT_QUEUE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -81,6 +86,8 @@ pub(crate) struct Inner<T: QueueTracker> {
     /// happen: the consumer's ticket is the queue's own). Their packets
     /// may already wait on them, so they are kept until the queue drains.
     pub(crate) unattached: Vec<sigretire_tracker::Pin<T::Memory>>,
+    /// The status cells new commands get.
+    pub(crate) states: StateStash,
 }
 
 impl<T: QueueTracker> Inner<T> {
@@ -139,6 +146,12 @@ pub(crate) struct QueueCore<T: QueueTracker> {
     /// The queue failed and the tracker has not been told yet (see the
     /// module docs): the next thread to take the lock tells it.
     failure_pending: AtomicBool,
+    /// Status cells, batch buffers and job boxes for reuse (see `recycle`).
+    states: Arc<StatePool>,
+    buffers: Pool<Vec<Entry>>,
+    job_boxes: Pool<Box<BatchJob<T>>>,
+    pub(crate) markers: Pool<Arc<Marker>>,
+    closed_lists: Pool<Vec<Closed<T::Memory>>>,
 }
 
 /// Whether the current thread holds an execution lock. Batches must be
@@ -233,7 +246,63 @@ impl<T: QueueTracker> QueueCore<T> {
             waiter: self.waiter.clone(),
             device: self.device.state.clone(),
             config: self.config,
+            states: self.states.clone(),
         }
+    }
+
+    /// Takes the open batch whole (under the lock), leaving a recycled
+    /// buffer in its place.
+    pub(crate) fn take_batch(&self, inner: &mut Inner<T>) -> Batch {
+        let buffer = self.batch_buffer(inner.signals);
+        inner.batch.take(buffer)
+    }
+
+    /// Takes the open batch's commands up to and including `seq` (under the
+    /// lock).
+    pub(crate) fn take_batch_through(&self, inner: &mut Inner<T>, seq: u64) -> Batch {
+        let buffer = self.batch_buffer(inner.signals);
+        inner.batch.split_through(seq, buffer)
+    }
+
+    /// An empty buffer for an open batch: a recycled one, or a new one with
+    /// room for a whole batch (and the markers a synchronize adds past the
+    /// limit), so an open batch never grows.
+    fn batch_buffer(&self, signals: Placement) -> Vec<Entry> {
+        self.buffers.take().unwrap_or_else(|| {
+            Vec::with_capacity(self.config.batch_limits.for_signals(signals) + BATCH_SLACK)
+        })
+    }
+
+    /// Lets go of a completed batch: its unshared status cells and its
+    /// buffer (if it has a whole batch's room) go back for reuse.
+    fn recycle(&self, batch: Batch) {
+        let mut entries = batch.into_entries();
+        crate::recycle::recycle_entries(&self.states, &mut entries);
+        let room = self
+            .config
+            .batch_limits
+            .host_signals
+            .min(self.config.batch_limits.device_signals);
+        if entries.capacity() >= room {
+            self.buffers.give(entries);
+        }
+    }
+
+    /// A job box for a batch handed to the completion thread: a recycled
+    /// one when there is one.
+    fn job_box(&self, job: BatchJob<T>) -> Box<BatchJob<T>> {
+        match self.job_boxes.take() {
+            Some(mut reused) => {
+                *reused = job;
+                reused
+            }
+            None => Box::new(job),
+        }
+    }
+
+    /// Keeps a finished job's box (emptied of its references) for reuse.
+    pub(crate) fn recycle_job_box(&self, job: Box<BatchJob<T>>) {
+        self.job_boxes.give(job);
     }
 
     /// Adds a published command to the open batch, closing the batch when
@@ -250,7 +319,7 @@ impl<T: QueueTracker> QueueCore<T> {
     /// Closes the open batch: it completes through the completion thread
     /// when its last command (a fence) completes.
     fn close_batch(&self, inner: &mut Inner<T>) {
-        let batch = inner.batch.take();
+        let batch = self.take_batch(inner);
         let Some(last) = batch.last() else {
             return;
         };
@@ -286,9 +355,17 @@ impl<T: QueueTracker> QueueCore<T> {
                     inner.tracker.poll();
                 }
                 let outcome = step(this, &mut inner);
-                (outcome, core::mem::take(&mut inner.closed))
+                // Usually none closed; else a recycled list takes their place.
+                let closed = (!inner.closed.is_empty()).then(|| {
+                    let empty = this.closed_lists.take().unwrap_or_default();
+                    core::mem::replace(&mut inner.closed, empty)
+                });
+                (outcome, closed)
             };
-            QueueCore::dispatch_closed(this, closed);
+            if let Some(mut closed) = closed {
+                QueueCore::dispatch_closed(this, &mut closed);
+                this.closed_lists.give(closed);
+            }
             retrying = true;
             match outcome? {
                 Step::Done(result) => return Ok(result),
@@ -333,12 +410,12 @@ impl<T: QueueTracker> QueueCore<T> {
     }
 
     /// Hands closed batches to the completion thread (outside the lock).
-    pub(crate) fn dispatch_closed(this: &Arc<Self>, closed: Vec<Closed<T::Memory>>) {
+    pub(crate) fn dispatch_closed(this: &Arc<Self>, closed: &mut Vec<Closed<T::Memory>>) {
         for Closed {
             batch,
             signal,
             last_seq,
-        } in closed
+        } in closed.drain(..)
         {
             if signal.is_none() {
                 // Its fence is already known complete: nothing to wait for.
@@ -373,7 +450,7 @@ impl<T: QueueTracker> QueueCore<T> {
         inline_wait: Option<Duration>,
     ) -> Result<(), Error> {
         this.jobs.add();
-        let job = Box::new(BatchJob {
+        let job = this.job_box(BatchJob {
             signal,
             batch,
             last_seq,
@@ -425,6 +502,7 @@ impl<T: QueueTracker> QueueCore<T> {
             }
         }
         bump(&self.stats.batches_completed);
+        self.recycle(batch);
     }
 
     /// A use of this queue failed: the device enters the error state and
@@ -512,6 +590,7 @@ impl<T: QueueTracker> HostQueue<T> {
     ) -> Result<Self, Error> {
         config.validate()?;
         let waiter = tracker.waiter();
+        let states = Arc::new(StatePool::default());
         let core = QueueCore {
             id: NEXT_QUEUE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             config,
@@ -524,6 +603,7 @@ impl<T: QueueTracker> HostQueue<T> {
                 signals: Placement::Host,
                 closed: Vec::new(),
                 unattached: Vec::new(),
+                states: StateStash::new(states.clone()),
             }),
             waiter,
             device,
@@ -531,6 +611,11 @@ impl<T: QueueTracker> HostQueue<T> {
             stats: Counters::default(),
             jobs: Arc::new(JobCount::default()),
             failure_pending: AtomicBool::new(false),
+            states,
+            buffers: Pool::default(),
+            job_boxes: Pool::default(),
+            markers: Pool::default(),
+            closed_lists: Pool::default(),
         };
         Ok(Self {
             core: Arc::new(core),

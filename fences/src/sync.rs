@@ -1,9 +1,8 @@
-//! The one place the crate takes its atomics, locks, condition variables,
-//! channels and threads from.
+//! The one place the crate takes its atomics, locks, condition variables
+//! and threads from.
 //!
-//! Under `--cfg sigretire_loom` everything here comes from loom (the `Arc` and the
-//! channel are built on loom's atomics and locks, where loom's own differ
-//! from std's), so the models in `tests/loom_queue.rs` explore every
+//! Under `--cfg sigretire_loom` everything here comes from loom (the `Arc` is built
+//! on loom's atomics, where loom's own differs from std's), so the models in `tests/loom_queue.rs` explore every
 //! interleaving of the real code; otherwise it is std and parking_lot. Nothing outside this module
 //! names `std::sync` or `parking_lot` directly.
 
@@ -53,6 +52,15 @@ mod modelled_arc {
 
         pub(crate) fn ptr_eq(this: &Self, other: &Self) -> bool {
             std::sync::Arc::ptr_eq(&this.strong, &other.strong)
+        }
+
+        /// The value, if this is its only reference (an acquire load of
+        /// the count, as std's: it sees every other holder's release).
+        pub(crate) fn get_mut(this: &mut Self) -> Option<&mut T> {
+            if this.strong.load(Ordering::Acquire) != 1 {
+                return None;
+            }
+            std::sync::Arc::get_mut(this.value.as_mut()?)
         }
 
         pub(crate) fn into_inner(mut this: Self) -> Option<T> {
@@ -193,139 +201,46 @@ impl Condvar {
         }
     }
 
-    pub(crate) fn notify_all(&self) {
-        self.0.notify_all();
-    }
-}
-
-/// Channels to the completion thread.
-pub(crate) mod mpsc {
-    #[cfg(sigretire_loom)]
-    pub(crate) use self::modelled::{Receiver, Sender, channel};
-    #[cfg(not(sigretire_loom))]
-    pub(crate) use std::sync::mpsc::{Receiver, Sender, channel};
-
-    /// A channel for models: loom's own never disconnects (its `recv` blocks
-    /// forever once the sender is gone), so a model could never see the
-    /// completion thread end and a device torn down. This one does, as
-    /// std's does: a lock, a condition variable and a sender count.
-    #[cfg(sigretire_loom)]
-    mod modelled {
-        use std::collections::VecDeque;
-        use std::sync::mpsc::{RecvError, SendError, TryRecvError};
-
-        struct State<T> {
-            messages: VecDeque<T>,
-            sender: bool,
-            receiver: bool,
-        }
-
-        struct Channel<T> {
-            state: loom::sync::Mutex<State<T>>,
-            changed: loom::sync::Condvar,
-        }
-
-        pub(crate) struct Sender<T>(loom::sync::Arc<Channel<T>>);
-
-        pub(crate) struct Receiver<T>(loom::sync::Arc<Channel<T>>);
-
-        pub(crate) fn channel<T>() -> (Sender<T>, Receiver<T>) {
-            let channel = loom::sync::Arc::new(Channel {
-                state: loom::sync::Mutex::new(State {
-                    messages: VecDeque::new(),
-                    sender: true,
-                    receiver: true,
-                }),
-                changed: loom::sync::Condvar::new(),
-            });
-            (Sender(channel.clone()), Receiver(channel))
-        }
-
-        impl<T> Sender<T> {
-            pub(crate) fn send(&self, message: T) -> Result<(), SendError<T>> {
-                let mut state = self.0.state.lock().unwrap();
-                if !state.receiver {
-                    return Err(SendError(message));
-                }
-                state.messages.push_back(message);
-                self.0.changed.notify_all();
-                Ok(())
-            }
-        }
-
-        impl<T> Drop for Sender<T> {
-            fn drop(&mut self) {
-                self.0.state.lock().unwrap().sender = false;
-                self.0.changed.notify_all();
-            }
-        }
-
-        impl<T> Receiver<T> {
-            pub(crate) fn recv(&self) -> Result<T, RecvError> {
-                let mut state = self.0.state.lock().unwrap();
-                loop {
-                    if let Some(message) = state.messages.pop_front() {
-                        return Ok(message);
-                    }
-                    if !state.sender {
-                        return Err(RecvError);
-                    }
-                    state = self.0.changed.wait(state).unwrap();
-                }
-            }
-
-            pub(crate) fn try_recv(&self) -> Result<T, TryRecvError> {
-                let mut state = self.0.state.lock().unwrap();
-                match state.messages.pop_front() {
-                    Some(message) => Ok(message),
-                    None if state.sender => Err(TryRecvError::Empty),
-                    None => Err(TryRecvError::Disconnected),
-                }
-            }
-        }
-
-        impl<T> Drop for Receiver<T> {
-            fn drop(&mut self) {
-                let messages = {
-                    let mut state = self.0.state.lock().unwrap();
-                    state.receiver = false;
-                    core::mem::take(&mut state.messages)
-                };
-                drop(messages);
-            }
-        }
-    }
-
-    /// What a bounded wait for a message found.
-    pub(crate) enum Received<T> {
-        Message(T),
-        Nothing,
-        Disconnected,
-    }
-
-    /// Waits up to `timeout` for a message (loom: does not wait, a
-    /// scheduling point instead).
-    pub(crate) fn recv_for<T>(rx: &Receiver<T>, timeout: std::time::Duration) -> Received<T> {
+    /// Waits for a notification (callers re-check their condition).
+    pub(crate) fn wait<T>(&self, guard: &mut MutexGuard<'_, T>) {
         #[cfg(not(sigretire_loom))]
         {
-            match rx.recv_timeout(timeout) {
-                Ok(message) => Received::Message(message),
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Received::Nothing,
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Received::Disconnected,
-            }
+            self.0.wait(guard);
+        }
+        #[cfg(sigretire_loom)]
+        {
+            let inner = guard.0.take().expect("guard present");
+            guard.0 = Some(self.0.wait(inner).unwrap());
+        }
+    }
+
+    /// Waits for a notification or `timeout`, for a caller that must wake
+    /// on time alone (no one may notify it). Loom has no time, and a model
+    /// must not block where only time would wake it: there the lock is let
+    /// go for one scheduling point instead.
+    pub(crate) fn nap<'a, T>(
+        &self,
+        mutex: &'a Mutex<T>,
+        mut guard: MutexGuard<'a, T>,
+        timeout: Duration,
+    ) -> MutexGuard<'a, T> {
+        #[cfg(not(sigretire_loom))]
+        {
+            let _ = mutex;
+            self.0.wait_for(&mut guard, timeout);
+            guard
         }
         #[cfg(sigretire_loom)]
         {
             let _ = timeout;
-            match rx.try_recv() {
-                Ok(message) => Received::Message(message),
-                Err(std::sync::mpsc::TryRecvError::Empty) => {
-                    loom::thread::yield_now();
-                    Received::Nothing
-                }
-                Err(std::sync::mpsc::TryRecvError::Disconnected) => Received::Disconnected,
-            }
+            drop(guard.0.take());
+            loom::thread::yield_now();
+            mutex.lock()
         }
+    }
+
+    pub(crate) fn notify_all(&self) {
+        self.0.notify_all();
     }
 }
 

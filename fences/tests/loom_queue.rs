@@ -529,3 +529,39 @@ fn command_status_versus_the_completion_thread() {
         "the reader never saw the batch released"
     );
 }
+
+/// Status cells are reused (the queue keeps a pool, so a warm queue's launch
+/// allocates nothing): a command handle dropped while the completion thread
+/// completes its batch races that thread for the cell's last reference.
+/// Whoever lets go last may pool it; a cell still referenced is never reused,
+/// and a reused one starts pending, so a new command never reports an old
+/// command's completion, and the command still held reports its own.
+#[test]
+fn a_status_cell_is_reused_only_once_unreferenced() {
+    model(|| {
+        let config = QueueConfig {
+            batch_limits: BatchLimits {
+                host_signals: 2,
+                device_signals: 2,
+            },
+            ..QueueConfig::default()
+        };
+        let (device, hw, _) = device(config, false);
+        let queue = device.default_queue().clone();
+        let dropped = queue.launch(0).unwrap();
+        let kept = queue.launch(0).unwrap();
+        assert_eq!(queue.batches_in_completion(), 1);
+        let dropper = loom::thread::spawn(move || drop(dropped));
+        hw.run_until(2);
+        dropper.join().unwrap();
+        while queue.batches_in_completion() > 0 {
+            loom::thread::yield_now();
+        }
+        // Not run by the GPU: whatever cell they got, they are pending.
+        let fresh = queue.launch(0).unwrap();
+        assert!(!fresh.is_released(), "a reused cell kept an old status");
+        assert_eq!(fresh.status(), CommandStatus::Pending);
+        assert!(kept.is_released());
+        assert_eq!(kept.status(), CommandStatus::Complete);
+    });
+}

@@ -5,9 +5,12 @@
 //! allocator counts only inside those calls, on the calling thread, so the
 //! "GPU"'s bookkeeping is not counted: the simulator's packet processing
 //! runs outside them, and the ROCr stand-in is a shared library with an
-//! allocator of its own, as on hardware. One scenario in its own binary: it
-//! installs a global allocator. Its count is per thread, so the backends'
-//! runs of the scenario, in parallel, do not count each other's.
+//! allocator of its own, as on hardware. The queue layer above it is held
+//! to the same bar, per launch, with completions on the calling thread and
+//! on the completion thread: its commands' status cells, batch buffers, job
+//! boxes and markers are pooled per queue. One binary of its own: it
+//! installs a global allocator. Its count is per thread, so the scenarios,
+//! in parallel, do not count each other's.
 
 mod support;
 
@@ -143,4 +146,117 @@ fn no_heap_allocation_per_use_after_warm_up<B: Backend>() {
     let before = counted_so_far();
     counted(|| drop(Rig::<B, _>::retiring(Config::default())));
     assert!(counted_so_far() > before);
+}
+
+/// Through the queue layer, completions on the calling thread: a runtime's
+/// loop of launches with an event recorded and synchronized every 16, and a
+/// stream synchronize a few launches after each fourth event (a small
+/// pending batch: a marker the calling thread waits for, or none if the GPU
+/// is already done), on the threaded simulator. Its processor thread plays
+/// the GPU and is not counted; the simulated queue's ground-truth window is
+/// kept small so that the "GPU"'s own record of packets stops growing
+/// within the warm-up (the simulator's memory, not ours).
+#[test]
+fn no_heap_allocation_per_launch_through_the_queue_layer_after_warm_up() {
+    use sigretire_queue::sim::{CostProfile, SimPlatform, engine};
+    use sigretire_queue::{DeviceConfig, QueueConfig};
+    let platform =
+        SimPlatform::threaded(CostProfile::zero()).with_queue_config(engine::QueueConfig {
+            truth_history: 1024,
+            ..Default::default()
+        });
+    let device = platform
+        .device(DeviceConfig::default(), QueueConfig::default())
+        .unwrap();
+    let queue = device.default_queue();
+    let run = |launches: usize| {
+        for i in 0..launches {
+            let command = counted(|| queue.launch(0)).unwrap();
+            counted(|| drop(command));
+            if i % 16 == 15 {
+                let event = counted(|| queue.record_event()).unwrap();
+                counted(|| event.synchronize()).unwrap();
+                counted(|| drop(event));
+            }
+            if i % 64 == 3 {
+                counted(|| queue.synchronize()).unwrap();
+            }
+        }
+    };
+    run(4096);
+    let syncs = queue.stats();
+    let before = counted_so_far();
+    const LAUNCHES: usize = 16384;
+    run(LAUNCHES);
+    let allocations = counted_so_far() - before;
+    let stats = queue.stats();
+    // The paths this claims to cover were taken.
+    assert!(stats.cpu_waits > syncs.cpu_waits || stats.syncs_inline > syncs.syncs_inline);
+    assert_eq!(
+        allocations,
+        0,
+        "{allocations} allocations in {LAUNCHES} launches ({:.4} per launch) after warm-up",
+        allocations as f64 / LAUNCHES as f64
+    );
+}
+
+/// Through the queue layer, completions on the completion thread: rounds
+/// of launches alone, so batches close at their limit and the completion
+/// thread completes them, on the stepped simulator (the GPU runs only
+/// between rounds, so every round has the same batches in flight: the
+/// count is deterministic however the completion thread is scheduled).
+#[test]
+fn no_heap_allocation_per_launch_when_batches_complete_on_the_completion_thread() {
+    use sigretire_queue::sim::{SimPlatform, engine};
+    use sigretire_queue::{BatchLimits, DeviceConfig, QueueConfig};
+    // A small ground-truth window, as above.
+    let platform = SimPlatform::stepped().with_queue_config(engine::QueueConfig {
+        truth_history: 1024,
+        ..Default::default()
+    });
+    // Batches of 32: four close in each round of 128 launches.
+    let config = QueueConfig {
+        batch_limits: BatchLimits {
+            host_signals: 32,
+            device_signals: 32,
+        },
+        ..QueueConfig::default()
+    };
+    let device = platform.device(DeviceConfig::default(), config).unwrap();
+    let queue = device.default_queue();
+    const ROUND: usize = 128;
+    let round = || {
+        for _ in 0..ROUND {
+            drop(counted(|| queue.launch(0)).unwrap());
+        }
+        platform.sim().run_until_idle();
+        // The completion thread finishes the closed batches (not counted:
+        // its thread is not this one) before the synchronize, so every
+        // round has the same buffers out at each step.
+        while queue.batches_in_completion() > 0 {
+            std::thread::yield_now();
+        }
+        counted(|| queue.synchronize()).unwrap();
+    };
+    for _ in 0..8 {
+        round();
+    }
+    let closed = queue.stats().batches_closed;
+    let before = counted_so_far();
+    const ROUNDS: usize = 128;
+    for _ in 0..ROUNDS {
+        round();
+    }
+    let allocations = counted_so_far() - before;
+    let closed = queue.stats().batches_closed - closed;
+    assert!(
+        closed >= 4 * ROUNDS as u64,
+        "batches closed through the completion thread: {closed}"
+    );
+    assert_eq!(
+        allocations,
+        0,
+        "{allocations} allocations in {} launches and {closed} closed batches after warm-up",
+        ROUNDS * ROUND
+    );
 }
