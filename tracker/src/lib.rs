@@ -103,13 +103,14 @@ mod retire;
 mod retiring;
 mod ring;
 mod share;
+mod signals;
 mod stamps;
 mod stats;
+mod supply;
 mod sync;
 #[cfg(all(test, not(sigretire_loom)))]
 mod test_gpu;
 mod ticket;
-mod timing;
 mod wait;
 
 pub use backend::{

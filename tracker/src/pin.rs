@@ -9,11 +9,10 @@
 //! reused. A drained consumer queue retires its uses and so releases its pins.
 //! A use already known complete yields no pin and no dependency at all.
 
-use crate::backend::{QueueView, SignalMemory};
-use crate::error::{ForeignTicket, PinError};
-use crate::retiring::RetiringTracker;
+use crate::backend::SignalMemory;
+use crate::error::ForeignTicket;
 use crate::share::SignalRef;
-use crate::ticket::{Status, Ticket};
+use crate::ticket::Status;
 use std::collections::VecDeque;
 
 /// A signal lent to a GPU waiter on another queue.
@@ -158,48 +157,5 @@ impl<M: SignalMemory> Attachments<M> {
         {
             self.pins.pop_front();
         }
-    }
-}
-
-impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
-    pub(crate) fn pin_use(&mut self, ticket: &Ticket) -> Result<Option<Pin<M>>, PinError> {
-        let cell = self.cell_of(ticket)?;
-        match self.known(ticket.seq, cell) {
-            Some(Status::Complete) => {
-                self.stats.dependencies_elided += 1;
-                Ok(None)
-            }
-            Some(Status::Failed) => Err(PinError::Failed { seq: ticket.seq }),
-            _ => {
-                // The consumer may publish through a ring in system memory (a
-                // copy engine's, another agent's): flush the arming as for a
-                // copy-engine use, if this queue's own publishing did not.
-                if let Some(slot) = self.ring.get(ticket.seq).copied() {
-                    let placement = self.shared.cell(cell).placement;
-                    self.make_visible(placement, slot.store, true);
-                }
-                self.stats.pins += 1;
-                Ok(Some(Pin::new(SignalRef::new(
-                    &self.shared,
-                    cell,
-                    ticket.seq,
-                ))))
-            }
-        }
-    }
-
-    pub(crate) fn attach_pin(
-        &mut self,
-        consumer: &Ticket,
-        pin: Pin<M>,
-    ) -> Result<(), AttachError<M>> {
-        if let Err(error) = self.cell_of(consumer) {
-            return Err(AttachError { error, pin });
-        }
-        if self.ring.get(consumer.seq).is_some() {
-            self.attachments.attach(consumer.seq, pin);
-        }
-        // Otherwise the consumer already retired: the pin drops here.
-        Ok(())
     }
 }

@@ -13,14 +13,18 @@
 //! hardware queue from proving anything about another's uses: a use belongs
 //! to the current generation exactly when its sequence number is at least the
 //! generation's first, so no generation number is ever compared.
+//!
+//! [`Proofs`] holds what is proven; [`Prover`] runs the procedures that
+//! prove more, over the uses in flight and the signals it may read.
 
-use crate::backend::{QueueView, SignalMemory};
-use crate::error::{AcquireError, FailSubmissionError, ForeignTicket};
+use crate::backend::SignalMemory;
+use crate::error::{AcquireError, FailSubmissionError};
 use crate::planted::{self, Bug};
-use crate::retiring::RetiringTracker;
-use crate::ring::Slot;
-use crate::share::CellPtr;
-use crate::ticket::{Generation, Status, Ticket, aql_before};
+use crate::ring::{Ring, Slot};
+use crate::share::{CellPtr, Shared};
+use crate::signals::Signals;
+use crate::stats::Stats;
+use crate::ticket::{Generation, Status, Ticket, aql_before, flag};
 
 /// What the tracker knows about its queue's progress.
 pub(crate) struct Proofs {
@@ -150,7 +154,39 @@ impl Proofs {
     /// Whether a fence of the current generation could ever prove use `seq`.
     pub(crate) fn fences_can_prove<S>(&self, seq: u64, slot: &Slot<S>) -> bool {
         (seq >= self.generation_start || planted::active(Bug::RetireAcrossGenerations))
-            && !slot.is(Slot::<S>::COPY)
+            && !slot.is(flag::COPY)
+    }
+
+    /// How many uses from `head` on (the oldest in flight) a completed
+    /// fence proves, copy-engine uses aside (the walk skips those itself):
+    /// the same proof as [`fence_proves`](Self::fence_proves), use by use,
+    /// worked out for a run at once. AQL indices grow along the ring, so
+    /// every current-generation use up to the proving fence has an index up
+    /// to the proven one.
+    #[inline]
+    pub(crate) fn proven_run(&self, head: u64) -> u64 {
+        if head >= self.generation_start && head <= self.proven_through {
+            self.proven_through + 1 - head
+        } else {
+            0
+        }
+    }
+
+    /// What is known about use `seq`, whose signal's cell is `cell`, without
+    /// reading signal memory: what the cell recorded, else what a fence
+    /// proves.
+    pub(crate) fn known<M: SignalMemory>(
+        &self,
+        seq: u64,
+        cell: CellPtr<M::Signal>,
+        ring: &Ring<M::Signal>,
+        shared: &Shared<M>,
+    ) -> Option<Status> {
+        if let Some(status) = shared.known_status(seq, shared.cell(cell)) {
+            return Some(status);
+        }
+        let slot = ring.get(seq)?;
+        self.fence_proves(seq, slot).then_some(Status::Complete)
     }
 
     /// Whether a completed fence already proves use `seq` (proof 1).
@@ -163,12 +199,6 @@ impl Proofs {
     #[cfg(test)]
     pub(crate) fn snapshot(&self) -> (u64, Option<u64>, u64) {
         (self.generation_start, self.proven, self.drained_through)
-    }
-
-    /// The newest proven use's sequence number (0: none): every AQL use of
-    /// the current generation up to it completed.
-    pub(crate) fn proven_through(&self) -> u64 {
-        self.proven_through
     }
 
     /// Fence `seq`, at AQL index `aql`, completed.
@@ -191,24 +221,35 @@ pub(crate) enum Outcome {
     Failed,
 }
 
-impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
+/// The proof procedures: they read the uses in flight and, where nothing
+/// cheaper answers, their signals; they record what they prove in
+/// [`Proofs`] and in the cells, and count it.
+pub(crate) struct Prover<'a, M: SignalMemory> {
+    pub(crate) proofs: &'a mut Proofs,
+    pub(crate) ring: &'a mut Ring<M::Signal>,
+    pub(crate) signals: &'a mut Signals<M>,
+    pub(crate) stats: &'a mut Stats,
+}
+
+impl<M: SignalMemory> Prover<'_, M> {
     /// What is known about use `seq` without reading signal memory.
     pub(crate) fn known(&self, seq: u64, cell: CellPtr<M::Signal>) -> Option<Status> {
-        let c = self.shared.cell(cell);
-        if let Some(status) = self.shared.known_status(seq, c) {
-            return Some(status);
-        }
-        let slot = self.ring.get(seq)?;
         self.proofs
-            .fence_proves(seq, slot)
-            .then_some(Status::Complete)
+            .known(seq, cell, self.ring, self.signals.shared())
     }
 
     /// Fence probing (proofs 1 and 2): at most one load, of the newest fence
     /// the read index nominates, which retires every use up to it — and none
     /// unless the read index moved `min_batch` packets since the last load.
+    /// `read_index` reads the queue's. Going back from a fence not yet done,
+    /// at most `window` older fences are consulted for what CPU waits saw.
     /// Returns whether it proved anything new.
-    pub(crate) fn probe_fence(&mut self, min_batch: u64) -> bool {
+    pub(crate) fn probe(
+        &mut self,
+        min_batch: u64,
+        window: usize,
+        read_index: impl FnOnce() -> u64,
+    ) -> bool {
         let lo = self.ring.head().max(self.proofs.generation_start());
         let hi = self.ring.tail();
         if lo >= hi {
@@ -219,7 +260,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         if newest >= lo && self.try_recorded_fence(newest) {
             return true;
         }
-        let read_index = self.queue.read_index();
+        let read_index = read_index();
         // A batched poll waits for the read index to move a batch; any other
         // probe loads even at the same read index (its fence may have
         // completed since).
@@ -237,7 +278,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             return false; // already reclaimed, or of an older generation
         }
         let slot = *self.ring.get(fence).expect("in flight");
-        if !slot.is(Slot::<M::Signal>::FENCE) || self.proofs.is_proven(slot.aql) {
+        if !slot.is(flag::FENCE) || self.proofs.is_proven(slot.aql) {
             return false;
         }
         if self.try_recorded_fence(fence) {
@@ -249,7 +290,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         }
         self.stats.probes += 1;
         self.proofs.probed_at = read_index;
-        let value = self.load(slot.cell);
+        let value = self.signals.load(slot.cell);
         if value == 0 {
             self.proofs.prove(fence, slot.aql);
             return true;
@@ -260,15 +301,15 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         }
         // Not yet: an older fence a CPU wait saw complete may still prove
         // something, without another load.
-        self.prove_recorded_before(fence, lo)
+        self.prove_recorded_before(fence, lo, window)
     }
 
     /// Walks the fence chain back from `fence` (not included) to `lo`, at most
-    /// a back-pressure window of fences, and proves through the newest one a
-    /// CPU wait recorded complete.
-    fn prove_recorded_before(&mut self, fence: u64, lo: u64) -> bool {
+    /// `window` fences, and proves through the newest one a CPU wait
+    /// recorded complete.
+    fn prove_recorded_before(&mut self, fence: u64, lo: u64, window: usize) -> bool {
         let mut seq = fence;
-        for _ in 0..self.config.backpressure_window {
+        for _ in 0..window {
             if seq <= lo {
                 return false;
             }
@@ -290,10 +331,10 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         let Some(slot) = self.ring.get(seq).copied() else {
             return false;
         };
-        if !slot.is(Slot::<M::Signal>::FENCE) || !self.proofs.fences_can_prove(seq, &slot) {
+        if !slot.is(flag::FENCE) || !self.proofs.fences_can_prove(seq, &slot) {
             return false;
         }
-        let recorded = self.shared.cell(slot.cell).phase_of(seq) == Some(Some(Status::Complete));
+        let recorded = self.signals.cell(slot.cell).phase_of(seq) == Some(Some(Status::Complete));
         if recorded && !self.proofs.is_proven(slot.aql) {
             self.proofs.prove(seq, slot.aql);
             return true;
@@ -304,16 +345,16 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     /// Proof 4: one load of the use's own signal.
     pub(crate) fn load_own(&mut self, seq: u64) -> Status {
         let Some(slot) = self.ring.get(seq).copied() else {
-            return self.shared.outcome_of_retired(seq);
+            return self.signals.shared().outcome_of_retired(seq);
         };
-        let value = self.load(slot.cell);
-        let cell = self.shared.cell(slot.cell);
+        let value = self.signals.load(slot.cell);
+        let cell = self.signals.cell(slot.cell);
         if value == 0 {
             if cell.complete(seq) {
                 self.stats.retired += 1;
                 self.stats.retired_by_load += 1;
             }
-            if slot.is(Slot::<M::Signal>::FENCE) && self.proofs.fences_can_prove(seq, &slot) {
+            if slot.is(flag::FENCE) && self.proofs.fences_can_prove(seq, &slot) {
                 self.proofs.prove(seq, slot.aql);
             }
             return Status::Complete;
@@ -328,28 +369,11 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         self.known(seq, slot.cell).unwrap_or(Status::Pending)
     }
 
-    pub(crate) fn query_use(&mut self, ticket: &Ticket) -> Result<Status, ForeignTicket> {
-        let cell = self.cell_of(ticket)?;
-        if let Some(status) = self.known(ticket.seq, cell) {
-            self.learn_fence(ticket.seq, status);
-            return Ok(status);
-        }
-        if self.probe_fence(1) {
-            // Publish what the probe proved, so waiters and holders on other
-            // threads learn it without a load of their own.
-            self.reclaim_uses();
-        }
-        if let Some(status) = self.known(ticket.seq, cell) {
-            return Ok(status);
-        }
-        Ok(self.load_own(ticket.seq))
-    }
-
     /// A fence learned complete by any means proves its predecessors.
-    fn learn_fence(&mut self, seq: u64, status: Status) {
+    pub(crate) fn learn_fence(&mut self, seq: u64, status: Status) {
         if status == Status::Complete
             && let Some(slot) = self.ring.get(seq).copied()
-            && slot.is(Slot::<M::Signal>::FENCE)
+            && slot.is(flag::FENCE)
             && self.proofs.fences_can_prove(seq, &slot)
         {
             self.proofs.prove(seq, slot.aql);
@@ -360,7 +384,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     /// and counting it once. A failed submission's use is retired only once
     /// the part that was issued has finished.
     pub(crate) fn settle(&mut self, seq: u64, slot: &Slot<M::Signal>) -> Option<Outcome> {
-        let cell = self.shared.cell(slot.cell);
+        let cell = self.signals.cell(slot.cell);
         if self.proofs.fence_proves(seq, slot) {
             if cell.complete(seq) {
                 self.stats.retired += 1;
@@ -390,7 +414,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     /// Whether a failed submission's issued operations all finished: the
     /// signal then holds exactly the decrements that were never issued.
     fn issued_part_done(&mut self, slot: &Slot<M::Signal>) -> bool {
-        let value = self.load(slot.cell);
+        let value = self.signals.load(slot.cell);
         value < 0 || value == i64::from(slot.residual)
     }
 
@@ -424,8 +448,8 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             if !self.proofs.fences_can_prove(seq, &slot) || self.known(seq, slot.cell).is_some() {
                 continue;
             }
-            let value = self.load(slot.cell);
-            let cell = self.shared.cell(slot.cell);
+            let value = self.signals.load(slot.cell);
+            let cell = self.signals.cell(slot.cell);
             if value == 0 {
                 if cell.complete(seq) {
                     self.stats.retired += 1;
@@ -445,44 +469,42 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         let first = self.ring.head().max(self.proofs.generation_start());
         for seq in first..self.ring.tail() {
             let slot = *self.ring.get(seq).expect("in flight");
-            if self.proofs.fence_proves(seq, &slot) && self.shared.cell(slot.cell).complete(seq) {
+            if self.proofs.fence_proves(seq, &slot) && self.signals.cell(slot.cell).complete(seq) {
                 self.stats.retired += 1;
                 self.stats.retired_by_fence += 1;
             }
         }
     }
 
-    /// A submission failed after issuing `issued` of the use's operations.
+    /// A submission failed after issuing `issued` of use `seq`'s operations
+    /// (`cell`: its signal's).
     pub(crate) fn fail_use(
         &mut self,
-        ticket: &Ticket,
+        seq: u64,
+        cell: CellPtr<M::Signal>,
         issued: u32,
     ) -> Result<(), FailSubmissionError> {
-        let cell = self.cell_of(ticket)?;
-        let invalid = |state| FailSubmissionError::InvalidState {
-            seq: ticket.seq,
-            state,
-        };
-        if let Some(status) = self.known(ticket.seq, cell) {
+        let invalid = |state| FailSubmissionError::InvalidState { seq, state };
+        if let Some(status) = self.known(seq, cell) {
             return Err(invalid(if status == Status::Complete {
                 "complete"
             } else {
                 "failed"
             }));
         }
-        let slot = self.ring.get_mut(ticket.seq).ok_or(invalid("retired"))?;
+        let slot = self.ring.get_mut(seq).ok_or(invalid("retired"))?;
         if issued >= slot.ops {
             return Err(invalid("fully issued"));
         }
         slot.residual = slot.ops - issued;
-        let was_fence = slot.is(Slot::<M::Signal>::FENCE);
+        let was_fence = slot.is(flag::FENCE);
         // It will never complete as a whole: it proves nothing.
-        slot.flags &= !Slot::<M::Signal>::FENCE;
-        if self.shared.cell(cell).fail(ticket.seq) {
+        slot.flags &= !flag::FENCE;
+        if self.signals.cell(cell).fail(seq) {
             self.stats.failed += 1;
         }
         if was_fence {
-            self.forget_fence(ticket.seq);
+            self.forget_fence(seq);
         }
         Ok(())
     }
@@ -510,6 +532,55 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             slot.last_fence = previous;
         }
         self.proofs.forget_fence(seq, previous);
+    }
+
+    /// Where back-pressure looks for a fence to name: the `window` uses from
+    /// the oldest (only fences of the current generation qualify).
+    fn backpressure_candidates(&self, window: usize) -> core::ops::Range<u64> {
+        let oldest = self.ring.head();
+        oldest..oldest.saturating_add(window as u64).min(self.ring.tail())
+    }
+
+    /// What to do when the ring is full and cannot grow: name a use whose
+    /// completion frees room. That is the oldest use that still waits for
+    /// the GPU (not known done, or a failed submission whose issued part
+    /// still runs: known failed, but its slot frees only once that part
+    /// finished) — or, when fences can prove that use, the newest fence near
+    /// it that is not known done, which retires everything before it at
+    /// once (whose recorded completion the retry consults).
+    /// A fence proves nothing about a copy-engine use or an older
+    /// generation's, so for those the use itself is named. `None` if no use
+    /// in flight waits for the GPU.
+    pub(crate) fn backpressure(&mut self, window: usize) -> Option<AcquireError> {
+        let tail = self.ring.tail();
+        let oldest = (self.ring.head()..tail).find(|&seq| self.awaits_gpu(seq))?;
+        let slot = *self.ring.get(oldest).expect("in flight");
+        let fence = if self.proofs.fences_can_prove(oldest, &slot) {
+            let candidates = self.backpressure_candidates(window);
+            (oldest.max(candidates.start)..candidates.end)
+                .rev()
+                .find(|&seq| {
+                    self.ring.get(seq).is_some_and(|slot| {
+                        slot.is(flag::FENCE)
+                            && self.proofs.fences_can_prove(seq, slot)
+                            && self.known(seq, slot.cell).is_none()
+                    })
+                })
+        } else {
+            None
+        };
+        let seq = fence.unwrap_or(oldest);
+        let slot = self.ring.get(seq).expect("in flight");
+        Some(AcquireError::Backpressure {
+            wait_for: Ticket {
+                seq,
+                cell: slot.cell.erase(),
+                owner: self.signals.shared().id,
+                generation: slot.generation,
+                timed: slot.is(flag::TIMED),
+            },
+            in_flight: self.ring.in_flight(),
+        })
     }
 }
 

@@ -1,11 +1,14 @@
 //! The retiring tracker: CLR's newest design, with every proof made explicit.
 //!
-//! The mechanism is split by idea: [`ring`](crate::ring) holds the uses in
-//! flight and the armed signals, [`retire`](crate::retire) proves retirement,
-//! [`reclaim`](crate::reclaim) re-arms and orders stores, [`share`](crate::share)
-//! parks signals held elsewhere, [`pin`](crate::pin) lends signals to GPU
-//! waiters, and [`timing`](crate::timing) harvests timestamps. This module ties
-//! them together and hands out signals.
+//! A coordinator over components that each own one idea:
+//! [`Ring`](crate::ring) the uses in flight and the armed signals,
+//! [`Proofs`](crate::retire) what is proven and the procedures that prove
+//! more, [`Reclaimer`](crate::reclaim) the walk that retires and re-arms and
+//! the parking of held signals, [`Signals`](crate::signals) every access to
+//! signal memory and the store ordering, [`Supply`](crate::supply) new
+//! signals, [`Attachments`](crate::pin) the pins lent to GPU waiters and
+//! [`StampHistory`](crate::stamps) harvested timestamps. This module hands
+//! out signals and implements [`Tracker`] over them.
 
 use crate::backend::{Placement, QueueView, SignalMemory, Timestamps};
 use crate::config::Config;
@@ -16,12 +19,14 @@ use crate::error::{
 use crate::interface::{Acquired, Census, Tracker};
 use crate::pin::{AttachError, Attachments, Pin};
 use crate::planted::{self, Bug};
-use crate::reclaim::{REARM_BATCH, StoreOrder};
-use crate::retire::Proofs;
-use crate::ring::{Ring, Slot, Spare};
+use crate::reclaim::{Parked, Reclaimer};
+use crate::retire::{Proofs, Prover};
+use crate::ring::{Ring, Spare};
 use crate::share::{CellPtr, Shared, SignalRef};
-use crate::stamps::StampHistory;
+use crate::signals::{REARM_BATCH, Signals};
+use crate::stamps::{Kept, StampHistory};
 use crate::stats::Stats;
+use crate::supply::Supply;
 use crate::sync::Arc;
 use crate::ticket::{Engine, Generation, Purpose, Request, Status, Ticket, flag};
 use crate::wait::Waiter;
@@ -51,25 +56,22 @@ use crate::wait::Waiter;
 /// assert_eq!(tracker.stats().host().loads, 1);
 /// ```
 pub struct RetiringTracker<M: SignalMemory, Q: QueueView> {
-    pub(crate) shared: Arc<Shared<M>>,
-    pub(crate) queue: Q,
-    pub(crate) config: Config,
-    pub(crate) ring: Ring<M::Signal>,
-    /// Signals of retired uses still held elsewhere, waiting to come back.
-    pub(crate) parked: Vec<CellPtr<M::Signal>>,
-    pub(crate) proofs: Proofs,
-    pub(crate) order: StoreOrder,
-    pub(crate) attachments: Attachments<M>,
-    /// Harvested stamps of the latest timed uses.
-    pub(crate) stamps: StampHistory,
-    pub(crate) stats: Stats,
-    /// A device-memory allocation came back in host memory: the device has
-    /// none to give. From then on the tracker stops asking for it: new
-    /// signals are host signals, and a slot with a host signal keeps it
-    /// (the device signals it still has stay in use where they are).
-    pub(crate) device_fell_back: bool,
-    /// Reused buffer for batch allocations.
-    scratch: Vec<(M::Signal, Placement)>,
+    signals: Signals<M>,
+    queue: Q,
+    config: Config,
+    ring: Ring<M::Signal>,
+    proofs: Proofs,
+    parked: Parked<M::Signal>,
+    attachments: Attachments<M>,
+    stamps: StampHistory,
+    supply: Supply<M>,
+    /// What the tracker counts itself (its signal accesses are the
+    /// `signals`' to count, other threads' the cells').
+    stats: Stats,
+    /// The use back-pressure last named: a caller that waited for it and
+    /// retries finds its completion recorded in its cell, which the next
+    /// `make_room` consults (0: none named since).
+    named: u64,
 }
 
 impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
@@ -77,22 +79,27 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     /// arms `config.initial_size` signals up front, in one batch.
     pub fn new(memory: Arc<M>, queue: Q, config: Config) -> Result<Self, CreateError> {
         config.validate()?;
-        let order = StoreOrder::new(!queue.ring_in_device_memory());
+        let signals = Signals::new(
+            Arc::new(Shared::new(memory, true)),
+            !queue.ring_in_device_memory(),
+        );
         let mut tracker = Self {
-            shared: Arc::new(Shared::new(memory, true)),
+            signals,
             queue,
             config,
             ring: Ring::new(Vec::new(), config.max_in_flight()),
-            parked: Vec::new(),
             proofs: Proofs::new(config.generation_bits),
-            order,
+            parked: Parked::default(),
             attachments: Attachments::default(),
             stamps: StampHistory::new(config.stamp_history),
+            supply: Supply::new(
+                config.refill_batch,
+                config.refill_batch.max(config.initial_size),
+            ),
             stats: Stats::default(),
-            device_fell_back: false,
-            scratch: Vec::with_capacity(config.refill_batch.max(config.initial_size)),
+            named: 0,
         };
-        tracker.allocate_spares(config.initial_size, config.signals)?;
+        tracker.allocate(config.initial_size, config.signals)?;
         if tracker.ring.fill(config.initial_size, config.signals) < config.initial_size {
             return Err(BackendError(format!(
                 "allocate gave {} signals for the {} asked",
@@ -104,8 +111,68 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         Ok(tracker)
     }
 
-    pub(crate) fn cell_of(&self, ticket: &Ticket) -> Result<CellPtr<M::Signal>, ForeignTicket> {
-        self.shared.cell_ptr_of(ticket).ok_or(ForeignTicket)
+    fn cell_of(&self, ticket: &Ticket) -> Result<CellPtr<M::Signal>, ForeignTicket> {
+        self.signals
+            .shared()
+            .cell_ptr_of(ticket)
+            .ok_or(ForeignTicket)
+    }
+
+    /// What is known about use `seq` without reading signal memory.
+    fn known(&self, seq: u64, cell: CellPtr<M::Signal>) -> Option<Status> {
+        self.proofs
+            .known(seq, cell, &self.ring, self.signals.shared())
+    }
+
+    fn prover(&mut self) -> Prover<'_, M> {
+        Prover {
+            proofs: &mut self.proofs,
+            ring: &mut self.ring,
+            signals: &mut self.signals,
+            stats: &mut self.stats,
+        }
+    }
+
+    fn reclaimer(&mut self) -> Reclaimer<'_, M> {
+        Reclaimer {
+            prover: Prover {
+                proofs: &mut self.proofs,
+                ring: &mut self.ring,
+                signals: &mut self.signals,
+                stats: &mut self.stats,
+            },
+            attachments: &mut self.attachments,
+            parked: &mut self.parked,
+            stamps: &mut self.stamps,
+            supply: &mut self.supply,
+        }
+    }
+
+    /// Fence probing: see [`Prover::probe`].
+    fn probe_fence(&mut self, min_batch: u64) -> bool {
+        let window = self.config.backpressure_window;
+        let queue = &self.queue;
+        Prover {
+            proofs: &mut self.proofs,
+            ring: &mut self.ring,
+            signals: &mut self.signals,
+            stats: &mut self.stats,
+        }
+        .probe(min_batch, window, || queue.read_index())
+    }
+
+    fn allocate(
+        &mut self,
+        count: usize,
+        placement: Placement,
+    ) -> Result<(), crate::backend::AllocError> {
+        self.supply.allocate(
+            count,
+            placement,
+            &mut self.signals,
+            &mut self.ring,
+            &mut self.stats,
+        )
     }
 
     /// Whether a use that wants `wanted` takes a slot's signal of
@@ -113,7 +180,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     /// the device has run out of memory for more.
     #[inline]
     fn keeps(&self, placement: Placement, wanted: Placement) -> bool {
-        placement == wanted || (self.device_fell_back && placement == Placement::Host)
+        placement == wanted || (self.supply.fell_back() && placement == Placement::Host)
     }
 
     #[inline]
@@ -122,16 +189,6 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             // Only the profiler reads it: keep its stamps out of PCIe's way.
             Purpose::TimingOnly => Placement::Host,
             _ => self.config.signals,
-        }
-    }
-
-    /// The hot path: take the next slot's armed signal, make its arming
-    /// visible, record the use. No allocation and no lock in steady state.
-    #[inline]
-    fn acquire_use(&mut self, request: Request) -> Result<Acquired, AcquireError> {
-        match self.acquire_fast(&request) {
-            Some(acquired) => Ok(acquired),
-            None => self.acquire_slow(request),
         }
     }
 
@@ -149,9 +206,10 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             return None;
         }
         let slot = self.ring.next_mut();
-        let placement = self.shared.cell(slot.cell).placement;
+        let placement = self.signals.cell(slot.cell).placement;
         let store = slot.store;
-        if !self.keeps(placement, self.config.signals) || !self.order.is_visible(placement, store) {
+        if !self.keeps(placement, self.config.signals) || !self.signals.is_visible(placement, store)
+        {
             return None;
         }
         Some(self.hand_out(request.index, 1, request.flags))
@@ -173,7 +231,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             self.make_room()?;
         }
         let wanted = self.placement_for(request.purpose);
-        let placement = self.shared.cell(self.ring.next_mut().cell).placement;
+        let placement = self.signals.cell(self.ring.next_mut().cell).placement;
         if !self.keeps(placement, wanted) {
             self.swap_for(wanted);
         }
@@ -181,9 +239,9 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             self.arm_for_ops(request.ops);
         }
         let slot = self.ring.next_mut();
-        let placement = self.shared.cell(slot.cell).placement;
+        let placement = self.signals.cell(slot.cell).placement;
         let store = slot.store;
-        self.make_visible(placement, store, copy);
+        self.signals.make_visible(placement, store, copy);
         Ok(self.hand_out(aql, request.ops, request.flags))
     }
 
@@ -192,8 +250,8 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     /// slot keeps the ones it shares with it.
     #[inline(always)]
     fn hand_out(&mut self, aql: u64, ops: u32, request_flags: u8) -> Acquired {
-        let flags = request_flags & Slot::<M::Signal>::FROM_REQUEST;
-        let fence = flags & Slot::<M::Signal>::FENCE != 0;
+        let flags = request_flags & flag::FROM_REQUEST;
+        let fence = flags & flag::FENCE != 0;
         let seq = self.ring.tail();
         let last_fence = if fence { seq } else { self.proofs.last_fence() };
         let generation = self.proofs.generation();
@@ -205,22 +263,23 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         slot.generation = generation;
         slot.flags = flags;
         let cell_ptr = slot.cell;
-        let cell = self.shared.cell(cell_ptr);
         self.ring.advance_tail();
+        let cell = self.signals.cell(cell_ptr);
         cell.begin_use(seq);
-        if flags & Slot::<M::Signal>::COPY == 0 {
+        if flags & flag::COPY == 0 {
             self.proofs.note_packet(seq, aql, fence);
         }
         self.stats.uses += 1;
+        let shared = self.signals.shared();
         Acquired {
             ticket: Ticket {
                 seq,
                 cell: cell_ptr.erase(),
-                owner: self.shared.id,
+                owner: shared.id,
                 generation,
-                timed: flags & Slot::<M::Signal>::TIMED != 0,
+                timed: flags & flag::TIMED != 0,
             },
-            signal: self.shared.memory.packet_handle(cell.signal),
+            signal: shared.memory.packet_handle(cell.signal),
             placement: cell.placement,
         }
     }
@@ -231,8 +290,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     #[inline(never)]
     fn arm_for_ops(&mut self, ops: u32) {
         let cell = self.ring.next_mut().cell;
-        self.store(cell, i64::from(ops));
-        self.ring.next_mut().store = self.order.stores_issued;
+        self.ring.next_mut().store = self.signals.store(cell, i64::from(ops));
     }
 
     /// Gives the next slot a signal of `wanted` placement from the spares (a
@@ -249,7 +307,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
                 self.config.refill_batch
             };
             // A failed allocation leaves the slot's signal in place.
-            let _ = self.allocate_spares(batch, wanted);
+            let _ = self.allocate(batch, wanted);
         }
         let Some(spare) = self.ring.take_spare(wanted) else {
             return;
@@ -261,7 +319,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         };
         slot.cell = spare.cell;
         slot.store = spare.store;
-        let placement = self.shared.cell(old.cell).placement;
+        let placement = self.signals.cell(old.cell).placement;
         self.ring.put_spare(placement, old);
         self.stats.spare_swaps += 1;
     }
@@ -270,16 +328,18 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     #[inline(never)]
     fn make_room(&mut self) -> Result<(), AcquireError> {
         let head = self.ring.head();
-        self.reclaim_uses();
+        let window = self.config.backpressure_window;
+        let named = core::mem::take(&mut self.named);
+        self.reclaimer().walk();
         if self.ring.is_full() {
             // A probe may prove a batch, or meet a queue error and fail the
             // pending uses; a caller that waited for the use back-pressure
             // named may have seen it complete: either way, reclaim after it.
             self.probe_fence(1);
-            if !planted::active(Bug::NamedFenceUnconsulted) {
-                self.prove_recorded_near_oldest();
+            if named != 0 && !planted::active(Bug::NamedFenceUnconsulted) {
+                self.prover().try_recorded_fence(named);
             }
-            self.reclaim_uses();
+            self.reclaimer().walk();
         }
         // No fence of this queue can prove an older generation's use or a
         // copy-engine use; only its own signal can.
@@ -288,8 +348,8 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             && let Some(slot) = self.ring.oldest().copied()
             && !self.proofs.fences_can_prove(oldest, &slot)
         {
-            self.load_own(oldest);
-            self.reclaim_uses();
+            self.prover().load_own(oldest);
+            self.reclaimer().walk();
         }
         if !self.ring.is_full() {
             // The GPU keeps most of the ring busy: every refill this small
@@ -304,7 +364,10 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         if self.grow() {
             return Ok(());
         }
-        if let Some(wait_for) = self.backpressure() {
+        if let Some(wait_for) = self.prover().backpressure(window) {
+            if let AcquireError::Backpressure { wait_for, .. } = &wait_for {
+                self.named = wait_for.seq;
+            }
             self.stats.backpressure += 1;
             return Err(wait_for);
         }
@@ -313,7 +376,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         // above. Nothing undoes "done", so one more walk frees every slot
         // whose signal nobody holds.
         if !planted::active(Bug::GiveUpWhenAllDone) {
-            self.reclaim_uses();
+            self.reclaimer().walk();
         }
         if !self.ring.is_full() {
             return Ok(());
@@ -322,7 +385,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             .filter(|&seq| {
                 self.ring
                     .get(seq)
-                    .is_some_and(|slot| self.shared.cell(slot.cell).holds() > 0)
+                    .is_some_and(|slot| self.signals.cell(slot.cell).holds() > 0)
             })
             .count();
         Err(AcquireError::SignalsHeld { held })
@@ -334,7 +397,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         if !self.ring.can_grow() {
             return false;
         }
-        let placement = if self.device_fell_back {
+        let placement = if self.supply.fell_back() {
             Placement::Host
         } else {
             self.config.signals
@@ -342,7 +405,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         let step = self.ring.growth_step();
         if self.ring.spares(placement) < step {
             let missing = step - self.ring.spares(placement);
-            let _ = self.allocate_spares(missing.max(self.config.refill_batch), placement);
+            let _ = self.allocate(missing.max(self.config.refill_batch), placement);
         }
         let added = match self.ring.grow(placement) {
             0 => self.ring.grow(placement.other()),
@@ -354,103 +417,15 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         added > 0
     }
 
-    /// Where back-pressure looks for a fence to name: the window from the
-    /// oldest use (only fences of the current generation qualify).
-    fn backpressure_candidates(&self) -> core::ops::Range<u64> {
-        let oldest = self.ring.head();
-        let window = self.config.backpressure_window as u64;
-        oldest..oldest.saturating_add(window).min(self.ring.tail())
-    }
-
-    /// Proves through the newest fence among back-pressure's candidates
-    /// that a CPU wait recorded complete: the use back-pressure named is
-    /// one of them, so a caller that waited for it and retries gets room.
-    fn prove_recorded_near_oldest(&mut self) {
-        let candidates = self.backpressure_candidates();
-        for seq in candidates.rev() {
-            if self.try_recorded_fence(seq) {
-                return;
-            }
+    /// What the history says of a timed use, as an answer; `None` if it
+    /// was never harvested.
+    fn kept(&self, seq: u64) -> Option<Result<Option<Timestamps>, TimestampsError>> {
+        match self.stamps.get(seq) {
+            Kept::Stamps(stamps) => Some(Ok(Some(stamps))),
+            Kept::Unstamped => Some(Ok(None)),
+            Kept::Expired => Some(Err(TimestampsError::Expired { seq })),
+            Kept::Unknown => None,
         }
-    }
-
-    /// What to do when the ring is full and cannot grow: name a use whose
-    /// completion frees room. That is the oldest use that still waits for
-    /// the GPU (not known done, or a failed submission whose issued part
-    /// still runs: known failed, but its slot frees only once that part
-    /// finished) — or, when fences can prove that use, the newest fence near
-    /// it that is not known done, which retires everything before it at
-    /// once (and which `prove_recorded_near_oldest` consults on the retry).
-    /// A fence proves nothing about a copy-engine use or an older
-    /// generation's, so for those the use itself is named. `None` if no use
-    /// in flight waits for the GPU.
-    fn backpressure(&mut self) -> Option<AcquireError> {
-        let tail = self.ring.tail();
-        let oldest = (self.ring.head()..tail).find(|&seq| self.awaits_gpu(seq))?;
-        let slot = *self.ring.get(oldest).expect("in flight");
-        let fence = if self.proofs.fences_can_prove(oldest, &slot) {
-            let candidates = self.backpressure_candidates();
-            (oldest.max(candidates.start)..candidates.end)
-                .rev()
-                .find(|&seq| {
-                    self.ring.get(seq).is_some_and(|slot| {
-                        slot.is(Slot::<M::Signal>::FENCE)
-                            && self.proofs.fences_can_prove(seq, slot)
-                            && self.known(seq, slot.cell).is_none()
-                    })
-                })
-        } else {
-            None
-        };
-        let seq = fence.unwrap_or(oldest);
-        let slot = self.ring.get(seq).expect("in flight");
-        Some(AcquireError::Backpressure {
-            wait_for: Ticket {
-                seq,
-                cell: slot.cell.erase(),
-                owner: self.shared.id,
-                generation: slot.generation,
-                timed: slot.is(Slot::<M::Signal>::TIMED),
-            },
-            in_flight: self.ring.in_flight(),
-        })
-    }
-
-    /// Creates `count` signals (placed as the backend could), arms them and
-    /// adds them to the spares of their actual placement.
-    pub(crate) fn allocate_spares(
-        &mut self,
-        count: usize,
-        placement: Placement,
-    ) -> Result<(), crate::backend::AllocError> {
-        let mut scratch = core::mem::take(&mut self.scratch);
-        scratch.clear();
-        let result = self.shared.memory.allocate(count, placement, &mut scratch);
-        if placement == Placement::Device && scratch.iter().any(|&(_, actual)| actual != placement)
-        {
-            self.device_fell_back = true;
-        }
-        for (signal, actual) in scratch.drain(..) {
-            let cell = self.shared.adopt(signal, actual);
-            self.stats.signals_created += 1;
-            self.store(cell, 1);
-            self.ring.put_spare(
-                actual,
-                Spare {
-                    cell,
-                    store: self.order.stores_issued,
-                },
-            );
-        }
-        self.scratch = scratch;
-        result
-    }
-
-    /// The stats counted by the owner and by other threads, together.
-    fn snapshot(&self) -> Stats {
-        let mut stats = self.stats;
-        self.shared.counters.add_to(&mut stats);
-        stats
     }
 }
 
@@ -458,13 +433,31 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     type Memory = M;
     type Queue = Q;
 
+    /// The hot path: take the next slot's armed signal, make its arming
+    /// visible, record the use. No allocation and no lock in steady state.
     #[inline]
     fn acquire(&mut self, request: Request) -> Result<Acquired, AcquireError> {
-        self.acquire_use(request)
+        match self.acquire_fast(&request) {
+            Some(acquired) => Ok(acquired),
+            None => self.acquire_slow(request),
+        }
     }
 
     fn query(&mut self, ticket: &Ticket) -> Result<Status, ForeignTicket> {
-        self.query_use(ticket)
+        let cell = self.cell_of(ticket)?;
+        if let Some(status) = self.known(ticket.seq, cell) {
+            self.prover().learn_fence(ticket.seq, status);
+            return Ok(status);
+        }
+        if self.probe_fence(1) {
+            // Publish what the probe proved, so waiters and holders on other
+            // threads learn it without a load of their own.
+            self.reclaimer().walk();
+        }
+        if let Some(status) = self.known(ticket.seq, cell) {
+            return Ok(status);
+        }
+        Ok(self.prover().load_own(ticket.seq))
     }
 
     fn known_status(&self, ticket: &Ticket) -> Result<Option<Status>, ForeignTicket> {
@@ -474,7 +467,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
 
     fn waiter(&self) -> Waiter<M> {
         Waiter {
-            shared: self.shared.clone(),
+            shared: self.signals.shared().clone(),
         }
     }
 
@@ -485,15 +478,48 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
             // may already serve a later use.
             return Ok(None);
         }
-        Ok(Some(SignalRef::new(&self.shared, cell, ticket.seq)))
+        Ok(Some(SignalRef::new(
+            self.signals.shared(),
+            cell,
+            ticket.seq,
+        )))
     }
 
     fn pin(&mut self, ticket: &Ticket) -> Result<Option<Pin<M>>, PinError> {
-        self.pin_use(ticket)
+        let cell = self.cell_of(ticket)?;
+        match self.known(ticket.seq, cell) {
+            Some(Status::Complete) => {
+                self.stats.dependencies_elided += 1;
+                Ok(None)
+            }
+            Some(Status::Failed) => Err(PinError::Failed { seq: ticket.seq }),
+            _ => {
+                // The consumer may publish through a ring in system memory (a
+                // copy engine's, another agent's): flush the arming as for a
+                // copy-engine use, if this queue's own publishing did not.
+                if let Some(slot) = self.ring.get(ticket.seq).copied() {
+                    let placement = self.signals.cell(cell).placement;
+                    self.signals.make_visible(placement, slot.store, true);
+                }
+                self.stats.pins += 1;
+                Ok(Some(Pin::new(SignalRef::new(
+                    self.signals.shared(),
+                    cell,
+                    ticket.seq,
+                ))))
+            }
+        }
     }
 
     fn attach(&mut self, consumer: &Ticket, pin: Pin<M>) -> Result<(), AttachError<M>> {
-        self.attach_pin(consumer, pin)
+        if let Err(error) = self.cell_of(consumer) {
+            return Err(AttachError { error, pin });
+        }
+        if self.ring.get(consumer.seq).is_some() {
+            self.attachments.attach(consumer.seq, pin);
+        }
+        // Otherwise the consumer already retired: the pin drops here.
+        Ok(())
     }
 
     fn probe(&mut self) -> bool {
@@ -502,21 +528,57 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
 
     fn poll(&mut self) -> usize {
         self.probe_fence(self.config.probe_interval as u64);
-        self.reclaim_uses()
+        self.reclaimer().walk()
     }
 
     fn reclaim(&mut self) -> usize {
-        self.reclaim_uses()
+        self.reclaimer().walk()
     }
 
     fn timestamps(&mut self, ticket: &Ticket) -> Result<Option<Timestamps>, TimestampsError> {
-        self.timestamps_of(ticket)
+        let cell = self.cell_of(ticket)?;
+        if !ticket.timed {
+            return Ok(None);
+        }
+        if let Some(stamps) = self.signals.cell(cell).stamps(ticket.seq) {
+            return Ok(Some(stamps));
+        }
+        if let Some(slot) = self.ring.get(ticket.seq).copied() {
+            // In flight: harvest it now if it is complete.
+            if slot.is(flag::HARVESTED) {
+                return self.kept(ticket.seq).unwrap_or(Ok(None));
+            }
+            if self.query(ticket)? != Status::Complete {
+                return Ok(None);
+            }
+            // The query may have reclaimed (and harvested) it already.
+            if let Some(answer) = self.kept(ticket.seq) {
+                return answer;
+            }
+            self.stamps
+                .harvest(ticket.seq, slot.cell, &mut self.signals, &mut self.stats);
+            if let Some(slot) = self.ring.get_mut(ticket.seq) {
+                slot.flags |= flag::HARVESTED;
+            }
+            return self.kept(ticket.seq).unwrap_or(Ok(None));
+        }
+        if self.known(ticket.seq, cell) == Some(Status::Failed)
+            || planted::active(Bug::StampsOnlyInTheCell)
+        {
+            return Ok(None);
+        }
+        if planted::active(Bug::HarvestAfterRearm) && self.kept(ticket.seq).is_none() {
+            self.stamps
+                .harvest(ticket.seq, cell, &mut self.signals, &mut self.stats);
+        }
+        // Retired: harvested on the way out (a failed use has no stamps).
+        self.kept(ticket.seq).unwrap_or(Ok(None))
     }
 
     fn note_queue_change(&mut self, queue: Q) {
-        self.reclaim_uses();
-        self.record_fence_proofs();
-        self.order
+        self.reclaimer().walk();
+        self.prover().record_fence_proofs();
+        self.signals
             .set_flush_before_publish(!queue.ring_in_device_memory());
         self.queue = queue;
         self.proofs.new_generation(self.ring.tail());
@@ -526,14 +588,14 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
         if planted::active(Bug::DrainRetiresEverything) {
             for seq in self.ring.head()..self.ring.tail() {
                 let cell = self.ring.get(seq).expect("in flight").cell;
-                self.shared.cell(cell).complete(seq);
+                self.signals.cell(cell).complete(seq);
             }
         }
         self.proofs.drain();
         // The walk releases the pins of the uses it retires; a consumer
         // behind a use the drain cannot prove (a copy engine's, an older
         // generation's) retired all the same: let go of its pins now.
-        self.reclaim_uses();
+        self.reclaimer().walk();
         let (ring, proofs) = (&self.ring, &self.proofs);
         self.attachments.release_where(|consumer| {
             ring.get(consumer)
@@ -542,11 +604,12 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     }
 
     fn fail_queue(&mut self) -> usize {
-        self.fail_pending()
+        self.prover().fail_pending()
     }
 
     fn fail_submission(&mut self, ticket: &Ticket, issued: u32) -> Result<(), FailSubmissionError> {
-        self.fail_use(ticket, issued)
+        let cell = self.cell_of(ticket)?;
+        self.prover().fail_use(ticket.seq, cell, issued)
     }
 
     fn queue(&self) -> &Q {
@@ -558,7 +621,10 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     }
 
     fn stats(&self) -> Stats {
-        self.snapshot()
+        let mut stats = self.stats;
+        stats.accesses = self.signals.accesses();
+        self.signals.shared().counters.add_to(&mut stats);
+        stats
     }
 
     fn census(&self) -> Census {
@@ -572,5 +638,39 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
             created: self.stats.signals_created as usize,
             pins: self.attachments.len(),
         }
+    }
+}
+
+/// The components, for the crate's unit tests.
+#[cfg(all(test, not(sigretire_loom)))]
+impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
+    pub(crate) fn ring(&self) -> &Ring<M::Signal> {
+        &self.ring
+    }
+
+    pub(crate) fn ring_mut(&mut self) -> &mut Ring<M::Signal> {
+        &mut self.ring
+    }
+
+    pub(crate) fn proofs(&self) -> &Proofs {
+        &self.proofs
+    }
+
+    pub(crate) fn signals(&self) -> &Signals<M> {
+        &self.signals
+    }
+
+    pub(crate) fn signals_mut(&mut self) -> &mut Signals<M> {
+        &mut self.signals
+    }
+
+    pub(crate) fn proof_procedures(&mut self) -> Prover<'_, M> {
+        self.prover()
+    }
+
+    pub(crate) fn own_stats(&self) -> Stats {
+        let mut stats = self.stats;
+        stats.accesses = self.signals.accesses();
+        stats
     }
 }

@@ -11,7 +11,7 @@
 
 use crate::backend::Placement;
 use crate::share::CellPtr;
-use crate::ticket::{Generation, flag};
+use crate::ticket::Generation;
 
 /// One slot: its signal, and the use it serves while the use is in flight.
 pub(crate) struct Slot<S> {
@@ -35,14 +35,6 @@ pub(crate) struct Slot<S> {
 }
 
 impl<S> Slot<S> {
-    // The first three are a request's own (`ticket::flag`).
-    pub(crate) const FENCE: u8 = flag::FENCE;
-    pub(crate) const COPY: u8 = flag::COPY;
-    pub(crate) const TIMED: u8 = flag::TIMED;
-    /// The request flags a slot keeps.
-    pub(crate) const FROM_REQUEST: u8 = Self::FENCE | Self::COPY | Self::TIMED;
-    pub(crate) const HARVESTED: u8 = 8;
-
     pub(crate) fn new(cell: CellPtr<S>, store: u64) -> Self {
         Self {
             cell,
@@ -56,6 +48,7 @@ impl<S> Slot<S> {
         }
     }
 
+    /// Whether the slot has `flag` (one of [`flag`](crate::ticket::flag)'s).
     pub(crate) fn is(&self, flag: u8) -> bool {
         self.flags & flag != 0
     }

@@ -20,6 +20,36 @@ use crate::ticket::{Status, Ticket};
 use core::fmt;
 use core::ptr::NonNull;
 
+// A cell's two packed words.
+//
+// `state`: `seq << 2 | phase`, the use the signal serves or last served and
+// what is known of it, read together so a reader never pairs one use's
+// number with another's phase.
+//
+// | phase | name       | meaning                           | written by |
+// |------:|------------|-----------------------------------|------------|
+// | 0     | `LIVE`     | serving `seq`, outcome not known  | the tracker, as it hands the signal to use `seq` (a store) |
+// | 1     | `COMPLETE` | `seq` completed                   | the tracker (a proof) or a CPU waiter (it saw 0): CAS from `LIVE` of the same `seq`, first wins |
+// | 2     | `FAILED`   | `seq` failed                      | the tracker (a queue error, a failed submission): CAS from `LIVE` of the same `seq` |
+//
+// Only `LIVE(seq) -> COMPLETE(seq) | FAILED(seq)` and, by the tracker once
+// `seq` retired, `* -> LIVE(seq')` with `seq' > seq`. A reader asking about
+// `seq` that finds a larger number knows `seq` retired before.
+//
+// `holds`: `count | PARKED << 31`, the references held outside the tracker
+// and whether the signal is set aside waiting for them.
+//
+// | PARKED | count | meaning                                    | next |
+// |:------:|------:|--------------------------------------------|------|
+// | 0      | 0     | free: the walk re-arms it in place         | a reference is taken (count + 1) |
+// | 0      | n > 0 | held: the walk parks it (`fetch_or PARKED`) | the last holder lets go first (count 0: park sees it, clears the bit, re-arms) |
+// | 1      | n > 0 | parked, an armed spare in its slot         | the last holder's `fetch_sub` sees `PARKED | 1` and leaves a hint |
+// | 1      | 0     | its holders are gone                       | the tracker takes the hint, clears the bit, re-arms it as a spare |
+//
+// One word for both, so the parking RMW and the last holder's decrement are
+// ordered by the word's RMW order: one of them sees the other, never
+// neither, and no parked signal is forgotten.
+
 /// The phase of a cell's current use, in the low two bits of its state word.
 const LIVE: u64 = 0;
 const COMPLETE: u64 = 1;

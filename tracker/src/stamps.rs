@@ -11,7 +11,10 @@
 //! allocates nothing per use; what falls out of it is reported as expired,
 //! never as "no stamps".
 
-use crate::backend::Timestamps;
+use crate::backend::{SignalMemory, Timestamps};
+use crate::share::CellPtr;
+use crate::signals::Signals;
+use crate::stats::Stats;
 use std::collections::VecDeque;
 
 /// What the history knows about a timed use's stamps.
@@ -45,6 +48,25 @@ impl StampHistory {
             limit,
             dropped_through: 0,
         }
+    }
+
+    /// Harvest: reads use `seq`'s stamps from its signal (`cell`'s), once,
+    /// into the cell (for lock-free readers while the signal serves it) and
+    /// into the history (for its ticket, after the signal serves later
+    /// uses).
+    pub(crate) fn harvest<M: SignalMemory>(
+        &mut self,
+        seq: u64,
+        cell: CellPtr<M::Signal>,
+        signals: &mut Signals<M>,
+        stats: &mut Stats,
+    ) {
+        let stamps = signals.read_stamps(cell);
+        if let Some(stamps) = stamps {
+            signals.cell(cell).store_stamps(seq, stamps);
+        }
+        self.record(seq, stamps);
+        stats.harvests += 1;
     }
 
     /// Keeps use `seq`'s harvest. Uses are harvested in any order (a query

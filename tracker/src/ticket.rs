@@ -48,6 +48,19 @@ pub(crate) enum Engine {
 
 /// Bits of [`Request::flags`]. The low three are the ring slot's own flags
 /// (`ring::Slot`), so the fast path records a plain use's flags as they come.
+/// The bits of a request's flags and of its slot's: a request carries its
+/// slot's flags ready-made, so the acquire fast path copies them with one
+/// mask. Every bit is defined here, once.
+///
+/// | bit | name          | on a request | on a slot |
+/// |----:|---------------|:------------:|:---------:|
+/// |   1 | `FENCE`       | yes          | yes (cleared when its submission fails) |
+/// |   2 | `COPY`        | yes          | yes       |
+/// |   4 | `TIMED`       | yes          | yes       |
+/// |   8 | `HARVESTED`   | no           | yes (its stamps were read early, by a query) |
+/// |  16 | `ASKED_TIMED` | yes          | no        |
+/// |  32 | `MULTI`       | yes          | no        |
+/// |  64 | `TIMING_ONLY` | yes          | no        |
 pub(crate) mod flag {
     /// An AQL packet with the barrier bit: a fence.
     pub(crate) const FENCE: u8 = 1;
@@ -55,12 +68,16 @@ pub(crate) mod flag {
     pub(crate) const COPY: u8 = 2;
     /// Timestamps to harvest: asked for, or the use exists to be timed.
     pub(crate) const TIMED: u8 = 4;
+    /// A slot's: its use's stamps were harvested before it retired.
+    pub(crate) const HARVESTED: u8 = 8;
     /// The caller asked for timestamps ([`Request::timed`](super::Request::timed)).
     pub(crate) const ASKED_TIMED: u8 = 16;
     /// Several operations decrement the signal.
     pub(crate) const MULTI: u8 = 32;
     /// The use exists only to be timed: it wants a host-memory signal.
     pub(crate) const TIMING_ONLY: u8 = 64;
+    /// The request flags a slot keeps.
+    pub(crate) const FROM_REQUEST: u8 = FENCE | COPY | TIMED;
 }
 
 /// A request for a signal: the packet it will complete and what for.

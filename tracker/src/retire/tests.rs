@@ -93,7 +93,7 @@ fn a_proof_covers_every_index_up_to_its_own() {
     assert!(proofs.is_proven(0));
     assert!(!proofs.is_proven(11));
     assert_eq!(proofs.snapshot().1, Some(10));
-    assert_eq!(proofs.proven_through(), 4, "the fence's own use");
+    assert_eq!(proofs.proven_through, 4, "the fence's own use");
 }
 
 #[test]
@@ -102,10 +102,10 @@ fn proofs_only_move_forward() {
     proofs.prove(4, 10);
     proofs.prove(2, 5); // an older fence learned complete later
     assert_eq!(proofs.snapshot().1, Some(10));
-    assert_eq!(proofs.proven_through(), 4);
+    assert_eq!(proofs.proven_through, 4);
     assert!(proofs.is_proven(10));
     proofs.prove(6, 12);
-    assert_eq!(proofs.proven_through(), 6);
+    assert_eq!(proofs.proven_through, 6);
     assert!(proofs.is_proven(12));
     assert!(!proofs.is_proven(13));
 }
@@ -122,7 +122,7 @@ fn proofs_survive_the_u64_wrap() {
     assert!(!proofs.is_proven(2));
     proofs.prove(2, u64::MAX);
     assert_eq!(proofs.snapshot().1, Some(1), "u64::MAX is older than 1");
-    assert_eq!(proofs.proven_through(), 4);
+    assert_eq!(proofs.proven_through, 4);
 }
 
 #[test]
@@ -136,7 +136,7 @@ fn a_drain_proves_the_generation_through_its_newest_aql_use() {
     proofs.drain();
     assert!(proofs.is_proven(104) && proofs.is_proven(100));
     assert!(!proofs.is_proven(105));
-    assert_eq!(proofs.proven_through(), 3);
+    assert_eq!(proofs.proven_through, 3);
     assert_eq!(proofs.snapshot(), (1, Some(104), 3));
     assert_eq!(proofs.drained_among(1, 5), 3);
     assert_eq!(proofs.drained_among(3, 5), 1);
@@ -164,7 +164,7 @@ fn a_new_generation_forgets_order_fences_and_proofs_drains_included() {
         "the old queue's fences prove nothing here"
     );
     assert_eq!(proofs.probed_at, 0);
-    assert_eq!(proofs.proven_through(), 0);
+    assert_eq!(proofs.proven_through, 0);
     // A drain of the new queue proves nothing of the old one: with no use
     // of its own yet, nothing at all.
     proofs.drain();
@@ -210,7 +210,7 @@ fn fences_prove_only_aql_uses_of_the_current_generation() {
         "still not across generations"
     );
 
-    slot.flags = Slot::<usize>::COPY;
+    slot.flags = flag::COPY;
     assert!(
         !proofs.fences_can_prove(10, &slot),
         "a copy engine is off the queue"
@@ -253,7 +253,7 @@ mod on_a_tracker {
     }
 
     fn named_fence(tracker: &Sim, ticket: &Ticket) -> u64 {
-        tracker.ring.get(ticket.seq).unwrap().last_fence
+        tracker.ring().get(ticket.seq).unwrap().last_fence
     }
 
     #[test]
@@ -273,7 +273,7 @@ mod on_a_tracker {
         tracker.fail_submission(&failed, 0).unwrap();
         assert_eq!(named_fence(&tracker, &failed), fence.seq);
         assert_eq!(named_fence(&tracker, &after), fence.seq);
-        assert_eq!(tracker.proofs.last_fence(), fence.seq);
+        assert_eq!(tracker.proofs().last_fence(), fence.seq);
         let next = submit(&mut tracker, &queue, false);
         assert_eq!(named_fence(&tracker, &next), fence.seq);
 
@@ -323,12 +323,12 @@ mod on_a_tracker {
         );
         let failed = submit_failed_fence(&mut tracker, &queue);
         assert_eq!(
-            tracker.ring.head(),
+            tracker.ring().head(),
             failed.seq,
             "the earlier fence is reclaimed"
         );
         assert_eq!(named_fence(&tracker, &failed), 0);
-        assert_eq!(tracker.proofs.last_fence(), 0);
+        assert_eq!(tracker.proofs().last_fence(), 0);
 
         // The fence before it is of another queue: it proves nothing here.
         let fence = submit(&mut tracker, &queue, true);
@@ -336,7 +336,7 @@ mod on_a_tracker {
         let failed = submit_failed_fence(&mut tracker, &queue);
         assert_eq!(named_fence(&tracker, &fence), fence.seq);
         assert_eq!(named_fence(&tracker, &failed), 0);
-        assert_eq!(tracker.proofs.last_fence(), 0);
+        assert_eq!(tracker.proofs().last_fence(), 0);
     }
 
     #[test]
@@ -348,7 +348,7 @@ mod on_a_tracker {
         tracker.fail_submission(&plain, 0).unwrap();
         assert_eq!(named_fence(&tracker, &plain), fence.seq);
         assert_eq!(named_fence(&tracker, &after), fence.seq);
-        assert_eq!(tracker.proofs.last_fence(), fence.seq);
+        assert_eq!(tracker.proofs().last_fence(), fence.seq);
     }
 
     /// A use of `ops` operations of which the first `issued` were published
@@ -370,12 +370,18 @@ mod on_a_tracker {
         let plain = submit(&mut tracker, &queue, false);
         assert_eq!(tracker.known_status(&failed).unwrap(), Some(Status::Failed));
         assert!(
-            tracker.awaits_gpu(failed.seq),
+            tracker.proof_procedures().awaits_gpu(failed.seq),
             "known failed, but its part runs"
         );
-        assert!(tracker.awaits_gpu(plain.seq), "not known done");
+        assert!(
+            tracker.proof_procedures().awaits_gpu(plain.seq),
+            "not known done"
+        );
         queue.run_until_idle();
-        assert!(!tracker.awaits_gpu(failed.seq), "its issued part ran");
+        assert!(
+            !tracker.proof_procedures().awaits_gpu(failed.seq),
+            "its issued part ran"
+        );
 
         // A fence after it proves its issued part ran, with no load.
         let failed = submit_failed_part(&mut tracker, &queue, 2, 1);
@@ -383,8 +389,8 @@ mod on_a_tracker {
         queue.run_until_idle();
         assert!(tracker.probe());
         let before = loads(&tracker);
-        assert!(!tracker.awaits_gpu(failed.seq));
-        assert!(!tracker.awaits_gpu(fence.seq));
+        assert!(!tracker.proof_procedures().awaits_gpu(failed.seq));
+        assert!(!tracker.proof_procedures().awaits_gpu(fence.seq));
         assert_eq!(loads(&tracker), before, "the fence proves it");
     }
 
@@ -398,7 +404,7 @@ mod on_a_tracker {
             ..Default::default()
         };
         let (tracker, queue) = tracker(config);
-        let copy_engine = TestQueue::new(&tracker.shared.memory);
+        let copy_engine = TestQueue::new(&tracker.signals().shared().memory);
         (tracker, queue, copy_engine)
     }
 
@@ -460,4 +466,48 @@ mod on_a_tracker {
         copy_engine.run_until_idle();
         assert!(tracker.acquire(next).is_ok(), "the named use done: room");
     }
+}
+
+/// The reclaim walk's fast path asks `proven_run` how far a fence's proof
+/// reaches from the oldest use; the slow path asks `fence_proves` use by
+/// use. Over a generation of AQL uses with increasing indices (gaps
+/// included), a new generation and a drain, the two agree on every use.
+#[test]
+fn the_walks_run_and_the_per_use_proof_agree() {
+    let (_shared, cells) = host_cells(1, true);
+    let mut proofs = Proofs::new(BITS);
+    // seq -> AQL index, with gaps; every third use a fence.
+    let mut slots = Vec::new();
+    let check = |proofs: &Proofs, slots: &[(u64, Slot<usize>)]| {
+        for head in 1..=slots.len() as u64 + 1 {
+            let run = proofs.proven_run(head);
+            let per_use = slots
+                .iter()
+                .filter(|(seq, _)| *seq >= head)
+                .take_while(|(seq, slot)| proofs.fence_proves(*seq, slot))
+                .count() as u64;
+            assert_eq!(run, per_use, "from use {head}");
+        }
+    };
+    let mut aql = 100;
+    for seq in 1..=12u64 {
+        aql += 1 + seq % 3;
+        let mut slot = Slot::new(cells[0], 0);
+        slot.aql = aql;
+        proofs.note_packet(seq, aql, seq % 3 == 0);
+        slots.push((seq, slot));
+        check(&proofs, &slots);
+        if seq % 3 == 0 && seq != 12 {
+            proofs.prove(seq, aql);
+            check(&proofs, &slots);
+        }
+    }
+    proofs.drain();
+    check(&proofs, &slots);
+    assert_eq!(proofs.proven_run(1), 12, "the drain proves every use");
+    // A new generation: nothing of it is proven, and nothing before it
+    // counts for a run that starts there.
+    proofs.new_generation(13);
+    assert_eq!(proofs.proven_run(13), 0);
+    assert_eq!(proofs.proven_run(5), 0, "an older generation's use");
 }

@@ -418,9 +418,22 @@ fn slot_flags_are_independent_bits() {
         slot.residual,
     );
     assert_eq!(fields, (5, 0, 0, 1, 0), "a new slot serves one operation");
-    let all = [S::FENCE, S::COPY, S::TIMED, S::HARVESTED];
-    assert!(all.iter().all(|&flag| !slot.is(flag)));
-    slot.flags = S::FENCE | S::TIMED;
-    let set: Vec<bool> = all.iter().map(|&flag| slot.is(flag)).collect();
-    assert_eq!(set, [true, false, true, false]);
+    use crate::ticket::flag;
+    let all = [
+        flag::FENCE,
+        flag::COPY,
+        flag::TIMED,
+        flag::HARVESTED,
+        flag::ASKED_TIMED,
+        flag::MULTI,
+        flag::TIMING_ONLY,
+    ];
+    // One bit each, none shared: the table in `ticket::flag` holds.
+    assert_eq!(all.iter().fold(0, |bits, &f| bits | f).count_ones(), 7);
+    assert!(all.iter().all(|&f| f.count_ones() == 1));
+    assert!(all.iter().all(|&f| !slot.is(f)));
+    slot.flags = flag::FENCE | flag::TIMED;
+    let set: Vec<bool> = all.iter().map(|&f| slot.is(f)).collect();
+    assert_eq!(set, [true, false, true, false, false, false, false]);
+    assert_eq!(flag::FROM_REQUEST, flag::FENCE | flag::COPY | flag::TIMED);
 }

@@ -1,17 +1,32 @@
-//! Unit tests of the store ordering state and the re-arm batch.
+//! Unit tests of the store ordering and the re-arm batch, on `Signals`
+//! alone (over the test GPU's memory), then as a tracker uses them.
 
 use super::*;
 use crate::backend::Placement::{Device, Host};
+use crate::test_gpu::TestMemory;
+
+fn signals(flush_before_publish: bool) -> Signals<TestMemory> {
+    let memory = Arc::new(TestMemory::new(64));
+    Signals::new(Arc::new(Shared::new(memory, true)), flush_before_publish)
+}
 
 /// A store order where stores up to `fenced` are fenced and up to `flushed`
 /// flushed.
-fn order(fenced: u64, flushed: u64, flush_before_publish: bool) -> StoreOrder {
-    let mut order = StoreOrder::new(flush_before_publish);
+fn order(fenced: u64, flushed: u64, flush_before_publish: bool) -> Signals<TestMemory> {
+    let mut order = signals(flush_before_publish);
     order.stores_issued = fenced.max(flushed) + 10;
     order.fenced_through = fenced;
     order.flushed_through = flushed;
     order.update_visible();
     order
+}
+
+fn batch(number: u64) -> RearmBatch<usize> {
+    RearmBatch {
+        signals: ArrayVec::new(),
+        placement: None,
+        number,
+    }
 }
 
 #[test]
@@ -62,8 +77,13 @@ fn device_signals_need_a_flush_too_when_packets_bypass_the_bar() {
 #[test]
 fn a_new_store_order_has_made_nothing_visible() {
     for flush in [false, true] {
-        let order = StoreOrder::new(flush);
-        assert_eq!(order.stores_issued, 0);
+        let order = signals(flush);
+        assert_eq!(order.stores_issued(), 0);
+        assert_eq!(
+            order.rearm_batch().number(),
+            1,
+            "the next store is the first"
+        );
         // Store 0 is "armed before anything was counted": nothing to wait for.
         assert!(order.is_visible(Device, 0));
         assert!(!order.is_visible(Device, 1));
@@ -72,7 +92,7 @@ fn a_new_store_order_has_made_nothing_visible() {
 
 #[test]
 fn a_batch_holds_signals_of_the_placement_it_began_with() {
-    let mut batch = RearmBatch::<usize>::new(7);
+    let mut batch = batch(7);
     assert_eq!(batch.number, 7);
     assert_eq!(batch.room(), REARM_BATCH);
     assert!(!batch.is_full());
@@ -91,7 +111,7 @@ fn a_batch_fills_at_its_size_in_order() {
         REARM_BATCH, 32,
         "the bar: one flush per 32 re-armed signals"
     );
-    let mut batch = RearmBatch::<usize>::new(1);
+    let mut batch = batch(1);
     batch.begin(Host);
     for signal in 0..REARM_BATCH {
         assert!(!batch.is_full(), "after {signal}");
@@ -114,24 +134,21 @@ fn one_fence_covers_every_earlier_store_and_flushes_go_only_where_needed() {
         signals: Device,
         ..crate::Config::default()
     };
-    let (mut tracker, _queue) = on_a_test_gpu(config, RetiringTracker::new);
+    let (mut tracker, _queue) = on_a_test_gpu(config, crate::RetiringTracker::new);
     assert!(
-        !tracker.order.flush_before_publish,
+        !tracker.signals().flush_before_publish,
         "the test queue's ring is in device memory"
     );
-    let memory = tracker.shared.memory.clone();
-    let cell = tracker.ring.next_mut().cell;
-    assert_eq!(tracker.shared.cell(cell).placement, Device);
-    let store = |tracker: &mut RetiringTracker<_, _>| {
-        tracker.store(cell, 1);
-        tracker.order.stores_issued
-    };
+    let memory = tracker.signals().shared().memory.clone();
+    let cell = tracker.ring_mut().next_mut().cell;
+    assert_eq!(tracker.signals().cell(cell).placement, Device);
+    let store = |tracker: &mut crate::RetiringTracker<_, _>| tracker.signals_mut().store(cell, 1);
     let reached = || (memory.fences.load(Relaxed), memory.flushes.load(Relaxed));
-    let mut last = (reached(), tracker.stats.device());
+    let mut last = (reached(), tracker.own_stats().device());
     // (fences, flushes) since the previous call, as the tracker and the
     // memory each counted them; they must agree.
-    let mut issued = |tracker: &RetiringTracker<_, _>| {
-        let now = (reached(), tracker.stats.device());
+    let mut issued = |tracker: &crate::RetiringTracker<_, _>| {
+        let now = (reached(), tracker.own_stats().device());
         let memory_delta = (now.0.0 - last.0.0, now.0.1 - last.0.1);
         let ours = (now.1.fences - last.1.fences, now.1.flushes - last.1.flushes);
         assert_eq!(ours, memory_delta);
@@ -141,24 +158,24 @@ fn one_fence_covers_every_earlier_store_and_flushes_go_only_where_needed() {
 
     let first = store(&mut tracker);
     let second = store(&mut tracker);
-    tracker.make_visible(Device, first, false);
+    tracker.signals_mut().make_visible(Device, first, false);
     assert_eq!(issued(&tracker), (1, 0), "one fence");
-    tracker.make_visible(Device, second, false);
+    tracker.signals_mut().make_visible(Device, second, false);
     assert_eq!(issued(&tracker), (0, 0), "covered by the same fence");
 
     let third = store(&mut tracker);
-    tracker.make_visible(Host, third, false);
+    tracker.signals_mut().make_visible(Host, third, false);
     assert_eq!(issued(&tracker), (0, 0), "host signals need neither");
 
     // A copy engine reads the signal without going through the BAR.
-    tracker.make_visible(Device, second, true);
+    tracker.signals_mut().make_visible(Device, second, true);
     assert_eq!(issued(&tracker), (0, 1), "already fenced: a flush only");
-    tracker.make_visible(Device, first, true);
+    tracker.signals_mut().make_visible(Device, first, true);
     assert_eq!(issued(&tracker), (0, 0), "covered by the same flush");
 
     // A ring in system memory: every device signal needs both.
-    tracker.order.set_flush_before_publish(true);
-    tracker.make_visible(Device, third, false);
+    tracker.signals_mut().set_flush_before_publish(true);
+    tracker.signals_mut().make_visible(Device, third, false);
     assert_eq!(issued(&tracker), (1, 1));
-    assert!(tracker.order.is_visible(Device, third));
+    assert!(tracker.signals().is_visible(Device, third));
 }

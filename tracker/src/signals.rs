@@ -1,0 +1,237 @@
+//! Every host access the tracker makes to signal memory: counted loads,
+//! numbered stores, and the store ordering that makes a store visible to
+//! the GPU before a packet relies on it.
+//!
+//! Stores are numbered. A store fence covers every store issued before it,
+//! an HDP flush every store fenced before it, so "is this signal's arming
+//! visible" is one comparison of its store number with how far fences (and,
+//! where packets need them, flushes) have reached. Device memory is
+//! write-combined: its stores need a fence before the GPU may see them, and
+//! an HDP flush when the packet that relies on them reaches the GPU another
+//! way (a queue ring in system memory, or a copy engine). Host memory needs
+//! neither.
+
+use crate::backend::{Placement, SignalMemory, Timestamps};
+use crate::planted::{self, Bug};
+use crate::share::{Cell, CellPtr, Shared};
+use crate::stats::Accesses;
+use crate::sync::Arc;
+use arrayvec::ArrayVec;
+
+/// Re-arms stored with one backend call.
+pub(crate) const REARM_BATCH: usize = 32;
+
+/// The tracker's view of its signals: the cells it shares with waiters and
+/// holders, and the only way it reads or writes signal memory.
+pub(crate) struct Signals<M: SignalMemory> {
+    shared: Arc<Shared<M>>,
+    /// Stores issued so far (the newest store's number).
+    stores_issued: u64,
+    fenced_through: u64,
+    flushed_through: u64,
+    /// The queue's ring is in system memory: packets do not follow the signal
+    /// stores through the BAR, so an HDP flush must come between them.
+    flush_before_publish: bool,
+    /// Device stores an AQL packet may rely on with no more work: the fenced
+    /// ones, or the flushed ones when packets need a flush too. One number,
+    /// so the acquire fast path compares once.
+    visible_through: u64,
+    accesses: [Accesses; 2],
+}
+
+impl<M: SignalMemory> Signals<M> {
+    pub(crate) fn new(shared: Arc<Shared<M>>, flush_before_publish: bool) -> Self {
+        Self {
+            shared,
+            stores_issued: 0,
+            fenced_through: 0,
+            flushed_through: 0,
+            flush_before_publish,
+            visible_through: 0,
+            accesses: [Accesses::default(); 2],
+        }
+    }
+
+    /// The cells, shared with waiters and signal references.
+    #[inline]
+    pub(crate) fn shared(&self) -> &Arc<Shared<M>> {
+        &self.shared
+    }
+
+    #[inline]
+    pub(crate) fn cell(&self, ptr: CellPtr<M::Signal>) -> &Cell<M::Signal> {
+        self.shared.cell(ptr)
+    }
+
+    /// What the tracker's own accesses cost, per placement.
+    pub(crate) fn accesses(&self) -> [Accesses; 2] {
+        self.accesses
+    }
+
+    /// The number of the newest store issued (0: none).
+    #[inline]
+    pub(crate) fn stores_issued(&self) -> u64 {
+        self.stores_issued
+    }
+
+    /// The queue moved: packets reach the GPU through its ring, in system
+    /// memory (`true`) or device memory.
+    pub(crate) fn set_flush_before_publish(&mut self, flush: bool) {
+        self.flush_before_publish = flush;
+        self.update_visible();
+    }
+
+    fn update_visible(&mut self) {
+        self.visible_through = if self.flush_before_publish {
+            self.fenced_through.min(self.flushed_through)
+        } else {
+            self.fenced_through
+        };
+    }
+
+    /// Whether an AQL packet may use a signal of `placement` armed by store
+    /// `store` without a fence or flush first.
+    #[inline]
+    pub(crate) fn is_visible(&self, placement: Placement, store: u64) -> bool {
+        placement != Placement::Device || store <= self.visible_through
+    }
+
+    /// One counted load of a signal.
+    pub(crate) fn load(&mut self, cell: CellPtr<M::Signal>) -> i64 {
+        let c = self.shared.cell(cell);
+        self.accesses[c.placement.index()].loads += 1;
+        // SAFETY: the signal came from this memory's `allocate`, and the
+        // memory lives as long as `self.shared`.
+        unsafe { self.shared.memory.load(c.signal) }
+    }
+
+    /// One counted store; returns its number.
+    pub(crate) fn store(&mut self, cell: CellPtr<M::Signal>, value: i64) -> u64 {
+        let c = self.shared.cell(cell);
+        self.accesses[c.placement.index()].stores += 1;
+        self.stores_issued += 1;
+        // SAFETY: as in `load`.
+        unsafe { self.shared.memory.store(c.signal, value) };
+        self.stores_issued
+    }
+
+    /// Re-arms `batch`'s signals with one backend call, as one numbered
+    /// store (the number its slots recorded). Returns how many.
+    pub(crate) fn store_batch(&mut self, batch: &mut RearmBatch<M::Signal>) -> u64 {
+        let Some(placement) = batch.placement.take() else {
+            return 0;
+        };
+        if batch.signals.is_empty() {
+            return 0;
+        }
+        let n = batch.signals.len() as u64;
+        // SAFETY: every signal came from this memory, kept alive by `self.shared`.
+        unsafe { self.shared.memory.store_many(&batch.signals, 1) };
+        self.accesses[placement.index()].stores += n;
+        self.stores_issued = batch.number;
+        batch.signals.clear();
+        batch.number += 1;
+        n
+    }
+
+    /// A batch whose signals will be stored next, as one store.
+    pub(crate) fn rearm_batch(&self) -> RearmBatch<M::Signal> {
+        RearmBatch {
+            signals: ArrayVec::new(),
+            placement: None,
+            number: self.stores_issued + 1,
+        }
+    }
+
+    /// Reads a signal's timestamps (two loads, counted as one read).
+    pub(crate) fn read_stamps(&mut self, cell: CellPtr<M::Signal>) -> Option<Timestamps> {
+        let c = self.shared.cell(cell);
+        self.accesses[c.placement.index()].timestamp_reads += 1;
+        // SAFETY: the signal came from this memory, which `self.shared` keeps alive.
+        unsafe { self.shared.memory.timestamps(c.signal) }
+    }
+
+    /// Makes the arming store `store` of a signal of `placement` visible to
+    /// the GPU before the packet using it is published: a store fence for
+    /// write-combined device memory, plus an HDP flush when the packet
+    /// reaches the GPU by another path (a ring in system memory, or a copy
+    /// engine).
+    #[inline]
+    pub(crate) fn make_visible(&mut self, placement: Placement, store: u64, copy_engine: bool) {
+        if placement == Placement::Device
+            && (store > self.fenced_through
+                || ((copy_engine || self.flush_before_publish) && store > self.flushed_through))
+        {
+            self.fence_and_flush(store, copy_engine);
+        }
+    }
+
+    /// The slow half of `make_visible`: once per batch of re-arms.
+    #[cold]
+    #[inline(never)]
+    fn fence_and_flush(&mut self, store: u64, copy_engine: bool) {
+        let device = Placement::Device.index();
+        if store > self.fenced_through {
+            if !planted::active(Bug::SkipStoreFence) {
+                self.shared.memory.store_fence();
+            }
+            self.fenced_through = self.stores_issued;
+            self.accesses[device].fences += 1;
+        }
+        if (copy_engine || self.flush_before_publish) && store > self.flushed_through {
+            if !planted::active(Bug::SkipHdpFlush) {
+                self.shared.memory.hdp_flush();
+            }
+            self.flushed_through = self.fenced_through;
+            self.accesses[device].flushes += 1;
+        }
+        self.update_visible();
+    }
+}
+
+/// Signals re-armed together: one placement, one store number, one backend
+/// call. Fences compare store numbers, so the batch counts as one store.
+pub(crate) struct RearmBatch<S> {
+    signals: ArrayVec<S, REARM_BATCH>,
+    placement: Option<Placement>,
+    /// The store number every slot in the batch records.
+    number: u64,
+}
+
+impl<S> RearmBatch<S> {
+    /// The store number the batch's slots record.
+    pub(crate) fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// Starts a batch of `placement`'s signals (the walk checks each use's).
+    /// The batch must be empty: its signals are stored with one placement.
+    pub(crate) fn begin(&mut self, placement: Placement) {
+        debug_assert!(self.signals.is_empty(), "a batch holds one placement");
+        self.placement = Some(placement);
+    }
+
+    /// Adds a signal of the batch's placement.
+    pub(crate) fn push(&mut self, signal: S) {
+        debug_assert!(self.placement.is_some(), "begin the batch first");
+        self.signals.push(signal);
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.signals.is_full()
+    }
+
+    pub(crate) fn room(&self) -> usize {
+        self.signals.remaining_capacity()
+    }
+
+    /// Stores issued on their own since the batch began: the next batch
+    /// comes after them.
+    pub(crate) fn renumber(&mut self, stores_issued: u64) {
+        debug_assert!(self.signals.is_empty());
+        self.number = stores_issued + 1;
+    }
+}
+
+#[cfg(all(test, not(sigretire_loom)))]
+mod tests;
