@@ -15,10 +15,10 @@
 //! ever reported complete that did not complete.
 
 use crate::config::QueueConfig;
-use crate::cpu_wait::{self, WaitEnd, WaitSettings};
-use crate::device::DeviceState;
+use crate::cpu_wait::{self, Outcome, WaitSettings};
+use crate::device_state::DeviceState;
 use crate::error::Error;
-use crate::recycle::StatePool;
+use crate::recycle::Pool;
 use crate::sync::{Arc, AtomicU8, Ordering};
 use sigretire_tracker::{SignalMemory, Status, Ticket, Waiter};
 
@@ -85,16 +85,8 @@ impl CommandStatus {
     }
 }
 
-/// How a batch ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    /// Its fence completed: every command in it completed.
-    Complete,
-    /// Its fence failed (a queue error).
-    Failed,
-    /// The device entered the error state before the fence was seen done.
-    DeviceError(Error),
-}
+/// The status cells of one queue's commands, for reuse (see `recycle`).
+pub(crate) type StatePool = Pool<Arc<CommandState>>;
 
 /// The host-side status a command's batch completion settles.
 #[derive(Debug, Default)]
@@ -346,12 +338,8 @@ impl<M: SignalMemory> Command<M> {
             &self.device,
             &settings,
         )?;
-        match end {
-            WaitEnd::Done(Status::Complete) => Ok(()),
-            WaitEnd::Done(_) => Err(Error::QueueFailed { queue: self.queue }),
-            WaitEnd::DeviceError(error) => Err(error),
-            WaitEnd::TimedOut(timeout) => Err(Error::TimedOut(timeout)),
-        }
+        // A handle has no queue counters to count an early return in.
+        end.into_result(None, || Error::QueueFailed { queue: self.queue })
     }
 }
 

@@ -9,8 +9,9 @@
 //! over the whole wait, not once per slice.
 
 use crate::config::QueueConfig;
-use crate::device::DeviceState;
+use crate::device_state::DeviceState;
 use crate::error::Error;
+use crate::stats::{Counters, bump};
 #[cfg(test)]
 use sigretire_tracker::TimedOut;
 use sigretire_tracker::{Status, WaitError, WaitPolicy};
@@ -34,6 +35,17 @@ impl From<&QueueConfig> for WaitSettings {
     }
 }
 
+/// How a batch ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Its fence completed: every command in it completed.
+    Complete,
+    /// Its fence failed (a queue error).
+    Failed,
+    /// The device entered the error state before the fence was seen done.
+    DeviceError(Error),
+}
+
 /// How a wait ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum WaitEnd {
@@ -43,6 +55,43 @@ pub(crate) enum WaitEnd {
     DeviceError(Error),
     /// The deadline passed first.
     TimedOut(Duration),
+}
+
+impl WaitEnd {
+    /// How the batch the wait was for completes: as its fence ended, or
+    /// released by the device error; `None` after the deadline (the batch
+    /// is not done, and the caller hands it on).
+    pub(crate) fn outcome(&self) -> Option<Outcome> {
+        match self {
+            WaitEnd::Done(Status::Complete) => Some(Outcome::Complete),
+            WaitEnd::Done(_) => Some(Outcome::Failed),
+            WaitEnd::DeviceError(error) => Some(Outcome::DeviceError(error.clone())),
+            WaitEnd::TimedOut(_) => None,
+        }
+    }
+
+    /// What the caller returns: every wait of the crate reads its end here.
+    /// A failure is `failed()` (the caller knows whether the queue failure
+    /// is still to be reported or already was); an early return in the
+    /// device error state is counted in `counters` (the queue's, where the
+    /// caller has them).
+    pub(crate) fn into_result(
+        self,
+        counters: Option<&Counters>,
+        failed: impl FnOnce() -> Error,
+    ) -> Result<(), Error> {
+        match self {
+            WaitEnd::Done(Status::Complete) => Ok(()),
+            WaitEnd::Done(_) => Err(failed()),
+            WaitEnd::DeviceError(error) => {
+                if let Some(counters) = counters {
+                    bump(&counters.device_error_returns);
+                }
+                Err(error)
+            }
+            WaitEnd::TimedOut(timeout) => Err(Error::TimedOut(timeout)),
+        }
+    }
 }
 
 /// What is left of `policy`'s spin and yield phases after `elapsed`.

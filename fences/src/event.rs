@@ -12,11 +12,11 @@
 //! until the batch limit. Once that is done, synchronizing the event again
 //! takes no lock at all.
 
-use crate::batch::Outcome;
-use crate::cpu_wait::{self, WaitEnd};
+use crate::cpu_wait::{self, Outcome, WaitEnd};
 use crate::error::Error;
-use crate::publish::{Packet, Step, published};
-use crate::queue::{HostQueue, QueueCore, QueueTracker};
+use crate::publish::QueueTracker;
+use crate::publish::{Packet, Step};
+use crate::queue::{HostQueue, QueueCore};
 use crate::stats::bump;
 use crate::sync::Arc;
 use sigretire_tracker::{Purpose, SignalMemory, SignalRef, Status, Ticket, Timestamps, Work};
@@ -65,18 +65,22 @@ impl<T: QueueTracker> HostQueue<T> {
         let core = self.core();
         let timed = core.config.profiling;
         let (entry, signal) = QueueCore::with_publication(core, |core, inner| {
-            let published = published!(
-                inner.publish(
+            let published = match inner
+                .publish(
                     &core.stats,
                     // A timed event needs work that writes timestamps.
                     Packet::new(
                         if timed { Work::Empty } else { Work::Marker },
-                        Purpose::Event
+                        Purpose::Event,
                     )
                     .timed(timed)
-                    .hold()
+                    .hold(),
                 )?
-            );
+                .or_retry()
+            {
+                Ok(published) => published,
+                Err(retry) => return Ok(retry),
+            };
             core.push_command(inner, published.entry.clone(), true);
             Ok(Step::Done((published.entry, published.signal)))
         })?;
@@ -224,22 +228,12 @@ impl<T: QueueTracker> Event<T> {
             )?,
             None => WaitEnd::Done(Status::Complete),
         };
-        match end {
-            WaitEnd::Done(Status::Complete) => {
-                self.complete_batch_through(&Outcome::Complete);
-                Ok(())
-            }
-            WaitEnd::Done(_) => {
-                let error = core.report_failure();
-                self.complete_batch_through(&Outcome::Failed);
-                Err(error)
-            }
-            WaitEnd::DeviceError(error) => {
-                self.complete_batch_through(&Outcome::DeviceError(error.clone()));
-                Err(error)
-            }
-            WaitEnd::TimedOut(timeout) => Err(Error::TimedOut(timeout)),
+        if let Some(outcome) = end.outcome() {
+            // Released in the error state too, so nobody waiting on its
+            // commands hangs; after a timeout the batch stays open.
+            self.complete_batch_through(&outcome);
         }
+        end.into_result(Some(&core.stats), || core.report_failure())
     }
 
     /// Completes the open batch's commands up to the event's marker.

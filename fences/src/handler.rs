@@ -20,13 +20,13 @@
 //! destroyed here. The thread itself holds only the device's error state,
 //! so the device, and its join of this thread, is torn down elsewhere too.
 
-use crate::batch::{Batch, Outcome};
-use crate::device::DeviceState;
+use crate::batch::Batch;
+use crate::cpu_wait::Outcome;
+use crate::device_state::DeviceState;
 use crate::marker::Marker;
-use crate::queue::{QueueCore, QueueTracker};
 use crate::sync::thread::{self, JoinHandle};
 use crate::sync::{Arc, Condvar, Mutex, Ordering, identity};
-use sigretire_tracker::{SignalRef, Status};
+use sigretire_tracker::{SignalMemory, SignalRef, Status};
 use std::time::{Duration, Instant};
 
 /// The completion thread's first and longest back-off between polls.
@@ -37,6 +37,13 @@ const MAX_BACKOFF: Duration = Duration::from_micros(200);
 const JOBS_AT_ONCE: usize = 64;
 /// The back-off of a job finished on the calling thread ([`run_inline`]).
 const INLINE_BACKOFF: Duration = Duration::from_micros(50);
+
+/// What queues hold of their device: the state, and the completion thread.
+/// Dropped (on a user thread, see `handler`) after the last queue.
+pub(crate) struct DeviceShared {
+    pub(crate) state: Arc<DeviceState>,
+    pub(crate) handler: Handler,
+}
 
 /// Work the completion thread finishes once its signal says so.
 pub(crate) trait Job: Send {
@@ -291,22 +298,74 @@ pub(crate) fn run_inline(
     true
 }
 
-/// Completes one closed batch (or a large synchronize's marker batch) when
-/// the fence that ends it completes.
-pub(crate) struct BatchJob<T: QueueTracker> {
-    /// The fence's signal; `None` when it was already known complete.
-    pub(crate) signal: Option<SignalRef<T::Memory>>,
+/// A batch that left the open batch to be completed when the fence that
+/// ends it completes: closed at its limit, or a synchronize's.
+pub(crate) struct Handoff<M: SignalMemory> {
     pub(crate) batch: Batch,
+    /// The fence's signal; `None` when it was already known complete.
+    pub(crate) signal: Option<SignalRef<M>>,
     /// The batch's last command (the fence).
     pub(crate) last_seq: u64,
-    /// The synchronize waiting for this batch, if any.
+    /// The synchronize waiting for this batch's verdict, if any.
     pub(crate) marker: Option<Arc<Marker>>,
-    pub(crate) queue: Option<Arc<QueueCore<T>>>,
+}
+
+/// What the completion thread completes batches for: a queue. Its jobs
+/// hold it, and hand it back its batches and their boxes.
+pub(crate) trait BatchOwner: Send + Sync + Sized + 'static {
+    type Memory: SignalMemory;
+
+    /// Completes `batch`, whose fence (its command `last_seq`) ended with
+    /// `outcome`, off the owner's lock; `poll`: the owner may take its lock,
+    /// if free, to retire what completed.
+    fn finish_batch(
+        &self,
+        batch: Batch,
+        last_seq: u64,
+        outcome: &Outcome,
+        device: &DeviceState,
+        poll: bool,
+    );
+
+    /// Takes back a finished job's box, emptied of its references.
+    fn recycle_job_box(&self, job: Box<BatchJob<Self>>);
+
+    /// Counts a batch the completion thread completed.
+    fn note_completed_here(&self);
+}
+
+/// Completes one handed-off batch when the fence that ends it completes.
+pub(crate) struct BatchJob<O: BatchOwner> {
+    pub(crate) signal: Option<SignalRef<O::Memory>>,
+    pub(crate) batch: Batch,
+    pub(crate) last_seq: u64,
+    pub(crate) marker: Option<Arc<Marker>>,
+    pub(crate) queue: Option<Arc<O>>,
     pub(crate) jobs: Arc<JobCount>,
     pub(crate) outcome: Option<Outcome>,
 }
 
-impl<T: QueueTracker> Job for BatchJob<T> {
+impl<O: BatchOwner> BatchJob<O> {
+    pub(crate) fn new(handoff: Handoff<O::Memory>, queue: Arc<O>, jobs: Arc<JobCount>) -> Self {
+        let Handoff {
+            batch,
+            signal,
+            last_seq,
+            marker,
+        } = handoff;
+        Self {
+            signal,
+            batch,
+            last_seq,
+            marker,
+            queue: Some(queue),
+            jobs,
+            outcome: None,
+        }
+    }
+}
+
+impl<O: BatchOwner> Job for BatchJob<O> {
     fn ready(&mut self, device: &DeviceState) -> bool {
         let status = self
             .signal
@@ -327,7 +386,7 @@ impl<T: QueueTracker> Job for BatchJob<T> {
             return;
         };
         let batch = core::mem::take(&mut self.batch);
-        queue.stats.handler_batches.fetch_add(1, Ordering::Relaxed);
+        queue.note_completed_here();
         queue.finish_batch(batch, self.last_seq, &outcome, device, true);
         if let Some(marker) = self.marker.take() {
             marker.finish(outcome);

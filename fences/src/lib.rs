@@ -73,6 +73,7 @@ mod batch;
 mod config;
 mod cpu_wait;
 mod device;
+mod device_state;
 mod error;
 mod event;
 mod handler;
@@ -84,6 +85,7 @@ mod recycle;
 pub mod sim;
 mod stats;
 mod sync;
+mod synchronize;
 mod wait;
 
 pub use batch::{Command, CommandStatus};
@@ -91,7 +93,8 @@ pub use config::{BatchLimits, DeviceConfig, QueueConfig, SyncWait};
 pub use device::{Device, DeviceStats};
 pub use error::Error;
 pub use event::Event;
-pub use queue::{HostQueue, QueueTracker};
+pub use publish::QueueTracker;
+pub use queue::HostQueue;
 /// The tracker crate the queue layer runs on, whole.
 pub use sigretire_tracker as tracker;
 pub use sigretire_tracker::{

@@ -1,5 +1,5 @@
-//! Packet publication, under the execution lock: reserve a slot, acquire a
-//! signal for that AQL index, publish.
+//! What the execution lock protects, and packet publication under it:
+//! reserve a slot, acquire a signal for that AQL index, publish.
 //!
 //! The tracker never blocks. When it cannot hand out a signal after the slot
 //! was reserved, the slot is filled with empty work and no completion signal
@@ -7,13 +7,62 @@
 //! at it); under back-pressure the caller then waits, outside the lock, for
 //! the use the tracker named and retries ([`QueueCore::with_publication`](crate::queue::QueueCore)).
 
-use crate::batch::Entry;
+use crate::batch::{Batch, CommandState, Entry};
 use crate::error::Error;
-use crate::queue::{Inner, QueueTracker};
+use crate::handler::Handoff;
+use crate::marker::Marker;
+use crate::recycle::Stash;
 use crate::stats::{Counters, bump};
+use crate::sync::Arc;
 use sigretire_tracker::{
-    HardwareQueue, Purpose, QueueError, Request, SignalMemory, SignalRef, Ticket, Work,
+    HardwareQueue, Placement, Purpose, QueueError, Request, SignalMemory, SignalRef, Ticket,
+    Tracker, Work,
 };
+
+/// A tracker the queue layer can drive: any [`Tracker`] whose queue accepts
+/// work ([`HardwareQueue`]). The simulator's, ROCr's and CUDA's all do.
+///
+/// ```
+/// fn takes<T: sigretire_queue::QueueTracker>() {}
+/// takes::<sigretire_queue::sim::SimTracker>();
+/// takes::<sigretire_queue::sim::SimBaselineTracker>();
+/// ```
+pub trait QueueTracker: Tracker<Queue: HardwareQueue> + 'static {}
+
+impl<T> QueueTracker for T
+where
+    T: Tracker + 'static,
+    T::Queue: HardwareQueue,
+{
+}
+
+/// Everything the execution lock protects.
+pub(crate) struct Inner<T: QueueTracker> {
+    pub(crate) tracker: T,
+    /// The open submission batch.
+    pub(crate) batch: Batch,
+    /// The newest command: its number and its use.
+    pub(crate) last: Option<(u64, Ticket)>,
+    pub(crate) next_seq: u64,
+    /// The synchronize marker in flight, for a second synchronizing thread.
+    pub(crate) in_flight_marker: Option<Arc<Marker>>,
+    /// Where the queue's signals live (as the tracker hands them out).
+    pub(crate) signals: Placement,
+    /// Batches closed under the lock, handed out after it is released.
+    pub(crate) closed: Vec<Handoff<T::Memory>>,
+    /// Pins the tracker would not attach to their consumer (it cannot
+    /// happen: the consumer's ticket is the queue's own). Their packets
+    /// may already wait on them, so they are kept until the queue drains.
+    pub(crate) unattached: Vec<sigretire_tracker::Pin<T::Memory>>,
+    /// The status cells new commands get.
+    pub(crate) states: Stash<CommandState>,
+}
+
+impl<T: QueueTracker> Inner<T> {
+    pub(crate) fn last_seq(&self) -> u64 {
+        self.last.map_or(0, |(seq, _)| seq)
+    }
+}
 
 /// A packet to publish: every one carries the barrier bit (an in-order
 /// queue, as a HIP stream is), so each is a fence.
@@ -55,36 +104,29 @@ pub(crate) struct Published<M: SignalMemory> {
     pub(crate) signal: Option<SignalRef<M>>,
 }
 
-/// What one publication attempt did.
-pub(crate) enum Attempt<M: SignalMemory> {
-    Published(Published<M>),
+/// What one step under the lock did: finished (a publication, or what a
+/// whole operation made of its publications), or must wait outside the
+/// lock and retry.
+pub(crate) enum Step<R> {
+    Done(R),
     /// The tracker is at its limit: wait for this use outside the lock.
     Backpressure(Ticket),
     /// The hardware ring is full: retry once the GPU consumed packets.
     RingFull,
 }
 
-/// What one step under the lock did: finished, or must wait and retry.
-pub(crate) enum Step<R> {
-    Done(R),
-    Backpressure(Ticket),
-    RingFull,
-}
-
-/// Unwraps a publication inside a step, turning "wait and retry" into the
-/// step's own result.
-macro_rules! published {
-    ($attempt:expr) => {
-        match $attempt {
-            $crate::publish::Attempt::Published(published) => published,
-            $crate::publish::Attempt::Backpressure(ticket) => {
-                return Ok($crate::publish::Step::Backpressure(ticket));
-            }
-            $crate::publish::Attempt::RingFull => return Ok($crate::publish::Step::RingFull),
+impl<R> Step<R> {
+    /// What was done, or the wait-and-retry that ends the whole step (as a
+    /// step of any result): `match step.or_retry() { Ok(done) => done,
+    /// Err(retry) => return Ok(retry) }`.
+    pub(crate) fn or_retry<S>(self) -> Result<R, Step<S>> {
+        match self {
+            Step::Done(done) => Ok(done),
+            Step::Backpressure(ticket) => Err(Step::Backpressure(ticket)),
+            Step::RingFull => Err(Step::RingFull),
         }
-    };
+    }
 }
-pub(crate) use published;
 
 impl<T: QueueTracker> Inner<T> {
     /// Publishes one packet (under the lock). Returns the command entry; the
@@ -93,10 +135,10 @@ impl<T: QueueTracker> Inner<T> {
         &mut self,
         counters: &Counters,
         packet: Packet<'_>,
-    ) -> Result<Attempt<T::Memory>, Error> {
+    ) -> Result<Step<Published<T::Memory>>, Error> {
         let index = match self.tracker.queue().reserve() {
             Ok(index) => index,
-            Err(QueueError::Full) => return Ok(Attempt::RingFull),
+            Err(QueueError::Full) => return Ok(Step::RingFull),
             Err(error) => return Err(error.into()),
         };
         let request = Request::packet(index)
@@ -109,7 +151,7 @@ impl<T: QueueTracker> Inner<T> {
                 self.fill_empty(counters, index)?;
                 return match error {
                     sigretire_tracker::AcquireError::Backpressure { wait_for, .. } => {
-                        Ok(Attempt::Backpressure(wait_for))
+                        Ok(Step::Backpressure(wait_for))
                     }
                     other => Err(other.into()),
                 };
@@ -145,13 +187,13 @@ impl<T: QueueTracker> Inner<T> {
         if packet.purpose != Purpose::Completion {
             bump(&counters.markers);
         }
-        Ok(Attempt::Published(Published {
+        Ok(Step::Done(Published {
             entry: Entry {
                 seq,
                 index,
                 ticket: acquired.ticket,
                 timed: packet.timed,
-                state: self.states.fresh(),
+                state: self.states.fresh(CommandState::default()),
             },
             signal,
         }))

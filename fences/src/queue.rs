@@ -20,38 +20,19 @@
 //! to take it, before that thread touches the tracker. Nothing uses the
 //! tracker without the lock, so no use of it can miss the failure.
 
-use crate::batch::{Batch, Command, Entry, Outcome};
+use crate::batch::{Batch, Command, Entry, StatePool};
 use crate::config::QueueConfig;
-use crate::cpu_wait::{self, WaitEnd, WaitSettings};
-use crate::device::{DeviceShared, DeviceState};
+use crate::cpu_wait::{self, Outcome, WaitSettings};
+use crate::device_state::DeviceState;
 use crate::error::Error;
-use crate::handler::{BatchJob, Job, JobCount};
+use crate::handler::{BatchJob, BatchOwner, DeviceShared, Handoff, Job, JobCount};
 use crate::marker::Marker;
-use crate::publish::{Packet, Step, published};
-use crate::recycle::{Pool, StatePool, StateStash};
+use crate::publish::{Inner, Packet, QueueTracker, Step};
+use crate::recycle::{Pool, Stash};
 use crate::stats::{Counters, QueueStats, bump};
 use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering, identity};
-use sigretire_tracker::{
-    HardwareQueue, Placement, Purpose, SignalRef, Status, Ticket, Tracker, Waiter, Work,
-};
+use sigretire_tracker::{Placement, Purpose, Status, Ticket, Waiter, Work};
 use std::time::{Duration, Instant};
-
-/// A tracker the queue layer can drive: any [`Tracker`] whose queue accepts
-/// work ([`HardwareQueue`]). The simulator's, ROCr's and CUDA's all do.
-///
-/// ```
-/// fn takes<T: sigretire_queue::QueueTracker>() {}
-/// takes::<sigretire_queue::sim::SimTracker>();
-/// takes::<sigretire_queue::sim::SimBaselineTracker>();
-/// ```
-pub trait QueueTracker: Tracker<Queue: HardwareQueue> + 'static {}
-
-impl<T> QueueTracker for T
-where
-    T: Tracker + 'static,
-    T::Queue: HardwareQueue,
-{
-}
 
 /// Room an open batch's buffer has past the batch limit: the commands
 /// pushed without closing it (a synchronize's or an event's marker).
@@ -59,42 +40,6 @@ const BATCH_SLACK: usize = 4;
 
 /// Queue ids: unique in the process.
 static NEXT_QUEUE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
-/// A batch closed by the batch limit, waiting (under the lock) to be handed
-/// to the completion thread once the lock is released.
-pub(crate) struct Closed<M: sigretire_tracker::SignalMemory> {
-    pub(crate) batch: Batch,
-    pub(crate) signal: Option<SignalRef<M>>,
-    pub(crate) last_seq: u64,
-}
-
-/// Everything the execution lock protects.
-pub(crate) struct Inner<T: QueueTracker> {
-    pub(crate) tracker: T,
-    /// The open submission batch.
-    pub(crate) batch: Batch,
-    /// The newest command: its number and its use.
-    pub(crate) last: Option<(u64, Ticket)>,
-    pub(crate) next_seq: u64,
-    /// The synchronize marker in flight, for a second synchronizing thread.
-    pub(crate) in_flight_marker: Option<Arc<Marker>>,
-    /// Where the queue's signals live (as the tracker hands them out).
-    pub(crate) signals: Placement,
-    /// Batches closed under the lock, handed out after it is released.
-    pub(crate) closed: Vec<Closed<T::Memory>>,
-    /// Pins the tracker would not attach to their consumer (it cannot
-    /// happen: the consumer's ticket is the queue's own). Their packets
-    /// may already wait on them, so they are kept until the queue drains.
-    pub(crate) unattached: Vec<sigretire_tracker::Pin<T::Memory>>,
-    /// The status cells new commands get.
-    pub(crate) states: StateStash,
-}
-
-impl<T: QueueTracker> Inner<T> {
-    pub(crate) fn last_seq(&self) -> u64 {
-        self.last.map_or(0, |(seq, _)| seq)
-    }
-}
 
 /// Command numbers other threads read without the lock.
 #[derive(Debug, Default)]
@@ -149,9 +94,9 @@ pub(crate) struct QueueCore<T: QueueTracker> {
     /// Status cells, batch buffers and job boxes for reuse (see `recycle`).
     states: Arc<StatePool>,
     buffers: Pool<Vec<Entry>>,
-    job_boxes: Pool<Box<BatchJob<T>>>,
+    job_boxes: Pool<Box<BatchJob<Self>>>,
     pub(crate) markers: Pool<Arc<Marker>>,
-    closed_lists: Pool<Vec<Closed<T::Memory>>>,
+    closed_lists: Pool<Vec<Handoff<T::Memory>>>,
 }
 
 /// Whether the current thread holds an execution lock. Batches must be
@@ -277,7 +222,8 @@ impl<T: QueueTracker> QueueCore<T> {
     /// buffer (if it has a whole batch's room) go back for reuse.
     fn recycle(&self, batch: Batch) {
         let mut entries = batch.into_entries();
-        crate::recycle::recycle_entries(&self.states, &mut entries);
+        self.states
+            .keep_all_if_last(entries.drain(..).map(|entry| entry.state));
         let room = self
             .config
             .batch_limits
@@ -290,7 +236,7 @@ impl<T: QueueTracker> QueueCore<T> {
 
     /// A job box for a batch handed to the completion thread: a recycled
     /// one when there is one.
-    fn job_box(&self, job: BatchJob<T>) -> Box<BatchJob<T>> {
+    fn job_box(&self, job: BatchJob<Self>) -> Box<BatchJob<Self>> {
         match self.job_boxes.take() {
             Some(mut reused) => {
                 *reused = job;
@@ -298,11 +244,6 @@ impl<T: QueueTracker> QueueCore<T> {
             }
             None => Box::new(job),
         }
-    }
-
-    /// Keeps a finished job's box (emptied of its references) for reuse.
-    pub(crate) fn recycle_job_box(&self, job: Box<BatchJob<T>>) {
-        self.job_boxes.give(job);
     }
 
     /// Adds a published command to the open batch, closing the batch when
@@ -328,10 +269,11 @@ impl<T: QueueTracker> QueueCore<T> {
         let signal = inner.tracker.hold(&ticket).ok().flatten();
         self.progress.note_taken(last_seq);
         bump(&self.stats.batches_closed);
-        inner.closed.push(Closed {
+        inner.closed.push(Handoff {
             batch,
             signal,
             last_seq,
+            marker: None,
         });
     }
 
@@ -398,40 +340,23 @@ impl<T: QueueTracker> QueueCore<T> {
             self.state(),
             &self.settings(),
         )?;
-        match end {
-            WaitEnd::Done(Status::Complete) => Ok(()),
-            WaitEnd::Done(_) => Err(self.report_failure()),
-            WaitEnd::DeviceError(error) => {
-                bump(&self.stats.device_error_returns);
-                Err(error)
-            }
-            WaitEnd::TimedOut(timeout) => Err(Error::TimedOut(timeout)),
-        }
+        end.into_result(Some(&self.stats), || self.report_failure())
     }
 
     /// Hands closed batches to the completion thread (outside the lock).
-    pub(crate) fn dispatch_closed(this: &Arc<Self>, closed: &mut Vec<Closed<T::Memory>>) {
-        for Closed {
-            batch,
-            signal,
-            last_seq,
-        } in closed.drain(..)
-        {
-            if signal.is_none() {
+    pub(crate) fn dispatch_closed(this: &Arc<Self>, closed: &mut Vec<Handoff<T::Memory>>) {
+        for handoff in closed.drain(..) {
+            if handoff.signal.is_none() {
                 // Its fence is already known complete: nothing to wait for.
+                let Handoff {
+                    batch, last_seq, ..
+                } = handoff;
                 this.finish_batch(batch, last_seq, &Outcome::Complete, this.state(), false);
                 continue;
             }
             // A submission never waits for the GPU: if the batch must be
             // finished here, it is only if its fence is already done.
-            let _ = QueueCore::hand_to_handler(
-                this,
-                batch,
-                signal,
-                last_seq,
-                None,
-                Some(Duration::ZERO),
-            );
+            let _ = QueueCore::hand_to_handler(this, handoff, Some(Duration::ZERO));
         }
     }
 
@@ -443,22 +368,11 @@ impl<T: QueueTracker> QueueCore<T> {
     /// [`Error::TimedOut`].
     pub(crate) fn hand_to_handler(
         this: &Arc<Self>,
-        batch: Batch,
-        signal: Option<SignalRef<T::Memory>>,
-        last_seq: u64,
-        marker: Option<Arc<Marker>>,
+        handoff: Handoff<T::Memory>,
         inline_wait: Option<Duration>,
     ) -> Result<(), Error> {
         this.jobs.add();
-        let job = this.job_box(BatchJob {
-            signal,
-            batch,
-            last_seq,
-            marker,
-            queue: Some(this.clone()),
-            jobs: this.jobs.clone(),
-            outcome: None,
-        });
+        let job = this.job_box(BatchJob::new(handoff, this.clone(), this.jobs.clone()));
         if let Err(job) = this.device.handler.submit(job as Box<dyn Job>) {
             // The completion thread could not start: finish the job here,
             // outside the lock.
@@ -496,10 +410,7 @@ impl<T: QueueTracker> QueueCore<T> {
                 batch.complete(outcome, &self.waiter);
                 self.note_queue_failed();
             }
-            Outcome::DeviceError(_) => {
-                bump(&self.stats.device_error_returns);
-                batch.complete(outcome, &self.waiter);
-            }
+            Outcome::DeviceError(_) => batch.complete(outcome, &self.waiter),
         }
         bump(&self.stats.batches_completed);
         self.recycle(batch);
@@ -534,6 +445,29 @@ impl<T: QueueTracker> QueueCore<T> {
         inner.tracker.note_drained();
         inner.unattached.clear();
         bump(&self.stats.state_resets);
+    }
+}
+
+impl<T: QueueTracker> BatchOwner for QueueCore<T> {
+    type Memory = T::Memory;
+
+    fn finish_batch(
+        &self,
+        batch: Batch,
+        last_seq: u64,
+        outcome: &Outcome,
+        device: &DeviceState,
+        poll: bool,
+    ) {
+        QueueCore::finish_batch(self, batch, last_seq, outcome, device, poll);
+    }
+
+    fn recycle_job_box(&self, job: Box<BatchJob<Self>>) {
+        self.job_boxes.give(job);
+    }
+
+    fn note_completed_here(&self) {
+        bump(&self.stats.handler_batches);
     }
 }
 
@@ -603,7 +537,7 @@ impl<T: QueueTracker> HostQueue<T> {
                 signals: Placement::Host,
                 closed: Vec::new(),
                 unattached: Vec::new(),
-                states: StateStash::new(states.clone()),
+                states: Stash::new(states.clone()),
             }),
             waiter,
             device,
@@ -672,8 +606,13 @@ impl<T: QueueTracker> HostQueue<T> {
         };
         let core = self.core();
         let entry = QueueCore::with_publication(core, |core, inner| {
-            let published =
-                published!(inner.publish(&core.stats, Packet::new(work, Purpose::Completion))?);
+            let published = match inner
+                .publish(&core.stats, Packet::new(work, Purpose::Completion))?
+                .or_retry()
+            {
+                Ok(published) => published,
+                Err(retry) => return Ok(retry),
+            };
             let entry = published.entry;
             core.push_command(inner, entry.clone(), true);
             Ok(Step::Done(entry))

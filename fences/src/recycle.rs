@@ -15,7 +15,6 @@
 //! When both let go at the same moment neither may see it unshared; the
 //! cell is then freed, never reused while referenced.
 
-use crate::batch::{CommandState, Entry};
 use crate::sync::{Arc, Mutex};
 
 /// At most this many of each kind are kept per queue, so a burst does not
@@ -120,84 +119,82 @@ impl<X> Pool<Arc<X>> {
     }
 }
 
-/// The status cells of one queue's commands.
-pub(crate) type StatePool = Pool<Arc<CommandState>>;
-
-/// The states the execution lock hands out, refilled from the queue's
-/// [`StatePool`] a whole pool at a time (the two vectors trade places), so
-/// a launch takes no second lock.
+/// Values handed out under a lock that is already held (the execution
+/// lock), refilled from a shared [`Pool`] a whole pool at a time (the two
+/// vectors trade places), so taking one takes no second lock.
 #[derive(Debug)]
-pub(crate) struct StateStash {
-    spare: Vec<Arc<CommandState>>,
-    pool: Arc<StatePool>,
+pub(crate) struct Stash<X> {
+    spare: Vec<Arc<X>>,
+    pool: Arc<Pool<Arc<X>>>,
 }
 
-impl StateStash {
-    pub(crate) fn new(pool: Arc<StatePool>) -> Self {
+impl<X> Stash<X> {
+    pub(crate) fn new(pool: Arc<Pool<Arc<X>>>) -> Self {
         Self {
             spare: Vec::new(),
             pool,
         }
     }
 
-    /// A pending status cell: a recycled one when there is one.
-    pub(crate) fn fresh(&mut self) -> Arc<CommandState> {
+    /// An unshared `Arc` holding `value`: a recycled one when there is one.
+    pub(crate) fn fresh(&mut self, value: X) -> Arc<X> {
         if self.spare.is_empty() {
             self.pool.take_all_into(&mut self.spare);
         }
         match self.spare.pop() {
+            // Pooled values are unshared; a new one if this one was not.
             Some(mut pooled) => match Arc::get_mut(&mut pooled) {
-                Some(state) => {
-                    *state = CommandState::default();
+                Some(slot) => {
+                    *slot = value;
                     pooled
                 }
-                None => Arc::new(CommandState::default()),
+                None => Arc::new(value),
             },
-            None => Arc::new(CommandState::default()),
+            None => Arc::new(value),
         }
     }
-}
-
-/// Gives the unshared status cells of `entries` back to `pool` (one lock),
-/// leaving the buffer empty with its capacity.
-pub(crate) fn recycle_entries(pool: &StatePool, entries: &mut Vec<Entry>) {
-    pool.keep_all_if_last(entries.drain(..).map(|entry| entry.state));
 }
 
 #[cfg(all(test, not(sigretire_loom)))]
 mod tests {
     use super::*;
-    use crate::batch::CommandStatus;
 
     #[test]
-    fn a_shared_state_is_never_pooled() {
-        let pool = StatePool::default();
-        let state = Arc::new(CommandState::default());
-        let mut held = state.clone();
-        pool.keep_if_last(state);
-        assert_eq!(pool.len(), 0, "a command handle still holds it");
+    fn a_shared_value_is_never_pooled() {
+        let pool = Pool::default();
+        let value = Arc::new(7);
+        let mut held = value.clone();
+        pool.keep_if_last(value);
+        assert_eq!(pool.len(), 0, "another holder still has it");
         pool.keep_if_last_in_place(&mut held);
         assert_eq!(pool.len(), 1, "the last holder gives it back");
-        // Until the in-place holder lets go, the pooled cell is shared.
-        let fresh = pool.fresh(CommandState::default());
-        assert!(!Arc::ptr_eq(&fresh, &held), "a shared cell is never reused");
+        // Until the in-place holder lets go, the pooled value is shared.
+        let fresh = pool.fresh(8);
+        assert!(
+            !Arc::ptr_eq(&fresh, &held),
+            "a shared value is never reused"
+        );
+        assert_eq!((*fresh, *held), (8, 7));
         drop(held);
     }
 
     #[test]
-    fn a_recycled_state_is_pending_again() {
-        let pool = Arc::new(StatePool::default());
-        let state = Arc::new(CommandState::default());
-        state.settle(CommandStatus::Complete);
-        let address = Arc::as_ptr(&state);
-        pool.keep_if_last(state);
-        let mut stash = StateStash::new(pool.clone());
-        let reused = stash.fresh();
-        assert_eq!(Arc::as_ptr(&reused), address, "the pooled cell is reused");
-        assert_eq!(reused.settled(), CommandStatus::Pending);
-        assert_eq!(pool.len(), 0);
+    fn a_stash_takes_the_whole_pool_at_once_and_refills_what_it_reuses() {
+        let pool = Arc::new(Pool::default());
+        let value = Arc::new(1);
+        let address = Arc::as_ptr(&value);
+        pool.keep_all_if_last([value, Arc::new(2)]);
+        let mut stash = Stash::new(pool.clone());
+        let reused = stash.fresh(3);
+        assert_eq!(*reused, 3);
+        assert_eq!(pool.len(), 0, "the stash took the whole pool at once");
+        let second = stash.fresh(4);
+        assert!(
+            [Arc::as_ptr(&reused), Arc::as_ptr(&second)].contains(&address),
+            "pooled values are reused"
+        );
         // Empty pool and stash: a new one.
-        assert_eq!(stash.fresh().settled(), CommandStatus::Pending);
+        assert_eq!(*stash.fresh(5), 5);
     }
 
     #[test]

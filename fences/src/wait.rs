@@ -17,8 +17,9 @@
 use crate::batch::Command;
 use crate::error::Error;
 use crate::event::Event;
-use crate::publish::{Packet, Step, published};
-use crate::queue::{HostQueue, QueueCore, QueueTracker};
+use crate::publish::QueueTracker;
+use crate::publish::{Packet, Step};
+use crate::queue::{HostQueue, QueueCore};
 use crate::stats::{add, bump};
 use crate::sync::Arc;
 use sigretire_tracker::{Pin, Purpose, SignalMemory, Status, Ticket, Tracker, Work};
@@ -259,9 +260,13 @@ impl<T: QueueTracker> HostQueue<T> {
             if inner.tracker.known_status(&ticket)? == Some(Status::Complete) {
                 return Ok(Step::Done(None));
             }
-            let published = published!(
-                inner.publish(&core.stats, Packet::new(Work::Marker, Purpose::GpuWaiter))?
-            );
+            let published = match inner
+                .publish(&core.stats, Packet::new(Work::Marker, Purpose::GpuWaiter))?
+                .or_retry()
+            {
+                Ok(published) => published,
+                Err(retry) => return Ok(retry),
+            };
             let ticket = published.entry.ticket;
             core.push_command(inner, published.entry, true);
             match inner.tracker.pin(&ticket) {
@@ -296,10 +301,16 @@ impl<T: QueueTracker> HostQueue<T> {
                     for (handle, pin) in handles.iter_mut().zip(pins.iter()) {
                         *handle = pin.packet_handle();
                     }
-                    let published = published!(inner.publish(
-                        &core.stats,
-                        Packet::new(Work::Wait(&handles[..count]), Purpose::Completion)
-                    )?);
+                    let published = match inner
+                        .publish(
+                            &core.stats,
+                            Packet::new(Work::Wait(&handles[..count]), Purpose::Completion),
+                        )?
+                        .or_retry()
+                    {
+                        Ok(published) => published,
+                        Err(retry) => return Ok(retry),
+                    };
                     let consumer = published.entry.ticket;
                     let mut refused = None;
                     for pin in pins.drain(..count) {
