@@ -649,7 +649,7 @@ impl SignalMemory for SignalPool {
         }
     }
 
-    /// The stamps in the system domain (see `timing.rs`): two atomic loads of
+    /// The stamps in the system domain (see the `timing` module): two atomic loads of
     /// the block and two conversions, or `hsa_amd_profiling_get_dispatch_time`
     /// for a ROCr signal. `None` for stamps never written (zero) or not
     /// convertible.
