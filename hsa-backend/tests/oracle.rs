@@ -7,6 +7,7 @@ mod support;
 
 use hsa_sys::{amd_signal_t, hsa_signal_t};
 use sigretire_hsa::{AqlQueue, QueueOptions, SignalPool};
+use sigretire_rocr_standin::ViolationKind;
 use sigretire_tracker::{HardwareQueue, Placement, SignalMemory, Work};
 use std::ffi::c_void;
 use support::Gpu;
@@ -30,13 +31,12 @@ fn publish(queue: &AqlQueue, work: Work<'_>, completion: u64) {
     queue.publish(index, work, true, completion).unwrap();
 }
 
+/// The stand-in reported exactly these violations so far, of these kinds.
 #[track_caller]
-fn assert_reported(gpu: &Gpu, needle: &str) {
+fn assert_reported(gpu: &Gpu, expected: &[ViolationKind]) {
     let violations = gpu.standin.violations();
-    assert!(
-        violations.iter().any(|v| v.contains(needle)),
-        "expected a violation containing {needle:?}, got {violations:#?}"
-    );
+    let kinds: Vec<ViolationKind> = violations.iter().map(|v| v.kind).collect();
+    assert_eq!(kinds, expected, "{violations:#?}");
 }
 
 /// A block of the device's VRAM pool, raw, as a buggy backend would make it;
@@ -77,7 +77,7 @@ fn a_signal_re_armed_while_its_packet_is_in_flight_is_reported() {
     // SAFETY: as above (the bug: the first packet has not run).
     unsafe { pool.store(s, 1) };
     publish(&queue, Work::Empty, pool.packet_handle(s));
-    assert_reported(&gpu, "re-armed while in flight");
+    assert_reported(&gpu, &[ViolationKind::RearmWhileInFlight]);
 }
 
 #[test]
@@ -87,7 +87,7 @@ fn a_signal_never_armed_is_reported() {
     let pool = SignalPool::new(&gpu.device);
     let s = signal(&pool);
     publish(&queue, Work::Empty, pool.packet_handle(s));
-    assert_reported(&gpu, "or never armed");
+    assert_reported(&gpu, &[ViolationKind::RearmWhileInFlight]);
 }
 
 #[test]
@@ -99,7 +99,7 @@ fn memory_freed_under_a_pending_packet_is_reported() {
     // SAFETY: the block came from hsa_amd_memory_pool_allocate (the bug: a
     // pending packet still completes it).
     unsafe { gpu.runtime.api().hsa_amd_memory_pool_free(block) };
-    assert_reported(&gpu, "released while");
+    assert_reported(&gpu, &[ViolationKind::BadRelease]);
 }
 
 #[test]
@@ -110,7 +110,7 @@ fn a_packet_naming_freed_memory_is_reported() {
     // SAFETY: the block came from hsa_amd_memory_pool_allocate.
     unsafe { gpu.runtime.api().hsa_amd_memory_pool_free(block) };
     publish(&queue, Work::Empty, block as u64);
-    assert_reported(&gpu, "already given back");
+    assert_reported(&gpu, &[ViolationKind::BadSignal]);
 }
 
 #[test]
@@ -119,7 +119,7 @@ fn vram_the_host_was_never_granted_is_reported() {
     let queue = queue(&gpu);
     let block = raw_block(&gpu, false);
     publish(&queue, Work::Empty, block as u64);
-    assert_reported(&gpu, "CPU agent was never granted access");
+    assert_reported(&gpu, &[ViolationKind::NoAccess]);
     drop(queue);
     // SAFETY: the block came from hsa_amd_memory_pool_allocate; its packet
     // never ran (stepped) and its queue is destroyed.
@@ -143,7 +143,7 @@ fn a_gpu_waiters_signal_re_armed_before_the_waiter_saw_it_is_reported() {
     // SAFETY: as above (the bug: the waiter still needs to see the 0).
     unsafe { pool.store(s, 1) };
     publish(&producer, Work::Empty, handle);
-    assert_reported(&gpu, "re-armed before the GPU waiter saw that use complete");
+    assert_reported(&gpu, &[ViolationKind::RearmWhileInFlight]);
 }
 
 #[test]
@@ -154,14 +154,14 @@ fn a_raw_block_passed_to_rocrs_signal_calls_is_reported() {
     // SAFETY: the bug under test: ROCr would misread the block; the stand-in
     // reports it instead.
     unsafe { gpu.runtime.api().hsa_signal_load_scacquire(s.handle()) };
-    assert_reported(&gpu, "not a signal ROCr created");
+    assert_reported(&gpu, &[ViolationKind::BadSignal]);
     // SAFETY: as above.
     unsafe {
         gpu.runtime.api().hsa_signal_destroy(hsa_signal_t {
             handle: pool.packet_handle(s),
         })
     };
-    assert_reported(&gpu, "not a live signal ROCr created");
+    assert_reported(&gpu, &[ViolationKind::BadSignal, ViolationKind::BadRelease]);
 }
 
 #[test]
@@ -191,9 +191,7 @@ fn what_is_left_at_shutdown_is_reported() {
     drop((device, runtime)); // hsa_shut_down with the queue alive
     let violations = standin.violations();
     assert!(
-        violations
-            .iter()
-            .any(|v| v.contains("leak at hsa_shut_down: 1 queue(s)")),
+        violations.iter().any(|v| v.kind == ViolationKind::Leak),
         "{violations:#?}"
     );
 }

@@ -110,6 +110,18 @@ impl Check {
     }
 }
 
+impl Check {
+    /// The invariant a violation the simulator recorded breaks.
+    pub fn of_simulator(violation: &sigretire_sim::Violation) -> Check {
+        use sigretire_sim::Violation;
+        match violation {
+            Violation::Unfenced { .. } | Violation::Unflushed { .. } => Check::PublishOrder,
+            Violation::StoreWhileInFlight { .. } => Check::RearmWhileInFlight,
+            _ => Check::Unexpected,
+        }
+    }
+}
+
 impl fmt::Display for Check {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

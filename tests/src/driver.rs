@@ -12,9 +12,7 @@ use crate::ops::{EngineStep, Op, StreamId};
 use crate::setup::{QUEUE_SIZE, Setup, TRUTH_HISTORY};
 use sigretire_sim::backend::{SimMemory, submit_kernel, submit_wait};
 use sigretire_sim::hsa_sys::hsa_signal_t;
-use sigretire_sim::{
-    AgentId, Placement as RingPlacement, Queue, QueueConfig, Sim, SimConfig, Violation,
-};
+use sigretire_sim::{AgentId, Placement as RingPlacement, Queue, QueueConfig, Sim, SimConfig};
 use sigretire_tracker::{
     AcquireError, BaselineTracker, Config, CreateError, ForeignTicket, Generation, PinError,
     Purpose, Request, RetiringTracker, Status, Ticket, TimestampsError, Tracker, WaitError,
@@ -1560,12 +1558,10 @@ impl<T: SimTracker> Driver<T> {
         let Some(first) = violations.first() else {
             return Ok(());
         };
-        let check = match first {
-            Violation::Unfenced { .. } | Violation::Unflushed { .. } => Check::PublishOrder,
-            Violation::StoreWhileInFlight { .. } => Check::RearmWhileInFlight,
-            _ => Check::Unexpected,
-        };
-        fail(check, format!("the simulator saw: {violations:?}"))
+        fail(
+            Check::of_simulator(first),
+            format!("the simulator saw: {violations:?}"),
+        )
     }
 }
 

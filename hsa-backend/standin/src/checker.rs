@@ -129,13 +129,16 @@ impl Checker {
             let value = unsafe { peek_value(completion) };
             if value <= earlier.len() as i64 {
                 let others: Vec<_> = earlier.iter().map(Use::describe).collect();
-                instance.violation(format!(
-                    "{}: completion signal {completion:#x} holds {value} while {} earlier \
+                instance.violation(
+                    crate::ViolationKind::RearmWhileInFlight,
+                    format!(
+                        "{}: completion signal {completion:#x} holds {value} while {} earlier \
                      unfinished packet(s) {others:?} also complete it: it was re-armed while \
                      in flight, or never armed",
-                    here(),
-                    earlier.len(),
-                ));
+                        here(),
+                        earlier.len(),
+                    ),
+                );
             }
             let overtaken: Vec<_> = pending_waits(&mut self.waits, completion)
                 .into_iter()
@@ -143,7 +146,7 @@ impl Checker {
                 .map(|w| w.barrier.describe())
                 .collect();
             if !overtaken.is_empty() {
-                instance.violation(format!(
+                instance.violation(crate::ViolationKind::RearmWhileInFlight, format!(
                     "{}: completion signal {completion:#x} is used again while barrier packet(s) \
                      {overtaken:?} still wait on its previous, finished use: it was re-armed \
                      before the GPU waiter saw that use complete",
@@ -200,10 +203,13 @@ impl Checker {
                 .map(|u| u.describe())
                 .collect();
             if !users.is_empty() {
-                instance.violation(format!(
-                    "{call}: signal {handle:#x} released while {users:?} still use it \
+                instance.violation(
+                    crate::ViolationKind::BadRelease,
+                    format!(
+                        "{call}: signal {handle:#x} released while {users:?} still use it \
                      (the GPU would write or read freed memory)"
-                ));
+                    ),
+                );
             }
         }
     }
@@ -223,40 +229,55 @@ fn check_named(instance: &Instance, gpu: u32, handle: u64, here: &dyn Fn() -> St
         return;
     }
     if instance.memory.was_destroyed(handle) {
-        return instance.violation(format!(
-            "{}: names signal {handle:#x}, destroyed by hsa_signal_destroy",
-            here()
-        ));
+        return instance.violation(
+            crate::ViolationKind::BadSignal,
+            format!(
+                "{}: names signal {handle:#x}, destroyed by hsa_signal_destroy",
+                here()
+            ),
+        );
     }
     let Some(allocation) = instance.memory.allocation_containing(handle) else {
         // Not ROCr's memory at all; the simulator reports it as unknown.
         return;
     };
     if allocation.freed {
-        return instance.violation(format!(
-            "{}: names signal {handle:#x} in a block already given back with \
+        return instance.violation(
+            crate::ViolationKind::BadSignal,
+            format!(
+                "{}: names signal {handle:#x} in a block already given back with \
              hsa_amd_memory_pool_free",
-            here()
-        ));
+                here()
+            ),
+        );
     }
     if !handle.is_multiple_of(64) {
-        return instance.violation(format!(
-            "{}: names {handle:#x}, which is not the start of a 64-byte signal block",
-            here()
-        ));
+        return instance.violation(
+            crate::ViolationKind::BadSignal,
+            format!(
+                "{}: names {handle:#x}, which is not the start of a 64-byte signal block",
+                here()
+            ),
+        );
     }
     if allocation.kind == PoolKind::Device && !allocation.reachable_by(AgentKind::Cpu) {
-        instance.violation(format!(
-            "{}: names VRAM signal {handle:#x}, but the CPU agent was never granted access \
+        instance.violation(
+            crate::ViolationKind::NoAccess,
+            format!(
+                "{}: names VRAM signal {handle:#x}, but the CPU agent was never granted access \
              to its block (hsa_amd_agents_allow_access): the host's stores to it would fault",
-            here()
-        ));
+                here()
+            ),
+        );
     }
     if !allocation.reachable_by(AgentKind::Gpu(gpu)) {
-        instance.violation(format!(
-            "{}: names signal {handle:#x}, but GPU {gpu} was never granted access to its \
+        instance.violation(
+            crate::ViolationKind::NoAccess,
+            format!(
+                "{}: names signal {handle:#x}, but GPU {gpu} was never granted access to its \
              block (hsa_amd_agents_allow_access)",
-            here()
-        ));
+                here()
+            ),
+        );
     }
 }

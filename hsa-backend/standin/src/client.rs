@@ -240,7 +240,7 @@ impl Standin {
     /// Every violation so far, of this and of earlier runtimes of this copy:
     /// host actions that ROCr or a GPU would not forgive, found by the
     /// stand-in's checks and by the simulator's.
-    pub fn violations(&self) -> Vec<String> {
+    pub fn violations(&self) -> Vec<crate::Violation> {
         // SAFETY: a null buffer asks for the length only.
         let len = unsafe { (self.control.rocr_standin_violations)(std::ptr::null_mut(), 0) };
         let mut buffer = vec![0u8; len];
@@ -250,7 +250,7 @@ impl Standin {
         String::from_utf8_lossy(&buffer)
             .lines()
             .filter(|l| !l.is_empty())
-            .map(str::to_owned)
+            .map(crate::Violation::from_line)
             .collect()
     }
 
@@ -262,7 +262,11 @@ impl Standin {
             violations.is_empty(),
             "the ROCr stand-in saw {} violation(s):\n{}",
             violations.len(),
-            violations.join("\n")
+            violations
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n")
         );
     }
 

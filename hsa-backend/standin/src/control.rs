@@ -28,7 +28,7 @@ macro_rules! control {
             #[unsafe(no_mangle)]
             pub unsafe extern "C" fn $name($($arg: $arg_ty),*) -> $ret {
                 catch_unwind(AssertUnwindSafe(move || $body)).unwrap_or_else(|_| {
-                    state::violation(format!("stand-in bug: {} panicked", stringify!($name)));
+                    state::violation(crate::ViolationKind::StandinBug, format!("stand-in bug: {} panicked", stringify!($name)));
                     $fallback
                 })
             }
@@ -88,10 +88,15 @@ control! {
         state::configure(unsafe { config.read_unaligned() })
     }
 
-    /// Writes every violation, one per line, into `buffer` (up to
-    /// `capacity` bytes); returns the length of the whole text.
+    /// Writes every violation, one per line (`Kind<TAB>text`), into
+    /// `buffer` (up to `capacity` bytes); returns the length of the whole
+    /// text.
     fn rocr_standin_violations(buffer: *mut u8, capacity: usize) -> usize = 0 => {
-        let text = state::violations().join("\n");
+        let text = state::violations()
+            .iter()
+            .map(crate::Violation::to_line)
+            .collect::<Vec<_>>()
+            .join("\n");
         if !buffer.is_null() {
             let len = text.len().min(capacity);
             // SAFETY: the caller passes `capacity` writable bytes.

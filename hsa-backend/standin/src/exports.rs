@@ -52,7 +52,10 @@ fn guard<T>(symbol: &str, fallback: T, body: impl FnOnce() -> T) -> T {
             .map(|s| s.to_string())
             .or_else(|| panic.downcast_ref::<String>().cloned())
             .unwrap_or_default();
-        state::violation(format!("stand-in bug: {symbol} panicked: {message}"));
+        state::violation(
+            crate::ViolationKind::StandinBug,
+            format!("stand-in bug: {symbol} panicked: {message}"),
+        );
         fallback
     })
 }
@@ -141,11 +144,14 @@ fn gpu_of(instance: &Instance, agent: hsa_agent_t) -> Result<u32, hsa_status_t> 
 /// A signal call on a handle ROCr did not create: ROCr would look for its own
 /// bookkeeping around the block and crash or corrupt memory.
 fn foreign_signal(instance: &Instance, call: &str, signal: hsa_signal_t) {
-    instance.violation(format!(
-        "{call}({:#x}): not a signal ROCr created; only ROCr-created signals may be passed \
+    instance.violation(
+        crate::ViolationKind::BadSignal,
+        format!(
+            "{call}({:#x}): not a signal ROCr created; only ROCr-created signals may be passed \
          to ROCr's signal functions",
-        signal.handle
-    ));
+            signal.handle
+        ),
+    );
 }
 
 /// Waits as ROCr does: polls, then yields, then naps, until the condition
@@ -483,7 +489,7 @@ rocr_exports! {
     ) -> hsa_signal_value_t = 0 => {
         let _ = wait_state_hint;
         let Some(instance) = state::current() else {
-            state::violation("hsa_signal_wait_scacquire before hsa_init".to_owned());
+            state::violation(crate::ViolationKind::BeforeInit, "hsa_signal_wait_scacquire before hsa_init".to_owned());
             return 0;
         };
         match instance.memory.runtime_signal(signal.handle) {
@@ -649,7 +655,10 @@ rocr_exports! {
 
 fn load(call: &str, signal: hsa_signal_t) -> hsa_signal_value_t {
     let Some(instance) = state::current() else {
-        state::violation(format!("{call} before hsa_init"));
+        state::violation(
+            crate::ViolationKind::BeforeInit,
+            format!("{call} before hsa_init"),
+        );
         return 0;
     };
     match instance.memory.runtime_signal(signal.handle) {
@@ -663,7 +672,10 @@ fn load(call: &str, signal: hsa_signal_t) -> hsa_signal_value_t {
 
 fn store(call: &str, signal: hsa_signal_t, value: hsa_signal_value_t) {
     let Some(instance) = state::current() else {
-        return state::violation(format!("{call} before hsa_init"));
+        return state::violation(
+            crate::ViolationKind::BeforeInit,
+            format!("{call} before hsa_init"),
+        );
     };
     if let Some(queue) = instance.queues.by_doorbell(signal.handle) {
         return queue.ring_doorbell(&instance, value);
@@ -680,15 +692,19 @@ fn with_queue(
     f: impl FnOnce(&Instance, &crate::queue::QueueAdapter) -> u64,
 ) -> u64 {
     let Some(instance) = state::current() else {
-        state::violation(format!("{call} before hsa_init"));
+        state::violation(
+            crate::ViolationKind::BeforeInit,
+            format!("{call} before hsa_init"),
+        );
         return 0;
     };
     match instance.queues.get(queue) {
         Some(adapter) => f(&instance, &adapter),
         None => {
-            instance.violation(format!(
-                "{call}({queue:p}): not a live queue (destroyed, or never created)"
-            ));
+            instance.violation(
+                crate::ViolationKind::BadQueueUse,
+                format!("{call}({queue:p}): not a live queue (destroyed, or never created)"),
+            );
             0
         }
     }

@@ -81,6 +81,7 @@ mod machine;
 mod memory;
 mod queue;
 mod state;
+mod violation;
 
 pub use abi::{
     AllocationInfo, Census, Config, KernelKind, Malformed, PoolKind, SimCounters, StepOp,
@@ -90,3 +91,4 @@ pub use client::{
     Flag, Kernel, LIBRARY_ENV, LIBRARY_FILE, QueueControl, Standin, StandinError, library,
 };
 pub use exports::{EXPORTS, Export};
+pub use violation::{Violation, ViolationKind};

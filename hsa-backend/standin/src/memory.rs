@@ -135,12 +135,15 @@ impl Memory {
                 }
                 Some(_) => {
                     drop(allocations);
-                    instance.violation(format!("hsa_amd_memory_pool_free({ptr:#x}): freed twice"));
+                    instance.violation(
+                        crate::ViolationKind::BadRelease,
+                        format!("hsa_amd_memory_pool_free({ptr:#x}): freed twice"),
+                    );
                     return HSA_STATUS_ERROR_INVALID_ARGUMENT;
                 }
                 None => {
                     drop(allocations);
-                    instance.violation(format!(
+                    instance.violation(crate::ViolationKind::BadRelease, format!(
                         "hsa_amd_memory_pool_free({ptr:#x}): not a block hsa_amd_memory_pool_allocate returned"
                     ));
                     return HSA_STATUS_ERROR_INVALID_ARGUMENT;
@@ -249,11 +252,14 @@ impl Memory {
     /// `hsa_signal_destroy`.
     pub(crate) fn destroy_signal(&self, instance: &Instance, signal: hsa_signal_t) -> hsa_status_t {
         if self.signals.write().remove(&signal.handle).is_none() {
-            instance.violation(format!(
-                "hsa_signal_destroy({:#x}): not a live signal ROCr created \
+            instance.violation(
+                crate::ViolationKind::BadRelease,
+                format!(
+                    "hsa_signal_destroy({:#x}): not a live signal ROCr created \
                  (ROCr would free memory it does not own)",
-                signal.handle
-            ));
+                    signal.handle
+                ),
+            );
             return HSA_STATUS_ERROR_INVALID_SIGNAL;
         }
         self.destroyed.lock().push(signal.handle);

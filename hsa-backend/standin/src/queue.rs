@@ -159,12 +159,15 @@ impl QueueAdapter {
         if let Some(queue) = self.sim_queue.get()
             && queue.config().profiling != enabled
         {
-            instance.violation(format!(
-                "queue {}: profiling switched {} after its first packet; the simulator \
+            instance.violation(
+                crate::ViolationKind::BadQueueUse,
+                format!(
+                    "queue {}: profiling switched {} after its first packet; the simulator \
                  keeps the setting a queue started with (only hardware switches mid-stream)",
-                self.id,
-                if enabled { "on" } else { "off" }
-            ));
+                    self.id,
+                    if enabled { "on" } else { "off" }
+                ),
+            );
         }
     }
 
@@ -197,22 +200,25 @@ impl QueueAdapter {
     /// packet id) and hand it to the simulator.
     pub(crate) fn ring_doorbell(self: &Arc<Self>, instance: &Instance, value: i64) {
         if self.is_destroyed() {
-            instance.violation(format!(
-                "queue {}: doorbell rung after hsa_queue_destroy",
-                self.id
-            ));
+            instance.violation(
+                crate::ViolationKind::BadQueueUse,
+                format!("queue {}: doorbell rung after hsa_queue_destroy", self.id),
+            );
             return;
         }
         let Ok(value) = u64::try_from(value) else {
-            instance.violation(format!(
-                "queue {}: doorbell rung with negative packet id {value}",
-                self.id
-            ));
+            instance.violation(
+                crate::ViolationKind::BadQueueUse,
+                format!(
+                    "queue {}: doorbell rung with negative packet id {value}",
+                    self.id
+                ),
+            );
             return;
         };
         let write_index = self.write_index().load(Ordering::Acquire);
         if value >= write_index {
-            instance.violation(format!(
+            instance.violation(crate::ViolationKind::BadQueueUse, format!(
                 "queue {}: doorbell rung with packet id {value}, but only {write_index} were reserved",
                 self.id
             ));
@@ -236,7 +242,7 @@ impl QueueAdapter {
             match queue.reserve() {
                 Ok(reserved) if reserved == index => {}
                 outcome => {
-                    instance.violation(format!(
+                    instance.violation(crate::ViolationKind::BadQueueUse, format!(
                         "queue {}: packet {index} was written over a slot the packet processor \
                          had not consumed (reserve the slot only once index - read index < size): {outcome:?}",
                         self.id
@@ -276,7 +282,10 @@ impl QueueAdapter {
                 }
             });
             if thread.join().is_err() {
-                instance.violation(format!("queue {}: the error callback panicked", self.id));
+                instance.violation(
+                    crate::ViolationKind::BadQueueUse,
+                    format!("queue {}: the error callback panicked", self.id),
+                );
             }
         }
     }

@@ -11,6 +11,7 @@ use crate::checker::Checker;
 use crate::machine::Machine;
 use crate::memory::Memory;
 use crate::queue::Queues;
+use crate::violation::{Violation, ViolationKind};
 use hsa_sys::{HSA_STATUS_ERROR_NOT_INITIALIZED, HSA_STATUS_SUCCESS, hsa_status_t};
 use parking_lot::{Mutex, RwLock};
 use sigretire_sim::{CostProfile, Mode, Sim, SimConfig};
@@ -30,7 +31,7 @@ pub(crate) struct Instance {
     pub(crate) flags: Mutex<Vec<sigretire_sim::HostFlag>>,
     /// Host actions the stand-in saw that would be bugs against ROCr or on
     /// the hardware (the simulator keeps its own list besides).
-    violations: Mutex<Vec<String>>,
+    violations: Mutex<Vec<Violation>>,
     /// The origin of the system clock (`HSA_SYSTEM_INFO_TIMESTAMP`).
     epoch: Instant,
     /// The system time at which the simulator's GPU clock read 0.
@@ -82,18 +83,18 @@ impl Instance {
     }
 
     /// Records a host action that ROCr or the hardware would not forgive.
-    pub(crate) fn violation(&self, text: String) {
-        self.violations.lock().push(text);
+    pub(crate) fn violation(&self, kind: ViolationKind, text: String) {
+        self.violations.lock().push(Violation::new(kind, text));
     }
 
     /// The stand-in's violations followed by the simulator's.
-    pub(crate) fn all_violations(&self) -> Vec<String> {
+    pub(crate) fn all_violations(&self) -> Vec<Violation> {
         let mut all = self.violations.lock().clone();
         all.extend(
             self.sim
                 .violations()
                 .iter()
-                .map(|v| format!("simulator: {v}")),
+                .map(|v| Violation::new(ViolationKind::of_simulator(v), format!("simulator: {v}"))),
         );
         all
     }
@@ -126,7 +127,10 @@ impl Instance {
             (signals, "signal(s) never destroyed"),
         ] {
             if count > 0 {
-                self.violation(format!("leak at hsa_shut_down: {count} {what}"));
+                self.violation(
+                    ViolationKind::Leak,
+                    format!("leak at hsa_shut_down: {count} {what}"),
+                );
             }
         }
     }
@@ -144,7 +148,7 @@ struct Global {
     init_count: u64,
     instance: Option<Arc<Instance>>,
     /// The violations of instances already shut down.
-    retired_violations: Vec<String>,
+    retired_violations: Vec<Violation>,
 }
 
 static GLOBAL: RwLock<Global> = RwLock::new(Global {
@@ -224,7 +228,7 @@ pub(crate) fn shut_down() -> hsa_status_t {
 
 /// Every violation so far: those of runtimes already shut down, then the
 /// current one's.
-pub(crate) fn violations() -> Vec<String> {
+pub(crate) fn violations() -> Vec<Violation> {
     let (mut all, instance) = {
         let global = GLOBAL.read();
         (global.retired_violations.clone(), global.instance.clone())
@@ -237,10 +241,13 @@ pub(crate) fn violations() -> Vec<String> {
 
 /// Records a violation with the current instance, or with the retired ones
 /// when there is none (a call before `hsa_init` or after `hsa_shut_down`).
-pub(crate) fn violation(text: String) {
+pub(crate) fn violation(kind: ViolationKind, text: String) {
     match current() {
-        Some(instance) => instance.violation(text),
-        None => GLOBAL.write().retired_violations.push(text),
+        Some(instance) => instance.violation(kind, text),
+        None => GLOBAL
+            .write()
+            .retired_violations
+            .push(Violation::new(kind, text)),
     }
 }
 

@@ -141,6 +141,15 @@ pub struct Executed {
     pub runtime_signals: Option<u64>,
 }
 
+/// A host action the machine would not forgive, as the machine reported it:
+/// the invariant it breaks (mapped from the machine's own kind, never from
+/// its wording) and its description.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub check: Check,
+    pub text: String,
+}
+
 /// Releases a spinning kernel (see [`Backend::spin_kernel`]).
 pub type Release = Arc<dyn Fn() + Send + Sync>;
 
@@ -191,7 +200,7 @@ pub trait Backend: Clone + Send + Sync + Sized + 'static {
     /// The ground truth of packet `index` of `queue`.
     fn truth(&self, queue: &Self::Queue, index: u64) -> Option<Truth>;
     /// Every violation the machine recorded.
-    fn violations(&self) -> Vec<String>;
+    fn violations(&self) -> Vec<Violation>;
     /// Drops this, the machine's last handle (every queue, pool and tracker
     /// on it already gone), and checks that nothing made on it is left
     /// behind, as far as the machine can tell, and that it saw no violation.
@@ -543,10 +552,7 @@ impl<B: Backend, T> Rig<B, T> {
         let Some(first) = violations.first() else {
             return;
         };
-        self.broken(
-            machine_check(first),
-            format!("the machine saw: {violations:#?}"),
-        );
+        self.broken(first.check, format!("the machine saw: {violations:#?}"));
     }
 
     /// Panics with a broken invariant, named as the property driver names
@@ -559,32 +565,6 @@ impl<B: Backend, T> Rig<B, T> {
             detail,
         };
         panic!("{failure}");
-    }
-}
-
-/// The invariant a violation the machine recorded breaks. The simulator
-/// backend words its violations as `sigretire_sim::Violation`'s `Debug`, the
-/// stand-in as its `Display` (after "simulator: ") or in words of its own.
-fn machine_check(violation: &str) -> Check {
-    const PUBLISH_ORDER: [&str; 4] = [
-        "Unfenced",
-        "Unflushed",
-        "not fenced before publication",
-        "needs an HDP flush",
-    ];
-    const REARM_WHILE_IN_FLIGHT: [&str; 4] = [
-        "StoreWhileInFlight",
-        "incomplete packet(s) complete it",
-        "re-armed while in flight",
-        "re-armed before the GPU waiter",
-    ];
-    let says = |words: &[&str]| words.iter().any(|w| violation.contains(w));
-    if says(&PUBLISH_ORDER) {
-        Check::PublishOrder
-    } else if says(&REARM_WHILE_IN_FLIGHT) {
-        Check::RearmWhileInFlight
-    } else {
-        Check::Unexpected
     }
 }
 

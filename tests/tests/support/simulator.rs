@@ -2,7 +2,8 @@
 //! memory through the tracker's adapter. The simulator is the oracle itself,
 //! so its ground truth and counters are read directly.
 
-use super::{Backend, Executed, Machine, Refused, Release, Truth};
+use super::{Backend, Executed, Machine, Refused, Release, Truth, Violation};
+use sigretire_scenarios::check::Check;
 use sigretire_sim::backend::SimMemory;
 use sigretire_sim::{CostProfile, Mode, Queue, QueueConfig, Sim, SimConfig, StepError};
 use sigretire_tracker::Placement;
@@ -126,11 +127,14 @@ impl Backend for Simulator {
         })
     }
 
-    fn violations(&self) -> Vec<String> {
+    fn violations(&self) -> Vec<Violation> {
         self.sim
             .violations()
             .iter()
-            .map(|v| format!("{v:?}"))
+            .map(|v| Violation {
+                check: Check::of_simulator(v),
+                text: v.to_string(),
+            })
             .collect()
     }
 

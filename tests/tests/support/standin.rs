@@ -2,9 +2,10 @@
 //! private copy of the ROCr stand-in (its own runtime, its own simulator),
 //! driven and inspected through the stand-in's test hooks.
 
-use super::{Backend, Executed, Machine, Refused, Release, Truth};
+use super::{Backend, Executed, Machine, Refused, Release, Truth, Violation};
 use sigretire_hsa::{AqlQueue, Device, QueueOptions, Runtime, SignalPool};
-use sigretire_rocr_standin::{Kernel, PoolKind, StepStatus};
+use sigretire_rocr_standin::{Kernel, PoolKind, StepStatus, ViolationKind};
+use sigretire_scenarios::check::Check;
 use sigretire_tracker::{Placement, QueueError, SignalMemory};
 use std::sync::Arc;
 use std::time::Duration;
@@ -146,8 +147,16 @@ impl Backend for Standin {
         })
     }
 
-    fn violations(&self) -> Vec<String> {
-        self.0.standin.violations()
+    fn violations(&self) -> Vec<Violation> {
+        self.0
+            .standin
+            .violations()
+            .into_iter()
+            .map(|v| Violation {
+                check: check_of(v.kind),
+                text: v.text,
+            })
+            .collect()
     }
 
     fn tear_down(self) {
@@ -213,5 +222,21 @@ impl Backend for Standin {
         // ...and the blocks the pool already has are used up.
         let mut taken = Vec::new();
         while memory.allocate(1, Placement::Device, &mut taken).is_ok() {}
+    }
+}
+
+/// The invariant a kind of stand-in violation breaks.
+fn check_of(kind: ViolationKind) -> Check {
+    match kind {
+        ViolationKind::PublishOrder => Check::PublishOrder,
+        ViolationKind::RearmWhileInFlight => Check::RearmWhileInFlight,
+        ViolationKind::Leak => Check::Leak,
+        ViolationKind::BadRelease
+        | ViolationKind::BadSignal
+        | ViolationKind::NoAccess
+        | ViolationKind::BadQueueUse
+        | ViolationKind::BeforeInit
+        | ViolationKind::Simulator
+        | ViolationKind::StandinBug => Check::Unexpected,
     }
 }
