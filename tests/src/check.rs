@@ -180,6 +180,64 @@ pub fn steady(
     }
 }
 
+/// What the oracle knows of a use's packets, whatever machine ran them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacketTruth {
+    /// Every packet of the use completed.
+    pub completed: bool,
+    /// A packet of it failed, or its submission did.
+    pub failed: bool,
+}
+
+/// A report that breaks the oracle's rules: the invariant, and why (the
+/// earlier answer it contradicts, or what another generation showed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Wrong {
+    /// The invariant broken.
+    pub check: Check,
+    /// The earlier answer contradicted, or another generation's evidence.
+    pub why: Option<String>,
+}
+
+/// The oracle's rule for a report made without reading memory (a known
+/// status, a held reference's, an answer to `hold` or `pin`): it may know
+/// less than the truth, never more, and never changes its mind — except
+/// that a tracker that keeps no host-side record (`forgets`: the baseline)
+/// may say "unknown" again after "complete". `truth`: `None` when the
+/// machine no longer remembers the packets (nothing to compare with).
+/// `other_generation` explains a false report by what another generation
+/// (another hardware queue of the stream) showed, which makes it a
+/// [`Check::CrossGeneration`]. `answered` is the use's last final answer,
+/// updated. The property model and the backend scenarios' rig both judge
+/// every report here.
+pub fn judge_report(
+    answered: &mut Option<Status>,
+    said: Option<Status>,
+    truth: Option<PacketTruth>,
+    forgets: bool,
+    other_generation: impl FnOnce(Check) -> Option<String>,
+) -> Result<(), Wrong> {
+    if let Some(truth) = truth
+        && let Err(check) = truthful(said, truth.completed, truth.failed)
+    {
+        return Err(match other_generation(check) {
+            Some(why) => Wrong {
+                check: Check::CrossGeneration,
+                why: Some(why),
+            },
+            None => Wrong { check, why: None },
+        });
+    }
+    if forgets && said.is_none() && *answered == Some(Status::Complete) {
+        return Ok(());
+    }
+    *answered = steady(*answered, said).map_err(|before| Wrong {
+        check: Check::TicketChanged,
+        why: Some(format!("it said {before:?} before")),
+    })?;
+    Ok(())
+}
+
 /// Every signal a tracker created is accounted for ([`Check::Leak`]) and
 /// its ring holds at most `max_in_flight` uses ([`Check::RingBound`]).
 pub fn census(census: &Census, max_in_flight: usize) -> Result<(), Failure> {

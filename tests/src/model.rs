@@ -29,7 +29,7 @@
 //!   the signal, the last launch's start and the last completion's end (for
 //!   a single packet, its own).
 
-use crate::check::{Check, Failure, fail, stamps_match, steady};
+use crate::check::{Check, Failure, PacketTruth, Wrong, fail, judge_report, stamps_match};
 use crate::driver::TrackerKind;
 use sigretire_sim::backend::SimMemory;
 use sigretire_sim::{FAILED_SIGNAL_VALUE, Queue};
@@ -255,71 +255,82 @@ impl Model {
     }
 
     /// Checks a report a tracker made without being asked to read memory
-    /// (a known status, an answer to `hold` or `pin`): it may know less than
-    /// the truth, never more, and never changes its mind.
+    /// (a known status, an answer to `hold` or `pin`) by the oracle's rule
+    /// ([`judge_report`](crate::check::judge_report)).
     pub fn judge_report(&mut self, use_id: usize, said: Option<Status>) -> Result<(), Failure> {
-        self.judge_truthful(use_id, said)?;
-        let u = &self.uses[use_id];
-        let before = u.answered;
         let forgets = self.kind.is_some_and(|k| !k.remembers_completions());
-        if forgets && said.is_none() && before == Some(Status::Complete) {
-            // The baseline keeps no host-side knowledge of completions.
-            return Ok(());
-        }
-        self.uses[use_id].answered = steady(before, said)
-            .or_else(|before| fail(Check::TicketChanged, self.said(use_id, said, before)))?;
-        Ok(())
+        let mut answered = self.uses[use_id].answered;
+        let judged = judge_report(
+            &mut answered,
+            said,
+            Some(self.packet_truth(use_id)),
+            forgets,
+            |check| self.other_generation(use_id, check),
+        );
+        self.uses[use_id].answered = answered;
+        judged.map_err(|wrong| self.failure(use_id, said, wrong, ""))
     }
 
     /// Checks what a held reference says about its use (see
-    /// [`HeldReference::answered`]).
+    /// [`HeldReference::answered`]), by the same rule.
     pub fn judge_reference(&mut self, reference: usize) -> Result<(), Failure> {
         let held = &self.references[reference];
-        let (use_id, said, before) = (held.use_id, held.reference.known_status(), held.answered);
-        self.judge_truthful(use_id, said)?;
-        self.references[reference].answered = steady(before, said).or_else(|before| {
-            fail(
-                Check::TicketChanged,
-                format!("a reference: {}", self.said(use_id, said, before)),
-            )
-        })?;
-        Ok(())
+        let (use_id, said) = (held.use_id, held.reference.known_status());
+        let mut answered = held.answered;
+        let judged = judge_report(
+            &mut answered,
+            said,
+            Some(self.packet_truth(use_id)),
+            false,
+            |check| self.other_generation(use_id, check),
+        );
+        self.references[reference].answered = answered;
+        judged.map_err(|wrong| self.failure(use_id, said, wrong, "a reference: "))
     }
 
-    /// Complete only if the packets completed; failed only if one failed
-    /// (or the submission did). In the stepped simulator a packet fails the
-    /// moment its queue does, so a tracker that says "failed" about a
-    /// pending packet is wrong already, not only once it completes.
-    fn judge_truthful(&self, use_id: usize, said: Option<Status>) -> Result<(), Failure> {
-        let u = &self.uses[use_id];
-        let truth = u.truth();
-        match crate::check::truthful(said, truth.completed, truth.failed) {
-            Err(Check::EarlyCompletion) => match self.foreign_fence(use_id) {
-                Some(fence) => fail(
-                    Check::CrossGeneration,
-                    format!(
-                        "{}; a fence of generation {} (use {}, index {}) completed and \
-                         would cover it by AQL index alone",
-                        self.said(use_id, said, None),
-                        self.uses[fence].generation,
-                        self.uses[fence].ticket.seq(),
-                        self.uses[fence].index,
-                    ),
-                ),
-                None => fail(Check::EarlyCompletion, self.said(use_id, said, None)),
+    fn packet_truth(&self, use_id: usize) -> PacketTruth {
+        let truth = self.uses[use_id].truth();
+        PacketTruth {
+            completed: truth.completed,
+            failed: truth.failed,
+        }
+    }
+
+    /// What another generation of the use's stream showed that explains a
+    /// false report: a completed foreign fence covering it by AQL index (an
+    /// early completion), a failed foreign queue (a false failure). In the
+    /// stepped simulator a packet fails the moment its queue does, so a
+    /// tracker that says "failed" about a pending packet is wrong already.
+    fn other_generation(&self, use_id: usize, check: Check) -> Option<String> {
+        match check {
+            Check::EarlyCompletion => self.foreign_fence(use_id).map(|fence| {
+                format!(
+                    "a fence of generation {} (use {}, index {}) completed and would cover \
+                     it by AQL index alone",
+                    self.uses[fence].generation,
+                    self.uses[fence].ticket.seq(),
+                    self.uses[fence].index,
+                )
+            }),
+            Check::FalseFailure => self.foreign_error(use_id).map(|queue| {
+                format!(
+                    "its own queue did not fail, but queue {queue} of another generation of \
+                     its stream did"
+                )
+            }),
+            _ => None,
+        }
+    }
+
+    fn failure(&self, use_id: usize, said: Option<Status>, wrong: Wrong, who: &str) -> Failure {
+        let said = self.said(use_id, said, None);
+        Failure {
+            check: wrong.check,
+            step: 0,
+            detail: match wrong.why {
+                Some(why) => format!("{who}{said}; {why}"),
+                None => format!("{who}{said}"),
             },
-            Err(_) => match self.foreign_error(use_id) {
-                Some(queue) => fail(
-                    Check::CrossGeneration,
-                    format!(
-                        "{}; its own queue did not fail, but queue {queue} of another \
-                         generation of its stream did",
-                        self.said(use_id, said, None),
-                    ),
-                ),
-                None => fail(Check::FalseFailure, self.said(use_id, said, None)),
-            },
-            Ok(()) => Ok(()),
         }
     }
 

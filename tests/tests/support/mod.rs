@@ -31,7 +31,7 @@ pub use queue_layer::{Platform, Watchdog, bounded, wait_until, waiting};
 pub use simulator::Simulator;
 pub use standin::Standin;
 
-use sigretire_scenarios::check::{Check, Failure, census, stamps_match, steady, truthful};
+use sigretire_scenarios::check::{Check, Failure, PacketTruth, census, judge_report, stamps_match};
 use sigretire_tracker::{
     AcquireError, BaselineTracker, Config, CreateError, HardwareQueue, Placement, Purpose, Request,
     RetiringTracker, SignalMemory, SignalRef, Status, Ticket, Timestamps, Tracker, Work,
@@ -854,8 +854,9 @@ impl<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>> Rig<B, T> {
             };
             let i = self.holds[h].issued;
             let known = reference.known_status();
-            self.judge_report(i, known, "a held reference", self.holds[h].answered);
-            self.holds[h].answered = self.steady(i, self.holds[h].answered, known);
+            let mut answered = self.holds[h].answered;
+            self.judge_report(i, known, "a held reference", &mut answered);
+            self.holds[h].answered = answered;
             if let Some(stamps) = reference.timestamps() {
                 self.check_stamps(&self.issued[i], stamps, "a held reference");
             }
@@ -886,9 +887,10 @@ impl<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>> Rig<B, T> {
             None => answer.is_some() && self.kind.remembers, // then a change
         };
         if new {
-            let finished = self.judge_report(i, said, "the tracker", answer);
+            let mut answered = answer;
+            let finished = self.judge_report(i, said, "the tracker", &mut answered);
             self.seen[i] = Seen {
-                answer: self.steady(i, answer, said),
+                answer: answered,
                 finished: finished || self.seen[i].finished,
             };
         }
@@ -907,22 +909,29 @@ impl<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>> Rig<B, T> {
         self.seen[i].finished
     }
 
-    /// Judges one report about issued use `i`; returns whether its ground
-    /// truth is final (or forgotten).
+    /// Judges one report about issued use `i` by the oracle's rule
+    /// ([`judge_report`]), given the last final answer it knows
+    /// (`answered`, updated); returns whether the use's ground truth is
+    /// final (or forgotten).
     #[track_caller]
     fn judge_report(
         &self,
         i: usize,
         said: Option<Status>,
         who: &str,
-        before: Option<Status>,
+        answered: &mut Option<Status>,
     ) -> bool {
         let u = &self.issued[i];
-        let Some(truth) = self.truth(u) else {
-            return true; // forgotten by the machine: nothing to compare with
-        };
-        let failed = truth.failed || u.abandoned;
-        if let Err(check) = truthful(said, truth.completed, failed) {
+        let truth = self.truth(u);
+        let packets = truth.map(|t| PacketTruth {
+            completed: t.completed,
+            failed: t.failed || u.abandoned,
+        });
+        let before = *answered;
+        let judged = judge_report(answered, said, packets, !self.kind.remembers, |check| {
+            self.other_generation_explains(u, check)
+        });
+        if let Err(wrong) = judged {
             let mut detail = format!(
                 "{who} said {said:?} about use {} of generation {} (it said {before:?} \
                  before); packet {} is {truth:?}",
@@ -930,16 +939,12 @@ impl<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>> Rig<B, T> {
                 u.generation,
                 u.index
             );
-            let check = match self.other_generation_explains(u, check) {
-                Some(why) => {
-                    detail.push_str(&format!("; {why}"));
-                    Check::CrossGeneration
-                }
-                None => check,
-            };
-            self.broken(check, detail);
+            if let Some(why) = wrong.why {
+                detail.push_str(&format!("; {why}"));
+            }
+            self.broken(wrong.check, detail);
         }
-        truth.completed || failed
+        packets.is_none_or(|p| p.completed || p.failed)
     }
 
     /// What another generation showed that explains a false report about
@@ -978,23 +983,6 @@ impl<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>> Rig<B, T> {
                 }),
             _ => None,
         }
-    }
-
-    /// The answer to remember after `said`, or a broken `TicketChanged`.
-    #[track_caller]
-    fn steady(&self, i: usize, before: Option<Status>, said: Option<Status>) -> Option<Status> {
-        if !self.kind.remembers && said.is_none() && before == Some(Status::Complete) {
-            return before; // the baseline keeps no host-side record
-        }
-        steady(before, said).unwrap_or_else(|before| {
-            self.broken(
-                Check::TicketChanged,
-                format!(
-                    "use {} said {said:?} after {before:?}",
-                    self.issued[i].ticket.seq()
-                ),
-            )
-        })
     }
 
     /// Runs the rig's queue until it can do nothing more, then checks.
