@@ -290,6 +290,7 @@ fn elapsed_time_agrees_with_cuda_events_within_five_percent() {
     let stream = queue.with_tracker(|t| sigretire_tracker::Tracker::queue(t).clone());
     for work in [Duration::from_millis(1), Duration::from_micros(100)] {
         let busy = context.register_busy_kernel(work, 1);
+        let mut ratios = Vec::new();
         for round in 0..5 {
             let (native_start, native_stop) = (
                 CudaEvent::new(&context, EventFlags::default()).unwrap(),
@@ -312,14 +313,22 @@ fn elapsed_time_agrees_with_cuda_events_within_five_percent() {
                 native.as_secs_f64() * 1e6,
             );
             assert!(
-                (0.95..=1.05).contains(&ratio),
-                "a {work:?} kernel: ours {ours:?}, CUDA's {native:?}"
-            );
-            assert!(
                 ours >= work && native >= work,
                 "{ours:?} {native:?} for {work:?}"
             );
+            ratios.push(ratio);
         }
+        // The median round: one round preempted on the host (a late
+        // record) says nothing about the clock. Ours spans CUDA's markers
+        // (recorded inside ours) and its own timed kernel's launch: about
+        // 4 us more at 100 us, well inside 5 %, where a wrong tick would be
+        // a factor of 10.
+        ratios.sort_by(f64::total_cmp);
+        let median = ratios[ratios.len() / 2];
+        assert!(
+            (0.95..=1.05).contains(&median),
+            "a {work:?} kernel: median ratio {median:.3} of {ratios:?}"
+        );
     }
 }
 
