@@ -256,7 +256,7 @@ impl Model {
 
     /// Checks a report a tracker made without being asked to read memory
     /// (a known status, an answer to `hold` or `pin`) by the oracle's rule
-    /// ([`judge_report`](crate::check::judge_report)).
+    /// ([`judge_report`]).
     pub fn judge_report(&mut self, use_id: usize, said: Option<Status>) -> Result<(), Failure> {
         let forgets = self.kind.is_some_and(|k| !k.remembers_completions());
         let mut answered = self.uses[use_id].answered;
