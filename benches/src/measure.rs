@@ -462,7 +462,7 @@ fn submit_one<T: QueueTracker>(
         match result {
             Ok(acquired) => {
                 queue
-                    .publish(index, Work::Empty, true, acquired.signal)
+                    .publish(acquired.publication, Work::Empty)
                     .map_err(fail)?;
                 return Ok(acquired.ticket);
             }

@@ -38,7 +38,7 @@ use std::time::Duration;
 /// let (mut tracker, queue) = context.retiring_tracker(Config::default())?;
 /// let index = queue.reserve().unwrap();
 /// let acquired = tracker.acquire(Request::packet(index).barrier(true)).unwrap();
-/// queue.publish(index, Work::Empty, true, acquired.signal).unwrap();
+/// queue.publish(acquired.publication, Work::Empty).unwrap();
 /// queue.synchronize()?;
 /// assert_eq!(tracker.query(&acquired.ticket).unwrap(), Status::Complete);
 /// # Ok::<(), sigretire_cuda::Error>(())
@@ -268,7 +268,7 @@ impl CudaContext {
     /// let (mut tracker, queue) = context.retiring_tracker(Config::default())?;
     /// let index = queue.reserve().unwrap();
     /// let acquired = tracker.acquire(Request::packet(index).barrier(true)).unwrap();
-    /// queue.publish(index, Work::Empty, true, acquired.signal).unwrap();
+    /// queue.publish(acquired.publication, Work::Empty).unwrap();
     /// queue.synchronize()?;
     /// assert_eq!(tracker.query(&acquired.ticket).unwrap(), Status::Complete);
     /// # Ok::<(), sigretire_cuda::Error>(())
@@ -296,7 +296,7 @@ impl CudaContext {
     /// let (mut baseline, queue) = context.baseline_tracker(Config::default())?;
     /// let index = queue.reserve().unwrap();
     /// let acquired = baseline.acquire(Request::packet(index).barrier(true)).unwrap();
-    /// queue.publish(index, Work::Empty, true, acquired.signal).unwrap();
+    /// queue.publish(acquired.publication, Work::Empty).unwrap();
     /// queue.synchronize()?;
     /// assert_eq!(baseline.query(&acquired.ticket).unwrap(), Status::Complete);
     /// # Ok::<(), sigretire_cuda::Error>(())
@@ -333,6 +333,7 @@ impl CudaContext {
     /// `CUDA_ERROR_INVALID_VALUE`).
     ///
     /// ```
+    /// # use sigretire_tracker::Publication;
     /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
@@ -345,7 +346,7 @@ impl CudaContext {
     /// let queue = context.create_queue()?;
     /// let start = Instant::now();
     /// let index = queue.reserve().unwrap();
-    /// queue.publish(index, busy.work(), true, 0).unwrap();
+    /// queue.publish(Publication::unsignalled(index, true), busy.work()).unwrap();
     /// queue.synchronize()?;
     /// assert!(start.elapsed() >= Duration::from_millis(2));
     /// # Ok::<(), sigretire_cuda::Error>(())
@@ -362,6 +363,7 @@ impl CudaContext {
     /// [`GaveUp`](crate::FlagState::GaveUp)).
     ///
     /// ```
+    /// # use sigretire_tracker::Publication;
     /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
@@ -375,7 +377,7 @@ impl CudaContext {
     /// let spin = context.register_spin_kernel(&flag, Duration::from_millis(1));
     /// let queue = context.create_queue()?;
     /// let index = queue.reserve().unwrap();
-    /// queue.publish(index, spin.work(), true, 0).unwrap();
+    /// queue.publish(Publication::unsignalled(index, true), spin.work()).unwrap();
     /// queue.synchronize()?; // nobody releases the flag: the kernel gives up after 1 ms
     /// assert_eq!(flag.state(), FlagState::GaveUp);
     /// # Ok::<(), sigretire_cuda::Error>(())

@@ -33,7 +33,7 @@
 //! let busy = context.register_busy_kernel(Duration::from_micros(200), 1);
 //! let index = queue.reserve().unwrap();
 //! let acquired = tracker.acquire(Request::packet(index).barrier(true).timed(true)).unwrap();
-//! queue.publish(index, busy.work(), true, acquired.signal).unwrap();
+//! queue.publish(acquired.publication, busy.work()).unwrap();
 //! queue.synchronize()?;
 //! let stamps = tracker.timestamps(&acquired.ticket).unwrap().unwrap();
 //! assert!(stamps.ticks() >= 200_000); // %globaltimer nanoseconds
@@ -262,6 +262,7 @@ impl Kernels {
 /// or [`work`](Self::work). Handle 0 is the empty kernel.
 ///
 /// ```no_run
+/// # use sigretire_tracker::Publication;
 /// use std::time::Duration;
 /// use sigretire_cuda::CudaContext;
 /// use sigretire_tracker::HardwareQueue;
@@ -270,7 +271,7 @@ impl Kernels {
 /// let busy = context.register_busy_kernel(Duration::from_micros(100), 1);
 /// let queue = context.create_queue()?;
 /// let index = queue.reserve().unwrap();
-/// queue.publish(index, busy.work(), true, 0).unwrap(); // 100 us of GPU work
+/// queue.publish(Publication::unsignalled(index, true), busy.work()).unwrap(); // 100 us of GPU work
 /// queue.synchronize()?;
 /// # Ok::<(), sigretire_cuda::Error>(())
 /// ```
@@ -386,6 +387,7 @@ pub enum FlagState {
 /// them by setting it.
 ///
 /// ```no_run
+/// # use sigretire_tracker::Publication;
 /// use std::time::Duration;
 /// use sigretire_cuda::{CudaContext, FlagState};
 /// use sigretire_tracker::{HardwareQueue, QueueView};
@@ -395,7 +397,7 @@ pub enum FlagState {
 /// let spin = context.register_spin_kernel(&flag, Duration::from_secs(5));
 /// let queue = context.create_queue()?;
 /// let index = queue.reserve().unwrap();
-/// queue.publish(index, spin.work(), true, 0).unwrap();
+/// queue.publish(Publication::unsignalled(index, true), spin.work()).unwrap();
 /// assert_eq!(queue.read_index(), 0); // still spinning
 /// flag.release();
 /// queue.synchronize()?;

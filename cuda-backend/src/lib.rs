@@ -46,13 +46,13 @@
 //! for _ in 0..64 {
 //!     let index = queue.reserve().unwrap();
 //!     let acquired = tracker.acquire(Request::packet(index).barrier(true)).unwrap();
-//!     queue.publish(index, Work::Empty, true, acquired.signal).unwrap();
+//!     queue.publish(acquired.publication, Work::Empty).unwrap();
 //! }
 //! let index = queue.reserve().unwrap();
 //! let event = tracker
 //!     .acquire(Request::packet(index).barrier(true).purpose(Purpose::Event).timed(true))
 //!     .unwrap();
-//! queue.publish(index, Work::Empty, true, event.signal).unwrap();
+//! queue.publish(event.publication, Work::Empty).unwrap();
 //!
 //! queue.synchronize()?;
 //! tracker.poll(); // one host load of the newest signal retires all 65

@@ -138,6 +138,7 @@ impl Event {
     /// when everything published before it has run.
     ///
     /// ```
+    /// # use sigretire_tracker::Publication;
     /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
@@ -151,7 +152,7 @@ impl Event {
     /// let flag = context.host_flag()?;
     /// let spin = context.register_spin_kernel(&flag, Duration::from_secs(5));
     /// let index = queue.reserve().unwrap();
-    /// queue.publish(index, spin.work(), true, 0).unwrap();
+    /// queue.publish(Publication::unsignalled(index, true), spin.work()).unwrap();
     /// let event = Event::new(&context, EventFlags::default())?;
     /// event.record(&queue)?;
     /// assert!(!event.is_complete()?); // behind the spinning kernel
@@ -172,6 +173,7 @@ impl Event {
     /// Blocks until the event completes (`cuEventSynchronize`).
     ///
     /// ```
+    /// # use sigretire_tracker::Publication;
     /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
@@ -184,7 +186,7 @@ impl Event {
     /// let queue = context.create_queue()?;
     /// let busy = context.register_busy_kernel(Duration::from_millis(1), 1);
     /// let index = queue.reserve().unwrap();
-    /// queue.publish(index, busy.work(), true, 0).unwrap();
+    /// queue.publish(Publication::unsignalled(index, true), busy.work()).unwrap();
     /// let event = Event::new(&context, EventFlags { blocking_sync: true, ..EventFlags::default() })?;
     /// event.record(&queue)?;
     /// event.synchronize()?; // sleeps in the driver rather than spinning
@@ -230,6 +232,7 @@ impl Event {
     /// 0.5 us resolution). Both must have completed and have timing on.
     ///
     /// ```
+    /// # use sigretire_tracker::Publication;
     /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
@@ -245,7 +248,7 @@ impl Event {
     /// let end = Event::new(&context, EventFlags::default())?;
     /// start.record(&queue)?;
     /// let index = queue.reserve().unwrap();
-    /// queue.publish(index, busy.work(), true, 0).unwrap();
+    /// queue.publish(Publication::unsignalled(index, true), busy.work()).unwrap();
     /// end.record(&queue)?;
     /// end.synchronize()?;
     /// // Events keep their own clock; allow for its 0.5 us resolution and more.

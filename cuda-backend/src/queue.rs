@@ -10,7 +10,7 @@ use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use cudarc::driver::sys::{CUstream, CUstreamBatchMemOpParams};
 use parking_lot::Mutex;
-use sigretire_tracker::{HardwareQueue, QueueError, QueueView, Work};
+use sigretire_tracker::{HardwareQueue, Publication, QueueError, QueueView, Work};
 use std::sync::Arc;
 
 /// A stream that accepts the tracker's work.
@@ -65,7 +65,7 @@ use std::sync::Arc;
 /// for _ in 0..64 {
 ///     let index = queue.reserve().unwrap();
 ///     let acquired = tracker.acquire(Request::packet(index).barrier(true)).unwrap();
-///     queue.publish(index, Work::Empty, true, acquired.signal).unwrap();
+///     queue.publish(acquired.publication, Work::Empty).unwrap();
 ///     tickets.push(acquired.ticket);
 /// }
 /// queue.synchronize()?;
@@ -95,14 +95,14 @@ struct QueueInner {
 /// What `publish` needs under its lock: the order, the queue's failure, and
 /// buffers reused by every publication (no allocation in steady state).
 struct Publisher {
-    order: Reorder<Publication>,
+    order: Reorder<Parked>,
     plan: Vec<MemOp>,
     params: Vec<CUstreamBatchMemOpParams>,
     failure: Option<QueueFailure>,
 }
 
 /// A publication parked until the index before it is published.
-enum Publication {
+enum Parked {
     Work {
         work: OwnedWork,
         completion: u64,
@@ -125,6 +125,8 @@ impl OwnedWork {
             Work::Marker => OwnedWork::Marker,
             Work::Kernel(handle) => OwnedWork::Kernel(handle),
             Work::Wait(dependencies) => OwnedWork::Wait(dependencies.to_vec()),
+            // Refused before anything is parked (`reject`).
+            Work::WaitAny(_) | Work::Dispatch(_) | Work::WaitValue(_) => OwnedWork::Marker,
         }
     }
 
@@ -224,6 +226,7 @@ impl CudaQueue {
     /// (`cuStreamSynchronize`).
     ///
     /// ```
+    /// # use sigretire_tracker::Publication;
     /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
@@ -233,7 +236,7 @@ impl CudaQueue {
     ///
     /// let queue = context.create_queue()?;
     /// let index = queue.reserve().unwrap();
-    /// queue.publish(index, Work::Empty, true, 0).unwrap();
+    /// queue.publish(Publication::unsignalled(index, true), Work::Empty).unwrap();
     /// queue.synchronize()?;
     /// assert_eq!(queue.read_index(), index + 1); // its progress write has landed
     /// # Ok::<(), sigretire_cuda::Error>(())
@@ -246,6 +249,7 @@ impl CudaQueue {
     /// Whether everything published so far has run (`cuStreamQuery`).
     ///
     /// ```
+    /// # use sigretire_tracker::Publication;
     /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
@@ -259,7 +263,7 @@ impl CudaQueue {
     /// let flag = context.host_flag()?;
     /// let spin = context.register_spin_kernel(&flag, Duration::from_secs(5));
     /// let index = queue.reserve().unwrap();
-    /// queue.publish(index, spin.work(), true, 0).unwrap();
+    /// queue.publish(Publication::unsignalled(index, true), spin.work()).unwrap();
     /// assert!(!queue.is_idle()?); // the kernel spins until the flag is released
     /// flag.release();
     /// queue.synchronize()?;
@@ -293,6 +297,7 @@ impl CudaQueue {
     /// Why the queue stopped accepting work, if it did.
     ///
     /// ```
+    /// # use sigretire_tracker::Publication;
     /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
@@ -302,7 +307,7 @@ impl CudaQueue {
     ///
     /// let queue = context.create_queue()?;
     /// let index = queue.reserve().unwrap();
-    /// queue.publish(index, Work::Marker, true, 0).unwrap();
+    /// queue.publish(Publication::unsignalled(index, true), Work::Marker).unwrap();
     /// assert_eq!(queue.failure(), None); // only a driver error while enqueueing fails a queue
     /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
@@ -334,6 +339,7 @@ impl CudaQueue {
     /// first index still waiting to be published.
     ///
     /// ```
+    /// # use sigretire_tracker::Publication;
     /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
@@ -344,7 +350,7 @@ impl CudaQueue {
     /// let queue = context.create_queue()?;
     /// let index = queue.reserve().unwrap();
     /// queue.reserve().unwrap(); // reserved, not yet published
-    /// queue.publish(index, Work::Marker, true, 0).unwrap();
+    /// queue.publish(Publication::unsignalled(index, true), Work::Marker).unwrap();
     /// assert_eq!((queue.reserved(), queue.published()), (2, 1));
     /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
@@ -355,6 +361,7 @@ impl CudaQueue {
     /// Publications parked until an earlier index is published.
     ///
     /// ```
+    /// # use sigretire_tracker::Publication;
     /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
@@ -364,9 +371,9 @@ impl CudaQueue {
     ///
     /// let queue = context.create_queue()?;
     /// let (first, second) = (queue.reserve().unwrap(), queue.reserve().unwrap());
-    /// queue.publish(second, Work::Marker, true, 0).unwrap(); // waits for `first`
+    /// queue.publish(Publication::unsignalled(second, true), Work::Marker).unwrap(); // waits for `first`
     /// assert_eq!((queue.parked(), queue.published()), (1, 0));
-    /// queue.publish(first, Work::Marker, true, 0).unwrap(); // both go, in order
+    /// queue.publish(Publication::unsignalled(first, true), Work::Marker).unwrap(); // both go, in order
     /// assert_eq!((queue.parked(), queue.published()), (0, 2));
     /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
@@ -415,6 +422,17 @@ impl CudaQueue {
                      (register it with CudaContext::register_busy_kernel or register_spin_kernel)"
                 )))
             }
+            Work::Dispatch(_) => Some(QueueError::Unsupported(
+                "a CUDA runtime launches its own kernels on its own stream: adopt the stream \
+                 (CudaContext::adopt_stream) and publish a Work::Marker after them"
+                    .into(),
+            )),
+            Work::WaitAny(_) => Some(QueueError::Unsupported(
+                "a CUDA stream cannot wait for any one of several signals".into(),
+            )),
+            Work::WaitValue(_) => Some(QueueError::Unsupported(
+                "value waits other than a signal's completion are not offered on CUDA".into(),
+            )),
             _ => None,
         }
     }
@@ -460,6 +478,9 @@ impl CudaQueue {
                 &[]
             }
             Work::Wait(dependencies) => dependencies,
+            Work::WaitAny(_) | Work::Dispatch(_) | Work::WaitValue(_) => {
+                unreachable!("rejected before admission")
+            }
         };
         let publication = ops::Publication {
             index,
@@ -514,25 +535,28 @@ impl HardwareQueue for CudaQueue {
         Ok(self.inner.reserved.fetch_add(1, Ordering::AcqRel))
     }
 
-    /// Enqueues `work` at `index`, then writes `completion` (a signal's
-    /// packet handle, or 0) to 0 and the progress word to `index + 1`.
+    /// Enqueues `work` at the publication's index, then writes its
+    /// completion signal to 0 and the progress word to `index + 1`.
     ///
-    /// `barrier` is ignored: on a stream every use is a fence (pass `true`).
-    /// A signal whose use several publications share (`Request::ops(n)`)
-    /// must be given to the last of them only: the stream writes 0 rather
-    /// than decrementing, and stream order makes the last one finish last.
+    /// The barrier bit is moot: on a stream every use is a fence (the
+    /// tracker's record of a fence can only be right). A use that several
+    /// publications share (`Request::ops(n)`, one per
+    /// [`Publication::operations`]) completes with the last of them only:
+    /// the stream writes 0 rather than decrementing, and stream order makes
+    /// the last one finish last.
     ///
     /// Errors: [`QueueError::Unsupported`] for an unreserved or already
     /// published index or an unregistered kernel (the index is consumed, the
     /// queue keeps working); [`QueueError::Failed`] for a driver error (the
     /// queue fails: see **Failure** in [`CudaQueue`]'s docs).
-    fn publish(
-        &self,
-        index: u64,
-        work: Work<'_>,
-        _barrier: bool,
-        completion: u64,
-    ) -> Result<(), QueueError> {
+    fn publish(&self, publication: Publication, work: Work<'_>) -> Result<(), QueueError> {
+        QueueError::check_single(&publication)?;
+        let index = publication.index();
+        let completion = if publication.is_last_operation() {
+            publication.completion()
+        } else {
+            0
+        };
         let reserved = self.reserved();
         if index >= reserved {
             return Err(QueueError::Unsupported(format!(
@@ -552,8 +576,8 @@ impl HardwareQueue for CudaQueue {
             }
             Ok(Admission::Later) => {
                 let parked = match rejection {
-                    Some(_) => Publication::Nothing,
-                    None => Publication::Work {
+                    Some(_) => Parked::Nothing,
+                    None => Parked::Work {
                         work: OwnedWork::from_work(work),
                         completion,
                     },
@@ -581,8 +605,8 @@ impl HardwareQueue for CudaQueue {
         // the queue's (recorded in `failure`), not this publication's.
         while let Some((ready, parked)) = publisher.order.take_ready() {
             let enqueued = match &parked {
-                Publication::Nothing => Ok(()),
-                Publication::Work { work, completion } => {
+                Parked::Nothing => Ok(()),
+                Parked::Work { work, completion } => {
                     self.enqueue(publisher, ready, work.as_work(), *completion)
                 }
             };

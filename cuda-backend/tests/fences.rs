@@ -346,9 +346,7 @@ fn a_timed_marker_reports_no_stamps_not_an_earlier_uses() {
         let acquired = tracker
             .acquire(Request::packet(index).barrier(true).timed(true))
             .unwrap();
-        queue
-            .publish(index, Work::Empty, true, acquired.signal)
-            .unwrap();
+        queue.publish(acquired.publication, Work::Empty).unwrap();
     }
     queue.synchronize().unwrap();
     tracker.poll();
@@ -364,9 +362,7 @@ fn a_timed_marker_reports_no_stamps_not_an_earlier_uses() {
                     .timed(true),
             )
             .unwrap();
-        queue
-            .publish(index, Work::Marker, true, acquired.signal)
-            .unwrap();
+        queue.publish(acquired.publication, Work::Marker).unwrap();
         markers.push(acquired.ticket);
     }
     queue.synchronize().unwrap();

@@ -13,8 +13,8 @@ mod support;
 use sigretire_cuda::native::{Event, EventFlags};
 use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, Error, FlagState};
 use sigretire_tracker::{
-    Acquired, BaselineTracker, Config, HardwareQueue, Placement, Purpose, QueueError, QueueView,
-    Request, RetiringTracker, SignalMemory, Status, Tracker, WaitPolicy, Work,
+    Acquired, BaselineTracker, Config, HardwareQueue, Placement, Publication, Purpose, QueueError,
+    QueueView, Request, RetiringTracker, SignalMemory, Status, Tracker, WaitPolicy, Work,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,13 +58,13 @@ impl<T: Tracker<Memory = CudaMemory, Queue = CudaQueue>> Rig<T> {
                 .acquire(request(Request::packet(index).barrier(true)))
             {
                 Ok(acquired) => {
-                    self.queue
-                        .publish(index, work, true, acquired.signal)
-                        .unwrap();
+                    self.queue.publish(acquired.publication, work).unwrap();
                     return acquired;
                 }
                 Err(sigretire_tracker::AcquireError::Backpressure { wait_for, .. }) => {
-                    self.queue.publish(index, Work::Empty, true, 0).unwrap();
+                    self.queue
+                        .publish(Publication::unsignalled(index, true), Work::Empty)
+                        .unwrap();
                     let waited = self
                         .tracker
                         .waiter()
@@ -506,7 +506,7 @@ fn failures_are_typed_and_nothing_reports_a_completion_that_did_not_happen() {
         .unwrap();
     let error = rig
         .queue
-        .publish(index, Work::Kernel(999), true, refused.signal)
+        .publish(refused.publication, Work::Kernel(999))
         .unwrap_err();
     assert!(matches!(error, QueueError::Unsupported(_)), "{error}");
     rig.tracker.fail_submission(&refused.ticket, 0).unwrap();
@@ -516,13 +516,16 @@ fn failures_are_typed_and_nothing_reports_a_completion_that_did_not_happen() {
     assert!(rig.queue.failure().is_none());
     let bogus = rig
         .queue
-        .publish(u64::MAX - 1, Work::Empty, true, 0)
+        .publish(Publication::unsignalled(u64::MAX - 1, true), Work::Empty)
         .unwrap_err();
     assert!(
         matches!(bogus, QueueError::Unsupported(_)),
         "unreserved: {bogus}"
     );
-    let again = rig.queue.publish(index, Work::Empty, true, 0).unwrap_err();
+    let again = rig
+        .queue
+        .publish(Publication::unsignalled(index, true), Work::Empty)
+        .unwrap_err();
     assert!(
         matches!(again, QueueError::Unsupported(_)),
         "published twice: {again}"
@@ -571,7 +574,7 @@ fn failures_are_typed_and_nothing_reports_a_completion_that_did_not_happen() {
         .unwrap();
     let error = rig
         .queue
-        .publish(index, too_wide.work(), true, failing.signal)
+        .publish(failing.publication, too_wide.work())
         .unwrap_err();
     let QueueError::Failed(text) = &error else {
         panic!("expected a queue failure, got {error}");
@@ -642,10 +645,16 @@ fn publications_run_in_index_order_whatever_order_they_arrive_in() {
     let handle = |i: usize| memory.packet_handle(signals[i]);
     let indices: Vec<u64> = (0..3).map(|_| queue.reserve().unwrap()).collect();
     queue
-        .publish(indices[2], Work::Empty, true, handle(2))
+        .publish(
+            Publication::untracked(indices[2], true, handle(2)),
+            Work::Empty,
+        )
         .unwrap();
     queue
-        .publish(indices[1], Work::Empty, true, handle(1))
+        .publish(
+            Publication::untracked(indices[1], true, handle(1)),
+            Work::Empty,
+        )
         .unwrap();
     std::thread::sleep(Duration::from_millis(2));
     assert_eq!(
@@ -653,7 +662,10 @@ fn publications_run_in_index_order_whatever_order_they_arrive_in() {
         (0, 1, 1, 2)
     );
     queue
-        .publish(indices[0], Work::Empty, true, handle(0))
+        .publish(
+            Publication::untracked(indices[0], true, handle(0)),
+            Work::Empty,
+        )
         .unwrap();
     queue.synchronize().unwrap();
     assert_eq!(
@@ -680,7 +692,10 @@ fn publications_run_in_index_order_whatever_order_they_arrive_in() {
                         std::thread::yield_now();
                     }
                     queue
-                        .publish(index, Work::Empty, true, handles[(index - 3) as usize])
+                        .publish(
+                            Publication::untracked(index, true, handles[(index - 3) as usize]),
+                            Work::Empty,
+                        )
                         .unwrap();
                 }
             })
@@ -836,10 +851,8 @@ fn latencies_next_to_cudas_own_in_the_same_process() {
         let index = consumer.reserve().unwrap();
         consumer
             .publish(
-                index,
+                Publication::untracked(index, true, memory.packet_handle(done)),
                 Work::Wait(&[memory.packet_handle(word)]),
-                true,
-                memory.packet_handle(done),
             )
             .unwrap();
         std::thread::sleep(Duration::from_micros(200));

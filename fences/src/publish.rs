@@ -15,8 +15,8 @@ use crate::recycle::Stash;
 use crate::stats::{Counters, bump};
 use crate::sync::Arc;
 use sigretire_tracker::{
-    HardwareQueue, Placement, Purpose, QueueError, Request, SignalMemory, SignalRef, Ticket,
-    Tracker, Work,
+    HardwareQueue, Placement, Publication, Purpose, QueueError, Request, SignalMemory, SignalRef,
+    Ticket, Tracker, Work,
 };
 
 /// A tracker the queue layer can drive: any [`Tracker`] whose queue accepts
@@ -172,7 +172,7 @@ impl<T: QueueTracker> Inner<T> {
         if let Err(error) = self
             .tracker
             .queue()
-            .publish(index, packet.work, true, acquired.signal)
+            .publish(acquired.publication, packet.work)
         {
             // Nothing will decrement the armed signal: fail the use so the
             // tracker retires it without waiting for a packet that never runs.
@@ -201,7 +201,9 @@ impl<T: QueueTracker> Inner<T> {
 
     /// Fills a reserved slot with empty work and no completion signal.
     fn fill_empty(&mut self, counters: &Counters, index: u64) -> Result<(), Error> {
-        self.tracker.queue().publish(index, Work::Marker, true, 0)?;
+        self.tracker
+            .queue()
+            .publish(Publication::unsignalled(index, true), Work::Marker)?;
         bump(&counters.empty_packets);
         Ok(())
     }

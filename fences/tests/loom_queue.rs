@@ -19,7 +19,7 @@ use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use loom::sync::{Arc, Mutex};
 use sigretire_queue::{BatchLimits, Command, CommandStatus, Device, DeviceConfig, QueueConfig};
 use sigretire_tracker::{
-    AllocError, Config, HardwareQueue, HostMemory, Placement, QueueError, QueueView,
+    AllocError, Config, HardwareQueue, HostMemory, Placement, Publication, QueueError, QueueView,
     RetiringTracker, SignalMemory, Status, Ticket, TimestampClock, Timestamps, Tracker, WaitPolicy,
     Work,
 };
@@ -60,8 +60,9 @@ impl HardwareQueue for LoomQueue {
         Ok(index)
     }
 
-    fn publish(&self, index: u64, _: Work<'_>, _: bool, completion: u64) -> Result<(), QueueError> {
-        self.0.packets.lock().unwrap()[index as usize] = Some(completion);
+    fn publish(&self, publication: Publication, _: Work<'_>) -> Result<(), QueueError> {
+        let index = publication.index() as usize;
+        self.0.packets.lock().unwrap()[index] = Some(publication.completion());
         Ok(())
     }
 }
@@ -152,14 +153,8 @@ impl HardwareQueue for OwnedQueue {
         self.hw.reserve()
     }
 
-    fn publish(
-        &self,
-        index: u64,
-        work: Work<'_>,
-        barrier: bool,
-        completion: u64,
-    ) -> Result<(), QueueError> {
-        self.hw.publish(index, work, barrier, completion)
+    fn publish(&self, publication: Publication, work: Work<'_>) -> Result<(), QueueError> {
+        self.hw.publish(publication, work)
     }
 }
 

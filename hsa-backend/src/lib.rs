@@ -82,7 +82,7 @@
 //! let index = queue.reserve()?;
 //! let acquired = tracker.acquire(Request::packet(index).barrier(true))?;
 //! assert_eq!(acquired.placement, Placement::Device);
-//! queue.publish(index, Work::Empty, true, acquired.signal)?;
+//! queue.publish(acquired.publication, Work::Empty)?;
 //!
 //! // Another thread could wait, without the tracker's lock.
 //! let status = tracker.waiter().wait(&acquired.ticket, Duration::from_secs(10), WaitPolicy::spin())?;

@@ -16,7 +16,7 @@
 //! ```
 
 use hsa_sys::*;
-use sigretire_tracker::{QueueError, Work};
+use sigretire_tracker::{Condition, Publication, QueueError, Work};
 
 /// Dependencies one barrier-AND packet holds (HSA: `dep_signal[5]`).
 ///
@@ -115,8 +115,8 @@ pub fn barrier_value(wait: BarrierValue, barrier: bool, completion: u64) -> Pack
 /// A kernel dispatch of one work-item (one-dimensional grid and work-group
 /// of 1) of `kernel_object`, without kernel arguments or segments: enough
 /// for markers and for the stand-in's simulated kernels. Real kernels need
-/// their code object's segment sizes and arguments: build their packet and
-/// publish it with [`AqlQueue::publish_packet`](crate::AqlQueue::publish_packet).
+/// their code object's segment sizes and arguments: publish them as
+/// [`Work::Dispatch`].
 ///
 /// ```
 /// use sigretire_hsa::packet::kernel_dispatch;
@@ -137,19 +137,129 @@ pub fn kernel_dispatch(kernel_object: u64, barrier: bool, completion: u64) -> Pa
     .into()
 }
 
-/// The packet for the queue layer's `work`: empty work and waits are
-/// barrier-AND packets, kernels are dispatches.
-pub(crate) fn for_work(
-    work: Work<'_>,
-    barrier: bool,
-    completion: u64,
-) -> Result<PacketWords, QueueError> {
+/// The packet for `work`, published as `publication` says: empty work
+/// and markers are barrier-AND packets with no dependency, waits barrier-AND
+/// or barrier-OR packets, kernels and the caller's dispatches kernel
+/// dispatch packets, a value wait AMD's barrier-value packet.
+///
+/// ```
+/// use sigretire_hsa::packet::for_work;
+/// use sigretire_tracker::{Dispatch, Publication, Work};
+/// use hsa_sys::{hsa_kernel_dispatch_packet_t, PacketHeader};
+///
+/// let work = Work::Dispatch(Dispatch::new(0xC0DE).kernarg_address(0x7000).grid([64, 1, 1]).workgroup([64, 1, 1]));
+/// let words = for_work(work, &Publication::unsignalled(3, true)).unwrap();
+/// let packet = hsa_kernel_dispatch_packet_t::from(words);
+/// assert!(PacketHeader::from_bits(packet.header).barrier);
+/// assert_eq!((packet.kernel_object, packet.grid_size_x, packet.workgroup_size_x), (0xC0DE, 64, 64));
+/// assert_eq!(packet.kernarg_address as u64, 0x7000);
+/// ```
+pub fn for_work(work: Work<'_>, publication: &Publication) -> Result<PacketWords, QueueError> {
+    let (barrier, completion) = (publication.barrier(), publication.completion());
+    let too_many = |dependencies: &[u64]| QueueError::too_many_dependencies(dependencies.len());
     match work {
         Work::Empty | Work::Marker => {
             Ok(barrier_and(&[], barrier, completion).expect("no dependencies"))
         }
         Work::Kernel(object) => Ok(kernel_dispatch(object, barrier, completion)),
-        Work::Wait(dependencies) => barrier_and(dependencies, barrier, completion)
-            .ok_or_else(|| QueueError::too_many_dependencies(dependencies.len())),
+        Work::Wait(dependencies) => {
+            barrier_and(dependencies, barrier, completion).ok_or_else(|| too_many(dependencies))
+        }
+        Work::WaitAny(dependencies) => {
+            if dependencies.is_empty() {
+                return Err(QueueError::Unsupported(
+                    "a barrier-OR packet needs at least one dependency".into(),
+                ));
+            }
+            barrier_or(dependencies, barrier, completion).ok_or_else(|| too_many(dependencies))
+        }
+        Work::Dispatch(dispatch) => Ok(hsa_kernel_dispatch_packet_t {
+            header: PacketHeader::new(HSA_PACKET_TYPE_KERNEL_DISPATCH)
+                .barrier(barrier)
+                .bits(),
+            setup: dispatch.dimensions << HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS as u16,
+            workgroup_size_x: dispatch.workgroup[0],
+            workgroup_size_y: dispatch.workgroup[1],
+            workgroup_size_z: dispatch.workgroup[2],
+            reserved0: 0,
+            grid_size_x: dispatch.grid[0],
+            grid_size_y: dispatch.grid[1],
+            grid_size_z: dispatch.grid[2],
+            private_segment_size: dispatch.private_segment_size,
+            group_segment_size: dispatch.group_segment_size,
+            kernel_object: dispatch.kernel_object,
+            kernarg_address: dispatch.kernarg_address as *mut core::ffi::c_void,
+            reserved2: 0,
+            completion_signal: hsa_signal_t { handle: completion },
+        }
+        .into()),
+        Work::WaitValue(wait) => Ok(barrier_value(
+            BarrierValue {
+                signal: wait.signal,
+                condition: match wait.condition {
+                    Condition::Equal => HSA_SIGNAL_CONDITION_EQ,
+                    Condition::NotEqual => HSA_SIGNAL_CONDITION_NE,
+                    Condition::Less => HSA_SIGNAL_CONDITION_LT,
+                    Condition::GreaterEqual => HSA_SIGNAL_CONDITION_GTE,
+                },
+                compare: wait.value,
+                mask: wait.mask as hsa_signal_value_t,
+            },
+            barrier,
+            completion,
+        )),
     }
+}
+
+/// A barrier-OR packet: completes once any dependency (a signal handle) is
+/// 0. `None` with more than [`MAX_DEPENDENCIES`] dependencies.
+///
+/// ```
+/// use hsa_sys::{PacketHeader, HSA_PACKET_TYPE_BARRIER_OR};
+/// let words = sigretire_hsa::packet::barrier_or(&[0x1000], false, 0x3000).unwrap();
+/// assert_eq!(PacketHeader::from_bits(words.header()).packet_type, HSA_PACKET_TYPE_BARRIER_OR);
+/// ```
+pub fn barrier_or(dependencies: &[u64], barrier: bool, completion: u64) -> Option<PacketWords> {
+    if dependencies.len() > MAX_DEPENDENCIES {
+        return None;
+    }
+    let mut packet = hsa_barrier_or_packet_t {
+        header: PacketHeader::new(HSA_PACKET_TYPE_BARRIER_OR)
+            .barrier(barrier)
+            .bits(),
+        completion_signal: hsa_signal_t { handle: completion },
+        ..Default::default()
+    };
+    for (slot, &handle) in packet.dep_signal.iter_mut().zip(dependencies) {
+        *slot = hsa_signal_t { handle };
+    }
+    Some(packet.into())
+}
+
+/// A caller's packet `body` with the header and completion signal set from
+/// `publication`: the body's packet type (and, for a vendor packet, its
+/// format) stays; its barrier bit becomes the publication's, its acquire
+/// and release scopes system scope, its completion signal the
+/// publication's. Every packet type of AQL keeps its completion signal at
+/// byte 56.
+///
+/// ```
+/// use sigretire_hsa::packet::{barrier_and, with_publication};
+/// use sigretire_tracker::Publication;
+/// use hsa_sys::PacketHeader;
+///
+/// let lie = barrier_and(&[], false, 0xBAD0).unwrap();
+/// let words = with_publication(lie, &Publication::unsignalled(0, true));
+/// assert!(PacketHeader::from_bits(words.header()).barrier);
+/// assert_eq!(words.completion_signal().handle, 0);
+/// ```
+pub fn with_publication(body: PacketWords, publication: &Publication) -> PacketWords {
+    let mut words = body;
+    let packet_type = PacketHeader::from_bits(words.header()).packet_type;
+    let header = PacketHeader::new(packet_type).barrier(publication.barrier());
+    words.0[0] = (words.0[0] & 0xffff_0000) | u32::from(header.bits());
+    let completion = publication.completion();
+    words.0[14] = completion as u32;
+    words.0[15] = (completion >> 32) as u32;
+    words
 }

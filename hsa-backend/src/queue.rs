@@ -9,7 +9,7 @@ use crate::teardown::Release;
 use crate::visibility::store_fence;
 use crate::wait::system_ticks;
 use hsa_sys::*;
-use sigretire_tracker::{HardwareQueue, QueueError, QueueView, Work};
+use sigretire_tracker::{HardwareQueue, Publication, QueueError, QueueView, Work};
 use std::ffi::c_void;
 use std::fmt;
 use std::ptr::NonNull;
@@ -94,6 +94,7 @@ unsafe extern "C" fn on_queue_error(
 /// the last clone goes.
 ///
 /// ```
+/// # use sigretire_tracker::Publication;
 /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
 /// use sigretire_hsa::{AqlQueue, QueueOptions, Runtime};
 /// use sigretire_tracker::{HardwareQueue, Work};
@@ -101,7 +102,7 @@ unsafe extern "C" fn on_queue_error(
 /// let device = Runtime::load_from(standin.library_path())?.device(0)?;
 /// let queue = AqlQueue::new(&device, QueueOptions::default())?;
 /// let index = queue.reserve()?;
-/// queue.publish(index, Work::Empty, true, 0)?; // a barrier-AND, then the doorbell
+/// queue.publish(Publication::unsignalled(index, true), Work::Empty)?; // a barrier-AND, then the doorbell
 /// queue.drain(std::time::Duration::from_secs(10))?;
 /// assert_eq!(queue.read_index(), 2); // the packet and the drain's barrier
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -352,6 +353,7 @@ impl AqlQueue {
     /// it were consumed, which says nothing about their completion.
     ///
     /// ```
+    /// # use sigretire_tracker::Publication;
     /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::stepped())?;
     /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
     /// use sigretire_hsa::{AqlQueue, QueueOptions};
@@ -360,7 +362,7 @@ impl AqlQueue {
     /// let options = QueueOptions { drain_timeout: std::time::Duration::ZERO, ..QueueOptions::default() };
     /// let queue = AqlQueue::new(&device, options)?;
     /// let index = queue.reserve()?;
-    /// queue.publish(index, Work::Empty, false, 0)?;
+    /// queue.publish(Publication::unsignalled(index, false), Work::Empty)?;
     /// assert_eq!(queue.read_index(), 0, "published, not yet consumed");
     /// let processor = standin.queue(queue.raw()); // the (stepped) packet processor
     /// processor.launch().unwrap();
@@ -381,7 +383,7 @@ impl AqlQueue {
     /// assert_eq!(queue.write_index(), 0);
     /// let index = queue.try_reserve()?;
     /// assert_eq!((index, queue.write_index()), (0, 1));
-    /// # queue.publish_packet(index, sigretire_hsa::packet::barrier_and(&[], false, 0).unwrap())?;
+    /// # queue.publish_packet(sigretire_tracker::Publication::unsignalled(index, false), sigretire_hsa::packet::barrier_and(&[], false, 0).unwrap())?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn write_index(&self) -> u64 {
@@ -409,89 +411,60 @@ impl AqlQueue {
     /// let queue = AqlQueue::new(&device, options)?;
     /// for _ in 0..64 {
     ///     let index = queue.try_reserve()?;
-    ///     queue.publish_packet(index, packet::barrier_and(&[], false, 0).unwrap())?;
+    ///     queue.publish_packet(sigretire_tracker::Publication::unsignalled(index, false), packet::barrier_and(&[], false, 0).unwrap())?;
     /// }
     /// assert!(matches!(queue.try_reserve(), Err(QueueError::Full)), "nothing consumed yet");
     /// let processor = standin.queue(queue.raw());
     /// processor.launch().unwrap();
     /// processor.advance_read_index().unwrap();
     /// assert_eq!(queue.try_reserve()?, 64, "one slot free again");
-    /// # queue.publish_packet(64, packet::barrier_and(&[], false, 0).unwrap())?;
+    /// # queue.publish_packet(sigretire_tracker::Publication::unsignalled(64, false), packet::barrier_and(&[], false, 0).unwrap())?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn try_reserve(&self) -> Result<u64, QueueError> {
         self.inner.try_reserve()
     }
 
-    /// Publishes a packet at reserved `index` in HSA order (docs/design.md section
-    /// 2): the body, a store fence, the header by a release store, another
-    /// store fence, then the doorbell (`index`, through
-    /// `hsa_signal_store_screlease` on the doorbell signal). The fences order
-    /// write-combined stores to a ring in VRAM; both are executed and counted
-    /// ([`AqlQueue::store_fences`]) for every ring. Signals the packet names
-    /// must be armed, and their arming visible to the GPU, before this call.
+    /// Publishes a packet the caller built at the index `publication`
+    /// names (reserved), in HSA order (docs/design.md section 2): the body,
+    /// a store fence, the header by a release store, another store fence,
+    /// then the doorbell (through `hsa_signal_store_screlease` on the
+    /// doorbell signal). The packet's type and body are the caller's; its
+    /// completion signal, barrier bit and memory scopes (system acquire and
+    /// release) are set here from `publication`, so a packet completing a
+    /// use is published as its tracker recorded it whatever the body said.
+    /// The fences order write-combined stores to a ring in VRAM; both are
+    /// executed and counted ([`AqlQueue::store_fences`]) for every ring.
     ///
     /// # Errors
-    /// [`QueueError::Unsupported`] if `index` is not reserved;
+    /// [`QueueError::Unsupported`] if the index is not reserved, or for a
+    /// publication of several operations or of a copy-engine use;
     /// [`QueueError::Failed`] if the queue failed (the packet will not run).
     ///
     /// ```
     /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
     /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
     /// use sigretire_hsa::{AqlQueue, packet};
+    /// use sigretire_tracker::Publication;
     ///
     /// let queue = AqlQueue::new(&device, Default::default())?;
     /// let index = queue.try_reserve()?;
-    /// queue.publish_packet(index, packet::barrier_and(&[], true, 0).unwrap())?;
+    /// // The body claims no barrier bit; the publication's wins.
+    /// let body = packet::barrier_and(&[], false, 0).unwrap();
+    /// queue.publish_packet(Publication::unsignalled(index, true), body)?;
     /// assert_eq!(queue.store_fences(), 2, "body | header | doorbell");
-    /// assert!(queue.publish_packet(index + 1, packet::barrier_and(&[], true, 0).unwrap()).is_err(), "not reserved");
+    /// let later = Publication::unsignalled(index + 1, true);
+    /// assert!(queue.publish_packet(later, body).is_err(), "not reserved");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn publish_packet(&self, index: u64, packet: PacketWords) -> Result<(), QueueError> {
-        self.inner.publish_packet(index, packet)
-    }
-
-    /// Publishes a barrier-value packet at reserved `index`: it completes
-    /// `completion` once `wait`'s condition holds.
-    ///
-    /// # Errors
-    /// As [`AqlQueue::publish_packet`].
-    ///
-    /// ```
-    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
-    /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// use sigretire_hsa::{AqlQueue, SignalPool, packet::BarrierValue};
-    /// use hsa_sys::HSA_SIGNAL_CONDITION_EQ;
-    /// use std::time::Duration;
-    /// use sigretire_tracker::{HardwareQueue, Placement, SignalMemory, Work};
-    ///
-    /// let (queue, other) = (AqlQueue::new(&device, Default::default())?, AqlQueue::new(&device, Default::default())?);
-    /// let pool = SignalPool::new(&device);
-    /// let mut signals = Vec::new();
-    /// pool.allocate(2, Placement::Host, &mut signals)?;
-    /// let ((gate, _), (done, _)) = (signals[0], signals[1]);
-    /// // SAFETY: both signals are this pool's.
-    /// unsafe { pool.store(gate, 1); pool.store(done, 1) };
-    /// let wait = BarrierValue { signal: gate.handle().handle, condition: HSA_SIGNAL_CONDITION_EQ, compare: 0, mask: -1 };
-    /// let index = queue.try_reserve()?;
-    /// queue.publish_barrier_value(index, wait, true, done.handle().handle)?;
-    /// // SAFETY: as above.
-    /// assert_eq!(unsafe { pool.wait_change(done, 1, Duration::from_millis(20)) }, 1, "the gate is closed");
-    /// // Another queue's packet completes the gate, which opens the barrier.
-    /// let index = other.reserve()?;
-    /// other.publish(index, Work::Empty, true, gate.handle().handle)?;
-    /// // SAFETY: as above.
-    /// assert_eq!(unsafe { pool.wait_change(done, 1, Duration::from_secs(10)) }, 0);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn publish_barrier_value(
+    pub fn publish_packet(
         &self,
-        index: u64,
-        wait: packet::BarrierValue,
-        barrier: bool,
-        completion: u64,
+        publication: Publication,
+        body: PacketWords,
     ) -> Result<(), QueueError> {
-        self.publish_packet(index, packet::barrier_value(wait, barrier, completion))
+        QueueError::check_single(&publication)?;
+        let packet = packet::with_publication(body, &publication);
+        self.inner.publish_packet(publication.index(), packet)
     }
 
     /// Store fences executed by publication, two per packet (see
@@ -521,6 +494,7 @@ impl AqlQueue {
     /// [`Error::Call`] if ROCr cannot make the signal.
     ///
     /// ```
+    /// # use sigretire_tracker::Publication;
     /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
     /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
     /// use sigretire_hsa::{AqlQueue, Error};
@@ -529,7 +503,7 @@ impl AqlQueue {
     ///
     /// let queue = AqlQueue::new(&device, Default::default())?;
     /// let index = queue.reserve()?;
-    /// queue.publish(index, Work::Empty, false, 0)?;
+    /// queue.publish(Publication::unsignalled(index, false), Work::Empty)?;
     /// queue.drain(Duration::from_secs(10))?;
     /// assert!(queue.read_index() >= index + 1);
     ///
@@ -746,16 +720,12 @@ impl HardwareQueue for AqlQueue {
         self.try_reserve()
     }
 
-    /// Empty work and waits become barrier-AND packets, kernels one-item
-    /// dispatches ([`packet::kernel_dispatch`]).
-    fn publish(
-        &self,
-        index: u64,
-        work: Work<'_>,
-        barrier: bool,
-        completion: u64,
-    ) -> Result<(), QueueError> {
-        let packet = packet::for_work(work, barrier, completion)?;
-        self.publish_packet(index, packet)
+    /// Empty work and waits become barrier-AND (or -OR) packets, kernels
+    /// dispatches, a value wait AMD's barrier-value packet
+    /// ([`packet::for_work`]); then as [`AqlQueue::publish_packet`].
+    fn publish(&self, publication: Publication, work: Work<'_>) -> Result<(), QueueError> {
+        QueueError::check_single(&publication)?;
+        let packet = packet::for_work(work, &publication)?;
+        self.inner.publish_packet(publication.index(), packet)
     }
 }

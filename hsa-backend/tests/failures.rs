@@ -12,7 +12,9 @@ use hsa_sys::{
 };
 use sigretire_hsa::{AqlQueue, Error, QueueOptions, Runtime, SignalPool};
 use sigretire_rocr_standin::{Census, Config as Machine, Kernel, Malformed, Standin};
-use sigretire_tracker::{AllocError, HardwareQueue, Placement, SignalMemory, Timestamps, Work};
+use sigretire_tracker::{
+    AllocError, HardwareQueue, Placement, Publication, SignalMemory, Timestamps, Work,
+};
 use std::time::{Duration, Instant};
 use support::{Gpu, batch_counts, within};
 
@@ -369,7 +371,9 @@ fn a_queue_failing_under_a_drain_is_queue_failed() {
     let flag = gpu.standin.new_flag();
     let spin = gpu.standin.register_kernel(Kernel::SpinUntil(flag));
     let index = queue.reserve().unwrap();
-    queue.publish(index, Work::Kernel(spin), false, 0).unwrap();
+    queue
+        .publish(Publication::unsignalled(index, false), Work::Kernel(spin))
+        .unwrap();
     let draining = queue.clone();
     let drain = std::thread::spawn(move || {
         let started = Instant::now();
@@ -441,7 +445,10 @@ fn timestamps_rocr_cannot_convert_or_read_are_zero() {
         pool.store_fence();
         let index = queue.reserve().unwrap();
         queue
-            .publish(index, Work::Empty, true, pool.packet_handle(*signal))
+            .publish(
+                Publication::untracked(index, true, pool.packet_handle(*signal)),
+                Work::Empty,
+            )
             .unwrap();
         // SAFETY: as above.
         let value = unsafe { pool.wait_change(*signal, 1, Duration::from_secs(10)) };

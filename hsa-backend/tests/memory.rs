@@ -8,7 +8,7 @@ mod support;
 use hsa_sys::{AMD_SIGNAL_KIND_USER, amd_signal_t};
 use sigretire_hsa::{HsaSignal, SignalPool};
 use sigretire_rocr_standin::{Config as Machine, Kernel, PoolKind};
-use sigretire_tracker::{AllocError, HardwareQueue, Placement, SignalMemory, Work};
+use sigretire_tracker::{AllocError, HardwareQueue, Placement, Publication, SignalMemory, Work};
 use std::sync::Arc;
 use std::time::Duration;
 use support::{Gpu, batch_counts};
@@ -307,10 +307,8 @@ fn timestamps_are_read_and_converted_to_the_system_domain() {
         let index = queue.reserve().unwrap();
         queue
             .publish(
-                index,
+                Publication::untracked(index, true, pool.packet_handle(signal)),
                 Work::Kernel(kernel),
-                true,
-                pool.packet_handle(signal),
             )
             .unwrap();
         // SAFETY: as above.

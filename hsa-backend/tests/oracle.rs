@@ -8,7 +8,7 @@ mod support;
 use hsa_sys::{amd_signal_t, hsa_signal_t};
 use sigretire_hsa::{AqlQueue, QueueOptions, SignalPool};
 use sigretire_rocr_standin::ViolationKind;
-use sigretire_tracker::{HardwareQueue, Placement, SignalMemory, Work};
+use sigretire_tracker::{HardwareQueue, Placement, Publication, SignalMemory, Work};
 use std::ffi::c_void;
 use support::Gpu;
 
@@ -28,7 +28,9 @@ fn signal(pool: &SignalPool) -> sigretire_hsa::HsaSignal {
 
 fn publish(queue: &AqlQueue, work: Work<'_>, completion: u64) {
     let index = queue.reserve().unwrap();
-    queue.publish(index, work, true, completion).unwrap();
+    queue
+        .publish(Publication::untracked(index, true, completion), work)
+        .unwrap();
 }
 
 /// The stand-in reported exactly these violations so far, of these kinds.

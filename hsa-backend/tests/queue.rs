@@ -5,13 +5,14 @@
 
 mod support;
 
-use hsa_sys::{
-    HSA_PACKET_TYPE_BARRIER_AND, HSA_PACKET_TYPE_KERNEL_DISPATCH, HSA_SIGNAL_CONDITION_EQ,
-};
-use sigretire_hsa::packet::{BarrierValue, MAX_DEPENDENCIES};
+use hsa_sys::{HSA_PACKET_TYPE_BARRIER_AND, HSA_PACKET_TYPE_KERNEL_DISPATCH};
+use sigretire_hsa::packet::MAX_DEPENDENCIES;
 use sigretire_hsa::{AqlQueue, Error, QueueOptions, SignalPool};
 use sigretire_rocr_standin::{Kernel, StepStatus};
-use sigretire_tracker::{HardwareQueue, Placement, QueueError, QueueView, SignalMemory, Work};
+use sigretire_tracker::{
+    Condition, HardwareQueue, Placement, Publication, QueueError, QueueView, SignalMemory,
+    WaitValue, Work,
+};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::Gpu;
@@ -100,7 +101,9 @@ fn a_packet_reaches_the_packet_processor_at_its_doorbell() {
         Err(StepStatus::NotLaunchable),
         "reserved, not published"
     );
-    queue.publish(index, Work::Empty, true, completion).unwrap();
+    queue
+        .publish(Publication::untracked(index, true, completion), Work::Empty)
+        .unwrap();
     assert_eq!(
         gpu.standin.calls("hsa_signal_store_screlease"),
         1,
@@ -148,27 +151,40 @@ fn every_packet_is_fenced_before_its_header_and_before_its_doorbell() {
     let pool = SignalPool::new(&gpu.device);
     assert_eq!(queue.store_fences(), 0);
     let index = queue.reserve().unwrap();
-    queue.publish(index, Work::Empty, true, 0).unwrap();
+    queue
+        .publish(Publication::unsignalled(index, true), Work::Empty)
+        .unwrap();
     assert_eq!(queue.store_fences(), 2);
     let index = queue.try_reserve().unwrap();
     let packet = sigretire_hsa::packet::kernel_dispatch(0, false, 0);
-    queue.publish_packet(index, packet).unwrap();
+    queue
+        .publish_packet(Publication::unsignalled(index, false), packet)
+        .unwrap();
     assert_eq!(queue.store_fences(), 4);
     let index = queue.try_reserve().unwrap();
-    let wait = BarrierValue {
+    let wait = WaitValue {
         signal: armed(&pool),
-        condition: HSA_SIGNAL_CONDITION_EQ,
-        compare: 1,
-        mask: -1,
+        condition: Condition::Equal,
+        value: 1,
+        mask: u64::MAX,
     };
-    queue.publish_barrier_value(index, wait, false, 0).unwrap();
+    queue
+        .publish(
+            Publication::unsignalled(index, false),
+            Work::WaitValue(wait),
+        )
+        .unwrap();
     assert_eq!(queue.store_fences(), 6);
     queue.drain(Duration::from_secs(10)).unwrap();
     assert_eq!(queue.store_fences(), 8, "the drain's barrier too");
     assert_eq!(pool.counters().store_fences, 1, "the pool counts its own");
     // A refused publication fences nothing and rings nothing.
     let doorbells = gpu.standin.calls("hsa_signal_store_screlease");
-    assert!(queue.publish_packet(1000, packet).is_err());
+    assert!(
+        queue
+            .publish_packet(Publication::unsignalled(1000, false), packet)
+            .is_err()
+    );
     assert_eq!(queue.store_fences(), 8);
     assert_eq!(gpu.standin.calls("hsa_signal_store_screlease"), doorbells);
     drop(queue);
@@ -182,7 +198,7 @@ fn kernels_are_dispatch_packets_and_more_than_five_dependencies_are_refused() {
     let kernel = gpu.standin.register_kernel(Kernel::Empty);
     let index = queue.reserve().unwrap();
     queue
-        .publish(index, Work::Kernel(kernel), false, 0)
+        .publish(Publication::unsignalled(index, false), Work::Kernel(kernel))
         .unwrap();
     let truth = gpu.control(&queue).truth(index).unwrap();
     assert_eq!(
@@ -192,14 +208,16 @@ fn kernels_are_dispatch_packets_and_more_than_five_dependencies_are_refused() {
     let index = queue.reserve().unwrap();
     let six = [1u64; MAX_DEPENDENCIES + 1];
     assert!(matches!(
-        queue.publish(index, Work::Wait(&six), false, 0),
+        queue.publish(Publication::unsignalled(index, false), Work::Wait(&six)),
         Err(QueueError::Unsupported(_))
     ));
     // The reserved slot must still be published, or the queue stalls at it.
-    queue.publish(index, Work::Empty, false, 0).unwrap();
+    queue
+        .publish(Publication::unsignalled(index, false), Work::Empty)
+        .unwrap();
     assert!(matches!(
         queue.publish_packet(
-            99,
+            Publication::unsignalled(99, false),
             sigretire_hsa::packet::barrier_and(&[], false, 0).unwrap()
         ),
         Err(QueueError::Unsupported(_))
@@ -214,7 +232,9 @@ fn reserve_says_full_instead_of_blocking_and_recovers() {
     let queue = gpu.queue(options(64));
     for _ in 0..64 {
         let index = queue.reserve().unwrap();
-        queue.publish(index, Work::Empty, false, 0).unwrap();
+        queue
+            .publish(Publication::unsignalled(index, false), Work::Empty)
+            .unwrap();
     }
     assert_eq!(queue.reserve(), Err(QueueError::Full));
     assert_eq!(
@@ -224,7 +244,9 @@ fn reserve_says_full_instead_of_blocking_and_recovers() {
     );
     gpu.control(&queue).run_until_idle();
     assert_eq!(queue.reserve(), Ok(64));
-    queue.publish(64, Work::Empty, false, 0).unwrap();
+    queue
+        .publish(Publication::unsignalled(64, false), Work::Empty)
+        .unwrap();
     gpu.standin.assert_no_violations();
 }
 
@@ -240,11 +262,17 @@ fn a_barrier_and_waits_for_another_queues_signal() {
     let consumed = armed(&pool);
     let index = producer.reserve().unwrap();
     producer
-        .publish(index, Work::Kernel(spin), true, produced)
+        .publish(
+            Publication::untracked(index, true, produced),
+            Work::Kernel(spin),
+        )
         .unwrap();
     let index = consumer.reserve().unwrap();
     consumer
-        .publish(index, Work::Wait(&[produced]), true, consumed)
+        .publish(
+            Publication::untracked(index, true, consumed),
+            Work::Wait(&[produced]),
+        )
         .unwrap();
     gpu.standin.run_until_idle();
     assert_eq!(
@@ -280,19 +308,25 @@ fn a_barrier_value_packet_completes_once_its_condition_holds() {
     pool.store_fence();
     let completion = armed(&pool);
     let index = consumer.reserve().unwrap();
-    let wait = BarrierValue {
+    let wait = WaitValue {
         signal: gate,
-        condition: HSA_SIGNAL_CONDITION_EQ,
-        compare: 1,
+        condition: Condition::Equal,
+        value: 1,
         mask: 0xF,
     };
     consumer
-        .publish_barrier_value(index, wait, true, completion)
+        .publish(
+            Publication::untracked(index, true, completion),
+            Work::WaitValue(wait),
+        )
         .unwrap();
     for kernel in [empty, spin] {
         let index = producer.reserve().unwrap();
         producer
-            .publish(index, Work::Kernel(kernel), false, gate)
+            .publish(
+                Publication::untracked(index, false, gate),
+                Work::Kernel(kernel),
+            )
             .unwrap();
     }
     gpu.standin.run_until_idle();
@@ -312,7 +346,9 @@ fn a_queue_error_reaches_the_backend_through_rocrs_callback() {
     let pool = SignalPool::new(&gpu.device);
     let completion = armed(&pool);
     let index = queue.reserve().unwrap();
-    queue.publish(index, Work::Empty, true, completion).unwrap();
+    queue
+        .publish(Publication::untracked(index, true, completion), Work::Empty)
+        .unwrap();
     assert!(queue.error().is_none());
     gpu.control(&queue).fail();
     let error = queue.error().expect("reported");
@@ -361,7 +397,10 @@ fn several_producers_reserve_and_publish_at_once() {
                         }
                     };
                     queue
-                        .publish(index, Work::Empty, false, pool.packet_handle(signal))
+                        .publish(
+                            Publication::untracked(index, false, pool.packet_handle(signal)),
+                            Work::Empty,
+                        )
                         .unwrap();
                     // SAFETY: as above.
                     let seen = unsafe { pool.wait_change(signal, 1, Duration::from_secs(10)) };
@@ -396,14 +435,18 @@ fn drain_waits_for_the_work_and_times_out_on_a_hung_kernel() {
         .standin
         .register_kernel(Kernel::Duration(Duration::from_millis(20)));
     let index = queue.reserve().unwrap();
-    queue.publish(index, Work::Kernel(slow), false, 0).unwrap();
+    queue
+        .publish(Publication::unsignalled(index, false), Work::Kernel(slow))
+        .unwrap();
     queue.drain(Duration::from_secs(10)).unwrap();
     assert!(gpu.control(&queue).truth(index).unwrap().completed);
 
     let flag = gpu.standin.new_flag();
     let spin = gpu.standin.register_kernel(Kernel::SpinUntil(flag));
     let index = queue.reserve().unwrap();
-    queue.publish(index, Work::Kernel(spin), false, 0).unwrap();
+    queue
+        .publish(Publication::unsignalled(index, false), Work::Kernel(spin))
+        .unwrap();
     let started = Instant::now();
     assert_eq!(
         queue.drain(Duration::from_millis(30)),

@@ -11,7 +11,7 @@ mod support;
 use sigretire_hsa::{AqlQueue, QueueOptions, Runtime, SignalPool};
 use sigretire_rocr_standin::{Config as Machine, Kernel, PoolKind, Standin};
 use sigretire_tracker::{
-    Config, HardwareQueue, Placement, Request, RetiringTracker, Tracker, Work,
+    Config, HardwareQueue, Placement, Publication, Request, RetiringTracker, Tracker, Work,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -46,7 +46,7 @@ fn a_pool_dropped_under_a_busy_queue_is_freed_only_after_the_queue_is_destroyed(
         .acquire(Request::packet(index).barrier(true))
         .unwrap();
     queue
-        .publish(index, Work::Kernel(spin), true, acquired.signal)
+        .publish(acquired.publication, Work::Kernel(spin))
         .unwrap();
     let blocks = pool.batches().len();
 
@@ -104,7 +104,9 @@ fn a_graceful_teardown_drains_the_queue_first() {
     let queue = AqlQueue::new(&device, QueueOptions::default()).unwrap();
     let slow = standin.register_kernel(Kernel::Duration(Duration::from_millis(30)));
     let index = queue.reserve().unwrap();
-    queue.publish(index, Work::Kernel(slow), false, 0).unwrap();
+    queue
+        .publish(Publication::unsignalled(index, false), Work::Kernel(slow))
+        .unwrap();
     let raw = queue.raw();
     let truth_before = standin.queue(raw).truth(index).unwrap();
     assert!(!truth_before.completed);
@@ -150,7 +152,7 @@ fn every_drop_order_leaves_nothing_behind_and_never_frees_busy_memory() {
                 .acquire(Request::packet(index).barrier(true))
                 .unwrap();
             producer
-                .publish(index, Work::Kernel(spin), true, acquired.signal)
+                .publish(acquired.publication, Work::Kernel(spin))
                 .unwrap();
             tickets.push(acquired);
         }
@@ -158,7 +160,10 @@ fn every_drop_order_leaves_nothing_behind_and_never_frees_busy_memory() {
         let index = consumer.reserve().unwrap();
         let pin = tracker.pin(&tickets[7].ticket).unwrap().unwrap();
         consumer
-            .publish(index, Work::Wait(&[pin.packet_handle()]), true, 0)
+            .publish(
+                Publication::unsignalled(index, true),
+                Work::Wait(&[pin.packet_handle()]),
+            )
             .unwrap();
         let started = Instant::now();
         match order {

@@ -16,12 +16,16 @@
 
 use crate::{AgentId, Queue, QueueConfig, Sim, SimConfig};
 use hsa_sys::{
-    HSA_PACKET_TYPE_BARRIER_AND, HSA_PACKET_TYPE_KERNEL_DISPATCH, PacketHeader, PacketWords,
-    hsa_barrier_and_packet_t, hsa_kernel_dispatch_packet_t, hsa_signal_t,
+    HSA_AMD_PACKET_TYPE_BARRIER_VALUE, HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS,
+    HSA_PACKET_TYPE_BARRIER_AND, HSA_PACKET_TYPE_BARRIER_OR, HSA_PACKET_TYPE_KERNEL_DISPATCH,
+    HSA_PACKET_TYPE_VENDOR_SPECIFIC, PacketHeader, PacketWords, hsa_amd_barrier_value_packet_t,
+    hsa_amd_vendor_packet_header_t, hsa_barrier_and_packet_t, hsa_barrier_or_packet_t,
+    hsa_kernel_dispatch_packet_t, hsa_signal_t,
 };
 use sigretire_tracker::{
-    AllocError, BaselineTracker, Config, CreateError, HardwareQueue, Placement, QueueError,
-    QueueView, RetiringTracker, SignalMemory, TimestampClock, Timestamps, Work,
+    AllocError, BaselineTracker, Condition, Config, CreateError, HardwareQueue, Placement,
+    Publication, QueueError, QueueView, RetiringTracker, SignalMemory, TimestampClock, Timestamps,
+    Work,
 };
 use std::sync::Arc;
 
@@ -192,25 +196,116 @@ impl HardwareQueue for Queue {
         })
     }
 
-    fn publish(
-        &self,
-        index: u64,
-        work: Work<'_>,
-        barrier: bool,
-        completion: u64,
-    ) -> Result<(), QueueError> {
-        match work {
-            Work::Empty | Work::Marker => submit_kernel_object(self, index, completion, barrier, 0),
-            Work::Kernel(object) => submit_kernel_object(self, index, completion, barrier, object),
-            Work::Wait(dependencies) if dependencies.len() <= 5 => {
-                submit_wait(self, index, completion, dependencies, barrier)
-            }
-            Work::Wait(dependencies) => {
-                return Err(QueueError::too_many_dependencies(dependencies.len()));
-            }
-        }
+    /// Every packet with system-scope acquire and release fences, its
+    /// barrier bit and completion signal from `publication`: empty work and
+    /// markers as empty kernel dispatches (so a profiled queue stamps
+    /// them), waits as barrier-AND or -OR packets, a caller's dispatch as it
+    /// built it, a value wait as AMD's barrier-value packet.
+    fn publish(&self, publication: Publication, work: Work<'_>) -> Result<(), QueueError> {
+        QueueError::check_single(&publication)?;
+        let packet = aql_packet(publication, work)?;
+        self.write(publication.index(), packet);
+        self.ring_doorbell(publication.index());
         Ok(())
     }
+}
+
+/// The AQL packet for `work`, published as `publication` says.
+fn aql_packet(publication: Publication, work: Work<'_>) -> Result<PacketWords, QueueError> {
+    let completion = hsa_signal_t {
+        handle: publication.completion(),
+    };
+    let header = |packet_type| PacketHeader::new(packet_type).barrier(publication.barrier());
+    let dependencies = |handles: &[u64]| -> Result<[hsa_signal_t; 5], QueueError> {
+        if handles.len() > 5 {
+            return Err(QueueError::too_many_dependencies(handles.len()));
+        }
+        Ok(std::array::from_fn(|k| hsa_signal_t {
+            handle: handles.get(k).copied().unwrap_or(0),
+        }))
+    };
+    Ok(match work {
+        Work::Empty | Work::Marker => hsa_kernel_dispatch_packet_t::single_item(
+            header(HSA_PACKET_TYPE_KERNEL_DISPATCH),
+            0,
+            completion,
+        )
+        .into(),
+        Work::Kernel(object) => hsa_kernel_dispatch_packet_t::single_item(
+            header(HSA_PACKET_TYPE_KERNEL_DISPATCH),
+            object,
+            completion,
+        )
+        .into(),
+        Work::Wait(handles) => hsa_barrier_and_packet_t {
+            header: header(HSA_PACKET_TYPE_BARRIER_AND).bits(),
+            dep_signal: dependencies(handles)?,
+            completion_signal: completion,
+            ..Default::default()
+        }
+        .into(),
+        Work::WaitAny(handles) => {
+            if handles.is_empty() {
+                return Err(QueueError::Unsupported(
+                    "a barrier-OR packet needs at least one dependency".into(),
+                ));
+            }
+            hsa_barrier_or_packet_t {
+                header: header(HSA_PACKET_TYPE_BARRIER_OR).bits(),
+                dep_signal: dependencies(handles)?,
+                completion_signal: completion,
+                ..Default::default()
+            }
+            .into()
+        }
+        Work::Dispatch(dispatch) => hsa_kernel_dispatch_packet_t {
+            header: header(HSA_PACKET_TYPE_KERNEL_DISPATCH).bits(),
+            setup: dispatch.dimensions << HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS as u16,
+            workgroup_size_x: dispatch.workgroup[0],
+            workgroup_size_y: dispatch.workgroup[1],
+            workgroup_size_z: dispatch.workgroup[2],
+            reserved0: 0,
+            grid_size_x: dispatch.grid[0],
+            grid_size_y: dispatch.grid[1],
+            grid_size_z: dispatch.grid[2],
+            private_segment_size: dispatch.private_segment_size,
+            group_segment_size: dispatch.group_segment_size,
+            kernel_object: dispatch.kernel_object,
+            kernarg_address: dispatch.kernarg_address as *mut core::ffi::c_void,
+            reserved2: 0,
+            completion_signal: completion,
+        }
+        .into(),
+        Work::WaitValue(wait) => hsa_amd_barrier_value_packet_t {
+            header: hsa_amd_vendor_packet_header_t {
+                header: header(HSA_PACKET_TYPE_VENDOR_SPECIFIC).bits(),
+                AmdFormat: HSA_AMD_PACKET_TYPE_BARRIER_VALUE,
+                reserved: 0,
+            },
+            reserved0: 0,
+            signal: hsa_signal_t {
+                handle: wait.signal,
+            },
+            value: wait.value,
+            mask: wait.mask as i64,
+            cond: condition(wait.condition),
+            reserved1: 0,
+            reserved2: 0,
+            reserved3: 0,
+            completion_signal: completion,
+        }
+        .into(),
+    })
+}
+
+/// HSA's code for a barrier-value condition.
+fn condition(condition: Condition) -> hsa_sys::hsa_signal_condition32_t {
+    (match condition {
+        Condition::Equal => hsa_sys::HSA_SIGNAL_CONDITION_EQ,
+        Condition::NotEqual => hsa_sys::HSA_SIGNAL_CONDITION_NE,
+        Condition::Less => hsa_sys::HSA_SIGNAL_CONDITION_LT,
+        Condition::GreaterEqual => hsa_sys::HSA_SIGNAL_CONDITION_GTE,
+    }) as hsa_sys::hsa_signal_condition32_t
 }
 
 /// Packets a stepped queue made by the helpers below can hold before the

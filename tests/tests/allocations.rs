@@ -95,7 +95,7 @@ fn run<B: Backend>(rig: &mut Rig<B, Retiring<B>>, uses: usize) {
                 .tracker
                 .acquire(request)
                 .map_err(|e| sigretire_tracker::QueueError::Failed(e.to_string()))?;
-            queue.publish(index, Work::Kernel(kernel), barrier, acquired.signal)?;
+            queue.publish(acquired.publication, Work::Kernel(kernel))?;
             Ok::<_, sigretire_tracker::QueueError>(acquired)
         })
         .unwrap();

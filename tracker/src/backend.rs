@@ -5,6 +5,7 @@
 //! the same code runs on the simulator, on ROCr and on CUDA, and it counts
 //! every access itself (see [`Stats`](crate::Stats)) whatever the backend.
 
+use crate::publication::Publication;
 use core::fmt::Debug;
 use std::time::Duration;
 
@@ -277,13 +278,16 @@ pub trait QueueView: Send {
     fn ring_in_device_memory(&self) -> bool;
 }
 
-/// Work a queue layer publishes on a hardware queue.
+/// Work published on a hardware queue: the body of a packet. The header
+/// (packet type, barrier bit, memory scopes) and the completion signal come
+/// from the [`Publication`](crate::Publication), so the caller builds every
+/// field of its packet but those.
 ///
 /// ```
-/// use sigretire_tracker::{HardwareQueue, Work};
+/// use sigretire_tracker::{HardwareQueue, Publication, Work};
 /// let (_sim, queue) = sigretire_sim::backend::stepped_queue();
 /// let index = HardwareQueue::reserve(&queue).unwrap();
-/// queue.publish(index, Work::Marker, true, 0).unwrap();
+/// queue.publish(Publication::unsignalled(index, true), Work::Marker).unwrap();
 /// queue.run_until_idle();
 /// assert!(queue.truth(index).unwrap().completed);
 /// ```
@@ -303,38 +307,160 @@ pub enum Work<'a> {
     /// Waits until every signal (packet handles, at most five) reaches 0:
     /// a barrier-AND packet on AQL queues.
     Wait(&'a [u64]),
+    /// Waits until any of the signals (packet handles, one to five)
+    /// reaches 0: a barrier-OR packet.
+    WaitAny(&'a [u64]),
+    /// A kernel dispatch the caller built (its own kernel object and
+    /// kernel arguments, grid and workgroup).
+    Dispatch(Dispatch),
+    /// Waits until a signal's value satisfies a condition: AMD's
+    /// barrier-value vendor packet.
+    WaitValue(WaitValue),
+}
+
+/// A kernel dispatch packet's body, as the caller builds it: everything but
+/// the header and the completion signal.
+///
+/// ```
+/// let dispatch = sigretire_tracker::Dispatch::new(0x7f00_1000)
+///     .kernarg_address(0x7f00_2000)
+///     .grid([1024, 1, 1])
+///     .workgroup([256, 1, 1]);
+/// assert_eq!(dispatch.dimensions, 1);
+/// assert_eq!(dispatch.workgroup, [256, 1, 1]);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Dispatch {
+    /// The kernel's code object handle (the simulator: a registered
+    /// kernel; 0 is the empty kernel).
+    pub kernel_object: u64,
+    /// Where the kernel's arguments are (0: none).
+    pub kernarg_address: u64,
+    /// Work-items in each dimension.
+    pub grid: [u32; 3],
+    /// Work-items per workgroup in each dimension.
+    pub workgroup: [u16; 3],
+    /// How many of the three dimensions are used (1 to 3).
+    pub dimensions: u16,
+    /// Private memory per work-item, bytes.
+    pub private_segment_size: u32,
+    /// Group (LDS) memory per workgroup, bytes.
+    pub group_segment_size: u32,
+}
+
+impl Dispatch {
+    /// One work-item of `kernel_object`, no arguments.
+    pub const fn new(kernel_object: u64) -> Self {
+        Self {
+            kernel_object,
+            kernarg_address: 0,
+            grid: [1, 1, 1],
+            workgroup: [1, 1, 1],
+            dimensions: 1,
+            private_segment_size: 0,
+            group_segment_size: 0,
+        }
+    }
+
+    /// With its kernel arguments at `address`.
+    pub const fn kernarg_address(mut self, address: u64) -> Self {
+        self.kernarg_address = address;
+        self
+    }
+
+    /// With `grid` work-items; the dimensions used are those past which
+    /// every size is 1.
+    pub const fn grid(mut self, grid: [u32; 3]) -> Self {
+        self.grid = grid;
+        self.dimensions = if grid[2] > 1 {
+            3
+        } else if grid[1] > 1 {
+            2
+        } else {
+            1
+        };
+        self
+    }
+
+    /// With workgroups of `workgroup` work-items.
+    pub const fn workgroup(mut self, workgroup: [u16; 3]) -> Self {
+        self.workgroup = workgroup;
+        self
+    }
+
+    /// With these private (per work-item) and group (per workgroup) memory
+    /// sizes.
+    pub const fn segments(mut self, private: u32, group: u32) -> Self {
+        self.private_segment_size = private;
+        self.group_segment_size = group;
+        self
+    }
+}
+
+/// How a barrier-value packet compares a signal's value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Condition {
+    /// `value & mask == expected`.
+    Equal,
+    /// `value & mask != expected`.
+    NotEqual,
+    /// `value & mask < expected`.
+    Less,
+    /// `value & mask >= expected`.
+    GreaterEqual,
+}
+
+/// The body of an AMD barrier-value packet: wait until `signal`'s value,
+/// masked, satisfies `condition` against `value`.
+///
+/// ```
+/// use sigretire_tracker::{Condition, WaitValue};
+/// let wait = WaitValue { signal: 0x4000, condition: Condition::Equal, value: 0, mask: u64::MAX };
+/// assert_eq!(wait.condition, Condition::Equal);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WaitValue {
+    /// The signal (a packet handle).
+    pub signal: u64,
+    /// The comparison.
+    pub condition: Condition,
+    /// The value compared with.
+    pub value: i64,
+    /// Which bits of the signal's value are compared.
+    pub mask: u64,
 }
 
 /// A hardware queue that accepts work: what a queue layer needs beyond the
 /// tracker's [`QueueView`].
 ///
 /// Publication follows HSA order: the packet body, then its header by a
-/// release store, then the doorbell. The completion signal must already be
-/// armed and its arming visible, which [`Tracker::acquire`](crate::Tracker::acquire)
-/// guarantees for the signals it hands out.
+/// release store, then the doorbell. The header's barrier bit and the
+/// completion signal are the [`Publication`](crate::Publication)'s, so a
+/// packet completing a use is published exactly as its tracker recorded it.
+/// The completion signal must already be armed and its arming visible,
+/// which [`Tracker::acquire`](crate::Tracker::acquire) guarantees for the
+/// signals it hands out.
 ///
 /// ```
-/// use sigretire_tracker::{HardwareQueue, QueueError, Work};
+/// use sigretire_tracker::{HardwareQueue, Publication, QueueError, Work};
 /// let (_sim, queue) = sigretire_sim::backend::stepped_queue();
 /// let index = HardwareQueue::reserve(&queue).unwrap();
 /// let six = [0u64; 6];
-/// assert!(matches!(queue.publish(index, Work::Wait(&six), true, 0), Err(QueueError::Unsupported(_))));
+/// let refused = queue.publish(Publication::unsignalled(index, true), Work::Wait(&six));
+/// assert!(matches!(refused, Err(QueueError::Unsupported(_))));
 /// ```
 pub trait HardwareQueue: QueueView + Clone + Send + Sync + 'static {
     /// Reserves the next packet slot and returns its index. Every reserved
     /// slot must be published, or the queue stalls at it.
     fn reserve(&self) -> Result<u64, QueueError>;
 
-    /// Publishes `work` at `index` (reserved), completing `completion` (a
-    /// packet handle, or 0 for none), with or without the barrier bit, and
-    /// rings the doorbell.
-    fn publish(
-        &self,
-        index: u64,
-        work: Work<'_>,
-        barrier: bool,
-        completion: u64,
-    ) -> Result<(), QueueError>;
+    /// Publishes `work` as `publication` says (at its index, reserved; with
+    /// its barrier bit; completing its signal) and rings the doorbell. A
+    /// publication of several operations is refused
+    /// ([`QueueError::Unsupported`]): publish each of
+    /// [`operations`](crate::Publication::operations); so is a copy-engine
+    /// use's.
+    fn publish(&self, publication: Publication, work: Work<'_>) -> Result<(), QueueError>;
 }
 
 /// A hardware queue refused work.
@@ -358,6 +484,23 @@ pub enum QueueError {
 }
 
 impl QueueError {
+    /// Why `publication` cannot be published as one AQL packet, if it
+    /// cannot: every backend's first check.
+    pub fn check_single(publication: &Publication) -> Result<(), QueueError> {
+        if publication.is_copy() {
+            return Err(QueueError::Unsupported(
+                "a copy-engine use is completed by its copy engine, not by an AQL packet".into(),
+            ));
+        }
+        if publication.ops() != 1 {
+            return Err(QueueError::Unsupported(format!(
+                "a use of {} operations: publish each of its operations()",
+                publication.ops()
+            )));
+        }
+        Ok(())
+    }
+
     /// More dependencies than one AQL barrier packet holds (five).
     pub fn too_many_dependencies(count: usize) -> Self {
         QueueError::Unsupported(format!(

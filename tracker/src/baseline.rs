@@ -25,6 +25,7 @@ use crate::error::{
 use crate::interface::{Acquired, Census, Tracker};
 use crate::pin::{AttachError, Attachments, Pin};
 use crate::planted::{self, Bug};
+use crate::publication::Publication;
 use crate::share::{CellPtr, Shared, SignalRef};
 use crate::stamps::{Kept, StampHistory};
 use crate::stats::Stats;
@@ -326,10 +327,15 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
             residual: 0,
         });
         self.stats.uses += 1;
+        let signal = self.shared.memory.packet_handle(c.signal);
         Ok(Acquired {
             ticket: self.use_ticket(next, seq),
-            signal: self.shared.memory.packet_handle(c.signal),
+            signal,
             placement: c.placement,
+            publication: match aql {
+                Some(index) => Publication::of_use(index, request.is_fence(), signal, request.ops),
+                None => Publication::of_copy(signal, request.ops),
+            },
         })
     }
 

@@ -4,6 +4,7 @@
 use crate::backend::{Placement, QueueView, SignalMemory, Timestamps};
 use crate::error::{AcquireError, FailSubmissionError, ForeignTicket, PinError, TimestampsError};
 use crate::pin::{AttachError, Pin};
+use crate::publication::Publication;
 use crate::share::SignalRef;
 use crate::stats::Stats;
 use crate::ticket::{Generation, Request, Status, Ticket};
@@ -28,6 +29,10 @@ pub struct Acquired {
     pub signal: u64,
     /// Where the signal lives.
     pub placement: Placement,
+    /// How to publish the packet (or, for a use of several operations,
+    /// each of its packets): the tracker's record of its index and barrier
+    /// bit, and its signal.
+    pub publication: Publication,
 }
 
 /// Where every signal a tracker created is now. A tracker that loses no

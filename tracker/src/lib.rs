@@ -62,7 +62,7 @@
 //! together, is that crate's word, not this one's.)
 //!
 //! ```
-//! use sigretire_tracker::{Config, Placement, Purpose, Request, Status, Tracker};
+//! use sigretire_tracker::{Config, HardwareQueue, Placement, Purpose, Request, Status, Tracker, Work};
 //! use sigretire_sim::backend as sim_backend;
 //!
 //! let config = Config { signals: Placement::Device, ..Config::default() };
@@ -72,11 +72,12 @@
 //! for _ in 0..64 {
 //!     let index = queue.reserve().unwrap();
 //!     let acquired = tracker.acquire(Request::packet(index).barrier(true)).unwrap();
-//!     sim_backend::submit_barrier(&queue, index, acquired.signal);
+//!     // Published as the tracker recorded it: the same barrier bit, its signal.
+//!     queue.publish(acquired.publication, Work::Kernel(0)).unwrap();
 //! }
 //! let index = queue.reserve().unwrap();
 //! let event = tracker.acquire(Request::packet(index).barrier(true).purpose(Purpose::Event)).unwrap();
-//! sim_backend::submit_barrier(&queue, index, event.signal);
+//! queue.publish(event.publication, Work::Marker).unwrap();
 //!
 //! queue.run_until_idle(); // the "GPU" runs everything
 //! tracker.poll();         // one PCIe load of the newest fence retires all 65
@@ -98,6 +99,7 @@ mod pin;
 pub mod planted;
 #[cfg(not(feature = "planted-bugs"))]
 mod planted;
+mod publication;
 mod reclaim;
 mod retire;
 mod retiring;
@@ -114,8 +116,8 @@ mod ticket;
 mod wait;
 
 pub use backend::{
-    AllocError, HardwareQueue, Placement, QueueError, QueueView, SignalMemory, TimestampClock,
-    Timestamps, Work,
+    AllocError, Condition, Dispatch, HardwareQueue, Placement, QueueError, QueueView, SignalMemory,
+    TimestampClock, Timestamps, WaitValue, Work,
 };
 pub use baseline::BaselineTracker;
 pub use config::Config;
@@ -126,6 +128,7 @@ pub use error::{
 pub use host_memory::HostMemory;
 pub use interface::{Acquired, Census, Tracker};
 pub use pin::{AttachError, Pin};
+pub use publication::Publication;
 pub use retiring::RetiringTracker;
 pub use share::SignalRef;
 pub use stats::{Accesses, Stats};

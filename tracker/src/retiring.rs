@@ -19,6 +19,7 @@ use crate::error::{
 use crate::interface::{Acquired, Census, Tracker};
 use crate::pin::{AttachError, Attachments, Pin};
 use crate::planted::{self, Bug};
+use crate::publication::Publication;
 use crate::reclaim::{Parked, Reclaimer};
 use crate::retire::{Proofs, Prover};
 use crate::ring::{Ring, Spare};
@@ -271,6 +272,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         }
         self.stats.uses += 1;
         let shared = self.signals.shared();
+        let signal = shared.memory.packet_handle(cell.signal);
         Acquired {
             ticket: Ticket {
                 seq,
@@ -279,8 +281,13 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
                 generation,
                 timed: flags & flag::TIMED != 0,
             },
-            signal: shared.memory.packet_handle(cell.signal),
+            signal,
             placement: cell.placement,
+            publication: if flags & flag::COPY == 0 {
+                Publication::of_use(aql, fence, signal, ops)
+            } else {
+                Publication::of_copy(signal, ops)
+            },
         }
     }
 

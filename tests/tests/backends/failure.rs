@@ -3,7 +3,9 @@
 //! completion that did not happen.
 
 use crate::support::{Backend, Rig, device_signals, on_every_backend};
-use sigretire_tracker::{AcquireError, CreateError, FailSubmissionError, TimedOut, WaitError};
+use sigretire_tracker::{
+    AcquireError, CreateError, FailSubmissionError, Publication, TimedOut, WaitError,
+};
 use sigretire_tracker::{
     Config, HardwareQueue, Purpose, QueueView, Request, Status, Tracker, WaitPolicy, Work,
 };
@@ -76,14 +78,14 @@ fn a_partly_issued_submission_waits_for_its_issued_part<B: Backend>() {
     let index = rig.write_index();
     let acquired = rig
         .tracker
-        .acquire(Request::packet(index + 1).ops(3))
+        .acquire(Request::packet(index + 2).ops(3))
         .unwrap();
-    for i in 0..2 {
+    for (i, part) in acquired.publication.operations().take(2).enumerate() {
         assert_eq!(
             sigretire_tracker::HardwareQueue::reserve(&rig.queue),
-            Ok(index + i)
+            Ok(index + i as u64)
         );
-        rig.publish(index + i, acquired.signal, false);
+        rig.publish(part);
     }
     rig.tracker.fail_submission(&acquired.ticket, 2).unwrap();
     assert_eq!(rig.tracker.query(&acquired.ticket).unwrap(), Status::Failed);
@@ -140,7 +142,9 @@ fn a_failed_fence_submission_does_not_blind_fence_probing<B: Backend>() {
         .acquire(Request::packet(index).barrier(true))
         .unwrap();
     assert_eq!(rig.queue.reserve().unwrap(), index);
-    rig.queue.publish(index, Work::Marker, true, 0).unwrap();
+    rig.queue
+        .publish(Publication::unsignalled(index, true), Work::Marker)
+        .unwrap();
     rig.tracker.fail_submission(&failed.ticket, 0).unwrap();
     rig.run_queue();
     assert!(rig.queue.read_index() > index, "the read index passed both");
@@ -169,11 +173,11 @@ fn the_baseline_fails_a_submission_whose_issued_part_already_ran<B: Backend>() {
     for i in 0..3 {
         assert_eq!(rig.queue.reserve().unwrap(), first + i);
     }
-    for i in 0..2 {
-        rig.publish(first + i, acquired.signal, false);
+    for part in acquired.publication.operations().take(2) {
+        rig.publish(part);
     }
     rig.queue
-        .publish(first + 2, Work::Marker, false, 0)
+        .publish(Publication::unsignalled(first + 2, false), Work::Marker)
         .unwrap();
     // The GPU runs the issued part before the runtime notices the failure.
     rig.run_queue();
@@ -204,12 +208,12 @@ fn a_full_ring_waiting_on_a_failed_submissions_issued_part_pushes_back<B: Backen
     let copy_engine = rig.gpu.queue();
     let copy = rig.tracker.acquire(Request::copy_engine().ops(2)).unwrap();
     let index = copy_engine.reserve().unwrap();
+    // The stand-in for the copy engine decrements the copy use's signal: no
+    // AQL queue of the tracker's records it.
     copy_engine
         .publish(
-            index,
+            Publication::untracked(index, false, copy.signal),
             Work::Kernel(rig.gpu.empty_kernel()),
-            false,
-            copy.signal,
         )
         .unwrap();
     rig.tracker.fail_submission(&copy.ticket, 1).unwrap();

@@ -86,7 +86,7 @@ fn the_baseline_fences_every_device_store<B: Backend>() {
 mod sim_only {
     use super::churn;
     use crate::support::{Backend, Rig, Simulator, device_signals};
-    use sigretire_tracker::{HardwareQueue, Request, Status, Tracker, Work};
+    use sigretire_tracker::{HardwareQueue, Publication, Request, Status, Tracker, Work};
 
     #[test]
     fn a_copy_engine_use_is_flushed_when_it_begins() {
@@ -104,8 +104,12 @@ mod sim_only {
         let copy = rig.tracker.acquire(Request::copy_engine()).unwrap();
         assert_eq!(rig.tracker.stats().hdp_flushes(), 1);
         let index = copy_engine.reserve().unwrap();
+        // The stand-in for the copy engine decrements the copy use's signal.
         copy_engine
-            .publish(index, Work::Kernel(0), true, copy.signal)
+            .publish(
+                Publication::untracked(index, false, copy.signal),
+                Work::Kernel(0),
+            )
             .unwrap();
         rig.gpu.run(&copy_engine);
         rig.check();

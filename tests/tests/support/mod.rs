@@ -33,8 +33,9 @@ pub use standin::Standin;
 
 use sigretire_scenarios::check::{Check, Failure, PacketTruth, census, judge_report, stamps_match};
 use sigretire_tracker::{
-    AcquireError, BaselineTracker, Config, CreateError, HardwareQueue, Placement, Purpose, Request,
-    RetiringTracker, SignalMemory, SignalRef, Status, Ticket, Timestamps, Tracker, Work,
+    AcquireError, BaselineTracker, Config, CreateError, HardwareQueue, Placement, Publication,
+    Purpose, Request, RetiringTracker, SignalMemory, SignalRef, Status, Ticket, Timestamps,
+    Tracker, Work,
 };
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -491,16 +492,11 @@ impl<B: Backend, T> Rig<B, T> {
         self.gpu.advance_read_index(&self.queue)
     }
 
-    /// Publishes an empty kernel completing `signal` at reserved `index`,
-    /// bypassing the rig's bookkeeping.
-    pub fn publish(&self, index: u64, signal: u64, barrier: bool) {
+    /// Publishes an empty kernel as `publication` says (at its reserved
+    /// index), bypassing the rig's bookkeeping.
+    pub fn publish(&self, publication: Publication) {
         self.queue
-            .publish(
-                index,
-                Work::Kernel(self.gpu.empty_kernel()),
-                barrier,
-                signal,
-            )
+            .publish(publication, Work::Kernel(self.gpu.empty_kernel()))
             .unwrap();
     }
 
@@ -603,9 +599,8 @@ impl<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>> Rig<B, T> {
         } else {
             Work::Wait(dependencies)
         };
-        self.queue
-            .publish(index, work, request.is_fence(), acquired.signal)
-            .unwrap();
+        assert_eq!(acquired.publication.index(), index);
+        self.queue.publish(acquired.publication, work).unwrap();
         let issued = Issued {
             queue: self.queue.clone(),
             ticket: acquired.ticket,

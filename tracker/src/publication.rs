@@ -1,0 +1,223 @@
+//! How the packet that completes a use is published: the tracker's record
+//! and the packet's header come from this one value.
+//!
+//! A tracker proves retirement from what it recorded about a use: its AQL
+//! index and whether its packet carries the barrier bit (a fence, whose
+//! completion proves every earlier packet complete). If the packet were
+//! published with another barrier bit than the one recorded, a fence the
+//! tracker trusts would not be one, and it would report unfinished work
+//! complete and re-arm signals still in flight. So the tracker hands out a
+//! [`Publication`] with every use, and
+//! [`HardwareQueue::publish`](crate::HardwareQueue::publish) takes nothing
+//! else: only the tracker can make one that names a completion signal.
+
+/// What a packet completing a use is published with: its AQL index, the
+/// barrier bit the tracker recorded, and the completion signal. Made by
+/// [`Tracker::acquire`](crate::Tracker::acquire) (in
+/// [`Acquired::publication`](crate::Acquired::publication)); a packet that
+/// completes no use gets [`Publication::unsignalled`].
+///
+/// ```
+/// use sigretire_tracker::{HardwareQueue, Request, Tracker, Work};
+/// use sigretire_sim::backend as sim_backend;
+///
+/// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default())?;
+/// let index = queue.reserve()?;
+/// let acquired = tracker.acquire(Request::packet(index).barrier(true))?;
+/// let publication = acquired.publication;
+/// assert_eq!((publication.index(), publication.barrier()), (index, true));
+/// assert_eq!(publication.completion(), acquired.signal);
+/// queue.publish(publication, Work::Kernel(0))?; // the header says what the tracker recorded
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Publication {
+    index: u64,
+    completion: u64,
+    ops: u32,
+    barrier: bool,
+    copy: bool,
+    /// The use's last operation (or its only one): the one that finishes
+    /// last in an in-order queue.
+    last: bool,
+}
+
+impl Publication {
+    /// A use's: `index` is its last packet's (of `ops`), `completion` its
+    /// signal's packet handle.
+    #[inline]
+    pub(crate) const fn of_use(index: u64, barrier: bool, completion: u64, ops: u32) -> Self {
+        Self {
+            index,
+            completion,
+            ops,
+            barrier,
+            copy: false,
+            last: true,
+        }
+    }
+
+    /// A copy-engine use's: its signal is decremented by the copy engine,
+    /// not by an AQL packet, so no AQL queue accepts it.
+    #[inline]
+    pub(crate) const fn of_copy(completion: u64, ops: u32) -> Self {
+        Self {
+            index: 0,
+            completion,
+            ops,
+            barrier: false,
+            copy: true,
+            last: true,
+        }
+    }
+
+    /// A packet that completes no use (an empty packet filling a reserved
+    /// slot, a wait whose completion nobody asks about): any barrier bit.
+    ///
+    /// ```
+    /// # use sigretire_tracker::Publication;
+    /// let filler = sigretire_tracker::Publication::unsignalled(7, true);
+    /// assert_eq!((filler.index(), filler.barrier(), filler.completion()), (7, true, 0));
+    /// ```
+    pub const fn unsignalled(index: u64, barrier: bool) -> Self {
+        Self {
+            index,
+            completion: 0,
+            ops: 1,
+            barrier,
+            copy: false,
+            last: true,
+        }
+    }
+
+    /// A packet completing a signal no tracker handed out: the caller's
+    /// own, which no tracker's record can disagree with. Never a tracker's
+    /// signal: publish those with the [`Acquired::publication`]
+    /// (crate::Acquired::publication) the tracker handed out with them.
+    ///
+    /// ```
+    /// # use sigretire_tracker::Publication;
+    /// let own = sigretire_tracker::Publication::untracked(3, false, 0x1000);
+    /// assert_eq!((own.index(), own.barrier(), own.completion()), (3, false, 0x1000));
+    /// ```
+    pub const fn untracked(index: u64, barrier: bool, completion: u64) -> Self {
+        Self {
+            index,
+            completion,
+            ops: 1,
+            barrier,
+            copy: false,
+            last: true,
+        }
+    }
+
+    /// The AQL index of the packet (for a use of several operations, of the
+    /// last: see [`operations`](Self::operations)).
+    pub const fn index(&self) -> u64 {
+        self.index
+    }
+
+    /// Whether the packet carries the barrier bit.
+    pub const fn barrier(&self) -> bool {
+        self.barrier
+    }
+
+    /// The packet's `completion_signal` (a packet handle; 0: none).
+    pub const fn completion(&self) -> u64 {
+        self.completion
+    }
+
+    /// How many packets decrement the signal (a use of several operations).
+    pub const fn ops(&self) -> u32 {
+        self.ops
+    }
+
+    /// Whether the use runs on a copy engine (no AQL packet completes it).
+    pub const fn is_copy(&self) -> bool {
+        self.copy
+    }
+
+    /// Whether this is the use's last operation (or its only one). A
+    /// backend whose completion is a write rather than a decrement (a CUDA
+    /// stream's) completes the signal with this one only.
+    pub const fn is_last_operation(&self) -> bool {
+        self.last
+    }
+
+    /// The packets of the use, oldest first, one per operation, each
+    /// naming the signal once: indices `index - ops + 1 ..= index`, each
+    /// with the recorded barrier bit. A use of one operation is its own.
+    ///
+    /// ```
+    /// use sigretire_tracker::{HardwareQueue, Request, Tracker, Work};
+    /// use sigretire_sim::backend as sim_backend;
+    ///
+    /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default())?;
+    /// let first = queue.reserve()?;
+    /// let last = queue.reserve()?; // a copy split in two, one signal
+    /// let acquired = tracker.acquire(Request::packet(last).ops(2).barrier(true))?;
+    /// let parts: Vec<_> = acquired.publication.operations().collect();
+    /// assert_eq!(parts.iter().map(|p| p.index()).collect::<Vec<_>>(), [first, last]);
+    /// for part in parts {
+    ///     queue.publish(part, Work::Kernel(0))?;
+    /// }
+    /// queue.run_until_idle();
+    /// assert!(tracker.query(&acquired.ticket)?.is_done());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn operations(self) -> impl ExactSizeIterator<Item = Publication> {
+        let first = self.index.wrapping_sub(u64::from(self.ops) - 1);
+        let ops = self.ops;
+        (0..ops).map(move |k| Publication {
+            index: first.wrapping_add(u64::from(k)),
+            ops: 1,
+            last: k + 1 == ops,
+            ..self
+        })
+    }
+
+    /// This publication without its completion signal, for an operation a
+    /// failed submission never issued (its packet still fills its slot).
+    pub const fn without_completion(self) -> Self {
+        Self {
+            completion: 0,
+            ..self
+        }
+    }
+}
+
+#[cfg(all(test, not(sigretire_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_use_of_several_operations_publishes_each_once_in_order() {
+        let publication = Publication::of_use(10, true, 0xabc0, 3);
+        let parts: Vec<Publication> = publication.operations().collect();
+        let expected = [8, 9, 10].map(|index| Publication {
+            last: index == 10,
+            ..Publication::of_use(index, true, 0xabc0, 1)
+        });
+        assert_eq!(parts, expected);
+        assert!(parts[2].is_last_operation() && !parts[0].is_last_operation());
+        let one = Publication::of_use(4, false, 0x40, 1);
+        assert_eq!(one.operations().collect::<Vec<_>>(), [one]);
+    }
+
+    #[test]
+    fn indices_wrap_as_aql_indices_do() {
+        let publication = Publication::of_use(1, false, 0x40, 3);
+        let indices: Vec<u64> = publication.operations().map(|p| p.index()).collect();
+        assert_eq!(indices, [u64::MAX, 0, 1]);
+    }
+
+    #[test]
+    fn an_unissued_operation_names_no_signal_and_keeps_its_header() {
+        let part = Publication::of_use(9, true, 0x80, 1).without_completion();
+        assert_eq!(
+            (part.index(), part.barrier(), part.completion()),
+            (9, true, 0)
+        );
+        assert!(Publication::of_copy(0x80, 1).is_copy());
+    }
+}
