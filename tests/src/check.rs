@@ -49,6 +49,9 @@ pub enum Check {
     /// Timestamps differ from the packet processor's ground truth, or a
     /// held, completed, timed use has none.
     Timestamps,
+    /// A packet completing a use reached the machine with another barrier
+    /// bit or completion signal than the tracker recorded for the use.
+    HeaderMismatch,
     /// The ring holds more uses than its bound, or back-pressure named a
     /// use that is already done, or named the same use again after the
     /// caller waited for it to complete.
@@ -70,7 +73,7 @@ pub enum Check {
 
 impl Check {
     /// Every check, in report order.
-    pub const ALL: [Check; 15] = [
+    pub const ALL: [Check; 16] = [
         Check::PublishOrder,
         Check::RearmWhileInFlight,
         Check::RearmWhileHeld,
@@ -81,6 +84,7 @@ impl Check {
         Check::TicketChanged,
         Check::NotRetiredWhenProven,
         Check::Timestamps,
+        Check::HeaderMismatch,
         Check::RingBound,
         Check::PinHeldTooLong,
         Check::Leak,
@@ -101,6 +105,7 @@ impl Check {
             Check::TicketChanged => "ticket-changed",
             Check::NotRetiredWhenProven => "not-retired-when-proven",
             Check::Timestamps => "timestamps",
+            Check::HeaderMismatch => "header-mismatch",
             Check::RingBound => "ring-bound",
             Check::PinHeldTooLong => "pin-held-too-long",
             Check::Leak => "leak",

@@ -10,13 +10,13 @@ use crate::model::{
 use crate::observer::{Observer, Watched};
 use crate::ops::{EngineStep, Op, StreamId};
 use crate::setup::{QUEUE_SIZE, Setup, TRUTH_HISTORY};
-use sigretire_sim::backend::{SimMemory, submit_kernel, submit_wait};
+use sigretire_sim::backend::SimMemory;
 use sigretire_sim::hsa_sys::hsa_signal_t;
 use sigretire_sim::{AgentId, Placement as RingPlacement, Queue, QueueConfig, Sim, SimConfig};
 use sigretire_tracker::{
-    AcquireError, BaselineTracker, Config, CreateError, ForeignTicket, Generation, PinError,
-    Purpose, Request, RetiringTracker, Status, Ticket, TimestampsError, Tracker, WaitError,
-    WaitPolicy,
+    AcquireError, BaselineTracker, Condition, Config, CreateError, Dispatch, ForeignTicket,
+    Generation, HardwareQueue, PinError, Publication, Purpose, Request, RetiringTracker, Status,
+    Ticket, TimestampsError, Tracker, WaitError, WaitPolicy, WaitValue, Work,
 };
 use std::cell::Cell;
 use std::sync::Arc;
@@ -154,6 +154,12 @@ pub struct Coverage {
     /// Answers another thread's waiters and references gave (threaded
     /// variant).
     pub observed_answers: u64,
+    /// Kernel dispatches the caller built (`Work::Dispatch`).
+    pub caller_dispatches: u64,
+    /// Barrier-OR waits (`Work::WaitAny`).
+    pub any_waits: u64,
+    /// AMD barrier-value waits (`Work::WaitValue`).
+    pub value_waits: u64,
 }
 
 impl Coverage {
@@ -183,6 +189,9 @@ impl Coverage {
         self.drains_beside_pending += other.drains_beside_pending;
         self.refused_attaches += other.refused_attaches;
         self.observed_answers += other.observed_answers;
+        self.caller_dispatches += other.caller_dispatches;
+        self.any_waits += other.any_waits;
+        self.value_waits += other.value_waits;
     }
 }
 
@@ -815,22 +824,57 @@ impl<T: SimTracker> Driver<T> {
             );
         }
         let issued = packet.issued.unwrap_or(ops).min(ops);
-        for index in first..=last {
+        // A copy engine decrements a copy use's signal itself: its packets
+        // are the engine's own, not the tracker's publications.
+        let parts: Vec<Publication> = if packet.copy {
+            (first..=last)
+                .map(|index| Publication::untracked(index, false, acquired.signal))
+                .collect()
+        } else {
+            acquired.publication.operations().collect()
+        };
+        for (k, part) in parts.into_iter().enumerate() {
+            let index = part.index();
             let reserved = queue
                 .reserve()
                 .or_else(|e| fail(Check::Unexpected, format!("reserve failed: {e}")))?;
             assert_eq!(reserved, index, "a stream has one producer");
-            let barrier = request.is_fence() && index == last;
-            if index >= first + u64::from(issued) {
+            if k as u32 >= issued {
                 // Work never issued: an empty packet keeps the queue going.
-                submit_kernel(&queue, index, 0, false);
+                publish(&queue, part.without_completion(), Work::Kernel(0))?;
                 continue;
             }
-            match dependency {
-                None => submit_kernel(&queue, index, acquired.signal, barrier),
-                Some((_, dependency)) => {
-                    submit_wait(&queue, index, acquired.signal, &[dependency], barrier)
+            // The caller's work, in every shape a runtime builds it: its own
+            // dispatch, or a wait as barrier-AND, barrier-OR or AMD's
+            // barrier-value packet (each completes as its dependency does).
+            let deps = dependency
+                .as_ref()
+                .map(|(_, handle)| std::slice::from_ref(handle));
+            let work = match (deps, index % 3) {
+                (None, 0) => Work::Kernel(0),
+                (None, _) => {
+                    Work::Dispatch(Dispatch::new(0).grid([64, 2, 1]).workgroup([64, 1, 1]))
                 }
+                (Some(deps), 0) => Work::Wait(deps),
+                (Some(deps), 1) => Work::WaitAny(deps),
+                // Below 1: done, or failed (a failed producer's signal is
+                // negative; "equal to 0" would wait for ever).
+                (Some(deps), _) => Work::WaitValue(WaitValue {
+                    signal: deps[0],
+                    condition: Condition::Less,
+                    value: 1,
+                    mask: u64::MAX,
+                }),
+            };
+            match work {
+                Work::Dispatch(_) => self.coverage.caller_dispatches += 1,
+                Work::WaitAny(_) => self.coverage.any_waits += 1,
+                Work::WaitValue(_) => self.coverage.value_waits += 1,
+                _ => {}
+            }
+            publish(&queue, part, work)?;
+            if !packet.copy {
+                self.check_header(&queue, part, request.is_fence(), acquired.signal)?;
             }
         }
         let abandoned = issued < ops;
@@ -1552,6 +1596,37 @@ impl<T: SimTracker> Driver<T> {
         Ok(())
     }
 
+    /// The packet the machine received for a use is the one the tracker
+    /// recorded: its barrier bit the request's, its completion signal the
+    /// use's ([`Check::HeaderMismatch`]).
+    fn check_header(
+        &self,
+        queue: &Queue,
+        part: Publication,
+        fence: bool,
+        signal: u64,
+    ) -> Result<(), Failure> {
+        let Some(truth) = queue.truth(part.index()) else {
+            return fail(
+                Check::Unexpected,
+                format!("packet {} has no truth", part.index()),
+            );
+        };
+        if truth.barrier != fence || truth.completion_signal.handle != signal {
+            return fail(
+                Check::HeaderMismatch,
+                format!(
+                    "packet {} was published with barrier {} and completion {:#x}; the tracker \
+                     recorded barrier {fence} and signal {signal:#x}",
+                    part.index(),
+                    truth.barrier,
+                    truth.completion_signal.handle
+                ),
+            );
+        }
+        Ok(())
+    }
+
     fn check_simulator(&self) -> Result<(), Failure> {
         // Taken, so each violation is judged once.
         let violations = self.sim.take_violations();
@@ -1590,6 +1665,13 @@ fn create_queue(sim: &Sim, setup: &Setup, agent: AgentId, ring: RingPlacement) -
         truth_history: TRUTH_HISTORY,
     })
     .expect("a valid queue configuration")
+}
+
+/// Publishes `work` as `part` says (a backend's refusal is a failure).
+fn publish(queue: &Queue, part: Publication, work: Work<'_>) -> Result<(), Failure> {
+    queue
+        .publish(part, work)
+        .or_else(|e| fail(Check::Unexpected, format!("publication refused: {e}")))
 }
 
 /// What a submission asks for, besides its AQL index (the queue's write index).

@@ -66,6 +66,10 @@ fn assert_reaches_every_kind_of_use(c: &Coverage) {
         c.partly_issued > 0,
         "some after issuing part of their work: {c:?}"
     );
+    assert!(
+        c.caller_dispatches > 0 && c.any_waits > 0 && c.value_waits > 0,
+        "the caller's own packet shapes: {c:?}"
+    );
 }
 
 #[test]

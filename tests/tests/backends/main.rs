@@ -9,6 +9,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod caller_work;
 mod failure;
 mod growth;
 mod queue_layer;

@@ -124,6 +124,10 @@ pub struct Truth {
     pub start_ts: Option<u64>,
     /// GPU time of its completion, in ticks.
     pub end_ts: Option<u64>,
+    /// Its header's barrier bit, as the machine received it.
+    pub barrier: bool,
+    /// The completion signal it names (a packet handle; 0: none).
+    pub completion: u64,
 }
 
 /// What the backend itself executed or counted, for comparison with what the
@@ -551,6 +555,26 @@ impl<B: Backend, T> Rig<B, T> {
         self.broken(first.check, format!("the machine saw: {violations:#?}"));
     }
 
+    /// The packet at `index` reached the machine as the tracker recorded
+    /// its use: with barrier bit `fence` and completion signal `signal`
+    /// ([`Check::HeaderMismatch`]).
+    #[track_caller]
+    fn check_header(&self, index: u64, fence: bool, signal: u64) {
+        let Some(truth) = self.gpu.truth(&self.queue, index) else {
+            return; // forgotten by the machine already
+        };
+        if truth.barrier != fence || truth.completion != signal {
+            self.broken(
+                Check::HeaderMismatch,
+                format!(
+                    "packet {index} reached the machine with barrier {} and completion {:#x}; \
+                     the tracker recorded barrier {fence} and signal {signal:#x}",
+                    truth.barrier, truth.completion
+                ),
+            );
+        }
+    }
+
     /// Panics with a broken invariant, named as the property driver names
     /// it (`sigretire_scenarios::Check`).
     #[track_caller]
@@ -590,17 +614,29 @@ impl<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>> Rig<B, T> {
         request: Request,
         dependencies: &[u64],
     ) -> Result<Issued<B::Queue>, AcquireError> {
-        let index = self.write_index();
-        let acquired = self.tracker.acquire(request)?;
-        self.check_handout(acquired.signal);
-        assert_eq!(self.queue.reserve().unwrap(), index);
         let work = if dependencies.is_empty() {
             Work::Kernel(self.gpu.empty_kernel())
         } else {
             Work::Wait(dependencies)
         };
+        self.submit_work(request, work)
+    }
+
+    /// As `submit_request`, publishing the caller's `work` (any shape of
+    /// packet) as the use's publication says.
+    #[track_caller]
+    pub fn submit_work(
+        &mut self,
+        request: Request,
+        work: Work<'_>,
+    ) -> Result<Issued<B::Queue>, AcquireError> {
+        let index = self.write_index();
+        let acquired = self.tracker.acquire(request)?;
+        self.check_handout(acquired.signal);
+        assert_eq!(self.queue.reserve().unwrap(), index);
         assert_eq!(acquired.publication.index(), index);
         self.queue.publish(acquired.publication, work).unwrap();
+        self.check_header(index, request.is_fence(), acquired.signal);
         let issued = Issued {
             queue: self.queue.clone(),
             ticket: acquired.ticket,

@@ -124,6 +124,8 @@ impl Backend for Simulator {
             failed: t.failed,
             start_ts: t.start_ts,
             end_ts: t.end_ts,
+            barrier: t.barrier,
+            completion: t.completion_signal.handle,
         })
     }
 

@@ -144,6 +144,8 @@ impl Backend for Standin {
             failed: truth.failed,
             start_ts: truth.launched.then_some(truth.start_ts),
             end_ts: truth.completed.then_some(truth.end_ts),
+            barrier: truth.barrier,
+            completion: truth.completion_signal,
         })
     }
 
