@@ -174,11 +174,28 @@ impl<T: QueueTracker> Inner<T> {
             .queue()
             .publish(acquired.publication, packet.work)
         {
+            // The backend refused the work (or the queue failed): the slot
+            // still needs a packet, or the processor stalls at it (a
+            // backend that consumed the index refuses this too, harmlessly).
             // Nothing will decrement the armed signal: fail the use so the
             // tracker retires it without waiting for a packet that never runs.
+            let _ = self.fill_empty(counters, index);
             let _ = self.tracker.fail_submission(&acquired.ticket, 0);
             return Err(error.into());
         }
+        Ok(Step::Done(
+            self.published(counters, &packet, &acquired, signal),
+        ))
+    }
+
+    /// Records a published use as the queue's newest command.
+    fn published(
+        &mut self,
+        counters: &Counters,
+        packet: &Packet<'_>,
+        acquired: &sigretire_tracker::Acquired,
+        signal: Option<SignalRef<T::Memory>>,
+    ) -> Published<T::Memory> {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.signals = acquired.placement;
@@ -187,16 +204,90 @@ impl<T: QueueTracker> Inner<T> {
         if packet.purpose != Purpose::Completion {
             bump(&counters.markers);
         }
-        Ok(Step::Done(Published {
+        Published {
             entry: Entry {
                 seq,
-                index,
+                index: acquired.publication.index(),
                 ticket: acquired.ticket,
                 timed: packet.timed,
                 state: self.states.fresh(CommandState::default()),
             },
             signal,
-        }))
+        }
+    }
+
+    /// Publishes one use of several operations (under the lock): `works`
+    /// in consecutive slots, each decrementing the use's one signal, the use
+    /// complete once all are. If a publication is refused after `k` were
+    /// issued, the rest of the slots get empty packets, the use fails with
+    /// its `k` issued operations still to finish (the tracker frees its
+    /// signal once they did), and the refusal is returned.
+    pub(crate) fn publish_all(
+        &mut self,
+        counters: &Counters,
+        works: &[Work<'_>],
+    ) -> Result<Step<Published<T::Memory>>, Error> {
+        let ops =
+            u32::try_from(works.len())
+                .ok()
+                .filter(|&n| n >= 1)
+                .ok_or(Error::InvalidConfig(
+                    "a command needs 1 to 2^32 - 1 operations",
+                ))?;
+        let mut first = None;
+        for reserved in 0..ops {
+            match self.tracker.queue().reserve() {
+                Ok(index) => {
+                    first.get_or_insert(index);
+                }
+                Err(error) => {
+                    // Every slot reserved so far still needs a packet.
+                    if let Some(first) = first {
+                        for index in first..first + u64::from(reserved) {
+                            self.fill_empty(counters, index)?;
+                        }
+                    }
+                    return match error {
+                        QueueError::Full => Ok(Step::RingFull),
+                        error => Err(error.into()),
+                    };
+                }
+            }
+        }
+        let first = first.expect("at least one operation");
+        let last = first + u64::from(ops) - 1;
+        let request = Request::packet(last).barrier(true).ops(ops);
+        let acquired = match self.tracker.acquire(request) {
+            Ok(acquired) => acquired,
+            Err(error) => {
+                for index in first..=last {
+                    self.fill_empty(counters, index)?;
+                }
+                return match error {
+                    sigretire_tracker::AcquireError::Backpressure { wait_for, .. } => {
+                        Ok(Step::Backpressure(wait_for))
+                    }
+                    other => Err(other.into()),
+                };
+            }
+        };
+        for (issued, (part, work)) in acquired.publication.operations().zip(works).enumerate() {
+            let Err(error) = self.tracker.queue().publish(part, *work) else {
+                continue;
+            };
+            let _ = self.fill_empty(counters, part.index());
+            for index in part.index() + 1..=last {
+                let _ = self.fill_empty(counters, index);
+            }
+            let _ = self
+                .tracker
+                .fail_submission(&acquired.ticket, issued as u32);
+            return Err(error.into());
+        }
+        let packet = Packet::new(Work::Marker, Purpose::Completion);
+        Ok(Step::Done(
+            self.published(counters, &packet, &acquired, None),
+        ))
     }
 
     /// Fills a reserved slot with empty work and no completion signal.

@@ -599,17 +599,71 @@ impl<T: QueueTracker> HostQueue<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn launch(&self, kernel_object: u64) -> Result<Command<T::Memory>, Error> {
-        let work = if kernel_object == 0 {
+        self.submit(if kernel_object == 0 {
             Work::Empty
         } else {
             Work::Kernel(kernel_object)
-        };
+        })
+    }
+
+    /// Publishes the caller's `work` (any packet body it builds: its own
+    /// kernel dispatch with its kernel arguments, a barrier-OR, an AMD
+    /// barrier-value wait) as one command, with the events, synchronize,
+    /// query and cross-queue waits of any other. The header (with the
+    /// barrier bit: an in-order queue) and the completion signal are the
+    /// library's. A backend that cannot express the work refuses it
+    /// ([`Error::Queue`]); the queue keeps working.
+    ///
+    /// ```
+    /// use sigretire_queue::tracker::{Dispatch, Work};
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let queue = device.default_queue();
+    /// let dispatch = Dispatch::new(0).kernarg_address(0x1000).grid([256, 1, 1]).workgroup([64, 1, 1]);
+    /// let command = queue.submit(Work::Dispatch(dispatch))?;
+    /// platform.run_while(|| command.wait())?;
+    /// assert!(command.status().is_done());
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn submit(&self, work: Work<'_>) -> Result<Command<T::Memory>, Error> {
         let core = self.core();
         let entry = QueueCore::with_publication(core, |core, inner| {
             let published = match inner
                 .publish(&core.stats, Packet::new(work, Purpose::Completion))?
                 .or_retry()
             {
+                Ok(published) => published,
+                Err(retry) => return Ok(retry),
+            };
+            let entry = published.entry;
+            core.push_command(inner, entry.clone(), true);
+            Ok(Step::Done(entry))
+        })?;
+        Ok(core.command(entry))
+    }
+
+    /// Publishes `works` as one command of several operations (a copy done
+    /// line by line, a kernel split in parts): consecutive packets sharing
+    /// one completion signal, the command complete once every one of them
+    /// is. If the backend refuses one of them, the rest are replaced with
+    /// empty packets, the command fails once the issued ones have finished,
+    /// and the refusal is returned.
+    ///
+    /// ```
+    /// use sigretire_queue::tracker::{Dispatch, Work};
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let queue = device.default_queue();
+    /// let rows = [0, 1, 2].map(|row| Work::Dispatch(Dispatch::new(0).kernarg_address(0x1000 + 64 * row)));
+    /// let command = queue.submit_all(&rows)?;
+    /// assert_eq!(command.aql_index(), 2, "its last packet");
+    /// platform.run_while(|| command.wait())?;
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn submit_all(&self, works: &[Work<'_>]) -> Result<Command<T::Memory>, Error> {
+        let core = self.core();
+        let entry = QueueCore::with_publication(core, |core, inner| {
+            let published = match inner.publish_all(&core.stats, works)?.or_retry() {
                 Ok(published) => published,
                 Err(retry) => return Ok(retry),
             };
