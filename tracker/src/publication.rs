@@ -92,8 +92,9 @@ impl Publication {
 
     /// A packet completing a signal no tracker handed out: the caller's
     /// own, which no tracker's record can disagree with. Never a tracker's
-    /// signal: publish those with the [`Acquired::publication`]
-    /// (crate::Acquired::publication) the tracker handed out with them.
+    /// signal: publish those with the
+    /// [`Acquired::publication`](crate::Acquired::publication) the tracker
+    /// handed out with them.
     ///
     /// ```
     /// # use sigretire_tracker::Publication;
