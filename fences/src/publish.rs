@@ -56,6 +56,16 @@ pub(crate) struct Inner<T: QueueTracker> {
     pub(crate) unattached: Vec<sigretire_tracker::Pin<T::Memory>>,
     /// The status cells new commands get.
     pub(crate) states: Stash<CommandState>,
+    /// After a move to another hardware queue, the old queue's newest
+    /// command (pinned) while it may still run: the next packet published
+    /// on the new queue is preceded by a barrier-AND waiting for it, so the
+    /// stream stays in order across the move.
+    pub(crate) order_debt: Option<sigretire_tracker::Pin<T::Memory>>,
+    /// Hardware queues the stream left while its work there may still run:
+    /// the queue layer's handles keep them alive (dropping a backend's last
+    /// handle may destroy the queue), until a later move finds everything
+    /// before it finished, or the host queue goes.
+    pub(crate) left_queues: Vec<T::Queue>,
 }
 
 impl<T: QueueTracker> Inner<T> {
@@ -136,6 +146,9 @@ impl<T: QueueTracker> Inner<T> {
         counters: &Counters,
         packet: Packet<'_>,
     ) -> Result<Step<Published<T::Memory>>, Error> {
+        if let Err(retry) = self.pay_order_debt(counters)?.or_retry() {
+            return Ok(retry);
+        }
         let index = match self.tracker.queue().reserve() {
             Ok(index) => index,
             Err(QueueError::Full) => return Ok(Step::RingFull),
@@ -227,6 +240,9 @@ impl<T: QueueTracker> Inner<T> {
         counters: &Counters,
         works: &[Work<'_>],
     ) -> Result<Step<Published<T::Memory>>, Error> {
+        if let Err(retry) = self.pay_order_debt(counters)?.or_retry() {
+            return Ok(retry);
+        }
         let ops =
             u32::try_from(works.len())
                 .ok()
@@ -288,6 +304,42 @@ impl<T: QueueTracker> Inner<T> {
         Ok(Step::Done(
             self.published(counters, &packet, &acquired, None),
         ))
+    }
+
+    /// Publishes the barrier-AND that orders a new hardware queue after the
+    /// old one's newest command, if a move left one to publish. Its pin is
+    /// attached to the wait's own use, so the old signal is not re-armed
+    /// while the new queue may still read it. The wait is no command of its
+    /// own: the packet published right after it (a fence, as every packet
+    /// here) completes only after it.
+    fn pay_order_debt(&mut self, counters: &Counters) -> Result<Step<()>, Error> {
+        let Some(pin) = self.order_debt.take() else {
+            return Ok(Step::Done(()));
+        };
+        let handle = [pin.packet_handle()];
+        let packet = Packet::new(Work::Wait(&handle), Purpose::Completion);
+        let not_done = match self.publish(counters, packet) {
+            Ok(Step::Done(published)) => Ok(published),
+            Ok(Step::Backpressure(ticket)) => Err(Ok(Step::Backpressure(ticket))),
+            Ok(Step::RingFull) => Err(Ok(Step::RingFull)),
+            Err(error) => Err(Err(error)),
+        };
+        let published = match not_done {
+            Ok(published) => published,
+            Err(outcome) => {
+                // Not published: still owed, by the next attempt.
+                self.order_debt = Some(pin);
+                return outcome;
+            }
+        };
+        bump(&counters.order_waits);
+        if let Err(refused) = self.tracker.attach(&published.entry.ticket, pin) {
+            // Cannot happen (the consumer is this queue's own use); the
+            // packet may read the signal all the same: keep the pin.
+            self.unattached.push(refused.pin);
+            return Err(refused.error.into());
+        }
+        Ok(Step::Done(()))
     }
 
     /// Fills a reserved slot with empty work and no completion signal.

@@ -537,6 +537,8 @@ impl<T: QueueTracker> HostQueue<T> {
                 signals: Placement::Host,
                 closed: Vec::new(),
                 unattached: Vec::new(),
+                order_debt: None,
+                left_queues: Vec::new(),
                 states: Stash::new(states.clone()),
             }),
             waiter,
@@ -672,6 +674,80 @@ impl<T: QueueTracker> HostQueue<T> {
             Ok(Step::Done(entry))
         })?;
         Ok(core.command(entry))
+    }
+
+    /// The runtime moved the stream to another hardware queue: later
+    /// commands are published on `queue`, and the tracker starts a new
+    /// generation for it ([`Tracker::note_queue_change`](sigretire_tracker::Tracker::note_queue_change)). The stream stays
+    /// in order: while the old queue's newest command may still run, the
+    /// first packet on the new queue is a barrier-AND waiting for it (its
+    /// signal pinned until that wait retires), so nothing on the new queue
+    /// overtakes what was submitted before the move. Commands, events and
+    /// waits from before the move keep working. Publishes nothing itself.
+    ///
+    /// The queue layer keeps its handle of the old queue (so a backend that
+    /// destroys a queue with its last handle does not destroy this one
+    /// under the stream's work) until a later move finds everything before
+    /// it finished, or until the host queue is dropped.
+    ///
+    /// The new queue must share signal memory with the old one: the
+    /// tracker's signals are what its packets complete.
+    ///
+    /// ```
+    /// use sigretire_queue::sim::{HostFlag, Kernel};
+    /// use sigretire_queue::CommandStatus;
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let sim = platform.sim();
+    /// let queue = device.default_queue();
+    /// let flag = HostFlag::new();
+    /// let before = queue.launch(sim.register_kernel(Kernel::SpinUntil(flag.clone())))?;
+    /// queue.move_to(sim.create_queue(Default::default()).unwrap())?;
+    /// let after = queue.launch(0)?;
+    /// sim.run_until_idle();
+    /// assert_eq!(after.status(), CommandStatus::Pending, "ordered behind the old queue");
+    /// flag.set();
+    /// platform.run_while(|| queue.synchronize())?;
+    /// assert!(before.status().is_done() && after.status().is_done());
+    /// assert_eq!((queue.stats().queue_changes, queue.stats().order_waits), (1, 1));
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Tracker`] if the tracker cannot pin the old queue's newest
+    /// command; if that command failed, the device's error (the device is
+    /// then in the error state).
+    pub fn move_to(&self, queue: T::Queue) -> Result<(), Error> {
+        let core = self.core();
+        core.state().check_accepting()?;
+        let mut inner = core.lock();
+        if inner.order_debt.is_none()
+            && let Some((_, ticket)) = inner.last
+        {
+            // `None`: known complete, nothing to order behind.
+            inner.order_debt = match inner.tracker.pin(&ticket) {
+                Ok(pin) => pin,
+                Err(sigretire_tracker::PinError::Failed { .. }) => {
+                    drop(inner);
+                    return Err(core.report_failure());
+                }
+                Err(error) => return Err(error.into()),
+            };
+        }
+        // Everything before the move finished: the queues left earlier run
+        // nothing of the stream any more. Their handles are dropped after
+        // the lock is released, as dropping one may wait for the GPU.
+        let finished = match inner.order_debt {
+            None => core::mem::take(&mut inner.left_queues),
+            Some(_) => Vec::new(),
+        };
+        let old = inner.tracker.queue().clone();
+        inner.left_queues.push(old);
+        inner.tracker.note_queue_change(queue);
+        bump(&core.stats.queue_changes);
+        drop(inner);
+        drop(finished);
+        Ok(())
     }
 
     /// Whether everything submitted so far completed: the status of the

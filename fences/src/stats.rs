@@ -91,6 +91,12 @@ counters! {
         dependencies_elided,
         /// Waits that returned early because the device is in the error state.
         device_error_returns,
+        /// Times the stream moved to another hardware queue
+        /// ([`HostQueue::move_to`](crate::HostQueue::move_to)).
+        queue_changes,
+        /// Barrier-AND packets that made a new hardware queue wait for the
+        /// old one's newest command (one per move with work pending).
+        order_waits,
     }
 }
 

@@ -84,6 +84,10 @@ pub enum Error {
         sentence(.0)
     )]
     QueueFailed(StatusError),
+    /// A queue handed to [`AqlQueue::adopt`](crate::AqlQueue::adopt) that
+    /// the backend cannot publish on.
+    #[error("the queue handed to AqlQueue::adopt cannot be used: {0}")]
+    InvalidQueue(&'static str),
     /// A wait ran out of time.
     #[error("timed out after {0:?} waiting for the GPU; the work may still complete")]
     TimedOut(Duration),

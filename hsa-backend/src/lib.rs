@@ -108,7 +108,7 @@ mod wait;
 pub use device::{Device, MemoryPool};
 pub use error::Error;
 pub use memory::{Batch, Counters, HsaSignal, SignalPool};
-pub use queue::{AqlQueue, QueueOptions};
+pub use queue::{AdoptOptions, AqlQueue, QueueOptions};
 pub use runtime::{InitOptions, Runtime};
 pub use timing::system_duration;
 pub use visibility::{HdpFlush, store_fence};

@@ -66,6 +66,40 @@ impl Default for QueueOptions {
     }
 }
 
+/// How [`AqlQueue::adopt`] takes over a queue the runtime created.
+///
+/// ```
+/// use sigretire_hsa::AdoptOptions;
+/// let options = AdoptOptions { ring_in_device_memory: false, ..AdoptOptions::default() };
+/// assert!(options.profiling);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AdoptOptions {
+    /// Enable profiling on the queue
+    /// (`hsa_amd_profiling_set_profiler_enabled`; harmless if the runtime
+    /// already did), so the tracker may ask for timestamps. `false` leaves
+    /// the queue as it is and the tracker asks for none.
+    pub profiling: bool,
+    /// Whether the ring is in VRAM, as for [`QueueOptions::ring_in_device_memory`].
+    pub ring_in_device_memory: bool,
+    /// How long dropping the last handle waits for the packets published so
+    /// far to finish. Until they are known finished, memory the backend
+    /// releases waits for the runtime to shut down, as the runtime's queue
+    /// may still run packets that name it (0: never wait, so always that).
+    pub drain_timeout: Duration,
+}
+
+impl Default for AdoptOptions {
+    /// Profiled, ring assumed in system memory, 1 s drain.
+    fn default() -> Self {
+        Self {
+            profiling: true,
+            ring_in_device_memory: false,
+            drain_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
 /// Where ROCr reports asynchronous queue errors (its event thread calls
 /// [`on_queue_error`] with this as `data`).
 #[derive(Debug, Default)]
@@ -84,9 +118,16 @@ unsafe extern "C" fn on_queue_error(
     // SAFETY: `data` is the `ErrorCell` of `QueueInner::errors`, which stays
     // alive until after hsa_queue_destroy returns (no callback after that).
     let cell = unsafe { &*data.cast::<ErrorCell>() };
-    let _ = cell
-        .status
-        .compare_exchange(0, status.max(1), Ordering::AcqRel, Ordering::Acquire);
+    cell.record(status);
+}
+
+impl ErrorCell {
+    /// Keeps the first error (a 0 status counts as a generic error).
+    fn record(&self, status: hsa_status_t) {
+        let _ = self
+            .status
+            .compare_exchange(0, status.max(1), Ordering::AcqRel, Ordering::Acquire);
+    }
 }
 
 /// An AQL queue on one GPU: the tracker's [`QueueView`] and the queue
@@ -124,6 +165,9 @@ struct QueueInner {
     errors: Arc<ErrorCell>,
     /// Store fences publication executed.
     store_fences: AtomicU64,
+    /// Made by [`AqlQueue::new`] (destroyed with the last handle), not
+    /// adopted from the runtime (never destroyed here).
+    owned: bool,
 }
 
 // SAFETY: the queue descriptor and ring belong to ROCr and stay mapped until
@@ -191,7 +235,7 @@ impl AqlQueue {
             // after hsa_queue_destroy returned, so ROCr holds no copy of the
             // reference `Arc::into_raw` made.
             drop(unsafe { Arc::from_raw(data.cast::<ErrorCell>()) });
-            teardown.queue_destroyed(api);
+            teardown.queue_gone(api);
             error
         };
         let unusable = |text: &str| Error::Call {
@@ -250,8 +294,145 @@ impl AqlQueue {
                 options,
                 errors,
                 store_fences: AtomicU64::new(0),
+                owned: true,
             }),
         })
+    }
+
+    /// Takes over a queue the runtime created itself (`hsa_queue_create`),
+    /// so the tracker and the queue layer can publish on it beside the
+    /// runtime's own packets. The queue stays the runtime's: dropping the
+    /// last handle drains what the backend published (within
+    /// [`AdoptOptions::drain_timeout`]) but never destroys it. ROCr reports
+    /// the queue's errors to the callback the runtime registered, not to
+    /// the backend: forward them with [`AqlQueue::report_error`].
+    ///
+    /// Reservation is a compare-and-swap on the write index, so other
+    /// producers may reserve beside the backend with ROCr's own
+    /// `hsa_queue_add_write_index_*` or `_cas_write_index_*` (on a
+    /// multi-producer queue); the packets between the tracker's own do not
+    /// disturb it: a barrier bit orders everything before it.
+    ///
+    /// # Safety
+    /// `queue` is a live queue of `device`'s agent, made by this runtime
+    /// (the same loaded library), and stays live (the runtime does not
+    /// destroy it) until the last clone of the returned handle is dropped;
+    /// producers other than the backend reserve slots atomically and
+    /// publish every slot they reserve.
+    ///
+    /// # Errors
+    /// [`Error::InvalidQueue`] for a null queue or one without a usable
+    /// ring; [`Error::Call`] if ROCr refuses to enable profiling.
+    ///
+    /// ```
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// use hsa_sys::{HSA_QUEUE_TYPE_MULTI, hsa_queue_t};
+    /// use sigretire_hsa::{AdoptOptions, AqlQueue, Runtime};
+    /// use sigretire_tracker::{HardwareQueue, Publication, Work};
+    ///
+    /// let device = Runtime::load_from(standin.library_path())?.device(0)?;
+    /// // The runtime makes its own queue.
+    /// let mut raw: *mut hsa_queue_t = std::ptr::null_mut();
+    /// // SAFETY: a GPU agent of an initialised runtime; no callback.
+    /// let status = unsafe {
+    ///     device.runtime().api().hsa_queue_create(device.agent(), 256, HSA_QUEUE_TYPE_MULTI, None,
+    ///         std::ptr::null_mut(), u32::MAX, u32::MAX, &raw mut raw)
+    /// };
+    /// assert_eq!(status, hsa_sys::HSA_STATUS_SUCCESS);
+    /// // SAFETY: a live queue of this device, destroyed below after the handle.
+    /// let queue = unsafe { AqlQueue::adopt(&device, raw, AdoptOptions::default())? };
+    /// assert!(queue.is_adopted());
+    /// let index = queue.reserve()?;
+    /// queue.publish(Publication::unsignalled(index, true), Work::Empty)?;
+    /// drop(queue); // drains; the queue stays the runtime's
+    /// // SAFETY: the runtime's queue, no handle of the backend left.
+    /// assert_eq!(unsafe { device.runtime().api().hsa_queue_destroy(raw) }, hsa_sys::HSA_STATUS_SUCCESS);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub unsafe fn adopt(
+        device: &Device,
+        queue: *mut hsa_queue_t,
+        options: AdoptOptions,
+    ) -> Result<Self, Error> {
+        let Some(queue) = NonNull::new(queue) else {
+            return Err(Error::InvalidQueue("it is null"));
+        };
+        // SAFETY: the caller hands over a live descriptor; its fields are
+        // written once at creation and read-only afterwards.
+        let descriptor = unsafe { queue.as_ref() };
+        let ring = match NonNull::new(descriptor.base_address.cast::<AqlSlot>()) {
+            Some(ring) if ring.as_ptr().is_aligned() && descriptor.size.is_power_of_two() => ring,
+            _ => {
+                return Err(Error::InvalidQueue(
+                    "it has no 64-byte aligned ring of a power-of-two size",
+                ));
+            }
+        };
+        let api = device.api();
+        if options.profiling {
+            // SAFETY: a live queue of this runtime (the caller's word).
+            let status = unsafe { api.hsa_amd_profiling_set_profiler_enabled(queue.as_ptr(), 1) };
+            device.check("hsa_amd_profiling_set_profiler_enabled", status)?;
+        }
+        // Counted as live, so memory the backend releases waits while the
+        // queue may still run packets naming it (see `Drop`).
+        device.runtime().teardown.queue_created();
+        Ok(AqlQueue {
+            inner: Arc::new(QueueInner {
+                device: device.clone(),
+                queue,
+                ring,
+                size: descriptor.size,
+                doorbell: descriptor.doorbell_signal,
+                id: descriptor.id,
+                options: QueueOptions {
+                    size: descriptor.size,
+                    profiling: options.profiling,
+                    ring_in_device_memory: options.ring_in_device_memory,
+                    drain_timeout: options.drain_timeout,
+                },
+                errors: Arc::new(ErrorCell::default()),
+                store_fences: AtomicU64::new(0),
+                owned: false,
+            }),
+        })
+    }
+
+    /// Whether the queue was adopted from the runtime ([`AqlQueue::adopt`])
+    /// rather than made by [`AqlQueue::new`].
+    ///
+    /// ```
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// assert!(!sigretire_hsa::AqlQueue::new(&device, Default::default())?.is_adopted());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn is_adopted(&self) -> bool {
+        !self.inner.owned
+    }
+
+    /// Records an error ROCr reported for the queue, as the callback
+    /// `hsa_queue_create` registered received it: a runtime that adopted its
+    /// queue forwards its callback's status here, and from then on the
+    /// queue is failed for the backend ([`AqlQueue::error`]; reserving and
+    /// publishing fail). The first error stays; `HSA_STATUS_SUCCESS` is
+    /// taken as a generic error, as it cannot mean "no error" here.
+    ///
+    /// ```
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
+    /// use hsa_sys::{HSA_STATUS_ERROR_EXCEPTION, HSA_STATUS_ERROR_INVALID_PACKET_FORMAT};
+    /// use sigretire_tracker::HardwareQueue;
+    ///
+    /// let queue = sigretire_hsa::AqlQueue::new(&device, Default::default())?;
+    /// queue.report_error(HSA_STATUS_ERROR_EXCEPTION);
+    /// queue.report_error(HSA_STATUS_ERROR_INVALID_PACKET_FORMAT);
+    /// assert_eq!(queue.error().map(|e| e.status()), Some(HSA_STATUS_ERROR_EXCEPTION));
+    /// assert!(queue.reserve().is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn report_error(&self, status: hsa_status_t) {
+        self.inner.errors.record(status);
     }
 
     /// The device the queue runs on.
@@ -687,21 +868,31 @@ impl QueueInner {
 
 impl Drop for QueueInner {
     /// The last handle is gone: drain within the bound (unless the queue
-    /// failed, when nothing more will complete), destroy the queue, and let
-    /// memory whose release waited for it go.
+    /// failed, when nothing more will complete). A queue of the backend's
+    /// own is then destroyed; an adopted one is left to the runtime, and
+    /// counts as gone for the teardown only if its packets are known
+    /// finished (drained, or failed), else memory whose release waits for
+    /// queues keeps waiting until the runtime shuts down.
     fn drop(&mut self) {
-        if !self.options.drain_timeout.is_zero() && self.error().is_none() {
-            // Bounded; a queue that does not drain in time is destroyed anyway.
-            let _ = self.drain(self.options.drain_timeout);
-        }
+        let failed = self.error().is_some();
+        let drained = !failed
+            && !self.options.drain_timeout.is_zero()
+            && self.drain(self.options.drain_timeout).is_ok();
         let api = self.device.api();
-        // SAFETY: the last handle is going, so nobody publishes any more; the
-        // queue is live until this call.
-        unsafe { api.hsa_queue_destroy(self.queue.as_ptr()) };
-        // SAFETY: ROCr calls no callback after hsa_queue_destroy returned, so
-        // the reference `new` gave it (`Arc::into_raw`) can be taken back.
-        drop(unsafe { Arc::from_raw(Arc::as_ptr(&self.errors)) });
-        self.device.runtime().teardown.queue_destroyed(api);
+        if self.owned {
+            // SAFETY: the last handle is going, so nobody publishes any
+            // more; the queue is live until this call.
+            unsafe { api.hsa_queue_destroy(self.queue.as_ptr()) };
+            // SAFETY: ROCr calls no callback after hsa_queue_destroy
+            // returned, so the reference `new` gave it (`Arc::into_raw`) can
+            // be taken back.
+            drop(unsafe { Arc::from_raw(Arc::as_ptr(&self.errors)) });
+        } else if !(failed || drained) {
+            // The runtime's queue may still run packets naming the
+            // backend's memory: it stays counted as live.
+            return;
+        }
+        self.device.runtime().teardown.queue_gone(api);
     }
 }
 

@@ -7,7 +7,10 @@
 //! pool's memory waits until every queue of the runtime is destroyed: after
 //! `hsa_queue_destroy` returns, that queue's processor writes nothing more.
 //! Releasing never waits for the GPU, so teardown never hangs; a queue's own
-//! teardown waits for it only within a bounded drain (see `queue.rs`).
+//! teardown waits for it only within a bounded drain (see `queue.rs`). A
+//! queue adopted from the runtime is never destroyed here: it counts as
+//! gone once its drain proved the backend's packets finished, or else when
+//! the runtime shuts down.
 
 use hsa_sys::{HsaApi, hsa_signal_t};
 use parking_lot::Mutex;
@@ -62,9 +65,10 @@ impl Teardown {
         self.state.lock().live_queues += 1;
     }
 
-    /// A queue was destroyed (or its creation failed); the last one lets the
-    /// deferred releases go.
-    pub(crate) fn queue_destroyed(&self, api: &HsaApi) {
+    /// A queue was destroyed (or its creation failed), or an adopted queue
+    /// was let go with none of the backend's packets left to run; the last
+    /// one lets the deferred releases go.
+    pub(crate) fn queue_gone(&self, api: &HsaApi) {
         let ready = {
             let mut state = self.state.lock();
             state.live_queues -= 1;

@@ -10,6 +10,7 @@ use sigretire_tracker::{
 };
 
 on_every_backend! {
+    adopted;
     the_published_barrier_bit_is_the_one_the_tracker_recorded,
     a_callers_dispatch_completes_its_use,
     waits_of_every_shape_complete_when_their_dependency_does,

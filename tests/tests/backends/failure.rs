@@ -12,6 +12,7 @@ use sigretire_tracker::{
 use std::time::Duration;
 
 on_every_backend! {
+    adopted;
     a_queue_error_fails_every_pending_use_once,
     a_partly_issued_submission_waits_for_its_issued_part,
     failing_a_submission_that_was_fully_issued_is_refused,

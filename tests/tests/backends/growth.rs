@@ -7,6 +7,7 @@ use sigretire_tracker::{Config, Purpose, QueueView, Status, Tracker, WaitPolicy}
 use std::time::Duration;
 
 on_every_backend! {
+    adopted;
     the_ring_grows_to_its_limit_then_names_a_fence_to_wait_for,
     the_baseline_grows_when_the_slot_two_ahead_is_busy,
 }

@@ -11,6 +11,7 @@ use sigretire_tracker::{Status, Timestamps, Tracker};
 use std::time::Duration;
 
 on_every_backend! {
+    adopted;
     elapsed_time_matches_the_ground_truth,
     event_synchronize_completes_the_batch_through_its_marker_then_takes_no_lock,
     event_synchronize_waits_for_the_gpu_without_the_lock,
@@ -19,6 +20,7 @@ on_every_backend! {
     a_second_synchronizer_waits_on_the_marker_in_flight_outside_the_lock,
     a_cross_queue_wait_is_a_pinned_barrier_and_work_flows_on_a_threaded_gpu,
     many_threads_over_many_queues_make_progress_and_leave_nothing_behind,
+    a_stream_moved_to_another_hardware_queue_stays_in_order,
 }
 
 #[track_caller]
@@ -318,4 +320,34 @@ fn many_threads_over_many_queues_make_progress_and_leave_nothing_behind<B: Backe
     }
     drop((queues, device));
     platform.gpu.tear_down();
+}
+
+// --- Queue changes ------------------------------------------------------
+
+/// The runtime moves the stream to another hardware queue of the device
+/// while a kernel spins on the old one: later work waits for it on the GPU,
+/// and the events before and after the move both complete.
+fn a_stream_moved_to_another_hardware_queue_stays_in_order<B: Backend>() {
+    let platform = Platform::<B>::stepped();
+    let device = platform.device(bounded());
+    let queue = device.default_queue();
+    let (spin, release) = platform.gpu.spin_kernel();
+    let before = queue.launch(spin).unwrap();
+    let old_event = queue.record_event().unwrap();
+    // The stream's only handle of the old queue is the queue layer's: it
+    // must keep the queue alive while the spin kernel runs there.
+    let new = platform.gpu.queue();
+    queue.move_to(new.clone()).unwrap();
+    let after = queue.launch(platform.gpu.empty_kernel()).unwrap();
+    let new_event = queue.record_event().unwrap();
+    platform.gpu.run_all();
+    assert_eq!(after.status(), CommandStatus::Pending);
+    let truth = platform.gpu.truth(&new, after.aql_index()).unwrap();
+    assert!(!truth.completed, "ran before the work on the old queue");
+    release();
+    platform.run_while(|| new_event.synchronize()).unwrap();
+    assert_eq!(old_event.query(), Status::Complete);
+    assert!(before.status().is_done() && after.status().is_done());
+    assert_eq!(queue.stats().order_waits, 1);
+    assert_no_violations(&platform);
 }

@@ -23,6 +23,7 @@ use sigretire_tracker::Status;
 use std::time::{Duration, Instant};
 
 on_every_backend! {
+    adopted;
     fixed_default_queue_no_extra_synchronizers,
     fixed_default_queue_three_extra_synchronizers,
     fixed_created_queue_no_extra_synchronizers,

@@ -6,6 +6,7 @@ use sigretire_tracker::{AcquireError, ForeignTicket};
 use sigretire_tracker::{Config, Purpose, Request, Status, Tracker, WaitPolicy};
 
 on_every_backend! {
+    adopted;
     one_probe_of_the_newest_fence_retires_a_batch,
     the_read_index_alone_is_never_trusted,
     uses_after_the_nominated_fence_stay_pending,

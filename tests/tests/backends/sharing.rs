@@ -5,6 +5,7 @@ use crate::support::{Backend, Issued, Refused, Retiring, Rig, device_signals, on
 use sigretire_tracker::{Config, Purpose, Status, Tracker, WaitPolicy};
 
 on_every_backend! {
+    adopted;
     a_held_signal_is_parked_and_an_armed_spare_takes_its_place,
     holding_a_complete_use_holds_nothing,
     references_wait_and_report_from_any_thread,

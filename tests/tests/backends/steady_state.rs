@@ -7,6 +7,7 @@ use crate::support::{Backend, Machine, Rig, device_signals, on_every_backend};
 use sigretire_tracker::{Placement, Purpose, Stats, Tracker};
 
 on_every_backend! {
+    adopted;
     steady_state_bars_hold_for_the_retiring_tracker_and_not_for_the_baseline,
     the_bars_hold_while_the_gpu_keeps_most_of_the_ring_busy,
 }

@@ -8,6 +8,7 @@ use crate::support::{Backend, Machine, Rig, device_signals, on_every_backend};
 use sigretire_tracker::{Config, Placement, Purpose, Tracker};
 
 on_every_backend! {
+    adopted;
     a_device_ring_needs_one_fence_per_batch_and_no_flush,
     a_host_ring_gets_one_hdp_flush_per_batch,
     host_signals_need_neither_fence_nor_flush,

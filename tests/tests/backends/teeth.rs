@@ -17,6 +17,7 @@ use crate::support::{Backend, Machine, Rig, device_signals, on_every_backend};
 use sigretire_tracker::{Config, Placement, Purpose, Request, Tracker};
 
 on_every_backend! {
+    adopted;
     a_held_signal_is_never_handed_out_again,
     the_read_index_passing_a_fence_does_not_complete_it,
     a_new_generations_fence_proves_nothing_about_an_old_use,

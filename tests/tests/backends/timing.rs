@@ -7,6 +7,7 @@ use crate::support::{Backend, Held, Issued, Retiring, Rig, device_signals, on_ev
 use sigretire_tracker::{Config, Placement, Purpose, Request, Tracker};
 
 on_every_backend! {
+    adopted;
     timed_uses_that_wrap_the_ring_keep_their_own_stamps,
     timing_only_uses_get_host_signals_from_their_own_pool,
     elapsed_time_of_an_event_costs_no_pcie_read,

@@ -47,6 +47,19 @@ use std::time::Duration;
 /// the calling module: `<module>::sim::name` and `<module>::rocr::name`
 /// (so `cargo test -p sigretire-scenarios rocr::` runs everything on the stand-in).
 macro_rules! on_every_backend {
+    // And on the stand-in with every queue the runtime's own, adopted.
+    (adopted; $($scenario:ident),* $(,)?) => {
+        $crate::support::on_every_backend!($($scenario),*);
+
+        mod rocr_adopted {
+            $(
+                #[test]
+                fn $scenario() {
+                    super::$scenario::<$crate::support::Standin<true>>();
+                }
+            )*
+        }
+    };
     ($($scenario:ident),* $(,)?) => {
         mod sim {
             $(

@@ -1,18 +1,44 @@
 //! The ROCr backend as a scenario backend: `hsa-backend` loaded from a
 //! private copy of the ROCr stand-in (its own runtime, its own simulator),
-//! driven and inspected through the stand-in's test hooks.
+//! driven and inspected through the stand-in's test hooks. `Standin<true>`
+//! plays a runtime that makes its queues itself (`hsa_queue_create`, with
+//! its own error callback) and hands them to the backend
+//! ([`AqlQueue::adopt`]), destroying them only after the backend let go.
 
 use super::{Backend, Executed, Machine, Refused, Release, Truth, Violation};
-use sigretire_hsa::{AqlQueue, Device, QueueOptions, Runtime, SignalPool};
+
+use sigretire_hsa::{AdoptOptions, AqlQueue, Device, QueueOptions, Runtime, SignalPool};
 use sigretire_rocr_standin::{Kernel, PoolKind, StepStatus, ViolationKind};
 use sigretire_scenarios::check::Check;
 use sigretire_tracker::{Placement, QueueError, SignalMemory};
-use std::sync::Arc;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// A GPU behind a private stand-in, with the backend initialised on it.
+/// A GPU behind a private stand-in, with the backend initialised on it;
+/// with `ADOPTED`, every queue is the runtime's, adopted.
 #[derive(Clone, Debug)]
-pub struct Standin(Arc<Gpu>);
+pub struct Standin<const ADOPTED: bool = false>(Arc<Gpu>);
+
+/// A queue the runtime made and owns: what its own error callback saw.
+#[derive(Debug)]
+struct RuntimeQueue {
+    raw: usize,
+    /// The status ROCr gave the runtime's callback (0: none).
+    error: Box<AtomicU32>,
+}
+
+/// The runtime's queue callback: keeps the status for the runtime.
+unsafe extern "C" fn runtime_saw_error(
+    status: hsa_sys::hsa_status_t,
+    _queue: *mut hsa_sys::hsa_queue_t,
+    data: *mut c_void,
+) {
+    // SAFETY: `data` is the `AtomicU32` of a `RuntimeQueue`, boxed, which
+    // lives until after the queue is destroyed (`tear_down`).
+    unsafe { &*data.cast::<AtomicU32>() }.store(status, Ordering::Release);
+}
 
 #[derive(Debug)]
 struct Gpu {
@@ -20,6 +46,8 @@ struct Gpu {
     runtime: Arc<Runtime>,
     options: QueueOptions,
     empty_kernel: u64,
+    /// The runtime's own queues (with `ADOPTED`), destroyed at teardown.
+    runtime_queues: Mutex<Vec<RuntimeQueue>>,
     /// Last: the library copy outlives everything loaded from it.
     standin: sigretire_rocr_standin::Standin,
 }
@@ -42,7 +70,7 @@ fn batch_of(memory: &SignalPool, signal: u64) -> sigretire_hsa::Batch {
         .expect("a signal of this pool")
 }
 
-impl Backend for Standin {
+impl<const ADOPTED: bool> Backend for Standin<ADOPTED> {
     type Memory = SignalPool;
     type Queue = AqlQueue;
 
@@ -74,12 +102,47 @@ impl Backend for Standin {
             runtime,
             options,
             empty_kernel,
+            runtime_queues: Mutex::new(Vec::new()),
             standin,
         }))
     }
 
     fn queue(&self) -> AqlQueue {
-        AqlQueue::new(&self.0.device, self.0.options).expect("a queue")
+        let options = self.0.options;
+        if !ADOPTED {
+            return AqlQueue::new(&self.0.device, options).expect("a queue");
+        }
+        let error = Box::new(AtomicU32::new(0));
+        let mut raw: *mut hsa_sys::hsa_queue_t = std::ptr::null_mut();
+        // SAFETY: GPU 0 of an initialised runtime; the callback touches only
+        // `error`, which outlives the queue.
+        let status = unsafe {
+            self.0.runtime.api().hsa_queue_create(
+                self.0.device.agent(),
+                options.size,
+                hsa_sys::HSA_QUEUE_TYPE_MULTI,
+                Some(runtime_saw_error),
+                std::ptr::from_ref::<AtomicU32>(&error).cast_mut().cast(),
+                u32::MAX,
+                u32::MAX,
+                &raw mut raw,
+            )
+        };
+        assert_eq!(status, hsa_sys::HSA_STATUS_SUCCESS, "the runtime's queue");
+        self.0.runtime_queues.lock().unwrap().push(RuntimeQueue {
+            raw: raw as usize,
+            error,
+        });
+        let adopt = AdoptOptions {
+            profiling: options.profiling,
+            ring_in_device_memory: options.ring_in_device_memory,
+            drain_timeout: options.drain_timeout,
+        };
+        // SAFETY: a live queue of this device, destroyed in `tear_down`,
+        // after every handle of the backend is gone.
+        let queue = unsafe { AqlQueue::adopt(&self.0.device, raw, adopt) }.expect("adopted");
+        assert!(queue.is_adopted());
+        queue
     }
 
     fn memory(&self, _queue: &AqlQueue) -> Arc<SignalPool> {
@@ -131,6 +194,14 @@ impl Backend for Standin {
 
     fn fail(&self, queue: &AqlQueue) {
         self.0.standin.queue(queue.raw()).fail();
+        if ADOPTED {
+            // ROCr told the runtime; the runtime tells the backend.
+            let queues = self.0.runtime_queues.lock().unwrap();
+            let own = queues.iter().find(|q| q.raw == queue.raw() as usize);
+            let status = own.expect("a runtime queue").error.load(Ordering::Acquire);
+            assert_ne!(status, 0, "the runtime's callback ran");
+            queue.report_error(status);
+        }
         // ROCr told the backend (the queue's error callback).
         let error = queue.error().expect("the queue reported its error");
         assert_eq!(error.status(), hsa_sys::HSA_STATUS_ERROR_EXCEPTION);
@@ -166,8 +237,23 @@ impl Backend for Standin {
             device,
             runtime,
             standin,
+            runtime_queues,
             ..
         } = Arc::into_inner(self.0).expect("the machine's last handle");
+        for queue in runtime_queues.into_inner().unwrap() {
+            // SAFETY: the runtime's own queue; the scenario dropped every
+            // handle of the backend before tearing the machine down.
+            let status = unsafe {
+                runtime
+                    .api()
+                    .hsa_queue_destroy(queue.raw as *mut hsa_sys::hsa_queue_t)
+            };
+            assert_eq!(
+                status,
+                hsa_sys::HSA_STATUS_SUCCESS,
+                "destroyed once, by its owner"
+            );
+        }
         drop((device, runtime));
         assert_eq!(
             standin.census(),
