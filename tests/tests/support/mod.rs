@@ -643,12 +643,25 @@ impl<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>> Rig<B, T> {
         request: Request,
         work: Work<'_>,
     ) -> Result<Issued<B::Queue>, AcquireError> {
+        self.submit_work_as(request, work, |acquired| acquired.publication)
+    }
+
+    /// As [`submit_work`](Rig::submit_work), publishing what `publication`
+    /// makes of the tracker's handout: a caller that builds its own header
+    /// (`Publication::untracked`) instead of publishing the tracker's.
+    #[track_caller]
+    pub fn submit_work_as(
+        &mut self,
+        request: Request,
+        work: Work<'_>,
+        publication: impl FnOnce(&sigretire_tracker::Acquired) -> Publication,
+    ) -> Result<Issued<B::Queue>, AcquireError> {
         let index = self.write_index();
         let acquired = self.tracker.acquire(request)?;
         self.check_handout(acquired.signal);
         assert_eq!(self.queue.reserve().unwrap(), index);
         assert_eq!(acquired.publication.index(), index);
-        self.queue.publish(acquired.publication, work).unwrap();
+        self.queue.publish(publication(&acquired), work).unwrap();
         self.check_header(index, request.is_fence(), acquired.signal);
         let issued = Issued {
             queue: self.queue.clone(),
