@@ -28,7 +28,7 @@ use crate::queue::HostQueue;
 pub use sigretire_sim as engine;
 use sigretire_sim::Mode;
 use sigretire_sim::backend::SimMemory;
-pub use sigretire_sim::{CostProfile, HostFlag, Kernel, Sim, SimConfig};
+pub use sigretire_sim::{Compute, CostProfile, HostFlag, Kernel, KernelDispatch, Sim, SimConfig};
 use sigretire_tracker::{BaselineTracker, RetiringTracker};
 /// The simulator's signal memory, as the tracker sees it.
 pub use std::sync::Arc;

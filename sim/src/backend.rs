@@ -526,3 +526,49 @@ pub fn submit_wait(
     queue.write(index, PacketWords::from(packet));
     queue.ring_doorbell(index);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Compute, Kernel, KernelDispatch};
+    use parking_lot::Mutex;
+    use sigretire_tracker::{Dispatch, Request, Status, Tracker};
+
+    #[test]
+    fn a_callers_dispatch_reaches_its_compute_kernel_field_for_field() {
+        let (mut tracker, queue) = stepped_tracker(Config::default()).unwrap();
+        let calls: Arc<Mutex<Vec<KernelDispatch>>> = Arc::default();
+        let log = calls.clone();
+        let kernel = queue
+            .sim()
+            .register_kernel(Kernel::Compute(Compute::new(move |dispatch| {
+                log.lock().push(*dispatch)
+            })));
+        let dispatch = Dispatch::new(kernel)
+            .kernarg_address(0x7f12_3456_7000)
+            .grid([1000, 3, 1])
+            .workgroup([256, 1, 1])
+            .segments(32, 2048);
+        let index = queue.reserve().unwrap();
+        let acquired = tracker.acquire(Request::packet(index)).unwrap();
+        queue
+            .publish(acquired.publication, Work::Dispatch(dispatch))
+            .unwrap();
+        queue.run_until_idle();
+        assert_eq!(tracker.query(&acquired.ticket).unwrap(), Status::Complete);
+        assert_eq!(
+            *calls.lock(),
+            [KernelDispatch {
+                queue: queue.id(),
+                index,
+                kernel_object: kernel,
+                kernarg_address: 0x7f12_3456_7000,
+                dimensions: 2,
+                grid: [1000, 3, 1],
+                workgroup: [256, 1, 1],
+                private_segment_size: 32,
+                group_segment_size: 2048,
+            }]
+        );
+    }
+}

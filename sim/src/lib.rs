@@ -18,7 +18,9 @@
 //!   `out_of_order` queues, advances the read index possibly before
 //!   completion, decrements completion signals, writes timestamps on
 //!   profiled queues, evaluates barrier-AND/OR/value packets, runs simulated
-//!   [`Kernel`]s, and fails queues on demand.
+//!   [`Kernel`]s (a [`Kernel::Compute`] one does real work in a callback
+//!   that sees the dispatch's kernel arguments and sizes), and fails queues
+//!   on demand.
 //! - **Two modes** ([`Mode`]): `Stepped`, in which the caller chooses every
 //!   event and runs are reproducible, and `Threaded`, in which a processor
 //!   thread drives every queue in real time.
@@ -105,7 +107,7 @@ pub use clock::STEPPED_TICKS_PER_EVENT;
 pub use counters::{Access, Counters};
 pub use error::{Blocked, SimError, StepError};
 pub use hsa_sys;
-pub use kernel::{HostFlag, Kernel};
+pub use kernel::{Compute, HostFlag, Kernel, KernelDispatch};
 pub use memory::{AgentId, Placement, Signal};
 pub use processor::FAILED_SIGNAL_VALUE;
 pub use profile::CostProfile;

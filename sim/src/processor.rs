@@ -14,26 +14,28 @@
 //!   queue: nothing after it launches until it completes.
 //! - On an in-order queue packets complete in index order; on an
 //!   `out_of_order` queue any launched packet may complete once ready.
-//! - Completion writes `end_ts` (profiled queues; `start_ts` was written at
-//!   launch), then decrements the completion signal by 1 with a release RMW.
+//! - Completion runs a compute kernel's callback, writes `end_ts` (profiled
+//!   queues; `start_ts` was written at launch), then decrements the
+//!   completion signal by 1 with a release RMW.
 //! - A negative dependency of a barrier-AND or barrier-OR fails the queue;
 //!   failing sets every published, incomplete packet's completion signal to
 //!   -1 and stops the queue.
 //! - The read index moves when the processor consumes a packet, which may be
 //!   before it completes; it never passes an unlaunched packet.
 
-use crate::Core;
 use crate::error::{Blocked, StepError};
-use crate::kernel::{Kernel, KernelTable};
+use crate::kernel::{Kernel, KernelDispatch, KernelTable};
 use crate::memory::{Memory, Signal};
 use crate::queue::QueueCore;
 use crate::truth::PacketTruth;
+use crate::{Core, Mode};
 use hsa_sys::{
     HSA_AMD_PACKET_TYPE_BARRIER_VALUE, HSA_PACKET_TYPE_BARRIER_AND, HSA_PACKET_TYPE_BARRIER_OR,
     HSA_PACKET_TYPE_INVALID, HSA_PACKET_TYPE_KERNEL_DISPATCH, HSA_PACKET_TYPE_VENDOR_SPECIFIC,
     PacketHeader, PacketWords, condition_holds, hsa_signal_t,
 };
 use std::collections::VecDeque;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 
 /// The value a failed queue leaves in the completion signal of every packet
@@ -553,6 +555,21 @@ pub(crate) fn complete(
         Readiness::Waiting => return Err(StepError::NotReady { index }),
         Readiness::Fails => {
             fail_queue(core, st);
+            return Err(StepError::QueueFailed);
+        }
+    }
+    if let Work::Kernel(Kernel::Compute(kernel)) = &packet.work {
+        // The work lands before the end stamp and the release decrement
+        // below, so whoever sees the completion sees the work.
+        let dispatch = KernelDispatch::decode(q.id, index, packet.words);
+        let kernel = kernel.clone();
+        if let Err(panic) = panic::catch_unwind(AssertUnwindSafe(|| kernel.run(&dispatch))) {
+            // A faulting kernel fails its queue, so nobody waits for it
+            // forever (in threaded mode the processor thread must live on).
+            fail_queue(core, st);
+            if core.mode == Mode::Stepped {
+                panic::resume_unwind(panic);
+            }
             return Err(StepError::QueueFailed);
         }
     }

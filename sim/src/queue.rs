@@ -434,15 +434,20 @@ impl Queue {
         processor::launch(core, &self.core, &mut self.core.state.lock())
     }
 
-    /// Completes launched packet `index`: writes `end_ts` (profiled queue) and
-    /// decrements its completion signal. A `SpinUntil` kernel needs its flag
-    /// set; a barrier packet needs its condition to hold (a negative
-    /// dependency of a barrier-AND/OR fails the queue instead). An in-order
-    /// queue completes its oldest incomplete packet first.
+    /// Completes launched packet `index`: runs a `Compute` kernel's work,
+    /// writes `end_ts` (profiled queue) and decrements its completion
+    /// signal. A `SpinUntil` kernel needs its flag set; a barrier packet
+    /// needs its condition to hold (a negative dependency of a
+    /// barrier-AND/OR fails the queue instead). An in-order queue completes
+    /// its oldest incomplete packet first.
     ///
     /// # Errors
     /// `NotLaunched`, `NotReady`, `OutOfOrder`, `AlreadyComplete`,
     /// `QueueFailed`, `Stalled`, `WrongMode`.
+    ///
+    /// # Panics
+    /// With the panic of a [`Kernel::Compute`](crate::Kernel::Compute)
+    /// kernel's work, after failing the queue (so does `run_until_idle`).
     pub fn complete(&self, index: u64) -> Result<(), StepError> {
         let core = self.stepped()?;
         processor::complete(core, &self.core, &mut self.core.state.lock(), index)

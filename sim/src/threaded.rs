@@ -257,6 +257,9 @@ impl RealTimeProcessor {
     fn run_time_ns(&mut self, core: &Core, q: &QueueCore, work: &Work) -> u64 {
         let base = match work {
             Work::Kernel(Kernel::Duration(duration)) => duration_ns(*duration),
+            Work::Kernel(Kernel::Compute(kernel)) => {
+                duration_ns(kernel.run_time().unwrap_or(core.profile.kernel_execution))
+            }
             Work::Kernel(Kernel::Empty | Kernel::SpinUntil(_)) => {
                 duration_ns(core.profile.kernel_execution)
             }
