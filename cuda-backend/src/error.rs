@@ -93,6 +93,67 @@ pub enum Error {
     /// The tracker refused to start (bad configuration or no signals).
     #[error(transparent)]
     Tracker(#[from] sigretire_tracker::CreateError),
+
+    /// [`CudaContext::adopt_stream`](crate::CudaContext::adopt_stream) (or a
+    /// sibling) was handed one of CUDA's default streams: the null stream,
+    /// `CU_STREAM_LEGACY` or `CU_STREAM_PER_THREAD`. The queue publishes
+    /// from whichever thread calls it, and the per-thread handle names a
+    /// different stream on each thread, so its publications would land on
+    /// streams the tracker never sees; the null and legacy handles name the
+    /// one stream that every blocking stream of the context synchronises
+    /// with, which a runtime does not own.
+    #[error("{}", default_stream_refusal(*.handle))]
+    DefaultStream {
+        /// The handle's value: 0, 1 (`CU_STREAM_LEGACY`) or 2
+        /// (`CU_STREAM_PER_THREAD`).
+        handle: usize,
+    },
+
+    /// The stream handed to
+    /// [`CudaContext::adopt_stream`](crate::CudaContext::adopt_stream)
+    /// belongs to another CUDA context (`cuStreamGetCtx`), whose streams
+    /// cannot be driven through this one.
+    #[error(
+        "the stream belongs to CUDA context {stream_context:#x}, not to this one \
+         ({context:#x}, the device's primary context): create the stream while the primary \
+         context is current (the CUDA runtime's own), or adopt it with that context's device"
+    )]
+    ForeignStream {
+        /// The stream's context (`cuStreamGetCtx`), as an address.
+        stream_context: usize,
+        /// This context ([`CudaContext::as_raw`](crate::CudaContext::as_raw)), as an address.
+        context: usize,
+    },
+
+    /// An adopted stream is being captured into a CUDA graph
+    /// (`cuStreamIsCapturing`). The library's completion writes would be
+    /// captured instead of run, so no completion would ever land (and a
+    /// later launch of the graph would write signals the tracker has reused).
+    /// Returned by the adoption, and by a publication that finds the stream
+    /// capturing (then the queue fails from that index on).
+    #[error(
+        "the adopted stream is being captured into a CUDA graph: the library's completion \
+         writes would be captured instead of run; end the capture before adopting or \
+         publishing, and capture on another stream"
+    )]
+    StreamCapturing,
+}
+
+/// What [`Error::DefaultStream`] says for each handle.
+fn default_stream_refusal(handle: usize) -> &'static str {
+    match handle {
+        0 | 1 => {
+            "the null stream (the legacy default stream, CU_STREAM_LEGACY) cannot be adopted: \
+             every blocking stream of the context synchronises with it, and no runtime owns it; \
+             create a stream with cuStreamCreate and adopt that"
+        }
+        2 => {
+            "the per-thread default stream (CU_STREAM_PER_THREAD) cannot be adopted: the handle \
+             names a different stream on every thread, and the queue publishes from whichever \
+             thread calls it; create a stream with cuStreamCreate and adopt that"
+        }
+        _ => "a default stream cannot be adopted: create a stream with cuStreamCreate",
+    }
 }
 
 /// This crate's result type.
@@ -281,6 +342,37 @@ mod tests {
         assert!(texts[2].contains("ordinal below 1"));
         assert!(texts[3].contains("Old GPU") && texts[3].contains("use another device"));
         assert!(texts[4].contains("allocate fewer"));
+    }
+
+    #[test]
+    fn stream_refusals_say_why_and_what_to_do() {
+        let null = Error::DefaultStream { handle: 0 }.to_string();
+        assert!(null.starts_with("the null stream"), "{null}");
+        assert!(null.contains("cannot be adopted") && null.contains("cuStreamCreate"));
+        // The legacy handle is the null stream by another name.
+        assert_eq!(Error::DefaultStream { handle: 1 }.to_string(), null);
+        let per_thread = Error::DefaultStream { handle: 2 }.to_string();
+        assert!(
+            per_thread.contains("CU_STREAM_PER_THREAD") && per_thread.contains("every thread"),
+            "{per_thread}"
+        );
+        let foreign = Error::ForeignStream {
+            stream_context: 0x1000,
+            context: 0x2000,
+        }
+        .to_string();
+        assert!(
+            foreign.contains("0x1000") && foreign.contains("0x2000"),
+            "{foreign}"
+        );
+        assert!(foreign.contains("primary context"));
+        assert!(
+            Error::StreamCapturing
+                .to_string()
+                .contains("end the capture")
+        );
+        assert_eq!(Error::StreamCapturing.code_name(), None);
+        assert!(!Error::StreamCapturing.is_context_lost());
     }
 
     #[test]

@@ -13,6 +13,13 @@
 //! the stream writes after each completion; it only nominates, and the
 //! tracker confirms with one load.
 //!
+//! A CUDA runtime that launches its own work (its kernels, cuBLAS, copies)
+//! keeps its own stream and adopts it ([`CudaContext::adopt_stream`],
+//! [`CudaContext::adopt_cudarc_stream`]): it publishes a
+//! [`Work::Marker`](sigretire_tracker::Work::Marker) after its launches, and
+//! the library gives it completion, events and synchronize on that stream,
+//! never destroying it.
+//!
 //! Empty work is a real kernel launch: three tiny kernels are written in PTX
 //! and JIT-compiled by the driver ([`kernel`]), so the build needs no CUDA
 //! toolkit, and each writes the GPU's `%globaltimer` into its signal's
@@ -30,7 +37,9 @@
 //! their lifetime), `batch` (carving signals out of batches), `memory` (the
 //! [`SignalMemory`](sigretire_tracker::SignalMemory) implementation), [`kernel`] (the
 //! PTX), `ops` (the memory operations a publication enqueues), `order`
-//! (index-ordered publication), `stream` (an owned stream), `queue` (the
+//! (index-ordered publication), `stream` (an owned or adopted stream),
+//! `drain` (the fences the context waits for before freeing what adopted
+//! streams may still write), `queue` (the
 //! [`HardwareQueue`](sigretire_tracker::HardwareQueue)), and [`native`] (CUDA's own
 //! events, for comparison).
 //!
@@ -68,6 +77,7 @@
 mod batch;
 mod context;
 mod device;
+mod drain;
 mod driver;
 mod error;
 pub mod kernel;
@@ -78,6 +88,11 @@ mod order;
 mod pinned;
 mod queue;
 mod stream;
+
+/// The cudarc this crate is built on, whose types its API names (`CUstream`,
+/// `CUresult`, `CudaStream`): a runtime that makes its own driver calls
+/// (the streams it adopts, its launches) can use the same version.
+pub use cudarc;
 
 pub use context::CudaContext;
 pub use device::{DeviceInfo, device_count};

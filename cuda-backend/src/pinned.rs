@@ -12,8 +12,10 @@
 //! early would turn a late GPU write into a fault that kills the context. So
 //! allocations belong to the context's [`Arena`] and are freed only when the
 //! context itself goes, after every stream of it was drained (each queue
-//! drains its stream when dropped; if one could not, the arena leaks rather
-//! than frees memory a stream may still write).
+//! drains its own stream when dropped, and leaves a fence with the context
+//! for a runtime's stream it adopted, which the context waits for; if a
+//! stream could not be drained, the arena leaks rather than frees memory a
+//! stream may still write).
 
 use crate::error::{Result, check};
 use core::ptr::NonNull;

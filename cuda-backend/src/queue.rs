@@ -51,6 +51,15 @@ use std::sync::Arc;
 /// to a new queue with `note_queue_change`. Only when [`health`](CudaQueue::health)
 /// reports a lost context is `fail_queue` right: then nothing runs any more.
 ///
+/// **Adopted streams.** A queue from [`CudaContext::adopt_stream`] (or
+/// [`adopt_stream_with`](CudaContext::adopt_stream_with),
+/// [`adopt_cudarc_stream`](CudaContext::adopt_cudarc_stream)) publishes on a
+/// stream a CUDA runtime owns and launches its own work on: the runtime
+/// keeps its kernels, libraries and copies, publishes a [`Work::Marker`]
+/// after them, and gets completion, events and synchronize from the library.
+/// Everything above holds unchanged; in addition each publication first asks
+/// whether the stream is being captured into a graph, and dropping the last
+/// clone never destroys the stream (see `adopt_stream`).
 ///
 /// ```no_run
 /// use sigretire_cuda::{CudaContext, CudaMemory};
@@ -167,8 +176,13 @@ pub struct QueueFailure {
 }
 
 impl CudaQueue {
+    /// A queue on a new stream of its own.
     pub(crate) fn new(context: &CudaContext) -> Result<Self> {
-        let stream = Stream::new(context)?;
+        Self::on(context, Stream::new(context)?)
+    }
+
+    /// A queue on `stream`, owned or adopted.
+    pub(crate) fn on(context: &CudaContext, stream: Stream) -> Result<Self> {
         let progress = context.allocate_pinned(8)?;
         Ok(Self {
             inner: Arc::new(QueueInner {
@@ -222,8 +236,29 @@ impl CudaQueue {
         self.inner.stream.raw()
     }
 
+    /// Whether the stream is a runtime's, adopted
+    /// ([`CudaContext::adopt_stream`] and its siblings), rather than the
+    /// queue's own ([`CudaContext::create_queue`]). An adopted stream is
+    /// never destroyed by the queue, and each publication on it first asks
+    /// the driver whether it is being captured into a graph
+    /// ([`Error::StreamCapturing`]).
+    ///
+    /// ```
+    /// # use sigretire_cuda::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// assert!(!context.create_queue()?.is_adopted());
+    /// # Ok::<(), sigretire_cuda::Error>(())
+    /// ```
+    pub fn is_adopted(&self) -> bool {
+        self.inner.stream.is_adopted()
+    }
+
     /// Blocks until everything published so far has run
-    /// (`cuStreamSynchronize`).
+    /// (`cuStreamSynchronize`). On an adopted stream that includes the
+    /// runtime's own work enqueued before the call, from any thread.
     ///
     /// ```
     /// # use sigretire_tracker::Publication;
@@ -246,7 +281,8 @@ impl CudaQueue {
         self.inner.stream.synchronize()
     }
 
-    /// Whether everything published so far has run (`cuStreamQuery`).
+    /// Whether everything published so far has run (`cuStreamQuery`). On an
+    /// adopted stream, the runtime's own work counts too.
     ///
     /// ```
     /// # use sigretire_tracker::Publication;
@@ -402,6 +438,7 @@ impl CudaQueue {
     pub fn launch_empty(&self) -> Result<()> {
         let _ordered = self.inner.publisher.lock();
         self.inner.context.bind()?;
+        self.inner.stream.refuse_capture()?;
         let kernels = self.inner.context.kernels();
         self.inner.stream.launch(kernels.empty, 1, &[0, 0, 0])
     }
@@ -423,15 +460,21 @@ impl CudaQueue {
                 )))
             }
             Work::Dispatch(_) => Some(QueueError::Unsupported(
-                "a CUDA runtime launches its own kernels on its own stream: adopt the stream \
-                 (CudaContext::adopt_stream) and publish a Work::Marker after them"
+                "Work::Dispatch is an AQL kernel packet, which a CUDA stream cannot run: a CUDA \
+                 runtime launches its own kernels (cuLaunchKernel, cuBLAS, copies) on its own \
+                 stream, adopts that stream (CudaContext::adopt_stream, or adopt_cudarc_stream \
+                 for a cudarc stream), and publishes a Work::Marker after them for completion, \
+                 events and synchronize"
                     .into(),
             )),
             Work::WaitAny(_) => Some(QueueError::Unsupported(
                 "a CUDA stream cannot wait for any one of several signals".into(),
             )),
             Work::WaitValue(_) => Some(QueueError::Unsupported(
-                "value waits other than a signal's completion are not offered on CUDA".into(),
+                "value waits other than a signal's completion are not offered on CUDA: a \
+                 runtime enqueues its own cuStreamWaitValue64 on its adopted stream \
+                 (CudaContext::adopt_stream), then publishes a Work::Marker after it"
+                    .into(),
             )),
             _ => None,
         }
@@ -447,6 +490,9 @@ impl CudaQueue {
         completion: u64,
     ) -> Result<()> {
         let stream = &self.inner.stream;
+        // A capture would take what follows into a graph instead of running
+        // it (adopted streams only: nobody else enqueues on an owned one).
+        stream.refuse_capture()?;
         let kernels = self.inner.context.kernels();
         let dependencies: &[u64] = match work {
             // Empty work without a completion signal has nothing to show,

@@ -1,16 +1,22 @@
-//! A CUDA stream, owned: created non-blocking, drained (for a bounded time)
-//! and destroyed on drop, with the three things the queue enqueues on it:
-//! kernel launches, batches of memory operations, and nothing else.
+//! A CUDA stream: owned (created non-blocking, drained for a bounded time
+//! and destroyed on drop) or adopted from a runtime (never destroyed here:
+//! its drop leaves a drain fence with the context instead, `drain.rs`), with
+//! the three things the queue enqueues on it: kernel launches, batches of
+//! memory operations, and nothing else.
 //!
 //! Every method expects the stream's context to be bound to the calling
 //! thread (the queue binds it once per call); a wrong binding is a driver
 //! error, never undefined behaviour.
 
 use crate::context::CudaContext;
-use crate::error::{Result, check};
+use crate::error::{Error, Result, check};
 use crate::ops::MAX_OPS_PER_CALL;
 use core::ffi::c_void;
-use cudarc::driver::sys::{self, CUfunction, CUstream, CUstreamBatchMemOpParams};
+use core::fmt;
+use cudarc::driver::sys::{
+    self, CUfunction, CUstream, CUstreamBatchMemOpParams, CUstreamCaptureStatus,
+};
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 /// How long dropping a stream waits for its work before giving up on it. A
@@ -22,11 +28,31 @@ pub(crate) const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most arguments a signal kernel takes.
 const MAX_KERNEL_ARGS: usize = 4;
 
-#[derive(Debug)]
 pub(crate) struct Stream {
     raw: CUstream,
     context: CudaContext,
+    ownership: Ownership,
 }
+
+/// Whose the stream is.
+enum Ownership {
+    /// Made by [`Stream::new`]: drained and destroyed on drop.
+    Owned,
+    /// The runtime's ([`Stream::adopt`]): never destroyed here. `keeper` is
+    /// whatever the runtime gave to keep the stream alive; it is dropped
+    /// once the drain fence is recorded. Behind a lock only so that the
+    /// stream stays `Sync` for a keeper that is merely `Send`: nothing reads
+    /// it, and only `drop` takes it.
+    Adopted {
+        keeper: Mutex<Option<Box<dyn Send>>>,
+    },
+}
+
+/// The handles that name one of CUDA's default streams: the null stream,
+/// `CU_STREAM_LEGACY` and `CU_STREAM_PER_THREAD` (`cuda.h` defines the last
+/// two as `((CUstream)0x1)` and `((CUstream)0x2)`; cudarc's bindings do not
+/// carry them).
+const DEFAULT_STREAM_HANDLES: [usize; 3] = [0, 1, 2];
 
 // SAFETY: a stream handle may be used from any thread on which its context
 // is current; the driver serialises what is enqueued on it.
@@ -47,7 +73,69 @@ impl Stream {
         Ok(Self {
             raw,
             context: context.clone(),
+            ownership: Ownership::Owned,
         })
+    }
+
+    /// Takes over the runtime's `raw` stream, after checking that it is no
+    /// default stream, belongs to `context` and is not being captured.
+    /// `keeper` is dropped once the stream is done with (see [`Ownership`]).
+    ///
+    /// # Safety
+    /// `raw` is null, a default-stream handle, or a live stream, and stays
+    /// live until this `Stream` is dropped.
+    pub(crate) unsafe fn adopt(
+        context: &CudaContext,
+        raw: CUstream,
+        keeper: Option<Box<dyn Send>>,
+    ) -> Result<Self> {
+        let handle = raw as usize;
+        if DEFAULT_STREAM_HANDLES.contains(&handle) {
+            return Err(Error::DefaultStream { handle });
+        }
+        context.bind()?;
+        let mut owner = core::ptr::null_mut();
+        // SAFETY: `raw` is a live stream (caller) and no default handle
+        // (checked above); `owner` is a live local.
+        check("cuStreamGetCtx", unsafe {
+            sys::cuStreamGetCtx(raw, &mut owner)
+        })?;
+        if owner != context.as_raw() {
+            return Err(Error::ForeignStream {
+                stream_context: owner as usize,
+                context: context.as_raw() as usize,
+            });
+        }
+        // Asked before the `Stream` exists: its drop would record a drain
+        // fence, which a capture would take into the runtime's graph.
+        // SAFETY: as above; the context is bound.
+        unsafe { refuse_capture(raw) }?;
+        Ok(Self {
+            raw,
+            context: context.clone(),
+            ownership: Ownership::Adopted {
+                keeper: Mutex::new(keeper),
+            },
+        })
+    }
+
+    /// Whether the stream is the runtime's rather than the queue's own.
+    pub(crate) fn is_adopted(&self) -> bool {
+        matches!(self.ownership, Ownership::Adopted { .. })
+    }
+
+    /// [`Error::StreamCapturing`] while an adopted stream is being captured
+    /// into a graph: what the queue would enqueue would be captured rather
+    /// than run. Owned streams are not asked (one driver call saved per
+    /// publication): they are the queue's, and nothing in this crate
+    /// captures them.
+    pub(crate) fn refuse_capture(&self) -> Result<()> {
+        if !self.is_adopted() {
+            return Ok(());
+        }
+        // SAFETY: the stream is alive (adopted: the caller of `adopt`
+        // promised so) and its context bound (this type's rule).
+        unsafe { refuse_capture(self.raw) }
     }
 
     /// The raw stream, for native CUDA calls (events) on it.
@@ -134,17 +222,68 @@ impl Stream {
     }
 }
 
+/// [`Error::StreamCapturing`] while `raw` is being captured into a graph.
+///
+/// # Safety
+/// `raw` is a live stream, or a default-stream handle, of the bound context.
+unsafe fn refuse_capture(raw: CUstream) -> Result<()> {
+    let mut status = CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    // SAFETY: the caller's contract; `status` is a live local.
+    check("cuStreamIsCapturing", unsafe {
+        sys::cuStreamIsCapturing(raw, &mut status)
+    })?;
+    match status {
+        CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE => Ok(()),
+        _ => Err(Error::StreamCapturing),
+    }
+}
+
+impl fmt::Debug for Stream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Stream")
+            .field("raw", &self.raw)
+            .field("adopted", &self.is_adopted())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Drop for Stream {
     fn drop(&mut self) {
-        if self.context.bind().is_err() {
-            self.context.note_undrained();
-            return;
+        let bound = self.context.bind().is_ok();
+        match &self.ownership {
+            Ownership::Owned => {
+                if !bound {
+                    self.context.note_undrained();
+                    return;
+                }
+                if !self.drain(DRAIN_TIMEOUT) {
+                    self.context.note_undrained();
+                }
+                // SAFETY: the stream is ours and destroyed once; work still
+                // pending on it completes before the driver releases it.
+                unsafe { sys::cuStreamDestroy_v2(self.raw) };
+            }
+            Ownership::Adopted { keeper } => {
+                // Never destroyed, and no wait here for the runtime's work:
+                // a fence behind the library's last operation goes to the
+                // context, which waits for it before freeing what that
+                // operation writes (`drain.rs`). A stream being captured
+                // would take the fence into the graph, where it proves
+                // nothing: then the memory is kept instead.
+                let fenced = bound
+                    && self.refuse_capture().is_ok()
+                    // SAFETY: the context is bound, and the stream is still
+                    // live: its keeper (or the runtime, under
+                    // `adopt_stream`'s contract) keeps it so until this
+                    // drop is done.
+                    && unsafe { self.context.fence_drain(self.raw) }.is_ok();
+                if !fenced {
+                    self.context.note_undrained();
+                }
+                // The keeper may destroy the stream: only once the fence is
+                // recorded, and while this context is still held and bound.
+                drop(keeper.lock().take());
+            }
         }
-        if !self.drain(DRAIN_TIMEOUT) {
-            self.context.note_undrained();
-        }
-        // SAFETY: the stream is ours and destroyed once; work still pending
-        // on it completes before the driver releases it.
-        unsafe { sys::cuStreamDestroy_v2(self.raw) };
     }
 }

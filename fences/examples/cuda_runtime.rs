@@ -1,0 +1,303 @@
+//! A CUDA runtime of its own that keeps its kernels and its stream, and uses
+//! the queue layer only for completion, events and synchronize.
+//!
+//! The "runtime" here is a few raw driver calls: it JIT-loads a PTX kernel
+//! of its own (each thread spins on the GPU's clock, then writes
+//! `out[i] = i * 7 + round`), creates a stream, and launches the kernel on
+//! it with `cuLaunchKernel`. The library adopts that stream
+//! (`CudaContext::adopt_stream_with`) and a queue-layer `Device` runs on it:
+//! events recorded around the runtime's launches, a marker submitted after
+//! them, queries, synchronize, and the GPU time between two events. The
+//! output the runtime reads back is checked against what its kernel writes.
+//!
+//! ```sh
+//! cargo run --example cuda_runtime -p sigretire-queue
+//! ```
+//!
+//! Without an NVIDIA driver or GPU it prints the library's typed refusal and
+//! exits 0.
+
+use core::ffi::{CStr, c_void};
+use sigretire_cuda::cudarc::driver::sys::{self, CUdeviceptr, CUfunction, CUmodule, CUstream};
+use sigretire_cuda::{CudaContext, CudaMemory, Error as CudaError, check};
+use sigretire_queue::tracker::{Config, RetiringTracker, Status, Work};
+use sigretire_queue::{Device, DeviceConfig, QueueConfig};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The runtime's kernel (the example's own PTX; nothing of the library's).
+const PTX: &CStr = c"
+.version 7.0
+.target sm_50
+.address_size 64
+
+.visible .entry scale_after_spin(
+    .param .u64 scale_out,
+    .param .u32 scale_n,
+    .param .u32 scale_round,
+    .param .u64 scale_spin_ns
+)
+{
+    .reg .pred  %p<3>;
+    .reg .b32   %r<9>;
+    .reg .b64   %rd<8>;
+
+    ld.param.u64            %rd1, [scale_out];
+    ld.param.u32            %r1, [scale_n];
+    ld.param.u32            %r7, [scale_round];
+    ld.param.u64            %rd2, [scale_spin_ns];
+    mov.u32                 %r2, %ctaid.x;
+    mov.u32                 %r3, %ntid.x;
+    mov.u32                 %r4, %tid.x;
+    mad.lo.u32              %r5, %r2, %r3, %r4;
+    setp.ge.u32             %p1, %r5, %r1;
+    @%p1 bra                SCALE_DONE;
+    mov.u64                 %rd3, %globaltimer;
+SCALE_SPIN:
+    mov.u64                 %rd4, %globaltimer;
+    sub.u64                 %rd5, %rd4, %rd3;
+    setp.lt.u64             %p2, %rd5, %rd2;
+    @%p2 bra                SCALE_SPIN;
+    mul.lo.u32              %r6, %r5, 7;
+    add.u32                 %r6, %r6, %r7;
+    cvta.to.global.u64      %rd6, %rd1;
+    mul.wide.u32            %rd7, %r5, 4;
+    add.u64                 %rd6, %rd6, %rd7;
+    st.global.u32           [%rd6], %r6;
+SCALE_DONE:
+    ret;
+}
+";
+
+/// Output words, and threads per block.
+const WORDS: u32 = 1 << 16;
+const BLOCK: u32 = 256;
+/// How long each thread spins, one entry per round.
+const SPINS: [Duration; 3] = [
+    Duration::from_micros(500),
+    Duration::from_millis(1),
+    Duration::from_millis(2),
+];
+
+type Failure = Box<dyn std::error::Error>;
+
+fn main() -> ExitCode {
+    let context = match CudaContext::new(0) {
+        Ok(context) => context,
+        // No driver or no device: the library says so with a typed error.
+        Err(error @ (CudaError::LibraryMissing | CudaError::NoDevice { .. })) => {
+            println!("cuda_runtime: no GPU to run on, nothing done.");
+            println!("the library's answer: {error}");
+            return ExitCode::SUCCESS;
+        }
+        Err(error) => {
+            eprintln!("cuda_runtime: the CUDA device cannot be used: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(&context) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("cuda_runtime failed: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(context: &CudaContext) -> Result<(), Failure> {
+    println!("{}", context.report());
+    let runtime = Runtime::new(context)?;
+    let stream = runtime.stream()?;
+    println!("the runtime made its own stream {stream:?} and loaded its own kernel");
+
+    // The queue layer may drop its last clone of the queue later, on a
+    // thread of its own: the stream's destruction goes with it.
+    // SAFETY: a live stream of this context, destroyed only by the keeper.
+    let queue = unsafe { context.adopt_stream_with(stream, OwnedStream(stream))? };
+    println!(
+        "adopted: the library publishes on that stream (adopted: {}), never destroys it",
+        queue.is_adopted()
+    );
+    let memory = Arc::new(CudaMemory::new(context));
+    let tracker = RetiringTracker::new(memory, queue, Config::default())?;
+    let device = Device::new(DeviceConfig::default(), tracker, QueueConfig::default())?;
+    let host_queue = device.default_queue();
+
+    println!();
+    println!(
+        "{:>5}  {:>8}  {:>22}  {:>16}  {:>14}",
+        "round", "spin", "stop event at launch", "GPU time, events", "output words"
+    );
+    for (round, &spin) in (1u32..).zip(SPINS.iter()) {
+        let start = host_queue.record_event()?;
+        runtime.launch(stream, round, spin)?;
+        let stop = host_queue.record_event()?;
+        // The runtime's kernel is spinning: the event behind it is pending.
+        let at_launch = stop.query();
+        // A marker after the runtime's work: a command to wait for.
+        let command = host_queue.submit(Work::Marker)?;
+        stop.synchronize()?;
+        command.wait()?;
+        let elapsed = start.elapsed_to(&stop)?;
+        let correct = runtime.check(round)?;
+        println!(
+            "{round:>5}  {:>5.2} ms  {:>22}  {:>13.3} ms  {:>6} / {:<6}",
+            spin.as_secs_f64() * 1e3,
+            format!("{at_launch:?}"),
+            elapsed.as_secs_f64() * 1e3,
+            correct,
+            WORDS,
+        );
+        if at_launch != Status::Pending || elapsed < spin || correct != WORDS as usize {
+            return Err(format!(
+                "round {round}: the event was {at_launch:?} at launch, the events spanned \
+                 {elapsed:?} around a {spin:?} kernel, {correct} of {WORDS} words were right"
+            )
+            .into());
+        }
+    }
+    host_queue.synchronize()?;
+    println!();
+    let stats = host_queue.stats();
+    println!(
+        "after synchronize the queue is {:?}: {} commands on the runtime's stream, {} of them events",
+        host_queue.query()?,
+        stats.commands,
+        stats.markers,
+    );
+    drop(device); // the queue lets go of the stream; the keeper destroys it
+    println!("every round's output was the runtime's kernel's, complete when the library said so");
+    Ok(())
+}
+
+/// The runtime: its module, its kernel, its output buffer in device memory.
+struct Runtime {
+    context: CudaContext,
+    module: CUmodule,
+    kernel: CUfunction,
+    out: CUdeviceptr,
+}
+
+impl Runtime {
+    fn new(context: &CudaContext) -> Result<Self, CudaError> {
+        context.bind()?;
+        let mut module = core::ptr::null_mut();
+        // SAFETY: the context is bound; the image is NUL-terminated PTX text
+        // the driver reads during the call; `module` is a live local.
+        check("cuModuleLoadData", unsafe {
+            sys::cuModuleLoadData(&mut module, PTX.as_ptr().cast())
+        })?;
+        let mut runtime = Self {
+            context: context.clone(),
+            module,
+            kernel: core::ptr::null_mut(),
+            out: 0,
+        };
+        // SAFETY: `module` was just loaded; the name is NUL-terminated;
+        // `kernel` is a live field.
+        check("cuModuleGetFunction", unsafe {
+            sys::cuModuleGetFunction(&mut runtime.kernel, module, c"scale_after_spin".as_ptr())
+        })?;
+        // SAFETY: the context is bound; `out` is a live field.
+        check("cuMemAlloc", unsafe {
+            sys::cuMemAlloc_v2(&mut runtime.out, WORDS as usize * 4)
+        })?;
+        Ok(runtime)
+    }
+
+    /// A stream of the runtime's own (non-blocking, as runtimes make them).
+    fn stream(&self) -> Result<CUstream, CudaError> {
+        self.context.bind()?;
+        let mut stream = core::ptr::null_mut();
+        // SAFETY: the context is bound; `stream` is a live local.
+        check("cuStreamCreate", unsafe {
+            sys::cuStreamCreate(
+                &mut stream,
+                sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
+            )
+        })?;
+        Ok(stream)
+    }
+
+    /// Clears the output, then launches the kernel, both on `stream`.
+    fn launch(&self, stream: CUstream, round: u32, spin: Duration) -> Result<(), CudaError> {
+        self.context.bind()?;
+        // SAFETY: `out` holds `WORDS` 32-bit words; the stream is live.
+        check("cuMemsetD32Async", unsafe {
+            sys::cuMemsetD32Async(self.out, 0, WORDS as usize, stream)
+        })?;
+        let (mut out, mut n, mut round) = (self.out, WORDS, round);
+        let mut spin_ns = spin.as_nanos() as u64;
+        let mut params = [
+            (&raw mut out).cast::<c_void>(),
+            (&raw mut n).cast::<c_void>(),
+            (&raw mut round).cast::<c_void>(),
+            (&raw mut spin_ns).cast::<c_void>(),
+        ];
+        // SAFETY: the kernel is of the bound context's module and declares
+        // exactly these four parameters (u64, u32, u32, u64), whose values
+        // the driver copies during the call while the locals live; each
+        // thread writes only its own word of `out`.
+        check("cuLaunchKernel", unsafe {
+            sys::cuLaunchKernel(
+                self.kernel,
+                WORDS / BLOCK,
+                1,
+                1,
+                BLOCK,
+                1,
+                1,
+                0,
+                stream,
+                params.as_mut_ptr(),
+                core::ptr::null_mut(),
+            )
+        })
+    }
+
+    /// Reads the output back and counts the words the kernel wrote right.
+    fn check(&self, round: u32) -> Result<usize, CudaError> {
+        self.context.bind()?;
+        let mut host = vec![0u32; WORDS as usize];
+        // SAFETY: `host` and `out` both hold `WORDS` words; the kernel that
+        // writes `out` is done (the caller synchronized).
+        check("cuMemcpyDtoH", unsafe {
+            sys::cuMemcpyDtoH_v2(host.as_mut_ptr().cast(), self.out, WORDS as usize * 4)
+        })?;
+        Ok((0..WORDS)
+            .filter(|&i| host[i as usize] == i * 7 + round)
+            .count())
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        // Nothing of the runtime's may still run when its memory goes.
+        let _ = self.context.synchronize();
+        // SAFETY: both were made in `new` and are released once; no work
+        // that uses them is pending (synchronized above).
+        unsafe {
+            if self.out != 0 {
+                sys::cuMemFree_v2(self.out);
+            }
+            sys::cuModuleUnload(self.module);
+        }
+    }
+}
+
+/// The runtime's stream, destroyed once the library is done with it.
+struct OwnedStream(CUstream);
+
+// SAFETY: a stream handle may be used from any thread; the only use is
+// `cuStreamDestroy` in `drop`.
+unsafe impl Send for OwnedStream {}
+
+impl Drop for OwnedStream {
+    fn drop(&mut self) {
+        // SAFETY: made by `Runtime::stream`, destroyed once, here; the queue
+        // drops its keeper after its last use of the stream, with the
+        // stream's context current.
+        unsafe { sys::cuStreamDestroy_v2(self.0) };
+    }
+}
