@@ -102,7 +102,17 @@ pub struct QueueConfig {
     pub wait_timeout: Option<Duration>,
     /// How often a wait checks the device error state.
     pub error_check_interval: Duration,
+    /// Wake signals the queue makes when it is created (at most
+    /// [`MAX_WAKE_SIGNALS`]), for waits whose policy sleeps
+    /// ([`WaitPolicy::interrupt`]): as many such waits can sleep at once;
+    /// others poll. 5, as CLR keeps; none are made where the backend has
+    /// none.
+    pub wake_signals: usize,
 }
+
+/// The most wake signals a queue may have ([`QueueConfig::wake_signals`]):
+/// they come from a per-process budget of interrupt events.
+pub const MAX_WAKE_SIGNALS: usize = 64;
 
 impl Default for QueueConfig {
     fn default() -> Self {
@@ -114,6 +124,7 @@ impl Default for QueueConfig {
             wait_policy: WaitPolicy::spin(),
             wait_timeout: None,
             error_check_interval: Duration::from_millis(1),
+            wake_signals: 5,
         }
     }
 }
@@ -138,6 +149,11 @@ impl QueueConfig {
     pub fn validate(&self) -> Result<(), Error> {
         if self.batch_limits.host_signals == 0 || self.batch_limits.device_signals == 0 {
             return Err(Error::InvalidConfig("batch limits must be at least 1"));
+        }
+        if self.wake_signals > MAX_WAKE_SIGNALS {
+            return Err(Error::InvalidConfig(
+                "wake_signals must be at most MAX_WAKE_SIGNALS",
+            ));
         }
         if self.error_check_interval.is_zero() {
             return Err(Error::InvalidConfig(

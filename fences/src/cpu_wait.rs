@@ -103,7 +103,7 @@ fn remaining(policy: WaitPolicy, elapsed: Duration) -> WaitPolicy {
     WaitPolicy {
         spin,
         yield_for,
-        max_sleep: policy.max_sleep,
+        ..policy
     }
 }
 
@@ -143,6 +143,46 @@ pub(crate) fn wait_for(
     }
 }
 
+/// As [`wait_for`], for a wait that sleeps, having just looked at the use:
+/// `sleep` sleeps, at most its argument, until the GPU wakes the thread,
+/// and says whether it did. The use is looked at (`wait_slice` given no
+/// time) after every wake and, with `look_each_slice`, after every sleep;
+/// the device error state and the deadline are checked first and after
+/// every sleep.
+pub(crate) fn sleep_for(
+    mut wait_slice: impl FnMut(Duration, WaitPolicy) -> Result<Status, WaitError>,
+    mut sleep: impl FnMut(Duration) -> bool,
+    look_each_slice: bool,
+    device: &DeviceState,
+    settings: &WaitSettings,
+) -> Result<WaitEnd, Error> {
+    let start = Instant::now();
+    let mut look = false;
+    loop {
+        if look {
+            match wait_slice(Duration::ZERO, settings.policy) {
+                Ok(status) if status.is_done() => return Ok(WaitEnd::Done(status)),
+                Ok(_) | Err(WaitError::TimedOut(_)) => {}
+                Err(WaitError::Foreign(error)) => {
+                    return Err(sigretire_tracker::Error::from(error).into());
+                }
+            }
+        }
+        if let Some(error) = device.wait_error() {
+            return Ok(WaitEnd::DeviceError(error));
+        }
+        let elapsed = start.elapsed();
+        let mut slice = settings.slice;
+        if let Some(timeout) = settings.timeout {
+            if elapsed >= timeout {
+                return Ok(WaitEnd::TimedOut(timeout));
+            }
+            slice = slice.min(timeout - elapsed);
+        }
+        look = sleep(slice) || look_each_slice;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,6 +194,7 @@ mod tests {
             spin: Duration::from_micros(50),
             yield_for: Duration::from_micros(100),
             max_sleep: Duration::from_micros(7),
+            interrupt: false,
         };
         assert_eq!(remaining(policy, Duration::ZERO), policy);
         let later = remaining(policy, Duration::from_micros(80));

@@ -12,7 +12,7 @@
 //! until the batch limit. Once that is done, synchronizing the event again
 //! takes no lock at all.
 
-use crate::cpu_wait::{self, Outcome, WaitEnd};
+use crate::cpu_wait::{Outcome, WaitEnd};
 use crate::error::Error;
 use crate::publish::QueueTracker;
 use crate::publish::{Packet, Step};
@@ -221,11 +221,9 @@ impl<T: QueueTracker> Event<T> {
             return Ok(());
         }
         let end = match &self.signal {
-            Some(signal) => cpu_wait::wait_for(
-                |slice, policy| Ok(signal.wait(slice, policy)?),
-                core.state(),
-                &core.settings(),
-            )?,
+            Some(signal) => core.wait_maybe_sleeping(&self.ticket(), |slice, policy| {
+                Ok(signal.wait(slice, policy)?)
+            })?,
             None => WaitEnd::Done(Status::Complete),
         };
         if let Some(outcome) = end.outcome() {

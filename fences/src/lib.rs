@@ -83,13 +83,15 @@ mod queue;
 mod recycle;
 #[cfg(feature = "sim")]
 pub mod sim;
+mod sleep;
 mod stats;
 mod sync;
 mod synchronize;
 mod wait;
+mod wake;
 
 pub use batch::{Command, CommandStatus};
-pub use config::{BatchLimits, DeviceConfig, QueueConfig, SyncWait};
+pub use config::{BatchLimits, DeviceConfig, MAX_WAKE_SIGNALS, QueueConfig, SyncWait};
 pub use device::{Device, DeviceStats};
 pub use error::Error;
 pub use event::Event;

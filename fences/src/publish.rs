@@ -66,6 +66,8 @@ pub(crate) struct Inner<T: QueueTracker> {
     /// handle may destroy the queue), until a later move finds everything
     /// before it finished, or the host queue goes.
     pub(crate) left_queues: Vec<T::Queue>,
+    /// The queue's wake signals, for waits that sleep (`sleep`).
+    pub(crate) wakes: crate::wake::WakePool<T::Memory>,
 }
 
 impl<T: QueueTracker> Inner<T> {
@@ -343,7 +345,7 @@ impl<T: QueueTracker> Inner<T> {
     }
 
     /// Fills a reserved slot with empty work and no completion signal.
-    fn fill_empty(&mut self, counters: &Counters, index: u64) -> Result<(), Error> {
+    pub(crate) fn fill_empty(&mut self, counters: &Counters, index: u64) -> Result<(), Error> {
         self.tracker
             .queue()
             .publish(Publication::unsignalled(index, true), Work::Marker)?;

@@ -444,6 +444,9 @@ impl<T: QueueTracker> QueueCore<T> {
     pub(crate) fn reset_state(&self, inner: &mut Inner<T>) {
         inner.tracker.note_drained();
         inner.unattached.clear();
+        // Not every wake packet need have run: one published after the
+        // marker may still read its use's signal.
+        inner.wakes.release_done(self.waiter.memory());
         bump(&self.stats.state_resets);
     }
 }
@@ -524,6 +527,11 @@ impl<T: QueueTracker> HostQueue<T> {
     ) -> Result<Self, Error> {
         config.validate()?;
         let waiter = tracker.waiter();
+        let wakes = crate::wake::WakePool::create(waiter.memory(), config.wake_signals);
+        let stats = Counters::default();
+        stats
+            .wake_signals
+            .store(wakes.len() as u64, Ordering::Relaxed);
         let states = Arc::new(StatePool::default());
         let core = QueueCore {
             id: NEXT_QUEUE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -539,12 +547,13 @@ impl<T: QueueTracker> HostQueue<T> {
                 unattached: Vec::new(),
                 order_debt: None,
                 left_queues: Vec::new(),
+                wakes,
                 states: Stash::new(states.clone()),
             }),
             waiter,
             device,
             progress: Progress::default(),
-            stats: Counters::default(),
+            stats,
             jobs: Arc::new(JobCount::default()),
             failure_pending: AtomicBool::new(false),
             states,

@@ -97,6 +97,13 @@ counters! {
         /// Barrier-AND packets that made a new hardware queue wait for the
         /// old one's newest command (one per move with work pending).
         order_waits,
+        /// Wake signals the queue made when it was created (never more).
+        wake_signals,
+        /// Waits that slept on a wake signal (their policy asked for it).
+        sleeping_waits,
+        /// Waits whose policy asked to sleep but that polled: no wake signal
+        /// free or none at all, or no room in the ring.
+        wake_fallbacks,
     }
 }
 

@@ -26,7 +26,7 @@
 
 use crate::batch::Batch;
 use crate::config::SyncWait;
-use crate::cpu_wait::{self, Outcome, WaitEnd};
+use crate::cpu_wait::{Outcome, WaitEnd};
 use crate::error::Error;
 use crate::handler::Handoff;
 use crate::marker::Marker;
@@ -138,11 +138,9 @@ impl<T: QueueTracker> QueueCore<T> {
         self.stats
             .cpu_waits_in_progress
             .fetch_add(1, Ordering::AcqRel);
-        let end = cpu_wait::wait_for(
-            |slice, policy| self.waiter.wait(&marker.ticket, slice, policy),
-            self.state(),
-            &self.settings(),
-        );
+        let end = self.wait_maybe_sleeping(&marker.ticket, |slice, policy| {
+            self.waiter.wait(&marker.ticket, slice, policy)
+        });
         self.stats
             .cpu_waits_in_progress
             .fetch_sub(1, Ordering::AcqRel);

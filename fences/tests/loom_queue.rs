@@ -282,6 +282,7 @@ fn device(
             spin: Duration::from_secs(3600),
             yield_for: Duration::ZERO,
             max_sleep: Duration::ZERO,
+            interrupt: false,
         },
         error_check_interval: Duration::from_secs(3600),
         ..config

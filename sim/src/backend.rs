@@ -28,6 +28,7 @@ use sigretire_tracker::{
     Work,
 };
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Signal memory of one simulated agent.
 ///
@@ -168,6 +169,21 @@ impl SignalMemory for SimMemory {
 
     fn packet_handle(&self, signal: crate::Signal) -> u64 {
         signal.handle().handle
+    }
+
+    /// An interrupt signal of the simulator ([`Sim::create_interrupt_signal`](crate::Sim::create_interrupt_signal));
+    /// `None` once the process's event budget is spent (the simulator then
+    /// made a polling signal, as ROCr silently would; it is not handed out).
+    fn create_wake_signal(&self) -> Result<Option<crate::Signal>, AllocError> {
+        let signal = self
+            .sim
+            .create_interrupt_signal(self.agent)
+            .map_err(|e| AllocError::OutOfMemory(e.to_string()))?;
+        Ok(self.sim.is_interrupt(signal).then_some(signal))
+    }
+
+    unsafe fn sleep_while(&self, signal: crate::Signal, observed: i64, timeout: Duration) -> i64 {
+        self.sim.sleep_while(signal, observed, timeout)
     }
 
     /// Every agent of one simulator reads every signal of it (a

@@ -27,6 +27,7 @@
 
 use crate::counters::CounterCells;
 use crate::error::SimError;
+use crate::interrupt::Interrupts;
 use crate::profile::{CostProfile, pay};
 use hsa_sys::{amd_signal_t, hsa_signal_t};
 use parking_lot::RwLock;
@@ -35,6 +36,7 @@ use std::fmt;
 use std::mem::size_of;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
 
 /// Where a signal's 64-byte block lives.
 ///
@@ -163,6 +165,9 @@ pub(crate) struct SignalMeta {
     /// Published, not yet completed or failed barrier packets naming this
     /// signal as a dependency.
     pub(crate) pending_barriers: AtomicU32,
+    /// The signal has an event mailbox: its writes wake sleepers
+    /// (`interrupt.rs`). Set once, before the signal is handed out.
+    pub(crate) interrupt: AtomicBool,
 }
 
 /// Who still looks at a signal that the host just stored to.
@@ -209,6 +214,7 @@ impl Batch {
                 last_device_store: AtomicU64::new(0),
                 pending_completions: AtomicU32::new(0),
                 pending_barriers: AtomicU32::new(0),
+                interrupt: AtomicBool::new(false),
             })
             .collect();
         Self {
@@ -272,6 +278,8 @@ pub(crate) struct Memory {
     /// Runs at the start of the next allocation call (interleaving
     /// injection: what another thread does while the caller allocates).
     on_next_allocation: parking_lot::Mutex<Option<AllocationHook>>,
+    /// Event mailboxes of interrupt signals.
+    pub(crate) interrupts: Interrupts,
 }
 
 /// What [`Sim::on_next_allocation`](crate::Sim::on_next_allocation) runs.
@@ -292,7 +300,48 @@ impl Memory {
             failures_left: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             on_next_allocation: parking_lot::Mutex::new(None),
+            interrupts: Interrupts::default(),
         }
+    }
+
+    /// A host-memory signal with an event mailbox, if the event budget
+    /// allows (else a polling one: `false`).
+    pub(crate) fn allocate_interrupt(&self, agent: AgentId) -> Result<(Signal, bool), SimError> {
+        let [signal] = self.allocate(1, Placement::Host, agent)?[..] else {
+            unreachable!("one signal asked for");
+        };
+        let interrupt = self.interrupts.take_event();
+        self.meta(signal)
+            .interrupt
+            .store(interrupt, Ordering::Release);
+        Ok((signal, interrupt))
+    }
+
+    /// Whether `signal` has an event mailbox.
+    pub(crate) fn is_interrupt(&self, signal: Signal) -> bool {
+        self.meta(signal).interrupt.load(Ordering::Acquire)
+    }
+
+    /// A signal was written (by a packet or the host): if it has a mailbox,
+    /// its sleepers wake.
+    pub(crate) fn wrote(&self, signal: Signal) {
+        if self.is_interrupt(signal) {
+            self.interrupts.wrote();
+        }
+    }
+
+    /// Sleeps until the interrupt signal leaves `observed` (each read a
+    /// counted host load), at most `timeout`; a polling signal is read once.
+    pub(crate) fn sleep_while(&self, signal: Signal, observed: i64, timeout: Duration) -> i64 {
+        if !self.is_interrupt(signal) {
+            return self.load(signal);
+        }
+        let (block, meta) = self.parts(signal);
+        self.interrupts
+            .sleep_while(&block.value, observed, timeout, || {
+                pay(self.profile.load(meta.placement));
+                self.counters.loads(meta.placement, 1);
+            })
     }
 
     pub(crate) fn agents(&self) -> u32 {
@@ -470,6 +519,7 @@ impl Memory {
             barriers: meta.pending_barriers.load(Ordering::Acquire),
         };
         block.value.store(value, Ordering::Release);
+        self.wrote(signal);
         (in_flight.completions > 0 || in_flight.barriers > 0).then_some(in_flight)
     }
 
@@ -501,6 +551,7 @@ impl Memory {
                 barriers: meta.pending_barriers.load(Ordering::Acquire),
             };
             block.value.store(value, Ordering::Release);
+            self.wrote(*signal);
             if pending.completions | pending.barriers != 0 {
                 in_flight(i, pending);
             }

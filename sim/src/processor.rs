@@ -258,6 +258,7 @@ impl Packet {
                 .block(signal)
                 .value
                 .store(FAILED_SIGNAL_VALUE, Ordering::Release);
+            memory.wrote(signal);
         }
     }
 }
@@ -584,6 +585,7 @@ pub(crate) fn complete(
             block.end_ts.store(now, Ordering::Relaxed);
         }
         block.value.fetch_sub(1, Ordering::Release);
+        core.memory.wrote(signal);
     }
     st.pending -= 1;
     if st.halted_by == Some(index) {

@@ -5,6 +5,7 @@
 use crate::clock::Clock;
 use crate::counters::Counters;
 use crate::error::SimError;
+use crate::interrupt::InterruptStats;
 use crate::kernel::{Kernel, KernelTable};
 use crate::memory::{AgentId, Memory, Placement, Signal};
 use crate::processor;
@@ -17,6 +18,7 @@ use parking_lot::RwLock;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 /// The most agents a simulator may have.
 ///
@@ -284,6 +286,59 @@ impl Sim {
         agent: AgentId,
     ) -> Result<Vec<Signal>, SimError> {
         self.core().memory.allocate(count, placement, agent)
+    }
+
+    /// An interrupt signal (ROCr's default kind: host memory with an event
+    /// mailbox), value 0: a host thread can sleep on it
+    /// ([`Sim::sleep_while`]) and is woken by its writes. Takes one of the
+    /// process's [`EVENT_BUDGET`](crate::EVENT_BUDGET) events; past the
+    /// budget it is a polling signal, as ROCr silently makes it
+    /// ([`Sim::is_interrupt`] says which; [`Sim::interrupt_stats`] counts).
+    ///
+    /// ```
+    /// use sigretire_sim::{AgentId, Sim, SimConfig};
+    /// use std::time::Duration;
+    ///
+    /// let sim = Sim::new(SimConfig::default());
+    /// let signal = sim.create_interrupt_signal(AgentId(0))?;
+    /// assert!(sim.is_interrupt(signal));
+    /// sim.store(signal, 1);
+    /// let writer = { let sim = sim.clone(); std::thread::spawn(move || sim.store(signal, 0)) };
+    /// assert_eq!(sim.sleep_while(signal, 1, Duration::from_secs(10)), 0);
+    /// writer.join().unwrap();
+    /// # Ok::<(), sigretire_sim::SimError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Sim::allocate`].
+    pub fn create_interrupt_signal(&self, agent: AgentId) -> Result<Signal, SimError> {
+        Ok(self.core().memory.allocate_interrupt(agent)?.0)
+    }
+
+    /// Whether `signal` has an event mailbox (an interrupt signal within
+    /// the budget).
+    pub fn is_interrupt(&self, signal: Signal) -> bool {
+        self.core().memory.is_interrupt(signal)
+    }
+
+    /// Sleeps, spending no CPU, until the interrupt signal's value leaves
+    /// `observed` or `timeout` passes, and returns the value then read
+    /// (each read a counted host load: one before sleeping, one per wake).
+    /// Any write wakes it: a packet's completion or failure, a host store.
+    /// A polling signal is read once, without sleeping.
+    pub fn sleep_while(&self, signal: Signal, observed: i64, timeout: Duration) -> i64 {
+        self.core().memory.sleep_while(signal, observed, timeout)
+    }
+
+    /// What the interrupt signals did so far.
+    pub fn interrupt_stats(&self) -> InterruptStats {
+        self.core().memory.interrupts.stats()
+    }
+
+    /// Sets how many of the process's events are left for new interrupt
+    /// signals (a test spending the budget).
+    pub fn set_interrupt_budget(&self, left: u32) {
+        self.core().memory.interrupts.set_budget(left);
     }
 
     /// Host load of the signal's value (acquire), counted; costs the

@@ -204,6 +204,7 @@ const QUICK_WAIT: WaitPolicy = WaitPolicy {
     spin: Duration::ZERO,
     yield_for: Duration::ZERO,
     max_sleep: Duration::from_micros(5),
+    interrupt: false,
 };
 
 struct Stream<T> {

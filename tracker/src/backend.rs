@@ -256,6 +256,35 @@ pub trait SignalMemory: Send + Sync + 'static {
         // SAFETY: forwarded caller guarantee.
         unsafe { self.load(signal) }
     }
+
+    /// A wake signal: one whose writes wake host threads sleeping in
+    /// [`sleep_while`](Self::sleep_while) (an interrupt signal on ROCr, an
+    /// event mailbox on the simulator), in host memory, value unspecified.
+    /// A queue layer makes a few of them up front and has a packet complete
+    /// one when a thread wants to sleep until some use is done. `Ok(None)`:
+    /// the backend has none, or none is left (a process-wide budget spent);
+    /// waits then poll. It counts as allocated from this memory (the
+    /// `unsafe` methods take it) and lives as long as the memory.
+    ///
+    /// ```
+    /// use sigretire_tracker::{HostMemory, SignalMemory};
+    /// assert_eq!(HostMemory::new(1).create_wake_signal(), Ok(None), "host atomics wake nobody");
+    /// ```
+    fn create_wake_signal(&self) -> Result<Option<Self::Signal>, AllocError> {
+        Ok(None)
+    }
+
+    /// Sleeps, spending no CPU, until the wake signal leaves `observed` or
+    /// `timeout` passes, and returns the value then seen. The default waits
+    /// as [`wait_change`](Self::wait_change) does.
+    ///
+    /// # Safety
+    /// As for [`load`](Self::load), and `signal` came from
+    /// [`create_wake_signal`](Self::create_wake_signal).
+    unsafe fn sleep_while(&self, signal: Self::Signal, observed: i64, timeout: Duration) -> i64 {
+        // SAFETY: forwarded caller guarantee.
+        unsafe { self.wait_change(signal, observed, timeout) }
+    }
 }
 
 /// What the tracker needs to know about the hardware queue.

@@ -29,6 +29,14 @@ pub struct WaitPolicy {
     pub yield_for: Duration,
     /// Then sleep between polls, doubling from 1 us up to this.
     pub max_sleep: Duration,
+    /// After the spin, sleep in the kernel until the GPU wakes the thread,
+    /// where the waiter can arrange a wake-up: the queue layer's waits,
+    /// which publish a packet completing a wake signal
+    /// ([`SignalMemory::create_wake_signal`](crate::SignalMemory::create_wake_signal)).
+    /// A wait that cannot (no wake signal free, or the tracker's own
+    /// [`Waiter`], which publishes nothing) yields and sleep-polls as the
+    /// other fields say.
+    pub interrupt: bool,
 }
 
 impl WaitPolicy {
@@ -39,15 +47,19 @@ impl WaitPolicy {
             spin: Duration::from_micros(50),
             yield_for: Duration::from_millis(1),
             max_sleep: Duration::from_micros(500),
+            interrupt: false,
         }
     }
 
-    /// Give the core away early, as a blocking-sync event does.
+    /// Give the core away at once, as a blocking-sync event does: sleep
+    /// until woken where the waiter can arrange it, else yield briefly and
+    /// sleep-poll.
     pub const fn blocking() -> Self {
         Self {
             spin: Duration::ZERO,
             yield_for: Duration::from_micros(20),
             max_sleep: Duration::from_micros(200),
+            interrupt: true,
         }
     }
 }

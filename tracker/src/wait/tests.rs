@@ -13,6 +13,7 @@ fn policy() -> WaitPolicy {
         spin: us(10),
         yield_for: us(20),
         max_sleep: us(8),
+        interrupt: false,
     }
 }
 

@@ -1,0 +1,133 @@
+//! Waits that sleep: with a policy that asks for it
+//! ([`WaitPolicy::interrupt`](sigretire_tracker::WaitPolicy::interrupt)),
+//! a CPU wait spends no CPU while the GPU works, instead of polling.
+//!
+//! The use's own signal may be in device memory, whose writes wake nobody
+//! (and each poll of it crosses PCIe). So the waiter takes the lock briefly
+//! and publishes a barrier-AND on the use's signal, pinned, whose
+//! completion signal is one of the queue's wake signals (`wake`); then it
+//! sleeps on that signal outside the lock. The packet processor completes
+//! it when the use is done (or fails it when the use failed), which wakes
+//! the thread, and one look at the use ends the wait. The barrier-AND
+//! carries no barrier bit: it waits for the use, not for what was
+//! submitted after it. Between sleeps the waiter still looks at the use
+//! once per [`QueueConfig::error_check_interval`](crate::QueueConfig::error_check_interval),
+//! so a wake packet queued behind later work delays nothing by more than
+//! that, and the device error state is seen as in any wait.
+//!
+//! A wait finds no wake signal free (all lent to sleeping waits whose
+//! packets have not run), no room in the ring, or a queue without wake
+//! signals: it polls as its policy's yield and sleep phases say, counted in
+//! [`QueueStats::wake_fallbacks`](crate::QueueStats::wake_fallbacks).
+
+use crate::cpu_wait::{self, WaitEnd};
+use crate::error::Error;
+use crate::publish::QueueTracker;
+use crate::queue::QueueCore;
+use crate::stats::bump;
+use sigretire_tracker::{
+    HardwareQueue, Publication, SignalMemory, Status, Ticket, WaitError, WaitPolicy, Work,
+};
+use std::time::Duration;
+
+impl<T: QueueTracker> QueueCore<T> {
+    /// Waits for `ticket`'s use with `wait_slice` (a tracker wait bounded by
+    /// its first argument), sleeping on a wake signal after the policy's
+    /// spin if the policy asks for it and one is free.
+    pub(crate) fn wait_maybe_sleeping(
+        &self,
+        ticket: &Ticket,
+        mut wait_slice: impl FnMut(Duration, WaitPolicy) -> Result<Status, WaitError>,
+    ) -> Result<WaitEnd, Error> {
+        let settings = self.settings();
+        if !settings.policy.interrupt {
+            return cpu_wait::wait_for(wait_slice, self.state(), &settings);
+        }
+        // The spin phase, once: a use that ends within it costs no packet.
+        let spin = settings.timeout.map_or(settings.policy.spin, |timeout| {
+            settings.policy.spin.min(timeout)
+        });
+        let spin_only = WaitPolicy {
+            yield_for: Duration::ZERO,
+            ..settings.policy
+        };
+        if let Ok(status) = wait_slice(spin, spin_only)
+            && status.is_done()
+        {
+            return Ok(WaitEnd::Done(status));
+        }
+        let Some(Armed { wake, behind }) = self.arm_wake(ticket)? else {
+            bump(&self.stats.wake_fallbacks);
+            return cpu_wait::wait_for(wait_slice, self.state(), &settings);
+        };
+        bump(&self.stats.sleeping_waits);
+        let memory = self.waiter.memory();
+        let end = cpu_wait::sleep_for(
+            wait_slice,
+            // SAFETY: a wake signal of this queue's memory, lent to this
+            // wait; it leaves 1 when its packet completes or fails.
+            |slice| unsafe { memory.sleep_while(wake, 1, slice) } != 1,
+            behind,
+            self.state(),
+            &settings,
+        );
+        // The pin goes once the packet ran (usually it just woke this
+        // thread); one still waiting keeps it until a later wait or a drain.
+        self.lock().wakes.release_done(memory);
+        end
+    }
+
+    /// Under the lock: pins the use and publishes a barrier-AND on it that
+    /// completes a free wake signal, which it returns. `None`: nothing to
+    /// sleep on (no wake signal free, no room in the ring, the use already
+    /// known done, or the queue would not take the packet); the caller
+    /// polls.
+    fn arm_wake(&self, ticket: &Ticket) -> Result<Option<Armed<T::Memory>>, Error> {
+        let memory = self.waiter.memory();
+        let mut inner = self.lock();
+        if inner.wakes.len() == 0 {
+            return Ok(None);
+        }
+        let pin = match inner.tracker.pin(ticket) {
+            Ok(Some(pin)) => pin,
+            // Known done, or failed: the poll that follows sees it.
+            Ok(None) | Err(sigretire_tracker::PinError::Failed { .. }) => return Ok(None),
+            Err(error) => return Err(error.into()),
+        };
+        let dependency = [pin.packet_handle()];
+        // Work submitted after the use runs before the wake packet, which
+        // may then wake the thread late: it looks at the use between
+        // sleeps as well.
+        let behind = inner.last.is_none_or(|(_, newest)| newest != *ticket);
+        let Ok(wake) = inner.wakes.lend(memory, pin) else {
+            return Ok(None);
+        };
+        let index = match inner.tracker.queue().reserve() {
+            Ok(index) => index,
+            Err(_) => {
+                drop(inner.wakes.give_back(wake));
+                return Ok(None);
+            }
+        };
+        let publication = Publication::untracked(index, false, memory.packet_handle(wake));
+        if inner
+            .tracker
+            .queue()
+            .publish(publication, Work::Wait(&dependency))
+            .is_err()
+        {
+            // The slot still needs a packet, or the processor stalls at it.
+            let _ = inner.fill_empty(&self.stats, index);
+            drop(inner.wakes.give_back(wake));
+            return Ok(None);
+        }
+        Ok(Some(Armed { wake, behind }))
+    }
+}
+
+/// A wake signal lent to a wait, its packet published.
+struct Armed<M: SignalMemory> {
+    wake: M::Signal,
+    /// Later work was published between the use and the wake packet.
+    behind: bool,
+}

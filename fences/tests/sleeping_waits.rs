@@ -1,0 +1,239 @@
+//! Waits that sleep (a policy with `interrupt`): on the threaded simulator
+//! a blocking event synchronize or queue synchronize publishes a wake
+//! packet completing one of the queue's wake signals (interrupt signals)
+//! and sleeps on it: a few reads of a device-memory signal instead of a
+//! poll loop, a thread that burns next to no CPU, no interrupt signal made
+//! after the queue's creation, and polling (counted) when none is free.
+
+mod support;
+
+use sigretire_queue::sim::{HostFlag, Kernel, SimPlatform, SimTracker};
+use sigretire_queue::tracker::{Config, Placement, Status, WaitPolicy};
+use sigretire_queue::{Device, DeviceConfig, HostQueue, QueueConfig};
+use std::time::{Duration, Instant};
+use support::*;
+
+/// A threaded simulator with MI300X costs (each device-memory poll is a
+/// PCIe read) and device-memory signals.
+fn platform() -> SimPlatform {
+    SimPlatform::threaded(sigretire_sim::CostProfile::mi300x()).with_tracker_config(Config {
+        signals: Placement::Device,
+        ..Config::default()
+    })
+}
+
+fn blocking() -> QueueConfig {
+    QueueConfig {
+        wait_policy: WaitPolicy::blocking(),
+        ..bounded()
+    }
+}
+
+fn device(platform: &SimPlatform, queue: QueueConfig) -> Device<SimTracker> {
+    platform.device(DeviceConfig::default(), queue).unwrap()
+}
+
+/// CPU time of the calling thread.
+fn thread_cpu() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a live timespec to write.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    assert_eq!(rc, 0);
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}
+
+fn device_loads(platform: &SimPlatform) -> u64 {
+    platform.sim().counters().device.loads
+}
+
+#[test]
+fn a_blocking_event_synchronize_on_a_long_kernel_sleeps_and_reads_the_signal_at_most_three_times() {
+    // A timed event's synchronize also harvests its two timestamps (two
+    // more reads of its device-memory signal), once, after the wait.
+    for (timed, stamp_reads) in [(false, 0), (true, 2)] {
+        let platform = platform();
+        let config = QueueConfig {
+            profiling: timed,
+            ..blocking()
+        };
+        let device = device(&platform, config);
+        let queue = device.default_queue();
+        assert_eq!(queue.stats().wake_signals, 5, "made with the queue");
+        let created = platform.sim().interrupt_stats().created;
+        let long = platform
+            .sim()
+            .register_kernel(Kernel::Duration(Duration::from_millis(5)));
+        for round in 0..5 {
+            queue.launch(long).unwrap();
+            let event = queue.record_event().unwrap();
+            let loads = device_loads(&platform);
+            let (cpu, wall) = (thread_cpu(), Instant::now());
+            event.synchronize().unwrap();
+            let (cpu, wall) = (thread_cpu() - cpu, wall.elapsed());
+            assert_eq!(event.query(), Status::Complete);
+            let reads = device_loads(&platform) - loads - stamp_reads;
+            assert!(
+                (1..=3).contains(&reads),
+                "timed {timed}, round {round}: {reads} reads of device memory"
+            );
+            assert!(
+                cpu * 4 < wall,
+                "round {round}: the thread burned {cpu:?} of a {wall:?} wait"
+            );
+        }
+        let stats = queue.stats();
+        assert_eq!((stats.sleeping_waits, stats.wake_fallbacks), (5, 0));
+        assert_eq!(
+            platform.sim().interrupt_stats().created,
+            created,
+            "no interrupt signal made after the queue's creation"
+        );
+        assert!(platform.sim().interrupt_stats().wakes >= 5);
+        assert!(platform.sim().violations().is_empty());
+    }
+}
+
+#[test]
+fn a_blocking_queue_synchronize_sleeps_too() {
+    let platform = platform();
+    let device = device(&platform, blocking());
+    let queue = device.default_queue();
+    let long = platform
+        .sim()
+        .register_kernel(Kernel::Duration(Duration::from_millis(3)));
+    queue.launch(long).unwrap();
+    queue.synchronize().unwrap();
+    assert_eq!(queue.query().unwrap(), Status::Complete);
+    assert_eq!(queue.stats().sleeping_waits, 1);
+}
+
+#[test]
+fn a_spin_policy_never_sleeps_and_makes_no_wake_packet() {
+    let platform = platform();
+    let device = device(&platform, bounded());
+    let queue = device.default_queue();
+    let written = queue.hardware_write_index();
+    queue.launch(0).unwrap();
+    let event = queue.record_event().unwrap();
+    event.synchronize().unwrap();
+    assert_eq!(queue.stats().sleeping_waits, 0);
+    assert_eq!(
+        queue.hardware_write_index() - written,
+        2,
+        "the kernel and the event"
+    );
+}
+
+#[test]
+fn waits_beyond_the_wake_signals_poll_and_are_counted() {
+    let platform = platform();
+    let device = device(
+        &platform,
+        QueueConfig {
+            wake_signals: 1,
+            ..blocking()
+        },
+    );
+    let queue = device.default_queue();
+    let flag = HostFlag::new();
+    let spin = platform
+        .sim()
+        .register_kernel(Kernel::SpinUntil(flag.clone()));
+    queue.launch(spin).unwrap();
+    let first = queue.record_event().unwrap();
+    let second = queue.record_event().unwrap();
+    std::thread::scope(|scope| {
+        let a = scope.spawn(|| first.synchronize());
+        let b = scope.spawn(|| second.synchronize());
+        wait_until("both waits began", || {
+            let stats = queue.stats();
+            stats.sleeping_waits + stats.wake_fallbacks == 2
+        });
+        flag.set();
+        a.join().unwrap().unwrap();
+        b.join().unwrap().unwrap();
+    });
+    let stats = queue.stats();
+    assert_eq!((stats.sleeping_waits, stats.wake_fallbacks), (1, 1));
+    // The one wake signal is free again once its packet ran.
+    queue.launch(0).unwrap();
+    queue.record_event().unwrap().synchronize().unwrap();
+    assert_eq!(queue.stats().sleeping_waits, 2);
+}
+
+#[test]
+fn with_the_event_budget_spent_a_queue_has_no_wake_signals_and_its_waits_poll() {
+    let platform = platform();
+    platform.sim().set_interrupt_budget(2);
+    let device = device(&platform, blocking());
+    let queue = device.default_queue();
+    assert_eq!(queue.stats().wake_signals, 2, "what the budget left");
+    let other = platform.create_queue(&device, blocking()).unwrap();
+    assert_eq!(other.stats().wake_signals, 0);
+    assert!(platform.sim().interrupt_stats().degraded >= 1);
+    other.launch(0).unwrap();
+    other.record_event().unwrap().synchronize().unwrap();
+    let stats = other.stats();
+    assert_eq!((stats.sleeping_waits, stats.wake_fallbacks), (0, 1));
+}
+
+#[test]
+fn a_sleeper_behind_later_work_still_returns_once_its_event_is_done() {
+    // The wake packet is published behind a kernel submitted after the
+    // event, which spins: the sleeper's periodic look at the event ends
+    // the wait, not the packet.
+    let platform = platform();
+    let device = device(&platform, blocking());
+    let queue = device.default_queue();
+    let event = queue.record_event().unwrap();
+    let flag = HostFlag::new();
+    let spin = platform
+        .sim()
+        .register_kernel(Kernel::SpinUntil(flag.clone()));
+    let later = queue.launch(spin).unwrap();
+    wait_until("the event is done", || event.query() == Status::Complete);
+    event.synchronize().unwrap();
+    assert_eq!(later.status(), sigretire_queue::CommandStatus::Pending);
+    flag.set();
+    queue.synchronize().unwrap();
+}
+
+#[test]
+fn a_queue_failing_under_a_sleeper_wakes_it_with_the_failure() {
+    let platform = platform();
+    let device = device(&platform, blocking());
+    let queue = device.default_queue();
+    let flag = HostFlag::new();
+    let spin = platform
+        .sim()
+        .register_kernel(Kernel::SpinUntil(flag.clone()));
+    queue.launch(spin).unwrap();
+    let event = queue.record_event().unwrap();
+    let hardware: sigretire_sim::Queue = queue.with_tracker(|t| {
+        use sigretire_queue::tracker::Tracker;
+        t.queue().clone()
+    });
+    std::thread::scope(|scope| {
+        let waiter = scope.spawn(|| event.synchronize());
+        wait_until("the wait sleeps", || queue.stats().sleeping_waits == 1);
+        hardware.fail();
+        assert!(waiter.join().unwrap().is_err(), "a failure, not completion");
+    });
+    assert_eq!(event.query(), Status::Failed);
+}
+
+trait WriteIndex {
+    fn hardware_write_index(&self) -> u64;
+}
+
+impl WriteIndex for HostQueue<SimTracker> {
+    fn hardware_write_index(&self) -> u64 {
+        self.with_tracker(|t| {
+            use sigretire_queue::tracker::Tracker;
+            t.queue().write_index()
+        })
+    }
+}
