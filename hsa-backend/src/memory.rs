@@ -208,6 +208,10 @@ pub struct Counters {
     pub rocr_waits: u64,
     /// Waits done by polling.
     pub polled_waits: u64,
+    /// Wake signals made (`create_wake_signal`: ROCr interrupt signals).
+    pub wake_signals: u64,
+    /// Sleeps in `hsa_signal_wait_scacquire` on a wake signal.
+    pub sleeps: u64,
 }
 
 #[derive(Default)]
@@ -221,6 +225,8 @@ struct CounterCells {
     fallbacks: AtomicU64,
     rocr_waits: AtomicU64,
     polled_waits: AtomicU64,
+    wake_signals: AtomicU64,
+    sleeps: AtomicU64,
 }
 
 fn bump(cell: &AtomicU64) {
@@ -356,6 +362,8 @@ impl SignalPool {
             vram_batches: get(&c.vram_batches),
             system_batches: get(&c.system_batches),
             rocr_signals: get(&c.rocr_signals),
+            wake_signals: get(&c.wake_signals),
+            sleeps: get(&c.sleeps),
             fallbacks: get(&c.fallbacks),
             rocr_waits: get(&c.rocr_waits),
             polled_waits: get(&c.polled_waits),
@@ -723,6 +731,44 @@ impl SignalMemory for SignalPool {
                 }
             }
         }
+    }
+
+    /// A ROCr interrupt signal (`hsa_amd_signal_create` with no
+    /// attributes), released with the pool. ROCr makes it a polling signal
+    /// without saying so once the process's KFD events are spent; its waits
+    /// then spin inside ROCr.
+    fn create_wake_signal(&self) -> Result<Option<HsaSignal>, AllocError> {
+        let mut state = self.state.lock();
+        let mut signal = hsa_signal_t::NULL;
+        // SAFETY: the runtime is initialised; no consumers listed; 0
+        // attributes (an interrupt signal); `signal` is a place for the
+        // handle.
+        let status = unsafe {
+            self.device
+                .api()
+                .hsa_amd_signal_create(1, 0, std::ptr::null(), 0, &raw mut signal)
+        };
+        self.device
+            .check("hsa_amd_signal_create", status)
+            .map_err(|error| AllocError::OutOfMemory(error.to_string()))?;
+        bump(&self.counters.wake_signals);
+        state.rocr_signals.push(signal);
+        Ok(Some(HsaSignal {
+            handle: signal.handle,
+            origin: Origin::Rocr,
+        }))
+    }
+
+    /// `hsa_signal_wait_scacquire` with `HSA_WAIT_STATE_BLOCKED`: the thread
+    /// sleeps on the signal's KFD event until a write wakes it.
+    unsafe fn sleep_while(&self, signal: HsaSignal, observed: i64, timeout: Duration) -> i64 {
+        if signal.origin != Origin::Rocr {
+            // SAFETY: forwarded caller guarantee.
+            return unsafe { self.wait_change(signal, observed, timeout) };
+        }
+        bump(&self.counters.sleeps);
+        // SAFETY: a live ROCr signal of this pool's runtime.
+        unsafe { rocr_wait_until_change(self.device.runtime(), signal.handle(), observed, timeout) }
     }
 }
 

@@ -204,6 +204,22 @@ pub struct SimCounters {
     pub device_stores: u64,
 }
 
+/// What the interrupt signals did: ROCr's signals are interrupt signals
+/// (an event mailbox each, from KFD's budget of 4094 events) unless made
+/// with `HSA_AMD_SIGNAL_AMD_GPU_ONLY` or past the budget.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InterruptCounters {
+    /// Signals made with an event.
+    pub created: u64,
+    /// Signals that asked for one past the budget and poll instead.
+    pub degraded: u64,
+    /// Writes to interrupt signals that woke their sleepers.
+    pub wakes: u64,
+    /// Times a thread went to sleep in `hsa_signal_wait_scacquire`.
+    pub sleeps: u64,
+}
+
 /// The memory pools the stand-in offers.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

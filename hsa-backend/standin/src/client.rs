@@ -293,6 +293,29 @@ impl Standin {
         census
     }
 
+    /// What the interrupt signals did (all zero before `hsa_init`).
+    ///
+    /// ```
+    /// let standin = sigretire_rocr_standin::Standin::new(Default::default())?;
+    /// assert_eq!(standin.interrupts(), Default::default());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn interrupts(&self) -> InterruptCounters {
+        let mut counters = InterruptCounters::default();
+        // SAFETY: an `InterruptCounters` of the size passed.
+        unsafe {
+            (self.control.rocr_standin_interrupts)(&mut counters, size_of::<InterruptCounters>())
+        };
+        counters
+    }
+
+    /// Leaves `left` of the process's KFD events for new interrupt signals
+    /// (a test spending the budget); false before `hsa_init`.
+    pub fn set_event_budget(&self, left: u32) -> bool {
+        // SAFETY: a plain value.
+        unsafe { (self.control.rocr_standin_set_event_budget)(left) }
+    }
+
     /// The simulator's counters of accesses made through ROCr calls.
     pub fn counters(&self) -> SimCounters {
         let mut counters = SimCounters::default();

@@ -197,6 +197,27 @@ control! {
         true
     }
 
+    /// What the interrupt signals did (`InterruptCounters`).
+    fn rocr_standin_interrupts(out: *mut InterruptCounters, size: usize) -> bool = false => {
+        let Some(i) = instance() else { return false };
+        let stats = i.sim.interrupt_stats();
+        let counters = InterruptCounters {
+            created: stats.created,
+            degraded: stats.degraded,
+            wakes: stats.wakes,
+            sleeps: stats.sleeps,
+        };
+        // SAFETY: forwarded caller contract.
+        unsafe { write_sized(out, size, counters) }
+    }
+
+    /// Sets how many KFD events are left for new interrupt signals.
+    fn rocr_standin_set_event_budget(left: u32) -> bool = false => {
+        let Some(i) = instance() else { return false };
+        i.sim.set_interrupt_budget(left);
+        true
+    }
+
     /// A new, unset host flag for spinning kernels; 0 without a runtime.
     fn rocr_standin_new_flag() -> u64 = 0 => {
         let Some(i) = instance() else { return 0 };

@@ -182,6 +182,27 @@ fn wait(
     }
 }
 
+/// A blocked wait on an interrupt signal: sleeps on its event mailbox
+/// between writes, until the condition holds or the timeout passes.
+fn sleep(
+    instance: &Instance,
+    signal: sigretire_sim::Signal,
+    condition: hsa_signal_condition_t,
+    compare: hsa_signal_value_t,
+    timeout: u64,
+) -> hsa_signal_value_t {
+    let deadline = Instant::now() + Duration::from_nanos(timeout);
+    let mut value = instance.sim.load(signal);
+    while !condition_holds(condition, value, compare) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        value = instance.sim.sleep_while(signal, value, left);
+    }
+    value
+}
+
 rocr_exports! {
     /// Initialises the runtime (reference counted).
     fn hsa_init() -> hsa_status_t = HSA_STATUS_ERROR => { state::init() }
@@ -410,8 +431,9 @@ rocr_exports! {
         unsafe { hsa_amd_signal_create(initial_value, num_consumers, consumers, 0, signal) }
     }
 
-    /// Creates a signal in system memory (attributes are accepted and, as
-    /// the stand-in has no interrupts, change nothing).
+    /// Creates a signal in system memory: an interrupt signal (a KFD event
+    /// from the budget; a polling signal past it) unless `attributes` has
+    /// `HSA_AMD_SIGNAL_AMD_GPU_ONLY`.
     fn hsa_amd_signal_create(
         initial_value: hsa_signal_value_t,
         num_consumers: u32,
@@ -420,7 +442,7 @@ rocr_exports! {
         signal: *mut hsa_signal_t,
     ) -> hsa_status_t = HSA_STATUS_ERROR => {
         with_instance(|instance| {
-            let _ = attributes;
+            let interrupt = attributes & HSA_AMD_SIGNAL_AMD_GPU_ONLY == 0;
             if signal.is_null() || (num_consumers > 0 && consumers.is_null()) {
                 return HSA_STATUS_ERROR_INVALID_ARGUMENT;
             }
@@ -431,7 +453,7 @@ rocr_exports! {
                     return HSA_STATUS_ERROR_INVALID_AGENT;
                 }
             }
-            match instance.memory.create_signal(instance, initial_value) {
+            match instance.memory.create_signal(instance, initial_value, interrupt) {
                 Ok(handle) => {
                     // SAFETY: the caller passes a place for one handle.
                     unsafe { signal.write(handle) };
@@ -487,12 +509,14 @@ rocr_exports! {
         timeout_hint: u64,
         wait_state_hint: hsa_wait_state_t,
     ) -> hsa_signal_value_t = 0 => {
-        let _ = wait_state_hint;
         let Some(instance) = state::current() else {
             state::violation(crate::ViolationKind::BeforeInit, "hsa_signal_wait_scacquire before hsa_init".to_owned());
             return 0;
         };
         match instance.memory.runtime_signal(signal.handle) {
+            Some(s) if wait_state_hint == HSA_WAIT_STATE_BLOCKED && instance.sim.is_interrupt(s) => {
+                sleep(&instance, s, condition, compare_value, timeout_hint)
+            }
             Some(s) => wait(&instance, s, condition, compare_value, timeout_hint),
             None => {
                 foreign_signal(&instance, "hsa_signal_wait_scacquire", signal);

@@ -58,9 +58,15 @@
 //! - **PCIe costs.** With `Config::mi300x_costs` the simulator charges its
 //!   profile for accesses made through ROCr calls; the backend's direct loads
 //!   and stores of its own signals cost what host memory costs.
-//! - **Interrupt signals and sleeping waits.** `hsa_signal_wait_scacquire`
-//!   polls; there are no KFD events, and `hsa_amd_signal_async_handler` is
-//!   not modelled (it answers `HSA_STATUS_ERROR`).
+//! - **Interrupt signals and sleeping waits.** ROCr's own signals are
+//!   interrupt signals (the simulator's event mailboxes) unless made with
+//!   `HSA_AMD_SIGNAL_AMD_GPU_ONLY`, from a budget of 4094 events, past which
+//!   they poll as ROCr's silently do; `hsa_signal_wait_scacquire` with
+//!   `HSA_WAIT_STATE_BLOCKED` sleeps on one until a write wakes it (any
+//!   other wait polls). The interrupt's own latency in the kernel is not
+//!   modelled: the sleeper wakes as soon as the host thread is scheduled.
+//!   `hsa_amd_signal_async_handler` is not modelled (it answers
+//!   `HSA_STATUS_ERROR`).
 //! - **Clock calibration.** The GPU-to-system tick map is exact and linear;
 //!   ROCr interpolates between calibrated clock pairs and drifts slightly.
 //! - **Queue preemption.** `hsa_queue_destroy` stops the simulated processor
@@ -84,8 +90,8 @@ mod state;
 mod violation;
 
 pub use abi::{
-    AllocationInfo, Census, Config, KernelKind, Malformed, PoolKind, SimCounters, StepOp,
-    StepStatus, Truth,
+    AllocationInfo, Census, Config, InterruptCounters, KernelKind, Malformed, PoolKind,
+    SimCounters, StepOp, StepStatus, Truth,
 };
 pub use client::{
     Flag, Kernel, LIBRARY_ENV, LIBRARY_FILE, QueueControl, Standin, StandinError, library,

@@ -222,11 +222,13 @@ impl Memory {
     }
 
     /// `hsa_signal_create` / `hsa_amd_signal_create`: a signal in system
-    /// memory holding `initial`.
+    /// memory holding `initial`; an interrupt signal if asked (and the
+    /// event budget allows).
     pub(crate) fn create_signal(
         &self,
         instance: &Instance,
         initial: hsa_signal_value_t,
+        interrupt: bool,
     ) -> Result<hsa_signal_t, hsa_status_t> {
         let injected = self
             .signal_failures
@@ -235,10 +237,15 @@ impl Memory {
         if injected {
             return Err(HSA_STATUS_ERROR_OUT_OF_RESOURCES);
         }
-        let signal = instance
-            .sim
-            .allocate(1, Placement::Host, AgentId(0))
-            .map_err(|_| HSA_STATUS_ERROR_OUT_OF_RESOURCES)?[0];
+        let signal = if interrupt {
+            instance.sim.create_interrupt_signal(AgentId(0))
+        } else {
+            instance
+                .sim
+                .allocate(1, Placement::Host, AgentId(0))
+                .map(|signals| signals[0])
+        }
+        .map_err(|_| HSA_STATUS_ERROR_OUT_OF_RESOURCES)?;
         // ROCr initialises the block before handing it out: not a host store
         // the application made, so it bypasses the simulator's counters.
         // SAFETY: the block was just allocated by the simulator, which keeps
