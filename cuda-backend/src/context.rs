@@ -60,6 +60,8 @@ struct ContextInner {
     /// Fences behind the library's work on adopted streams, waited for
     /// before the arena is freed.
     drains: Drains,
+    /// Wake signals and their mailbox (`wake.rs`).
+    wakes: crate::wake::Wakes,
     /// A stream was destroyed before its work drained (or an adopted one's
     /// fence could not be recorded): pinned memory may still be written, so
     /// it must not be freed.
@@ -130,6 +132,7 @@ impl CudaContext {
                 registry: Registry::default(),
                 arena: Arena::default(),
                 drains: Drains::default(),
+                wakes: crate::wake::Wakes::default(),
                 undrained: AtomicBool::new(false),
             }),
         })
@@ -662,6 +665,23 @@ impl CudaContext {
 
     pub(crate) fn kernels(&self) -> &Kernels {
         &self.inner.kernels
+    }
+
+    pub(crate) fn wakes(&self) -> &crate::wake::Wakes {
+        &self.inner.wakes
+    }
+
+    /// What the context's wake signals did: the queue layer's sleeping
+    /// waits sleep on them, woken by a host function the driver runs when
+    /// the stream reached their completion.
+    ///
+    /// ```no_run
+    /// let context = sigretire_cuda::CudaContext::new(0)?;
+    /// assert_eq!(context.wake_stats().sleeps, 0);
+    /// # Ok::<(), sigretire_cuda::Error>(())
+    /// ```
+    pub fn wake_stats(&self) -> crate::WakeStats {
+        self.inner.wakes.stats()
     }
 
     pub(crate) fn launch(&self, handle: u64) -> Option<Launch> {

@@ -88,6 +88,7 @@ mod order;
 mod pinned;
 mod queue;
 mod stream;
+mod wake;
 
 /// The cudarc this crate is built on, whose types its API names (`CUstream`,
 /// `CUresult`, `CudaStream`): a runtime that makes its own driver calls
@@ -101,3 +102,4 @@ pub use error::{Error, Result, check};
 pub use kernel::{FlagState, HostFlag, KernelHandle};
 pub use memory::{CudaMemory, CudaSignal, SignalBlock};
 pub use queue::{CudaQueue, QueueFailure};
+pub use wake::WakeStats;

@@ -27,6 +27,7 @@ use core::ptr::NonNull;
 use core::sync::atomic::{AtomicI64, AtomicU64, Ordering, fence};
 use parking_lot::Mutex;
 use sigretire_tracker::{AllocError, Placement, SignalMemory, TimestampClock, Timestamps};
+use std::time::Duration;
 
 /// The memory behind one signal: 32 bytes, 32-byte aligned.
 ///
@@ -405,6 +406,23 @@ impl SignalMemory for CudaMemory {
 
     fn packet_handle(&self, signal: CudaSignal) -> u64 {
         signal.device
+    }
+
+    /// A pinned signal whose completions also run a host function that
+    /// wakes its sleepers (`wake.rs`): no driver object per signal, so no
+    /// budget to spend.
+    fn create_wake_signal(&self) -> Result<Option<CudaSignal>, AllocError> {
+        let mut out = Vec::with_capacity(1);
+        self.allocate_signals(1, &mut out)?;
+        let (signal, _) = out[0];
+        self.context.wakes().register(signal.device);
+        Ok(Some(signal))
+    }
+
+    unsafe fn sleep_while(&self, signal: CudaSignal, observed: i64, timeout: Duration) -> i64 {
+        // SAFETY: as in `load`.
+        let value = &unsafe { signal.block() }.value;
+        self.context.wakes().sleep_while(value, observed, timeout)
     }
 
     /// Signals are pinned host memory of one context: its streams, and

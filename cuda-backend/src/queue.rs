@@ -1,14 +1,14 @@
 //! A CUDA stream as the tracker's hardware queue.
 
 use crate::context::CudaContext;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check};
 use crate::ops::{self, MemOp, encode, plan, progress_after};
 use crate::order::{Admission, AlreadyPublished, Reorder};
 use crate::pinned::Pinned;
 use crate::stream::Stream;
 use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use cudarc::driver::sys::{CUstream, CUstreamBatchMemOpParams};
+use cudarc::driver::sys::{self, CUstream, CUstreamBatchMemOpParams};
 use parking_lot::Mutex;
 use sigretire_tracker::{HardwareQueue, Publication, QueueError, QueueView, Work};
 use std::sync::Arc;
@@ -541,7 +541,23 @@ impl CudaQueue {
         publisher
             .params
             .extend(publisher.plan.iter().map(|&op| encode(op)));
-        stream.memops(&mut publisher.params)
+        stream.memops(&mut publisher.params)?;
+        let wakes = self.inner.context.wakes();
+        if wakes.is_wake(completion) {
+            // Runs once the completion above is written: wakes sleepers.
+            let (function, data) = wakes.host_function();
+            // SAFETY: the stream is live and of the bound context; the
+            // driver calls `function` once with `data`, on its own thread.
+            let enqueued = check("cuLaunchHostFunc", unsafe {
+                sys::cuLaunchHostFunc(stream.raw(), Some(function), data)
+            });
+            if enqueued.is_err() {
+                // SAFETY: not enqueued: the function will not run.
+                unsafe { wakes.forget(data) };
+            }
+            enqueued?;
+        }
+        Ok(())
     }
 
     /// Records the queue's failure at `index`.

@@ -372,3 +372,52 @@ fn a_timed_marker_reports_no_stamps_not_an_earlier_uses() {
         .count();
     assert_eq!(stale, 0, "{stale} of {ring} timed markers reported stamps");
 }
+
+/// CPU time of the calling thread.
+fn thread_cpu() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a live timespec to write.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    assert_eq!(rc, 0);
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}
+
+#[test]
+fn a_blocking_event_synchronize_sleeps_until_the_driver_wakes_it() {
+    let Some(context) = gpu() else { return };
+    let blocking = QueueConfig {
+        wait_policy: sigretire_tracker::WaitPolicy::blocking(),
+        ..config(SyncWait::OutsideLock)
+    };
+    let device = Device::new(DeviceConfig::default(), tracker(&context), blocking).unwrap();
+    let queue = device.default_queue();
+    assert_eq!(queue.stats().wake_signals, 5);
+    let long = context.register_busy_kernel(Duration::from_millis(1), 1);
+    let mut lines = Vec::new();
+    for round in 0..5 {
+        queue.launch(long.raw()).unwrap();
+        let event = queue.record_event().unwrap();
+        let (cpu, wall) = (thread_cpu(), Instant::now());
+        event.synchronize().unwrap();
+        let (cpu, wall) = (thread_cpu() - cpu, wall.elapsed());
+        assert_eq!(event.query(), Status::Complete);
+        assert!(
+            wall >= Duration::from_micros(900),
+            "round {round}: returned after {wall:?}, before the 1 ms kernel could end"
+        );
+        // A poll loop burns the whole wait; a sleeper a few percent.
+        assert!(
+            cpu * 5 < wall,
+            "round {round}: the thread burned {cpu:?} of a {wall:?} wait"
+        );
+        lines.push(format!("round {round}: {wall:?} waited, {cpu:?} of CPU"));
+    }
+    eprintln!("{}", lines.join("\n"));
+    assert_eq!(queue.stats().sleeping_waits, 5);
+    let stats = context.wake_stats();
+    assert_eq!(stats.signals, 5);
+    assert!(stats.host_functions >= 5 && stats.sleeps >= 5, "{stats:?}");
+}

@@ -38,7 +38,7 @@
 #![cfg_attr(feature = "sim", doc = include_str!("../examples/first_look/body.rs"))]
 #![cfg_attr(
     not(feature = "sim"),
-    doc = "fn main() {} // (the example needs the `sim` feature)"
+    doc = "// (the example needs the `sim` feature)"
 )]
 //! ```
 //!

@@ -1,0 +1,153 @@
+//! Wake signals on CUDA: a pinned signal whose completion also wakes host
+//! threads sleeping on it.
+//!
+//! A stream writes a signal with a memory operation, which wakes nobody.
+//! So a publication completing a wake signal enqueues, after its memory
+//! operations, a host function (`cuLaunchHostFunc`): the driver runs it on
+//! its own thread once everything before it on the stream finished, and it
+//! wakes the sleepers of the context's mailbox. A sleeper reads its signal
+//! under the mailbox lock before it sleeps, and the host function takes
+//! the lock before it wakes them, so no wake-up is lost.
+
+use parking_lot::{Condvar, Mutex};
+use std::collections::HashSet;
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The context's wake signals (by device address) and their mailbox.
+#[derive(Debug, Default)]
+pub(crate) struct Wakes {
+    signals: Mutex<HashSet<u64>>,
+    mailbox: Arc<Mailbox>,
+}
+
+#[derive(Debug, Default)]
+struct Mailbox {
+    lock: Mutex<()>,
+    written: Condvar,
+    wakes: AtomicU64,
+    sleeps: AtomicU64,
+}
+
+impl Wakes {
+    /// `device` (a signal's device address) is a wake signal from now on.
+    pub(crate) fn register(&self, device: u64) {
+        self.signals.lock().insert(device);
+    }
+
+    /// Whether a publication completing `device` must wake sleepers.
+    pub(crate) fn is_wake(&self, device: u64) -> bool {
+        device != 0 && self.signals.lock().contains(&device)
+    }
+
+    /// The host function and its argument for `cuLaunchHostFunc`: one
+    /// reference to the mailbox, given back when the function runs.
+    pub(crate) fn host_function(&self) -> (unsafe extern "C" fn(*mut c_void), *mut c_void) {
+        let data = Arc::into_raw(self.mailbox.clone())
+            .cast_mut()
+            .cast::<c_void>();
+        (wake_sleepers, data)
+    }
+
+    /// Takes back the reference of a host function that was not enqueued.
+    ///
+    /// # Safety
+    /// `data` came from [`host_function`](Self::host_function) and its
+    /// function will not run.
+    pub(crate) unsafe fn forget(&self, data: *mut c_void) {
+        // SAFETY: the caller's contract: the one reference `host_function`
+        // made, not taken back by `wake_sleepers`.
+        drop(unsafe { Arc::from_raw(data.cast::<Mailbox>()) });
+    }
+
+    /// Sleeps until `value` leaves `observed` or `timeout` passes; returns
+    /// the value then read.
+    pub(crate) fn sleep_while(&self, value: &AtomicI64, observed: i64, timeout: Duration) -> i64 {
+        let mailbox = &self.mailbox;
+        let deadline = Instant::now() + timeout;
+        let mut guard = mailbox.lock.lock();
+        loop {
+            let now = value.load(Ordering::Acquire);
+            if now != observed || Instant::now() >= deadline {
+                return now;
+            }
+            mailbox.sleeps.fetch_add(1, Ordering::Relaxed);
+            mailbox.written.wait_until(&mut guard, deadline);
+        }
+    }
+
+    /// What the context's wake signals did.
+    pub(crate) fn stats(&self) -> WakeStats {
+        let mailbox = &self.mailbox;
+        WakeStats {
+            signals: self.signals.lock().len() as u64,
+            host_functions: mailbox.wakes.load(Ordering::Relaxed),
+            sleeps: mailbox.sleeps.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// What a context's wake signals did ([`CudaContext::wake_stats`](crate::CudaContext::wake_stats)).
+///
+/// ```
+/// let stats = sigretire_cuda::WakeStats::default();
+/// assert_eq!((stats.signals, stats.host_functions, stats.sleeps), (0, 0, 0));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WakeStats {
+    /// Wake signals made.
+    pub signals: u64,
+    /// Host functions the driver ran (one per publication completing one).
+    pub host_functions: u64,
+    /// Times a host thread went to sleep on one.
+    pub sleeps: u64,
+}
+
+/// The host function: the stream reached it, so the memory operations
+/// before it (the wake signal's completion) are written.
+unsafe extern "C" fn wake_sleepers(data: *mut c_void) {
+    // SAFETY: `data` is the reference `Wakes::host_function` made for this
+    // call, taken back exactly once, here.
+    let mailbox = unsafe { Arc::from_raw(data.cast::<Mailbox>()) };
+    drop(mailbox.lock.lock());
+    mailbox.wakes.fetch_add(1, Ordering::Relaxed);
+    mailbox.written.notify_all();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_function_wakes_a_sleeper_once_the_value_changed() {
+        let wakes = Arc::new(Wakes::default());
+        let value = Arc::new(AtomicI64::new(1));
+        let sleeper = {
+            let (wakes, value) = (wakes.clone(), value.clone());
+            std::thread::spawn(move || wakes.sleep_while(&value, 1, Duration::from_secs(10)))
+        };
+        while wakes.stats().sleeps == 0 {
+            std::thread::yield_now();
+        }
+        value.store(0, Ordering::Release);
+        let (function, data) = wakes.host_function();
+        // SAFETY: what the driver would do: call it once with its data.
+        unsafe { function(data) };
+        assert_eq!(sleeper.join().unwrap(), 0);
+        assert_eq!(wakes.stats().host_functions, 1);
+        assert_eq!(
+            Arc::strong_count(&wakes.mailbox),
+            1,
+            "its reference came back"
+        );
+    }
+
+    #[test]
+    fn registered_signals_are_told_apart() {
+        let wakes = Wakes::default();
+        wakes.register(0x1000);
+        assert!(wakes.is_wake(0x1000) && !wakes.is_wake(0x2000) && !wakes.is_wake(0));
+    }
+}
