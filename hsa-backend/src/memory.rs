@@ -210,6 +210,9 @@ pub struct Counters {
     pub polled_waits: u64,
     /// Wake signals made (`create_wake_signal`: ROCr interrupt signals).
     pub wake_signals: u64,
+    /// Wake signals ROCr made polling ones (its KFD events were spent):
+    /// destroyed again and not handed out, so waits poll, and say so.
+    pub polling_wake_signals: u64,
     /// Sleeps in `hsa_signal_wait_scacquire` on a wake signal.
     pub sleeps: u64,
 }
@@ -226,6 +229,7 @@ struct CounterCells {
     rocr_waits: AtomicU64,
     polled_waits: AtomicU64,
     wake_signals: AtomicU64,
+    polling_wake_signals: AtomicU64,
     sleeps: AtomicU64,
 }
 
@@ -363,6 +367,7 @@ impl SignalPool {
             system_batches: get(&c.system_batches),
             rocr_signals: get(&c.rocr_signals),
             wake_signals: get(&c.wake_signals),
+            polling_wake_signals: get(&c.polling_wake_signals),
             sleeps: get(&c.sleeps),
             fallbacks: get(&c.fallbacks),
             rocr_waits: get(&c.rocr_waits),
@@ -734,9 +739,10 @@ impl SignalMemory for SignalPool {
     }
 
     /// A ROCr interrupt signal (`hsa_amd_signal_create` with no
-    /// attributes), released with the pool. ROCr makes it a polling signal
-    /// without saying so once the process's KFD events are spent; its waits
-    /// then spin inside ROCr.
+    /// attributes), released with the pool. Once the process's KFD events
+    /// are spent ROCr makes a polling signal instead, without saying so; the
+    /// pool tells by its empty event mailbox, destroys it and answers
+    /// `None` ([`Counters::polling_wake_signals`]).
     fn create_wake_signal(&self) -> Result<Option<HsaSignal>, AllocError> {
         let mut state = self.state.lock();
         let mut signal = hsa_signal_t::NULL;
@@ -751,6 +757,18 @@ impl SignalMemory for SignalPool {
         self.device
             .check("hsa_amd_signal_create", status)
             .map_err(|error| AllocError::OutOfMemory(error.to_string()))?;
+        // An interrupt signal has an event mailbox; past the process's KFD
+        // events ROCr silently makes a polling one, which would wake nobody.
+        let block = signal.handle as *const amd_signal_t;
+        // SAFETY: ROCr's handle is the address of its live `amd_signal_t`,
+        // whose mailbox field ROCr wrote once, at creation.
+        let mailbox = unsafe { std::ptr::read_volatile(&raw const (*block).event_mailbox_ptr) };
+        if mailbox == 0 {
+            bump(&self.counters.polling_wake_signals);
+            // SAFETY: created above, named by no packet.
+            let _ = unsafe { self.device.api().hsa_signal_destroy(signal) };
+            return Ok(None);
+        }
         bump(&self.counters.wake_signals);
         state.rocr_signals.push(signal);
         Ok(Some(HsaSignal {

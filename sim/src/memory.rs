@@ -311,6 +311,29 @@ impl Memory {
             unreachable!("one signal asked for");
         };
         let interrupt = self.interrupts.take_event();
+        if interrupt {
+            // What ROCr's interrupt signals carry and its polling ones do
+            // not: an event mailbox address and an event id, written once
+            // before the signal is handed out (how a runtime tells the two
+            // apart). Any nonzero address does: nothing reads through it.
+            // The block's own address, as the batch allocated it (an `as`
+            // cast of it exposed its provenance): written through that, not
+            // through a shared reference.
+            let block = signal.block as *mut amd_signal_t;
+            // SAFETY: the block was allocated above and is not handed out
+            // yet, so no reference to it is live and nothing else accesses
+            // these fields, which nobody writes after this.
+            unsafe {
+                std::ptr::write_volatile(
+                    &raw mut (*block).event_mailbox_ptr,
+                    (&raw const self.interrupts) as u64,
+                );
+                std::ptr::write_volatile(
+                    &raw mut (*block).event_id,
+                    self.interrupts.stats().created as u32,
+                );
+            }
+        }
         self.meta(signal)
             .interrupt
             .store(interrupt, Ordering::Release);
