@@ -35,6 +35,13 @@ const MAX_BACKOFF: Duration = Duration::from_micros(200);
 /// Jobs the thread's vectors have room for from the start, so a submission
 /// does not grow them while the device warms up.
 const JOBS_AT_ONCE: usize = 64;
+/// The longest the thread sleeps on its first job's wake signal at a time:
+/// jobs that arrive meanwhile, and the device error state, are looked at no
+/// later than this.
+const MAX_WAKE_SLEEP: Duration = Duration::from_millis(1);
+/// While it sleeps on its first job, the thread still looks at every job at
+/// least this often: one of another queue may complete before it.
+const FULL_LOOK_EVERY: Duration = Duration::from_millis(10);
 /// The back-off of a job finished on the calling thread ([`run_inline`]).
 const INLINE_BACKOFF: Duration = Duration::from_micros(50);
 
@@ -57,6 +64,14 @@ pub(crate) trait Job: Send {
     /// Gives up on the job without completing its batch (see
     /// [`run_inline`]): drops the references, in order.
     fn abandon(self: Box<Self>, device: &DeviceState);
+
+    /// Sleeps until the GPU wakes the thread as the job's fence completes,
+    /// at most `timeout`, where the job has a wake signal (`sleep`), and
+    /// says whether it was woken; `None` at once when it has none.
+    fn sleep(&self, timeout: Duration) -> Option<bool> {
+        let _ = timeout;
+        None
+    }
 }
 
 /// Counts a queue's jobs on the completion thread.
@@ -189,6 +204,7 @@ fn run(mailbox: &Mailbox, state: &DeviceState) {
     let mut pending: Vec<Box<dyn Job>> = Vec::with_capacity(JOBS_AT_ONCE);
     let mut arrived: Vec<Box<dyn Job>> = Vec::with_capacity(JOBS_AT_ONCE);
     let mut backoff = MIN_BACKOFF;
+    let mut last_full_look = Instant::now();
     loop {
         let open = {
             let mut inbox = mailbox.inbox.lock();
@@ -217,7 +233,16 @@ fn run(mailbox: &Mailbox, state: &DeviceState) {
             backoff = MIN_BACKOFF;
             continue;
         }
-        // Nothing moved: wait for a new job or the back-off, whichever first.
+        // Nothing moved. The first job may have a wake signal: sleep on it
+        // until the GPU completes it, in slices, between which only the
+        // inbox and the device state are looked at (no signal is read),
+        // and every job at least every `FULL_LOOK_EVERY` (another queue's
+        // may finish first); else wait for a new job or the back-off,
+        // whichever first.
+        if open && sleep_on_first(&pending, mailbox, state, &mut last_full_look) {
+            backoff = MIN_BACKOFF;
+            continue;
+        }
         if open {
             let inbox = mailbox.inbox.lock();
             let inbox = if inbox.jobs.is_empty() && inbox.open {
@@ -233,6 +258,32 @@ fn run(mailbox: &Mailbox, state: &DeviceState) {
             crate::sync::sleep(backoff);
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// Sleeps on the first pending job's wake signal (see `run`); false at
+/// once if it has none. Returns when the signal was written, a job
+/// arrived, the device is in the error state, or every job is due a look.
+fn sleep_on_first(
+    pending: &[Box<dyn Job>],
+    mailbox: &Mailbox,
+    state: &DeviceState,
+    last_full_look: &mut Instant,
+) -> bool {
+    let Some(first) = pending.first() else {
+        return false;
+    };
+    loop {
+        match first.sleep(MAX_WAKE_SLEEP) {
+            None => return false,
+            Some(woken) => {
+                let due = last_full_look.elapsed() >= FULL_LOOK_EVERY;
+                if woken || due || state.has_error() || !mailbox.inbox.lock().jobs.is_empty() {
+                    *last_full_look = Instant::now();
+                    return true;
+                }
+            }
+        }
     }
 }
 
@@ -308,6 +359,9 @@ pub(crate) struct Handoff<M: SignalMemory> {
     pub(crate) last_seq: u64,
     /// The synchronize waiting for this batch's verdict, if any.
     pub(crate) marker: Option<Arc<Marker>>,
+    /// A wake signal whose packet completes with the fence (the queue's
+    /// waits sleep), for the completion thread to sleep on.
+    pub(crate) wake: Option<M::Signal>,
 }
 
 /// What the completion thread completes batches for: a queue. Its jobs
@@ -332,6 +386,10 @@ pub(crate) trait BatchOwner: Send + Sync + Sized + 'static {
 
     /// Counts a batch the completion thread completed.
     fn note_completed_here(&self);
+
+    /// Sleeps on `wake`, one of the owner's wake signals, until it leaves 1
+    /// or `timeout` passes; whether it left.
+    fn sleep_on(&self, wake: <Self::Memory as SignalMemory>::Signal, timeout: Duration) -> bool;
 }
 
 /// Completes one handed-off batch when the fence that ends it completes.
@@ -340,6 +398,7 @@ pub(crate) struct BatchJob<O: BatchOwner> {
     pub(crate) batch: Batch,
     pub(crate) last_seq: u64,
     pub(crate) marker: Option<Arc<Marker>>,
+    pub(crate) wake: Option<<O::Memory as SignalMemory>::Signal>,
     pub(crate) queue: Option<Arc<O>>,
     pub(crate) jobs: Arc<JobCount>,
     pub(crate) outcome: Option<Outcome>,
@@ -352,12 +411,14 @@ impl<O: BatchOwner> BatchJob<O> {
             signal,
             last_seq,
             marker,
+            wake,
         } = handoff;
         Self {
             signal,
             batch,
             last_seq,
             marker,
+            wake,
             queue: Some(queue),
             jobs,
             outcome: None,
@@ -407,6 +468,13 @@ impl<O: BatchOwner> Job for BatchJob<O> {
         };
         self.jobs.done();
         let_go(signal, queue, device);
+    }
+
+    fn sleep(&self, timeout: Duration) -> Option<bool> {
+        match (self.wake, &self.queue) {
+            (Some(wake), Some(queue)) => Some(queue.sleep_on(wake, timeout)),
+            _ => None,
+        }
     }
 }
 

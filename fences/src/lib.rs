@@ -36,10 +36,7 @@
 //!
 //! ```
 #![cfg_attr(feature = "sim", doc = include_str!("../examples/first_look/body.rs"))]
-#![cfg_attr(
-    not(feature = "sim"),
-    doc = "// (the example needs the `sim` feature)"
-)]
+#![cfg_attr(not(feature = "sim"), doc = "// (the example needs the `sim` feature)")]
 //! ```
 //!
 //! # The concurrency protocol (for model checkers)

@@ -110,6 +110,13 @@ impl<'a> Packet<'a> {
     }
 }
 
+/// A wake signal lent to a sleeping thread, its packet published.
+pub(crate) struct Armed<M: SignalMemory> {
+    pub(crate) wake: M::Signal,
+    /// Later work was published between the use and the wake packet.
+    pub(crate) behind: bool,
+}
+
 /// A published packet: its command entry and, if asked for, its signal.
 pub(crate) struct Published<M: SignalMemory> {
     pub(crate) entry: Entry,
@@ -342,6 +349,57 @@ impl<T: QueueTracker> Inner<T> {
             return Err(refused.error.into());
         }
         Ok(Step::Done(()))
+    }
+
+    /// Pins `ticket`'s use and publishes a barrier-AND on it (no barrier
+    /// bit: it waits for the use, not for later work) completing a free
+    /// wake signal, for a thread to sleep on (`sleep`). `None`: nothing to
+    /// sleep on (no wake signal free, no room in the ring, the use already
+    /// known done, or the queue would not take the packet); the thread
+    /// polls.
+    pub(crate) fn arm_wake(
+        &mut self,
+        counters: &Counters,
+        memory: &T::Memory,
+        ticket: &Ticket,
+    ) -> Result<Option<Armed<T::Memory>>, Error> {
+        if self.wakes.len() == 0 {
+            return Ok(None);
+        }
+        let pin = match self.tracker.pin(ticket) {
+            Ok(Some(pin)) => pin,
+            // Known done, or failed: the look that follows sees it.
+            Ok(None) | Err(sigretire_tracker::PinError::Failed { .. }) => return Ok(None),
+            Err(error) => return Err(error.into()),
+        };
+        let dependency = [pin.packet_handle()];
+        // Work submitted after the use runs before the wake packet, which
+        // may then wake the thread late: it looks at the use between
+        // sleeps as well.
+        let behind = self.last.is_none_or(|(_, newest)| newest != *ticket);
+        let Ok(wake) = self.wakes.lend(memory, pin) else {
+            return Ok(None);
+        };
+        let index = match self.tracker.queue().reserve() {
+            Ok(index) => index,
+            Err(_) => {
+                drop(self.wakes.give_back(wake));
+                return Ok(None);
+            }
+        };
+        let publication = Publication::untracked(index, false, memory.packet_handle(wake));
+        if self
+            .tracker
+            .queue()
+            .publish(publication, Work::Wait(&dependency))
+            .is_err()
+        {
+            // The slot still needs a packet, or the processor stalls at it.
+            let _ = self.fill_empty(counters, index);
+            drop(self.wakes.give_back(wake));
+            return Ok(None);
+        }
+        Ok(Some(Armed { wake, behind }))
     }
 
     /// Fills a reserved slot with empty work and no completion signal.

@@ -31,7 +31,7 @@ use crate::publish::{Inner, Packet, QueueTracker, Step};
 use crate::recycle::{Pool, Stash};
 use crate::stats::{Counters, QueueStats, bump};
 use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering, identity};
-use sigretire_tracker::{Placement, Purpose, Status, Ticket, Waiter, Work};
+use sigretire_tracker::{Placement, Purpose, SignalMemory, Status, Ticket, Waiter, Work};
 use std::time::{Duration, Instant};
 
 /// Room an open batch's buffer has past the batch limit: the commands
@@ -267,6 +267,16 @@ impl<T: QueueTracker> QueueCore<T> {
         let (last_seq, ticket) = (last.seq, last.ticket);
         // `None`: already known complete; the batch completes at once.
         let signal = inner.tracker.hold(&ticket).ok().flatten();
+        // A queue whose waits sleep lets the completion thread sleep on
+        // this batch too, woken as its fence completes.
+        let wake = match signal {
+            Some(_) if self.config.wait_policy.interrupt => inner
+                .arm_wake(&self.stats, self.waiter.memory(), &ticket)
+                .ok()
+                .flatten()
+                .map(|armed| armed.wake),
+            _ => None,
+        };
         self.progress.note_taken(last_seq);
         bump(&self.stats.batches_closed);
         inner.closed.push(Handoff {
@@ -274,6 +284,7 @@ impl<T: QueueTracker> QueueCore<T> {
             signal,
             last_seq,
             marker: None,
+            wake,
         });
     }
 
@@ -401,8 +412,10 @@ impl<T: QueueTracker> QueueCore<T> {
                 self.progress.note_synced(last_seq);
                 batch.complete(outcome, &self.waiter);
                 if poll && let Some(mut inner) = self.try_lock() {
-                    // Off the submit path: retire and re-arm what completed.
+                    // Off the submit path: retire and re-arm what completed,
+                    // and let go of the uses finished wake packets waited on.
                     inner.tracker.poll();
+                    inner.wakes.release_done(self.waiter.memory());
                 }
             }
             Outcome::Failed => {
@@ -471,6 +484,12 @@ impl<T: QueueTracker> BatchOwner for QueueCore<T> {
 
     fn note_completed_here(&self) {
         bump(&self.stats.handler_batches);
+    }
+
+    fn sleep_on(&self, wake: <T::Memory as SignalMemory>::Signal, timeout: Duration) -> bool {
+        // SAFETY: one of this queue's wake signals (the pool lent it to
+        // the job's batch), from this memory.
+        unsafe { self.waiter.memory().sleep_while(wake, 1, timeout) != 1 }
     }
 }
 

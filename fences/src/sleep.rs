@@ -22,12 +22,10 @@
 
 use crate::cpu_wait::{self, WaitEnd};
 use crate::error::Error;
-use crate::publish::QueueTracker;
+use crate::publish::{Armed, QueueTracker};
 use crate::queue::QueueCore;
 use crate::stats::bump;
-use sigretire_tracker::{
-    HardwareQueue, Publication, SignalMemory, Status, Ticket, WaitError, WaitPolicy, Work,
-};
+use sigretire_tracker::{SignalMemory, Status, Ticket, WaitError, WaitPolicy};
 use std::time::Duration;
 
 impl<T: QueueTracker> QueueCore<T> {
@@ -77,57 +75,10 @@ impl<T: QueueTracker> QueueCore<T> {
         end
     }
 
-    /// Under the lock: pins the use and publishes a barrier-AND on it that
-    /// completes a free wake signal, which it returns. `None`: nothing to
-    /// sleep on (no wake signal free, no room in the ring, the use already
-    /// known done, or the queue would not take the packet); the caller
-    /// polls.
+    /// Takes the lock and arms a wake signal for `ticket`'s use
+    /// ([`Inner::arm_wake`](crate::publish::Inner::arm_wake)).
     fn arm_wake(&self, ticket: &Ticket) -> Result<Option<Armed<T::Memory>>, Error> {
-        let memory = self.waiter.memory();
-        let mut inner = self.lock();
-        if inner.wakes.len() == 0 {
-            return Ok(None);
-        }
-        let pin = match inner.tracker.pin(ticket) {
-            Ok(Some(pin)) => pin,
-            // Known done, or failed: the poll that follows sees it.
-            Ok(None) | Err(sigretire_tracker::PinError::Failed { .. }) => return Ok(None),
-            Err(error) => return Err(error.into()),
-        };
-        let dependency = [pin.packet_handle()];
-        // Work submitted after the use runs before the wake packet, which
-        // may then wake the thread late: it looks at the use between
-        // sleeps as well.
-        let behind = inner.last.is_none_or(|(_, newest)| newest != *ticket);
-        let Ok(wake) = inner.wakes.lend(memory, pin) else {
-            return Ok(None);
-        };
-        let index = match inner.tracker.queue().reserve() {
-            Ok(index) => index,
-            Err(_) => {
-                drop(inner.wakes.give_back(wake));
-                return Ok(None);
-            }
-        };
-        let publication = Publication::untracked(index, false, memory.packet_handle(wake));
-        if inner
-            .tracker
-            .queue()
-            .publish(publication, Work::Wait(&dependency))
-            .is_err()
-        {
-            // The slot still needs a packet, or the processor stalls at it.
-            let _ = inner.fill_empty(&self.stats, index);
-            drop(inner.wakes.give_back(wake));
-            return Ok(None);
-        }
-        Ok(Some(Armed { wake, behind }))
+        self.lock()
+            .arm_wake(&self.stats, self.waiter.memory(), ticket)
     }
-}
-
-/// A wake signal lent to a wait, its packet published.
-struct Armed<M: SignalMemory> {
-    wake: M::Signal,
-    /// Later work was published between the use and the wake packet.
-    behind: bool,
 }

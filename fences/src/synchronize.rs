@@ -159,6 +159,7 @@ impl<T: QueueTracker> QueueCore<T> {
                 signal,
                 last_seq: marker.seq,
                 marker: Some(marker),
+                wake: None,
             };
             let _ = QueueCore::hand_to_handler(this, handoff, Some(Duration::ZERO));
             return end.into_result(Some(&this.stats), || unreachable!("timed out"));
@@ -258,6 +259,7 @@ impl<T: QueueTracker> QueueCore<T> {
                 signal,
                 last_seq: seq,
                 marker: Some(marker.clone()),
+                wake: None,
             },
             this.config.wait_timeout,
         )?;
@@ -355,6 +357,7 @@ impl<T: QueueTracker> HostQueue<T> {
                         signal,
                         last_seq: seq,
                         marker: Some(marker),
+                        wake: None,
                     },
                     Some(Duration::ZERO),
                 );

@@ -237,3 +237,42 @@ impl WriteIndex for HostQueue<SimTracker> {
         })
     }
 }
+
+#[test]
+fn the_completion_thread_sleeps_on_a_closed_batch_of_a_sleeping_queue() {
+    // Batches of two commands close as they fill and go to the completion
+    // thread. On a queue whose waits sleep, it sleeps until the GPU
+    // completes their fences instead of polling device memory every few
+    // microseconds.
+    for (policy, sleeps) in [(WaitPolicy::blocking(), true), (WaitPolicy::spin(), false)] {
+        let platform = platform();
+        let config = QueueConfig {
+            wait_policy: policy,
+            batch_limits: sigretire_queue::BatchLimits {
+                host_signals: 2,
+                device_signals: 2,
+            },
+            ..bounded()
+        };
+        let device = device(&platform, config);
+        let queue = device.default_queue();
+        let long = platform
+            .sim()
+            .register_kernel(Kernel::Duration(Duration::from_millis(4)));
+        let loads = device_loads(&platform);
+        let wakes = platform.sim().interrupt_stats().wakes;
+        let commands: Vec<_> = (0..4).map(|_| queue.launch(long).unwrap()).collect();
+        wait_until("the completion thread completed both batches", || {
+            queue.stats().handler_batches == 2
+        });
+        assert!(commands.iter().all(|c| c.status().is_done()));
+        let reads = device_loads(&platform) - loads;
+        if sleeps {
+            assert!(reads <= 8, "{reads} reads of device memory over 16 ms");
+            assert!(platform.sim().interrupt_stats().wakes >= wakes + 2);
+        } else {
+            // The polling thread, for comparison: it looks every 200 us at most.
+            assert!(reads > 20, "{reads} reads of device memory over 16 ms");
+        }
+    }
+}
