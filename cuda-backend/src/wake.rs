@@ -5,30 +5,22 @@
 //! So a publication completing a wake signal enqueues, after its memory
 //! operations, a host function (`cuLaunchHostFunc`): the driver runs it on
 //! its own thread once everything before it on the stream finished, and it
-//! wakes the sleepers of the context's mailbox. A sleeper reads its signal
-//! under the mailbox lock before it sleeps, and the host function takes
-//! the lock before it wakes them, so no wake-up is lost.
+//! wakes the sleepers of the context's mailbox (the tracker's
+//! [`WakeMailbox`], whose protocol loses no wake-up: a loom model checks it).
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
+use sigretire_tracker::WakeMailbox;
 use std::collections::HashSet;
 use std::ffi::c_void;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
 
 /// The context's wake signals (by device address) and their mailbox.
 #[derive(Debug, Default)]
 pub(crate) struct Wakes {
     signals: Mutex<HashSet<u64>>,
-    mailbox: Arc<Mailbox>,
-}
-
-#[derive(Debug, Default)]
-struct Mailbox {
-    lock: Mutex<()>,
-    written: Condvar,
-    wakes: AtomicU64,
-    sleeps: AtomicU64,
+    mailbox: Arc<WakeMailbox>,
 }
 
 impl Wakes {
@@ -59,32 +51,23 @@ impl Wakes {
     pub(crate) unsafe fn forget(&self, data: *mut c_void) {
         // SAFETY: the caller's contract: the one reference `host_function`
         // made, not taken back by `wake_sleepers`.
-        drop(unsafe { Arc::from_raw(data.cast::<Mailbox>()) });
+        drop(unsafe { Arc::from_raw(data.cast::<WakeMailbox>()) });
     }
 
     /// Sleeps until `value` leaves `observed` or `timeout` passes; returns
     /// the value then read.
     pub(crate) fn sleep_while(&self, value: &AtomicI64, observed: i64, timeout: Duration) -> i64 {
-        let mailbox = &self.mailbox;
-        let deadline = Instant::now() + timeout;
-        let mut guard = mailbox.lock.lock();
-        loop {
-            let now = value.load(Ordering::Acquire);
-            if now != observed || Instant::now() >= deadline {
-                return now;
-            }
-            mailbox.sleeps.fetch_add(1, Ordering::Relaxed);
-            mailbox.written.wait_until(&mut guard, deadline);
-        }
+        self.mailbox
+            .sleep_while(|| value.load(Ordering::Acquire), observed, timeout)
     }
 
     /// What the context's wake signals did.
     pub(crate) fn stats(&self) -> WakeStats {
-        let mailbox = &self.mailbox;
+        let (host_functions, sleeps) = self.mailbox.counts();
         WakeStats {
             signals: self.signals.lock().len() as u64,
-            host_functions: mailbox.wakes.load(Ordering::Relaxed),
-            sleeps: mailbox.sleeps.load(Ordering::Relaxed),
+            host_functions,
+            sleeps,
         }
     }
 }
@@ -110,10 +93,8 @@ pub struct WakeStats {
 unsafe extern "C" fn wake_sleepers(data: *mut c_void) {
     // SAFETY: `data` is the reference `Wakes::host_function` made for this
     // call, taken back exactly once, here.
-    let mailbox = unsafe { Arc::from_raw(data.cast::<Mailbox>()) };
-    drop(mailbox.lock.lock());
-    mailbox.wakes.fetch_add(1, Ordering::Relaxed);
-    mailbox.written.notify_all();
+    let mailbox = unsafe { Arc::from_raw(data.cast::<WakeMailbox>()) };
+    mailbox.wrote();
 }
 
 #[cfg(test)]

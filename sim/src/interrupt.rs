@@ -11,7 +11,9 @@
 //!
 //! No wake-up is lost: a sleeper reads the value under the mailbox lock
 //! before it sleeps, and every write to an interrupt signal takes that lock
-//! after the value is written, before it wakes the sleepers.
+//! after the value is written, before it wakes the sleepers. It is the
+//! protocol of the tracker's `WakeMailbox`, which a loom model checks; the
+//! simulator, which does not depend on the tracker, keeps its own copy.
 
 use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};

@@ -94,6 +94,7 @@ mod config;
 mod error;
 mod host_memory;
 mod interface;
+mod mailbox;
 mod pin;
 #[cfg(feature = "planted-bugs")]
 pub mod planted;
@@ -127,6 +128,7 @@ pub use error::{
 };
 pub use host_memory::HostMemory;
 pub use interface::{Acquired, Census, Tracker};
+pub use mailbox::WakeMailbox;
 pub use pin::{AttachError, Pin};
 pub use publication::Publication;
 pub use retiring::RetiringTracker;

@@ -66,3 +66,52 @@ pub(crate) fn yield_now() {
     #[cfg(not(sigretire_loom))]
     std::thread::yield_now();
 }
+
+/// A condition variable paired with [`Mutex`] (loom's under the model).
+#[derive(Debug, Default)]
+pub(crate) struct Condvar(
+    #[cfg(sigretire_loom)] loom::sync::Condvar,
+    #[cfg(not(sigretire_loom))] parking_lot::Condvar,
+);
+
+#[cfg(not(sigretire_loom))]
+impl Condvar {
+    pub(crate) fn new() -> Self {
+        Self(parking_lot::Condvar::new())
+    }
+
+    /// Sleeps until notified or `deadline` (spurious wake-ups allowed).
+    pub(crate) fn wait_until<'a, T>(
+        &self,
+        mut guard: parking_lot::MutexGuard<'a, T>,
+        deadline: std::time::Instant,
+    ) -> parking_lot::MutexGuard<'a, T> {
+        self.0.wait_until(&mut guard, deadline);
+        guard
+    }
+
+    pub(crate) fn notify_all(&self) {
+        self.0.notify_all();
+    }
+}
+
+#[cfg(sigretire_loom)]
+impl Condvar {
+    pub(crate) fn new() -> Self {
+        Self(loom::sync::Condvar::new())
+    }
+
+    /// Sleeps until notified: loom has no time, so no deadline (a lost
+    /// wake-up is then a deadlock the model reports).
+    pub(crate) fn wait_until<'a, T>(
+        &self,
+        guard: loom::sync::MutexGuard<'a, T>,
+        _deadline: std::time::Instant,
+    ) -> loom::sync::MutexGuard<'a, T> {
+        self.0.wait(guard).unwrap()
+    }
+
+    pub(crate) fn notify_all(&self) {
+        self.0.notify_all();
+    }
+}

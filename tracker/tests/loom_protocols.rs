@@ -586,3 +586,30 @@ fn failure_publication_versus_lock_free_status() {
         }
     });
 }
+
+/// A thread sleeping on a wake signal is never left asleep after the write
+/// that changes it: in every interleaving of the sleeper's read-then-sleep
+/// with the writer's store-then-wake, the sleeper returns the new value
+/// (loom's condition variable has no timeout, so a lost wake-up would be a
+/// deadlock the model reports).
+#[test]
+fn a_sleeper_on_a_wake_signal_never_misses_its_write() {
+    loom::model(|| {
+        let mailbox = Arc::new(sigretire_tracker::WakeMailbox::new());
+        let signal = Arc::new(loom::sync::atomic::AtomicI64::new(1));
+        let gpu = {
+            let (mailbox, signal) = (mailbox.clone(), signal.clone());
+            loom::thread::spawn(move || {
+                signal.store(0, Ordering::Release);
+                mailbox.wrote();
+            })
+        };
+        let seen = mailbox.sleep_while(
+            || signal.load(Ordering::Acquire),
+            1,
+            Duration::from_secs(3600),
+        );
+        assert_eq!(seen, 0);
+        gpu.join().unwrap();
+    });
+}
