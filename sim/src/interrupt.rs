@@ -102,23 +102,27 @@ impl Interrupts {
     /// Sleeps until `value` leaves `observed` or `timeout` passes; returns
     /// the value then read. `read` is called for every read of the value (a
     /// host load the caller counts).
+    /// Also says whether it slept before it saw the change (then the
+    /// caller pays the wake-up's latency).
     pub(crate) fn sleep_while(
         &self,
         value: &AtomicI64,
         observed: i64,
         timeout: Duration,
         mut read: impl FnMut(),
-    ) -> i64 {
+    ) -> (i64, bool) {
         let deadline = Instant::now() + timeout;
         let mut mailbox = self.mailbox.lock();
+        let mut slept = false;
         loop {
             read();
             let now = value.load(Ordering::Acquire);
             if now != observed || Instant::now() >= deadline {
-                return now;
+                return (now, slept && now != observed);
             }
             self.sleeps.fetch_add(1, Ordering::Relaxed);
             self.written.wait_until(&mut mailbox, deadline);
+            slept = true;
         }
     }
 
@@ -145,9 +149,11 @@ mod tests {
         let sleeper = {
             let (interrupts, value, reads) = (interrupts.clone(), value.clone(), reads.clone());
             std::thread::spawn(move || {
-                interrupts.sleep_while(&value, 1, Duration::from_secs(10), || {
-                    reads.fetch_add(1, Ordering::Relaxed);
-                })
+                interrupts
+                    .sleep_while(&value, 1, Duration::from_secs(10), || {
+                        reads.fetch_add(1, Ordering::Relaxed);
+                    })
+                    .0
             })
         };
         while interrupts.stats().sleeps == 0 {
@@ -171,7 +177,7 @@ mod tests {
         let value = AtomicI64::new(0);
         assert_eq!(
             interrupts.sleep_while(&value, 1, Duration::from_secs(10), || {}),
-            0
+            (0, false)
         );
         assert_eq!(interrupts.stats().sleeps, 0);
     }
@@ -183,7 +189,8 @@ mod tests {
         let start = Instant::now();
         assert_eq!(
             interrupts.sleep_while(&value, 1, Duration::from_millis(10), || {}),
-            1
+            (1, false),
+            "timed out: no wake-up to pay for"
         );
         assert!(start.elapsed() >= Duration::from_millis(10));
     }

@@ -360,11 +360,17 @@ impl Memory {
             return self.load(signal);
         }
         let (block, meta) = self.parts(signal);
-        self.interrupts
+        let (value, woken) = self
+            .interrupts
             .sleep_while(&block.value, observed, timeout, || {
                 pay(self.profile.load(meta.placement));
                 self.counters.loads(meta.placement, 1);
-            })
+            });
+        if woken {
+            // The interrupt's path to the thread, spent asleep.
+            std::thread::sleep(self.profile.interrupt_wake);
+        }
+        value
     }
 
     pub(crate) fn agents(&self) -> u32 {
