@@ -1,0 +1,219 @@
+//! The completion-signal tracker's C ABI, for runtimes written in C and
+//! C++ (a HIP runtime, an IREE-style HAL, an inference engine driving ROCr).
+//!
+//! The crate builds `libsigretire_capi.so` (cdylib) and
+//! `libsigretire_capi.a` (staticlib); `include/sigretire.h` is generated
+//! from these sources by cbindgen (`cargo run -p sigretire-capi --example
+//! generate_header`; a test fails when the checked-in header is stale).
+//! The header's comments are the reference; `README.md` has a walk-through.
+//!
+//! The surface, in C names:
+//!
+//! - backends: a simulated GPU (`sigretire_sim_*`: queues, the packet
+//!   processor's steps, its ground truth), ROCr over an `hsa_queue_t` the
+//!   runtime owns (`sigretire_rocr_*`, through `AqlQueue::adopt`), and
+//!   hooks (`sigretire_hooks`), C function pointers standing in for the
+//!   tracker's `SignalMemory` and `QueueView` traits;
+//! - the tracker (`sigretire_tracker_*`): acquire (the completion signal and
+//!   the header bits to publish), submit and publish (the library builds
+//!   the packet from the tracker's record), query, known status, wait with
+//!   a timeout and a policy, hold, pin and attach, probe, poll, reclaim,
+//!   timestamps, queue changes, drains, queue and submission failures,
+//!   stats and census;
+//! - holds (`sigretire_hold_*`) and pins (`sigretire_pin_*`).
+//!
+//! Conventions every function keeps: it returns a `sigretire_status`;
+//! results go to out-parameters; every pointer is checked for NULL (and
+//! alignment) before anything happens; its body runs under
+//! `std::panic::catch_unwind`, so a panic becomes `SIGRETIRE_ERR_PANIC`
+//! and never unwinds into C; a ticket is plain data that only its own
+//! tracker accepts, checked without trusting a byte of it (`book.rs`).
+
+#![allow(non_camel_case_types)]
+
+mod book;
+mod engine;
+mod handles;
+mod hooks;
+mod rocr;
+mod sim;
+mod status;
+mod tracker;
+mod types;
+
+pub use handles::{
+    sigretire_hold, sigretire_hold_clone, sigretire_hold_known_status, sigretire_hold_release,
+    sigretire_hold_signal, sigretire_hold_status, sigretire_hold_timestamps, sigretire_pin,
+    sigretire_pin_packet_handle, sigretire_pin_release, sigretire_pin_status,
+};
+pub use hooks::{
+    sigretire_hooks, sigretire_hooks_note_queue_change, sigretire_hooks_tracker_create,
+};
+pub use rocr::*;
+pub use sim::*;
+pub use status::sigretire_status::{self, *};
+pub use tracker::{
+    sigretire_tracker, sigretire_tracker_acquire, sigretire_tracker_attach,
+    sigretire_tracker_census, sigretire_tracker_destroy, sigretire_tracker_fail_queue,
+    sigretire_tracker_fail_submission, sigretire_tracker_generation, sigretire_tracker_hold,
+    sigretire_tracker_known_status, sigretire_tracker_note_drained, sigretire_tracker_pin,
+    sigretire_tracker_poll, sigretire_tracker_probe, sigretire_tracker_publish,
+    sigretire_tracker_publish_unsignalled, sigretire_tracker_query, sigretire_tracker_reclaim,
+    sigretire_tracker_reserve, sigretire_tracker_stats, sigretire_tracker_submit,
+    sigretire_tracker_timestamp_frequency, sigretire_tracker_timestamps, sigretire_tracker_wait,
+};
+pub use types::*;
+
+use status::{Out, fail, guard};
+use std::ffi::c_char;
+
+/// The ABI version of the library actually loaded: compare it with
+/// `SIGRETIRE_ABI_VERSION`, the header's.
+///
+/// Thread safety: any thread.
+///
+/// # Safety
+/// `version` points to a writable `uint32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigretire_abi_version(version: *mut u32) -> sigretire_status {
+    guard("sigretire_abi_version", || {
+        Out::new(version, "version")?.write(SIGRETIRE_ABI_VERSION);
+        Ok(())
+    })
+}
+
+/// The name of status value `status` (`"SIGRETIRE_ERR_NULL"`), a static
+/// NUL-terminated string; `SIGRETIRE_ERR_INVALID_ARGUMENT` for a value no
+/// status has.
+///
+/// Thread safety: any thread.
+///
+/// # Safety
+/// `name` points to a writable `const char *`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigretire_status_name(
+    status: i32,
+    name: *mut *const c_char,
+) -> sigretire_status {
+    guard("sigretire_status_name", || {
+        let out = Out::new(name, "name")?;
+        match sigretire_status::from_value(status) {
+            Some(status) => {
+                out.write(status.name().as_ptr());
+                Ok(())
+            }
+            None => fail(
+                SIGRETIRE_ERR_INVALID_ARGUMENT,
+                format!("{status} is not a sigretire_status"),
+            ),
+        }
+    })
+}
+
+/// Copies this thread's last error message (what the last failed call on
+/// this thread said went wrong, and what to do) into `buffer`,
+/// NUL-terminated, and its length in bytes (without the NUL) into
+/// `*length`. With a buffer too small (`capacity` may be 0, and `buffer`
+/// then NULL) as much as fits is written and `SIGRETIRE_ERR_BUFFER_TOO_SMALL`
+/// returned; `*length` says how much room it needs. An empty message if no
+/// call failed on this thread yet. Successful calls leave it as it was.
+///
+/// Thread safety: any thread; each thread has its own message.
+///
+/// # Safety
+/// `buffer` points to `capacity` writable bytes (or is NULL with
+/// `capacity` 0); `length` points to a writable `size_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigretire_last_error(
+    buffer: *mut c_char,
+    capacity: usize,
+    length: *mut usize,
+) -> sigretire_status {
+    // Read first: a call that only reports "too small" must leave the
+    // message in place for the retry, so that answer bypasses `guard`'s
+    // recording of failures.
+    let message = status::last_error();
+    let mut truncated = false;
+    let status = guard("sigretire_last_error", || {
+        let out = Out::new(length, "length")?;
+        if capacity > 0 {
+            status::check_pointer(buffer.cast_const(), "buffer")?;
+        }
+        let bytes = message.as_bytes();
+        out.write(bytes.len());
+        if capacity == 0 {
+            truncated = !bytes.is_empty();
+            return Ok(());
+        }
+        let fits = bytes.len().min(capacity - 1);
+        // SAFETY: `buffer` has `capacity` writable bytes (the caller's
+        // contract) and `fits + 1 <= capacity`; the message is a separate
+        // Rust string, so the ranges do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr().cast::<c_char>(), buffer, fits);
+            buffer.add(fits).write(0);
+        }
+        truncated = fits < bytes.len();
+        Ok(())
+    });
+    if status == SIGRETIRE_OK && truncated {
+        SIGRETIRE_ERR_BUFFER_TOO_SMALL
+    } else {
+        status
+    }
+}
+
+/// The default tracker configuration (the Rust `Config::default()`: 64
+/// signals growing to 1024, host-memory signals, the retiring tracker).
+///
+/// Thread safety: any thread.
+///
+/// # Safety
+/// `config` points to a writable `sigretire_config`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigretire_config_default(
+    config: *mut sigretire_config,
+) -> sigretire_status {
+    guard("sigretire_config_default", || {
+        Out::new(config, "config")?.write(sigretire_config::default_values());
+        Ok(())
+    })
+}
+
+/// The spinning wait policy (a default HIP event's: spin 50 us, yield up to
+/// 1 ms, then sleep up to 500 us at a time).
+///
+/// Thread safety: any thread.
+///
+/// # Safety
+/// `policy` points to a writable `sigretire_wait_policy`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigretire_wait_policy_spin(
+    policy: *mut sigretire_wait_policy,
+) -> sigretire_status {
+    guard("sigretire_wait_policy_spin", || {
+        Out::new(policy, "policy")?.write(sigretire_wait_policy::from_rust(
+            ::sigretire_tracker::WaitPolicy::spin(),
+        ));
+        Ok(())
+    })
+}
+
+/// The blocking wait policy (a blocking-sync event's: no spin, yield 20 us,
+/// then sleep up to 200 us at a time).
+///
+/// Thread safety: any thread.
+///
+/// # Safety
+/// `policy` points to a writable `sigretire_wait_policy`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigretire_wait_policy_blocking(
+    policy: *mut sigretire_wait_policy,
+) -> sigretire_status {
+    guard("sigretire_wait_policy_blocking", || {
+        Out::new(policy, "policy")?.write(sigretire_wait_policy::from_rust(
+            ::sigretire_tracker::WaitPolicy::blocking(),
+        ));
+        Ok(())
+    })
+}

@@ -1,0 +1,493 @@
+//! The simulator backend: a software AQL packet processor with simulated
+//! signal memory, so a C program can run the tracker with no GPU, and
+//! drive the "GPU" itself (stepped mode: nothing runs until it says so).
+
+use crate::engine::{CQueue, queue_failure};
+use crate::status::*;
+use crate::tracker::{Backend, build, give, require_backend, sigretire_tracker, tracker_ref};
+use crate::types::*;
+use ::sigretire_sim::backend::{STEPPED_QUEUE_SIZE, SimMemory};
+use ::sigretire_sim::{
+    CostProfile, MAX_QUEUE_SIZE, Mode, Placement as SimPlacement, Queue, QueueConfig, Sim,
+    SimConfig,
+};
+use ::sigretire_tracker::{HardwareQueue, Publication, Work};
+use hsa_sys::PacketWords;
+use std::sync::Arc;
+
+impl CQueue for Queue {
+    fn reserve_slot(&self) -> Outcome<u64> {
+        HardwareQueue::reserve(self).or_else(queue_failure)
+    }
+
+    fn publish_work(&self, publication: Publication, work: Work<'_>) -> Outcome {
+        HardwareQueue::publish(self, publication, work).or_else(queue_failure)
+    }
+
+    fn may_move_to(&self, other: &Self) -> bool {
+        self.sim().id() == other.sim().id()
+    }
+}
+
+/// `sigretire_sim_options.flags`: a processor thread drives every queue in
+/// real time (otherwise stepped: nothing runs until
+/// `sigretire_sim_run_until_idle`).
+pub const SIGRETIRE_SIM_THREADED: u32 = 1;
+/// `sigretire_sim_options.flags`: rings in system memory (device-memory
+/// signal stores then need an HDP flush before publication).
+pub const SIGRETIRE_SIM_RING_IN_HOST_MEMORY: u32 = 2;
+/// `sigretire_sim_options.flags`: the processor writes no timestamps.
+pub const SIGRETIRE_SIM_UNPROFILED: u32 = 4;
+/// `sigretire_sim_options.flags`: packets without the barrier bit may
+/// complete in any order once launched.
+pub const SIGRETIRE_SIM_OUT_OF_ORDER: u32 = 8;
+const SIM_FLAGS: u32 = SIGRETIRE_SIM_THREADED
+    | SIGRETIRE_SIM_RING_IN_HOST_MEMORY
+    | SIGRETIRE_SIM_UNPROFILED
+    | SIGRETIRE_SIM_OUT_OF_ORDER;
+
+/// `sigretire_sim_options.costs`: every operation is free (the default).
+pub const SIGRETIRE_SIM_COSTS_ZERO: u32 = 0;
+/// `sigretire_sim_options.costs`: MI300X-like costs (a device-memory load
+/// 1.1 us, busy-waited on the calling thread).
+pub const SIGRETIRE_SIM_COSTS_MI300X: u32 = 1;
+
+/// The most queues one simulator handle makes.
+pub const SIGRETIRE_SIM_MAX_QUEUES: u32 = 16;
+
+/// How `sigretire_sim_create` builds a simulated GPU: one agent with
+/// `queues` AQL queues, numbered from 0.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct sigretire_sim_options {
+    /// How many queues, 1 to `SIGRETIRE_SIM_MAX_QUEUES` (0 is taken as 1).
+    pub queues: u32,
+    /// Packets per ring: a power of two from 2 to 131072 (0: 16384).
+    pub queue_size: u32,
+    /// `SIGRETIRE_SIM_*` flag bits.
+    pub flags: u32,
+    /// `SIGRETIRE_SIM_COSTS_ZERO` or `SIGRETIRE_SIM_COSTS_MI300X`.
+    pub costs: u32,
+}
+
+impl Default for sigretire_sim_options {
+    fn default() -> Self {
+        Self {
+            queues: 1,
+            queue_size: STEPPED_QUEUE_SIZE,
+            flags: 0,
+            costs: SIGRETIRE_SIM_COSTS_ZERO,
+        }
+    }
+}
+
+/// A simulated GPU system (opaque): signal memory, AQL queues and a packet
+/// processor, stepped or threaded. Made by `sigretire_sim_create`,
+/// destroyed by `sigretire_sim_destroy`; trackers made on it keep what
+/// they need of it alive after that.
+///
+/// Thread safety: every function on it may be called from any thread,
+/// concurrently, except `sigretire_sim_destroy` (the last call).
+pub struct sigretire_sim {
+    magic: u64,
+    sim: Sim,
+    queues: Vec<Queue>,
+}
+
+const SIM_MAGIC: u64 = u64::from_be_bytes(*b"sigrSIM_");
+
+/// The simulator behind `ptr`, checked.
+///
+/// # Safety
+/// A non-null, aligned `ptr` is a live simulator handle.
+unsafe fn sim_ref<'a>(ptr: *const sigretire_sim) -> Outcome<&'a sigretire_sim> {
+    check_pointer(ptr, "sim")?;
+    // SAFETY: non-null and aligned (checked), and by the caller's contract a
+    // live handle, so its magic word is readable. It is read through a raw
+    // place: no reference to the handle exists before the word matches
+    // (the word catches common mistakes, such as a handle already
+    // destroyed or another kind of object, not every one).
+    if unsafe { (&raw const (*ptr).magic).read() } != SIM_MAGIC {
+        return fail(
+            SIGRETIRE_ERR_BAD_HANDLE,
+            "`sim` is not a live sigretire_sim (destroyed, or another kind of object)",
+        );
+    }
+    // SAFETY: a live handle (the magic matched; the caller's contract).
+    Ok(unsafe { &*ptr })
+}
+
+impl sigretire_sim {
+    fn queue(&self, queue: u32) -> Outcome<&Queue> {
+        match self.queues.get(queue as usize) {
+            Some(q) => Ok(q),
+            None => fail(
+                SIGRETIRE_ERR_INVALID_ARGUMENT,
+                format!(
+                    "queue {queue}: this simulator has {} queue(s), numbered from 0",
+                    self.queues.len()
+                ),
+            ),
+        }
+    }
+}
+
+/// The default options: one stepped, profiled queue of 16384 packets, its
+/// ring in device memory, in-order completion, zero costs.
+///
+/// Thread safety: any thread.
+///
+/// # Safety
+/// `options` points to a writable `sigretire_sim_options`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigretire_sim_options_default(
+    options: *mut sigretire_sim_options,
+) -> sigretire_status {
+    guard("sigretire_sim_options_default", || {
+        Out::new(options, "options")?.write(sigretire_sim_options::default());
+        Ok(())
+    })
+}
+
+/// Creates a simulated GPU with the queues `options` asks for (`options`
+/// may be NULL: the defaults).
+///
+/// Thread safety: any thread.
+///
+/// # Safety
+/// `options` is NULL or readable; `sim` points to a writable handle variable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigretire_sim_create(
+    options: *const sigretire_sim_options,
+    sim: *mut *mut sigretire_sim,
+) -> sigretire_status {
+    guard("sigretire_sim_create", || {
+        let out = Out::new(sim, "sim")?;
+        // SAFETY: forwarded caller guarantee.
+        let options = unsafe { read_optional(options, "options", sigretire_sim_options::default) }?;
+        if options.flags & !SIM_FLAGS != 0 {
+            return fail(
+                SIGRETIRE_ERR_INVALID_ARGUMENT,
+                format!("sim flags {:#x} has unknown bits", options.flags),
+            );
+        }
+        let profile = match options.costs {
+            SIGRETIRE_SIM_COSTS_ZERO => CostProfile::zero(),
+            SIGRETIRE_SIM_COSTS_MI300X => CostProfile::mi300x(),
+            other => {
+                return fail(
+                    SIGRETIRE_ERR_INVALID_ARGUMENT,
+                    format!("sim costs {other}: SIGRETIRE_SIM_COSTS_ZERO (0) or _MI300X (1)"),
+                );
+            }
+        };
+        let count = options.queues.max(1);
+        if count > SIGRETIRE_SIM_MAX_QUEUES {
+            return fail(
+                SIGRETIRE_ERR_INVALID_ARGUMENT,
+                format!("{count} queues: at most {SIGRETIRE_SIM_MAX_QUEUES}"),
+            );
+        }
+        let size = match options.queue_size {
+            0 => STEPPED_QUEUE_SIZE,
+            n if n.is_power_of_two() && (2..=MAX_QUEUE_SIZE).contains(&n) => n,
+            n => {
+                return fail(
+                    SIGRETIRE_ERR_INVALID_ARGUMENT,
+                    format!("queue_size {n}: a power of two from 2 to {MAX_QUEUE_SIZE}"),
+                );
+            }
+        };
+        let mode = if options.flags & SIGRETIRE_SIM_THREADED != 0 {
+            Mode::Threaded
+        } else {
+            Mode::Stepped
+        };
+        let made = Sim::try_new(SimConfig {
+            mode,
+            profile,
+            ..SimConfig::default()
+        });
+        let simulator = match made {
+            Ok(sim) => sim,
+            Err(error) => return fail(SIGRETIRE_ERR_BACKEND, error.to_string()),
+        };
+        let config = QueueConfig {
+            size,
+            ring: if options.flags & SIGRETIRE_SIM_RING_IN_HOST_MEMORY != 0 {
+                SimPlacement::Host
+            } else {
+                SimPlacement::Device
+            },
+            profiling: options.flags & SIGRETIRE_SIM_UNPROFILED == 0,
+            out_of_order: options.flags & SIGRETIRE_SIM_OUT_OF_ORDER != 0,
+            ..QueueConfig::default()
+        };
+        let mut queues = Vec::new();
+        for _ in 0..count {
+            match simulator.create_queue(config) {
+                Ok(queue) => queues.push(queue),
+                Err(error) => return fail(SIGRETIRE_ERR_BACKEND, error.to_string()),
+            }
+        }
+        out.write(Box::into_raw(Box::new(sigretire_sim {
+            magic: SIM_MAGIC,
+            sim: simulator,
+            queues,
+        })));
+        Ok(())
+    })
+}
+
+/// Destroys the simulator handle and sets `*sim` to NULL (a NULL `*sim` is
+/// a no-op). Trackers made on it keep working: they hold their queue and
+/// memory.
+///
+/// Thread safety: the last call on this handle.
+///
+/// # Safety
+/// `sim` points to a variable holding NULL or a live simulator handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigretire_sim_destroy(sim: *mut *mut sigretire_sim) -> sigretire_status {
+    guard("sigretire_sim_destroy", || {
+        check_pointer(sim.cast_const(), "sim")?;
+        // SAFETY: checked; the caller's variable.
+        let handle = unsafe { *sim };
+        if handle.is_null() {
+            return Ok(());
+        }
+        // SAFETY: a live handle by contract, checked as far as it can be.
+        unsafe { sim_ref(handle) }?;
+        // SAFETY: live, from `Box::into_raw`, used by nothing else; freed once.
+        unsafe {
+            (*handle).magic = 0;
+            *sim = std::ptr::null_mut();
+            drop(Box::from_raw(handle));
+        }
+        Ok(())
+    })
+}
+
+/// Creates a tracker for simulated queue `queue` whose signals live in the
+/// simulator's memory (`config` may be NULL: the defaults).
+///
+/// Thread safety: any thread.
+///
+/// # Safety
+/// `sim` is a live simulator; `config` is NULL or readable; `tracker`
+/// points to a writable handle variable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigretire_sim_tracker_create(
+    sim: *const sigretire_sim,
+    queue: u32,
+    config: *const sigretire_config,
+    tracker: *mut *mut sigretire_tracker,
+) -> sigretire_status {
+    guard("sigretire_sim_tracker_create", || {
+        let out = Out::new(tracker, "tracker")?;
+        // SAFETY: forwarded caller guarantees.
+        let config = unsafe { read_optional(config, "config", sigretire_config::default_values) }?;
+        let settings = config.to_rust()?;
+        // SAFETY: as above.
+        let sim = unsafe { sim_ref(sim) }?;
+        let queue = sim.queue(queue)?.clone();
+        let memory = Arc::new(SimMemory::new(sim.sim.clone(), queue.agent()));
+        give(
+            out,
+            build(memory, queue, settings, Backend::Sim(sim.sim.id()))?,
+        );
+        Ok(())
+    })
+}
+
+/// Moves a simulator tracker to another queue of the same simulator (the
+/// runtime moved its stream): a new generation begins.
+///
+/// Thread safety: takes the tracker's lock.
+///
+/// # Safety
+/// `tracker` is a live tracker, `sim` a live simulator.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigretire_sim_note_queue_change(
+    tracker: *mut sigretire_tracker,
+    sim: *const sigretire_sim,
+    queue: u32,
+) -> sigretire_status {
+    guard("sigretire_sim_note_queue_change", || {
+        // SAFETY: forwarded caller guarantees.
+        let tracker = unsafe { tracker_ref(tracker) }?;
+        // SAFETY: as above.
+        let sim = unsafe { sim_ref(sim) }?;
+        require_backend(tracker, "this simulator", |b| {
+            b == Backend::Sim(sim.sim.id())
+        })?;
+        let queue = sim.queue(queue)?.clone();
+        tracker.with_core(|core| core.note_queue_change(Box::new(queue)))
+    })
+}
+
+/// Reserves the next packet index on simulated queue `queue`.
+///
+/// Thread safety: any thread, concurrently.
+///
+/// # Safety
+/// `sim` is a live simulator; `index` points to a writable `uint64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigretire_sim_reserve(
+    sim: *const sigretire_sim,
+    queue: u32,
+    index: *mut u64,
+) -> sigretire_status {
+    guard("sigretire_sim_reserve", || {
+        let out = Out::new(index, "index")?;
+        // SAFETY: forwarded caller guarantee.
+        let sim = unsafe { sim_ref(sim) }?;
+        out.write(sim.queue(queue)?.reserve_slot()?);
+        Ok(())
+    })
+}
+
+/// Writes a 64-byte AQL packet the caller built (sixteen 32-bit words, word
+/// 0 holding `header | setup << 16`) at reserved `index` of queue `queue`:
+/// the body, then the header with release order, as a runtime writes an
+/// `hsa_queue_t` ring. Then ring the doorbell. What a real packet processor
+/// would trip over (an unfenced signal, a slot not reserved) is recorded as
+/// a violation (`sigretire_sim_violations`).
+///
+/// Thread safety: any thread, concurrently.
+///
+/// # Safety
+/// `sim` is a live simulator; `words` points to 16 readable `uint32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigretire_sim_write_packet(
+    sim: *const sigretire_sim,
+    queue: u32,
+    index: u64,
+    words: *const u32,
+) -> sigretire_status {
+    guard("sigretire_sim_write_packet", || {
+        // SAFETY: forwarded caller guarantee: 16 readable words.
+        let words = unsafe { read_in(words.cast::<[u32; 16]>(), "words") }?;
+        // SAFETY: as above.
+        let sim = unsafe { sim_ref(sim) }?;
+        sim.queue(queue)?.write(index, PacketWords(words));
+        Ok(())
+    })
+}
+
+/// Rings queue `queue`'s doorbell: the processor may consume packets up to
+/// and including `index`.
+///
+/// Thread safety: any thread, concurrently.
+///
+/// # Safety
+/// `sim` is a live simulator.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigretire_sim_ring_doorbell(
+    sim: *const sigretire_sim,
+    queue: u32,
+    index: u64,
+) -> sigretire_status {
+    guard("sigretire_sim_ring_doorbell", || {
+        // SAFETY: forwarded caller guarantee.
+        let sim = unsafe { sim_ref(sim) }?;
+        sim.queue(queue)?.ring_doorbell(index);
+        Ok(())
+    })
+}
+
+/// Runs the simulated GPU: stepped mode launches, completes and consumes
+/// on every queue until nothing can progress (cross-queue waits resolve);
+/// threaded mode waits until no queue can progress without a host action.
+///
+/// Thread safety: any thread, concurrently.
+///
+/// # Safety
+/// `sim` is a live simulator.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigretire_sim_run_until_idle(
+    sim: *const sigretire_sim,
+) -> sigretire_status {
+    guard("sigretire_sim_run_until_idle", || {
+        // SAFETY: forwarded caller guarantee.
+        let sim = unsafe { sim_ref(sim) }?;
+        sim.sim.run_until_idle();
+        Ok(())
+    })
+}
+
+/// Fails queue `queue` (a queue error): every published, incomplete packet
+/// fails and its completion signal goes negative; nothing more runs there.
+///
+/// Thread safety: any thread, concurrently.
+///
+/// # Safety
+/// `sim` is a live simulator.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigretire_sim_fail_queue(
+    sim: *const sigretire_sim,
+    queue: u32,
+) -> sigretire_status {
+    guard("sigretire_sim_fail_queue", || {
+        // SAFETY: forwarded caller guarantee.
+        let sim = unsafe { sim_ref(sim) }?;
+        sim.queue(queue)?.fail();
+        Ok(())
+    })
+}
+
+/// The ground truth of packet `index` on queue `queue`: whether it really
+/// completed (the simulator's oracle, not the tracker's view).
+/// `SIGRETIRE_ERR_INVALID_ARGUMENT` for an index never reserved or long
+/// forgotten.
+///
+/// Thread safety: any thread, concurrently.
+///
+/// # Safety
+/// `sim` is a live simulator; `completed` points to a writable `bool`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigretire_sim_packet_completed(
+    sim: *const sigretire_sim,
+    queue: u32,
+    index: u64,
+    completed: *mut bool,
+) -> sigretire_status {
+    guard("sigretire_sim_packet_completed", || {
+        let out = Out::new(completed, "completed")?;
+        // SAFETY: forwarded caller guarantee.
+        let sim = unsafe { sim_ref(sim) }?;
+        match sim.queue(queue)?.truth(index) {
+            Some(truth) => {
+                out.write(truth.completed);
+                Ok(())
+            }
+            None => fail(
+                SIGRETIRE_ERR_INVALID_ARGUMENT,
+                format!("packet {index} was never reserved on queue {queue}, or is forgotten"),
+            ),
+        }
+    })
+}
+
+/// How many host actions so far would have been bugs on hardware (an
+/// unfenced re-arm, a re-arm while a packet or GPU waiter still used the
+/// signal, a packet naming an unknown signal, an invalid write): 0 in a
+/// correct program.
+///
+/// Thread safety: any thread, concurrently.
+///
+/// # Safety
+/// `sim` is a live simulator; `count` points to a writable `uint64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigretire_sim_violations(
+    sim: *const sigretire_sim,
+    count: *mut u64,
+) -> sigretire_status {
+    guard("sigretire_sim_violations", || {
+        let out = Out::new(count, "count")?;
+        // SAFETY: forwarded caller guarantee.
+        let sim = unsafe { sim_ref(sim) }?;
+        out.write(sim.sim.violations().len() as u64);
+        Ok(())
+    })
+}

@@ -1,0 +1,354 @@
+//! Status codes, the text of the last error, and the guard every exported
+//! function runs its body in: pointer checks first, then the body inside
+//! `catch_unwind`, so that no panic ever unwinds into C.
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+/// What a call did. Every function of the library returns one; results
+/// travel through out-parameters. On anything but `SIGRETIRE_OK`,
+/// `sigretire_last_error` has a sentence saying what went wrong and what
+/// to do about it, and out-parameters are left as they were unless the
+/// function says otherwise.
+#[repr(i32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum sigretire_status {
+    /// Done.
+    SIGRETIRE_OK = 0,
+    /// A pointer the function needs was NULL.
+    SIGRETIRE_ERR_NULL = 1,
+    /// An argument is out of range: an unknown flag or enumeration value, a
+    /// misaligned pointer, a count too large.
+    SIGRETIRE_ERR_INVALID_ARGUMENT = 2,
+    /// The handle is not a live handle of its kind (a destroyed one, or
+    /// another kind of object). Caught on a best-effort basis only: passing
+    /// anything but a live handle is the caller's error.
+    SIGRETIRE_ERR_BAD_HANDLE = 3,
+    /// The ticket was not issued by this tracker: another tracker's, one
+    /// whose fields were altered, or one never issued (a zeroed ticket).
+    SIGRETIRE_ERR_BAD_TICKET = 4,
+    /// A `sigretire_config` field is out of its documented range.
+    SIGRETIRE_ERR_INVALID_CONFIG = 5,
+    /// The signal ring is at its growth limit: wait for the use
+    /// `sigretire_acquired.wait_for` (outside your locks), then retry.
+    SIGRETIRE_ERR_BACKPRESSURE = 6,
+    /// The wait's timeout passed first; the use may still complete.
+    SIGRETIRE_ERR_TIMED_OUT = 7,
+    /// Within one queue generation AQL indices must increase: the request's
+    /// index does not follow the previous use's (a new hardware queue needs
+    /// a note_queue_change first). Nothing changed.
+    SIGRETIRE_ERR_INDEX_ORDER = 8,
+    /// Every use in flight is done, but their signals are held (holds,
+    /// pins) and no spare could be allocated: release some, then retry.
+    SIGRETIRE_ERR_SIGNALS_HELD = 9,
+    /// The backend could not allocate signals.
+    SIGRETIRE_ERR_OUT_OF_SIGNALS = 10,
+    /// The use failed (its queue reported an error, or its submission
+    /// failed): nothing can wait on it.
+    SIGRETIRE_ERR_USE_FAILED = 11,
+    /// The use is not in a state the operation applies to (failing the
+    /// submission of a use already done, publishing a use retired long ago).
+    SIGRETIRE_ERR_INVALID_STATE = 12,
+    /// The use's timestamps are no longer kept: hold the use to keep them.
+    SIGRETIRE_ERR_EXPIRED = 13,
+    /// This tracker's backend cannot do that (a hooks tracker publishes no
+    /// packets: its queue is the runtime's own).
+    SIGRETIRE_ERR_UNSUPPORTED = 14,
+    /// The object belongs to another backend: a simulator function on a
+    /// ROCr tracker, a pin of a ROCr tracker attached to a simulator one.
+    SIGRETIRE_ERR_WRONG_BACKEND = 15,
+    /// Every packet slot of the hardware queue is taken: let the GPU
+    /// consume some, then retry.
+    SIGRETIRE_ERR_QUEUE_FULL = 16,
+    /// The hardware queue failed and accepts no more work.
+    SIGRETIRE_ERR_QUEUE_FAILED = 17,
+    /// The ROCr library is missing or lacks a function the backend needs.
+    SIGRETIRE_ERR_LOAD = 18,
+    /// ROCr loaded but there is no GPU it can use (`hsa_init` failed, as it
+    /// does without /dev/kfd, or no GPU agent, or no GPU of that index).
+    SIGRETIRE_ERR_NO_GPU = 19,
+    /// The backend failed otherwise (a ROCr call failed, a hook broke its
+    /// contract); the last error says which.
+    SIGRETIRE_ERR_BACKEND = 20,
+    /// The buffer was too small: what fits was written, NUL-terminated.
+    SIGRETIRE_ERR_BUFFER_TOO_SMALL = 21,
+    /// The library panicked (a bug: please report it with the last error's
+    /// text). The panic did not cross into C; the tracker it happened on
+    /// answers `SIGRETIRE_ERR_PANIC` from then on and may only be destroyed.
+    SIGRETIRE_ERR_PANIC = 22,
+}
+
+pub use sigretire_status::*;
+
+impl sigretire_status {
+    /// Every status, in value order.
+    pub const ALL: [sigretire_status; 23] = [
+        SIGRETIRE_OK,
+        SIGRETIRE_ERR_NULL,
+        SIGRETIRE_ERR_INVALID_ARGUMENT,
+        SIGRETIRE_ERR_BAD_HANDLE,
+        SIGRETIRE_ERR_BAD_TICKET,
+        SIGRETIRE_ERR_INVALID_CONFIG,
+        SIGRETIRE_ERR_BACKPRESSURE,
+        SIGRETIRE_ERR_TIMED_OUT,
+        SIGRETIRE_ERR_INDEX_ORDER,
+        SIGRETIRE_ERR_SIGNALS_HELD,
+        SIGRETIRE_ERR_OUT_OF_SIGNALS,
+        SIGRETIRE_ERR_USE_FAILED,
+        SIGRETIRE_ERR_INVALID_STATE,
+        SIGRETIRE_ERR_EXPIRED,
+        SIGRETIRE_ERR_UNSUPPORTED,
+        SIGRETIRE_ERR_WRONG_BACKEND,
+        SIGRETIRE_ERR_QUEUE_FULL,
+        SIGRETIRE_ERR_QUEUE_FAILED,
+        SIGRETIRE_ERR_LOAD,
+        SIGRETIRE_ERR_NO_GPU,
+        SIGRETIRE_ERR_BACKEND,
+        SIGRETIRE_ERR_BUFFER_TOO_SMALL,
+        SIGRETIRE_ERR_PANIC,
+    ];
+
+    /// The status of value `value`, if there is one.
+    pub fn from_value(value: i32) -> Option<sigretire_status> {
+        usize::try_from(value)
+            .ok()
+            .and_then(|i| Self::ALL.get(i).copied())
+    }
+
+    /// The constant's name, NUL-terminated for C.
+    pub const fn name(self) -> &'static std::ffi::CStr {
+        match self {
+            SIGRETIRE_OK => c"SIGRETIRE_OK",
+            SIGRETIRE_ERR_NULL => c"SIGRETIRE_ERR_NULL",
+            SIGRETIRE_ERR_INVALID_ARGUMENT => c"SIGRETIRE_ERR_INVALID_ARGUMENT",
+            SIGRETIRE_ERR_BAD_HANDLE => c"SIGRETIRE_ERR_BAD_HANDLE",
+            SIGRETIRE_ERR_BAD_TICKET => c"SIGRETIRE_ERR_BAD_TICKET",
+            SIGRETIRE_ERR_INVALID_CONFIG => c"SIGRETIRE_ERR_INVALID_CONFIG",
+            SIGRETIRE_ERR_BACKPRESSURE => c"SIGRETIRE_ERR_BACKPRESSURE",
+            SIGRETIRE_ERR_TIMED_OUT => c"SIGRETIRE_ERR_TIMED_OUT",
+            SIGRETIRE_ERR_INDEX_ORDER => c"SIGRETIRE_ERR_INDEX_ORDER",
+            SIGRETIRE_ERR_SIGNALS_HELD => c"SIGRETIRE_ERR_SIGNALS_HELD",
+            SIGRETIRE_ERR_OUT_OF_SIGNALS => c"SIGRETIRE_ERR_OUT_OF_SIGNALS",
+            SIGRETIRE_ERR_USE_FAILED => c"SIGRETIRE_ERR_USE_FAILED",
+            SIGRETIRE_ERR_INVALID_STATE => c"SIGRETIRE_ERR_INVALID_STATE",
+            SIGRETIRE_ERR_EXPIRED => c"SIGRETIRE_ERR_EXPIRED",
+            SIGRETIRE_ERR_UNSUPPORTED => c"SIGRETIRE_ERR_UNSUPPORTED",
+            SIGRETIRE_ERR_WRONG_BACKEND => c"SIGRETIRE_ERR_WRONG_BACKEND",
+            SIGRETIRE_ERR_QUEUE_FULL => c"SIGRETIRE_ERR_QUEUE_FULL",
+            SIGRETIRE_ERR_QUEUE_FAILED => c"SIGRETIRE_ERR_QUEUE_FAILED",
+            SIGRETIRE_ERR_LOAD => c"SIGRETIRE_ERR_LOAD",
+            SIGRETIRE_ERR_NO_GPU => c"SIGRETIRE_ERR_NO_GPU",
+            SIGRETIRE_ERR_BACKEND => c"SIGRETIRE_ERR_BACKEND",
+            SIGRETIRE_ERR_BUFFER_TOO_SMALL => c"SIGRETIRE_ERR_BUFFER_TOO_SMALL",
+            SIGRETIRE_ERR_PANIC => c"SIGRETIRE_ERR_PANIC",
+        }
+    }
+}
+
+/// A failed call: the status it returns and the sentence
+/// `sigretire_last_error` gives.
+#[derive(Debug)]
+pub(crate) struct Fail {
+    pub(crate) status: sigretire_status,
+    pub(crate) message: String,
+}
+
+/// A call's result inside the library.
+pub(crate) type Outcome<T = ()> = Result<T, Fail>;
+
+/// A failure with `status` and `message`.
+pub(crate) fn fail<T>(status: sigretire_status, message: impl Into<String>) -> Outcome<T> {
+    Err(Fail {
+        status,
+        message: message.into(),
+    })
+}
+
+thread_local! {
+    /// The last failed call's sentence on this thread, as `errno` is kept.
+    static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+/// Keeps `message` as this thread's last error. Never panics: with the
+/// thread's storage gone or borrowed (neither happens in this library),
+/// the message is dropped.
+pub(crate) fn set_last_error(function: &str, message: &str) {
+    let _ = LAST_ERROR.try_with(|cell| {
+        if let Ok(mut last) = cell.try_borrow_mut() {
+            last.clear();
+            last.push_str(function);
+            last.push_str(": ");
+            last.push_str(message);
+        }
+    });
+}
+
+/// This thread's last error (empty if no call failed on it yet).
+pub(crate) fn last_error() -> String {
+    LAST_ERROR
+        .try_with(|cell| cell.try_borrow().map(|s| s.clone()).unwrap_or_default())
+        .unwrap_or_default()
+}
+
+/// The text of a panic's payload.
+pub(crate) fn panic_text(payload: &(dyn Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a panic without a message".to_owned()
+    }
+}
+
+/// Runs an exported function's body: its failure becomes a status and the
+/// thread's last error; a panic is caught here and becomes
+/// `SIGRETIRE_ERR_PANIC`, so it never unwinds into the C caller (which
+/// would be undefined behaviour, or an abort).
+pub(crate) fn guard(function: &'static str, body: impl FnOnce() -> Outcome) -> sigretire_status {
+    // AssertUnwindSafe: a body that panicked half-way may leave a tracker
+    // inconsistent; `TrackerGuard` (tracker.rs) marks such a tracker
+    // poisoned, and nothing else a body touches outlives the call.
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => SIGRETIRE_OK,
+        Ok(Err(failure)) => {
+            set_last_error(function, &failure.message);
+            failure.status
+        }
+        Err(payload) => {
+            let text = panic_text(payload.as_ref());
+            // Dropping a payload can itself panic (a payload whose Drop
+            // panics); keep even that from unwinding into C.
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+            set_last_error(
+                function,
+                &format!("the library panicked (a bug; please report it): {text}"),
+            );
+            SIGRETIRE_ERR_PANIC
+        }
+    }
+}
+
+/// A place a result is written to: an out-parameter checked for null and
+/// alignment before the call does anything, so a bad pointer fails the
+/// call before any side effect.
+pub(crate) struct Out<T>(*mut T);
+
+impl<T> Out<T> {
+    /// Checks `ptr` (the out-parameter `name`).
+    pub(crate) fn new(ptr: *mut T, name: &str) -> Outcome<Self> {
+        check_pointer(ptr.cast_const(), name)?;
+        Ok(Self(ptr))
+    }
+
+    /// Writes the result, never reading what was there (the caller's
+    /// memory may be uninitialised).
+    pub(crate) fn write(self, value: T) {
+        // SAFETY: `new` checked the pointer is non-null and aligned; the
+        // caller's contract (every function's `# Safety`) is that it points
+        // to writable memory for a `T`. `write` does not read or drop the
+        // old contents.
+        unsafe { self.0.write(value) }
+    }
+}
+
+/// Fails unless `ptr` is non-null and aligned for `T`.
+pub(crate) fn check_pointer<T>(ptr: *const T, name: &str) -> Outcome {
+    if ptr.is_null() {
+        return fail(SIGRETIRE_ERR_NULL, format!("`{name}` is NULL"));
+    }
+    if !ptr.is_aligned() {
+        return fail(
+            SIGRETIRE_ERR_INVALID_ARGUMENT,
+            format!(
+                "`{name}` ({ptr:p}) is not aligned to {} bytes",
+                align_of::<T>()
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// The value an input pointer points to, copied, after the null and
+/// alignment checks.
+///
+/// # Safety
+/// A non-null, aligned `ptr` points to a readable, initialised `T`.
+pub(crate) unsafe fn read_in<T: Copy>(ptr: *const T, name: &str) -> Outcome<T> {
+    check_pointer(ptr, name)?;
+    // SAFETY: checked non-null and aligned; readable and initialised by the
+    // caller's contract. `T` is a plain-old-data struct of integers (and
+    // nullable function pointers), valid for any value the caller wrote.
+    Ok(unsafe { ptr.read() })
+}
+
+/// As [`read_in`], but NULL means `default`.
+///
+/// # Safety
+/// As for [`read_in`].
+pub(crate) unsafe fn read_optional<T: Copy>(
+    ptr: *const T,
+    name: &str,
+    default: impl FnOnce() -> T,
+) -> Outcome<T> {
+    if ptr.is_null() {
+        return Ok(default());
+    }
+    // SAFETY: forwarded caller guarantee.
+    unsafe { read_in(ptr, name) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_a_status_and_a_message() {
+        let status = guard("sigretire_test", || panic!("boom {}", 7));
+        assert_eq!(status, SIGRETIRE_ERR_PANIC);
+        let text = last_error();
+        assert!(text.starts_with("sigretire_test: "), "{text}");
+        assert!(text.contains("boom 7"), "{text}");
+    }
+
+    #[test]
+    fn a_failure_keeps_its_status_and_sentence() {
+        let status = guard("sigretire_test", || fail(SIGRETIRE_ERR_EXPIRED, "gone"));
+        assert_eq!(status, SIGRETIRE_ERR_EXPIRED);
+        assert_eq!(last_error(), "sigretire_test: gone");
+        assert_eq!(guard("sigretire_test", || Ok(())), SIGRETIRE_OK);
+        assert_eq!(
+            last_error(),
+            "sigretire_test: gone",
+            "kept until the next failure"
+        );
+    }
+
+    #[test]
+    fn every_status_has_its_own_name_and_value() {
+        for (i, status) in sigretire_status::ALL.into_iter().enumerate() {
+            assert_eq!(status as i32, i as i32);
+            assert_eq!(sigretire_status::from_value(i as i32), Some(status));
+            assert!(status.name().to_str().unwrap().starts_with("SIGRETIRE_"));
+        }
+        assert_eq!(sigretire_status::from_value(-1), None);
+        assert_eq!(sigretire_status::from_value(23), None);
+    }
+
+    #[test]
+    fn null_and_misaligned_pointers_are_refused() {
+        assert_eq!(
+            check_pointer(std::ptr::null::<u64>(), "x")
+                .unwrap_err()
+                .status,
+            SIGRETIRE_ERR_NULL
+        );
+        let word = [0u64; 2];
+        let odd = word.as_ptr().cast::<u8>().wrapping_add(1).cast::<u64>();
+        assert_eq!(
+            check_pointer(odd, "x").unwrap_err().status,
+            SIGRETIRE_ERR_INVALID_ARGUMENT
+        );
+    }
+}

@@ -1,0 +1,742 @@
+//! The plain-old-data types of the C ABI and their conversions to and from
+//! the tracker's Rust types.
+//!
+//! Everything C passes in is read as integers and checked: an enumeration
+//! arrives as a `uint32_t` and is converted with a range check, flags are
+//! checked against the known bits, and no C value is ever reinterpreted as
+//! a Rust `enum` or `bool` (an out-of-range value would be undefined
+//! behaviour). Values going out to C may be typed as the enumerations.
+
+use crate::status::{Outcome, SIGRETIRE_ERR_INVALID_ARGUMENT, SIGRETIRE_ERR_INVALID_CONFIG, fail};
+use ::sigretire_tracker::{
+    Accesses, Census, Condition, Config, Dispatch, Placement, Purpose, Request, Stats, Status,
+    Timestamps, WaitPolicy, WaitValue, Work,
+};
+use std::time::Duration;
+
+/// The version of this ABI: raised whenever a type or a function changes
+/// incompatibly. Compare it with `sigretire_abi_version()` at start-up.
+pub const SIGRETIRE_ABI_VERSION: u32 = 1;
+
+/// The name of one use of a signal (one packet, or one submission of
+/// several operations). Plain data: copy it, store it, compare it; keeping
+/// one keeps nothing alive. Only the tracker that issued a ticket accepts
+/// it: any other tracker, or a ticket whose fields were changed, gets
+/// `SIGRETIRE_ERR_BAD_TICKET`. A zeroed ticket is never valid.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct sigretire_ticket {
+    /// The issuing tracker's id (unique in the process, never reused).
+    pub tracker: u64,
+    /// The use's sequence number: a tracker's uses are numbered 1, 2, 3...
+    /// in the order they were acquired.
+    pub seq: u64,
+    /// The queue generation the use belongs to.
+    pub generation: u32,
+    /// `SIGRETIRE_TICKET_*` bits.
+    pub flags: u32,
+    /// A check word that ties the fields above to the issuing tracker.
+    pub check: u64,
+}
+
+/// `sigretire_ticket.flags`: the use's timestamps are harvested.
+pub const SIGRETIRE_TICKET_TIMED: u32 = 1;
+
+/// Where a signal lives.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum sigretire_placement {
+    /// System memory: cached host loads and stores.
+    SIGRETIRE_PLACEMENT_HOST = 0,
+    /// GPU memory through a large BAR: a host load is an uncached PCIe read,
+    /// stores need a store fence (and an HDP flush for some readers).
+    SIGRETIRE_PLACEMENT_DEVICE = 1,
+}
+
+pub use sigretire_placement::*;
+
+impl sigretire_placement {
+    pub(crate) fn from_rust(placement: Placement) -> Self {
+        match placement {
+            Placement::Host => SIGRETIRE_PLACEMENT_HOST,
+            Placement::Device => SIGRETIRE_PLACEMENT_DEVICE,
+        }
+    }
+}
+
+/// The `sigretire_placement` of value `value`.
+pub(crate) fn placement(value: u32, name: &str) -> Outcome<Placement> {
+    match value {
+        0 => Ok(Placement::Host),
+        1 => Ok(Placement::Device),
+        _ => fail(
+            SIGRETIRE_ERR_INVALID_ARGUMENT,
+            format!("`{name}` is {value}: a sigretire_placement is 0 (host) or 1 (device)"),
+        ),
+    }
+}
+
+/// What is known about a use.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum sigretire_use_status {
+    /// Not shown to be complete yet.
+    SIGRETIRE_USE_PENDING = 0,
+    /// Its work completed.
+    SIGRETIRE_USE_COMPLETE = 1,
+    /// It failed (a queue error, a failed submission): its work never
+    /// completes.
+    SIGRETIRE_USE_FAILED = 2,
+    /// Nothing is known without reading signal memory (only
+    /// `sigretire_tracker_known_status` and `sigretire_hold_known_status`
+    /// answer this).
+    SIGRETIRE_USE_UNKNOWN = 3,
+}
+
+pub use sigretire_use_status::*;
+
+impl sigretire_use_status {
+    pub(crate) fn from_rust(status: Status) -> Self {
+        match status {
+            Status::Pending => SIGRETIRE_USE_PENDING,
+            Status::Complete => SIGRETIRE_USE_COMPLETE,
+            Status::Failed => SIGRETIRE_USE_FAILED,
+        }
+    }
+
+    pub(crate) fn from_known(status: Option<Status>) -> Self {
+        status.map_or(SIGRETIRE_USE_UNKNOWN, Self::from_rust)
+    }
+}
+
+/// What a use is for (`sigretire_request.purpose`): it decides where its
+/// signal lives.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum sigretire_purpose {
+    /// Only the tracker observes the completion.
+    SIGRETIRE_PURPOSE_COMPLETION = 0,
+    /// A CPU thread will wait for it (a marker for synchronize).
+    SIGRETIRE_PURPOSE_CPU_SYNC = 1,
+    /// An event records it.
+    SIGRETIRE_PURPOSE_EVENT = 2,
+    /// A packet on another queue will wait for it on the GPU.
+    SIGRETIRE_PURPOSE_GPU_WAITER = 3,
+    /// The signal exists only so the profiler can time the packet (a
+    /// host-memory signal, timestamps harvested).
+    SIGRETIRE_PURPOSE_TIMING_ONLY = 4,
+}
+
+/// `sigretire_request.flags`: the packet carries the barrier bit (a fence:
+/// its completion proves every earlier packet of the queue complete).
+pub const SIGRETIRE_REQUEST_BARRIER: u32 = 1;
+/// `sigretire_request.flags`: the packet runs on a profiled queue and its
+/// timestamps are harvested.
+pub const SIGRETIRE_REQUEST_TIMED: u32 = 2;
+/// `sigretire_request.flags`: work on a copy engine (SDMA), outside the AQL
+/// queue; `aql_index` and the barrier bit are ignored.
+pub const SIGRETIRE_REQUEST_COPY_ENGINE: u32 = 4;
+const REQUEST_FLAGS: u32 =
+    SIGRETIRE_REQUEST_BARRIER | SIGRETIRE_REQUEST_TIMED | SIGRETIRE_REQUEST_COPY_ENGINE;
+
+/// A request for a signal: the packet it completes and what for.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct sigretire_request {
+    /// The packet's AQL index (for a use of several operations, the last
+    /// one's). Ignored by `sigretire_tracker_submit`, which reserves it.
+    pub aql_index: u64,
+    /// How many operations decrement the signal (0 is taken as 1).
+    pub ops: u32,
+    /// `SIGRETIRE_REQUEST_*` bits.
+    pub flags: u32,
+    /// A `sigretire_purpose`.
+    pub purpose: u32,
+}
+
+impl sigretire_request {
+    /// The tracker's request, after checking every field.
+    pub(crate) fn to_rust(self) -> Outcome<Request> {
+        if self.flags & !REQUEST_FLAGS != 0 {
+            return fail(
+                SIGRETIRE_ERR_INVALID_ARGUMENT,
+                format!(
+                    "request flags {:#x} has bits no SIGRETIRE_REQUEST_* constant defines",
+                    self.flags
+                ),
+            );
+        }
+        let purpose = match self.purpose {
+            0 => Purpose::Completion,
+            1 => Purpose::CpuSync,
+            2 => Purpose::Event,
+            3 => Purpose::GpuWaiter,
+            4 => Purpose::TimingOnly,
+            other => {
+                return fail(
+                    SIGRETIRE_ERR_INVALID_ARGUMENT,
+                    format!("request purpose {other} is not a sigretire_purpose (0 to 4)"),
+                );
+            }
+        };
+        let base = if self.flags & SIGRETIRE_REQUEST_COPY_ENGINE != 0 {
+            Request::copy_engine()
+        } else {
+            Request::packet(self.aql_index).barrier(self.flags & SIGRETIRE_REQUEST_BARRIER != 0)
+        };
+        Ok(base
+            .ops(self.ops)
+            .purpose(purpose)
+            .timed(self.flags & SIGRETIRE_REQUEST_TIMED != 0))
+    }
+}
+
+/// `sigretire_acquired.flags`: the packet must carry the barrier bit.
+pub const SIGRETIRE_ACQUIRED_BARRIER: u32 = 1;
+/// `sigretire_acquired.flags`: a copy-engine use (no AQL packet completes it).
+pub const SIGRETIRE_ACQUIRED_COPY_ENGINE: u32 = 2;
+
+/// A signal handed out for one use, and how to publish the packet that
+/// completes it.
+///
+/// Either publish through the library (`sigretire_tracker_publish`, which
+/// takes the ticket and builds the header itself), or write the packet
+/// yourself: `completion_signal` in its `completion_signal` field, and
+/// `header | packet_type` as its header, stored last with release order.
+/// A packet published with another barrier bit than the one recorded here
+/// breaks the tracker's proofs.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct sigretire_acquired {
+    /// The use's name: ask about it, wait for it, hold or pin it.
+    pub ticket: sigretire_ticket,
+    /// The packet's `completion_signal` (an `hsa_signal_t` handle), armed,
+    /// its arming already visible to the GPU.
+    pub completion_signal: u64,
+    /// The AQL index recorded for the use (its last packet's).
+    pub aql_index: u64,
+    /// The packets of the use: indices `aql_index - ops + 1` to
+    /// `aql_index`, each with this header and signal.
+    pub ops: u32,
+    /// `SIGRETIRE_ACQUIRED_*` bits.
+    pub flags: u32,
+    /// The AQL header bits the record requires: the barrier bit (bit 8) as
+    /// recorded and system-scope acquire and release fences (bits 9-12).
+    /// OR in the packet type (bits 0-7).
+    pub header: u16,
+    /// A `sigretire_placement`: where the signal lives.
+    pub placement: u32,
+    /// On `SIGRETIRE_ERR_BACKPRESSURE` only: the use whose completion frees
+    /// room. Wait for it outside your locks, then retry. Zero otherwise.
+    pub wait_for: sigretire_ticket,
+    /// On `SIGRETIRE_ERR_BACKPRESSURE`: the uses in flight; on
+    /// `SIGRETIRE_ERR_SIGNALS_HELD`: the held signals. Zero otherwise.
+    pub count: u64,
+}
+
+/// Which tracker to build (`sigretire_config.kind`).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum sigretire_tracker_kind {
+    /// The retiring tracker: fence probing, batched re-arm, spares, pins.
+    SIGRETIRE_TRACKER_RETIRING = 0,
+    /// CLR's original tracker, for comparison.
+    SIGRETIRE_TRACKER_BASELINE = 1,
+}
+
+pub use sigretire_tracker_kind::*;
+
+/// How a tracker sizes its ring and places its signals. Start from
+/// `sigretire_config_default`; every field has the range of the Rust
+/// `Config` field of the same name, checked at creation
+/// (`SIGRETIRE_ERR_INVALID_CONFIG`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct sigretire_config {
+    /// Signals in the ring at start (default 64).
+    pub initial_size: u64,
+    /// The ring grows up to this many times `initial_size` (default 16).
+    pub growth_limit: u64,
+    /// Signals allocated at once when a pool runs dry (default 32).
+    pub refill_batch: u64,
+    /// Host signals allocated at once for timing-only uses (default 16).
+    pub timing_batch: u64,
+    /// How far from the oldest use back-pressure looks for a fence to wait
+    /// for (default 32).
+    pub backpressure_window: u64,
+    /// A poll loads a fence only once the read index passed this many
+    /// packets since the last probe (default 1: every poll).
+    pub probe_interval: u64,
+    /// How many timed uses keep their harvested stamps (default 16384).
+    pub stamp_history: u64,
+    /// How many of the newest uses this library keeps the full record of,
+    /// for their tickets (about 64 bytes each; 0: `stamp_history` plus the
+    /// most uses in flight). An older ticket still answers its status; its
+    /// timestamps answer `SIGRETIRE_ERR_EXPIRED`; it can no longer be
+    /// published. At least the most uses in flight.
+    pub ticket_history: u64,
+    /// A `sigretire_tracker_kind` (default retiring).
+    pub kind: u32,
+    /// A `sigretire_placement`: where the ring's signals live (default
+    /// host; device for uses a GPU waiter or a CPU sync may read).
+    pub signals: u32,
+    /// Width of the generation counter, 1 to 32 (default 32).
+    pub generation_bits: u32,
+}
+
+impl sigretire_config {
+    /// The defaults, as `Config::default()`.
+    pub(crate) fn default_values() -> Self {
+        let config = Config::default();
+        Self {
+            initial_size: config.initial_size as u64,
+            growth_limit: config.growth_limit as u64,
+            refill_batch: config.refill_batch as u64,
+            timing_batch: config.timing_batch as u64,
+            backpressure_window: config.backpressure_window as u64,
+            probe_interval: config.probe_interval as u64,
+            stamp_history: config.stamp_history as u64,
+            ticket_history: 0,
+            kind: SIGRETIRE_TRACKER_RETIRING as u32,
+            signals: SIGRETIRE_PLACEMENT_HOST as u32,
+            generation_bits: config.generation_bits,
+        }
+    }
+
+    /// The tracker's configuration and this library's settings, checked.
+    pub(crate) fn to_rust(self) -> Outcome<Settings> {
+        let size = |value: u64, name: &str| {
+            usize::try_from(value).or_else(|_| {
+                fail(
+                    SIGRETIRE_ERR_INVALID_CONFIG,
+                    format!("config `{name}` ({value}) does not fit in a size_t"),
+                )
+            })
+        };
+        let signals = placement(self.signals, "config.signals").map_err(|mut f| {
+            f.status = SIGRETIRE_ERR_INVALID_CONFIG;
+            f
+        })?;
+        let config = Config {
+            initial_size: size(self.initial_size, "initial_size")?,
+            growth_limit: size(self.growth_limit, "growth_limit")?,
+            signals,
+            refill_batch: size(self.refill_batch, "refill_batch")?,
+            timing_batch: size(self.timing_batch, "timing_batch")?,
+            generation_bits: self.generation_bits,
+            backpressure_window: size(self.backpressure_window, "backpressure_window")?,
+            probe_interval: size(self.probe_interval, "probe_interval")?,
+            stamp_history: size(self.stamp_history, "stamp_history")?,
+        };
+        if let Err(invalid) = config.validate() {
+            return fail(SIGRETIRE_ERR_INVALID_CONFIG, invalid.to_string());
+        }
+        let baseline = match self.kind {
+            0 => false,
+            1 => true,
+            other => {
+                return fail(
+                    SIGRETIRE_ERR_INVALID_CONFIG,
+                    format!(
+                        "config `kind` is {other}: a sigretire_tracker_kind is 0 (retiring) or 1 (baseline)"
+                    ),
+                );
+            }
+        };
+        let in_flight = config.max_in_flight();
+        let ticket_history = match self.ticket_history {
+            0 => config.stamp_history.saturating_add(in_flight),
+            n => {
+                let n = size(n, "ticket_history")?;
+                if n < in_flight || n > Config::MAX_IN_FLIGHT + Config::MAX_STAMP_HISTORY {
+                    return fail(
+                        SIGRETIRE_ERR_INVALID_CONFIG,
+                        format!(
+                            "config `ticket_history` ({n}) must be 0 or from the most uses in flight \
+                             ({in_flight}: initial_size * growth_limit) to 2^20 + 2^24"
+                        ),
+                    );
+                }
+                n
+            }
+        };
+        Ok(Settings {
+            config,
+            baseline,
+            ticket_history,
+        })
+    }
+}
+
+/// A checked `sigretire_config`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Settings {
+    pub(crate) config: Config,
+    pub(crate) baseline: bool,
+    pub(crate) ticket_history: usize,
+}
+
+/// How a CPU wait spends its time (`WaitPolicy`): spin, then yield, then
+/// sleep with a back-off doubling from 1 us. Start from
+/// `sigretire_wait_policy_spin` or `sigretire_wait_policy_blocking`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct sigretire_wait_policy {
+    /// Poll back to back for this long, nanoseconds.
+    pub spin_ns: u64,
+    /// Then poll with a yield between polls for this long, nanoseconds.
+    pub yield_ns: u64,
+    /// Then sleep between polls, doubling up to this, nanoseconds.
+    pub max_sleep_ns: u64,
+}
+
+impl sigretire_wait_policy {
+    pub(crate) fn from_rust(policy: WaitPolicy) -> Self {
+        let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        Self {
+            spin_ns: ns(policy.spin),
+            yield_ns: ns(policy.yield_for),
+            max_sleep_ns: ns(policy.max_sleep),
+        }
+    }
+
+    pub(crate) fn to_rust(self) -> WaitPolicy {
+        // From the spin policy, so any field the C struct does not carry
+        // keeps the spin policy's value (a tracker's own waits publish
+        // nothing, so they cannot arrange a GPU wake-up anyway).
+        let mut policy = WaitPolicy::spin();
+        policy.spin = Duration::from_nanos(self.spin_ns);
+        policy.yield_for = Duration::from_nanos(self.yield_ns);
+        policy.max_sleep = Duration::from_nanos(self.max_sleep_ns);
+        policy
+    }
+}
+
+/// A use's start and end timestamps, in ticks of the tracker's clock
+/// (`sigretire_tracker_timestamp_frequency`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct sigretire_timestamps {
+    /// When the packet processor launched the packet.
+    pub start: u64,
+    /// When the packet completed.
+    pub end: u64,
+    /// 1 if `start` and `end` hold the use's stamps; 0 if there are none
+    /// (the use is pending, failed, was not timed, or no work stamped it).
+    pub available: u32,
+}
+
+impl sigretire_timestamps {
+    pub(crate) fn from_rust(stamps: Option<Timestamps>) -> Self {
+        match stamps {
+            Some(t) => Self {
+                start: t.start,
+                end: t.end,
+                available: 1,
+            },
+            None => Self::default(),
+        }
+    }
+}
+
+/// Host accesses to signals of one placement.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct sigretire_accesses {
+    /// Loads by the tracker itself (fence probes, direct proofs).
+    pub loads: u64,
+    /// Loads by CPU waits and holders polling for completion.
+    pub polls: u64,
+    /// Stores (arming and re-arming).
+    pub stores: u64,
+    /// Timestamp pairs read (two loads each, not in `loads`).
+    pub timestamp_reads: u64,
+    /// Store fences issued.
+    pub fences: u64,
+    /// HDP flushes issued.
+    pub flushes: u64,
+}
+
+impl sigretire_accesses {
+    fn from_rust(a: Accesses) -> Self {
+        Self {
+            loads: a.loads,
+            polls: a.polls,
+            stores: a.stores,
+            timestamp_reads: a.timestamp_reads,
+            fences: a.fences,
+            flushes: a.flushes,
+        }
+    }
+}
+
+/// Everything a tracker counts (the Rust `Stats`, field for field).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct sigretire_stats {
+    /// Accesses to host-memory signals.
+    pub host: sigretire_accesses,
+    /// Accesses to device-memory signals.
+    pub device: sigretire_accesses,
+    /// Signals created, warm-up included.
+    pub signals_created: u64,
+    /// Uses handed out.
+    pub uses: u64,
+    /// Uses proven complete.
+    pub retired: u64,
+    /// Uses that failed.
+    pub failed: u64,
+    /// Signals re-armed for reuse.
+    pub rearms: u64,
+    /// Fence probes.
+    pub probes: u64,
+    /// Uses retired by a later fence, without a load of their own.
+    pub retired_by_fence: u64,
+    /// Uses retired because a CPU wait saw their signal at 0.
+    pub retired_by_cpu_wait: u64,
+    /// Uses retired by a load of their own signal.
+    pub retired_by_load: u64,
+    /// Uses retired because their queue drained.
+    pub retired_by_drain: u64,
+    /// Times the ring grew.
+    pub ring_growths: u64,
+    /// Held signals set aside (parked) while a spare took their slot.
+    pub parks: u64,
+    /// Slots whose signal was exchanged for a spare of another placement.
+    pub spare_swaps: u64,
+    /// Parked signals that came back once their holders let go.
+    pub unparks: u64,
+    /// Acquires answered with back-pressure.
+    pub backpressure: u64,
+    /// GPU-waiter requests answered with no dependency (already complete).
+    pub dependencies_elided: u64,
+    /// Pins handed out.
+    pub pins: u64,
+    /// Timestamp pairs harvested.
+    pub harvests: u64,
+}
+
+impl sigretire_stats {
+    pub(crate) fn from_rust(s: Stats) -> Self {
+        Self {
+            host: sigretire_accesses::from_rust(s.host()),
+            device: sigretire_accesses::from_rust(s.device()),
+            signals_created: s.signals_created,
+            uses: s.uses,
+            retired: s.retired,
+            failed: s.failed,
+            rearms: s.rearms,
+            probes: s.probes,
+            retired_by_fence: s.retired_by_fence,
+            retired_by_cpu_wait: s.retired_by_cpu_wait,
+            retired_by_load: s.retired_by_load,
+            retired_by_drain: s.retired_by_drain,
+            ring_growths: s.ring_growths,
+            parks: s.parks,
+            spare_swaps: s.spare_swaps,
+            unparks: s.unparks,
+            backpressure: s.backpressure,
+            dependencies_elided: s.dependencies_elided,
+            pins: s.pins,
+            harvests: s.harvests,
+        }
+    }
+}
+
+/// Where every signal a tracker created is: a tracker that loses none
+/// always has `in_flight + armed + parked + retired == created`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct sigretire_census {
+    /// Signals serving a use in flight.
+    pub in_flight: u64,
+    /// Armed signals ready for the next uses.
+    pub armed: u64,
+    /// Signals set aside until their holders let go.
+    pub parked: u64,
+    /// Signals given up for good (the baseline replaces held ones).
+    pub retired: u64,
+    /// Signals ever created.
+    pub created: u64,
+    /// Pins this tracker keeps for its consumer uses.
+    pub pins: u64,
+}
+
+impl sigretire_census {
+    pub(crate) fn from_rust(c: Census) -> Self {
+        Self {
+            in_flight: c.in_flight as u64,
+            armed: c.armed as u64,
+            parked: c.parked as u64,
+            retired: c.retired as u64,
+            created: c.created as u64,
+            pins: c.pins as u64,
+        }
+    }
+}
+
+/// What a published packet does (`sigretire_work.kind`).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum sigretire_work_kind {
+    /// Empty work that runs like any other (an empty kernel): stamped on a
+    /// profiled queue. What a timed event records.
+    SIGRETIRE_WORK_EMPTY = 0,
+    /// Only the completion: the cheapest point in the queue to wait for.
+    SIGRETIRE_WORK_MARKER = 1,
+    /// A kernel the backend knows by `kernel_object` (the simulator: 0 is
+    /// the empty kernel).
+    SIGRETIRE_WORK_KERNEL = 2,
+    /// A barrier-AND packet: waits until every signal of `dependencies`
+    /// (`dependency_count`, at most 5) reaches 0.
+    SIGRETIRE_WORK_WAIT_ALL = 3,
+    /// A barrier-OR packet: waits until any of them (1 to 5) reaches 0.
+    SIGRETIRE_WORK_WAIT_ANY = 4,
+    /// A kernel dispatch built from `kernel_object`, `kernarg_address`,
+    /// `grid`, `workgroup`, `dimensions` and the segment sizes.
+    SIGRETIRE_WORK_DISPATCH = 5,
+    /// AMD's barrier-value packet: waits until `wait_signal`'s value, masked
+    /// with `wait_mask`, satisfies `wait_condition` against `wait_value`.
+    SIGRETIRE_WORK_WAIT_VALUE = 6,
+}
+
+/// How a barrier-value packet compares (`sigretire_work.wait_condition`).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum sigretire_condition {
+    /// `value & mask == expected`.
+    SIGRETIRE_CONDITION_EQUAL = 0,
+    /// `value & mask != expected`.
+    SIGRETIRE_CONDITION_NOT_EQUAL = 1,
+    /// `value & mask < expected`.
+    SIGRETIRE_CONDITION_LESS = 2,
+    /// `value & mask >= expected`.
+    SIGRETIRE_CONDITION_GREATER_EQUAL = 3,
+}
+
+/// The most dependencies one barrier packet holds.
+pub const SIGRETIRE_MAX_DEPENDENCIES: u32 = 5;
+
+/// The body of a packet the library publishes: everything but the header
+/// and the completion signal, which come from the tracker's record. Zero it,
+/// set `kind`, then the fields that kind reads.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct sigretire_work {
+    /// A `sigretire_work_kind`.
+    pub kind: u32,
+    /// WAIT_ALL, WAIT_ANY: how many of `dependencies` are used.
+    pub dependency_count: u32,
+    /// WAIT_ALL, WAIT_ANY: signal packet handles to wait for.
+    pub dependencies: [u64; 5],
+    /// KERNEL, DISPATCH: the kernel's code object handle.
+    pub kernel_object: u64,
+    /// DISPATCH: where the kernel arguments are (0: none).
+    pub kernarg_address: u64,
+    /// DISPATCH: work-items in each dimension (zeros are taken as 1).
+    pub grid: [u32; 3],
+    /// DISPATCH: work-items per workgroup in each dimension (zeros: 1).
+    pub workgroup: [u16; 3],
+    /// DISPATCH: dimensions used, 1 to 3 (0: worked out from `grid`).
+    pub dimensions: u16,
+    /// DISPATCH: private memory per work-item, bytes.
+    pub private_segment_size: u32,
+    /// DISPATCH: group memory per workgroup, bytes.
+    pub group_segment_size: u32,
+    /// WAIT_VALUE: a `sigretire_condition`.
+    pub wait_condition: u32,
+    /// WAIT_VALUE: the signal (packet handle) compared.
+    pub wait_signal: u64,
+    /// WAIT_VALUE: the value compared with.
+    pub wait_value: i64,
+    /// WAIT_VALUE: which bits of the signal's value are compared.
+    pub wait_mask: u64,
+}
+
+impl sigretire_work {
+    /// The tracker's `Work`, borrowing the dependencies, after checking
+    /// every field the kind reads.
+    pub(crate) fn as_work(&self) -> Outcome<Work<'_>> {
+        let dependencies = || -> Outcome<&[u64]> {
+            let count = self.dependency_count as usize;
+            if count > self.dependencies.len() {
+                return fail(
+                    SIGRETIRE_ERR_INVALID_ARGUMENT,
+                    format!(
+                        "work dependency_count is {count}: one barrier packet waits for at most 5 \
+                         signals (chain packets for more)"
+                    ),
+                );
+            }
+            Ok(&self.dependencies[..count])
+        };
+        Ok(match self.kind {
+            0 => Work::Empty,
+            1 => Work::Marker,
+            2 => Work::Kernel(self.kernel_object),
+            3 => Work::Wait(dependencies()?),
+            4 => {
+                let deps = dependencies()?;
+                if deps.is_empty() {
+                    return fail(
+                        SIGRETIRE_ERR_INVALID_ARGUMENT,
+                        "a WAIT_ANY (barrier-OR) packet needs at least one dependency",
+                    );
+                }
+                Work::WaitAny(deps)
+            }
+            5 => {
+                let grid = self.grid.map(|n| n.max(1));
+                let mut dispatch = Dispatch::new(self.kernel_object)
+                    .kernarg_address(self.kernarg_address)
+                    .grid(grid)
+                    .workgroup(self.workgroup.map(|n| n.max(1)))
+                    .segments(self.private_segment_size, self.group_segment_size);
+                match self.dimensions {
+                    0 => {}
+                    1..=3 => dispatch.dimensions = self.dimensions,
+                    other => {
+                        return fail(
+                            SIGRETIRE_ERR_INVALID_ARGUMENT,
+                            format!("work dimensions is {other}: 0 (from the grid) or 1 to 3"),
+                        );
+                    }
+                }
+                Work::Dispatch(dispatch)
+            }
+            6 => {
+                let condition = match self.wait_condition {
+                    0 => Condition::Equal,
+                    1 => Condition::NotEqual,
+                    2 => Condition::Less,
+                    3 => Condition::GreaterEqual,
+                    other => {
+                        return fail(
+                            SIGRETIRE_ERR_INVALID_ARGUMENT,
+                            format!(
+                                "work wait_condition is {other}: a sigretire_condition is 0 to 3"
+                            ),
+                        );
+                    }
+                };
+                Work::WaitValue(WaitValue {
+                    signal: self.wait_signal,
+                    condition,
+                    value: self.wait_value,
+                    mask: self.wait_mask,
+                })
+            }
+            other => {
+                return fail(
+                    SIGRETIRE_ERR_INVALID_ARGUMENT,
+                    format!("work kind is {other}: a sigretire_work_kind is 0 to 6"),
+                );
+            }
+        })
+    }
+}
+
+/// A duration of `ns` nanoseconds.
+pub(crate) fn nanos(ns: u64) -> Duration {
+    Duration::from_nanos(ns)
+}

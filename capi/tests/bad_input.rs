@@ -1,0 +1,1705 @@
+//! Every exported function, given NULL pointers, a misaligned pointer,
+//! handles that are not live, forged, foreign and stale tickets and
+//! out-of-range arguments, answers an error code: no crash, no unwinding
+//! into the caller, and nothing changed by a call that failed.
+
+use sigretire_capi::*;
+use std::ffi::{c_char, c_void};
+use std::ptr::{null, null_mut};
+
+/// A simulator with `queues` queues and a tracker on queue 0.
+struct Rig {
+    sim: *mut sigretire_sim,
+    tracker: *mut sigretire_tracker,
+}
+
+impl Rig {
+    fn new(queues: u32) -> Self {
+        Self::with_config(queues, None)
+    }
+
+    fn with_config(queues: u32, config: Option<sigretire_config>) -> Self {
+        let mut sim = null_mut();
+        let mut tracker = null_mut();
+        let options = sigretire_sim_options {
+            queues,
+            queue_size: 0,
+            flags: 0,
+            costs: SIGRETIRE_SIM_COSTS_ZERO,
+        };
+        let config_ptr = config.as_ref().map_or(null(), |c| c as *const _);
+        // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+        // or live handles of this test; the library checks each before use.
+        unsafe {
+            assert_eq!(sigretire_sim_create(&options, &mut sim), SIGRETIRE_OK);
+            assert_eq!(
+                sigretire_sim_tracker_create(sim, 0, config_ptr, &mut tracker),
+                SIGRETIRE_OK
+            );
+        }
+        Self { sim, tracker }
+    }
+
+    /// Submits one barrier kernel and returns what acquire answered.
+    fn submit(&self, purpose: sigretire_purpose) -> sigretire_acquired {
+        let request = sigretire_request {
+            flags: SIGRETIRE_REQUEST_BARRIER,
+            purpose: purpose as u32,
+            ..Default::default()
+        };
+        let work = kernel();
+        let mut acquired = sigretire_acquired::default();
+        // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+        // or live handles of this test; the library checks each before use.
+        unsafe {
+            assert_eq!(
+                sigretire_tracker_submit(self.tracker, &request, &work, &mut acquired),
+                SIGRETIRE_OK,
+                "{}",
+                last_error()
+            );
+        }
+        acquired
+    }
+
+    fn run(&self) {
+        // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+        // or live handles of this test; the library checks each before use.
+        unsafe { assert_eq!(sigretire_sim_run_until_idle(self.sim), SIGRETIRE_OK) };
+    }
+
+    fn poll(&self) -> usize {
+        let mut n = 0;
+        // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+        // or live handles of this test; the library checks each before use.
+        unsafe { assert_eq!(sigretire_tracker_poll(self.tracker, &mut n), SIGRETIRE_OK) };
+        n
+    }
+
+    fn query(&self, ticket: &sigretire_ticket) -> (sigretire_status, sigretire_use_status) {
+        let mut status = SIGRETIRE_USE_UNKNOWN;
+        // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+        // or live handles of this test; the library checks each before use.
+        let result = unsafe { sigretire_tracker_query(self.tracker, ticket, &mut status) };
+        (result, status)
+    }
+
+    fn stats(&self) -> sigretire_stats {
+        let mut stats = sigretire_stats::default();
+        // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+        // or live handles of this test; the library checks each before use.
+        unsafe {
+            assert_eq!(
+                sigretire_tracker_stats(self.tracker, &mut stats),
+                SIGRETIRE_OK
+            )
+        };
+        stats
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+        // or live handles of this test; the library checks each before use.
+        unsafe {
+            assert_eq!(sigretire_tracker_destroy(&mut self.tracker), SIGRETIRE_OK);
+            assert_eq!(sigretire_sim_destroy(&mut self.sim), SIGRETIRE_OK);
+        }
+    }
+}
+
+fn kernel() -> sigretire_work {
+    sigretire_work {
+        kind: sigretire_work_kind::SIGRETIRE_WORK_KERNEL as u32,
+        ..Default::default()
+    }
+}
+
+fn last_error() -> String {
+    let mut buffer = [0 as c_char; 1024];
+    let mut length = 0;
+    // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+    // or live handles of this test; the library checks each before use.
+    unsafe { sigretire_last_error(buffer.as_mut_ptr(), buffer.len(), &mut length) };
+    let bytes: Vec<u8> = buffer[..length.min(1023)]
+        .iter()
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Asserts `call` answered `expected`, and that the last error names the
+/// function (so the message is the call's own).
+fn expect(call: sigretire_status, expected: sigretire_status, function: &str) {
+    assert_eq!(call, expected, "{function}: {}", last_error());
+    if expected != SIGRETIRE_OK {
+        assert!(
+            last_error().starts_with(function),
+            "the last error should be {function}'s: {}",
+            last_error()
+        );
+    }
+}
+
+/// The tickets no tracker accepts from `rig`: zeroed, another tracker's,
+/// and `good` with each field changed.
+fn bad_tickets(good: sigretire_ticket, foreign: sigretire_ticket) -> Vec<sigretire_ticket> {
+    vec![
+        sigretire_ticket::default(),
+        foreign,
+        sigretire_ticket {
+            seq: good.seq + 1,
+            ..good
+        },
+        sigretire_ticket { seq: 0, ..good },
+        sigretire_ticket {
+            seq: u64::MAX,
+            ..good
+        },
+        sigretire_ticket {
+            generation: good.generation + 1,
+            ..good
+        },
+        sigretire_ticket {
+            flags: good.flags ^ SIGRETIRE_TICKET_TIMED,
+            ..good
+        },
+        sigretire_ticket {
+            check: good.check ^ 1,
+            ..good
+        },
+        sigretire_ticket {
+            tracker: good.tracker + 1,
+            ..good
+        },
+    ]
+}
+
+#[test]
+fn library_functions_refuse_null_pointers() {
+    let mut name: *const c_char = null();
+    let mut length = 0usize;
+    // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+    // or live handles of this test; the library checks each before use.
+    unsafe {
+        expect(
+            sigretire_abi_version(null_mut()),
+            SIGRETIRE_ERR_NULL,
+            "sigretire_abi_version",
+        );
+        expect(
+            sigretire_status_name(0, null_mut()),
+            SIGRETIRE_ERR_NULL,
+            "sigretire_status_name",
+        );
+        expect(
+            sigretire_status_name(1000, &mut name),
+            SIGRETIRE_ERR_INVALID_ARGUMENT,
+            "sigretire_status_name",
+        );
+        expect(
+            sigretire_last_error(null_mut(), 0, null_mut()),
+            SIGRETIRE_ERR_NULL,
+            "sigretire_last_error",
+        );
+        expect(
+            sigretire_last_error(null_mut(), 16, &mut length),
+            SIGRETIRE_ERR_NULL,
+            "sigretire_last_error",
+        );
+        expect(
+            sigretire_config_default(null_mut()),
+            SIGRETIRE_ERR_NULL,
+            "sigretire_config_default",
+        );
+        expect(
+            sigretire_wait_policy_spin(null_mut()),
+            SIGRETIRE_ERR_NULL,
+            "sigretire_wait_policy_spin",
+        );
+        expect(
+            sigretire_wait_policy_blocking(null_mut()),
+            SIGRETIRE_ERR_NULL,
+            "sigretire_wait_policy_blocking",
+        );
+    }
+}
+
+#[test]
+fn the_last_error_reports_a_small_buffer_and_keeps_the_message() {
+    let mut version = 0;
+    // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+    // or live handles of this test; the library checks each before use.
+    unsafe {
+        assert_eq!(sigretire_abi_version(&mut version), SIGRETIRE_OK);
+        assert_eq!(sigretire_abi_version(null_mut()), SIGRETIRE_ERR_NULL);
+    }
+    let full = last_error();
+    assert!(full.contains("`version` is NULL"), "{full}");
+    let mut small = [0 as c_char; 8];
+    let mut length = 0;
+    // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+    // or live handles of this test; the library checks each before use.
+    unsafe {
+        assert_eq!(
+            sigretire_last_error(small.as_mut_ptr(), small.len(), &mut length),
+            SIGRETIRE_ERR_BUFFER_TOO_SMALL
+        );
+        assert_eq!(length, full.len());
+        assert_eq!(small[7], 0, "NUL-terminated");
+        assert_eq!(
+            sigretire_last_error(null_mut(), 0, &mut length),
+            SIGRETIRE_ERR_BUFFER_TOO_SMALL
+        );
+    }
+    assert_eq!(last_error(), full, "a size query leaves the message");
+    assert_eq!(version, SIGRETIRE_ABI_VERSION);
+}
+
+#[test]
+fn simulator_functions_refuse_bad_arguments() {
+    let rig = Rig::new(1);
+    let mut sim = null_mut();
+    let mut tracker = null_mut();
+    let mut index = 0u64;
+    let mut flag = false;
+    let mut count = 0u64;
+    let words = [0u32; 16];
+    let options = |f: fn(&mut sigretire_sim_options)| {
+        let mut o = sigretire_sim_options {
+            queues: 1,
+            queue_size: 0,
+            flags: 0,
+            costs: 0,
+        };
+        f(&mut o);
+        o
+    };
+    // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+    // or live handles of this test; the library checks each before use.
+    unsafe {
+        let f = "sigretire_sim_options_default";
+        expect(
+            sigretire_sim_options_default(null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let f = "sigretire_sim_create";
+        expect(
+            sigretire_sim_create(null(), null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        for bad in [
+            options(|o| o.flags = 1 << 20),
+            options(|o| o.queues = SIGRETIRE_SIM_MAX_QUEUES + 1),
+            options(|o| o.queue_size = 100),
+            options(|o| o.queue_size = 1 << 30),
+            options(|o| o.costs = 9),
+        ] {
+            expect(
+                sigretire_sim_create(&bad, &mut sim),
+                SIGRETIRE_ERR_INVALID_ARGUMENT,
+                f,
+            );
+            assert!(sim.is_null(), "nothing made");
+        }
+        let f = "sigretire_sim_destroy";
+        expect(sigretire_sim_destroy(null_mut()), SIGRETIRE_ERR_NULL, f);
+        expect(sigretire_sim_destroy(&mut sim), SIGRETIRE_OK, f); // NULL: a no-op
+
+        let f = "sigretire_sim_tracker_create";
+        expect(
+            sigretire_sim_tracker_create(null(), 0, null(), &mut tracker),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_sim_tracker_create(rig.sim, 0, null(), null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_sim_tracker_create(rig.sim, 1, null(), &mut tracker),
+            SIGRETIRE_ERR_INVALID_ARGUMENT,
+            f,
+        );
+        let f = "sigretire_sim_reserve";
+        expect(
+            sigretire_sim_reserve(null(), 0, &mut index),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_sim_reserve(rig.sim, 0, null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_sim_reserve(rig.sim, 3, &mut index),
+            SIGRETIRE_ERR_INVALID_ARGUMENT,
+            f,
+        );
+        let f = "sigretire_sim_write_packet";
+        expect(
+            sigretire_sim_write_packet(null(), 0, 0, words.as_ptr()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_sim_write_packet(rig.sim, 0, 0, null()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_sim_write_packet(rig.sim, 2, 0, words.as_ptr()),
+            SIGRETIRE_ERR_INVALID_ARGUMENT,
+            f,
+        );
+        let f = "sigretire_sim_ring_doorbell";
+        expect(
+            sigretire_sim_ring_doorbell(null(), 0, 0),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_sim_ring_doorbell(rig.sim, 9, 0),
+            SIGRETIRE_ERR_INVALID_ARGUMENT,
+            f,
+        );
+        let f = "sigretire_sim_run_until_idle";
+        expect(sigretire_sim_run_until_idle(null()), SIGRETIRE_ERR_NULL, f);
+        let f = "sigretire_sim_fail_queue";
+        expect(sigretire_sim_fail_queue(null(), 0), SIGRETIRE_ERR_NULL, f);
+        expect(
+            sigretire_sim_fail_queue(rig.sim, 1),
+            SIGRETIRE_ERR_INVALID_ARGUMENT,
+            f,
+        );
+        let f = "sigretire_sim_packet_completed";
+        expect(
+            sigretire_sim_packet_completed(null(), 0, 0, &mut flag),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_sim_packet_completed(rig.sim, 0, 0, null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_sim_packet_completed(rig.sim, 0, 1 << 40, &mut flag),
+            SIGRETIRE_ERR_INVALID_ARGUMENT,
+            f,
+        );
+        let f = "sigretire_sim_violations";
+        expect(
+            sigretire_sim_violations(null(), &mut count),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_sim_violations(rig.sim, null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let f = "sigretire_sim_note_queue_change";
+        expect(
+            sigretire_sim_note_queue_change(null_mut(), rig.sim, 0),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_sim_note_queue_change(rig.tracker, null(), 0),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_sim_note_queue_change(rig.tracker, rig.sim, 4),
+            SIGRETIRE_ERR_INVALID_ARGUMENT,
+            f,
+        );
+        let other = Rig::new(1);
+        expect(
+            sigretire_sim_note_queue_change(rig.tracker, other.sim, 0),
+            SIGRETIRE_ERR_WRONG_BACKEND,
+            f,
+        );
+        // A handle that is not a live simulator (zeroed memory of its size).
+        let fake = vec![0u64; size_of::<sigretire_sim>().div_ceil(8)];
+        expect(
+            sigretire_sim_run_until_idle(fake.as_ptr().cast()),
+            SIGRETIRE_ERR_BAD_HANDLE,
+            "sigretire_sim_run_until_idle",
+        );
+    }
+    assert!(tracker.is_null(), "no tracker made by a failed call");
+}
+
+#[test]
+fn invalid_configurations_are_refused() {
+    let rig = Rig::new(1);
+    let mut tracker = null_mut();
+    let mut base = sigretire_config {
+        initial_size: 0,
+        growth_limit: 0,
+        refill_batch: 0,
+        timing_batch: 0,
+        backpressure_window: 0,
+        probe_interval: 0,
+        stamp_history: 0,
+        ticket_history: 0,
+        kind: 0,
+        signals: 0,
+        generation_bits: 0,
+    };
+    // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+    // or live handles of this test; the library checks each before use.
+    unsafe { assert_eq!(sigretire_config_default(&mut base), SIGRETIRE_OK) };
+    let bad: [fn(&mut sigretire_config); 9] = [
+        |c| c.initial_size = 0,
+        |c| c.growth_limit = 0,
+        |c| c.initial_size = u64::MAX,
+        |c| c.generation_bits = 33,
+        |c| c.refill_batch = 1 << 40,
+        |c| c.kind = 2,
+        |c| c.signals = 2,
+        |c| c.ticket_history = 3, // fewer than the uses that may be in flight
+        |c| c.probe_interval = 0,
+    ];
+    for change in bad {
+        let mut config = base;
+        change(&mut config);
+        // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+        // or live handles of this test; the library checks each before use.
+        unsafe {
+            expect(
+                sigretire_sim_tracker_create(rig.sim, 0, &config, &mut tracker),
+                SIGRETIRE_ERR_INVALID_CONFIG,
+                "sigretire_sim_tracker_create",
+            );
+        }
+        assert!(tracker.is_null());
+    }
+}
+
+#[test]
+fn tracker_functions_refuse_null_pointers_and_bad_handles() {
+    let rig = Rig::new(1);
+    let good = rig
+        .submit(sigretire_purpose::SIGRETIRE_PURPOSE_EVENT)
+        .ticket;
+    let t = rig.tracker;
+    let request = sigretire_request::default();
+    let work = kernel();
+    let mut acquired = sigretire_acquired::default();
+    let mut status = SIGRETIRE_USE_UNKNOWN;
+    let mut index = 0u64;
+    let mut n = 0usize;
+    let mut flag = false;
+    let mut hold = null_mut();
+    let mut pin = null_mut();
+    let mut stamps = sigretire_timestamps::default();
+    let mut word = 0u64;
+    let mut generation = 0u32;
+    let mut stats = sigretire_stats::default();
+    let mut census = sigretire_census::default();
+    let before = rig.stats();
+    let n_ = null_mut::<sigretire_tracker>();
+    // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+    // or live handles of this test; the library checks each before use.
+    unsafe {
+        let f = "sigretire_tracker_acquire";
+        expect(
+            sigretire_tracker_acquire(n_, &request, &mut acquired),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_acquire(t, null(), &mut acquired),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_acquire(t, &request, null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let f = "sigretire_tracker_submit";
+        expect(
+            sigretire_tracker_submit(n_, &request, &work, &mut acquired),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_submit(t, null(), &work, &mut acquired),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_submit(t, &request, null(), &mut acquired),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_submit(t, &request, &work, null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let f = "sigretire_tracker_reserve";
+        expect(
+            sigretire_tracker_reserve(n_, &mut index),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_reserve(t, null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let f = "sigretire_tracker_publish";
+        expect(
+            sigretire_tracker_publish(n_, &good, 0, &work),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_publish(t, null(), 0, &work),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_publish(t, &good, 0, null()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let f = "sigretire_tracker_publish_unsignalled";
+        expect(
+            sigretire_tracker_publish_unsignalled(n_, 0, 0, &work),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_publish_unsignalled(t, 0, 0, null()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let f = "sigretire_tracker_query";
+        expect(
+            sigretire_tracker_query(n_, &good, &mut status),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_query(t, null(), &mut status),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_query(t, &good, null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let f = "sigretire_tracker_known_status";
+        expect(
+            sigretire_tracker_known_status(n_, &good, &mut status),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_known_status(t, null(), &mut status),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_known_status(t, &good, null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let f = "sigretire_tracker_wait";
+        expect(
+            sigretire_tracker_wait(n_, &good, 0, null(), &mut status),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_wait(t, null(), 0, null(), &mut status),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_wait(t, &good, 0, null(), null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let f = "sigretire_tracker_hold";
+        expect(
+            sigretire_tracker_hold(n_, &good, &mut hold),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_hold(t, null(), &mut hold),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_hold(t, &good, null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let f = "sigretire_tracker_pin";
+        expect(
+            sigretire_tracker_pin(n_, &good, &mut pin),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_pin(t, null(), &mut pin),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_pin(t, &good, null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let f = "sigretire_tracker_attach";
+        expect(
+            sigretire_tracker_attach(t, &good, null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_attach(t, &good, &mut pin),
+            SIGRETIRE_ERR_NULL,
+            f,
+        ); // *pin NULL
+        let f = "sigretire_tracker_probe";
+        expect(
+            sigretire_tracker_probe(n_, &mut flag),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_probe(t, null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let f = "sigretire_tracker_poll";
+        expect(sigretire_tracker_poll(n_, &mut n), SIGRETIRE_ERR_NULL, f);
+        expect(sigretire_tracker_poll(t, null_mut()), SIGRETIRE_ERR_NULL, f);
+        let f = "sigretire_tracker_reclaim";
+        expect(sigretire_tracker_reclaim(n_, &mut n), SIGRETIRE_ERR_NULL, f);
+        expect(
+            sigretire_tracker_reclaim(t, null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let f = "sigretire_tracker_timestamps";
+        expect(
+            sigretire_tracker_timestamps(n_, &good, &mut stamps),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_timestamps(t, null(), &mut stamps),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_timestamps(t, &good, null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let f = "sigretire_tracker_timestamp_frequency";
+        expect(
+            sigretire_tracker_timestamp_frequency(n_, &mut word),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_timestamp_frequency(t, null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let f = "sigretire_tracker_note_drained";
+        expect(sigretire_tracker_note_drained(n_), SIGRETIRE_ERR_NULL, f);
+        let f = "sigretire_tracker_fail_queue";
+        expect(
+            sigretire_tracker_fail_queue(n_, &mut n),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_fail_queue(t, null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let f = "sigretire_tracker_fail_submission";
+        expect(
+            sigretire_tracker_fail_submission(n_, &good, 0),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_fail_submission(t, null(), 0),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let f = "sigretire_tracker_generation";
+        expect(
+            sigretire_tracker_generation(n_, &mut generation),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_generation(t, null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let f = "sigretire_tracker_stats";
+        expect(
+            sigretire_tracker_stats(n_, &mut stats),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_stats(t, null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let f = "sigretire_tracker_census";
+        expect(
+            sigretire_tracker_census(n_, &mut census),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_tracker_census(t, null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let f = "sigretire_tracker_destroy";
+        expect(sigretire_tracker_destroy(null_mut()), SIGRETIRE_ERR_NULL, f);
+        let mut none = null_mut();
+        expect(sigretire_tracker_destroy(&mut none), SIGRETIRE_OK, f);
+
+        // A misaligned out-parameter.
+        let mut words = [0u64; 32];
+        let odd = words
+            .as_mut_ptr()
+            .cast::<u8>()
+            .add(4)
+            .cast::<sigretire_stats>();
+        expect(
+            sigretire_tracker_stats(t, odd),
+            SIGRETIRE_ERR_INVALID_ARGUMENT,
+            "sigretire_tracker_stats",
+        );
+        // A handle that is not a live tracker (zeroed memory of its size).
+        let fake = vec![0u64; size_of::<sigretire_tracker>().div_ceil(8)];
+        let fake = fake.as_ptr().cast_mut().cast::<sigretire_tracker>();
+        expect(
+            sigretire_tracker_poll(fake, &mut n),
+            SIGRETIRE_ERR_BAD_HANDLE,
+            "sigretire_tracker_poll",
+        );
+        let mut fake_slot = fake;
+        expect(
+            sigretire_tracker_destroy(&mut fake_slot),
+            SIGRETIRE_ERR_BAD_HANDLE,
+            "sigretire_tracker_destroy",
+        );
+        assert_eq!(fake_slot, fake, "a refused destroy leaves the variable");
+    }
+    assert!(hold.is_null() && pin.is_null());
+    let after = rig.stats();
+    assert_eq!(after.uses, before.uses, "no failed call acquired anything");
+}
+
+#[test]
+fn every_function_taking_a_ticket_refuses_forged_and_foreign_ones() {
+    let rig = Rig::new(1);
+    let other = Rig::new(1);
+    let good = rig
+        .submit(sigretire_purpose::SIGRETIRE_PURPOSE_EVENT)
+        .ticket;
+    let foreign = other
+        .submit(sigretire_purpose::SIGRETIRE_PURPOSE_EVENT)
+        .ticket;
+    // The consumer end of an attach: a pin to give.
+    let producer = other
+        .submit(sigretire_purpose::SIGRETIRE_PURPOSE_GPU_WAITER)
+        .ticket;
+    let mut pin = null_mut();
+    // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+    // or live handles of this test; the library checks each before use.
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_pin(other.tracker, &producer, &mut pin),
+            SIGRETIRE_OK
+        )
+    };
+    assert!(!pin.is_null());
+    let t = rig.tracker;
+    let work = kernel();
+    for bad in bad_tickets(good, foreign) {
+        let mut status = SIGRETIRE_USE_UNKNOWN;
+        let mut hold = null_mut();
+        let mut new_pin = null_mut();
+        let mut stamps = sigretire_timestamps::default();
+        // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+        // or live handles of this test; the library checks each before use.
+        unsafe {
+            let b = SIGRETIRE_ERR_BAD_TICKET;
+            expect(
+                sigretire_tracker_query(t, &bad, &mut status),
+                b,
+                "sigretire_tracker_query",
+            );
+            expect(
+                sigretire_tracker_known_status(t, &bad, &mut status),
+                b,
+                "sigretire_tracker_known_status",
+            );
+            expect(
+                sigretire_tracker_wait(t, &bad, 0, null(), &mut status),
+                b,
+                "sigretire_tracker_wait",
+            );
+            expect(
+                sigretire_tracker_hold(t, &bad, &mut hold),
+                b,
+                "sigretire_tracker_hold",
+            );
+            expect(
+                sigretire_tracker_pin(t, &bad, &mut new_pin),
+                b,
+                "sigretire_tracker_pin",
+            );
+            expect(
+                sigretire_tracker_timestamps(t, &bad, &mut stamps),
+                b,
+                "sigretire_tracker_timestamps",
+            );
+            expect(
+                sigretire_tracker_fail_submission(t, &bad, 0),
+                b,
+                "sigretire_tracker_fail_submission",
+            );
+            expect(
+                sigretire_tracker_publish(t, &bad, 0, &work),
+                b,
+                "sigretire_tracker_publish",
+            );
+            expect(
+                sigretire_tracker_attach(t, &bad, &mut pin),
+                b,
+                "sigretire_tracker_attach",
+            );
+        }
+        assert!(
+            !pin.is_null(),
+            "a refused attach leaves the pin with the caller"
+        );
+        assert!(hold.is_null() && new_pin.is_null());
+        assert_eq!(status, SIGRETIRE_USE_UNKNOWN, "no answer written");
+    }
+    // The genuine ticket still works everywhere it did.
+    rig.run();
+    assert_eq!(rig.query(&good), (SIGRETIRE_OK, SIGRETIRE_USE_COMPLETE));
+    // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+    // or live handles of this test; the library checks each before use.
+    unsafe { assert_eq!(sigretire_pin_release(&mut pin), SIGRETIRE_OK) };
+    assert!(pin.is_null());
+}
+
+#[test]
+fn bad_requests_and_work_are_refused_before_anything_happens() {
+    let rig = Rig::new(1);
+    let good = rig
+        .submit(sigretire_purpose::SIGRETIRE_PURPOSE_COMPLETION)
+        .ticket;
+    let before = rig.stats();
+    let t = rig.tracker;
+    let mut acquired = sigretire_acquired::default();
+    let ok_request = sigretire_request {
+        flags: SIGRETIRE_REQUEST_BARRIER,
+        ..Default::default()
+    };
+    let requests = [
+        sigretire_request {
+            flags: 1 << 7,
+            ..ok_request
+        },
+        sigretire_request {
+            purpose: 5,
+            ..ok_request
+        },
+        sigretire_request {
+            ops: 2, // submit publishes one packet
+            ..ok_request
+        },
+        sigretire_request {
+            flags: SIGRETIRE_REQUEST_COPY_ENGINE,
+            ..ok_request
+        },
+    ];
+    let work = kernel();
+    for request in requests {
+        // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+        // or live handles of this test; the library checks each before use.
+        unsafe {
+            expect(
+                sigretire_tracker_submit(t, &request, &work, &mut acquired),
+                SIGRETIRE_ERR_INVALID_ARGUMENT,
+                "sigretire_tracker_submit",
+            );
+        }
+    }
+    let works = [
+        sigretire_work {
+            kind: 7,
+            ..Default::default()
+        },
+        sigretire_work {
+            kind: sigretire_work_kind::SIGRETIRE_WORK_WAIT_ALL as u32,
+            dependency_count: 6,
+            ..Default::default()
+        },
+        sigretire_work {
+            kind: sigretire_work_kind::SIGRETIRE_WORK_WAIT_ANY as u32,
+            dependency_count: 0,
+            ..Default::default()
+        },
+        sigretire_work {
+            kind: sigretire_work_kind::SIGRETIRE_WORK_DISPATCH as u32,
+            dimensions: 4,
+            ..Default::default()
+        },
+        sigretire_work {
+            kind: sigretire_work_kind::SIGRETIRE_WORK_WAIT_VALUE as u32,
+            wait_condition: 4,
+            ..Default::default()
+        },
+    ];
+    for bad in works {
+        // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+        // or live handles of this test; the library checks each before use.
+        unsafe {
+            expect(
+                sigretire_tracker_submit(t, &ok_request, &bad, &mut acquired),
+                SIGRETIRE_ERR_INVALID_ARGUMENT,
+                "sigretire_tracker_submit",
+            );
+            expect(
+                sigretire_tracker_publish(t, &good, 0, &bad),
+                SIGRETIRE_ERR_INVALID_ARGUMENT,
+                "sigretire_tracker_publish",
+            );
+            expect(
+                sigretire_tracker_publish_unsignalled(t, 0, 0, &bad),
+                SIGRETIRE_ERR_INVALID_ARGUMENT,
+                "sigretire_tracker_publish_unsignalled",
+            );
+        }
+    }
+    // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+    // or live handles of this test; the library checks each before use.
+    unsafe {
+        expect(
+            sigretire_tracker_acquire(t, &requests[0], &mut acquired),
+            SIGRETIRE_ERR_INVALID_ARGUMENT,
+            "sigretire_tracker_acquire",
+        );
+        expect(
+            sigretire_tracker_publish(t, &good, 1, &work),
+            SIGRETIRE_ERR_INVALID_ARGUMENT,
+            "sigretire_tracker_publish",
+        );
+        expect(
+            sigretire_tracker_publish_unsignalled(t, 0, 2, &work),
+            SIGRETIRE_ERR_INVALID_ARGUMENT,
+            "sigretire_tracker_publish_unsignalled",
+        );
+        // An index that does not follow the previous use's: refused, nothing changes.
+        let behind = sigretire_request {
+            aql_index: 0,
+            ..ok_request
+        };
+        expect(
+            sigretire_tracker_acquire(t, &behind, &mut acquired),
+            SIGRETIRE_ERR_INDEX_ORDER,
+            "sigretire_tracker_acquire",
+        );
+    }
+    assert_eq!(rig.stats().uses, before.uses);
+    assert_eq!(acquired, sigretire_acquired::default(), "no answer written");
+    let mut violations = 1;
+    // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+    // or live handles of this test; the library checks each before use.
+    unsafe {
+        assert_eq!(
+            sigretire_sim_violations(rig.sim, &mut violations),
+            SIGRETIRE_OK
+        )
+    };
+    assert_eq!(violations, 0, "no packet published by a refused call");
+}
+
+#[test]
+fn hold_and_pin_functions_refuse_null_pointers_and_wrong_backends() {
+    let rig = Rig::new(1);
+    let ticket = rig
+        .submit(sigretire_purpose::SIGRETIRE_PURPOSE_EVENT)
+        .ticket;
+    let mut hold = null_mut();
+    let mut pin = null_mut();
+    let mut status = SIGRETIRE_USE_UNKNOWN;
+    let mut stamps = sigretire_timestamps::default();
+    let mut handle = 0u64;
+    let mut copy = null_mut();
+    // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+    // or live handles of this test; the library checks each before use.
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_hold(rig.tracker, &ticket, &mut hold),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_tracker_pin(rig.tracker, &ticket, &mut pin),
+            SIGRETIRE_OK
+        );
+        let n = SIGRETIRE_ERR_NULL;
+        expect(
+            sigretire_hold_status(null(), &mut status),
+            n,
+            "sigretire_hold_status",
+        );
+        expect(
+            sigretire_hold_status(hold, null_mut()),
+            n,
+            "sigretire_hold_status",
+        );
+        expect(
+            sigretire_hold_known_status(null(), &mut status),
+            n,
+            "sigretire_hold_known_status",
+        );
+        expect(
+            sigretire_hold_known_status(hold, null_mut()),
+            n,
+            "sigretire_hold_known_status",
+        );
+        expect(
+            sigretire_hold_timestamps(null(), &mut stamps),
+            n,
+            "sigretire_hold_timestamps",
+        );
+        expect(
+            sigretire_hold_timestamps(hold, null_mut()),
+            n,
+            "sigretire_hold_timestamps",
+        );
+        expect(
+            sigretire_hold_signal(null(), &mut handle, null_mut()),
+            n,
+            "sigretire_hold_signal",
+        );
+        expect(
+            sigretire_hold_signal(hold, null_mut(), null_mut()),
+            n,
+            "sigretire_hold_signal",
+        );
+        expect(
+            sigretire_hold_clone(null(), &mut copy),
+            n,
+            "sigretire_hold_clone",
+        );
+        expect(
+            sigretire_hold_clone(hold, null_mut()),
+            n,
+            "sigretire_hold_clone",
+        );
+        expect(
+            sigretire_hold_release(null_mut()),
+            n,
+            "sigretire_hold_release",
+        );
+        expect(
+            sigretire_pin_packet_handle(null(), &mut handle),
+            n,
+            "sigretire_pin_packet_handle",
+        );
+        expect(
+            sigretire_pin_packet_handle(pin, null_mut()),
+            n,
+            "sigretire_pin_packet_handle",
+        );
+        expect(
+            sigretire_pin_status(null(), &mut status),
+            n,
+            "sigretire_pin_status",
+        );
+        expect(
+            sigretire_pin_status(pin, null_mut()),
+            n,
+            "sigretire_pin_status",
+        );
+        expect(
+            sigretire_pin_release(null_mut()),
+            n,
+            "sigretire_pin_release",
+        );
+        let mut none_hold = null_mut();
+        let mut none_pin = null_mut();
+        assert_eq!(sigretire_hold_release(&mut none_hold), SIGRETIRE_OK);
+        assert_eq!(sigretire_pin_release(&mut none_pin), SIGRETIRE_OK);
+
+        // Handles that are not live (zeroed memory of their sizes).
+        let fake_hold = vec![0u64; size_of::<sigretire_hold>().div_ceil(8)];
+        let fake_pin = vec![0u64; size_of::<sigretire_pin>().div_ceil(8)];
+        expect(
+            sigretire_hold_status(fake_hold.as_ptr().cast(), &mut status),
+            SIGRETIRE_ERR_BAD_HANDLE,
+            "sigretire_hold_status",
+        );
+        expect(
+            sigretire_pin_status(fake_pin.as_ptr().cast(), &mut status),
+            SIGRETIRE_ERR_BAD_HANDLE,
+            "sigretire_pin_status",
+        );
+
+        // A simulator pin cannot go to a tracker of the hooks backend.
+        let hooks = host_hooks();
+        let mut consumer = null_mut();
+        assert_eq!(
+            sigretire_hooks_tracker_create(&hooks.hooks, null(), &mut consumer),
+            SIGRETIRE_OK
+        );
+        let request = sigretire_request::default();
+        let mut consumed = sigretire_acquired::default();
+        assert_eq!(
+            sigretire_tracker_acquire(consumer, &request, &mut consumed),
+            SIGRETIRE_OK
+        );
+        expect(
+            sigretire_tracker_attach(consumer, &consumed.ticket, &mut pin),
+            SIGRETIRE_ERR_WRONG_BACKEND,
+            "sigretire_tracker_attach",
+        );
+        assert!(!pin.is_null(), "the refused pin stays the caller's");
+        assert_eq!(sigretire_pin_status(pin, &mut status), SIGRETIRE_OK);
+        assert_eq!(sigretire_tracker_destroy(&mut consumer), SIGRETIRE_OK);
+
+        assert_eq!(sigretire_hold_clone(hold, &mut copy), SIGRETIRE_OK);
+        assert_eq!(sigretire_hold_release(&mut hold), SIGRETIRE_OK);
+        assert_eq!(sigretire_hold_release(&mut copy), SIGRETIRE_OK);
+        assert_eq!(sigretire_pin_release(&mut pin), SIGRETIRE_OK);
+    }
+    assert!(hold.is_null() && copy.is_null() && pin.is_null());
+}
+
+/// Host-memory signals and a fixed read index, as hooks.
+struct HostHooks {
+    hooks: sigretire_hooks,
+    /// From `Box::into_raw`: the hooks keep a pointer to it, which moving a
+    /// `Box` would invalidate.
+    memory: *mut HostSignals,
+}
+
+impl HostHooks {
+    fn memory(&self) -> &HostSignals {
+        // SAFETY: from `Box::into_raw`, freed only in `Drop`.
+        unsafe { &*self.memory }
+    }
+}
+
+impl Drop for HostHooks {
+    fn drop(&mut self) {
+        // SAFETY: from `Box::into_raw`, freed once; every tracker using it
+        // was destroyed by then (each test destroys its trackers first).
+        drop(unsafe { Box::from_raw(self.memory) });
+    }
+}
+
+struct HostSignals {
+    values: Vec<std::sync::atomic::AtomicI64>,
+    next: std::sync::atomic::AtomicUsize,
+    released: std::sync::atomic::AtomicUsize,
+    read_index: std::sync::atomic::AtomicU64,
+}
+
+unsafe extern "C" fn allocate(
+    user: *mut c_void,
+    count: usize,
+    _placement: u32,
+    signals: *mut u64,
+    placements: *mut u32,
+) -> i32 {
+    // SAFETY: `user` is the `HostSignals` these hooks were made with; the
+    // arrays have `count` elements (the hooks' contract).
+    // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+    // or live handles of this test; the library checks each before use.
+    let memory = unsafe { &*user.cast::<HostSignals>() };
+    let first = memory
+        .next
+        .fetch_add(count, std::sync::atomic::Ordering::Relaxed);
+    if first + count > memory.values.len() {
+        return 1;
+    }
+    for i in 0..count {
+        // SAFETY: as above.
+        unsafe {
+            signals.add(i).write((first + i + 1) as u64);
+            placements.add(i).write(0);
+        }
+    }
+    0
+}
+
+unsafe extern "C" fn load(user: *mut c_void, signal: u64) -> i64 {
+    // SAFETY: as in `allocate`.
+    let memory = unsafe { &*user.cast::<HostSignals>() };
+    memory.values[signal as usize - 1].load(std::sync::atomic::Ordering::Acquire)
+}
+
+unsafe extern "C" fn store(user: *mut c_void, signal: u64, value: i64) {
+    // SAFETY: as in `allocate`.
+    let memory = unsafe { &*user.cast::<HostSignals>() };
+    memory.values[signal as usize - 1].store(value, std::sync::atomic::Ordering::Release)
+}
+
+unsafe extern "C" fn nothing(_: *mut c_void) {}
+
+unsafe extern "C" fn release(user: *mut c_void) {
+    // SAFETY: as in `allocate`.
+    let memory = unsafe { &*user.cast::<HostSignals>() };
+    memory
+        .released
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+unsafe extern "C" fn read_index(queue: *mut c_void) -> u64 {
+    // SAFETY: `queue` is the `HostSignals` too.
+    let memory = unsafe { &*queue.cast::<HostSignals>() };
+    memory.read_index.load(std::sync::atomic::Ordering::Acquire)
+}
+
+fn host_hooks() -> HostHooks {
+    let memory = Box::new(HostSignals {
+        values: (0..256)
+            .map(|_| std::sync::atomic::AtomicI64::new(0))
+            .collect(),
+        next: std::sync::atomic::AtomicUsize::new(0),
+        released: std::sync::atomic::AtomicUsize::new(0),
+        read_index: std::sync::atomic::AtomicU64::new(0),
+    });
+    let memory = Box::into_raw(memory);
+    let user = memory.cast::<c_void>();
+    HostHooks {
+        hooks: sigretire_hooks {
+            user,
+            allocate: Some(allocate),
+            load: Some(load),
+            store: Some(store),
+            store_many: None,
+            store_fence: Some(nothing),
+            hdp_flush: Some(nothing),
+            timestamps: None,
+            packet_handle: None,
+            release: Some(release),
+            timestamp_frequency: 0,
+            queue_user: user,
+            read_index: Some(read_index),
+            ring_placement: None,
+        },
+        memory,
+    }
+}
+
+#[test]
+fn hooks_functions_refuse_missing_hooks_and_give_the_memory_back() {
+    let mut tracker = null_mut();
+    let rig = Rig::new(1);
+    // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+    // or live handles of this test; the library checks each before use.
+    unsafe {
+        let f = "sigretire_hooks_tracker_create";
+        let hooks = host_hooks();
+        expect(
+            sigretire_hooks_tracker_create(null(), null(), &mut tracker),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_hooks_tracker_create(&hooks.hooks, null(), null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let missing: [fn(&mut sigretire_hooks); 6] = [
+            |h| h.allocate = None,
+            |h| h.load = None,
+            |h| h.store = None,
+            |h| h.store_fence = None,
+            |h| h.hdp_flush = None,
+            |h| h.read_index = None,
+        ];
+        for (i, take) in missing.into_iter().enumerate() {
+            let mut broken = hooks.hooks;
+            take(&mut broken);
+            expect(
+                sigretire_hooks_tracker_create(&broken, null(), &mut tracker),
+                SIGRETIRE_ERR_NULL,
+                f,
+            );
+            assert_eq!(
+                hooks
+                    .memory()
+                    .released
+                    .load(std::sync::atomic::Ordering::Relaxed),
+                i + 1,
+                "a failed creation gives the memory back"
+            );
+        }
+        let bad_config = sigretire_config {
+            kind: 7,
+            ..{
+                let mut c = std::mem::zeroed::<sigretire_config>();
+                sigretire_config_default(&mut c);
+                c
+            }
+        };
+        expect(
+            sigretire_hooks_tracker_create(&hooks.hooks, &bad_config, &mut tracker),
+            SIGRETIRE_ERR_INVALID_CONFIG,
+            f,
+        );
+        assert!(tracker.is_null());
+
+        // An allocate hook that runs dry: out of signals, memory given back.
+        let small = host_hooks();
+        small
+            .memory()
+            .next
+            .store(250, std::sync::atomic::Ordering::Relaxed);
+        expect(
+            sigretire_hooks_tracker_create(&small.hooks, null(), &mut tracker),
+            SIGRETIRE_ERR_OUT_OF_SIGNALS,
+            f,
+        );
+        assert_eq!(
+            small
+                .memory()
+                .released
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+
+        let f = "sigretire_hooks_note_queue_change";
+        expect(
+            sigretire_hooks_note_queue_change(null_mut(), null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_hooks_note_queue_change(rig.tracker, null_mut()),
+            SIGRETIRE_ERR_WRONG_BACKEND,
+            f,
+        );
+        // A hooks tracker publishes nothing itself.
+        let good = host_hooks();
+        assert_eq!(
+            sigretire_hooks_tracker_create(&good.hooks, null(), &mut tracker),
+            SIGRETIRE_OK
+        );
+        let mut index = 0;
+        expect(
+            sigretire_tracker_reserve(tracker, &mut index),
+            SIGRETIRE_ERR_UNSUPPORTED,
+            "sigretire_tracker_reserve",
+        );
+        let request = sigretire_request::default();
+        let work = kernel();
+        let mut acquired = sigretire_acquired::default();
+        expect(
+            sigretire_tracker_submit(tracker, &request, &work, &mut acquired),
+            SIGRETIRE_ERR_UNSUPPORTED,
+            "sigretire_tracker_submit",
+        );
+        // Other backends' functions refuse it.
+        expect(
+            sigretire_sim_note_queue_change(tracker, rig.sim, 0),
+            SIGRETIRE_ERR_WRONG_BACKEND,
+            "sigretire_sim_note_queue_change",
+        );
+        expect(
+            sigretire_rocr_report_queue_error(tracker, 1),
+            SIGRETIRE_ERR_WRONG_BACKEND,
+            "sigretire_rocr_report_queue_error",
+        );
+        assert_eq!(
+            sigretire_hooks_note_queue_change(tracker, good.hooks.user),
+            SIGRETIRE_OK
+        );
+        assert_eq!(sigretire_tracker_destroy(&mut tracker), SIGRETIRE_OK);
+        assert_eq!(
+            good.memory()
+                .released
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "loads a shared library, which Miri cannot")]
+fn rocr_functions_refuse_bad_arguments_without_rocm() {
+    let rig = Rig::new(1);
+    let mut rocr = null_mut();
+    let mut count = 0usize;
+    let mut tracker = null_mut();
+    // Never dereferenced: every call below fails before it would be.
+    let not_a_queue = 0x1000usize as *mut c_void;
+    // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+    // or live handles of this test; the library checks each before use.
+    unsafe {
+        expect(
+            sigretire_rocr_adopt_options_default(null_mut()),
+            SIGRETIRE_ERR_NULL,
+            "sigretire_rocr_adopt_options_default",
+        );
+        let f = "sigretire_rocr_open";
+        expect(
+            sigretire_rocr_open(null(), null_mut()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_rocr_open(c"/nonexistent/libhsa-runtime64.so.1".as_ptr(), &mut rocr),
+            SIGRETIRE_ERR_LOAD,
+            f,
+        );
+        assert!(rocr.is_null());
+        let f = "sigretire_rocr_close";
+        expect(sigretire_rocr_close(null_mut()), SIGRETIRE_ERR_NULL, f);
+        expect(sigretire_rocr_close(&mut rocr), SIGRETIRE_OK, f);
+        let f = "sigretire_rocr_gpu_count";
+        expect(
+            sigretire_rocr_gpu_count(null(), &mut count),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let f = "sigretire_rocr_tracker_adopt";
+        expect(
+            sigretire_rocr_tracker_adopt(null(), 0, not_a_queue, null(), null(), &mut tracker),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let fake = vec![0u64; size_of::<sigretire_rocr>().div_ceil(8)];
+        expect(
+            sigretire_rocr_tracker_adopt(
+                fake.as_ptr().cast(),
+                0,
+                not_a_queue,
+                null(),
+                null(),
+                &mut tracker,
+            ),
+            SIGRETIRE_ERR_BAD_HANDLE,
+            f,
+        );
+        expect(
+            sigretire_rocr_tracker_adopt(
+                fake.as_ptr().cast(),
+                0,
+                null_mut(),
+                null(),
+                null(),
+                &mut tracker,
+            ),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        let bad_options = sigretire_rocr_adopt_options {
+            flags: 1 << 9,
+            drain_timeout_ns: 0,
+        };
+        expect(
+            sigretire_rocr_tracker_adopt(
+                fake.as_ptr().cast(),
+                0,
+                not_a_queue,
+                &bad_options,
+                null(),
+                &mut tracker,
+            ),
+            SIGRETIRE_ERR_INVALID_ARGUMENT,
+            f,
+        );
+        let f = "sigretire_rocr_note_queue_change";
+        expect(
+            sigretire_rocr_note_queue_change(null_mut(), not_a_queue, null()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_rocr_note_queue_change(rig.tracker, null_mut(), null()),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_rocr_note_queue_change(rig.tracker, not_a_queue, null()),
+            SIGRETIRE_ERR_WRONG_BACKEND,
+            f,
+        );
+        let f = "sigretire_rocr_report_queue_error";
+        expect(
+            sigretire_rocr_report_queue_error(null_mut(), 1),
+            SIGRETIRE_ERR_NULL,
+            f,
+        );
+        expect(
+            sigretire_rocr_report_queue_error(rig.tracker, 1),
+            SIGRETIRE_ERR_WRONG_BACKEND,
+            f,
+        );
+    }
+    assert!(tracker.is_null());
+}
+
+#[test]
+fn stale_tickets_keep_their_answers_after_their_records_are_dropped() {
+    let config = {
+        let mut c = sigretire_config {
+            initial_size: 0,
+            growth_limit: 0,
+            refill_batch: 0,
+            timing_batch: 0,
+            backpressure_window: 0,
+            probe_interval: 0,
+            stamp_history: 0,
+            ticket_history: 0,
+            kind: 0,
+            signals: 0,
+            generation_bits: 0,
+        };
+        // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+        // or live handles of this test; the library checks each before use.
+        unsafe { sigretire_config_default(&mut c) };
+        c.initial_size = 4;
+        c.growth_limit = 1;
+        c.ticket_history = 4; // the fewest allowed: the uses that may be in flight
+        c
+    };
+    let rig = Rig::with_config(1, Some(config));
+    let t = rig.tracker;
+    let first = rig
+        .submit(sigretire_purpose::SIGRETIRE_PURPOSE_COMPLETION)
+        .ticket;
+    // A use whose submission failed before its packet was published.
+    let mut index = 0u64;
+    let mut acquired = sigretire_acquired::default();
+    // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+    // or live handles of this test; the library checks each before use.
+    let failed = unsafe {
+        assert_eq!(sigretire_tracker_reserve(t, &mut index), SIGRETIRE_OK);
+        let request = sigretire_request {
+            aql_index: index,
+            flags: SIGRETIRE_REQUEST_BARRIER | SIGRETIRE_REQUEST_TIMED,
+            ..Default::default()
+        };
+        assert_eq!(
+            sigretire_tracker_acquire(t, &request, &mut acquired),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_tracker_fail_submission(t, &acquired.ticket, 0),
+            SIGRETIRE_OK
+        );
+        let filler = sigretire_work {
+            kind: sigretire_work_kind::SIGRETIRE_WORK_MARKER as u32,
+            ..Default::default()
+        };
+        assert_eq!(
+            sigretire_tracker_publish_unsignalled(t, index, 0, &filler),
+            SIGRETIRE_OK
+        );
+        acquired.ticket
+    };
+    assert_eq!(
+        failed.flags & SIGRETIRE_TICKET_TIMED,
+        SIGRETIRE_TICKET_TIMED
+    );
+    for _ in 0..50 {
+        rig.submit(sigretire_purpose::SIGRETIRE_PURPOSE_COMPLETION);
+        rig.run();
+        rig.poll();
+    }
+    // Both records are long gone; their tickets still answer.
+    assert_eq!(rig.query(&first), (SIGRETIRE_OK, SIGRETIRE_USE_COMPLETE));
+    assert_eq!(rig.query(&failed), (SIGRETIRE_OK, SIGRETIRE_USE_FAILED));
+    let mut status = SIGRETIRE_USE_UNKNOWN;
+    let mut hold = null_mut();
+    let mut pin = null_mut();
+    let mut stamps = sigretire_timestamps {
+        available: 9,
+        ..Default::default()
+    };
+    let work = kernel();
+    // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+    // or live handles of this test; the library checks each before use.
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_wait(t, &first, 0, null(), &mut status),
+            SIGRETIRE_OK
+        );
+        assert_eq!(status, SIGRETIRE_USE_COMPLETE);
+        assert_eq!(
+            sigretire_tracker_known_status(t, &failed, &mut status),
+            SIGRETIRE_OK
+        );
+        assert_eq!(status, SIGRETIRE_USE_FAILED);
+        assert_eq!(sigretire_tracker_hold(t, &first, &mut hold), SIGRETIRE_OK);
+        assert!(hold.is_null(), "nothing left to hold");
+        assert_eq!(sigretire_tracker_pin(t, &first, &mut pin), SIGRETIRE_OK);
+        assert!(pin.is_null(), "complete: no dependency");
+        expect(
+            sigretire_tracker_pin(t, &failed, &mut pin),
+            SIGRETIRE_ERR_USE_FAILED,
+            "sigretire_tracker_pin",
+        );
+        assert_eq!(
+            sigretire_tracker_timestamps(t, &first, &mut stamps),
+            SIGRETIRE_OK
+        );
+        assert_eq!(stamps.available, 0, "not timed");
+        assert_eq!(
+            sigretire_tracker_timestamps(t, &failed, &mut stamps),
+            SIGRETIRE_OK
+        );
+        assert_eq!(stamps.available, 0, "failed: never stamped");
+        expect(
+            sigretire_tracker_fail_submission(t, &first, 0),
+            SIGRETIRE_ERR_INVALID_STATE,
+            "sigretire_tracker_fail_submission",
+        );
+        expect(
+            sigretire_tracker_publish(t, &first, 0, &work),
+            SIGRETIRE_ERR_INVALID_STATE,
+            "sigretire_tracker_publish",
+        );
+    }
+    let mut violations = 1;
+    // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+    // or live handles of this test; the library checks each before use.
+    unsafe {
+        assert_eq!(
+            sigretire_sim_violations(rig.sim, &mut violations),
+            SIGRETIRE_OK
+        )
+    };
+    assert_eq!(violations, 0);
+}

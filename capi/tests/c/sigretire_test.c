@@ -1,0 +1,538 @@
+/*
+ * The C test of the sigretire C ABI: compiled with the system's C compiler
+ * against include/sigretire.h and the built library, it runs the
+ * repository README's 64-fence example on the simulator (one load retires
+ * 64 uses), a hold/pin scenario across two queues, back-pressure, a
+ * runtime's own packets written by hand, backend hooks implemented here in
+ * C, threads waiting while another submits, and bad input. It exits 1 on
+ * any wrong answer.
+ *
+ * -DPLANT_WRONG_ANSWER makes it expect a wrong value (two loads for the 64
+ * fences instead of one), so a build can show the program does fail when
+ * an answer is wrong.
+ */
+
+#include "sigretire.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef PLANT_WRONG_ANSWER
+#define EXPECTED_FENCE_LOADS 2 /* wrong on purpose */
+#else
+#define EXPECTED_FENCE_LOADS 1
+#endif
+
+static int checks;
+static int wrong;
+
+/* Records one check; prints the library's last error when a call failed. */
+static void check(int ok, const char *what, const char *file, int line) {
+    checks++;
+    if (!ok) {
+        char message[512];
+        size_t length = 0;
+        wrong++;
+        fprintf(stderr, "%s:%d: WRONG: %s\n", file, line, what);
+        if (sigretire_last_error(message, sizeof message, &length) == SIGRETIRE_OK && length > 0) {
+            fprintf(stderr, "    last error: %s\n", message);
+        }
+    }
+}
+
+#define CHECK(cond) check((cond) ? 1 : 0, #cond, __FILE__, __LINE__)
+#define CHECK_OK(call) CHECK((call) == SIGRETIRE_OK)
+#define CHECK_STATUS(call, status) CHECK((call) == (status))
+
+/* HSA packet types (hsa.h), for packets this program writes itself. */
+#define PACKET_TYPE_KERNEL_DISPATCH 2
+#define PACKET_TYPE_BARRIER_AND 3
+
+static struct sigretire_work kernel_work(void) {
+    struct sigretire_work work;
+    memset(&work, 0, sizeof work);
+    work.kind = SIGRETIRE_WORK_KERNEL;
+    work.kernel_object = 0; /* the simulator's empty kernel */
+    return work;
+}
+
+static struct sigretire_request fence_request(uint32_t purpose) {
+    struct sigretire_request request;
+    memset(&request, 0, sizeof request);
+    request.flags = SIGRETIRE_REQUEST_BARRIER;
+    request.purpose = purpose;
+    return request;
+}
+
+/* The README's example: 64 kernels with the barrier bit, device-memory
+ * signals; once the GPU ran them, one poll retires all 64 with one load. */
+static void sixty_four_fences(void) {
+    struct sigretire_sim *sim = NULL;
+    struct sigretire_tracker *tracker = NULL;
+    struct sigretire_config config;
+    struct sigretire_ticket tickets[64];
+    struct sigretire_stats stats;
+    struct sigretire_census census;
+    size_t rearmed = 0;
+    uint64_t violations = 1;
+    int i;
+
+    CHECK_OK(sigretire_sim_create(NULL, &sim));
+    CHECK_OK(sigretire_config_default(&config));
+    config.signals = SIGRETIRE_PLACEMENT_DEVICE;
+    CHECK_OK(sigretire_sim_tracker_create(sim, 0, &config, &tracker));
+    for (i = 0; i < 64; i++) {
+        struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_COMPLETION);
+        struct sigretire_work work = kernel_work();
+        struct sigretire_acquired acquired;
+        CHECK_OK(sigretire_tracker_submit(tracker, &request, &work, &acquired));
+        CHECK(acquired.flags & SIGRETIRE_ACQUIRED_BARRIER);
+        CHECK(acquired.placement == SIGRETIRE_PLACEMENT_DEVICE);
+        tickets[i] = acquired.ticket;
+    }
+    CHECK_OK(sigretire_sim_run_until_idle(sim)); /* the simulated GPU runs everything */
+    CHECK_OK(sigretire_tracker_poll(tracker, &rearmed)); /* one PCIe load of the newest fence... */
+    CHECK_OK(sigretire_tracker_stats(tracker, &stats));
+    CHECK(stats.device.loads == EXPECTED_FENCE_LOADS);
+    CHECK(stats.retired == 64);
+    CHECK(stats.retired_by_fence == 64 && stats.probes == 1); /* no load of their own */
+    for (i = 0; i < 64; i++) { /* ...retires all 64, answered from host memory */
+        sigretire_use_status status = SIGRETIRE_USE_UNKNOWN;
+        CHECK_OK(sigretire_tracker_known_status(tracker, &tickets[i], &status));
+        CHECK(status == SIGRETIRE_USE_COMPLETE);
+    }
+    CHECK_OK(sigretire_tracker_stats(tracker, &stats));
+    CHECK(stats.device.loads == EXPECTED_FENCE_LOADS);
+    CHECK(rearmed == 64);
+    CHECK_OK(sigretire_tracker_census(tracker, &census));
+    CHECK(census.in_flight + census.armed + census.parked + census.retired == census.created);
+    CHECK_OK(sigretire_sim_violations(sim, &violations));
+    CHECK(violations == 0);
+    CHECK_OK(sigretire_tracker_destroy(&tracker));
+    CHECK(tracker == NULL);
+    CHECK_OK(sigretire_sim_destroy(&sim));
+    CHECK(sim == NULL);
+}
+
+/* A runtime that writes its own packets: acquire gives the completion
+ * signal and the header bits; the packet is written into the (simulated)
+ * ring by hand, header last, and the doorbell rung. */
+static void a_packet_written_by_hand(void) {
+    struct sigretire_sim *sim = NULL;
+    struct sigretire_tracker *tracker = NULL;
+    struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_CPU_SYNC);
+    struct sigretire_acquired acquired;
+    uint32_t words[16];
+    sigretire_use_status status = SIGRETIRE_USE_UNKNOWN;
+    bool completed = false;
+    uint64_t index = 0, violations = 1;
+
+    CHECK_OK(sigretire_sim_create(NULL, &sim));
+    CHECK_OK(sigretire_sim_tracker_create(sim, 0, NULL, &tracker));
+    CHECK_OK(sigretire_sim_reserve(sim, 0, &index));
+    request.aql_index = index;
+    CHECK_OK(sigretire_tracker_acquire(tracker, &request, &acquired));
+    CHECK(acquired.aql_index == index && acquired.ops == 1);
+    CHECK(acquired.completion_signal != 0);
+    CHECK((acquired.header >> 8 & 1) == 1); /* the barrier bit, as recorded */
+
+    /* A barrier-AND packet: no dependencies, the tracker's signal. */
+    memset(words, 0, sizeof words);
+    words[0] = (uint32_t)(acquired.header | PACKET_TYPE_BARRIER_AND);
+    words[14] = (uint32_t)acquired.completion_signal;
+    words[15] = (uint32_t)(acquired.completion_signal >> 32);
+    CHECK_OK(sigretire_sim_write_packet(sim, 0, index, words));
+    CHECK_OK(sigretire_sim_ring_doorbell(sim, 0, index));
+
+    CHECK_OK(sigretire_tracker_query(tracker, &acquired.ticket, &status));
+    CHECK(status == SIGRETIRE_USE_PENDING);
+    CHECK_OK(sigretire_sim_run_until_idle(sim));
+    CHECK_OK(sigretire_sim_packet_completed(sim, 0, index, &completed));
+    CHECK(completed);
+    CHECK_OK(sigretire_tracker_query(tracker, &acquired.ticket, &status));
+    CHECK(status == SIGRETIRE_USE_COMPLETE);
+    CHECK_OK(sigretire_sim_violations(sim, &violations));
+    CHECK(violations == 0);
+    CHECK_OK(sigretire_tracker_destroy(&tracker));
+    CHECK_OK(sigretire_sim_destroy(&sim));
+}
+
+/* An event holds a use and a GPU waiter on another queue pins it: the
+ * retired signal is parked, not re-armed, until both let go. */
+static void hold_and_pin(void) {
+    struct sigretire_sim_options options;
+    struct sigretire_sim *sim = NULL;
+    struct sigretire_tracker *producer = NULL, *consumer = NULL;
+    struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_GPU_WAITER);
+    struct sigretire_work work = kernel_work();
+    struct sigretire_acquired produced, consumed;
+    struct sigretire_hold *hold = NULL;
+    struct sigretire_pin *pin = NULL;
+    struct sigretire_census census;
+    struct sigretire_stats stats;
+    sigretire_use_status status = SIGRETIRE_USE_UNKNOWN;
+    uint64_t handle = 0, index = 0, violations = 1;
+    size_t rearmed = 0;
+    bool completed = true;
+
+    CHECK_OK(sigretire_sim_options_default(&options));
+    options.queues = 2;
+    CHECK_OK(sigretire_sim_create(&options, &sim));
+    CHECK_OK(sigretire_sim_tracker_create(sim, 0, NULL, &producer));
+    CHECK_OK(sigretire_sim_tracker_create(sim, 1, NULL, &consumer));
+
+    /* The producer's packet, held by an event and pinned for a waiter. */
+    CHECK_OK(sigretire_tracker_submit(producer, &request, &work, &produced));
+    CHECK_OK(sigretire_tracker_hold(producer, &produced.ticket, &hold));
+    CHECK(hold != NULL);
+    CHECK_OK(sigretire_tracker_pin(producer, &produced.ticket, &pin));
+    CHECK(pin != NULL);
+    CHECK_OK(sigretire_pin_packet_handle(pin, &handle));
+    CHECK(handle == produced.completion_signal);
+
+    /* The consumer queue's barrier-AND waits on the pinned signal. */
+    CHECK_OK(sigretire_tracker_reserve(consumer, &index));
+    request = fence_request(SIGRETIRE_PURPOSE_COMPLETION);
+    request.aql_index = index;
+    CHECK_OK(sigretire_tracker_acquire(consumer, &request, &consumed));
+    memset(&work, 0, sizeof work);
+    work.kind = SIGRETIRE_WORK_WAIT_ALL;
+    work.dependency_count = 1;
+    work.dependencies[0] = handle;
+    CHECK_OK(sigretire_tracker_publish(consumer, &consumed.ticket, 0, &work));
+    CHECK_OK(sigretire_tracker_attach(consumer, &consumed.ticket, &pin));
+    CHECK(pin == NULL); /* the consumer's tracker owns it now */
+    CHECK_OK(sigretire_sim_packet_completed(sim, 1, index, &completed));
+    CHECK(!completed);
+
+    CHECK_OK(sigretire_sim_run_until_idle(sim)); /* both queues run */
+    CHECK_OK(sigretire_sim_packet_completed(sim, 1, index, &completed));
+    CHECK(completed);
+    CHECK_OK(sigretire_hold_status(hold, &status));
+    CHECK(status == SIGRETIRE_USE_COMPLETE);
+
+    /* Retired, but held and pinned: parked, a spare took its slot. */
+    CHECK_OK(sigretire_tracker_poll(producer, &rearmed));
+    CHECK_OK(sigretire_tracker_census(producer, &census));
+    CHECK(census.parked == 1);
+    CHECK_OK(sigretire_hold_release(&hold));
+    CHECK(hold == NULL);
+    CHECK_OK(sigretire_tracker_reclaim(producer, &rearmed));
+    CHECK_OK(sigretire_tracker_census(producer, &census));
+    CHECK(census.parked == 1); /* the consumer's pin still holds it */
+
+    /* The consumer retires: its tracker lets go of the pin. */
+    CHECK_OK(sigretire_tracker_poll(consumer, &rearmed));
+    CHECK_OK(sigretire_tracker_census(consumer, &census));
+    CHECK(census.pins == 0);
+    CHECK_OK(sigretire_tracker_reclaim(producer, &rearmed));
+    CHECK_OK(sigretire_tracker_census(producer, &census));
+    CHECK(census.parked == 0);
+    CHECK(census.in_flight + census.armed + census.parked + census.retired == census.created);
+    CHECK_OK(sigretire_tracker_stats(producer, &stats));
+    CHECK(stats.parks == 1 && stats.unparks == 1 && stats.pins == 1);
+
+    /* A use known complete needs no pin and no dependency. */
+    CHECK_OK(sigretire_tracker_pin(producer, &produced.ticket, &pin));
+    CHECK(pin == NULL);
+    CHECK_OK(sigretire_tracker_hold(producer, &produced.ticket, &hold));
+    CHECK(hold == NULL);
+
+    CHECK_OK(sigretire_sim_violations(sim, &violations));
+    CHECK(violations == 0);
+    CHECK_OK(sigretire_tracker_destroy(&consumer));
+    CHECK_OK(sigretire_tracker_destroy(&producer));
+    CHECK_OK(sigretire_sim_destroy(&sim));
+}
+
+/* A full ring answers with the use to wait for, never blocks. */
+static void back_pressure(void) {
+    struct sigretire_sim *sim = NULL;
+    struct sigretire_tracker *tracker = NULL;
+    struct sigretire_config config;
+    struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_COMPLETION);
+    struct sigretire_work work = kernel_work();
+    struct sigretire_acquired acquired;
+    sigretire_use_status status = SIGRETIRE_USE_UNKNOWN;
+    int i;
+
+    CHECK_OK(sigretire_sim_create(NULL, &sim));
+    CHECK_OK(sigretire_config_default(&config));
+    config.initial_size = 4;
+    config.growth_limit = 1;
+    CHECK_OK(sigretire_sim_tracker_create(sim, 0, &config, &tracker));
+    for (i = 0; i < 4; i++) {
+        CHECK_OK(sigretire_tracker_submit(tracker, &request, &work, &acquired));
+    }
+    CHECK_STATUS(sigretire_tracker_submit(tracker, &request, &work, &acquired),
+                 SIGRETIRE_ERR_BACKPRESSURE);
+    CHECK(acquired.wait_for.seq >= 1 && acquired.count == 4);
+    CHECK_OK(sigretire_sim_run_until_idle(sim));
+    CHECK_OK(sigretire_tracker_wait(tracker, &acquired.wait_for, 1000000000u, NULL, &status));
+    CHECK(status == SIGRETIRE_USE_COMPLETE);
+    CHECK_OK(sigretire_tracker_submit(tracker, &request, &work, &acquired)); /* room again */
+    CHECK_OK(sigretire_tracker_destroy(&tracker));
+    CHECK_OK(sigretire_sim_destroy(&sim));
+}
+
+/* Threads wait (no tracker lock) while the main thread keeps submitting. */
+struct waiter_args {
+    struct sigretire_tracker *tracker;
+    struct sigretire_ticket ticket;
+    sigretire_status result;
+    sigretire_use_status status;
+};
+
+static void *wait_for_ticket(void *arg) {
+    struct waiter_args *args = arg;
+    struct sigretire_wait_policy policy;
+    sigretire_wait_policy_blocking(&policy);
+    args->result =
+        sigretire_tracker_wait(args->tracker, &args->ticket, 10000000000u, &policy, &args->status);
+    return NULL;
+}
+
+static void waits_on_other_threads(void) {
+    struct sigretire_sim *sim = NULL;
+    struct sigretire_tracker *tracker = NULL;
+    struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_CPU_SYNC);
+    struct sigretire_work work = kernel_work();
+    struct sigretire_acquired acquired;
+    struct waiter_args args[4];
+    pthread_t threads[4];
+    int i;
+
+    CHECK_OK(sigretire_sim_create(NULL, &sim));
+    CHECK_OK(sigretire_sim_tracker_create(sim, 0, NULL, &tracker));
+    for (i = 0; i < 4; i++) {
+        CHECK_OK(sigretire_tracker_submit(tracker, &request, &work, &acquired));
+        args[i].tracker = tracker;
+        args[i].ticket = acquired.ticket;
+        args[i].result = SIGRETIRE_ERR_PANIC;
+        args[i].status = SIGRETIRE_USE_UNKNOWN;
+        CHECK(pthread_create(&threads[i], NULL, wait_for_ticket, &args[i]) == 0);
+    }
+    for (i = 0; i < 16; i++) { /* submitting goes on while they wait */
+        CHECK_OK(sigretire_tracker_submit(tracker, &request, &work, &acquired));
+    }
+    CHECK_OK(sigretire_sim_run_until_idle(sim));
+    for (i = 0; i < 4; i++) {
+        CHECK(pthread_join(threads[i], NULL) == 0);
+        CHECK(args[i].result == SIGRETIRE_OK);
+        CHECK(args[i].status == SIGRETIRE_USE_COMPLETE);
+    }
+    CHECK_OK(sigretire_tracker_destroy(&tracker));
+    CHECK_OK(sigretire_sim_destroy(&sim));
+}
+
+/* Backend hooks: a runtime's own signal memory (host atomics here) and its
+ * own queue (a read index this program moves as its "GPU" runs). */
+#define HOOK_SIGNALS 256
+
+struct runtime_memory {
+    _Atomic int64_t values[HOOK_SIGNALS];
+    size_t next;
+    pthread_mutex_t lock;
+    atomic_int fences, flushes, releases;
+};
+
+struct runtime_queue {
+    _Atomic uint64_t read_index;
+};
+
+static int32_t hook_allocate(void *user, size_t count, uint32_t placement, uint64_t *signals,
+                             uint32_t *placements) {
+    struct runtime_memory *memory = user;
+    size_t i;
+    int32_t result = 0;
+    (void)placement; /* host memory only: say so */
+    pthread_mutex_lock(&memory->lock);
+    if (memory->next + count > HOOK_SIGNALS) {
+        result = 1;
+    } else {
+        for (i = 0; i < count; i++) {
+            signals[i] = (uint64_t)(memory->next + i + 1); /* 0 names no signal */
+            placements[i] = SIGRETIRE_PLACEMENT_HOST;
+        }
+        memory->next += count;
+    }
+    pthread_mutex_unlock(&memory->lock);
+    return result;
+}
+
+static int64_t hook_load(void *user, uint64_t signal) {
+    struct runtime_memory *memory = user;
+    return atomic_load_explicit(&memory->values[signal - 1], memory_order_acquire);
+}
+
+static void hook_store(void *user, uint64_t signal, int64_t value) {
+    struct runtime_memory *memory = user;
+    atomic_store_explicit(&memory->values[signal - 1], value, memory_order_release);
+}
+
+static void hook_store_fence(void *user) {
+    struct runtime_memory *memory = user;
+    atomic_thread_fence(memory_order_seq_cst);
+    atomic_fetch_add(&memory->fences, 1);
+}
+
+static void hook_hdp_flush(void *user) {
+    struct runtime_memory *memory = user;
+    atomic_fetch_add(&memory->flushes, 1);
+}
+
+static void hook_release(void *user) {
+    struct runtime_memory *memory = user;
+    atomic_fetch_add(&memory->releases, 1);
+}
+
+static uint64_t hook_read_index(void *queue_user) {
+    struct runtime_queue *queue = queue_user;
+    return atomic_load_explicit(&queue->read_index, memory_order_acquire);
+}
+
+static uint32_t hook_ring_placement(void *queue_user) {
+    (void)queue_user;
+    return SIGRETIRE_PLACEMENT_DEVICE;
+}
+
+static void hooks_over_a_runtimes_own_memory(void) {
+    static struct runtime_memory memory;
+    static struct runtime_queue queue;
+    struct sigretire_hooks hooks;
+    struct sigretire_tracker *tracker = NULL;
+    struct sigretire_acquired acquired[8];
+    struct sigretire_stats stats;
+    struct sigretire_work work = kernel_work();
+    size_t rearmed = 0;
+    uint64_t index = 0;
+    int i;
+
+    memset(&hooks, 0, sizeof hooks);
+    pthread_mutex_init(&memory.lock, NULL);
+    hooks.user = &memory;
+    hooks.allocate = hook_allocate;
+    hooks.load = hook_load;
+    hooks.store = hook_store;
+    hooks.store_fence = hook_store_fence;
+    hooks.hdp_flush = hook_hdp_flush;
+    hooks.release = hook_release;
+    hooks.queue_user = &queue;
+    hooks.read_index = hook_read_index;
+    hooks.ring_placement = hook_ring_placement;
+    CHECK_OK(sigretire_hooks_tracker_create(&hooks, NULL, &tracker));
+    CHECK(memory.next == 64); /* the initial ring, through the allocate hook */
+
+    /* The runtime publishes on its own queue: the library refuses to. */
+    CHECK_STATUS(sigretire_tracker_reserve(tracker, &index), SIGRETIRE_ERR_UNSUPPORTED);
+    for (i = 0; i < 8; i++) {
+        struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_COMPLETION);
+        request.aql_index = (uint64_t)i;
+        CHECK_OK(sigretire_tracker_acquire(tracker, &request, &acquired[i]));
+        CHECK(hook_load(&memory, acquired[i].completion_signal) == 1); /* armed */
+    }
+    CHECK_STATUS(sigretire_tracker_publish(tracker, &acquired[0].ticket, 0, &work),
+                 SIGRETIRE_ERR_UNSUPPORTED);
+
+    /* The "GPU" runs the 8 packets in order: completes each signal, then
+     * the read index passes them all. */
+    for (i = 0; i < 8; i++) {
+        atomic_fetch_sub_explicit(&memory.values[acquired[i].completion_signal - 1], 1,
+                                  memory_order_release);
+    }
+    atomic_store_explicit(&queue.read_index, 8, memory_order_release);
+    CHECK_OK(sigretire_tracker_poll(tracker, &rearmed));
+    CHECK(rearmed == 8);
+    CHECK_OK(sigretire_tracker_stats(tracker, &stats));
+    CHECK(stats.host.loads == 1); /* one probe of the newest fence */
+    CHECK(stats.retired == 8);
+    for (i = 0; i < 8; i++) {
+        sigretire_use_status status = SIGRETIRE_USE_UNKNOWN;
+        CHECK_OK(sigretire_tracker_known_status(tracker, &acquired[i].ticket, &status));
+        CHECK(status == SIGRETIRE_USE_COMPLETE);
+        CHECK(hook_load(&memory, acquired[i].completion_signal) == 1); /* re-armed */
+    }
+    CHECK(atomic_load(&memory.releases) == 0);
+    CHECK_OK(sigretire_tracker_destroy(&tracker));
+    CHECK(atomic_load(&memory.releases) == 1); /* the memory went back to the runtime */
+}
+
+/* Bad input gets error codes, never a crash. */
+static void bad_input(void) {
+    struct sigretire_sim *sim = NULL;
+    struct sigretire_tracker *one = NULL, *other = NULL;
+    struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_COMPLETION);
+    struct sigretire_work work = kernel_work();
+    struct sigretire_acquired acquired;
+    struct sigretire_ticket forged;
+    struct sigretire_rocr *rocr = NULL;
+    sigretire_use_status status = SIGRETIRE_USE_UNKNOWN;
+    const char *name = NULL;
+    char message[256];
+    size_t length = 0;
+
+    CHECK_OK(sigretire_sim_create(NULL, &sim));
+    CHECK_OK(sigretire_sim_tracker_create(sim, 0, NULL, &one));
+    CHECK_OK(sigretire_sim_tracker_create(sim, 0, NULL, &other));
+    CHECK_OK(sigretire_tracker_submit(one, &request, &work, &acquired));
+
+    CHECK_STATUS(sigretire_tracker_query(NULL, &acquired.ticket, &status), SIGRETIRE_ERR_NULL);
+    CHECK_STATUS(sigretire_tracker_query(one, NULL, &status), SIGRETIRE_ERR_NULL);
+    CHECK_STATUS(sigretire_tracker_query(one, &acquired.ticket, NULL), SIGRETIRE_ERR_NULL);
+    CHECK(sigretire_last_error(message, sizeof message, &length) == SIGRETIRE_OK && length > 0);
+    CHECK(strstr(message, "sigretire_tracker_query") != NULL);
+    CHECK_STATUS(sigretire_tracker_query(other, &acquired.ticket, &status),
+                 SIGRETIRE_ERR_BAD_TICKET); /* another tracker's */
+    forged = acquired.ticket;
+    forged.seq += 1; /* a use never issued, or one whose check does not match */
+    CHECK_STATUS(sigretire_tracker_query(one, &forged, &status), SIGRETIRE_ERR_BAD_TICKET);
+    forged = acquired.ticket;
+    forged.flags ^= SIGRETIRE_TICKET_TIMED;
+    CHECK_STATUS(sigretire_tracker_wait(one, &forged, 0, NULL, &status), SIGRETIRE_ERR_BAD_TICKET);
+    memset(&forged, 0, sizeof forged);
+    CHECK_STATUS(sigretire_tracker_fail_submission(one, &forged, 0), SIGRETIRE_ERR_BAD_TICKET);
+    request.purpose = 99;
+    CHECK_STATUS(sigretire_tracker_submit(one, &request, &work, &acquired),
+                 SIGRETIRE_ERR_INVALID_ARGUMENT);
+    request.purpose = SIGRETIRE_PURPOSE_COMPLETION;
+    work.kind = 42;
+    CHECK_STATUS(sigretire_tracker_submit(one, &request, &work, &acquired),
+                 SIGRETIRE_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(sigretire_sim_tracker_create(sim, 7, NULL, &other), SIGRETIRE_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(sigretire_status_name(SIGRETIRE_ERR_BAD_TICKET, &name), SIGRETIRE_OK);
+    CHECK(name != NULL && strcmp(name, "SIGRETIRE_ERR_BAD_TICKET") == 0);
+    CHECK_STATUS(sigretire_status_name(-5, &name), SIGRETIRE_ERR_INVALID_ARGUMENT);
+
+    /* No ROCm at this path: a load error, not a crash or a hang. */
+    CHECK_STATUS(sigretire_rocr_open("/nonexistent/libhsa-runtime64.so.1", &rocr), SIGRETIRE_ERR_LOAD);
+    CHECK(rocr == NULL);
+
+    CHECK_OK(sigretire_tracker_destroy(&one));
+    CHECK_OK(sigretire_tracker_destroy(&one)); /* NULL now: a no-op */
+    CHECK_OK(sigretire_tracker_destroy(&other));
+    CHECK_OK(sigretire_sim_destroy(&sim));
+}
+
+int main(void) {
+    uint32_t version = 0;
+    CHECK_OK(sigretire_abi_version(&version));
+    CHECK(version == SIGRETIRE_ABI_VERSION);
+
+    sixty_four_fences();
+    a_packet_written_by_hand();
+    hold_and_pin();
+    back_pressure();
+    waits_on_other_threads();
+    hooks_over_a_runtimes_own_memory();
+    bad_input();
+
+    if (wrong != 0) {
+        fprintf(stderr, "sigretire C test: %d of %d checks WRONG\n", wrong, checks);
+        return 1;
+    }
+    printf("sigretire C test: all %d checks right\n", checks);
+    return 0;
+}

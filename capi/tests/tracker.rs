@@ -1,0 +1,623 @@
+//! The tracker's operations through the C ABI on the simulator, as a C
+//! runtime calls them: timestamps, uses of several operations, drains,
+//! queue failures, failed submissions, queue changes, probes, the
+//! baseline, a threaded simulator waited on from several threads.
+
+use sigretire_capi::*;
+use std::ptr::{null, null_mut};
+
+// SAFETY (for every `unsafe` block of this file, each marked "as above"):
+// the calls take live handles made by this file, pointers to locals, or
+// NULL where the function allows it.
+
+struct Rig {
+    sim: *mut sigretire_sim,
+    tracker: *mut sigretire_tracker,
+}
+
+impl Rig {
+    fn new(options: sigretire_sim_options, config: sigretire_config) -> Self {
+        let mut sim = null_mut();
+        let mut tracker = null_mut();
+        // SAFETY: see the top of the file.
+        unsafe {
+            assert_eq!(sigretire_sim_create(&options, &mut sim), SIGRETIRE_OK);
+            assert_eq!(
+                sigretire_sim_tracker_create(sim, 0, &config, &mut tracker),
+                SIGRETIRE_OK
+            );
+        }
+        Self { sim, tracker }
+    }
+
+    fn submit(&self, flags: u32, kind: sigretire_work_kind) -> sigretire_acquired {
+        let request = sigretire_request {
+            flags,
+            ..Default::default()
+        };
+        let work = sigretire_work {
+            kind: kind as u32,
+            ..Default::default()
+        };
+        let mut acquired = sigretire_acquired::default();
+        // SAFETY: as above.
+        let status =
+            unsafe { sigretire_tracker_submit(self.tracker, &request, &work, &mut acquired) };
+        assert_eq!(status, SIGRETIRE_OK);
+        acquired
+    }
+
+    fn run(&self) {
+        // SAFETY: as above.
+        unsafe { assert_eq!(sigretire_sim_run_until_idle(self.sim), SIGRETIRE_OK) };
+    }
+
+    fn query(&self, ticket: &sigretire_ticket) -> sigretire_use_status {
+        let mut status = SIGRETIRE_USE_UNKNOWN;
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(
+                sigretire_tracker_query(self.tracker, ticket, &mut status),
+                SIGRETIRE_OK
+            )
+        };
+        status
+    }
+
+    fn stats(&self) -> sigretire_stats {
+        let mut stats = sigretire_stats::default();
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(
+                sigretire_tracker_stats(self.tracker, &mut stats),
+                SIGRETIRE_OK
+            )
+        };
+        stats
+    }
+
+    fn census(&self) -> sigretire_census {
+        let mut census = sigretire_census::default();
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(
+                sigretire_tracker_census(self.tracker, &mut census),
+                SIGRETIRE_OK
+            )
+        };
+        census
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        let mut violations = 1;
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(
+                sigretire_sim_violations(self.sim, &mut violations),
+                SIGRETIRE_OK
+            );
+            assert_eq!(sigretire_tracker_destroy(&mut self.tracker), SIGRETIRE_OK);
+            assert_eq!(sigretire_sim_destroy(&mut self.sim), SIGRETIRE_OK);
+        }
+        if !std::thread::panicking() {
+            assert_eq!(
+                violations, 0,
+                "the simulator saw a host action that is a bug on hardware"
+            );
+        }
+    }
+}
+
+fn options() -> sigretire_sim_options {
+    let mut options = sigretire_sim_options {
+        queues: 0,
+        queue_size: 0,
+        flags: 0,
+        costs: 0,
+    };
+    // SAFETY: as above.
+    unsafe { assert_eq!(sigretire_sim_options_default(&mut options), SIGRETIRE_OK) };
+    options
+}
+
+fn config() -> sigretire_config {
+    // SAFETY: all-zero is a valid `sigretire_config` (plain integers),
+    // overwritten at once by the defaults.
+    let mut config = unsafe { std::mem::zeroed::<sigretire_config>() };
+    // SAFETY: as above.
+    unsafe { assert_eq!(sigretire_config_default(&mut config), SIGRETIRE_OK) };
+    config
+}
+
+#[test]
+fn a_timed_use_has_its_stamps_for_its_ticket_and_its_holders() {
+    let rig = Rig::new(options(), config());
+    let timed = rig.submit(
+        SIGRETIRE_REQUEST_BARRIER | SIGRETIRE_REQUEST_TIMED,
+        sigretire_work_kind::SIGRETIRE_WORK_EMPTY,
+    );
+    assert_eq!(
+        timed.ticket.flags & SIGRETIRE_TICKET_TIMED,
+        SIGRETIRE_TICKET_TIMED
+    );
+    let mut hold = null_mut();
+    let mut stamps = sigretire_timestamps::default();
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_hold(rig.tracker, &timed.ticket, &mut hold),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_tracker_timestamps(rig.tracker, &timed.ticket, &mut stamps),
+            SIGRETIRE_OK
+        );
+    }
+    assert_eq!(stamps.available, 0, "pending: no stamps yet");
+    rig.run();
+    assert_eq!(rig.query(&timed.ticket), SIGRETIRE_USE_COMPLETE);
+    let mut hz = 0;
+    let mut held = sigretire_timestamps::default();
+    let mut handle = 0;
+    let mut placement = SIGRETIRE_PLACEMENT_DEVICE;
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_timestamps(rig.tracker, &timed.ticket, &mut stamps),
+            SIGRETIRE_OK
+        );
+        assert_eq!(sigretire_hold_timestamps(hold, &mut held), SIGRETIRE_OK);
+        assert_eq!(
+            sigretire_hold_signal(hold, &mut handle, &mut placement),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_tracker_timestamp_frequency(rig.tracker, &mut hz),
+            SIGRETIRE_OK
+        );
+        assert_eq!(sigretire_hold_release(&mut hold), SIGRETIRE_OK);
+    }
+    assert_eq!(stamps.available, 1);
+    assert!(stamps.end > stamps.start, "{stamps:?}");
+    assert_eq!(held, stamps, "the holder sees the same harvest");
+    assert_eq!(handle, timed.completion_signal);
+    assert_eq!(placement, SIGRETIRE_PLACEMENT_HOST);
+    assert_eq!(hz, 100_000_000, "the simulator's MI300X-like 100 MHz clock");
+    assert_eq!(rig.stats().harvests, 1);
+}
+
+#[test]
+fn a_use_of_two_operations_is_published_part_by_part() {
+    let rig = Rig::new(options(), config());
+    let (mut first, mut last) = (0, 0);
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_reserve(rig.tracker, &mut first),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_tracker_reserve(rig.tracker, &mut last),
+            SIGRETIRE_OK
+        );
+    }
+    let request = sigretire_request {
+        aql_index: last,
+        ops: 2,
+        flags: SIGRETIRE_REQUEST_BARRIER,
+        purpose: sigretire_purpose::SIGRETIRE_PURPOSE_CPU_SYNC as u32,
+    };
+    let mut acquired = sigretire_acquired::default();
+    let work = sigretire_work {
+        kind: sigretire_work_kind::SIGRETIRE_WORK_KERNEL as u32,
+        ..Default::default()
+    };
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_acquire(rig.tracker, &request, &mut acquired),
+            SIGRETIRE_OK
+        );
+        assert_eq!((acquired.aql_index, acquired.ops), (last, 2));
+        assert_eq!(
+            sigretire_tracker_publish(rig.tracker, &acquired.ticket, 0, &work),
+            SIGRETIRE_OK
+        );
+    }
+    rig.run();
+    assert_eq!(
+        rig.query(&acquired.ticket),
+        SIGRETIRE_USE_PENDING,
+        "one part ran"
+    );
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_publish(rig.tracker, &acquired.ticket, 1, &work),
+            SIGRETIRE_OK
+        );
+    }
+    rig.run();
+    assert_eq!(rig.query(&acquired.ticket), SIGRETIRE_USE_COMPLETE);
+    let mut completed = false;
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            sigretire_sim_packet_completed(rig.sim, 0, first, &mut completed),
+            SIGRETIRE_OK
+        );
+    }
+    assert!(completed);
+}
+
+#[test]
+fn a_drain_retires_without_a_load() {
+    let rig = Rig::new(options(), config());
+    let tickets: Vec<_> = (0..8)
+        .map(|_| {
+            rig.submit(0, sigretire_work_kind::SIGRETIRE_WORK_KERNEL)
+                .ticket
+        })
+        .collect();
+    rig.run();
+    // SAFETY: as above.
+    unsafe { assert_eq!(sigretire_tracker_note_drained(rig.tracker), SIGRETIRE_OK) };
+    let stats = rig.stats();
+    assert_eq!(stats.retired_by_drain, 8);
+    assert_eq!(stats.host.loads + stats.device.loads, 0);
+    for ticket in &tickets {
+        let mut status = SIGRETIRE_USE_UNKNOWN;
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(
+                sigretire_tracker_known_status(rig.tracker, ticket, &mut status),
+                SIGRETIRE_OK
+            );
+        }
+        assert_eq!(status, SIGRETIRE_USE_COMPLETE);
+    }
+    // The drain re-armed them too.
+    assert_eq!(rig.census().in_flight, 0);
+    assert_eq!(rig.stats().rearms, 8);
+}
+
+#[test]
+fn a_failed_queue_fails_its_pending_uses_once() {
+    let rig = Rig::new(options(), config());
+    let done = rig.submit(
+        SIGRETIRE_REQUEST_BARRIER,
+        sigretire_work_kind::SIGRETIRE_WORK_KERNEL,
+    );
+    rig.run();
+    let pending = rig.submit(
+        SIGRETIRE_REQUEST_BARRIER,
+        sigretire_work_kind::SIGRETIRE_WORK_KERNEL,
+    );
+    let mut failed = 0;
+    let mut pin = null_mut();
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(sigretire_sim_fail_queue(rig.sim, 0), SIGRETIRE_OK);
+        assert_eq!(
+            sigretire_tracker_fail_queue(rig.tracker, &mut failed),
+            SIGRETIRE_OK
+        );
+        assert_eq!(failed, 1);
+        assert_eq!(
+            sigretire_tracker_fail_queue(rig.tracker, &mut failed),
+            SIGRETIRE_OK
+        );
+        assert_eq!(failed, 0, "once");
+        assert_eq!(
+            sigretire_tracker_pin(rig.tracker, &pending.ticket, &mut pin),
+            SIGRETIRE_ERR_USE_FAILED
+        );
+    }
+    assert!(pin.is_null());
+    assert_eq!(rig.query(&done.ticket), SIGRETIRE_USE_COMPLETE);
+    assert_eq!(rig.query(&pending.ticket), SIGRETIRE_USE_FAILED);
+    // A packet published on the failed queue fails at once: its use with it.
+    let late = rig.submit(
+        SIGRETIRE_REQUEST_BARRIER,
+        sigretire_work_kind::SIGRETIRE_WORK_KERNEL,
+    );
+    assert_eq!(rig.query(&late.ticket), SIGRETIRE_USE_FAILED);
+    assert_eq!(rig.stats().failed, 2);
+}
+
+#[test]
+fn a_submission_that_failed_half_way_retires_once_its_issued_part_ran() {
+    let rig = Rig::new(options(), config());
+    let (mut first, mut last) = (0, 0);
+    let work = sigretire_work {
+        kind: sigretire_work_kind::SIGRETIRE_WORK_KERNEL as u32,
+        ..Default::default()
+    };
+    let mut acquired = sigretire_acquired::default();
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_reserve(rig.tracker, &mut first),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_tracker_reserve(rig.tracker, &mut last),
+            SIGRETIRE_OK
+        );
+        let request = sigretire_request {
+            aql_index: last,
+            ops: 2,
+            flags: SIGRETIRE_REQUEST_BARRIER,
+            purpose: 0,
+        };
+        assert_eq!(
+            sigretire_tracker_acquire(rig.tracker, &request, &mut acquired),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_tracker_publish(rig.tracker, &acquired.ticket, 0, &work),
+            SIGRETIRE_OK
+        );
+        // The second part could not be issued: the use fails; its slot is
+        // filled with a packet that completes nothing.
+        assert_eq!(
+            sigretire_tracker_fail_submission(rig.tracker, &acquired.ticket, 1),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_tracker_publish_unsignalled(
+                rig.tracker,
+                last,
+                SIGRETIRE_REQUEST_BARRIER,
+                &work
+            ),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_tracker_fail_submission(rig.tracker, &acquired.ticket, 1),
+            SIGRETIRE_ERR_INVALID_STATE,
+            "already failed"
+        );
+    }
+    assert_eq!(rig.query(&acquired.ticket), SIGRETIRE_USE_FAILED);
+    rig.run();
+    let mut rearmed = 0;
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_poll(rig.tracker, &mut rearmed),
+            SIGRETIRE_OK
+        )
+    };
+    let census = rig.census();
+    assert_eq!(census.in_flight, 0, "{census:?}");
+    assert_eq!(rig.stats().failed, 1);
+}
+
+#[test]
+fn a_queue_change_starts_a_generation_and_keeps_old_answers() {
+    let mut two = options();
+    two.queues = 2;
+    let rig = Rig::new(two, config());
+    let old = rig.submit(
+        SIGRETIRE_REQUEST_BARRIER,
+        sigretire_work_kind::SIGRETIRE_WORK_KERNEL,
+    );
+    rig.run();
+    let mut generation = 9;
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            sigretire_sim_note_queue_change(rig.tracker, rig.sim, 1),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_tracker_generation(rig.tracker, &mut generation),
+            SIGRETIRE_OK
+        );
+    }
+    assert_eq!(generation, 1);
+    // Index 0 again, on the new queue: a new generation accepts it.
+    let new = rig.submit(
+        SIGRETIRE_REQUEST_BARRIER,
+        sigretire_work_kind::SIGRETIRE_WORK_KERNEL,
+    );
+    assert_eq!(new.aql_index, 0);
+    assert_eq!(new.ticket.generation, 1);
+    rig.run();
+    assert_eq!(rig.query(&old.ticket), SIGRETIRE_USE_COMPLETE);
+    assert_eq!(rig.query(&new.ticket), SIGRETIRE_USE_COMPLETE);
+    let mut completed = false;
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            sigretire_sim_packet_completed(rig.sim, 1, 0, &mut completed),
+            SIGRETIRE_OK
+        );
+    }
+    assert!(completed, "the new use ran on queue 1");
+}
+
+#[test]
+fn a_probe_proves_without_re_arming() {
+    let rig = Rig::new(options(), config());
+    let fence = rig.submit(
+        SIGRETIRE_REQUEST_BARRIER,
+        sigretire_work_kind::SIGRETIRE_WORK_KERNEL,
+    );
+    rig.run();
+    let mut proved = false;
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_probe(rig.tracker, &mut proved),
+            SIGRETIRE_OK
+        )
+    };
+    assert!(proved);
+    assert_eq!(rig.stats().rearms, 0);
+    let mut status = SIGRETIRE_USE_UNKNOWN;
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_known_status(rig.tracker, &fence.ticket, &mut status),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_tracker_probe(rig.tracker, &mut proved),
+            SIGRETIRE_OK
+        );
+    }
+    assert_eq!(status, SIGRETIRE_USE_COMPLETE);
+    assert!(!proved, "nothing new");
+}
+
+#[test]
+fn the_baseline_loads_each_use_that_the_retiring_tracker_proves_by_one_fence() {
+    let mut device = config();
+    device.signals = SIGRETIRE_PLACEMENT_DEVICE as u32;
+    let mut baseline = device;
+    baseline.kind = sigretire_tracker_kind::SIGRETIRE_TRACKER_BASELINE as u32;
+    let mut loads = Vec::new();
+    for config in [device, baseline] {
+        let rig = Rig::new(options(), config);
+        let tickets: Vec<_> = (0..64)
+            .map(|_| {
+                rig.submit(
+                    SIGRETIRE_REQUEST_BARRIER,
+                    sigretire_work_kind::SIGRETIRE_WORK_KERNEL,
+                )
+                .ticket
+            })
+            .collect();
+        rig.run();
+        for ticket in &tickets {
+            assert_eq!(rig.query(ticket), SIGRETIRE_USE_COMPLETE);
+        }
+        loads.push(rig.stats().device.loads);
+    }
+    // The retiring tracker: one probe of the newest fence. The baseline: a
+    // load of each use's own signal (and then some).
+    assert_eq!(loads[0], 1);
+    assert!(loads[1] >= 64, "{loads:?}");
+}
+
+#[test]
+fn threads_wait_on_a_threaded_simulator_while_another_submits() {
+    let mut threaded = options();
+    threaded.flags = SIGRETIRE_SIM_THREADED;
+    let rig = Rig::new(threaded, config());
+    struct Shared(*mut sigretire_tracker);
+    // SAFETY: the tracker handle is internally synchronised (the C ABI's
+    // contract), and it outlives the threads (joined below).
+    unsafe impl Send for Shared {}
+    // SAFETY: as for Send: the handle may be used from any thread at once.
+    unsafe impl Sync for Shared {}
+    let shared = Shared(rig.tracker);
+    let tickets: Vec<_> = (0..32)
+        .map(|_| {
+            rig.submit(
+                SIGRETIRE_REQUEST_BARRIER,
+                sigretire_work_kind::SIGRETIRE_WORK_KERNEL,
+            )
+            .ticket
+        })
+        .collect();
+    std::thread::scope(|scope| {
+        let shared = &shared;
+        let waiters: Vec<_> = tickets
+            .chunks(8)
+            .map(|chunk| {
+                scope.spawn(move || {
+                    let mut policy = sigretire_wait_policy {
+                        spin_ns: 0,
+                        yield_ns: 0,
+                        max_sleep_ns: 0,
+                    };
+                    // SAFETY: as above.
+                    unsafe { sigretire_wait_policy_blocking(&mut policy) };
+                    chunk
+                        .iter()
+                        .map(|ticket| {
+                            let mut status = SIGRETIRE_USE_UNKNOWN;
+                            // SAFETY: as above; the tracker is shared (see `Shared`).
+                            let result = unsafe {
+                                sigretire_tracker_wait(
+                                    shared.0,
+                                    ticket,
+                                    10_000_000_000,
+                                    &policy,
+                                    &mut status,
+                                )
+                            };
+                            (result, status)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for _ in 0..32 {
+            rig.submit(0, sigretire_work_kind::SIGRETIRE_WORK_MARKER);
+        }
+        for waiter in waiters {
+            for answer in waiter.join().unwrap() {
+                assert_eq!(answer, (SIGRETIRE_OK, SIGRETIRE_USE_COMPLETE));
+            }
+        }
+    });
+    rig.run();
+    let mut status = SIGRETIRE_USE_UNKNOWN;
+    let ticket = tickets[0];
+    // SAFETY: as above.
+    let waited = unsafe { sigretire_tracker_wait(rig.tracker, &ticket, 0, null(), &mut status) };
+    assert_eq!((waited, status), (SIGRETIRE_OK, SIGRETIRE_USE_COMPLETE));
+}
+
+#[test]
+fn a_wait_that_runs_out_of_time_says_so() {
+    let rig = Rig::new(options(), config());
+    let pending = rig.submit(
+        SIGRETIRE_REQUEST_BARRIER,
+        sigretire_work_kind::SIGRETIRE_WORK_KERNEL,
+    );
+    let mut status = SIGRETIRE_USE_UNKNOWN;
+    // SAFETY: as above.
+    let waited = unsafe {
+        sigretire_tracker_wait(rig.tracker, &pending.ticket, 1_000_000, null(), &mut status)
+    };
+    assert_eq!(waited, SIGRETIRE_ERR_TIMED_OUT);
+    assert_eq!(status, SIGRETIRE_USE_PENDING);
+}
+
+#[test]
+fn a_copy_engine_use_is_acquired_but_not_published_on_the_aql_queue() {
+    let rig = Rig::new(options(), config());
+    let request = sigretire_request {
+        flags: SIGRETIRE_REQUEST_COPY_ENGINE,
+        ..Default::default()
+    };
+    let mut acquired = sigretire_acquired::default();
+    let work = sigretire_work::default();
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_acquire(rig.tracker, &request, &mut acquired),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            acquired.flags & SIGRETIRE_ACQUIRED_COPY_ENGINE,
+            SIGRETIRE_ACQUIRED_COPY_ENGINE
+        );
+        assert_eq!(
+            sigretire_tracker_publish(rig.tracker, &acquired.ticket, 0, &work),
+            SIGRETIRE_ERR_UNSUPPORTED
+        );
+        assert_eq!(
+            sigretire_tracker_fail_submission(rig.tracker, &acquired.ticket, 0),
+            SIGRETIRE_OK
+        );
+    }
+    assert_eq!(rig.query(&acquired.ticket), SIGRETIRE_USE_FAILED);
+}
