@@ -14,12 +14,56 @@ h = json.load(open(os.path.join(here, 'sigbench-h200.json')))
 s = json.load(open(os.path.join(here, 'sigbench-sim.json')))
 x = json.load(open(os.path.join(here, 'extra.json')))
 
+def cpu_cells(r):
+    """The waiting thread's cost: CPU us per call, whether it slept (the
+    median call had a voluntary context switch), its voluntary switches and
+    the wait's polls per call; 'pending' where the JSON predates them."""
+    if 'cpu_us_per_op' not in r:
+        return ["pending"] * 4
+    polls = r.get('polls_per_op')
+    return [f"{r['cpu_us_per_op']:.2f}", 'yes' if r['slept'] else 'no',
+            f"{r['voluntary_switches_per_op']:.2f}",
+            '-' if polls is None else f"{polls:.2f}"]
+
 def table(rep):
-    lines = ["| api | tracker | signals | p50 us | p10 us | p90 us | device loads/op | fences/op | flushes/op | signals created |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| api | tracker | signals | p50 us | p10 us | p90 us | CPU us/op | slept | sleeps/op | polls/op | device loads/op | fences/op | flushes/op | signals created |",
+             "|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in rep['rows']:
-        lines.append(f"| {r['api']} | {r['tracker']} | {r['signals']} | {r['p50_us']:.2f} | {r['p10_us']:.2f} | {r['p90_us']:.2f} | {r['device_loads_per_op']:.3f} | {r['fences_per_op']:.3f} | {r['flushes_per_op']:.3f} | {r['signals_created']} |")
+        cpu = " | ".join(cpu_cells(r))
+        lines.append(f"| {r['api']} | {r['tracker']} | {r['signals']} | {r['p50_us']:.2f} | {r['p10_us']:.2f} | {r['p90_us']:.2f} | {cpu} | {r['device_loads_per_op']:.3f} | {r['fences_per_op']:.3f} | {r['flushes_per_op']:.3f} | {r['signals_created']} |")
     return "\n".join(lines)
+
+def row(rep, api, tracker, signals):
+    return [r for r in rep['rows'] if r['api'] == api and r['tracker'] == tracker and r['signals'] == signals][0]
+
+def cpu(rep, api, tracker, signals):
+    return row(rep, api, tracker, signals)['cpu_us_per_op']
+
+def polls(rep, api, tracker, signals):
+    return row(rep, api, tracker, signals)['polls_per_op']
+
+def sleeps(rep, api, tracker, signals):
+    return row(rep, api, tracker, signals)['voluntary_switches_per_op']
+
+def only_blocking_long_slept(rep):
+    slept = {r['api'] for r in rep['rows'] if r.get('slept')}
+    if slept != {'event_synchronize_blocking_long'}:
+        return ""
+    return """ Only
+the blocking-sync wait for a 1 ms kernel reaches the sleeping phase of its
+back-off; every empty-work wait, blocking-sync or not, and the spinning wait
+for the 1 ms kernel spin or yield for the whole wait, and their CPU time
+per call is about their latency."""
+
+def slept_rows(rep, slept):
+    """The wait rows (those with a submission) that slept, or did not."""
+    waits = {'event_synchronize', 'event_synchronize_blocking', 'stream_synchronize',
+             'device_synchronize', 'event_synchronize_long', 'event_synchronize_blocking_long'}
+    names = []
+    for r in rep['rows']:
+        if r['api'] in waits and r.get('slept') == slept and r['api'] not in names:
+            names.append(r['api'])
+    return ", ".join(f"`{n}`" for n in names) or "none"
 
 def p50(rep, api, tracker, signals):
     return [r for r in rep['rows'] if r['api'] == api and r['tracker'] == tracker and r['signals'] == signals][0]['p50_us']
@@ -99,7 +143,54 @@ Every cell times the API call alone (the seed's "host time per call"),
 after the work it needs was submitted: p50/p10/p90 over 2000 calls after 100
 of warm-up, with the tracker's counters over the timed calls. "device
 loads/op" counts every read across PCIe: the tracker's proofs, the waits'
-polls, and timestamp pairs (two reads each).
+polls, and timestamp pairs (two reads each). The two `*_long` rows are
+`event_synchronize` and `event_synchronize_blocking` with a kernel of about
+1 ms before the event instead of empty work (on the simulator and the ROCr
+stand-in a registered `Kernel::Duration(1 ms)`, on CUDA the backend's busy
+kernel for ours and for CUDA's own event alike): 200 calls after 20 of
+warm-up (`--long-iterations`), so that the wait is mostly waiting.
+
+What the wait costs the machine, next to how long it takes, measured on the
+thread that makes the call, around the same window as the latency:
+
+- **CPU us/op**: the mean CPU time of the calling (waiting) thread per
+  call, `clock_gettime(CLOCK_THREAD_CPUTIME_ID)` before and after each timed
+  call, less what the readings themselves put inside the window (the
+  report's `cpu_floor_us`, calibrated after every cell: a median of
+  {s['cpu_floor_us']:.2f} us on the simulator run below; figures under about 0.05 us
+  are within its noise). A thread that spins or yields for the whole wait
+  shows about its latency; one that sleeps shows much less.
+- **slept**: whether the waiting thread slept in the kernel. The rule: yes
+  when the median call had at least one voluntary context switch of that
+  thread (`getrusage(RUSAGE_THREAD)`, the `ru_nvcsw` delta over the call).
+  A `sched_yield` that hands the core over is an involuntary switch on
+  Linux, so yielding is not sleeping. **sleeps/op** is the mean of the same
+  delta.
+- **polls/op**: the wait's loads of the completion signal per call, from
+  the tracker's `polls` counter (both placements); `-` where nothing counts
+  them (CUDA's own calls).
+
+JSON: every row has `cpu_us_per_op`, `slept`, `voluntary_switches_per_op`
+and `polls_per_op` (`null` where not counted); the report has
+`cpu_floor_us`, `long_iterations`, `long_work_us` and `long_rows_skipped`
+(why a backend has no `*_long` rows, `null` when it has them; real ROCr has
+no kernel of a given length without a code object, so it skips them).
+
+Today's "blocking" wait is **not** an interrupt-driven sleep. The
+blocking-sync rows use `WaitPolicy::blocking()` (`tracker/src/wait.rs`):
+no spin, `sched_yield` between polls for the first 20 us, then
+`std::thread::sleep` between polls, doubling from 1 us up to 200 us, each
+sleep followed by one more poll of the signal. Nothing wakes the thread when
+the GPU writes the signal; it finds out at its next poll. So its CPU is what
+that schedule costs: on the simulator a 1 ms wait sleeps about
+{sleeps(s,'event_synchronize_blocking_long','retiring','device'):.0f} times, polls about {polls(s,'event_synchronize_blocking_long','retiring','device'):.0f} times and costs
+{cpu(s,'event_synchronize_blocking_long','retiring','device'):.0f} us of CPU (device signals, ours), and returns
+{p50(s,'event_synchronize_blocking_long','retiring','device') - p50(s,'event_synchronize_long','retiring','device'):.0f} us later than the spinning wait (p50), which spends
+{cpu(s,'event_synchronize_long','retiring','device'):.0f} us of CPU on the same millisecond and {'does not sleep' if not row(s,'event_synchronize_long','retiring','device')['slept'] else 'sleeps too'}
+(`WaitPolicy::spin()`: spin for 50 us, yield until 1.05 ms into the wait,
+then sleep-poll up to 500 us; a 1 ms kernel ends in its yield phase). A
+blocking-sync wait after empty work ends within its 20 us of yields: it
+does not sleep, and its CPU is about its latency.
 
 ### NVIDIA H200 (CUDA backend, measured in the same process as CUDA's own calls)
 
@@ -119,6 +210,11 @@ kernel costs {p50(h,'stream_synchronize','retiring','host'):.2f} us against CUDA
 timed event {p50(h,'event_record','retiring','host'):.2f} us against {p50(h,'event_record','native','native'):.2f} us: a timed event launches an empty kernel
 that writes the GPU's timestamps, where `cuEventRecord` only enqueues a
 marker. CUDA signals live in pinned host memory: no column reads device memory.
+
+The CPU us/op, slept, sleeps/op and polls/op columns, and the `*_long`
+rows, are **pending an H200 run**: `benches/results/sigbench-h200.json` was
+taken before sigbench measured them, and the figures here stay as measured
+until the GPU re-runs the whole table.
 
 {table(h)}
 
@@ -144,9 +240,14 @@ Not in our favour: a blocking-sync event synchronize with device signals,
 timed alone, costs us {p50(s,'event_synchronize_blocking','retiring','device'):.2f} us against the baseline's {p50(s,'event_synchronize_blocking','baseline','device'):.2f} us. The call starts
 after the submission, and ours submits faster (no fence, no loads), so the
 GPU has less of a head start: the blocking wait polls more before the
-kernel is done ({dev_loads(s,'event_synchronize_blocking','retiring','device'):.1f} device loads per call against {dev_loads(s,'event_synchronize_blocking','baseline','device'):.1f}) and backs off longer. With the submission the same synchronize costs us
+kernel is done ({polls(s,'event_synchronize_blocking','retiring','device'):.1f} polls per call against {polls(s,'event_synchronize_blocking','baseline','device'):.1f}) and backs off longer. With the submission the same synchronize costs us
 {with_submission(s, 'event_synchronize_blocking', 'retiring', 'device'):.2f} us against {with_submission(s, 'event_synchronize_blocking', 'baseline', 'device'):.2f} us. (The same gap shows on the code of the
 previous stop: it is not new.)
+
+Which waits slept (the median call had a voluntary context switch):
+{slept_rows(s, True)}. Which did not: {slept_rows(s, False)}.{only_blocking_long_slept(s)} Both
+trackers wait with the same loop (`tracker/src/wait.rs`, outside any
+lock), so their CPU columns differ only by how long they wait.
 
 {table(s)}
 

@@ -8,8 +8,11 @@
 //! - [`workload`]: the per-use workload of the criterion benches and of
 //!   `benches/instructions.sh`.
 //! - [`alloc`]: a counting allocator for the allocations-per-use bar.
+//! - [`cpu`]: the calling thread's CPU time and voluntary context
+//!   switches, read around every timed call.
 
 pub mod alloc;
+pub mod cpu;
 pub mod measure;
 pub mod platform;
 pub mod platforms;

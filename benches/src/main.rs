@@ -5,38 +5,47 @@
 //!
 //! ```text
 //! cargo run --release -p sigretire-bench -- [--backend auto|sim|rocr|cuda] [--iterations N]
-//!     [--warmup N] [--steady-uses N] [--json FILE] [--markdown]
+//!     [--long-iterations N] [--warmup N] [--steady-uses N] [--json FILE] [--markdown]
 //! ```
 
-use sigretire_bench::measure::{self, Api, Row, Steady};
+use sigretire_bench::measure::{self, Api, LONG_WORK, Row, Steady};
 use sigretire_bench::platform::{Platform, Skipped};
 use sigretire_bench::platforms::{cuda::CudaBench, rocr::RocrBench, sim::SimBench};
 use sigretire_bench::report::{Report, SteadyState};
 use sigretire_tracker::{Config, Placement};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[global_allocator]
 static ALLOCATOR: sigretire_bench::alloc::Counting = sigretire_bench::alloc::Counting;
 
-const USAGE: &str = "usage: sigbench [--backend auto|sim|rocr|cuda] [--iterations N] [--warmup N] \
-                     [--steady-uses N] [--json FILE] [--markdown]";
+const USAGE: &str = "usage: sigbench [--backend auto|sim|rocr|cuda] [--iterations N] \
+                     [--long-iterations N] [--warmup N] [--steady-uses N] [--json FILE] [--markdown]";
 
 const HELP: &str = "\
 Event and synchronize latency of the retiring tracker and the baseline (and,
 on an NVIDIA GPU, CUDA's own calls), with the tracker's memory traffic per
-call, then the steady-state counters.
+call and the calling thread's CPU time, context switches and polls per call,
+then the steady-state counters.
 
-  --backend B        auto (default: ROCr, then CUDA, then the simulator),
-                     sim, rocr or cuda
-  --iterations N     timed calls per cell (default 2000, at least 1)
-  --warmup N         untimed calls before them (default 100)
-  --steady-uses N    uses measured in the steady-state loops (default 20000)
-  --json FILE        also write the report as JSON
-  --markdown         print the tables as Markdown";
+  --backend B          auto (default: ROCr, then CUDA, then the simulator),
+                       sim, rocr or cuda (on the ROCr stand-in: --backend rocr
+                       with SIGPOOL_HSA_LIBRARY naming its library)
+  --iterations N       timed calls per cell (default 2000, at least 1)
+  --long-iterations N  timed calls per cell of the *_long rows, which wait for
+                       a 1 ms kernel (default 200, at least 1)
+  --warmup N           untimed calls before them (default 100; at most 20 for
+                       the *_long rows)
+  --steady-uses N      uses measured in the steady-state loops (default 20000)
+  --json FILE          also write the report as JSON
+  --markdown           print the tables as Markdown";
+
+/// Untimed calls before the `*_long` rows' timed ones, at most.
+const LONG_WARMUP: usize = 20;
 
 struct Options {
     backend: String,
     iterations: usize,
+    long_iterations: usize,
     warmup: usize,
     steady_uses: usize,
     json: Option<String>,
@@ -47,6 +56,7 @@ fn parse() -> Result<Options, String> {
     let mut o = Options {
         backend: "auto".into(),
         iterations: 2000,
+        long_iterations: 200,
         warmup: 100,
         steady_uses: 20_000,
         json: None,
@@ -69,6 +79,7 @@ fn parse() -> Result<Options, String> {
         match arg.as_str() {
             "--backend" => o.backend = value()?,
             "--iterations" => o.iterations = positive(value()?)?,
+            "--long-iterations" => o.long_iterations = positive(value()?)?,
             "--warmup" => o.warmup = number(value()?)?,
             "--steady-uses" => o.steady_uses = positive(value()?)?,
             "--json" => o.json = Some(value()?),
@@ -186,7 +197,29 @@ fn run<P: Platform>(
     eprintln!("sigbench: {} ({backend_reason})", platform.backend());
     eprintln!("machine: {}", platform.machine());
     let placements = platform.placements();
-    let cells = Api::ALL.len() * (2 * placements.len() + usize::from(platform.native().is_some()));
+    // The *_long rows need a kernel of about 1 ms; a backend without one
+    // (real ROCr: no code object here) skips them and says why.
+    let (long_kernel, long_rows_skipped) = match platform.long_kernel(LONG_WORK) {
+        Ok(kernel) => (kernel, None),
+        Err(why) => {
+            eprintln!("sigbench: no *_long rows: {why}");
+            (0, Some(why))
+        }
+    };
+    let apis: Vec<Api> = Api::ALL
+        .into_iter()
+        .filter(|api| !api.is_long() || long_rows_skipped.is_none())
+        .collect();
+    // What the CPU-time readings cost inside a window, taken off every row:
+    // calibrated after each cell, as the machine is then (it drifts by a few
+    // hundredths of a microsecond over a run).
+    let mut floors: Vec<Duration> = Vec::new();
+    let mut calibrate = || {
+        let floor = measure::cpu_floor();
+        floors.push(floor);
+        floor
+    };
+    let cells = apis.len() * (2 * placements.len() + usize::from(platform.native().is_some()));
     let mut rows: Vec<Row> = Vec::new();
     let started = Instant::now();
     let progress = |rows: &Vec<Row>, what: &str| {
@@ -196,7 +229,12 @@ fn run<P: Platform>(
             started.elapsed().as_secs_f64()
         );
     };
-    for api in Api::ALL {
+    for api in apis {
+        let (iterations, warmup) = if api.is_long() {
+            (options.long_iterations, options.warmup.min(LONG_WARMUP))
+        } else {
+            (options.iterations, options.warmup)
+        };
         for &placement in &placements {
             let config = Config {
                 signals: placement,
@@ -207,23 +245,39 @@ fn run<P: Platform>(
             let (samples, traffic) = measure::measure(
                 api,
                 &|| platform.retiring(config),
-                options.iterations,
-                options.warmup,
+                iterations,
+                warmup,
+                long_kernel,
             )?;
-            rows.push(measure::row(api, "retiring", signals, samples, traffic));
+            rows.push(measure::row(
+                api,
+                "retiring",
+                signals,
+                samples,
+                Some(traffic),
+                calibrate(),
+            ));
             progress(&rows, &format!("{} baseline/{signals}", api.name()));
             let (samples, traffic) = measure::measure(
                 api,
                 &|| platform.baseline(config),
-                options.iterations,
-                options.warmup,
+                iterations,
+                warmup,
+                long_kernel,
             )?;
-            rows.push(measure::row(api, "baseline", signals, samples, traffic));
+            rows.push(measure::row(
+                api,
+                "baseline",
+                signals,
+                samples,
+                Some(traffic),
+                calibrate(),
+            ));
         }
         if let Some(native) = platform.native() {
             progress(&rows, &format!("{} native", api.name()));
-            let mut samples = Vec::with_capacity(options.iterations);
-            for i in 0..options.warmup + options.iterations {
+            let mut samples = Vec::with_capacity(iterations);
+            for i in 0..warmup + iterations {
                 let took = match api {
                     Api::EventSynchronize => native.event_synchronize(false),
                     Api::EventSynchronizeBlocking => native.event_synchronize(true),
@@ -233,20 +287,28 @@ fn run<P: Platform>(
                     Api::DeviceSynchronize => native.device_synchronize(),
                     Api::EventRecord => native.event_record(),
                     Api::EventElapsedTime => native.event_elapsed_time(),
+                    Api::EventSynchronizeLong => native.event_synchronize_after(long_kernel, false),
+                    Api::EventSynchronizeBlockingLong => {
+                        native.event_synchronize_after(long_kernel, true)
+                    }
                 }?;
-                if i >= options.warmup {
+                if i >= warmup {
                     samples.push(took);
                 }
             }
+            // Nothing counts the polls of CUDA's own waits.
             rows.push(measure::row(
                 api,
                 "native",
                 "native",
                 samples,
-                Default::default(),
+                None,
+                calibrate(),
             ));
         }
     }
+    floors.sort_unstable();
+    let cpu_floor = floors.get(floors.len() / 2).copied().unwrap_or_default();
     let steady_placement = *placements.last().expect("a backend offers a placement");
     // A runtime that polls after every 32 submissions: each load pays for a batch.
     let config = Config {
@@ -275,6 +337,10 @@ fn run<P: Platform>(
         backend_reason,
         machine: platform.machine(),
         iterations: options.iterations,
+        long_iterations: options.long_iterations,
+        long_work_us: LONG_WORK.as_secs_f64() * 1e6,
+        long_rows_skipped,
+        cpu_floor_us: cpu_floor.as_secs_f64() * 1e6,
         rows,
         steady_state: SteadyState {
             retiring: label(retiring),

@@ -5,9 +5,13 @@
 //! Every cell times the API call alone (what the seed's "host time per
 //! call" means), after the work it needs was submitted, over `iterations`
 //! samples after a warm-up, and counts the tracker's memory traffic during
-//! the timed calls only.
+//! the timed calls only. Around the same window it reads the calling
+//! thread's own CPU time and voluntary context switches ([`crate::cpu`]):
+//! what the wait cost the machine, and whether the thread slept in the
+//! kernel, next to how long it took.
 
 use crate::alloc;
+use crate::cpu::{self, ThreadUsage};
 use serde::Serialize;
 use sigretire_queue::{Device, DeviceConfig, HostQueue, QueueConfig, QueueTracker};
 use sigretire_tracker::{HardwareQueue, Placement, Request, Stats, WaitPolicy, Work};
@@ -33,11 +37,20 @@ pub enum Api {
     EventRecord,
     /// Elapsed time between two completed events.
     EventElapsedTime,
+    /// A kernel of about [`LONG_WORK`], record an event, synchronize it.
+    EventSynchronizeLong,
+    /// The same with a blocking-sync event.
+    EventSynchronizeBlockingLong,
 }
 
+/// How long the kernel before the event of the `*_long` rows runs: long
+/// enough that a wait is mostly waiting, so its CPU time and whether it
+/// slept show what the wait policy does with a core.
+pub const LONG_WORK: Duration = Duration::from_millis(1);
+
 impl Api {
-    /// Every row, in the seed's order.
-    pub const ALL: [Api; 8] = [
+    /// Every row, in the seed's order, then the waits for a long kernel.
+    pub const ALL: [Api; 10] = [
         Api::EventSynchronize,
         Api::EventSynchronizeBlocking,
         Api::EventQuery,
@@ -46,6 +59,8 @@ impl Api {
         Api::DeviceSynchronize,
         Api::EventRecord,
         Api::EventElapsedTime,
+        Api::EventSynchronizeLong,
+        Api::EventSynchronizeBlockingLong,
     ];
 
     /// The row's name in reports and JSON.
@@ -59,7 +74,27 @@ impl Api {
             Api::DeviceSynchronize => "device_synchronize",
             Api::EventRecord => "event_record",
             Api::EventElapsedTime => "event_elapsed_time",
+            Api::EventSynchronizeLong => "event_synchronize_long",
+            Api::EventSynchronizeBlockingLong => "event_synchronize_blocking_long",
         }
+    }
+
+    /// Whether the work before the call is a kernel of about [`LONG_WORK`]
+    /// rather than empty work (these rows take fewer samples).
+    pub const fn is_long(self) -> bool {
+        matches!(
+            self,
+            Api::EventSynchronizeLong | Api::EventSynchronizeBlockingLong
+        )
+    }
+
+    /// Whether the call waits with a blocking-sync event
+    /// ([`WaitPolicy::blocking`]; the others spin first).
+    pub const fn is_blocking(self) -> bool {
+        matches!(
+            self,
+            Api::EventSynchronizeBlocking | Api::EventSynchronizeBlockingLong
+        )
     }
 
     /// Whether the call waits for empty work submitted just before it (its
@@ -71,12 +106,15 @@ impl Api {
                 | Api::EventSynchronizeBlocking
                 | Api::StreamSynchronize
                 | Api::DeviceSynchronize
+                | Api::EventSynchronizeLong
+                | Api::EventSynchronizeBlockingLong
         )
     }
 }
 
 /// One timed call, and the same call together with the submission it
-/// waits for (the two are equal for calls that wait for nothing).
+/// waits for (the two are equal for calls that wait for nothing), with what
+/// the calling thread spent during the call.
 ///
 /// A synchronize's own time depends on how much GPU work is still left when
 /// it starts, so it favours whichever API took longer to submit; the total
@@ -87,14 +125,96 @@ pub struct Sample {
     pub call: Duration,
     /// Submission (empty work, and the event record) plus the call.
     pub with_submission: Duration,
+    /// CPU time of the calling thread during the call.
+    pub cpu: Duration,
+    /// Voluntary context switches of the calling thread during the call
+    /// (it slept in the kernel that many times).
+    pub voluntary_switches: u64,
 }
 
-impl Sample {
-    /// A call that waits for no submission of its own.
-    pub fn alone(call: Duration) -> Self {
+/// A timed call in progress: opened just before the call, closed just
+/// after it, on the thread that makes it.
+///
+/// ```
+/// let timer = sigretire_bench::measure::Timer::start();
+/// std::thread::sleep(std::time::Duration::from_millis(1));
+/// let sample = timer.stop().alone();
+/// assert!(sample.call >= std::time::Duration::from_millis(1));
+/// assert!(sample.cpu < sample.call);
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Timer {
+    usage: ThreadUsage,
+    start: Instant,
+}
+
+impl Timer {
+    /// Reads the thread's usage, then the clock (so that the wall-clock
+    /// window holds none of the usage readings).
+    pub fn start() -> Self {
+        let usage = cpu::thread_usage();
         Self {
-            call,
-            with_submission: call,
+            usage,
+            start: Instant::now(),
+        }
+    }
+
+    /// Reads the clock, then the thread's usage.
+    pub fn stop(&self) -> Stopped {
+        let end = Instant::now();
+        let usage = cpu::thread_usage_closing().since(&self.usage);
+        Stopped {
+            call: end - self.start,
+            end,
+            usage,
+        }
+    }
+}
+
+/// The CPU time that the usage readings themselves put inside an empty
+/// [`Timer`] window (the end of one `clock_gettime` system call, the two
+/// clock reads, the start of the other): the median over 1000 windows with
+/// nothing in them. [`row`] takes it off every row's CPU time, so that a
+/// call of 0.05 us does not show the readings' own (about 0.4 us on the
+/// project's 2-core machine).
+///
+/// ```
+/// let floor = sigretire_bench::measure::cpu_floor();
+/// assert!(floor < std::time::Duration::from_millis(1));
+/// ```
+pub fn cpu_floor() -> Duration {
+    let mut windows: Vec<Duration> = (0..1000).map(|_| Timer::start().stop().usage.cpu).collect();
+    windows.sort_unstable();
+    windows[windows.len() / 2]
+}
+
+/// A timed call that has returned.
+#[derive(Clone, Copy, Debug)]
+pub struct Stopped {
+    /// The call's wall-clock time.
+    pub call: Duration,
+    /// When it returned.
+    pub end: Instant,
+    /// What the thread spent during it.
+    pub usage: ThreadUsage,
+}
+
+impl Stopped {
+    /// A call that waits for no submission of its own.
+    pub fn alone(self) -> Sample {
+        Sample {
+            with_submission: self.call,
+            ..self.after_submission(self.end)
+        }
+    }
+
+    /// A call after a submission that started at `began`.
+    pub fn after_submission(self, began: Instant) -> Sample {
+        Sample {
+            call: self.call,
+            with_submission: self.end.saturating_duration_since(began),
+            cpu: self.usage.cpu,
+            voluntary_switches: self.usage.voluntary_switches,
         }
     }
 }
@@ -114,6 +234,21 @@ pub struct Row {
     pub p10_us: f64,
     /// 90th percentile.
     pub p90_us: f64,
+    /// Mean CPU time of the calling (waiting) thread per call,
+    /// microseconds (`CLOCK_THREAD_CPUTIME_ID` read before and after each
+    /// timed call, on that thread), less the readings' own
+    /// ([`cpu_floor`], the report's `cpu_floor_us`), at least 0.
+    pub cpu_us_per_op: f64,
+    /// Whether the calling thread slept in the kernel: the median call had
+    /// at least one voluntary context switch (`getrusage(RUSAGE_THREAD)`'s
+    /// `ru_nvcsw` before and after it).
+    pub slept: bool,
+    /// Mean voluntary context switches of the calling thread per call.
+    pub voluntary_switches_per_op: f64,
+    /// Polls of the completion signal per call by the call's CPU wait (the
+    /// tracker's `polls` counter, all placements); `None` (JSON `null`)
+    /// where nothing counts them (CUDA's own calls).
+    pub polls_per_op: Option<f64>,
     /// Loads of device-memory signals per call (timestamp reads count two).
     pub device_loads_per_op: f64,
     /// Store fences per call.
@@ -129,13 +264,17 @@ pub struct Row {
     pub samples: usize,
 }
 
-/// Percentiles and counters of a set of samples.
+/// Percentiles and counters of a set of samples; `traffic` is `None` where
+/// no tracker counted the calls' memory traffic (the backend's own API):
+/// its counters read 0 and its polls are unknown. `cpu_floor` is what the
+/// usage readings cost inside each window ([`cpu_floor`]).
 pub fn row(
     api: Api,
     tracker: &'static str,
     signals: &'static str,
     samples: Vec<Sample>,
-    traffic: Traffic,
+    traffic: Option<Traffic>,
+    cpu_floor: Duration,
 ) -> Row {
     let sorted = |f: fn(&Sample) -> Duration| {
         let mut v: Vec<Duration> = samples.iter().map(f).collect();
@@ -151,6 +290,16 @@ pub fn row(
         v[i].as_secs_f64() * 1e6
     };
     let n = samples.len().max(1) as f64;
+    let cpu: Duration = samples.iter().map(|s| s.cpu).sum();
+    let mut switches: Vec<u64> = samples.iter().map(|s| s.voluntary_switches).collect();
+    switches.sort_unstable();
+    // The median call, picked as `p50_us` picks it.
+    let median_switches = switches
+        .get((switches.len().saturating_sub(1) as f64 * 0.5).round() as usize)
+        .copied()
+        .unwrap_or(0);
+    let counted = traffic.is_some();
+    let traffic = traffic.unwrap_or_default();
     Row {
         api,
         tracker,
@@ -158,6 +307,10 @@ pub fn row(
         p50_us: at(&calls, 0.5),
         p10_us: at(&calls, 0.1),
         p90_us: at(&calls, 0.9),
+        cpu_us_per_op: ((cpu.as_secs_f64() / n - cpu_floor.as_secs_f64()) * 1e6).max(0.0),
+        slept: median_switches >= 1,
+        voluntary_switches_per_op: switches.iter().sum::<u64>() as f64 / n,
+        polls_per_op: counted.then(|| traffic.polls as f64 / n),
         device_loads_per_op: traffic.device_loads as f64 / n,
         fences_per_op: traffic.fences as f64 / n,
         flushes_per_op: traffic.flushes as f64 / n,
@@ -171,6 +324,7 @@ pub fn row(
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Traffic {
     device_loads: u64,
+    polls: u64,
     fences: u64,
     flushes: u64,
     signals_created: u64,
@@ -183,6 +337,8 @@ impl Traffic {
         // Everything read across PCIe: the tracker's proofs, the waits' polls,
         // timestamp pairs.
         self.device_loads += device.loads + device.polls + 2 * device.timestamp_reads;
+        // The CPU waits' loads of the completion signal, wherever it lives.
+        self.polls += d.host().polls + d.device().polls;
         self.fences += d.store_fences();
         self.flushes += d.hdp_flushes();
         self.signals_created += d.signals_created;
@@ -211,14 +367,18 @@ fn fail(e: impl std::fmt::Display) -> String {
 }
 
 /// Measures one API on a fresh device whose queues come from `make`.
+/// `long_kernel` is the kernel object the `*_long` rows launch before their
+/// event (a kernel of about [`LONG_WORK`] the platform registered); the
+/// other rows launch empty work.
 pub fn measure<T: QueueTracker>(
     api: Api,
     make: &dyn Fn() -> Result<T, String>,
     iterations: usize,
     warmup: usize,
+    long_kernel: u64,
 ) -> Result<(Vec<Sample>, Traffic), String> {
     let config = QueueConfig {
-        wait_policy: if api == Api::EventSynchronizeBlocking {
+        wait_policy: if api.is_blocking() {
             WaitPolicy::blocking()
         } else {
             WaitPolicy::spin()
@@ -234,79 +394,70 @@ pub fn measure<T: QueueTracker>(
     let mut traffic = Traffic::default();
     for i in 0..warmup + iterations {
         let queues = [&queue, &other];
-        // Set-up (untimed), then the timed call between two snapshots.
+        // Set-up (untimed), then the timed call between two snapshots of the
+        // counters, inside them the thread's usage, inside that the clock.
         let began = Instant::now();
-        let (took, with_submission, before, after) = match api {
-            Api::EventSynchronize | Api::EventSynchronizeBlocking => {
-                queue.launch(0).map_err(fail)?;
+        let (stopped, before, after) = match api {
+            Api::EventSynchronize
+            | Api::EventSynchronizeBlocking
+            | Api::EventSynchronizeLong
+            | Api::EventSynchronizeBlockingLong => {
+                let kernel = if api.is_long() { long_kernel } else { 0 };
+                queue.launch(kernel).map_err(fail)?;
                 let event = queue.record_event().map_err(fail)?;
                 let before = stats(&queues);
-                let start = Instant::now();
+                let timer = Timer::start();
                 event.synchronize().map_err(fail)?;
-                {
-                    let end = Instant::now();
-                    (end - start, end - began, before, stats(&queues))
-                }
+                (timer.stop(), before, stats(&queues))
             }
             Api::EventQuery => {
                 queue.launch(0).map_err(fail)?;
                 let event = queue.record_event().map_err(fail)?;
                 event.synchronize().map_err(fail)?;
                 let before = stats(&queues);
-                let start = Instant::now();
+                let timer = Timer::start();
                 let status = event.query();
-                let end = Instant::now();
-                let took = end - start;
+                let stopped = timer.stop();
                 if status != sigretire_tracker::Status::Complete {
                     return Err(format!("a synchronized event answered {status:?}"));
                 }
-                (took, end - began, before, stats(&queues))
+                (stopped, before, stats(&queues))
             }
             Api::StreamSynchronize => {
                 queue.launch(0).map_err(fail)?;
                 let before = stats(&queues);
-                let start = Instant::now();
+                let timer = Timer::start();
                 queue.synchronize().map_err(fail)?;
-                {
-                    let end = Instant::now();
-                    (end - start, end - began, before, stats(&queues))
-                }
+                (timer.stop(), before, stats(&queues))
             }
             Api::StreamSynchronizeCompleted => {
                 queue.launch(0).map_err(fail)?;
                 queue.synchronize().map_err(fail)?;
                 let before = stats(&queues);
-                let start = Instant::now();
+                let timer = Timer::start();
                 queue.synchronize().map_err(fail)?;
-                {
-                    let end = Instant::now();
-                    (end - start, end - began, before, stats(&queues))
-                }
+                (timer.stop(), before, stats(&queues))
             }
             Api::DeviceSynchronize => {
                 queue.launch(0).map_err(fail)?;
                 other.launch(0).map_err(fail)?;
                 let before = stats(&queues);
-                let start = Instant::now();
+                let timer = Timer::start();
                 queue.synchronize().map_err(fail)?;
                 other.synchronize().map_err(fail)?;
-                {
-                    let end = Instant::now();
-                    (end - start, end - began, before, stats(&queues))
-                }
+                (timer.stop(), before, stats(&queues))
             }
             Api::EventRecord => {
                 queue.launch(0).map_err(fail)?;
                 let before = stats(&queues);
-                let start = Instant::now();
+                let timer = Timer::start();
                 let event = queue.record_event().map_err(fail)?;
-                let end = Instant::now();
-                let took = end - start;
+                let stopped = timer.stop();
                 let after = stats(&queues);
                 if i % 32 == 31 {
                     event.synchronize().map_err(fail)?;
                 }
-                (took, end - began, before, after)
+                (stopped, before, after)
             }
             Api::EventElapsedTime => {
                 let first = queue.record_event().map_err(fail)?;
@@ -314,23 +465,18 @@ pub fn measure<T: QueueTracker>(
                 let second = queue.record_event().map_err(fail)?;
                 second.synchronize().map_err(fail)?;
                 let before = stats(&queues);
-                let start = Instant::now();
+                let timer = Timer::start();
                 let elapsed = first.elapsed_to(&second).map_err(fail)?;
-                let end = Instant::now();
-                let took = end - start;
+                let stopped = timer.stop();
                 std::hint::black_box(elapsed);
-                (took, end - began, before, stats(&queues))
+                (stopped, before, stats(&queues))
             }
         };
         if i >= warmup {
-            let with_submission = if api.waits_for_submission() {
-                with_submission
+            samples.push(if api.waits_for_submission() {
+                stopped.after_submission(began)
             } else {
-                took
-            };
-            samples.push(Sample {
-                call: took,
-                with_submission,
+                stopped.alone()
             });
             traffic.add(&before, &after);
         }

@@ -10,6 +10,7 @@ use crate::measure::Sample;
 use sigretire_queue::QueueTracker;
 use sigretire_tracker::{Config, Placement};
 use std::fmt;
+use std::time::Duration;
 
 /// A backend sigbench can run on.
 pub trait Platform {
@@ -33,6 +34,11 @@ pub trait Platform {
     /// A baseline tracker on a new hardware queue.
     fn baseline(&self, config: Config) -> Result<Self::Baseline, String>;
 
+    /// Registers a kernel that runs for about `duration` on the GPU and
+    /// answers the kernel object a queue launches it by (the work before
+    /// the event of the `*_long` rows), or why the backend has none.
+    fn long_kernel(&self, duration: Duration) -> Result<u64, String>;
+
     /// The backend's own event and synchronize calls, if it has any worth
     /// comparing with (CUDA's).
     fn native(&self) -> Option<&dyn Native> {
@@ -40,11 +46,16 @@ pub trait Platform {
     }
 }
 
-/// A backend's own API, measured the same way as the trackers' rows.
+/// A backend's own API, measured the same way as the trackers' rows (the
+/// wall clock and the calling thread's usage around the call alone:
+/// [`Timer`](crate::measure::Timer)).
 pub trait Native {
     /// Empty work, then wait for an event recorded after it (default or
     /// blocking-sync event).
     fn event_synchronize(&self, blocking: bool) -> Result<Sample, String>;
+    /// The kernel `kernel` (what [`Platform::long_kernel`] answered), then
+    /// wait for an event recorded after it (default or blocking-sync event).
+    fn event_synchronize_after(&self, kernel: u64, blocking: bool) -> Result<Sample, String>;
     /// Query an event that has completed.
     fn event_query(&self) -> Result<Sample, String>;
     /// Empty work, then synchronize the stream.

@@ -15,6 +15,19 @@ pub struct Report {
     pub machine: String,
     /// Samples per cell.
     pub iterations: usize,
+    /// Samples per cell of the `*_long` rows.
+    pub long_iterations: usize,
+    /// How long the kernel before the `*_long` rows' event runs,
+    /// microseconds.
+    pub long_work_us: f64,
+    /// Why the `*_long` rows are missing (the backend has no kernel of that
+    /// length), or `None` (JSON `null`) when they were measured.
+    pub long_rows_skipped: Option<String>,
+    /// The CPU time the usage readings themselves put inside a timed
+    /// window, microseconds (`measure::cpu_floor`, calibrated after every
+    /// cell and taken off that cell's `cpu_us_per_op`): the median over
+    /// the cells.
+    pub cpu_floor_us: f64,
     /// Every cell.
     pub rows: Vec<Row>,
     /// The steady-state counters per tracker.
@@ -59,9 +72,35 @@ impl Report {
         let _ = writeln!(out, "backend choice: {}", self.backend_reason);
         let _ = writeln!(
             out,
-            "host time per call in us over {} calls; traffic per call from the tracker's counters\n",
+            "host time per call in us over {} calls; traffic per call from the tracker's counters",
             self.iterations
         );
+        let _ = writeln!(
+            out,
+            "*_long rows: a {:.0} us kernel before the event, {} calls{}",
+            self.long_work_us,
+            self.long_iterations,
+            self.long_rows_skipped
+                .as_ref()
+                .map_or(String::new(), |why| format!(" (not measured: {why})"))
+        );
+        for line in [
+            format!(
+                "cpu us/op: mean CPU time of the calling (waiting) thread per call \
+                 (CLOCK_THREAD_CPUTIME_ID), less the readings' own (median {:.2} us)",
+                self.cpu_floor_us
+            ),
+            "vcsw/op: its voluntary context switches per call (getrusage RUSAGE_THREAD \
+             ru_nvcsw; a yield is not one)"
+                .to_string(),
+            "slept: yes when the median call had at least one voluntary context switch".to_string(),
+            "polls/op: the wait's loads of the completion signal per call (tracker counters; \
+             - where nothing counts them)"
+                .to_string(),
+        ] {
+            let _ = writeln!(out, "{line}");
+        }
+        let _ = writeln!(out);
         let head = [
             "api",
             "tracker",
@@ -70,6 +109,10 @@ impl Report {
             "p10",
             "p90",
             "ratio",
+            "cpu us/op",
+            "slept",
+            "vcsw/op",
+            "polls/op",
             "dev loads/op",
             "fences/op",
             "flushes/op",
@@ -93,6 +136,11 @@ impl Report {
                     format!("{:.2}", row.p10_us),
                     format!("{:.2}", row.p90_us),
                     ratio,
+                    format!("{:.2}", row.cpu_us_per_op),
+                    if row.slept { "yes" } else { "no" }.to_string(),
+                    format!("{:.2}", row.voluntary_switches_per_op),
+                    row.polls_per_op
+                        .map_or("-".to_string(), |p| format!("{p:.2}")),
                     format!("{:.3}", row.device_loads_per_op),
                     format!("{:.3}", row.fences_per_op),
                     format!("{:.3}", row.flushes_per_op),
@@ -119,7 +167,7 @@ impl Report {
                     )
                 })
                 .collect();
-            let _ = writeln!(out, "  {:<27} {}", api.name(), cells.join(", "));
+            let _ = writeln!(out, "  {:<31} {}", api.name(), cells.join(", "));
         }
         let _ = writeln!(
             out,
@@ -169,8 +217,8 @@ impl Report {
 
 /// One line of the latency table: a Markdown row, or padded columns (names
 /// left-aligned, figures right-aligned) for the terminal.
-fn table_line(out: &mut String, cells: &[String; 11], markdown: bool) {
-    const WIDTHS: [usize; 11] = [29, 8, 7, 8, 8, 8, 15, 12, 9, 10, 7];
+fn table_line(out: &mut String, cells: &[String; 15], markdown: bool) {
+    const WIDTHS: [usize; 15] = [31, 8, 7, 8, 8, 8, 15, 9, 5, 7, 8, 12, 9, 10, 7];
     if markdown {
         let _ = writeln!(out, "| {} |", cells.join(" | "));
         return;

@@ -4,7 +4,7 @@
 use serde_json::Value;
 use std::process::Command;
 
-const APIS: [&str; 8] = [
+const APIS: [&str; 10] = [
     "event_synchronize",
     "event_synchronize_blocking",
     "event_query",
@@ -13,6 +13,8 @@ const APIS: [&str; 8] = [
     "device_synchronize",
     "event_record",
     "event_elapsed_time",
+    "event_synchronize_long",
+    "event_synchronize_blocking_long",
 ];
 
 #[test]
@@ -26,6 +28,8 @@ fn sigbench_prints_the_table_and_writes_json_of_the_documented_shape() {
             "sim",
             "--iterations",
             "20",
+            "--long-iterations",
+            "5",
             "--warmup",
             "2",
             "--steady-uses",
@@ -42,7 +46,11 @@ fn sigbench_prints_the_table_and_writes_json_of_the_documented_shape() {
         stdout.contains("event_query") && stdout.contains("steady state"),
         "{stdout}"
     );
-    assert!(stderr.contains("[32/32]"), "progress is shown: {stderr}");
+    assert!(stderr.contains("[40/40]"), "progress is shown: {stderr}");
+    assert!(
+        stdout.contains("cpu us/op") && stdout.contains("slept"),
+        "the CPU and slept columns are shown: {stdout}"
+    );
 
     let json: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(json["backend"], "sim");
@@ -73,6 +81,23 @@ fn sigbench_prints_the_table_and_writes_json_of_the_documented_shape() {
             );
         }
         assert!(row["signals_created"].as_u64().is_some(), "{row}");
+        // The waiting thread's own cost; the simulator's trackers count the
+        // polls of every row.
+        assert!(
+            row["cpu_us_per_op"].as_f64().is_some_and(|v| v >= 0.0),
+            "{row}"
+        );
+        assert!(row["slept"].as_bool().is_some(), "{row}");
+        assert!(
+            row["voluntary_switches_per_op"]
+                .as_f64()
+                .is_some_and(|v| v >= 0.0),
+            "{row}"
+        );
+        assert!(
+            row["polls_per_op"].as_f64().is_some_and(|v| v >= 0.0),
+            "{row}"
+        );
         assert!(
             row["p10_us"].as_f64() <= row["p50_us"].as_f64()
                 && row["p50_us"].as_f64() <= row["p90_us"].as_f64()
@@ -120,6 +145,24 @@ fn sigbench_prints_the_table_and_writes_json_of_the_documented_shape() {
     assert!(ours["flushes_per_rearm"].as_f64().unwrap() <= 1.0 / 32.0);
     assert_eq!(ours["signals_created_after_warmup"], 0);
     assert_eq!(ours["allocations_per_use"], 0.0);
+    // The long rows wait for a 1 ms kernel: they take about that long, and
+    // a wait that polls at all polls more than once in that time.
+    assert_eq!(json["long_iterations"], 5);
+    assert!(json["long_rows_skipped"].is_null());
+    assert!(json["cpu_floor_us"].as_f64().is_some_and(|v| v >= 0.0));
+    for api in ["event_synchronize_long", "event_synchronize_blocking_long"] {
+        for tracker in ["retiring", "baseline"] {
+            let row = cell(api, tracker);
+            assert_eq!(row["samples"], 5, "{row}");
+            assert!(row["p50_us"].as_f64().unwrap() >= 900.0, "{row}");
+            assert!(row["polls_per_op"].as_f64().unwrap() >= 1.0, "{row}");
+        }
+    }
+    // A blocking-sync wait of a millisecond gives its core away: it sleeps.
+    for tracker in ["retiring", "baseline"] {
+        let row = cell("event_synchronize_blocking_long", tracker);
+        assert_eq!(row["slept"], true, "{row}");
+    }
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -1,12 +1,14 @@
 //! NVIDIA GPUs through the CUDA driver (`cuda-backend`), with CUDA's own
 //! events and synchronize calls measured in the same process.
 
-use crate::measure::Sample;
+use crate::measure::{Sample, Timer};
 use crate::platform::{Native, Platform, Skipped};
 use sigretire_cuda::native::{Event, EventFlags};
 use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue};
-use sigretire_tracker::{BaselineTracker, Config, Placement, RetiringTracker};
-use std::time::Instant;
+use sigretire_tracker::{
+    BaselineTracker, Config, HardwareQueue, Placement, Publication, RetiringTracker, Work,
+};
+use std::time::{Duration, Instant};
 
 /// The first CUDA device.
 pub struct CudaBench {
@@ -86,6 +88,13 @@ impl Platform for CudaBench {
             .map_err(|e| e.to_string())
     }
 
+    fn long_kernel(&self, duration: Duration) -> Result<u64, String> {
+        // `sigpool_busy`, one thread: it spins on the GPU's clock for
+        // `duration`. The trackers' queues and the native stream are all of
+        // this context, so each can launch it.
+        Ok(self.context.register_busy_kernel(duration, 1).raw())
+    }
+
     fn native(&self) -> Option<&dyn Native> {
         Some(self)
     }
@@ -101,9 +110,24 @@ impl Native for CudaBench {
         let began = Instant::now();
         self.queue.launch_empty().map_err(driver)?;
         event.record(&self.queue).map_err(driver)?;
-        let start = Instant::now();
+        let timer = Timer::start();
         event.synchronize().map_err(driver)?;
-        Ok(submitted(began, start))
+        Ok(timer.stop().after_submission(began))
+    }
+
+    fn event_synchronize_after(&self, kernel: u64, blocking: bool) -> Result<Sample, String> {
+        let event = self.event(blocking)?;
+        let began = Instant::now();
+        // The same busy kernel the trackers' rows launch, as untracked work
+        // on the native stream (no signal), then CUDA's own event after it.
+        let index = self.queue.reserve().map_err(|e| e.to_string())?;
+        self.queue
+            .publish(Publication::unsignalled(index, true), Work::Kernel(kernel))
+            .map_err(|e| e.to_string())?;
+        event.record(&self.queue).map_err(driver)?;
+        let timer = Timer::start();
+        event.synchronize().map_err(driver)?;
+        Ok(timer.stop().after_submission(began))
     }
 
     fn event_query(&self) -> Result<Sample, String> {
@@ -111,48 +135,48 @@ impl Native for CudaBench {
         self.queue.launch_empty().map_err(driver)?;
         event.record(&self.queue).map_err(driver)?;
         event.synchronize().map_err(driver)?;
-        let start = Instant::now();
+        let timer = Timer::start();
         let complete = event.is_complete().map_err(driver)?;
-        let took = start.elapsed();
+        let stopped = timer.stop();
         if !complete {
             return Err("cuEventQuery said a synchronized event is not complete".into());
         }
-        Ok(Sample::alone(took))
+        Ok(stopped.alone())
     }
 
     fn stream_synchronize(&self) -> Result<Sample, String> {
         let began = Instant::now();
         self.queue.launch_empty().map_err(driver)?;
-        let start = Instant::now();
+        let timer = Timer::start();
         self.queue.synchronize().map_err(driver)?;
-        Ok(submitted(began, start))
+        Ok(timer.stop().after_submission(began))
     }
 
     fn stream_synchronize_completed(&self) -> Result<Sample, String> {
         self.queue.launch_empty().map_err(driver)?;
         self.queue.synchronize().map_err(driver)?;
-        let start = Instant::now();
+        let timer = Timer::start();
         self.queue.synchronize().map_err(driver)?;
-        Ok(Sample::alone(start.elapsed()))
+        Ok(timer.stop().alone())
     }
 
     fn device_synchronize(&self) -> Result<Sample, String> {
         let began = Instant::now();
         self.queue.launch_empty().map_err(driver)?;
         self.other.launch_empty().map_err(driver)?;
-        let start = Instant::now();
+        let timer = Timer::start();
         self.context.synchronize().map_err(driver)?;
-        Ok(submitted(began, start))
+        Ok(timer.stop().after_submission(began))
     }
 
     fn event_record(&self) -> Result<Sample, String> {
         let event = self.event(false)?;
         self.queue.launch_empty().map_err(driver)?;
-        let start = Instant::now();
+        let timer = Timer::start();
         event.record(&self.queue).map_err(driver)?;
-        let took = start.elapsed();
+        let stopped = timer.stop();
         event.synchronize().map_err(driver)?;
-        Ok(Sample::alone(took))
+        Ok(stopped.alone())
     }
 
     fn event_elapsed_time(&self) -> Result<Sample, String> {
@@ -161,20 +185,10 @@ impl Native for CudaBench {
         self.queue.launch_empty().map_err(driver)?;
         second.record(&self.queue).map_err(driver)?;
         second.synchronize().map_err(driver)?;
-        let start = Instant::now();
+        let timer = Timer::start();
         let elapsed = second.elapsed_since(&first).map_err(driver)?;
-        let took = start.elapsed();
+        let stopped = timer.stop();
         std::hint::black_box(elapsed);
-        Ok(Sample::alone(took))
-    }
-}
-
-/// A call that started at `start`, after a submission that started at
-/// `began`, and has just returned.
-fn submitted(began: Instant, start: Instant) -> Sample {
-    let end = Instant::now();
-    Sample {
-        call: end - start,
-        with_submission: end - began,
+        Ok(stopped.alone())
     }
 }

@@ -4,8 +4,11 @@
 
 use crate::platform::Platform;
 use sigretire_queue::sim::{SimBaselineTracker, SimPlatform, SimTracker};
-use sigretire_sim::{CostProfile, Mode, Placement as RingPlacement, QueueConfig, Sim, SimConfig};
+use sigretire_sim::{
+    CostProfile, Kernel, Mode, Placement as RingPlacement, QueueConfig, Sim, SimConfig,
+};
 use sigretire_tracker::{Config, Placement};
+use std::time::Duration;
 
 /// The threaded simulator as a sigbench backend.
 pub struct SimBench {
@@ -78,6 +81,11 @@ impl Platform for SimBench {
         self.platform(config)
             .baseline_tracker()
             .map_err(|e| e.to_string())
+    }
+
+    fn long_kernel(&self, duration: Duration) -> Result<u64, String> {
+        // Every queue of this simulator runs it: they share its kernel table.
+        Ok(self.sim.register_kernel(Kernel::Duration(duration)))
     }
 }
 
