@@ -221,7 +221,7 @@ impl<T: QueueTracker> Event<T> {
             return Ok(());
         }
         let end = match &self.signal {
-            Some(signal) => core.wait_maybe_sleeping(&self.ticket(), |slice, policy| {
+            Some(signal) => core.wait_maybe_sleeping(&self.ticket(), None, |slice, policy| {
                 Ok(signal.wait(slice, policy)?)
             })?,
             None => WaitEnd::Done(Status::Complete),

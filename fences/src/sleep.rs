@@ -22,7 +22,7 @@
 
 use crate::cpu_wait::{self, WaitEnd};
 use crate::error::Error;
-use crate::publish::{Armed, QueueTracker};
+use crate::publish::{Armed, Inner, QueueTracker};
 use crate::queue::QueueCore;
 use crate::stats::bump;
 use sigretire_tracker::{SignalMemory, Status, Ticket, WaitError, WaitPolicy};
@@ -32,9 +32,13 @@ impl<T: QueueTracker> QueueCore<T> {
     /// Waits for `ticket`'s use with `wait_slice` (a tracker wait bounded by
     /// its first argument), sleeping on a wake signal after the policy's
     /// spin if the policy asks for it and one is free.
+    /// `locked`: the execution lock, where the caller holds it (the old
+    /// behaviour, [`SyncWait::UnderLock`](crate::SyncWait)): the wake is
+    /// armed and given back through it, not by taking the lock again.
     pub(crate) fn wait_maybe_sleeping(
         &self,
         ticket: &Ticket,
+        mut locked: Option<&mut Inner<T>>,
         mut wait_slice: impl FnMut(Duration, WaitPolicy) -> Result<Status, WaitError>,
     ) -> Result<WaitEnd, Error> {
         let settings = self.settings();
@@ -54,12 +58,16 @@ impl<T: QueueTracker> QueueCore<T> {
         {
             return Ok(WaitEnd::Done(status));
         }
-        let Some(Armed { wake, behind }) = self.arm_wake(ticket)? else {
+        let memory = self.waiter.memory();
+        let armed = match locked.as_deref_mut() {
+            Some(inner) => inner.arm_wake(&self.stats, memory, ticket)?,
+            None => self.lock().arm_wake(&self.stats, memory, ticket)?,
+        };
+        let Some(Armed { wake, behind }) = armed else {
             bump(&self.stats.wake_fallbacks);
             return cpu_wait::wait_for(wait_slice, self.state(), &settings);
         };
         bump(&self.stats.sleeping_waits);
-        let memory = self.waiter.memory();
         let end = cpu_wait::sleep_for(
             wait_slice,
             // SAFETY: a wake signal of this queue's memory, lent to this
@@ -71,14 +79,10 @@ impl<T: QueueTracker> QueueCore<T> {
         );
         // The pin goes once the packet ran (usually it just woke this
         // thread); one still waiting keeps it until a later wait or a drain.
-        self.lock().wakes.release_done(memory);
+        match locked {
+            Some(inner) => inner.wakes.release_done(memory),
+            None => self.lock().wakes.release_done(memory),
+        }
         end
-    }
-
-    /// Takes the lock and arms a wake signal for `ticket`'s use
-    /// ([`Inner::arm_wake`](crate::publish::Inner::arm_wake)).
-    fn arm_wake(&self, ticket: &Ticket) -> Result<Option<Armed<T::Memory>>, Error> {
-        self.lock()
-            .arm_wake(&self.stats, self.waiter.memory(), ticket)
     }
 }

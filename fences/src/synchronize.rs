@@ -133,12 +133,16 @@ impl<T: QueueTracker> QueueCore<T> {
     }
 
     /// The CPU wait for a marker, counted while it runs.
-    fn wait_for_marker(&self, marker: &Marker) -> Result<WaitEnd, Error> {
+    fn wait_for_marker(
+        &self,
+        marker: &Marker,
+        locked: Option<&mut Inner<T>>,
+    ) -> Result<WaitEnd, Error> {
         bump(&self.stats.cpu_waits);
         self.stats
             .cpu_waits_in_progress
             .fetch_add(1, Ordering::AcqRel);
-        let end = self.wait_maybe_sleeping(&marker.ticket, |slice, policy| {
+        let end = self.wait_maybe_sleeping(&marker.ticket, locked, |slice, policy| {
             self.waiter.wait(&marker.ticket, slice, policy)
         });
         self.stats
@@ -149,7 +153,7 @@ impl<T: QueueTracker> QueueCore<T> {
 
     /// Steps 2-4 (CLR's CompleteCpuWait), called without the lock.
     fn complete_cpu_wait(this: &Arc<Self>, marker: Arc<Marker>, batch: Batch) -> Result<(), Error> {
-        let end = this.wait_for_marker(&marker)?;
+        let end = this.wait_for_marker(&marker, None)?;
         let Some(outcome) = end.outcome() else {
             // The wait used up its time: the completion thread takes the
             // batch over, with no more waiting here.
@@ -202,7 +206,7 @@ impl<T: QueueTracker> QueueCore<T> {
         marker: Arc<Marker>,
         batch: Batch,
     ) -> SyncPlan<T::Memory> {
-        let end = match self.wait_for_marker(&marker) {
+        let end = match self.wait_for_marker(&marker, Some(inner)) {
             Ok(end) => end,
             Err(error) => return SyncPlan::Done(Err(error)),
         };
@@ -236,7 +240,7 @@ impl<T: QueueTracker> QueueCore<T> {
     /// the lock. The marker's owner completes its batch.
     fn join_marker(&self, marker: &Marker) -> Result<(), Error> {
         bump(&self.stats.marker_joins);
-        let end = self.wait_for_marker(marker)?;
+        let end = self.wait_for_marker(marker, None)?;
         if end.outcome() == Some(Outcome::Complete) {
             self.progress.note_synced(marker.seq);
         }

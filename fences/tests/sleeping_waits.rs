@@ -276,3 +276,29 @@ fn the_completion_thread_sleeps_on_a_closed_batch_of_a_sleeping_queue() {
         }
     }
 }
+
+#[test]
+fn the_old_synchronize_under_the_lock_sleeps_without_taking_the_lock_again() {
+    // SyncWait::UnderLock waits for the marker holding the execution lock;
+    // a sleeping wait arms its wake packet through that held lock.
+    let platform = platform();
+    let config = QueueConfig {
+        sync_wait: sigretire_queue::SyncWait::UnderLock,
+        ..blocking()
+    };
+    let device = device(&platform, config);
+    let long = platform
+        .sim()
+        .register_kernel(Kernel::Duration(Duration::from_millis(2)));
+    let queue = device.default_queue().clone();
+    queue.launch(long).unwrap();
+    let waiter = queue.clone();
+    returns_promptly(
+        "a synchronize under the lock",
+        move || waiter.synchronize(),
+        || {},
+    )
+    .unwrap();
+    assert_eq!(queue.query().unwrap(), Status::Complete);
+    assert_eq!(queue.stats().sleeping_waits, 1);
+}
