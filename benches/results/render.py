@@ -45,16 +45,6 @@ def polls(rep, api, tracker, signals):
 def sleeps(rep, api, tracker, signals):
     return row(rep, api, tracker, signals)['voluntary_switches_per_op']
 
-def only_blocking_long_slept(rep):
-    slept = {r['api'] for r in rep['rows'] if r.get('slept')}
-    if slept != {'event_synchronize_blocking_long'}:
-        return ""
-    return """ Only
-the blocking-sync wait for a 1 ms kernel reaches the sleeping phase of its
-back-off; every empty-work wait, blocking-sync or not, and the spinning wait
-for the 1 ms kernel spin or yield for the whole wait, and their CPU time
-per call is about their latency."""
-
 def slept_rows(rep, slept):
     """The wait rows (those with a submission) that slept, or did not."""
     waits = {'event_synchronize', 'event_synchronize_blocking', 'stream_synchronize',
@@ -176,21 +166,22 @@ and `polls_per_op` (`null` where not counted); the report has
 (why a backend has no `*_long` rows, `null` when it has them; real ROCr has
 no kernel of a given length without a code object, so it skips them).
 
-Today's "blocking" wait is **not** an interrupt-driven sleep. The
-blocking-sync rows use `WaitPolicy::blocking()` (`tracker/src/wait.rs`):
-no spin, `sched_yield` between polls for the first 20 us, then
-`std::thread::sleep` between polls, doubling from 1 us up to 200 us, each
-sleep followed by one more poll of the signal. Nothing wakes the thread when
-the GPU writes the signal; it finds out at its next poll. So its CPU is what
-that schedule costs: on the simulator a 1 ms wait sleeps about
-{sleeps(s,'event_synchronize_blocking_long','retiring','device'):.0f} times, polls about {polls(s,'event_synchronize_blocking_long','retiring','device'):.0f} times and costs
-{cpu(s,'event_synchronize_blocking_long','retiring','device'):.0f} us of CPU (device signals, ours), and returns
-{p50(s,'event_synchronize_blocking_long','retiring','device') - p50(s,'event_synchronize_long','retiring','device'):.0f} us later than the spinning wait (p50), which spends
-{cpu(s,'event_synchronize_long','retiring','device'):.0f} us of CPU on the same millisecond and {'does not sleep' if not row(s,'event_synchronize_long','retiring','device')['slept'] else 'sleeps too'}
-(`WaitPolicy::spin()`: spin for 50 us, yield until 1.05 ms into the wait,
-then sleep-poll up to 500 us; a 1 ms kernel ends in its yield phase). A
-blocking-sync wait after empty work ends within its 20 us of yields: it
-does not sleep, and its CPU is about its latency.
+The blocking-sync rows' wait sleeps in the kernel until the GPU wakes it
+(`WaitPolicy::blocking()`, whose `interrupt` flag the queue layer honours,
+`fences/src/sleep.rs`): the waiter publishes a barrier-AND on the use's
+signal that completes one of the queue's wake signals (made with the queue:
+ROCr interrupt signals, the simulator's event mailboxes, CUDA pinned signals
+whose completion runs a driver host function), then sleeps on it, and looks
+at the use after every wake and at least every 1 ms (the error-check
+interval). On the simulator a blocking-sync wait for a 1 ms kernel costs
+{cpu(s,'event_synchronize_blocking_long','retiring','device'):.0f} us of CPU against the spinning wait's {cpu(s,'event_synchronize_long','retiring','device'):.0f} us (device signals, ours),
+polls the signal {polls(s,'event_synchronize_blocking_long','retiring','device'):.1f} times per call against {polls(s,'event_synchronize_long','retiring','device'):.0f}, and returns
+{p50(s,'event_synchronize_blocking_long','retiring','device') - p50(s,'event_synchronize_long','retiring','device'):.0f} us later (p50: the wake packet and this machine's wake-up of a
+sleeping thread; the profile adds nothing for the interrupt itself, which
+no AMD measurement gives). A blocking-sync wait after empty work sleeps
+too: it pays the wake packet and the wake-up for a kernel that was nearly
+done, so it is slower than a spinning one ({p50(s,'event_synchronize_blocking','retiring','device'):.1f} against {p50(s,'event_synchronize','retiring','device'):.1f} us); its CPU
+is {cpu(s,'event_synchronize_blocking','retiring','device'):.1f} us.
 
 ### NVIDIA H200 (CUDA backend, measured in the same process as CUDA's own calls)
 
@@ -211,10 +202,14 @@ timed event {p50(h,'event_record','retiring','host'):.2f} us against {p50(h,'eve
 that writes the GPU's timestamps, where `cuEventRecord` only enqueues a
 marker. CUDA signals live in pinned host memory: no column reads device memory.
 
-The CPU us/op, slept, sleeps/op and polls/op columns, and the `*_long`
-rows, are **pending an H200 run**: `benches/results/sigbench-h200.json` was
-taken before sigbench measured them, and the figures here stay as measured
-until the GPU re-runs the whole table.
+A blocking-sync event synchronize for a 1 ms kernel: ours
+{p50(h,'event_synchronize_blocking_long','retiring','host'):.0f} us and {cpu(h,'event_synchronize_blocking_long','retiring','host'):.1f} us of CPU, CUDA's blocking-sync event {p50(h,'event_synchronize_blocking_long','native','native'):.0f} us and
+{cpu(h,'event_synchronize_blocking_long','native','native'):.1f} us of CPU: both threads sleep ({sleeps(h,'event_synchronize_blocking_long','retiring','host'):.2f} and {sleeps(h,'event_synchronize_blocking_long','native','native'):.2f} voluntary
+switches per call), ours woken by the host function the driver runs after
+the completion. Not in our favour: after empty work, ours takes
+{p50(h,'event_synchronize_blocking','retiring','host'):.1f} us against CUDA's {p50(h,'event_synchronize_blocking','native','native'):.1f} us (the wake packet and the host function's
+wake-up), with {cpu(h,'event_synchronize_blocking','retiring','host'):.1f} against {cpu(h,'event_synchronize_blocking','native','native'):.1f} us of CPU. The spinning waits burn their
+whole latency in CPU, as CUDA's spinning event does.
 
 {table(h)}
 
@@ -236,18 +231,16 @@ baseline pays PCIe reads to answer a completed event's query
 {dev_loads(s,'event_record','retiring','device'):.2f} loads, amortised ({p50(s,'event_record','retiring','device'):.2f} us). Waits poll the signal as CLR's do, so
 the synchronize rows read device memory for both.
 
-Not in our favour: a blocking-sync event synchronize with device signals,
-timed alone, costs us {p50(s,'event_synchronize_blocking','retiring','device'):.2f} us against the baseline's {p50(s,'event_synchronize_blocking','baseline','device'):.2f} us. The call starts
-after the submission, and ours submits faster (no fence, no loads), so the
-GPU has less of a head start: the blocking wait polls more before the
-kernel is done ({polls(s,'event_synchronize_blocking','retiring','device'):.1f} polls per call against {polls(s,'event_synchronize_blocking','baseline','device'):.1f}) and backs off longer. With the submission the same synchronize costs us
-{with_submission(s, 'event_synchronize_blocking', 'retiring', 'device'):.2f} us against {with_submission(s, 'event_synchronize_blocking', 'baseline', 'device'):.2f} us. (The same gap shows on the code of the
-previous stop: it is not new.)
+A blocking-sync event synchronize with device signals, timed alone, costs
+us {p50(s,'event_synchronize_blocking','retiring','device'):.2f} us against the baseline's {p50(s,'event_synchronize_blocking','baseline','device'):.2f} us (with the submission {with_submission(s, 'event_synchronize_blocking', 'retiring', 'device'):.2f} against
+{with_submission(s, 'event_synchronize_blocking', 'baseline', 'device'):.2f} us); both sleep the same way, in the queue layer.
 
 Which waits slept (the median call had a voluntary context switch):
-{slept_rows(s, True)}. Which did not: {slept_rows(s, False)}.{only_blocking_long_slept(s)} Both
-trackers wait with the same loop (`tracker/src/wait.rs`, outside any
-lock), so their CPU columns differ only by how long they wait.
+{slept_rows(s, True)}. Which did not: {slept_rows(s, False)}. The
+blocking-sync rows sleep on a wake signal; the others spin or yield for
+the whole wait, and their CPU time per call is about their latency. Both
+trackers wait the same way (outside any lock), so their CPU columns differ
+only by how long they wait.
 
 {table(s)}
 

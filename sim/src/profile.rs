@@ -86,12 +86,13 @@ pub struct CostProfile {
     /// (`HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY`).
     pub gpu_tick: Duration,
     /// From a write to an interrupt signal to a thread sleeping on it
-    /// running again: the interrupt, the driver's event and the scheduler's
-    /// wake-up. Paid asleep (the thread's CPU stays idle), after the write.
-    /// MI300X: 20 us, an estimate with no measured source on AMD (the seed
-    /// measured no interrupt-driven wait: CLR's blocking-sync events spin);
-    /// of the order of the 30-35 us a CUDA blocking-sync event takes over a
-    /// spinning one on the H200 in this project's own measurements.
+    /// running again, beyond what the host's own wake-up of the thread
+    /// costs (the condition variable the simulator's mailbox notifies: the
+    /// scheduler's part, real and measured in every run). Paid asleep.
+    /// MI300X: 0, not modelled: no AMD measurement exists (the seed measured
+    /// no interrupt-driven wait: CLR's blocking-sync events spin), and a
+    /// host sleep this short would cost the OS's timer slack (about 50 us on
+    /// Linux) instead of itself. Set it to study a slower interrupt path.
     pub interrupt_wake: Duration,
 }
 
@@ -129,7 +130,7 @@ impl CostProfile {
             launch_latency: Duration::from_micros(2),
             kernel_execution: Duration::from_nanos(1_500),
             gpu_tick: Duration::from_nanos(10),
-            interrupt_wake: Duration::from_micros(20),
+            interrupt_wake: Duration::ZERO,
         }
     }
 
