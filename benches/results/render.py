@@ -95,15 +95,14 @@ as CLR posts a barrier packet) before it waits. At the tracker level,
 without the timed event, the same end-to-end wait is 0.74 x CUDA's
 (`cuda-backend/README.md`, last device run).
 
-These figures come from a device session in which the code before this
-stop's redesign of the tracker and the queue layer ran interleaved with
-today's (old, new, old, new): p50 of a stream synchronize after an empty
-kernel {x['h200_ab']['stream_synchronize']}, of a device synchronize
+The table below is one sigbench run on the H200 after the blocking waits
+learnt to sleep (`sigbench --backend cuda --json ...`, release binary built
+here). Before that, a device session ran the code of the tracker and queue
+layer redesign interleaved with the code before it (old, new, old, new):
+p50 of a stream synchronize after an empty kernel
+{x['h200_ab']['stream_synchronize']}, of a device synchronize
 {x['h200_ab']['device_synchronize']}, of an event synchronize
-{x['h200_ab']['event_synchronize']}: within the runs' own spread. The
-machine was slower than in the session before (CUDA's own synchronize on
-completed work {x['h200_ab']['native_completed']}), which is most of the
-difference from the previous table.
+{x['h200_ab']['event_synchronize']}: within the runs' own spread.
 """
 
 def bar(name, api, limit):
