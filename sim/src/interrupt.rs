@@ -120,7 +120,9 @@ impl Interrupts {
             if now != observed || Instant::now() >= deadline {
                 return (now, slept && now != observed);
             }
-            self.sleeps.fetch_add(1, Ordering::Relaxed);
+            // Release: whoever sees the sleep counted sees what the sleeper
+            // did before it (a test's count of its reads).
+            self.sleeps.fetch_add(1, Ordering::Release);
             self.written.wait_until(&mut mailbox, deadline);
             slept = true;
         }
@@ -131,7 +133,7 @@ impl Interrupts {
             created: self.created.load(Ordering::Relaxed),
             degraded: self.degraded.load(Ordering::Relaxed),
             wakes: self.wakes.load(Ordering::Relaxed),
-            sleeps: self.sleeps.load(Ordering::Relaxed),
+            sleeps: self.sleeps.load(Ordering::Acquire),
         }
     }
 }
