@@ -13,25 +13,69 @@ use sigretire_tracker::WakeMailbox;
 use std::collections::HashSet;
 use std::ffi::c_void;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+/// How many wake signals a context lists without a lock: five for each of
+/// 200 queues at the default, more than a runtime makes. Past it, the rest
+/// go to a locked set.
+const LISTED: usize = 1024;
+
 /// The context's wake signals (by device address) and their mailbox.
-#[derive(Debug, Default)]
+///
+/// Every publication asks [`is_wake`](Self::is_wake), so the question is
+/// answered without a lock: a context with no wake signal reads one
+/// counter, and one with some scans a short list of atomics. Signals are
+/// only ever added (at a queue's creation), never removed, so a listed
+/// address stays listed.
+#[derive(Debug)]
 pub(crate) struct Wakes {
-    signals: Mutex<HashSet<u64>>,
+    listed: Box<[AtomicU64]>,
+    /// How many entries of `listed` are written (a Release store after the
+    /// entry, so a reader that sees the count sees the entry).
+    count: AtomicUsize,
+    /// The writers' lock, and the signals past `LISTED`.
+    overflow: Mutex<HashSet<u64>>,
     mailbox: Arc<WakeMailbox>,
+}
+
+impl Default for Wakes {
+    fn default() -> Self {
+        Self {
+            listed: (0..LISTED).map(|_| AtomicU64::new(0)).collect(),
+            count: AtomicUsize::new(0),
+            overflow: Mutex::new(HashSet::new()),
+            mailbox: Arc::default(),
+        }
+    }
 }
 
 impl Wakes {
     /// `device` (a signal's device address) is a wake signal from now on.
     pub(crate) fn register(&self, device: u64) {
-        self.signals.lock().insert(device);
+        let mut overflow = self.overflow.lock();
+        let count = self.count.load(Ordering::Relaxed);
+        if count < self.listed.len() {
+            self.listed[count].store(device, Ordering::Relaxed);
+            self.count.store(count + 1, Ordering::Release);
+        } else {
+            overflow.insert(device);
+        }
     }
 
     /// Whether a publication completing `device` must wake sleepers.
     pub(crate) fn is_wake(&self, device: u64) -> bool {
-        device != 0 && self.signals.lock().contains(&device)
+        if device == 0 {
+            return false;
+        }
+        let count = self.count.load(Ordering::Acquire);
+        if self.listed[..count]
+            .iter()
+            .any(|listed| listed.load(Ordering::Relaxed) == device)
+        {
+            return true;
+        }
+        count == self.listed.len() && self.overflow.lock().contains(&device)
     }
 
     /// The host function and its argument for `cuLaunchHostFunc`: one
@@ -65,7 +109,7 @@ impl Wakes {
     pub(crate) fn stats(&self) -> WakeStats {
         let (host_functions, sleeps) = self.mailbox.counts();
         WakeStats {
-            signals: self.signals.lock().len() as u64,
+            signals: (self.count.load(Ordering::Acquire) + self.overflow.lock().len()) as u64,
             host_functions,
             sleeps,
         }
@@ -130,5 +174,16 @@ mod tests {
         let wakes = Wakes::default();
         wakes.register(0x1000);
         assert!(wakes.is_wake(0x1000) && !wakes.is_wake(0x2000) && !wakes.is_wake(0));
+    }
+
+    #[test]
+    fn signals_past_the_lock_free_list_are_still_told_apart() {
+        let wakes = Wakes::default();
+        for device in 1..=(LISTED as u64 + 3) {
+            wakes.register(device * 0x100);
+        }
+        assert!((1..=(LISTED as u64 + 3)).all(|device| wakes.is_wake(device * 0x100)));
+        assert!(!wakes.is_wake(0x80) && !wakes.is_wake((LISTED as u64 + 4) * 0x100));
+        assert_eq!(wakes.stats().signals, LISTED as u64 + 3);
     }
 }

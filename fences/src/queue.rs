@@ -546,7 +546,14 @@ impl<T: QueueTracker> HostQueue<T> {
     ) -> Result<Self, Error> {
         config.validate()?;
         let waiter = tracker.waiter();
-        let wakes = crate::wake::WakePool::create(waiter.memory(), config.wake_signals);
+        // Only a queue whose waits sleep needs signals that wake sleepers; on
+        // CUDA each one adds a host function to the publications completing it.
+        let wake_signals = if config.wait_policy.interrupt {
+            config.wake_signals
+        } else {
+            0
+        };
+        let wakes = crate::wake::WakePool::create(waiter.memory(), wake_signals);
         let stats = Counters::default();
         stats
             .wake_signals

@@ -320,3 +320,19 @@ fn the_old_synchronize_under_the_lock_sleeps_without_taking_the_lock_again() {
     assert_eq!(queue.query().unwrap(), Status::Complete);
     assert_eq!(queue.stats().sleeping_waits, 1);
 }
+
+#[test]
+fn a_queue_whose_waits_spin_spends_none_of_the_event_budget() {
+    let platform = platform();
+    let device = device(&platform, bounded());
+    let queue = device.default_queue();
+    assert_eq!(queue.stats().wake_signals, 0);
+    assert_eq!(platform.sim().interrupt_stats().created, 0);
+    queue.launch(0).unwrap();
+    queue.record_event().unwrap().synchronize().unwrap();
+    let stats = queue.stats();
+    assert_eq!((stats.sleeping_waits, stats.wake_fallbacks), (0, 0));
+    // A blocking queue beside it still gets its five.
+    let blocking = platform.create_queue(&device, blocking()).unwrap();
+    assert_eq!(blocking.stats().wake_signals, 5);
+}
