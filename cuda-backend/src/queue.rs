@@ -443,6 +443,39 @@ impl CudaQueue {
         self.inner.stream.launch(kernels.empty, 1, &[0, 0, 0])
     }
 
+    /// Launches the empty kernel with no signal, its only effect a write of
+    /// 1 into `flag`: the cheapest GPU work whose completion the host can
+    /// see, nothing tracked. The floor every completion mechanism pays
+    /// (launch, run, a write across PCIe), for benchmarks to read the rest
+    /// against.
+    ///
+    /// ```
+    /// # use sigretire_cuda::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use sigretire_cuda::FlagState;
+    ///
+    /// let queue = context.create_queue()?;
+    /// let flag = context.host_flag()?;
+    /// queue.launch_flag_writer(&flag)?;
+    /// while flag.state() == FlagState::Held {
+    ///     std::hint::spin_loop();
+    /// }
+    /// assert_eq!(flag.state(), FlagState::Released);
+    /// # Ok::<(), sigretire_cuda::Error>(())
+    /// ```
+    pub fn launch_flag_writer(&self, flag: &crate::HostFlag) -> Result<()> {
+        let _ordered = self.inner.publisher.lock();
+        self.inner.context.bind()?;
+        self.inner.stream.refuse_capture()?;
+        let kernels = self.inner.context.kernels();
+        self.inner
+            .stream
+            .launch(kernels.empty, 1, &[0, flag.device_address(), 1])
+    }
+
     fn progress(&self) -> &AtomicU64 {
         // SAFETY: 8 bytes of a page-aligned pinned allocation that the
         // context's arena keeps alive while `inner.context` is held; the GPU
@@ -679,6 +712,12 @@ impl HardwareQueue for CudaQueue {
             }
         }
         outcome
+    }
+
+    /// An owned stream runs only what is published on it; an adopted one is
+    /// the runtime's, which launches work of its own on it.
+    fn only_published_work(&self) -> bool {
+        !self.is_adopted()
     }
 }
 

@@ -140,6 +140,10 @@ impl Batch {
         self.entries.last()
     }
 
+    pub(crate) fn last_mut(&mut self) -> Option<&mut Entry> {
+        self.entries.last_mut()
+    }
+
     pub(crate) fn entries(&self) -> &[Entry] {
         &self.entries
     }

@@ -1,7 +1,10 @@
 //! Events: record, query, synchronize, elapsed time.
 //!
 //! Recording publishes a marker (barrier bit, [`Purpose::Event`], timed on a
-//! profiled queue) and keeps a [`SignalRef`] to its signal, so the tracker
+//! profiled queue), or, right after a command on a queue that runs only
+//! what it publishes, shares that command's completion (a marker there
+//! would complete when the command does: every packet is a fence), and
+//! keeps a [`SignalRef`] to its signal, so the tracker
 //! parks the signal rather than re-arm it while the event lives: queries and
 //! waits from any thread need no lock, and the harvested timestamps stay
 //! readable from host memory (elapsed time costs no PCIe read).
@@ -15,7 +18,7 @@
 use crate::cpu_wait::{Outcome, WaitEnd};
 use crate::error::Error;
 use crate::publish::QueueTracker;
-use crate::publish::{Packet, Step};
+use crate::publish::{Packet, SharedNewest, Step};
 use crate::queue::{HostQueue, QueueCore};
 use crate::stats::bump;
 use crate::sync::Arc;
@@ -51,7 +54,26 @@ pub struct Event<T: QueueTracker> {
 }
 
 impl<T: QueueTracker> HostQueue<T> {
-    /// Records an event: a marker after everything submitted so far.
+    /// Records an event: a marker after everything submitted so far. Right
+    /// after a command, on a queue that runs only what it publishes
+    /// ([`HardwareQueue::only_published_work`](sigretire_tracker::HardwareQueue::only_published_work)),
+    /// no marker is published: the event completes with that command (which
+    /// a marker would wait for anyway), and a timed event reports its
+    /// stamps, so elapsed time runs from end to end of the two points as it
+    /// would with markers ([`QueueStats::shared_completions`](crate::QueueStats)).
+    ///
+    /// ```
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let queue = device.default_queue();
+    /// let kernel = queue.launch(0)?;
+    /// let event = queue.record_event()?;
+    /// assert_eq!(event.seq(), kernel.seq(), "the kernel's completion is the event's");
+    /// assert_eq!((queue.stats().markers, queue.stats().shared_completions), (0, 1));
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    ///
+    /// With nothing before it, an event is a marker of its own:
     ///
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
@@ -64,7 +86,13 @@ impl<T: QueueTracker> HostQueue<T> {
     pub fn record_event(&self) -> Result<Event<T>, Error> {
         let core = self.core();
         let timed = core.config.profiling;
-        let (entry, signal) = QueueCore::with_publication(core, |core, inner| {
+        let (point, signal) = QueueCore::with_publication(core, |core, inner| {
+            if let Some(newest) = inner.newest_to_share(timed)? {
+                // Right after a command: its completion is the event's.
+                let signal = inner.tracker.hold(&newest.ticket)?;
+                bump(&core.stats.shared_completions);
+                return Ok(Step::Done((newest, signal)));
+            }
             let published = match inner
                 .publish(
                     &core.stats,
@@ -81,14 +109,19 @@ impl<T: QueueTracker> HostQueue<T> {
                 Ok(published) => published,
                 Err(retry) => return Ok(retry),
             };
-            core.push_command(inner, published.entry.clone(), true);
-            Ok(Step::Done((published.entry, published.signal)))
+            let point = SharedNewest {
+                seq: published.entry.seq,
+                index: published.entry.index,
+                ticket: published.entry.ticket,
+            };
+            core.push_command(inner, published.entry, true);
+            Ok(Step::Done((point, published.signal)))
         })?;
         Ok(Event {
             queue: core.clone(),
-            seq: entry.seq,
-            index: entry.index,
-            ticket: entry.ticket,
+            seq: point.seq,
+            index: point.index,
+            ticket: point.ticket,
             signal,
             timed,
         })
@@ -109,13 +142,17 @@ impl<T: QueueTracker> Event<T> {
         self.queue.id
     }
 
-    /// The marker's command number on its queue.
+    /// The command number on its queue of the marker, or of the command
+    /// whose completion the event shares.
     ///
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
-    /// device.default_queue().launch(0)?;
-    /// assert_eq!(device.default_queue().record_event()?.seq(), 2);
+    /// let queue = device.default_queue();
+    /// assert_eq!(queue.record_event()?.seq(), 1, "a marker");
+    /// queue.wait_event(&queue.record_event()?)?; // the same point: a wait on it
+    /// queue.launch(0)?;
+    /// assert_eq!(queue.record_event()?.seq(), 3, "the launch after the wait");
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn seq(&self) -> u64 {
@@ -313,6 +350,7 @@ impl<T: QueueTracker> Event<T> {
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let queue = device.default_queue();
     /// let start = queue.record_event()?;
+    /// queue.launch(0)?;
     /// let stop = queue.record_event()?;
     /// platform.sim().run_until_idle();
     /// assert!(start.elapsed_to(&stop)? > std::time::Duration::ZERO);

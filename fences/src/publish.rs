@@ -16,7 +16,7 @@ use crate::stats::{Counters, bump};
 use crate::sync::Arc;
 use sigretire_tracker::{
     HardwareQueue, Placement, Publication, Purpose, QueueError, Request, SignalMemory, SignalRef,
-    Ticket, Tracker, Work,
+    Status, Ticket, Tracker, Work,
 };
 
 /// A tracker the queue layer can drive: any [`Tracker`] whose queue accepts
@@ -43,6 +43,10 @@ pub(crate) struct Inner<T: QueueTracker> {
     pub(crate) batch: Batch,
     /// The newest command: its number and its use.
     pub(crate) last: Option<(u64, Ticket)>,
+    /// Whether an event, a synchronize or a cross-queue wait may share the
+    /// newest command's completion instead of publishing a marker (see
+    /// [`Inner::newest_to_share`]).
+    pub(crate) shareable: Option<Shareable>,
     pub(crate) next_seq: u64,
     /// The synchronize marker in flight, for a second synchronizing thread.
     pub(crate) in_flight_marker: Option<Arc<Marker>>,
@@ -74,6 +78,67 @@ impl<T: QueueTracker> Inner<T> {
     pub(crate) fn last_seq(&self) -> u64 {
         self.last.map_or(0, |(seq, _)| seq)
     }
+
+    /// The newest command, for a marker that would follow it at once: every
+    /// packet is a fence, so a marker published now would complete when it
+    /// does, and proves nothing more. `None` where a marker is needed: no
+    /// command yet, a queue that may run work published by others between
+    /// (an adopted one), or after a move to another queue.
+    ///
+    /// `timed`: the marker would be timed. Shared only if the command ran
+    /// work (which a profiled queue stamps) and is still running, so that
+    /// its end is when the GPU would have reached the marker; the tracker
+    /// then harvests its stamps ([`Tracker::time`]), and the entry and the
+    /// newest command are marked timed.
+    pub(crate) fn newest_to_share(&mut self, timed: bool) -> Result<Option<SharedNewest>, Error> {
+        let (Some((seq, ticket)), Some(shareable)) = (self.last, self.shareable) else {
+            return Ok(None);
+        };
+        let ticket = if timed {
+            // A timed marker on an idle queue is stamped when the GPU gets to
+            // it, not when the work before it ended (an event recorded long
+            // after a finished kernel must not report the kernel's end):
+            // share only a command still running (one load at most).
+            if !shareable.stamped || self.tracker.query(&ticket)? != Status::Pending {
+                return Ok(None);
+            }
+            let Some(timed) = self.tracker.time(&ticket)? else {
+                return Ok(None);
+            };
+            self.last = Some((seq, timed));
+            if let Some(entry) = self.batch.last_mut().filter(|e| e.seq == seq) {
+                entry.ticket = timed;
+                entry.timed = true;
+            }
+            timed
+        } else {
+            ticket
+        };
+        Ok(Some(SharedNewest {
+            seq,
+            index: shareable.index,
+            ticket,
+        }))
+    }
+}
+
+/// What the queue layer knows of its newest command, for sharing its
+/// completion ([`Inner::newest_to_share`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Shareable {
+    /// Its AQL index (its last packet's).
+    index: u64,
+    /// It ran work that a profiled queue stamps: a kernel, empty work, a
+    /// caller's dispatch (not a marker or a wait).
+    stamped: bool,
+}
+
+/// The newest command, shared by a marker that was not published.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SharedNewest {
+    pub(crate) seq: u64,
+    pub(crate) index: u64,
+    pub(crate) ticket: Ticket,
 }
 
 /// A packet to publish: every one carries the barrier bit (an in-order
@@ -222,6 +287,17 @@ impl<T: QueueTracker> Inner<T> {
         self.next_seq += 1;
         self.signals = acquired.placement;
         self.last = Some((seq, acquired.ticket));
+        self.shareable = self
+            .tracker
+            .queue()
+            .only_published_work()
+            .then_some(Shareable {
+                index: acquired.publication.index(),
+                stamped: matches!(
+                    packet.work,
+                    Work::Empty | Work::Kernel(_) | Work::Dispatch(_)
+                ),
+            });
         bump(&counters.commands);
         if packet.purpose != Purpose::Completion {
             bump(&counters.markers);
@@ -376,7 +452,9 @@ impl<T: QueueTracker> Inner<T> {
         // Work submitted after the use runs before the wake packet, which
         // may then wake the thread late: it looks at the use between
         // sleeps as well.
-        let behind = self.last.is_none_or(|(_, newest)| newest != *ticket);
+        let behind = self
+            .last
+            .is_none_or(|(_, newest)| newest.seq() != ticket.seq());
         let Ok(wake) = self.wakes.lend(memory, pin) else {
             return Ok(None);
         };

@@ -566,6 +566,7 @@ impl<T: QueueTracker> HostQueue<T> {
                 tracker,
                 batch: Batch::default(),
                 last: None,
+                shareable: None,
                 next_seq: 1,
                 in_flight_marker: None,
                 signals: Placement::Host,
@@ -778,6 +779,9 @@ impl<T: QueueTracker> HostQueue<T> {
         };
         let old = inner.tracker.queue().clone();
         inner.left_queues.push(old);
+        // The next command pays the order debt first; until then a marker
+        // is published on the new queue rather than shared with the old's.
+        inner.shareable = None;
         inner.tracker.note_queue_change(queue);
         bump(&core.stats.queue_changes);
         drop(inner);

@@ -41,6 +41,11 @@ counters! {
         commands,
         /// Of those, markers (synchronize, event record, GPU-waiter markers).
         markers,
+        /// Markers not published because the newest command's completion
+        /// stood for them: an event recorded, a synchronize or a cross-queue
+        /// wait right after a command, on a queue that runs only what it
+        /// publishes.
+        shared_completions,
         /// Empty packets without a completion signal, published because the
         /// tracker refused a signal after the slot was reserved.
         empty_packets,

@@ -4,7 +4,9 @@
 //! [`QueueConfig::cpu_sync_batch`](crate::QueueConfig):
 //!
 //! 1. Under the execution lock: publish a marker (empty work, barrier bit:
-//!    its completion proves every earlier packet complete), take the open
+//!    its completion proves every earlier packet complete; on a queue that
+//!    runs only what it publishes the newest command is that marker, as
+//!    every packet is a fence, and nothing is published), take the open
 //!    batch (the marker's batch is now private to this thread), note the
 //!    marker as in flight. Release the lock.
 //! 2. Without the lock: wait for the marker's use (the tracker's lock-free
@@ -98,20 +100,32 @@ impl<T: QueueTracker> QueueCore<T> {
             }));
         }
         let small = inner.batch.len() < self.config.cpu_sync_batch;
-        // A synchronize's marker is never timed: it needs no work at all.
-        let mut packet = Packet::new(Work::Marker, Purpose::CpuSync);
-        if !small {
-            // The completion thread holds a reference to the marker's signal.
-            packet = packet.hold();
-        }
-        let published = match inner.publish(&self.stats, packet)?.or_retry() {
-            Ok(published) => published,
-            Err(retry) => return Ok(retry),
+        let (marker, signal) = if let Some(newest) = inner.newest_to_share(false)? {
+            // The newest command is the marker: one published after it
+            // would complete when it does.
+            bump(&self.stats.shared_completions);
+            let signal = if small {
+                None
+            } else {
+                inner.tracker.hold(&newest.ticket)?
+            };
+            (Marker::new(newest.seq, newest.ticket), signal)
+        } else {
+            // A synchronize's marker is never timed: it needs no work at all.
+            let mut packet = Packet::new(Work::Marker, Purpose::CpuSync);
+            if !small {
+                // The completion thread holds a reference to the marker's signal.
+                packet = packet.hold();
+            }
+            let published = match inner.publish(&self.stats, packet)?.or_retry() {
+                Ok(published) => published,
+                Err(retry) => return Ok(retry),
+            };
+            let marker = Marker::new(published.entry.seq, published.entry.ticket);
+            self.push_command(inner, published.entry, false);
+            (marker, published.signal)
         };
-        let marker = self
-            .markers
-            .fresh(Marker::new(published.entry.seq, published.entry.ticket));
-        self.push_command(inner, published.entry, false);
+        let marker = self.markers.fresh(marker);
         let batch = self.take_batch(inner);
         self.progress.note_taken(marker.seq);
         if let Some(older) = inner.in_flight_marker.replace(marker.clone()) {
@@ -123,7 +137,7 @@ impl<T: QueueTracker> QueueCore<T> {
             return Ok(Step::Done(SyncPlan::Handler {
                 marker,
                 batch,
-                signal: published.signal,
+                signal,
             }));
         }
         Ok(Step::Done(match self.config.sync_wait {

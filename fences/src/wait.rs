@@ -228,8 +228,10 @@ impl<T: QueueTracker> HostQueue<T> {
 
     /// Makes this queue wait for everything submitted to `producer` so far:
     /// a marker on the producer ([`Purpose::GpuWaiter`]) whose signal this
-    /// queue waits on, pinned. Emits nothing when the producer's newest
-    /// command is already known complete.
+    /// queue waits on, pinned; or the producer's newest command itself
+    /// where a marker would complete with it (a queue that runs only what
+    /// it publishes). Emits nothing when the producer's newest command is
+    /// already known complete.
     ///
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
@@ -238,7 +240,8 @@ impl<T: QueueTracker> HostQueue<T> {
     /// producer.launch(0)?;
     /// let wait = device.default_queue().wait_queue(&producer)?;
     /// assert_eq!((wait.packets(), wait.dependencies()), (1, 1));
-    /// assert_eq!(producer.stats().markers, 1); // the GPU-waiter marker
+    /// // The waiting packet waits for the launch's own signal: no marker.
+    /// assert_eq!((producer.stats().markers, producer.stats().shared_completions), (0, 1));
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn wait_queue<P>(&self, producer: &HostQueue<P>) -> Result<CrossWait<T::Memory>, Error>
@@ -259,6 +262,15 @@ impl<T: QueueTracker> HostQueue<T> {
             };
             if inner.tracker.known_status(&ticket)? == Some(Status::Complete) {
                 return Ok(Step::Done(None));
+            }
+            if let Some(newest) = inner.newest_to_share(false)? {
+                // A marker after the newest command would complete with it.
+                bump(&core.stats.shared_completions);
+                return match inner.tracker.pin(&newest.ticket) {
+                    Ok(pin) => Ok(Step::Done(pin)),
+                    Err(sigretire_tracker::PinError::Failed { .. }) => Err(core.report_failure()),
+                    Err(error) => Err(error.into()),
+                };
             }
             let published = match inner
                 .publish(&core.stats, Packet::new(Work::Marker, Purpose::GpuWaiter))?

@@ -146,6 +146,13 @@ impl Tracker for Refusing {
     fn reclaim(&mut self) -> usize {
         self.inner.reclaim()
     }
+    fn time(
+        &mut self,
+        t: &sigretire_tracker::Ticket,
+    ) -> Result<Option<sigretire_tracker::Ticket>, sigretire_tracker::ForeignTicket> {
+        self.inner.time(t)
+    }
+
     fn timestamps(
         &mut self,
         t: &sigretire_tracker::Ticket,

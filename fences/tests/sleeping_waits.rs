@@ -132,8 +132,8 @@ fn a_spin_policy_never_sleeps_and_makes_no_wake_packet() {
     assert_eq!(queue.stats().sleeping_waits, 0);
     assert_eq!(
         queue.hardware_write_index() - written,
-        2,
-        "the kernel and the event"
+        1,
+        "the kernel alone: the event shares its completion, and no wake packet"
     );
 }
 
@@ -168,9 +168,23 @@ fn waits_beyond_the_wake_signals_poll_and_are_counted() {
     });
     let stats = queue.stats();
     assert_eq!((stats.sleeping_waits, stats.wake_fallbacks), (1, 1));
-    // The one wake signal is free again once its packet ran.
-    queue.launch(0).unwrap();
-    queue.record_event().unwrap().synchronize().unwrap();
+    // The one wake signal is free again once its packet ran: a wait for
+    // work that outlasts the spin phase sleeps on it.
+    let again = HostFlag::new();
+    let spin = platform
+        .sim()
+        .register_kernel(Kernel::SpinUntil(again.clone()));
+    queue.launch(spin).unwrap();
+    let event = queue.record_event().unwrap();
+    std::thread::scope(|scope| {
+        let waiter = scope.spawn(|| event.synchronize());
+        wait_until("the wait began", || {
+            let stats = queue.stats();
+            stats.sleeping_waits + stats.wake_fallbacks == 3
+        });
+        again.set();
+        waiter.join().unwrap().unwrap();
+    });
     assert_eq!(queue.stats().sleeping_waits, 2);
 }
 
@@ -184,8 +198,22 @@ fn with_the_event_budget_spent_a_queue_has_no_wake_signals_and_its_waits_poll() 
     let other = platform.create_queue(&device, blocking()).unwrap();
     assert_eq!(other.stats().wake_signals, 0);
     assert!(platform.sim().interrupt_stats().degraded >= 1);
-    other.launch(0).unwrap();
-    other.record_event().unwrap().synchronize().unwrap();
+    // Work that outlasts the wait's spin phase: the wait then looks for a
+    // wake signal, finds none, and polls.
+    let flag = HostFlag::new();
+    let spin = platform
+        .sim()
+        .register_kernel(Kernel::SpinUntil(flag.clone()));
+    other.launch(spin).unwrap();
+    let event = other.record_event().unwrap();
+    std::thread::scope(|scope| {
+        let waiter = scope.spawn(|| event.synchronize());
+        wait_until("the wait fell back to polling", || {
+            other.stats().wake_fallbacks == 1
+        });
+        flag.set();
+        waiter.join().unwrap().unwrap();
+    });
     let stats = other.stats();
     assert_eq!((stats.sleeping_waits, stats.wake_fallbacks), (0, 1));
 }

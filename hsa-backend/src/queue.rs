@@ -919,4 +919,10 @@ impl HardwareQueue for AqlQueue {
         let packet = packet::for_work(work, &publication)?;
         self.inner.publish_packet(publication.index(), packet)
     }
+
+    /// A queue made here runs only what is published on it; an adopted one
+    /// is the runtime's, which may write packets of its own in between.
+    fn only_published_work(&self) -> bool {
+        !self.is_adopted()
+    }
 }

@@ -224,6 +224,13 @@ impl HardwareQueue for Queue {
         self.ring_doorbell(publication.index());
         Ok(())
     }
+
+    /// A simulator queue runs what its tracker's user publishes: nobody
+    /// else writes its ring (a test that does so writes through
+    /// [`Queue::write`] and owns the consequences).
+    fn only_published_work(&self) -> bool {
+        true
+    }
 }
 
 /// The AQL packet for `work`, published as `publication` says.

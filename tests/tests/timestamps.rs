@@ -94,3 +94,61 @@ fn an_untimed_held_use_has_no_stamps_baseline() {
     let (tracker, queue) = sim_backend::stepped_baseline(Config::default()).unwrap();
     untimed_held_use_has_no_stamps(tracker, queue);
 }
+
+/// A use acquired untimed and timed afterwards ([`Tracker::time`]) answers
+/// its own stamps once complete, after its signal served later uses; one
+/// asked for only after its signal moved on answers that it cannot be.
+fn timed_after_the_fact<T: Tracker<Queue = Queue>>(mut tracker: T, queue: Queue, name: &str) {
+    let (untimed, index) = submit(&mut tracker, &queue, false);
+    assert!(!untimed.is_timed());
+    let timed = tracker
+        .time(&untimed)
+        .unwrap()
+        .expect("pending: still timeable");
+    assert!(timed.is_timed());
+    assert_eq!(timed.seq(), untimed.seq());
+    assert_eq!(
+        tracker.time(&timed).unwrap(),
+        Some(timed),
+        "{name}: idempotent"
+    );
+    queue.run_until_idle();
+    assert_eq!(tracker.query(&timed).unwrap(), Status::Complete);
+    // Its signal serves many later (untimed) uses.
+    let mut last = None;
+    for _ in 0..3 * Config::default().initial_size {
+        let (ticket, _) = submit(&mut tracker, &queue, false);
+        queue.run_until_idle();
+        tracker.query(&ticket).unwrap();
+        tracker.poll();
+        last = Some(ticket);
+    }
+    assert_eq!(
+        tracker.timestamps(&timed).unwrap(),
+        Some(truth(&queue, index)),
+        "{name}: harvested before its signal was re-armed"
+    );
+    assert_eq!(
+        tracker.timestamps(&untimed).unwrap(),
+        None,
+        "{name}: the untimed ticket"
+    );
+    // Asked for again through the untimed ticket, long after its signal
+    // moved on: too late.
+    assert_eq!(tracker.time(&untimed).unwrap(), None, "{name}");
+    // Without the request, the stamps of an untimed use were never kept.
+    let late = last.expect("later uses");
+    assert_eq!(tracker.timestamps(&late).unwrap(), None, "{name}");
+}
+
+#[test]
+fn a_use_timed_after_acquisition_keeps_its_own_stamps_retiring() {
+    let (tracker, queue) = sim_backend::stepped_tracker(Config::default()).unwrap();
+    timed_after_the_fact(tracker, queue, "retiring");
+}
+
+#[test]
+fn a_use_timed_after_acquisition_keeps_its_own_stamps_baseline() {
+    let (tracker, queue) = sim_backend::stepped_baseline(Config::default()).unwrap();
+    timed_after_the_fact(tracker, queue, "baseline");
+}

@@ -490,6 +490,18 @@ pub trait HardwareQueue: QueueView + Clone + Send + Sync + 'static {
     /// [`operations`](crate::Publication::operations); so is a copy-engine
     /// use's.
     fn publish(&self, publication: Publication, work: Work<'_>) -> Result<(), QueueError>;
+
+    /// Whether everything that runs on the queue was published through
+    /// [`publish`](Self::publish) by the tracker's user: a queue made for it
+    /// (`true`), not one a runtime shares with work of its own (an adopted
+    /// AQL queue or CUDA stream, `false`). Only then does the newest
+    /// publication's completion prove everything before it done, so that
+    /// an event or a synchronize may share it instead of publishing a
+    /// marker of its own. `false` unless a backend says otherwise, which is
+    /// always safe.
+    fn only_published_work(&self) -> bool {
+        false
+    }
 }
 
 /// A hardware queue refused work.

@@ -479,6 +479,25 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
         0
     }
 
+    fn time(&mut self, ticket: &Ticket) -> Result<Option<Ticket>, ForeignTicket> {
+        self.cell_of(ticket)?;
+        if ticket.timed {
+            return Ok(Some(*ticket));
+        }
+        // Still its slot's last use: its stamps are kept when the slot
+        // moves on, as any timed use's.
+        let Some(slot) = self.slot_of(ticket.seq) else {
+            return Ok(None);
+        };
+        if let Some(last) = &mut self.slots[slot].last_use {
+            last.timed = true;
+        }
+        Ok(Some(Ticket {
+            timed: true,
+            ..*ticket
+        }))
+    }
+
     fn timestamps(&mut self, ticket: &Ticket) -> Result<Option<Timestamps>, TimestampsError> {
         let cell = self.cell_of(ticket)?;
         if !ticket.timed {

@@ -188,6 +188,18 @@ pub trait Tracker: Send {
     /// (a marker on a backend that stamps only the work it runs).
     fn timestamps(&mut self, ticket: &Ticket) -> Result<Option<Timestamps>, TimestampsError>;
 
+    /// Asks, after the use was acquired, for its timestamps to be
+    /// harvested: an event that shares the completion of the command before
+    /// it, on a queue whose packets are all stamped (a profiled AQL queue,
+    /// the kernels a CUDA queue launches). Returns the use's ticket marked
+    /// timed, for [`timestamps`](Self::timestamps); `None` when its stamps
+    /// can no longer be had (it retired untimed, and its signal may serve a
+    /// later use already), so the caller times a use of its own.
+    ///
+    /// Costs no signal read: it only marks the use, which the tracker then
+    /// harvests as it would a use acquired timed.
+    fn time(&mut self, ticket: &Ticket) -> Result<Option<Ticket>, ForeignTicket>;
+
     /// The runtime moved the stream to another hardware queue: a new generation.
     fn note_queue_change(&mut self, queue: Self::Queue);
 

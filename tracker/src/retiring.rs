@@ -542,6 +542,23 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
         self.reclaimer().walk()
     }
 
+    fn time(&mut self, ticket: &Ticket) -> Result<Option<Ticket>, ForeignTicket> {
+        self.cell_of(ticket)?;
+        if ticket.timed {
+            return Ok(Some(*ticket));
+        }
+        // In the ring, the walk has not retired it: it harvests it as it
+        // retires it, as any timed use.
+        let Some(slot) = self.ring.get_mut(ticket.seq) else {
+            return Ok(None);
+        };
+        slot.flags |= flag::TIMED;
+        Ok(Some(Ticket {
+            timed: true,
+            ..*ticket
+        }))
+    }
+
     fn timestamps(&mut self, ticket: &Ticket) -> Result<Option<Timestamps>, TimestampsError> {
         let cell = self.cell_of(ticket)?;
         if !ticket.timed {

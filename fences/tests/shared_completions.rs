@@ -1,0 +1,229 @@
+//! Events, synchronizes and cross-queue waits right after a command share
+//! its completion instead of publishing a marker (every packet is a fence,
+//! so the marker would complete when the command does): the answers are
+//! those a marker would give, timestamps included, on both trackers; a
+//! marker is still published where sharing would be wrong or impossible.
+
+mod support;
+
+use sigretire_queue::sim::{Kernel, SimPlatform};
+use sigretire_queue::tracker::{Config, Placement, SignalMemory, Status};
+use sigretire_queue::{Device, DeviceConfig, QueueConfig, QueueTracker};
+use std::time::{Duration, Instant};
+use support::*;
+
+/// Runs `scenario` once on each tracker, with trackers made on new
+/// hardware queues of `platform` as it asks for them.
+fn on_both_trackers(
+    platform: &SimPlatform,
+    scenario_retiring: impl FnOnce(&dyn Fn() -> sigretire_queue::sim::SimTracker),
+    scenario_baseline: impl FnOnce(&dyn Fn() -> sigretire_queue::sim::SimBaselineTracker),
+) {
+    scenario_retiring(&|| platform.tracker().unwrap());
+    scenario_baseline(&|| platform.baseline_tracker().unwrap());
+}
+
+fn device<T: QueueTracker>(tracker: T, config: QueueConfig) -> Device<T> {
+    Device::new(DeviceConfig::default(), tracker, config).unwrap()
+}
+
+fn kernel_end_bounds<T: QueueTracker>(platform: &SimPlatform, make: &dyn Fn() -> T) {
+    let device = device(make(), bounded());
+    let queue = device.default_queue();
+    let tracker = std::any::type_name::<T>();
+    let kernel = Duration::from_millis(3);
+    let long = platform.sim().register_kernel(Kernel::Duration(kernel));
+    for round in 0..3 {
+        // The previous round's kernel is done: the start event is a marker
+        // stamped when the GPU reaches it, not that kernel's old end.
+        let markers = queue.stats().markers;
+        let start = queue.record_event().unwrap();
+        assert_eq!(
+            queue.stats().markers,
+            markers + 1,
+            "{tracker}: a marker of its own"
+        );
+        start.synchronize().unwrap();
+        let markers = queue.stats().markers;
+        let began = Instant::now();
+        let command = queue.launch(long).unwrap();
+        let stop = queue.record_event().unwrap();
+        assert_eq!(
+            stop.seq(),
+            command.seq(),
+            "{tracker}: the kernel's completion is the event's"
+        );
+        stop.synchronize().unwrap();
+        let wall = began.elapsed();
+        assert_eq!(
+            queue.stats().markers,
+            markers,
+            "{tracker}: no marker for the stop event"
+        );
+        // The stop event's stamp is the kernel's end: the kernel lies
+        // between the two events, and nothing longer than the host saw.
+        let elapsed = start.elapsed_to(&stop).unwrap();
+        assert!(
+            elapsed >= kernel && elapsed <= wall,
+            "{tracker}, round {round}: {elapsed:?} between the events, a {kernel:?} kernel, {wall:?} on the host"
+        );
+        // And the stamps are the kernel's own: they span it.
+        let stamps = stop.timestamps().unwrap();
+        let clock = queue.with_tracker(|t| t.waiter().memory().timestamp_clock());
+        let span = clock.duration(stamps.end - stamps.start);
+        assert!(
+            span >= kernel,
+            "{tracker}, round {round}: stamps span {span:?}"
+        );
+    }
+}
+
+#[test]
+fn a_timed_event_after_a_kernel_reports_the_kernels_end_on_both_trackers() {
+    let platform = SimPlatform::threaded(sigretire_sim::CostProfile::zero());
+    on_both_trackers(
+        &platform,
+        |make| kernel_end_bounds(&platform, make),
+        |make| kernel_end_bounds(&platform, make),
+    );
+}
+
+fn a_finished_launch_needs_a_marker<T: QueueTracker>(platform: &SimPlatform, make: &dyn Fn() -> T) {
+    let tracker = std::any::type_name::<T>();
+    let device = device(make(), bounded());
+    let queue = device.default_queue();
+    queue.launch(0).unwrap();
+    platform.run_while(|| queue.synchronize()).unwrap();
+    // The launch finished: a timed event now is stamped when the GPU gets
+    // to it, which only a marker of its own can say.
+    let markers = queue.stats().markers;
+    let event = queue.record_event().unwrap();
+    assert_eq!(queue.stats().markers, markers + 1, "{tracker}");
+    platform.sim().run_until_idle();
+    let stamps = event.timestamps().unwrap();
+    assert!(stamps.end >= stamps.start, "{tracker}");
+
+    // An untimed event may share a finished command: it is simply complete.
+    let untimed = device
+        .create_queue(
+            make(),
+            QueueConfig {
+                profiling: false,
+                ..bounded()
+            },
+        )
+        .unwrap();
+    untimed.launch(0).unwrap();
+    platform.run_while(|| untimed.synchronize()).unwrap();
+    let markers = untimed.stats().markers;
+    let event = untimed.record_event().unwrap();
+    assert_eq!(
+        (untimed.stats().markers, event.query()),
+        (markers, Status::Complete),
+        "{tracker}"
+    );
+    assert_eq!(event.timestamps(), Err(sigretire_queue::Error::NotTimed));
+}
+
+#[test]
+fn a_timed_event_after_a_finished_launch_times_a_marker_of_its_own() {
+    let platform = SimPlatform::stepped();
+    on_both_trackers(
+        &platform,
+        |make| a_finished_launch_needs_a_marker(&platform, make),
+        |make| a_finished_launch_needs_a_marker(&platform, make),
+    );
+}
+
+fn after_a_wait<T: QueueTracker>(platform: &SimPlatform, make: &dyn Fn() -> T) {
+    let tracker = std::any::type_name::<T>();
+    let device = device(make(), bounded());
+    let producer = device.create_queue(make(), bounded()).unwrap();
+    let consumer = device.default_queue();
+    let flag = sigretire_sim::HostFlag::new();
+    producer.launch(spin_kernel(platform, &flag)).unwrap();
+    let produced = producer.record_event().unwrap();
+    consumer.wait_event(&produced).unwrap();
+    // The consumer's newest command is a wait, which no kernel stamps: a
+    // timed event is a marker that runs work of its own.
+    let markers = consumer.stats().markers;
+    let timed = consumer.record_event().unwrap();
+    assert_eq!(consumer.stats().markers, markers + 1, "{tracker}");
+    // An event right after that one shares it (the same point).
+    let again = consumer.record_event().unwrap();
+    assert_eq!(
+        (again.seq(), consumer.stats().markers),
+        (timed.seq(), markers + 1),
+        "{tracker}"
+    );
+    platform.sim().run_until_idle();
+    assert_eq!(timed.query(), Status::Pending, "{tracker}: behind the wait");
+    flag.set();
+    platform.run_while(|| again.synchronize()).unwrap();
+    assert_eq!(timed.query(), Status::Complete, "{tracker}");
+    assert_eq!(
+        timed.elapsed_to(&again).unwrap(),
+        Duration::ZERO,
+        "{tracker}"
+    );
+    assert!(
+        produced.elapsed_to(&timed).unwrap() > Duration::ZERO,
+        "{tracker}"
+    );
+    assert!(platform.sim().violations().is_empty());
+}
+
+#[test]
+fn an_event_after_a_wait_is_a_marker_and_the_next_one_shares_it() {
+    let platform = SimPlatform::stepped();
+    on_both_trackers(
+        &platform,
+        |make| after_a_wait(&platform, make),
+        |make| after_a_wait(&platform, make),
+    );
+}
+
+fn device_signals_sync<T: QueueTracker>(platform: &SimPlatform, make: &dyn Fn() -> T) {
+    let tracker = std::any::type_name::<T>();
+    let device = device(make(), bounded());
+    let queue = device.default_queue();
+    let flag = sigretire_sim::HostFlag::new();
+    let before = queue.launch(0).unwrap();
+    let spinning = queue.launch(spin_kernel(platform, &flag)).unwrap();
+    let sync = {
+        let queue = queue.clone();
+        std::thread::spawn(move || queue.synchronize())
+    };
+    wait_until("the synchronizer waits", || {
+        queue.stats().cpu_waits_in_progress == 1
+    });
+    // It waits for the spinning kernel's own signal: nothing was published.
+    let stats = queue.stats();
+    assert_eq!(
+        (stats.markers, stats.shared_completions),
+        (0, 1),
+        "{tracker}"
+    );
+    assert_eq!(spinning.status(), sigretire_queue::CommandStatus::Pending);
+    flag.set();
+    drive(platform, sync).unwrap();
+    assert!(before.is_released() && spinning.is_released(), "{tracker}");
+    assert_eq!(
+        queue.stats().state_resets,
+        1,
+        "{tracker}: nothing followed it"
+    );
+}
+
+#[test]
+fn a_synchronize_waits_for_the_newest_commands_own_signal() {
+    let platform = SimPlatform::stepped().with_tracker_config(Config {
+        signals: Placement::Device,
+        ..Config::default()
+    });
+    on_both_trackers(
+        &platform,
+        |make| device_signals_sync(&platform, make),
+        |make| device_signals_sync(&platform, make),
+    );
+}
