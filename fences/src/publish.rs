@@ -86,7 +86,8 @@ impl<T: QueueTracker> Inner<T> {
     /// (an adopted one), or after a move to another queue.
     ///
     /// `timed`: the marker would be timed. Shared only if the command ran
-    /// work (which a profiled queue stamps) and is still running, so that
+    /// work (which a profiled queue stamps), has a host-memory signal, and
+    /// is still running, so that
     /// its end is when the GPU would have reached the marker; the tracker
     /// then harvests its stamps ([`Tracker::time`]), and the entry and the
     /// newest command are marked timed.
@@ -99,7 +100,12 @@ impl<T: QueueTracker> Inner<T> {
             // it, not when the work before it ended (an event recorded long
             // after a finished kernel must not report the kernel's end):
             // share only a command still running (one load at most).
-            if !shareable.stamped || self.tracker.query(&ticket)? != Status::Pending {
+            // In device memory, learning that costs a PCIe read, and the
+            // harvest two more: a timed marker of its own is cheaper.
+            if !shareable.stamped
+                || shareable.placement != Placement::Host
+                || self.tracker.query(&ticket)? != Status::Pending
+            {
                 return Ok(None);
             }
             let Some(timed) = self.tracker.time(&ticket)? else {
@@ -131,6 +137,8 @@ pub(crate) struct Shareable {
     /// It ran work that a profiled queue stamps: a kernel, empty work, a
     /// caller's dispatch (not a marker or a wait).
     stamped: bool,
+    /// Where its signal lives.
+    placement: Placement,
 }
 
 /// The newest command, shared by a marker that was not published.
@@ -297,6 +305,7 @@ impl<T: QueueTracker> Inner<T> {
                     packet.work,
                     Work::Empty | Work::Kernel(_) | Work::Dispatch(_)
                 ),
+                placement: acquired.placement,
             });
         bump(&counters.commands);
         if packet.purpose != Purpose::Completion {

@@ -227,3 +227,59 @@ fn a_synchronize_waits_for_the_newest_commands_own_signal() {
         |make| device_signals_sync(&platform, make),
     );
 }
+
+fn device_signals_time_a_marker<T: QueueTracker>(platform: &SimPlatform, make: &dyn Fn() -> T) {
+    let tracker = std::any::type_name::<T>();
+    let device = device(make(), bounded());
+    let queue = device.default_queue();
+    let flag = sigretire_sim::HostFlag::new();
+    let kernel = queue.launch(spin_kernel(platform, &flag)).unwrap();
+    // Still running, but its signal is in device memory: learning that is
+    // a PCIe read and its stamps two more, so a timed event is a marker.
+    let markers = queue.stats().markers;
+    let timed = queue.record_event().unwrap();
+    assert_eq!(queue.stats().markers, markers + 1, "{tracker}");
+    assert_ne!(timed.seq(), kernel.seq(), "{tracker}");
+    // An untimed one shares the newest command whatever its placement.
+    let untimed = device
+        .create_queue(
+            make(),
+            QueueConfig {
+                profiling: false,
+                ..bounded()
+            },
+        )
+        .unwrap();
+    let other = untimed.launch(spin_kernel(platform, &flag)).unwrap();
+    let loads = platform.sim().counters().device.loads;
+    let event = untimed.record_event().unwrap();
+    assert_eq!(event.seq(), other.seq(), "{tracker}");
+    // (The baseline, as CLR's tracker, reads a signal to hold it.)
+    if tracker.contains("Retiring") {
+        assert_eq!(
+            platform.sim().counters().device.loads,
+            loads,
+            "{tracker}: no read to share"
+        );
+    }
+    flag.set();
+    platform.run_while(|| event.synchronize()).unwrap();
+    platform.run_while(|| timed.synchronize()).unwrap();
+    assert!(
+        kernel.status().is_done() && other.status().is_done(),
+        "{tracker}"
+    );
+}
+
+#[test]
+fn with_device_memory_signals_a_timed_event_is_a_marker_and_an_untimed_one_shares() {
+    let platform = SimPlatform::stepped().with_tracker_config(Config {
+        signals: Placement::Device,
+        ..Config::default()
+    });
+    on_both_trackers(
+        &platform,
+        |make| device_signals_time_a_marker(&platform, make),
+        |make| device_signals_time_a_marker(&platform, make),
+    );
+}
