@@ -2,6 +2,10 @@
 //! ([`WaitPolicy::interrupt`](sigretire_tracker::WaitPolicy::interrupt)),
 //! a CPU wait spends no CPU while the GPU works, instead of polling.
 //!
+//! First the policy's spin (on host-memory signals only: on device memory
+//! each poll is a PCIe read): work that was nearly done ends there, with no
+//! packet and no wake-up to pay.
+//!
 //! The use's own signal may be in device memory, whose writes wake nobody
 //! (and each poll of it crosses PCIe). So the waiter takes the lock briefly
 //! and publishes a barrier-AND on the use's signal, pinned, whose
@@ -25,7 +29,7 @@ use crate::error::Error;
 use crate::publish::{Armed, Inner, QueueTracker};
 use crate::queue::QueueCore;
 use crate::stats::bump;
-use sigretire_tracker::{SignalMemory, Status, Ticket, WaitError, WaitPolicy};
+use sigretire_tracker::{Placement, SignalMemory, Status, Ticket, WaitError, WaitPolicy};
 use std::time::Duration;
 
 impl<T: QueueTracker> QueueCore<T> {
@@ -46,9 +50,14 @@ impl<T: QueueTracker> QueueCore<T> {
             return cpu_wait::wait_for(wait_slice, self.state(), &settings);
         }
         // The spin phase, once: a use that ends within it costs no packet.
-        let spin = settings.timeout.map_or(settings.policy.spin, |timeout| {
-            settings.policy.spin.min(timeout)
-        });
+        // None on a device-memory signal: every poll would be a PCIe read.
+        let spin = if self.waiter.placement(ticket)? == Placement::Device {
+            Duration::ZERO
+        } else {
+            settings.timeout.map_or(settings.policy.spin, |timeout| {
+                settings.policy.spin.min(timeout)
+            })
+        };
         let spin_only = WaitPolicy {
             yield_for: Duration::ZERO,
             ..settings.policy

@@ -60,10 +60,11 @@ fn a_sleep_never_passes_the_deadline() {
 
 #[test]
 fn the_policies_differ_as_documented() {
-    // Blocking gives the core away at once.
+    // Blocking spins 10 us, then gives the core away.
     let mut blocking = Backoff::new(WaitPolicy::blocking());
-    assert_eq!(blocking.next(Duration::ZERO, LONG), Pause::Yield);
-    assert_eq!(blocking.next(us(20), LONG), Pause::Sleep(us(1)));
+    assert_eq!(blocking.next(us(9), LONG), Pause::Spin);
+    assert_eq!(blocking.next(us(10), LONG), Pause::Yield);
+    assert_eq!(blocking.next(us(30), LONG), Pause::Sleep(us(1)));
     // Spin polls back to back for 50 us, then yields up to 1 ms.
     let mut spin = Backoff::new(WaitPolicy::default());
     assert_eq!(spin.next(us(49), LONG), Pause::Spin);
