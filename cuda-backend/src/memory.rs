@@ -425,9 +425,14 @@ impl SignalMemory for CudaMemory {
         self.context.wakes().sleep_while(value, observed, timeout)
     }
 
-    /// Signals are pinned host memory of one context: its streams, and
-    /// only its, can name them.
+    /// Signals are pinned host memory, allocated portable (pinned for every
+    /// context) and mapped: a stream of the same context names them by the
+    /// address the mapping gave; with unified addressing on both devices
+    /// that address is the host's, valid in every context, so a stream of
+    /// another GPU waits on them too (a cross-device wait: GPU 1 waits for
+    /// an event of GPU 0, the word in host memory both reach over PCIe).
     fn shares_signals_with(&self, other: &Self) -> bool {
         self.context.same_context(&other.context)
+            || (self.context.info().unified_addressing && other.context.info().unified_addressing)
     }
 }

@@ -170,6 +170,43 @@ impl Event {
         })
     }
 
+    /// Makes `queue`'s stream wait, on the GPU, for the event's latest
+    /// record (`cuStreamWaitEvent`); the queue may be of another device's
+    /// context.
+    ///
+    /// ```
+    /// # use sigretire_tracker::Publication;
+    /// # use sigretire_cuda::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use std::time::Duration;
+    /// use sigretire_cuda::native::{Event, EventFlags};
+    /// use sigretire_tracker::HardwareQueue;
+    ///
+    /// let (producer, consumer) = (context.create_queue()?, context.create_queue()?);
+    /// let flag = context.host_flag()?;
+    /// let spin = context.register_spin_kernel(&flag, Duration::from_secs(5));
+    /// let index = producer.reserve().unwrap();
+    /// producer.publish(Publication::unsignalled(index, true), spin.work()).unwrap();
+    /// let event = Event::new(&context, EventFlags::default())?;
+    /// event.record(&producer)?;
+    /// event.make_wait(&consumer)?;
+    /// consumer.launch_empty()?;
+    /// assert!(!consumer.is_idle()?, "behind the spinning kernel");
+    /// flag.release();
+    /// consumer.synchronize()?;
+    /// # Ok::<(), sigretire_cuda::Error>(())
+    /// ```
+    pub fn make_wait(&self, queue: &CudaQueue) -> Result<()> {
+        queue.context().bind()?;
+        // SAFETY: both handles are alive; the stream's context is bound.
+        check("cuStreamWaitEvent", unsafe {
+            sys::cuStreamWaitEvent(queue.as_raw(), self.raw, 0)
+        })
+    }
+
     /// Blocks until the event completes (`cuEventSynchronize`).
     ///
     /// ```
