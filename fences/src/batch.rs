@@ -14,7 +14,6 @@
 //! about it (complete, failed, or abandoned by the device error): nothing is
 //! ever reported complete that did not complete.
 
-use crate::config::QueueConfig;
 use crate::cpu_wait::{self, Outcome, WaitSettings};
 use crate::device_state::DeviceState;
 use crate::error::Error;
@@ -221,7 +220,10 @@ pub struct Command<M: SignalMemory> {
     pub(crate) queue: u64,
     pub(crate) waiter: Waiter<M>,
     pub(crate) device: Arc<DeviceState>,
-    pub(crate) config: QueueConfig,
+    /// How its waits wait (the queue's policy, timeout and error-check
+    /// interval; not the whole configuration, which a handle per command
+    /// would copy for nothing).
+    pub(crate) settings: WaitSettings,
     /// Where the status cell goes back if this handle is its last holder.
     pub(crate) states: Arc<StatePool>,
 }
@@ -325,7 +327,7 @@ impl<M: SignalMemory> Command<M> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn wait(&self) -> Result<(), Error> {
-        let settings = WaitSettings::from(&self.config);
+        let settings = self.settings;
         let end = cpu_wait::wait_for(
             |slice, policy| {
                 match self.entry.state.settled() {

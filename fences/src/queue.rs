@@ -190,7 +190,7 @@ impl<T: QueueTracker> QueueCore<T> {
             queue: self.id,
             waiter: self.waiter.clone(),
             device: self.device.state.clone(),
-            config: self.config,
+            settings: self.settings(),
             states: self.states.clone(),
         }
     }
@@ -297,7 +297,9 @@ impl<T: QueueTracker> QueueCore<T> {
         mut step: impl FnMut(&Self, &mut Inner<T>) -> Result<Step<R>, Error>,
     ) -> Result<R, Error> {
         this.state().check_accepting()?;
-        let start = Instant::now();
+        // Read the clock only once the ring is found full: the common
+        // publication never needs it.
+        let mut full_since: Option<Instant> = None;
         let mut ring_backoff = Duration::from_micros(10);
         let mut retrying = false;
         loop {
@@ -332,8 +334,9 @@ impl<T: QueueTracker> QueueCore<T> {
                         bump(&this.stats.device_error_returns);
                         return Err(error);
                     }
+                    let since = *full_since.get_or_insert_with(Instant::now);
                     if let Some(timeout) = this.config.wait_timeout
-                        && start.elapsed() >= timeout
+                        && since.elapsed() >= timeout
                     {
                         return Err(Error::RingFull(timeout));
                     }

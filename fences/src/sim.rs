@@ -28,7 +28,9 @@ use crate::queue::HostQueue;
 pub use sigretire_sim as engine;
 use sigretire_sim::Mode;
 use sigretire_sim::backend::SimMemory;
-pub use sigretire_sim::{Compute, CostProfile, HostFlag, Kernel, KernelDispatch, Sim, SimConfig};
+pub use sigretire_sim::{
+    AgentId, Compute, CostProfile, HostFlag, Kernel, KernelDispatch, Sim, SimConfig,
+};
 use sigretire_tracker::{BaselineTracker, RetiringTracker};
 /// The simulator's signal memory, as the tracker sees it.
 pub use std::sync::Arc;
@@ -160,6 +162,47 @@ impl SimPlatform {
     pub fn with_queue_config(mut self, config: sigretire_sim::QueueConfig) -> Self {
         self.queue_config = config;
         self
+    }
+
+    /// The same simulator, with the hardware queues made from now on (and
+    /// so the devices, queues and trackers made from the returned platform)
+    /// on GPU `agent`: for cross-device waits between agents of one
+    /// simulator, whose signal memory every agent reads. A device-memory
+    /// signal belongs to the agent of the queue whose tracker allocated it.
+    /// An agent the simulator does not have is refused when a queue is made
+    /// ([`Error::Queue`]).
+    ///
+    /// ```
+    /// use sigretire_queue::sim::{AgentId, HostFlag, Kernel, Sim, SimConfig, SimPlatform};
+    /// use sigretire_queue::tracker::{Config, Placement};
+    /// use sigretire_queue::CommandStatus;
+    ///
+    /// let gpu0 = SimPlatform::new(Sim::new(SimConfig { agents: 2, ..SimConfig::default() }))
+    ///     .with_tracker_config(Config { signals: Placement::Device, ..Config::default() });
+    /// let gpu1 = gpu0.on_agent(AgentId(1));
+    /// assert_eq!(gpu1.sim().id(), gpu0.sim().id());
+    /// let (device0, device1) = (gpu0.device(Default::default(), Default::default())?,
+    ///                           gpu1.device(Default::default(), Default::default())?);
+    /// let flag = HostFlag::new();
+    /// device0.default_queue().launch(gpu0.sim().register_kernel(Kernel::SpinUntil(flag.clone())))?;
+    /// let produced = device0.default_queue().record_event()?;
+    /// // Agent 1's queue waits, on the GPU, for agent 0's device-memory signal.
+    /// device1.default_queue().wait_event(&produced)?;
+    /// let after = device1.default_queue().launch(0)?;
+    /// gpu0.sim().run_until_idle();
+    /// assert_eq!(after.status(), CommandStatus::Pending);
+    /// flag.set();
+    /// gpu0.sim().run_until_idle();
+    /// assert_eq!(after.status(), CommandStatus::Complete);
+    /// assert!(gpu0.sim().violations().is_empty());
+    /// // A third agent this simulator lacks: no queue.
+    /// assert!(gpu0.on_agent(AgentId(2)).tracker().is_err());
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn on_agent(&self, agent: AgentId) -> Self {
+        let mut platform = self.clone();
+        platform.queue_config.agent = agent;
+        platform
     }
 
     /// The simulator.
