@@ -34,9 +34,12 @@ fn kernel_end_bounds<T: QueueTracker>(platform: &SimPlatform, make: &dyn Fn() ->
     let kernel = Duration::from_millis(3);
     let long = platform.sim().register_kernel(Kernel::Duration(kernel));
     for round in 0..3 {
-        // The previous round's kernel is done: the start event is a marker
-        // stamped when the GPU reaches it, not that kernel's old end.
+        // The previous round's kernel is done, and the queue then idles:
+        // the start event is a marker stamped when the GPU reaches it, not
+        // that kernel's old end (which would add the idle time below).
+        std::thread::sleep(Duration::from_millis(20));
         let markers = queue.stats().markers;
+        let began = Instant::now();
         let start = queue.record_event().unwrap();
         assert_eq!(
             queue.stats().markers,
@@ -45,7 +48,6 @@ fn kernel_end_bounds<T: QueueTracker>(platform: &SimPlatform, make: &dyn Fn() ->
         );
         start.synchronize().unwrap();
         let markers = queue.stats().markers;
-        let began = Instant::now();
         let command = queue.launch(long).unwrap();
         let stop = queue.record_event().unwrap();
         assert_eq!(
@@ -61,7 +63,8 @@ fn kernel_end_bounds<T: QueueTracker>(platform: &SimPlatform, make: &dyn Fn() ->
             "{tracker}: no marker for the stop event"
         );
         // The stop event's stamp is the kernel's end: the kernel lies
-        // between the two events, and nothing longer than the host saw.
+        // between the two events, and nothing longer than the host saw from
+        // the start event's record to the stop event's completion.
         let elapsed = start.elapsed_to(&stop).unwrap();
         assert!(
             elapsed >= kernel && elapsed <= wall,
