@@ -10,6 +10,7 @@
 mod support;
 
 mod caller_work;
+mod cross_agent;
 mod failure;
 mod growth;
 mod queue_layer;

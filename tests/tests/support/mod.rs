@@ -93,6 +93,9 @@ pub struct Machine {
     pub out_of_order: bool,
     /// How many finished packets per queue keep their ground truth.
     pub truth_history: u64,
+    /// GPU agents, numbered from 0 ([`Backend::queue_on`]); every agent's
+    /// queues read every agent's signals. The simulator has at least two.
+    pub gpus: u32,
 }
 
 impl Default for Machine {
@@ -103,6 +106,7 @@ impl Default for Machine {
             ring: Placement::Device,
             out_of_order: false,
             truth_history: 1 << 14,
+            gpus: 1,
         }
     }
 }
@@ -183,9 +187,15 @@ pub trait Backend: Clone + Send + Sync + Sized + 'static {
 
     /// A new machine.
     fn new(machine: Machine) -> Self;
-    /// A new profiled hardware queue of 16384 packets on this machine.
-    fn queue(&self) -> Self::Queue;
-    /// Signal memory for a tracker on `queue` (a pool of its own).
+    /// A new profiled hardware queue of 16384 packets on this machine's
+    /// GPU 0.
+    fn queue(&self) -> Self::Queue {
+        self.queue_on(0)
+    }
+    /// As [`queue`](Backend::queue), on GPU `gpu` (below [`Machine::gpus`]).
+    fn queue_on(&self, gpu: u32) -> Self::Queue;
+    /// Signal memory for a tracker on `queue` (a pool of its own, of the
+    /// queue's GPU: its device-memory signals live in that GPU's VRAM).
     fn memory(&self, queue: &Self::Queue) -> Arc<Self::Memory>;
     /// The next packet index `queue` hands out.
     fn write_index(queue: &Self::Queue) -> u64;

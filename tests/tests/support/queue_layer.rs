@@ -78,8 +78,25 @@ impl<B: Backend> Platform<B> {
 
     /// A retiring tracker on a new hardware queue, with memory of its own.
     pub fn tracker(&self) -> Retiring<B> {
-        let queue = self.gpu.queue();
+        self.tracker_on(0)
+    }
+
+    /// As [`tracker`](Platform::tracker), on GPU `gpu`: its device-memory
+    /// signals live in that GPU's VRAM.
+    pub fn tracker_on(&self, gpu: u32) -> Retiring<B> {
+        let queue = self.gpu.queue_on(gpu);
         RetiringTracker::new(self.gpu.memory(&queue), queue, self.tracker_config).unwrap()
+    }
+
+    /// A device on GPU `gpu` whose default queue is a new hardware queue
+    /// there.
+    pub fn device_on(&self, gpu: u32, queue: QueueConfig) -> Device<Retiring<B>> {
+        Device::new(
+            sigretire_queue::DeviceConfig::default(),
+            self.tracker_on(gpu),
+            queue,
+        )
+        .unwrap()
     }
 
     /// A device whose default queue is a new hardware queue.

@@ -10,7 +10,8 @@ use sigretire_tracker::Placement;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A simulator (two agents) and the configuration of its queues.
+/// A simulator (two agents, or the machine's GPUs if more) and the
+/// configuration of its queues (on agent 0 unless made with `queue_on`).
 #[derive(Clone, Debug)]
 pub struct Simulator {
     pub sim: Sim,
@@ -45,7 +46,7 @@ impl Backend for Simulator {
         };
         Self {
             sim: Sim::new(SimConfig {
-                agents: 2,
+                agents: machine.gpus.max(2),
                 mode,
                 profile: CostProfile::zero(),
                 ..SimConfig::default()
@@ -61,8 +62,12 @@ impl Backend for Simulator {
         }
     }
 
-    fn queue(&self) -> Queue {
-        self.sim.create_queue(self.queue_config).unwrap()
+    fn queue_on(&self, gpu: u32) -> Queue {
+        let config = QueueConfig {
+            agent: sigretire_sim::AgentId(gpu),
+            ..self.queue_config
+        };
+        self.sim.create_queue(config).unwrap()
     }
 
     fn memory(&self, queue: &Queue) -> Arc<SimMemory> {

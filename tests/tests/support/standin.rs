@@ -42,7 +42,8 @@ unsafe extern "C" fn runtime_saw_error(
 
 #[derive(Debug)]
 struct Gpu {
-    device: Device,
+    /// Every GPU of the machine, by index ([`Machine::gpus`]).
+    devices: Vec<Device>,
     runtime: Arc<Runtime>,
     options: QueueOptions,
     empty_kernel: u64,
@@ -80,11 +81,14 @@ impl<const ADOPTED: bool> Backend for Standin<ADOPTED> {
             ring_in_device_memory: machine.ring == Placement::Device,
             out_of_order: machine.out_of_order,
             truth_history: machine.truth_history,
+            gpus: machine.gpus,
             ..sigretire_rocr_standin::Config::default()
         };
         let standin = sigretire_rocr_standin::Standin::new(config).expect("the stand-in loads");
         let runtime = Runtime::load_from(standin.library_path()).expect("ROCr initialises");
-        let device = runtime.device(0).expect("GPU 0");
+        let devices: Vec<Device> = (0..machine.gpus as usize)
+            .map(|gpu| runtime.device(gpu).expect("every GPU of the machine"))
+            .collect();
         let options = QueueOptions {
             size: 1 << 14,
             profiling: true,
@@ -98,7 +102,7 @@ impl<const ADOPTED: bool> Backend for Standin<ADOPTED> {
         };
         let empty_kernel = standin.register_kernel(Kernel::Empty);
         Self(Arc::new(Gpu {
-            device,
+            devices,
             runtime,
             options,
             empty_kernel,
@@ -107,18 +111,19 @@ impl<const ADOPTED: bool> Backend for Standin<ADOPTED> {
         }))
     }
 
-    fn queue(&self) -> AqlQueue {
+    fn queue_on(&self, gpu: u32) -> AqlQueue {
         let options = self.0.options;
+        let device = &self.0.devices[gpu as usize];
         if !ADOPTED {
-            return AqlQueue::new(&self.0.device, options).expect("a queue");
+            return AqlQueue::new(device, options).expect("a queue");
         }
         let error = Box::new(AtomicU32::new(0));
         let mut raw: *mut hsa_sys::hsa_queue_t = std::ptr::null_mut();
-        // SAFETY: GPU 0 of an initialised runtime; the callback touches only
+        // SAFETY: a GPU of an initialised runtime; the callback touches only
         // `error`, which outlives the queue.
         let status = unsafe {
             self.0.runtime.api().hsa_queue_create(
-                self.0.device.agent(),
+                device.agent(),
                 options.size,
                 hsa_sys::HSA_QUEUE_TYPE_MULTI,
                 Some(runtime_saw_error),
@@ -140,13 +145,13 @@ impl<const ADOPTED: bool> Backend for Standin<ADOPTED> {
         };
         // SAFETY: a live queue of this device, destroyed in `tear_down`,
         // after every handle of the backend is gone.
-        let queue = unsafe { AqlQueue::adopt(&self.0.device, raw, adopt) }.expect("adopted");
+        let queue = unsafe { AqlQueue::adopt(device, raw, adopt) }.expect("adopted");
         assert!(queue.is_adopted());
         queue
     }
 
-    fn memory(&self, _queue: &AqlQueue) -> Arc<SignalPool> {
-        Arc::new(SignalPool::new(&self.0.device))
+    fn memory(&self, queue: &AqlQueue) -> Arc<SignalPool> {
+        Arc::new(SignalPool::new(queue.device()))
     }
 
     fn write_index(queue: &AqlQueue) -> u64 {
@@ -234,7 +239,7 @@ impl<const ADOPTED: bool> Backend for Standin<ADOPTED> {
 
     fn tear_down(self) {
         let Gpu {
-            device,
+            devices,
             runtime,
             standin,
             runtime_queues,
@@ -254,7 +259,7 @@ impl<const ADOPTED: bool> Backend for Standin<ADOPTED> {
                 "destroyed once, by its owner"
             );
         }
-        drop((device, runtime));
+        drop((devices, runtime));
         assert_eq!(
             standin.census(),
             sigretire_rocr_standin::Census::default(),
