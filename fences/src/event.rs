@@ -281,14 +281,13 @@ impl<T: QueueTracker> Event<T> {
             }
             return;
         }
-        // No timing pass: the stamps are read when asked for (timestamps,
-        // elapsed time) or when the tracker retires the use, not on the
-        // waiting thread's way out (with device-memory signals, two PCIe
-        // reads per timed use).
         let batch = {
             let mut inner = core.lock();
             let batch = core.take_batch_through(&mut inner, self.seq);
             core.progress.note_taken(self.seq);
+            if *outcome == Outcome::Complete {
+                core.process_timing(&mut inner, &batch);
+            }
             batch
         };
         core.finish_batch(batch, self.seq, outcome, core.state(), false);
