@@ -974,7 +974,7 @@ typedef struct sigretire_accesses {
      */
     uint64_t stores;
     /**
-     * Timestamp pairs read (two loads each, not in `loads`).
+     * Timestamp pairs read (one 16-byte read each, not in `loads`).
      */
     uint64_t timestamp_reads;
     /**

@@ -449,7 +449,7 @@ pub struct sigretire_accesses {
     pub polls: u64,
     /// Stores (arming and re-arming).
     pub stores: u64,
-    /// Timestamp pairs read (two loads each, not in `loads`).
+    /// Timestamp pairs read (one 16-byte read each, not in `loads`).
     pub timestamp_reads: u64,
     /// Store fences issued.
     pub fences: u64,

@@ -155,10 +155,38 @@ impl HsaSignal {
     ///
     /// # Safety
     /// As for `value`.
-    unsafe fn stamp(&self, offset: usize) -> &AtomicU64 {
-        // SAFETY: as in `value`; both stamps are 8-byte aligned words that
-        // the packet processor writes and the host reads atomically.
-        unsafe { AtomicU64::from_ptr((self.handle as usize + offset) as *mut u64) }
+    /// The block's `start_ts` and `end_ts` (offsets 32 and 40, one 16-byte
+    /// aligned pair), read with one 16-byte access on x86-64: a block in
+    /// VRAM costs one PCIe read for both, not one each.
+    ///
+    /// # Safety
+    /// As for `value`: the block is alive.
+    unsafe fn stamps(&self) -> (u64, u64) {
+        let pair = (self.handle as usize + 32) as *const u64;
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: the block is alive (the caller) and 64-byte aligned, so
+            // the pair at offset 32 is 16-byte aligned; a volatile load of one
+            // SSE register is one 16-byte access (never split), as the rule
+            // for GPU memory wants (atomic or volatile accesses only). The
+            // packet processor wrote both before the completion the caller
+            // observed with acquire.
+            let both: core::arch::x86_64::__m128i =
+                unsafe { core::ptr::read_volatile(pair.cast()) };
+            // SAFETY: plain reinterpretation of 16 bytes as two u64s.
+            let [start, end]: [u64; 2] = unsafe { core::mem::transmute(both) };
+            (start, end)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            // SAFETY: as above; two 8-byte aligned words read atomically.
+            unsafe {
+                (
+                    AtomicU64::from_ptr(pair.cast_mut()).load(Ordering::Acquire),
+                    AtomicU64::from_ptr(pair.cast_mut().add(1)).load(Ordering::Acquire),
+                )
+            }
+        }
     }
 }
 
@@ -662,22 +690,17 @@ impl SignalMemory for SignalPool {
         }
     }
 
-    /// The stamps in the system domain (see the `timing` module): two atomic loads of
-    /// the block and two conversions, or `hsa_amd_profiling_get_dispatch_time`
-    /// for a ROCr signal. `None` for stamps never written (zero) or not
-    /// convertible.
+    /// The stamps in the system domain (see the `timing` module): one
+    /// 16-byte read of the block's pair and two conversions, or
+    /// `hsa_amd_profiling_get_dispatch_time` for a ROCr signal. `None` for
+    /// stamps never written (zero) or not convertible.
     unsafe fn timestamps(&self, signal: HsaSignal) -> Option<Timestamps> {
         let api = self.device.api();
         let agent = self.device.agent();
         match signal.origin {
             Origin::Batch(_) => {
                 // SAFETY: as in `load`.
-                let (start, end) = unsafe {
-                    (
-                        signal.stamp(32).load(Ordering::Acquire),
-                        signal.stamp(40).load(Ordering::Acquire),
-                    )
-                };
+                let (start, end) = unsafe { signal.stamps() };
                 Some(Timestamps {
                     start: to_system_domain(api, agent, start)?,
                     end: to_system_domain(api, agent, end)?,

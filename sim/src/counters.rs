@@ -14,14 +14,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// let sim = Sim::new(SimConfig::default());
 /// let signal = sim.allocate(1, Placement::Host, AgentId(0))?[0];
 /// sim.store(signal, 1);
-/// sim.load_timestamps(signal); // two loads
-/// assert_eq!(sim.counters().of(Placement::Host), Access { loads: 2, stores: 1 });
+/// sim.load_timestamps(signal); // one load: the pair is one 16-byte access
+/// assert_eq!(sim.counters().of(Placement::Host), Access { loads: 1, stores: 1 });
 /// assert_eq!(sim.counters().of(Placement::Device), Access::default());
 /// # Ok::<(), sigretire_sim::SimError>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Access {
-    /// Host loads (each timestamp of [`Sim::load_timestamps`](crate::Sim::load_timestamps) counts as one).
+    /// Host loads (a pair of timestamps read by [`Sim::load_timestamps`](crate::Sim::load_timestamps) counts as one).
     pub loads: u64,
     /// Host stores.
     pub stores: u64,

@@ -521,9 +521,10 @@ impl Memory {
     /// placement.
     pub(crate) fn load_timestamps(&self, signal: Signal) -> (u64, u64) {
         let (block, meta) = self.parts(signal);
+        // `start_ts` and `end_ts` are one 16-byte aligned pair: one access
+        // (one PCIe read for a block in VRAM), as a backend reads them.
         pay(self.profile.load(meta.placement));
-        pay(self.profile.load(meta.placement));
-        self.counters.loads(meta.placement, 2);
+        self.counters.loads(meta.placement, 1);
         (
             block.start_ts.load(Ordering::Acquire),
             block.end_ts.load(Ordering::Acquire),

@@ -444,10 +444,33 @@ impl Sim {
         self.core().memory.hdp_flush(agent);
     }
 
-    /// Host read of the signal's `start_ts` and `end_ts`: counts as two loads
-    /// of its placement, and costs two.
+    /// Host read of the signal's `start_ts` and `end_ts`, an adjacent
+    /// 16-byte aligned pair, with one access: counts as one load of its
+    /// placement, and costs one (one PCIe read for a signal in VRAM).
+    ///
+    /// ```
+    /// use sigretire_sim::{AgentId, Placement, Sim, SimConfig};
+    ///
+    /// let sim = Sim::new(SimConfig::default());
+    /// let signal = sim.allocate(1, Placement::Device, AgentId(0))?[0];
+    /// assert_eq!(sim.load_timestamps(signal), (0, 0));
+    /// assert_eq!(sim.counters().device.loads, 1);
+    /// assert_eq!(sim.load_timestamps_one_by_one(signal), (0, 0));
+    /// assert_eq!(sim.counters().device.loads, 3);
+    /// # Ok::<(), sigretire_sim::SimError>(())
+    /// ```
     pub fn load_timestamps(&self, signal: Signal) -> (u64, u64) {
         self.core().memory.load_timestamps(signal)
+    }
+
+    /// The same pair read as two 8-byte loads, as ROCr's
+    /// `hsa_amd_profiling_get_dispatch_time` reads them: counts and costs
+    /// two loads (for a model of a runtime that reads them so).
+    pub fn load_timestamps_one_by_one(&self, signal: Signal) -> (u64, u64) {
+        let memory = &self.core().memory;
+        let (start, _) = memory.load_timestamps(signal);
+        let (_, end) = memory.load_timestamps(signal);
+        (start, end)
     }
 
     /// Where the signal lives (after any fallback at allocation).

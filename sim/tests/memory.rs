@@ -24,8 +24,8 @@ fn counters_count_every_host_access_by_placement() {
         sim.store(s, 1);
     }
     sim.load(device[0]);
-    sim.load_timestamps(device[1]); // two loads
-    sim.load_timestamps(host[0]); // two loads
+    sim.load_timestamps(device[1]); // one load: one 16-byte access
+    sim.load_timestamps(host[0]); // one load
     sim.store_fence();
     sim.store_fence();
     sim.hdp_flush(AgentId(1));
@@ -33,11 +33,11 @@ fn counters_count_every_host_access_by_placement() {
         sim.counters().since(before),
         Counters {
             host: Access {
-                loads: 4,
+                loads: 3,
                 stores: 1
             },
             device: Access {
-                loads: 3,
+                loads: 2,
                 stores: 3
             },
             store_fences: 2,
@@ -203,7 +203,9 @@ fn the_mi300x_profile_charges_pcie_round_trips() {
     let stamps = mean(100, || {
         sim.load_timestamps(device);
     });
-    assert!(stamps >= Duration::from_nanos(2_200), "{stamps:?}");
+    // The pair is one 16-byte access: one round trip (counted as one load
+    // above; a timing upper bound would not hold on a loaded machine).
+    assert!(stamps >= Duration::from_nanos(1_100), "{stamps:?}");
     // Host-memory loads cost far less (a loose bound: only the order matters).
     let host_load = mean(2_000, || {
         sim.load(host);

@@ -20,8 +20,9 @@ pub struct Accesses {
     pub polls: u64,
     /// Stores of a signal value (arming and re-arming).
     pub stores: u64,
-    /// Timestamp pairs read from signals of this placement (two loads each,
-    /// counted here, not in `loads`).
+    /// Timestamp pairs read from signals of this placement (counted here,
+    /// not in `loads`): one read each, as `start_ts` and `end_ts` are one
+    /// 16-byte aligned pair that a backend reads with one access.
     pub timestamp_reads: u64,
     /// Store fences issued to make stores to these signals visible (only
     /// write-combined device memory needs them).
@@ -106,12 +107,12 @@ impl Stats {
         self.accesses[0].flushes + self.accesses[1].flushes
     }
 
-    /// The tracker's own loads (timestamp reads included, two each) of
+    /// The tracker's own loads (timestamp pair reads included, one each) of
     /// `placement` signals per retired use: the cost of proving retirement,
     /// without the polls of CPU waits. 0 when nothing retired.
     pub fn loads_per_retired_use(&self, placement: Placement) -> f64 {
         let a = self.accesses[placement.index()];
-        ratio(a.loads + 2 * a.timestamp_reads, self.retired)
+        ratio(a.loads + a.timestamp_reads, self.retired)
     }
 
     /// HDP flushes per re-armed signal; 0 when nothing was re-armed.
