@@ -5,16 +5,22 @@
 //! - [`platform`] and [`platforms`]: the backends (ROCr, CUDA, the
 //!   simulator), chosen best first.
 //! - [`report`]: the table and the JSON.
+//! - [`seed_table`]: the CLR change's MI300X tables beside the simulator's
+//!   predictions (`sigbench --seed-table`).
 //! - [`workload`]: the per-use workload of the criterion benches and of
 //!   `benches/instructions.sh`.
+//! - [`affinity`]: the simulated GPU's thread kept off the host thread's
+//!   core.
 //! - [`alloc`]: a counting allocator for the allocations-per-use bar.
 //! - [`cpu`]: the calling thread's CPU time and voluntary context
 //!   switches, read around every timed call.
 
+pub mod affinity;
 pub mod alloc;
 pub mod cpu;
 pub mod measure;
 pub mod platform;
 pub mod platforms;
 pub mod report;
+pub mod seed_table;
 pub mod workload;

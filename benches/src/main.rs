@@ -6,12 +6,14 @@
 //! ```text
 //! cargo run --release -p sigretire-bench -- [--backend auto|sim|rocr|cuda] [--iterations N]
 //!     [--long-iterations N] [--warmup N] [--steady-uses N] [--json FILE] [--markdown]
+//! cargo run --release -p sigretire-bench -- --seed-table [--iterations N] [--warmup N]
 //! ```
 
 use sigretire_bench::measure::{self, Api, LONG_WORK, Row, Steady};
 use sigretire_bench::platform::{Platform, Skipped};
 use sigretire_bench::platforms::{cuda::CudaBench, rocr::RocrBench, sim::SimBench};
 use sigretire_bench::report::{Report, SteadyState};
+use sigretire_bench::seed_table;
 use sigretire_tracker::{Config, Placement};
 use std::time::{Duration, Instant};
 
@@ -19,7 +21,8 @@ use std::time::{Duration, Instant};
 static ALLOCATOR: sigretire_bench::alloc::Counting = sigretire_bench::alloc::Counting;
 
 const USAGE: &str = "usage: sigbench [--backend auto|sim|rocr|cuda] [--iterations N] \
-                     [--long-iterations N] [--warmup N] [--steady-uses N] [--json FILE] [--markdown]";
+                     [--long-iterations N] [--warmup N] [--steady-uses N] [--json FILE] [--markdown]
+       sigbench --seed-table [--iterations N] [--warmup N]";
 
 const HELP: &str = "\
 Event and synchronize latency of the retiring tracker and the baseline (and,
@@ -37,7 +40,11 @@ then the steady-state counters.
                        the *_long rows)
   --steady-uses N      uses measured in the steady-state loops (default 20000)
   --json FILE          also write the report as JSON
-  --markdown           print the tables as Markdown";
+  --markdown           print the tables as Markdown
+  --seed-table         instead: the CLR change's two MI300X tables beside the
+                       simulator's predictions (legacy tracker with host
+                       signals, CLR's retiring behaviour and ours with device
+                       signals), with each prediction's error, as Markdown";
 
 /// Untimed calls before the `*_long` rows' timed ones, at most.
 const LONG_WARMUP: usize = 20;
@@ -50,6 +57,7 @@ struct Options {
     steady_uses: usize,
     json: Option<String>,
     markdown: bool,
+    seed_table: bool,
 }
 
 fn parse() -> Result<Options, String> {
@@ -61,6 +69,7 @@ fn parse() -> Result<Options, String> {
         steady_uses: 20_000,
         json: None,
         markdown: false,
+        seed_table: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -84,6 +93,7 @@ fn parse() -> Result<Options, String> {
             "--steady-uses" => o.steady_uses = positive(value()?)?,
             "--json" => o.json = Some(value()?),
             "--markdown" => o.markdown = true,
+            "--seed-table" => o.seed_table = true,
             "-h" | "--help" => {
                 println!("{USAGE}\n\n{HELP}");
                 std::process::exit(0);
@@ -114,6 +124,21 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if options.seed_table {
+        let plan = seed_table::Plan {
+            iterations: options.iterations,
+            warmup: options.warmup,
+            ..seed_table::Plan::default()
+        };
+        match seed_table::measure(plan) {
+            Ok(table) => print!("{}", table.markdown()),
+            Err(e) => {
+                eprintln!("sigbench: {e}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
     let mut skipped: Vec<Skipped> = Vec::new();
     let want = |name: &str| options.backend == "auto" || options.backend == name;
     let result = 'chosen: {
@@ -291,6 +316,7 @@ fn run<P: Platform>(
                     Api::EventSynchronizeBlockingLong => {
                         native.event_synchronize_after(long_kernel, true)
                     }
+                    Api::Floor => unreachable!("not in Api::ALL"),
                 }?;
                 if i >= warmup {
                     samples.push(took);
@@ -306,6 +332,30 @@ fn run<P: Platform>(
                 calibrate(),
             ));
         }
+    }
+    // The reference every "with submission" figure is read against: what a
+    // launch and a completion seen on the host cost with nothing tracked.
+    // Its first probe is one more warm-up call.
+    if let Some(native) = platform.native()
+        && let Some(first) = native.floor()
+    {
+        first?;
+        eprintln!("[floor] {}", Api::Floor.name());
+        let mut samples = Vec::with_capacity(options.iterations);
+        for i in 0..options.warmup + options.iterations {
+            let took = native.floor().ok_or("the floor probe went away")??;
+            if i >= options.warmup {
+                samples.push(took);
+            }
+        }
+        rows.push(measure::row(
+            Api::Floor,
+            "floor",
+            "pinned",
+            samples,
+            None,
+            calibrate(),
+        ));
     }
     floors.sort_unstable();
     let cpu_floor = floors.get(floors.len() / 2).copied().unwrap_or_default();

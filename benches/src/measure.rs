@@ -41,6 +41,12 @@ pub enum Api {
     EventSynchronizeLong,
     /// The same with a blocking-sync event.
     EventSynchronizeBlockingLong,
+    /// The floor, a reference and no API: an empty kernel whose only effect
+    /// is a write to a pinned host word, while the host spins on the word
+    /// (launch to completion seen on the host, nothing tracked). Not in
+    /// [`Api::ALL`]: measured only where the backend can launch it.
+    #[serde(rename = "floor_empty_kernel_host_spin")]
+    Floor,
 }
 
 /// How long the kernel before the event of the `*_long` rows runs: long
@@ -76,6 +82,7 @@ impl Api {
             Api::EventElapsedTime => "event_elapsed_time",
             Api::EventSynchronizeLong => "event_synchronize_long",
             Api::EventSynchronizeBlockingLong => "event_synchronize_blocking_long",
+            Api::Floor => "floor_empty_kernel_host_spin",
         }
     }
 
@@ -108,6 +115,7 @@ impl Api {
                 | Api::DeviceSynchronize
                 | Api::EventSynchronizeLong
                 | Api::EventSynchronizeBlockingLong
+                | Api::Floor
         )
     }
 }
@@ -335,8 +343,8 @@ impl Traffic {
         let d = after.since(before);
         let device = d.device();
         // Everything read across PCIe: the tracker's proofs, the waits' polls,
-        // timestamp pairs.
-        self.device_loads += device.loads + device.polls + 2 * device.timestamp_reads;
+        // timestamp pairs (one 16-byte read each).
+        self.device_loads += device.loads + device.polls + device.timestamp_reads;
         // The CPU waits' loads of the completion signal, wherever it lives.
         self.polls += d.host().polls + d.device().polls;
         self.fences += d.store_fences();
@@ -360,6 +368,14 @@ fn stats<T: QueueTracker>(queues: &[&HostQueue<T>]) -> Stats {
         total.signals_created += s.signals_created;
     }
     total
+}
+
+/// [`stats`], adding the time it took to `spent`.
+fn timed_stats<T: QueueTracker>(queues: &[&HostQueue<T>], spent: &mut Duration) -> Stats {
+    let start = Instant::now();
+    let stats = stats(queues);
+    *spent += start.elapsed();
+    stats
 }
 
 fn fail(e: impl std::fmt::Display) -> String {
@@ -397,6 +413,9 @@ pub fn measure<T: QueueTracker>(
         // Set-up (untimed), then the timed call between two snapshots of the
         // counters, inside them the thread's usage, inside that the clock.
         let began = Instant::now();
+        // The counters' first snapshot falls between the submission and the
+        // call: its time is taken out of the submission-plus-call figure.
+        let mut snapshot = Duration::ZERO;
         let (stopped, before, after) = match api {
             Api::EventSynchronize
             | Api::EventSynchronizeBlocking
@@ -405,7 +424,7 @@ pub fn measure<T: QueueTracker>(
                 let kernel = if api.is_long() { long_kernel } else { 0 };
                 queue.launch(kernel).map_err(fail)?;
                 let event = queue.record_event().map_err(fail)?;
-                let before = stats(&queues);
+                let before = timed_stats(&queues, &mut snapshot);
                 let timer = Timer::start();
                 event.synchronize().map_err(fail)?;
                 (timer.stop(), before, stats(&queues))
@@ -414,7 +433,7 @@ pub fn measure<T: QueueTracker>(
                 queue.launch(0).map_err(fail)?;
                 let event = queue.record_event().map_err(fail)?;
                 event.synchronize().map_err(fail)?;
-                let before = stats(&queues);
+                let before = timed_stats(&queues, &mut snapshot);
                 let timer = Timer::start();
                 let status = event.query();
                 let stopped = timer.stop();
@@ -425,7 +444,7 @@ pub fn measure<T: QueueTracker>(
             }
             Api::StreamSynchronize => {
                 queue.launch(0).map_err(fail)?;
-                let before = stats(&queues);
+                let before = timed_stats(&queues, &mut snapshot);
                 let timer = Timer::start();
                 queue.synchronize().map_err(fail)?;
                 (timer.stop(), before, stats(&queues))
@@ -433,7 +452,7 @@ pub fn measure<T: QueueTracker>(
             Api::StreamSynchronizeCompleted => {
                 queue.launch(0).map_err(fail)?;
                 queue.synchronize().map_err(fail)?;
-                let before = stats(&queues);
+                let before = timed_stats(&queues, &mut snapshot);
                 let timer = Timer::start();
                 queue.synchronize().map_err(fail)?;
                 (timer.stop(), before, stats(&queues))
@@ -441,7 +460,7 @@ pub fn measure<T: QueueTracker>(
             Api::DeviceSynchronize => {
                 queue.launch(0).map_err(fail)?;
                 other.launch(0).map_err(fail)?;
-                let before = stats(&queues);
+                let before = timed_stats(&queues, &mut snapshot);
                 let timer = Timer::start();
                 queue.synchronize().map_err(fail)?;
                 other.synchronize().map_err(fail)?;
@@ -449,7 +468,7 @@ pub fn measure<T: QueueTracker>(
             }
             Api::EventRecord => {
                 queue.launch(0).map_err(fail)?;
-                let before = stats(&queues);
+                let before = timed_stats(&queues, &mut snapshot);
                 let timer = Timer::start();
                 let event = queue.record_event().map_err(fail)?;
                 let stopped = timer.stop();
@@ -464,17 +483,18 @@ pub fn measure<T: QueueTracker>(
                 queue.launch(0).map_err(fail)?;
                 let second = queue.record_event().map_err(fail)?;
                 second.synchronize().map_err(fail)?;
-                let before = stats(&queues);
+                let before = timed_stats(&queues, &mut snapshot);
                 let timer = Timer::start();
                 let elapsed = first.elapsed_to(&second).map_err(fail)?;
                 let stopped = timer.stop();
                 std::hint::black_box(elapsed);
                 (stopped, before, stats(&queues))
             }
+            Api::Floor => return Err("the floor is no tracker's row".into()),
         };
         if i >= warmup {
             samples.push(if api.waits_for_submission() {
-                stopped.after_submission(began)
+                stopped.after_submission(began + snapshot)
             } else {
                 stopped.alone()
             });

@@ -68,6 +68,12 @@ pub trait Native {
     fn event_record(&self) -> Result<Sample, String>;
     /// Elapsed time between two completed events.
     fn event_elapsed_time(&self) -> Result<Sample, String>;
+    /// The floor ([`Api::Floor`](crate::measure::Api::Floor)): an empty
+    /// kernel writing a pinned word while the host spins on it, or `None`
+    /// where the backend cannot launch one.
+    fn floor(&self) -> Option<Result<Sample, String>> {
+        None
+    }
 }
 
 /// Why a backend was not used.

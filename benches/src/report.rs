@@ -123,7 +123,7 @@ impl Report {
         if markdown {
             let _ = writeln!(out, "|{}", "---|".repeat(head.len()));
         }
-        for api in Api::ALL {
+        for api in Api::ALL.into_iter().chain([Api::Floor]) {
             for row in self.rows.iter().filter(|r| r.api == api) {
                 let ratio = self
                     .ratio(row)
@@ -155,7 +155,14 @@ impl Report {
             out,
             "\nsubmission plus the call (p50 us; the empty work, the event record and the wait):"
         );
-        for api in Api::ALL.into_iter().filter(|a| a.waits_for_submission()) {
+        for api in Api::ALL
+            .into_iter()
+            .chain([Api::Floor])
+            .filter(|a| a.waits_for_submission())
+        {
+            if self.rows.iter().all(|r| r.api != api) {
+                continue;
+            }
             let cells: Vec<String> = self
                 .rows
                 .iter()
@@ -167,7 +174,17 @@ impl Report {
                     )
                 })
                 .collect();
-            let _ = writeln!(out, "  {:<31} {}", api.name(), cells.join(", "));
+            let ratio = match (
+                self.find(api, "retiring", "host"),
+                self.find(api, "native", "native"),
+            ) {
+                (Some(ours), Some(native)) => format!(
+                    " (retiring/host {:.2} x native)",
+                    ours.with_submission_p50_us / native.with_submission_p50_us
+                ),
+                _ => String::new(),
+            };
+            let _ = writeln!(out, "  {:<31} {}{ratio}", api.name(), cells.join(", "));
         }
         let _ = writeln!(
             out,

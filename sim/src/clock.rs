@@ -62,6 +62,23 @@ impl Clock {
         }
     }
 
+    /// The time of a completion that cost the packet processor `cost`
+    /// ([`CostProfile::completion`](crate::CostProfile::completion)):
+    /// stepped, the virtual clock also moves by that cost (in whole ticks of
+    /// `tick`), so the packet's `end_ts` shows it; in real time the
+    /// processor already waited for it.
+    pub(crate) fn completion_event(&self, cost: Duration, tick: Duration) -> u64 {
+        match self {
+            Clock::Stepped { ticks } => {
+                let charged =
+                    u64::try_from(cost.as_nanos() / tick.as_nanos().max(1)).unwrap_or(u64::MAX);
+                let step = STEPPED_TICKS_PER_EVENT.saturating_add(charged);
+                ticks.fetch_add(step, Ordering::AcqRel).saturating_add(step)
+            }
+            Clock::RealTime { .. } => self.now_ticks(),
+        }
+    }
+
     /// Real nanoseconds since the simulator started (0 in stepped mode, where
     /// nothing waits for real time).
     pub(crate) fn now_ns(&self) -> u64 {
@@ -93,6 +110,16 @@ mod tests {
         let b = clock.event();
         assert_eq!(b - a, STEPPED_TICKS_PER_EVENT);
         assert_eq!(clock.now_ticks(), b);
+    }
+
+    #[test]
+    fn stepped_completions_are_charged_their_cost_in_ticks() {
+        let clock = Clock::stepped();
+        let tick = Duration::from_nanos(10);
+        let free = clock.completion_event(Duration::ZERO, tick);
+        assert_eq!(free, STEPPED_TICKS_PER_EVENT);
+        let costly = clock.completion_event(Duration::from_nanos(1_100), tick);
+        assert_eq!(costly - free, STEPPED_TICKS_PER_EVENT + 110);
     }
 
     #[test]

@@ -16,7 +16,11 @@
 //!   `out_of_order` queue any launched packet may complete once ready.
 //! - Completion runs a compute kernel's callback, writes `end_ts` (profiled
 //!   queues; `start_ts` was written at launch), then decrements the
-//!   completion signal by 1 with a release RMW.
+//!   completion signal by 1 with a release RMW. That write costs the
+//!   processor its placement's [`CostProfile::completion`](crate::CostProfile::completion)
+//!   (a PCIe atomic into host memory, or an atomic in local memory): in
+//!   threaded mode the packet completes that much later, in stepped mode
+//!   the virtual clock moves by it.
 //! - A negative dependency of a barrier-AND or barrier-OR fails the queue;
 //!   failing sets every published, incomplete packet's completion signal to
 //!   -1 and stops the queue.
@@ -191,6 +195,14 @@ impl Packet {
             completion,
             ..Self::reserved()
         }
+    }
+
+    /// What completing this packet costs the packet processor: writing its
+    /// completion signal, by where the signal lives (nothing without one).
+    pub(crate) fn completion_cost(&self, core: &Core) -> std::time::Duration {
+        self.completion.map_or(std::time::Duration::ZERO, |signal| {
+            core.profile.completion(core.memory.meta(signal).placement)
+        })
     }
 
     pub(crate) fn is_done(&self) -> bool {
@@ -574,7 +586,11 @@ pub(crate) fn complete(
             return Err(StepError::QueueFailed);
         }
     }
-    let now = core.clock.event();
+    let cost = st
+        .packet(index)
+        .expect("looked up above")
+        .completion_cost(core);
+    let now = core.clock.completion_event(cost, core.profile.gpu_tick);
     let packet = st.packet_mut(index).expect("looked up above");
     packet.phase = Phase::Completed;
     packet.end_ts = Some(now);

@@ -10,6 +10,7 @@ use crate::truth::{PacketTruth, Violation};
 use crate::{Core, Mode, Sim, threaded};
 use hsa_sys::{AqlSlot, HSA_PACKET_TYPE_INVALID, PacketHeader, PacketWords};
 use parking_lot::Mutex;
+use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -104,8 +105,12 @@ pub(crate) struct QueueCore {
     read_index: AtomicU64,
     /// One past the highest index a doorbell was rung for.
     doorbell: AtomicU64,
-    /// Threaded mode: real time of the latest doorbell, in ns since start.
-    rung_at_ns: AtomicU64,
+    /// Threaded mode: every doorbell that moved `doorbell`, oldest first, as
+    /// (its new `doorbell`, when it was rung in ns since start), until the
+    /// processor has stamped the packets it covers. Each packet launches
+    /// the launch latency after the doorbell that first covered it, however
+    /// late the processor thread gets to it.
+    rings: Mutex<VecDeque<(u64, u64)>>,
     pub(crate) state: Mutex<QueueState>,
 }
 
@@ -118,7 +123,7 @@ impl QueueCore {
             write_index: AtomicU64::new(0),
             read_index: AtomicU64::new(0),
             doorbell: AtomicU64::new(0),
-            rung_at_ns: AtomicU64::new(0),
+            rings: Mutex::new(VecDeque::new()),
             state: Mutex::new(QueueState::with_capacity(
                 config.size as usize + config.truth_history.min(4096),
             )),
@@ -137,8 +142,15 @@ impl QueueCore {
         self.doorbell.load(Ordering::Acquire)
     }
 
-    pub(crate) fn rung_at_ns(&self) -> u64 {
-        self.rung_at_ns.load(Ordering::Acquire)
+    /// Threaded mode: when the first doorbell covering `index` was rung
+    /// (ns since start), `None` if none did yet. Asked for increasing
+    /// indices, it forgets the doorbells before `index`.
+    pub(crate) fn rung_at_ns(&self, index: u64) -> Option<u64> {
+        let mut rings = self.rings.lock();
+        while rings.front().is_some_and(|&(end, _)| end <= index) {
+            rings.pop_front();
+        }
+        rings.front().map(|&(_, at)| at)
     }
 
     pub(crate) fn slot(&self, index: u64) -> &AqlSlot {
@@ -376,16 +388,21 @@ impl Queue {
     pub fn ring_doorbell(&self, index: u64) {
         let core = self.sim.core();
         pay(core.profile.doorbell);
-        if core.wake.is_some() {
-            self.core
-                .rung_at_ns
-                .fetch_max(core.clock.now_ns(), Ordering::AcqRel);
-        }
-        self.core
-            .doorbell
-            .fetch_max(index.saturating_add(1), Ordering::AcqRel);
-        if let Some(wake) = &core.wake {
-            wake.notify();
+        let end = index.saturating_add(1);
+        match &core.wake {
+            Some(wake) => {
+                // Under the lock, so the processor never sees a doorbell
+                // whose ring time is not recorded yet.
+                let mut rings = self.core.rings.lock();
+                if self.core.doorbell.fetch_max(end, Ordering::AcqRel) < end {
+                    rings.push_back((end, core.clock.now_ns()));
+                }
+                drop(rings);
+                wake.notify();
+            }
+            None => {
+                self.core.doorbell.fetch_max(end, Ordering::AcqRel);
+            }
         }
     }
 

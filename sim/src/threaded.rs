@@ -207,15 +207,22 @@ impl RealTimeProcessor {
     }
 
     /// Gives every newly published, doorbell-covered packet its launch time:
-    /// the latest doorbell plus the launch latency.
+    /// the doorbell that first covered it plus the launch latency (not the
+    /// latest doorbell: a pass that comes late must not delay a packet by
+    /// the doorbells rung since).
     fn stamp_arrivals(&self, core: &Core, q: &QueueCore, st: &mut QueueState) {
         let covered = q.doorbell().min(st.recorded_end());
-        let launch_at = q.rung_at_ns() + duration_ns(core.profile.launch_latency);
+        let latency = duration_ns(core.profile.launch_latency);
         while st.arrivals_stamped < covered {
             let index = st.arrivals_stamped;
             match st.packet_mut(index) {
                 Some(packet) if packet.phase == Phase::Reserved => break,
-                Some(packet) => packet.launch_at_ns = Some(launch_at),
+                Some(packet) => {
+                    let Some(rung) = q.rung_at_ns(index) else {
+                        break; // cannot happen: `covered` says one did
+                    };
+                    packet.launch_at_ns = Some(rung + latency);
+                }
                 None => {} // forgotten already: long done
             }
             st.arrivals_stamped += 1;
@@ -243,7 +250,11 @@ impl RealTimeProcessor {
                 return; // a malformed packet failed the queue
             }
             q.consume(index);
-            let run_ns = self.run_time_ns(core, q, &st.packet(index).expect("just launched").work);
+            let packet = st.packet(index).expect("just launched");
+            // The work, then the write of its completion signal, whose cost
+            // depends on where the signal lives.
+            let run_ns =
+                self.run_time_ns(core, q, &packet.work) + duration_ns(packet.completion_cost(core));
             // Timed from after the launch stamp, so `end_ts - start_ts` is never
             // shorter than the run time.
             let started = core.clock.now_ns();

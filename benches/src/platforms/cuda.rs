@@ -4,7 +4,7 @@
 use crate::measure::{Sample, Timer};
 use crate::platform::{Native, Platform, Skipped};
 use sigretire_cuda::native::{Event, EventFlags};
-use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue};
+use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, FlagState, HostFlag};
 use sigretire_tracker::{
     BaselineTracker, Config, HardwareQueue, Placement, Publication, RetiringTracker, Work,
 };
@@ -15,6 +15,8 @@ pub struct CudaBench {
     context: CudaContext,
     queue: CudaQueue,
     other: CudaQueue,
+    /// The word the floor probe's kernel writes.
+    flag: HostFlag,
 }
 
 impl CudaBench {
@@ -27,10 +29,12 @@ impl CudaBench {
         let context = CudaContext::new(0).map_err(|e| skip(e.to_string()))?;
         let queue = context.create_queue().map_err(|e| skip(e.to_string()))?;
         let other = context.create_queue().map_err(|e| skip(e.to_string()))?;
+        let flag = context.host_flag().map_err(|e| skip(e.to_string()))?;
         Ok(Self {
             context,
             queue,
             other,
+            flag,
         })
     }
 
@@ -177,6 +181,24 @@ impl Native for CudaBench {
         let stopped = timer.stop();
         event.synchronize().map_err(driver)?;
         Ok(stopped.alone())
+    }
+
+    fn floor(&self) -> Option<Result<Sample, String>> {
+        let probe = || -> Result<Sample, String> {
+            self.flag.reset();
+            let began = Instant::now();
+            self.queue.launch_flag_writer(&self.flag).map_err(driver)?;
+            let timer = Timer::start();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while self.flag.state() == FlagState::Held {
+                if Instant::now() > deadline {
+                    return Err("the floor kernel's write never arrived".into());
+                }
+                std::hint::spin_loop();
+            }
+            Ok(timer.stop().after_submission(began))
+        };
+        Some(probe())
     }
 
     fn event_elapsed_time(&self) -> Result<Sample, String> {

@@ -1,6 +1,7 @@
 //! The simulator with the MI300X-like cost profile: a device-memory load
-//! costs 1.1 us, empty work completes in a few microseconds, in real time
-//! on a processor thread.
+//! costs 1.1 us, a completion written into host memory a PCIe round trip,
+//! empty work completes in a few microseconds, in real time on a processor
+//! thread.
 
 use crate::platform::Platform;
 use sigretire_queue::sim::{SimBaselineTracker, SimPlatform, SimTracker};
@@ -29,16 +30,28 @@ impl SimBench {
         }
     }
 
-    fn platform(&self, config: Config) -> SimPlatform {
-        let queue = QueueConfig {
+    /// The simulator every tracker of this backend runs on (what a model
+    /// that reads signal memory itself, as `seed_table`'s CLR driving does,
+    /// reads through).
+    pub fn sim(&self) -> &Sim {
+        &self.sim
+    }
+
+    /// The hardware queues this backend's trackers run on: 4096 packets,
+    /// ring in device memory, profiled.
+    pub fn queue_config() -> QueueConfig {
+        QueueConfig {
             ring: RingPlacement::Device,
             profiling: true,
             size: 4096,
             ..QueueConfig::default()
-        };
+        }
+    }
+
+    fn platform(&self, config: Config) -> SimPlatform {
         SimPlatform::new(self.sim.clone())
             .with_tracker_config(config)
-            .with_queue_config(queue)
+            .with_queue_config(Self::queue_config())
     }
 }
 
@@ -60,11 +73,13 @@ impl Platform for SimBench {
         let p = self.sim.profile();
         format!(
             "software AQL packet processor, MI300X-like costs (device-memory load {:?}, HDP flush {:?}, \
-             launch {:?} + empty kernel {:?}) on {}",
+             launch {:?} + empty kernel {:?}, completion write {:?} to host memory and {:?} to device memory) on {}",
             p.device_load,
             p.hdp_flush,
             p.launch_latency,
             p.kernel_execution,
+            p.completion_host,
+            p.completion_device,
             host_cpu()
         )
     }
