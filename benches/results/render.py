@@ -237,10 +237,12 @@ Where we do not win: the 1 ms rows are at parity, within the runs' noise
 (the kernel is the wait); a blocking-sync wait for a 1 ms kernel is woken
 by the host function the driver runs after the completion, one thread hop
 more than CUDA's own blocking-sync event, and lands within a few percent
-of it either way; a device synchronize with its submission is at parity
-(two launches, each about 0.5 us dearer on the host than a bare
-`cuLaunchKernel`: the tracker's acquire, the command's record, and a
-kernel that also writes the completion, its stamps and the progress word).
+of it either way; a device synchronize with its submission is at parity:
+its two launches take 0.6-2.3 us longer than CUDA's two bare
+`cuLaunchKernel` calls (the row's submission part, ours against CUDA's,
+run by run: the tracker's acquire, the command's record, and a kernel
+that also writes the completion, its stamps and the progress word), which
+eats most of what our wait saves.
 
 The 1 ms blocking-sync rows again, with 1000 calls per cell instead of 200
 (`sigbench --backend cuda --iterations 300 --long-iterations 1000`,
