@@ -1,4 +1,4 @@
-//! Cross-device waits between two GPU agents of one machine (issue 20): a
+//! Cross-device waits between two GPU agents of one machine: a
 //! queue of GPU 1 waits, on the GPU, for an event or the work of a queue of
 //! GPU 0 whose completion signals live in GPU 0's VRAM.
 //!
