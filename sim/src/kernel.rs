@@ -457,8 +457,15 @@ mod tests {
                 assert!(start.elapsed() < Duration::from_secs(30), "never completed");
                 std::thread::yield_now();
             }
+            // Its work and every earlier packet's, in order; a later packet's
+            // may be there too (the host may look late: under Miri, by more
+            // than the next packet's run time).
             let expected: Vec<u64> = (1..=k as u64 + 1).map(|n| 0x1000 * n).collect();
-            assert_eq!(*out.lock(), expected, "packet {k}'s work, in order");
+            let seen = out.lock().clone();
+            assert!(
+                seen.len() >= expected.len() && seen[..expected.len()] == expected[..],
+                "packet {k}'s work, in order: {seen:?}"
+            );
         }
         // Barrier bits: each ran for its run time after the one before.
         assert!(start.elapsed() >= run_time * 3);
