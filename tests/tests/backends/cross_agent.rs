@@ -605,35 +605,9 @@ fn the_simulator_sees_a_peer_read_an_unfenced_rearm() {
 mod planted {
     use sigretire_scenarios::Check;
     use sigretire_tracker::planted::Bug;
-    use std::process::Command;
 
-    /// Runs `scenario` of this module on `backend` in a child process of
-    /// this test binary with `bug` planted; answers what it said, once it
-    /// failed naming `check`.
     fn caught(bug: Bug, backend: &str, scenario: &str, check: Check) -> String {
-        let name = format!("cross_agent::{backend}::{scenario}");
-        let output = Command::new(std::env::current_exe().unwrap())
-            .args([name.as_str(), "--exact", "--test-threads=1"])
-            .env("TRACKER_PLANTED_BUG", bug.name())
-            .output()
-            .unwrap();
-        let said = format!(
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        assert!(
-            said.contains("0 passed; 1 failed"),
-            "{name} with {} planted should fail; it said:\n{said}",
-            bug.name()
-        );
-        let named = format!("[{check}]");
-        assert!(
-            said.contains(&named),
-            "{name} with {} planted should fail naming {named}; it said:\n{said}",
-            bug.name()
-        );
-        said
+        crate::support::caught_in_child(bug, "cross_agent", backend, scenario, check)
     }
 
     /// The lagging-consumer scenario with `DropPinEarly` planted, on both

@@ -167,33 +167,9 @@ fn a_pin_outlives_the_use_before_its_consumer<B: Backend>() {
 mod planted {
     use sigretire_scenarios::Check;
     use sigretire_tracker::planted::Bug;
-    use std::process::Command;
 
-    /// Runs `scenario` of this module on `backend` in a child process with
-    /// `bug` planted, and asserts that it fails naming `check`.
     fn caught(bug: Bug, backend: &str, scenario: &str, check: Check) {
-        let name = format!("teeth::{backend}::{scenario}");
-        let output = Command::new(std::env::current_exe().unwrap())
-            .args([name.as_str(), "--exact", "--test-threads=1"])
-            .env("TRACKER_PLANTED_BUG", bug.name())
-            .output()
-            .unwrap();
-        let said = format!(
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        assert!(
-            said.contains("0 passed; 1 failed"),
-            "{name} with {} planted should fail; it said:\n{said}",
-            bug.name()
-        );
-        let named = format!("[{check}]");
-        assert!(
-            said.contains(&named),
-            "{name} with {} planted should fail with {named}; it said:\n{said}",
-            bug.name()
-        );
+        crate::support::caught_in_child(bug, "teeth", backend, scenario, check);
     }
 
     /// One test per bug, running its scenario on the backends named (every

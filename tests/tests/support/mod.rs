@@ -1063,3 +1063,39 @@ impl<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>> Rig<B, T> {
         self.tracker.query(&issued.ticket).unwrap()
     }
 }
+
+/// Runs the scenario `module::backend::scenario` of this test binary in a
+/// child process with `bug` planted (the switch is process-wide), asserts
+/// that it failed naming `check`, and answers what it said.
+#[cfg(feature = "planted-bugs")]
+pub fn caught_in_child(
+    bug: sigretire_tracker::planted::Bug,
+    module: &str,
+    backend: &str,
+    scenario: &str,
+    check: sigretire_scenarios::Check,
+) -> String {
+    let name = format!("{module}::{backend}::{scenario}");
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name.as_str(), "--exact", "--test-threads=1"])
+        .env("TRACKER_PLANTED_BUG", bug.name())
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        said.contains("0 passed; 1 failed"),
+        "{name} with {} planted should fail; it said:\n{said}",
+        bug.name()
+    );
+    let named = format!("[{check}]");
+    assert!(
+        said.contains(&named),
+        "{name} with {} planted should fail naming {named}; it said:\n{said}",
+        bug.name()
+    );
+    said
+}
