@@ -8,7 +8,7 @@ mod support;
 
 use sigretire_queue::sim::{Kernel, SimPlatform};
 use sigretire_queue::tracker::{Config, Placement, SignalMemory, Status};
-use sigretire_queue::{Device, DeviceConfig, QueueConfig, QueueTracker};
+use sigretire_queue::{Device, DeviceConfig, HostQueue, QueueConfig, QueueTracker};
 use std::time::{Duration, Instant};
 use support::*;
 
@@ -25,6 +25,23 @@ fn on_both_trackers(
 
 fn device<T: QueueTracker>(tracker: T, config: QueueConfig) -> Device<T> {
     Device::new(DeviceConfig::default(), tracker, config).unwrap()
+}
+
+/// A queue of `device` with profiling off, on a new hardware queue.
+fn untimed_queue<T: QueueTracker>(device: &Device<T>, make: &dyn Fn() -> T) -> HostQueue<T> {
+    let config = QueueConfig {
+        profiling: false,
+        ..bounded()
+    };
+    device.create_queue(make(), config).unwrap()
+}
+
+/// A stepped simulator whose trackers hand out device-memory signals.
+fn device_signals_platform() -> SimPlatform {
+    SimPlatform::stepped().with_tracker_config(Config {
+        signals: Placement::Device,
+        ..Config::default()
+    })
 }
 
 fn kernel_end_bounds<T: QueueTracker>(platform: &SimPlatform, make: &dyn Fn() -> T) {
@@ -107,15 +124,7 @@ fn a_finished_launch_needs_a_marker<T: QueueTracker>(platform: &SimPlatform, mak
     assert!(stamps.end >= stamps.start, "{tracker}");
 
     // An untimed event may share a finished command: it is simply complete.
-    let untimed = device
-        .create_queue(
-            make(),
-            QueueConfig {
-                profiling: false,
-                ..bounded()
-            },
-        )
-        .unwrap();
+    let untimed = untimed_queue(&device, make);
     untimed.launch(0).unwrap();
     platform.run_while(|| untimed.synchronize()).unwrap();
     let markers = untimed.stats().markers;
@@ -220,10 +229,7 @@ fn device_signals_sync<T: QueueTracker>(platform: &SimPlatform, make: &dyn Fn() 
 
 #[test]
 fn a_synchronize_waits_for_the_newest_commands_own_signal() {
-    let platform = SimPlatform::stepped().with_tracker_config(Config {
-        signals: Placement::Device,
-        ..Config::default()
-    });
+    let platform = device_signals_platform();
     on_both_trackers(
         &platform,
         |make| device_signals_sync(&platform, make),
@@ -244,15 +250,7 @@ fn device_signals_time_a_marker<T: QueueTracker>(platform: &SimPlatform, make: &
     assert_eq!(queue.stats().markers, markers + 1, "{tracker}");
     assert_ne!(timed.seq(), kernel.seq(), "{tracker}");
     // An untimed one shares the newest command whatever its placement.
-    let untimed = device
-        .create_queue(
-            make(),
-            QueueConfig {
-                profiling: false,
-                ..bounded()
-            },
-        )
-        .unwrap();
+    let untimed = untimed_queue(&device, make);
     let other = untimed.launch(spin_kernel(platform, &flag)).unwrap();
     let loads = platform.sim().counters().device.loads;
     let event = untimed.record_event().unwrap();
@@ -276,10 +274,7 @@ fn device_signals_time_a_marker<T: QueueTracker>(platform: &SimPlatform, make: &
 
 #[test]
 fn with_device_memory_signals_a_timed_event_is_a_marker_and_an_untimed_one_shares() {
-    let platform = SimPlatform::stepped().with_tracker_config(Config {
-        signals: Placement::Device,
-        ..Config::default()
-    });
+    let platform = device_signals_platform();
     on_both_trackers(
         &platform,
         |make| device_signals_time_a_marker(&platform, make),

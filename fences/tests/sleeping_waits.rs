@@ -9,7 +9,7 @@ mod support;
 
 use sigretire_queue::sim::{HostFlag, Kernel, SimPlatform, SimTracker};
 use sigretire_queue::tracker::{Config, Placement, Status, WaitPolicy};
-use sigretire_queue::{Device, DeviceConfig, HostQueue, QueueConfig};
+use sigretire_queue::{Device, DeviceConfig, HostQueue, QueueConfig, QueueStats};
 use std::time::{Duration, Instant};
 use support::*;
 
@@ -43,6 +43,29 @@ fn thread_cpu() -> Duration {
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
     assert_eq!(rc, 0);
     Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}
+
+/// Launches a kernel that spins until released, records an event after it,
+/// and synchronizes the event on another thread; releases the kernel once
+/// `began(stats)` says the wait got where the test wants it, and returns
+/// when the synchronize did.
+fn synchronize_behind_a_spinning_kernel(
+    platform: &SimPlatform,
+    queue: &HostQueue<SimTracker>,
+    began: impl Fn(&QueueStats) -> bool,
+) {
+    let flag = HostFlag::new();
+    let spin = platform
+        .sim()
+        .register_kernel(Kernel::SpinUntil(flag.clone()));
+    queue.launch(spin).unwrap();
+    let event = queue.record_event().unwrap();
+    std::thread::scope(|scope| {
+        let waiter = scope.spawn(|| event.synchronize());
+        wait_until("the wait began", || began(&queue.stats()));
+        flag.set();
+        waiter.join().unwrap().unwrap();
+    });
 }
 
 fn device_loads(platform: &SimPlatform) -> u64 {
@@ -171,20 +194,8 @@ fn waits_beyond_the_wake_signals_poll_and_are_counted() {
     assert_eq!((stats.sleeping_waits, stats.wake_fallbacks), (1, 1));
     // The one wake signal is free again once its packet ran: a wait for
     // work that outlasts the spin phase sleeps on it.
-    let again = HostFlag::new();
-    let spin = platform
-        .sim()
-        .register_kernel(Kernel::SpinUntil(again.clone()));
-    queue.launch(spin).unwrap();
-    let event = queue.record_event().unwrap();
-    std::thread::scope(|scope| {
-        let waiter = scope.spawn(|| event.synchronize());
-        wait_until("the wait began", || {
-            let stats = queue.stats();
-            stats.sleeping_waits + stats.wake_fallbacks == 3
-        });
-        again.set();
-        waiter.join().unwrap().unwrap();
+    synchronize_behind_a_spinning_kernel(&platform, queue, |stats| {
+        stats.sleeping_waits + stats.wake_fallbacks == 3
     });
     assert_eq!(queue.stats().sleeping_waits, 2);
 }
@@ -201,20 +212,7 @@ fn with_the_event_budget_spent_a_queue_has_no_wake_signals_and_its_waits_poll() 
     assert!(platform.sim().interrupt_stats().degraded >= 1);
     // Work that outlasts the wait's spin phase: the wait then looks for a
     // wake signal, finds none, and polls.
-    let flag = HostFlag::new();
-    let spin = platform
-        .sim()
-        .register_kernel(Kernel::SpinUntil(flag.clone()));
-    other.launch(spin).unwrap();
-    let event = other.record_event().unwrap();
-    std::thread::scope(|scope| {
-        let waiter = scope.spawn(|| event.synchronize());
-        wait_until("the wait fell back to polling", || {
-            other.stats().wake_fallbacks == 1
-        });
-        flag.set();
-        waiter.join().unwrap().unwrap();
-    });
+    synchronize_behind_a_spinning_kernel(&platform, &other, |stats| stats.wake_fallbacks == 1);
     let stats = other.stats();
     assert_eq!((stats.sleeping_waits, stats.wake_fallbacks), (0, 1));
 }
