@@ -281,42 +281,39 @@ fn spin_round<B: Backend>(gpus: &mut TwoGpus<B>, round: usize, threaded: bool, w
 /// The seed's test on a machine that runs in real time: 200 rounds,
 /// alternating `wait_event` and `wait_queue`, under a watchdog.
 fn agent_one_never_runs_before_agent_zeros_event_on_a_threaded_machine<B: Backend>() {
-    let config = Config {
-        signals: Placement::Device,
-        ..Config::default()
-    };
-    let mut gpus = TwoGpus::<B>::new(true, config);
-    let watchdog = Watchdog::start(NO_PROGRESS, || {});
-    for round in 0..THREADED_ROUNDS {
-        let wait_for = if round % 2 == 0 {
+    spin_rounds::<B>(true, THREADED_ROUNDS, |round| {
+        if round % 2 == 0 {
             WaitFor::Event
         } else {
             WaitFor::Queue
-        };
-        spin_round(&mut gpus, round, true, wait_for);
-    }
-    assert!(!watchdog.disarm(), "no progress for {NO_PROGRESS:?}");
-    assert_device_signals_of_their_gpu(&gpus);
-    gpus.assert_nothing_held();
-    gpus.tear_down();
+        }
+    });
 }
 
 /// The same rounds, stepped: the scenario itself runs every packet, so the
 /// barrier is seen waiting at a known point of every round.
 fn agent_one_never_runs_before_agent_zeros_event_stepped<B: Backend>() {
+    spin_rounds::<B>(false, STEPPED_ROUNDS, |round| {
+        if round % 3 == 2 {
+            WaitFor::Queue
+        } else {
+            WaitFor::Event
+        }
+    });
+}
+
+/// `rounds` of [`spin_round`] on device-memory signals under a watchdog,
+/// waiting as `wait_for` says each round; then the signals were GPU 0's
+/// own VRAM, and nothing stays held.
+fn spin_rounds<B: Backend>(threaded: bool, rounds: usize, wait_for: impl Fn(usize) -> WaitFor) {
     let config = Config {
         signals: Placement::Device,
         ..Config::default()
     };
-    let mut gpus = TwoGpus::<B>::new(false, config);
+    let mut gpus = TwoGpus::<B>::new(threaded, config);
     let watchdog = Watchdog::start(NO_PROGRESS, || {});
-    for round in 0..STEPPED_ROUNDS {
-        let wait_for = if round % 3 == 2 {
-            WaitFor::Queue
-        } else {
-            WaitFor::Event
-        };
-        spin_round(&mut gpus, round, false, wait_for);
+    for round in 0..rounds {
+        spin_round(&mut gpus, round, threaded, wait_for(round));
     }
     assert!(!watchdog.disarm(), "no progress for {NO_PROGRESS:?}");
     assert_device_signals_of_their_gpu(&gpus);
