@@ -436,11 +436,7 @@ impl CudaQueue {
     /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn launch_empty(&self) -> Result<()> {
-        let _ordered = self.inner.publisher.lock();
-        self.inner.context.bind()?;
-        self.inner.stream.refuse_capture()?;
-        let kernels = self.inner.context.kernels();
-        self.inner.stream.launch(kernels.empty, 1, &[0, 0, 0])
+        self.launch_untracked_empty(0, 0)
     }
 
     /// Launches the empty kernel with no signal, its only effect a write of
@@ -467,13 +463,20 @@ impl CudaQueue {
     /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn launch_flag_writer(&self, flag: &crate::HostFlag) -> Result<()> {
+        self.launch_untracked_empty(flag.device_address(), 1)
+    }
+
+    /// The empty kernel with no signal and no index, in order with the
+    /// queue's publications, writing `value` into the word at `word` (the
+    /// device address; 0 for none).
+    fn launch_untracked_empty(&self, word: u64, value: u64) -> Result<()> {
         let _ordered = self.inner.publisher.lock();
         self.inner.context.bind()?;
         self.inner.stream.refuse_capture()?;
         let kernels = self.inner.context.kernels();
         self.inner
             .stream
-            .launch(kernels.empty, 1, &[0, flag.device_address(), 1])
+            .launch(kernels.empty, 1, &[0, word, value])
     }
 
     fn progress(&self) -> &AtomicU64 {

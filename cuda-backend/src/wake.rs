@@ -21,18 +21,23 @@ use std::time::Duration;
 /// go to a locked set.
 const LISTED: usize = 1024;
 
+/// Slots of the lock-free table: twice [`LISTED`], so it is at most half
+/// full and a lookup probes a slot or two.
+const SLOTS: usize = 2 * LISTED;
+
 /// The context's wake signals (by device address) and their mailbox.
 ///
 /// Every publication asks [`is_wake`](Self::is_wake), so the question is
-/// answered without a lock: a context with no wake signal reads one
-/// counter, and one with some scans a short list of atomics. Signals are
-/// only ever added (at a queue's creation), never removed, so a listed
-/// address stays listed.
+/// answered without a lock and in constant time: a context with no wake
+/// signal reads one counter, one with some probes an open-addressing table
+/// of atomics. Signals are only ever added (at a queue's creation, before
+/// any publication can complete them), never removed, so a listed address
+/// stays listed.
 #[derive(Debug)]
 pub(crate) struct Wakes {
-    listed: Box<[AtomicU64]>,
-    /// How many entries of `listed` are written (a Release store after the
-    /// entry, so a reader that sees the count sees the entry).
+    /// Device addresses by hash, 0 for an empty slot (no signal is at 0).
+    table: Box<[AtomicU64]>,
+    /// How many signals `table` holds.
     count: AtomicUsize,
     /// The writers' lock, and the signals past `LISTED`.
     overflow: Mutex<HashSet<u64>>,
@@ -42,7 +47,7 @@ pub(crate) struct Wakes {
 impl Default for Wakes {
     fn default() -> Self {
         Self {
-            listed: (0..LISTED).map(|_| AtomicU64::new(0)).collect(),
+            table: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
             count: AtomicUsize::new(0),
             overflow: Mutex::new(HashSet::new()),
             mailbox: Arc::default(),
@@ -50,32 +55,49 @@ impl Default for Wakes {
     }
 }
 
+/// The slots a lookup of `device` probes, in order: from its hash on,
+/// wrapping. Signal blocks are 32-byte aligned, so the low bits say nothing.
+fn probe(device: u64) -> impl Iterator<Item = usize> {
+    let first = ((device >> 5).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 53) as usize;
+    (0..SLOTS).map(move |k| (first + k) % SLOTS)
+}
+
 impl Wakes {
     /// `device` (a signal's device address) is a wake signal from now on.
     pub(crate) fn register(&self, device: u64) {
         let mut overflow = self.overflow.lock();
-        let count = self.count.load(Ordering::Relaxed);
-        if count < self.listed.len() {
-            self.listed[count].store(device, Ordering::Relaxed);
-            self.count.store(count + 1, Ordering::Release);
-        } else {
+        if self.count.load(Ordering::Relaxed) >= LISTED {
             overflow.insert(device);
+            return;
         }
+        for slot in probe(device).map(|k| &self.table[k]) {
+            match slot.load(Ordering::Relaxed) {
+                0 => {
+                    slot.store(device, Ordering::Release);
+                    self.count.fetch_add(1, Ordering::Release);
+                    return;
+                }
+                listed if listed == device => return,
+                _ => {}
+            }
+        }
+        unreachable!("the table is never more than half full");
     }
 
     /// Whether a publication completing `device` must wake sleepers.
     pub(crate) fn is_wake(&self, device: u64) -> bool {
-        if device == 0 {
+        let count = self.count.load(Ordering::Acquire);
+        if device == 0 || count == 0 {
             return false;
         }
-        let count = self.count.load(Ordering::Acquire);
-        if self.listed[..count]
-            .iter()
-            .any(|listed| listed.load(Ordering::Relaxed) == device)
-        {
-            return true;
+        for slot in probe(device).map(|k| &self.table[k]) {
+            match slot.load(Ordering::Acquire) {
+                0 => break,
+                listed if listed == device => return true,
+                _ => {}
+            }
         }
-        count == self.listed.len() && self.overflow.lock().contains(&device)
+        count >= LISTED && self.overflow.lock().contains(&device)
     }
 
     /// The host function and its argument for `cuLaunchHostFunc`: one
@@ -177,7 +199,7 @@ mod tests {
     }
 
     #[test]
-    fn signals_past_the_lock_free_list_are_still_told_apart() {
+    fn signals_past_the_lock_free_table_are_still_told_apart() {
         let wakes = Wakes::default();
         for device in 1..=(LISTED as u64 + 3) {
             wakes.register(device * 0x100);
