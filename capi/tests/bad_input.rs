@@ -131,6 +131,14 @@ fn last_error() -> String {
 
 /// Asserts `call` answered `expected`, and that the last error names the
 /// function (so the message is the call's own).
+/// [`expect`] for each call in turn (each is made, then checked, before
+/// the next: the last error belongs to one call).
+macro_rules! expect_each {
+    ($expected:expr, $function:expr, $($call:expr),+ $(,)?) => {
+        $(expect($call, $expected, $function);)+
+    };
+}
+
 fn expect(call: sigretire_status, expected: sigretire_status, function: &str) {
     assert_eq!(call, expected, "{function}: {}", last_error());
     if expected != SIGRETIRE_OK {
@@ -198,15 +206,11 @@ fn library_functions_refuse_null_pointers() {
             SIGRETIRE_ERR_INVALID_ARGUMENT,
             "sigretire_status_name",
         );
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            "sigretire_last_error",
             sigretire_last_error(null_mut(), 0, null_mut()),
-            SIGRETIRE_ERR_NULL,
-            "sigretire_last_error",
-        );
-        expect(
-            sigretire_last_error(null_mut(), 16, &mut length),
-            SIGRETIRE_ERR_NULL,
-            "sigretire_last_error",
+            sigretire_last_error(null_mut(), 16, &mut length)
         );
         expect(
             sigretire_config_default(null_mut()),
@@ -310,15 +314,11 @@ fn simulator_functions_refuse_bad_arguments() {
         expect(sigretire_sim_destroy(&mut sim), SIGRETIRE_OK, f); // NULL: a no-op
 
         let f = "sigretire_sim_tracker_create";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_sim_tracker_create(null(), 0, null(), &mut tracker),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_sim_tracker_create(rig.sim, 0, null(), null_mut()),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_sim_tracker_create(rig.sim, 0, null(), null_mut())
         );
         expect(
             sigretire_sim_tracker_create(rig.sim, 1, null(), &mut tracker),
@@ -326,15 +326,11 @@ fn simulator_functions_refuse_bad_arguments() {
             f,
         );
         let f = "sigretire_sim_reserve";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_sim_reserve(null(), 0, &mut index),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_sim_reserve(rig.sim, 0, null_mut()),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_sim_reserve(rig.sim, 0, null_mut())
         );
         expect(
             sigretire_sim_reserve(rig.sim, 3, &mut index),
@@ -342,15 +338,11 @@ fn simulator_functions_refuse_bad_arguments() {
             f,
         );
         let f = "sigretire_sim_write_packet";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_sim_write_packet(null(), 0, 0, words.as_ptr()),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_sim_write_packet(rig.sim, 0, 0, null()),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_sim_write_packet(rig.sim, 0, 0, null())
         );
         expect(
             sigretire_sim_write_packet(rig.sim, 2, 0, words.as_ptr()),
@@ -378,15 +370,11 @@ fn simulator_functions_refuse_bad_arguments() {
             f,
         );
         let f = "sigretire_sim_packet_completed";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_sim_packet_completed(null(), 0, 0, &mut flag),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_sim_packet_completed(rig.sim, 0, 0, null_mut()),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_sim_packet_completed(rig.sim, 0, 0, null_mut())
         );
         expect(
             sigretire_sim_packet_completed(rig.sim, 0, 1 << 40, &mut flag),
@@ -394,26 +382,18 @@ fn simulator_functions_refuse_bad_arguments() {
             f,
         );
         let f = "sigretire_sim_violations";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_sim_violations(null(), &mut count),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_sim_violations(rig.sim, null_mut()),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_sim_violations(rig.sim, null_mut())
         );
         let f = "sigretire_sim_note_queue_change";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_sim_note_queue_change(null_mut(), rig.sim, 0),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_sim_note_queue_change(rig.tracker, null(), 0),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_sim_note_queue_change(rig.tracker, null(), 0)
         );
         expect(
             sigretire_sim_note_queue_change(rig.tracker, rig.sim, 4),
@@ -511,275 +491,163 @@ fn tracker_functions_refuse_null_pointers_and_bad_handles() {
     // or live handles of this test; the library checks each before use.
     unsafe {
         let f = "sigretire_tracker_acquire";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_tracker_acquire(n_, &request, &mut acquired),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
             sigretire_tracker_acquire(t, null(), &mut acquired),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_tracker_acquire(t, &request, null_mut()),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_tracker_acquire(t, &request, null_mut())
         );
         let f = "sigretire_tracker_submit";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_tracker_submit(n_, &request, &work, &mut acquired),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
             sigretire_tracker_submit(t, null(), &work, &mut acquired),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
             sigretire_tracker_submit(t, &request, null(), &mut acquired),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_tracker_submit(t, &request, &work, null_mut()),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_tracker_submit(t, &request, &work, null_mut())
         );
         let f = "sigretire_tracker_reserve";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_tracker_reserve(n_, &mut index),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_tracker_reserve(t, null_mut()),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_tracker_reserve(t, null_mut())
         );
         let f = "sigretire_tracker_publish";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_tracker_publish(n_, &good, 0, &work),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
             sigretire_tracker_publish(t, null(), 0, &work),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_tracker_publish(t, &good, 0, null()),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_tracker_publish(t, &good, 0, null())
         );
         let f = "sigretire_tracker_publish_unsignalled";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_tracker_publish_unsignalled(n_, 0, 0, &work),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_tracker_publish_unsignalled(t, 0, 0, null()),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_tracker_publish_unsignalled(t, 0, 0, null())
         );
         let f = "sigretire_tracker_query";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_tracker_query(n_, &good, &mut status),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
             sigretire_tracker_query(t, null(), &mut status),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_tracker_query(t, &good, null_mut()),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_tracker_query(t, &good, null_mut())
         );
         let f = "sigretire_tracker_known_status";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_tracker_known_status(n_, &good, &mut status),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
             sigretire_tracker_known_status(t, null(), &mut status),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_tracker_known_status(t, &good, null_mut()),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_tracker_known_status(t, &good, null_mut())
         );
         let f = "sigretire_tracker_wait";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_tracker_wait(n_, &good, 0, null(), &mut status),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
             sigretire_tracker_wait(t, null(), 0, null(), &mut status),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_tracker_wait(t, &good, 0, null(), null_mut()),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_tracker_wait(t, &good, 0, null(), null_mut())
         );
         let f = "sigretire_tracker_hold";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_tracker_hold(n_, &good, &mut hold),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
             sigretire_tracker_hold(t, null(), &mut hold),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_tracker_hold(t, &good, null_mut()),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_tracker_hold(t, &good, null_mut())
         );
         let f = "sigretire_tracker_pin";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_tracker_pin(n_, &good, &mut pin),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
             sigretire_tracker_pin(t, null(), &mut pin),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_tracker_pin(t, &good, null_mut()),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_tracker_pin(t, &good, null_mut())
         );
         let f = "sigretire_tracker_attach";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_tracker_attach(t, &good, null_mut()),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_tracker_attach(t, &good, &mut pin),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_tracker_attach(t, &good, &mut pin)
         ); // *pin NULL
         let f = "sigretire_tracker_probe";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_tracker_probe(n_, &mut flag),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_tracker_probe(t, null_mut()),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_tracker_probe(t, null_mut())
         );
         let f = "sigretire_tracker_poll";
-        expect(sigretire_tracker_poll(n_, &mut n), SIGRETIRE_ERR_NULL, f);
-        expect(sigretire_tracker_poll(t, null_mut()), SIGRETIRE_ERR_NULL, f);
-        let f = "sigretire_tracker_reclaim";
-        expect(sigretire_tracker_reclaim(n_, &mut n), SIGRETIRE_ERR_NULL, f);
-        expect(
-            sigretire_tracker_reclaim(t, null_mut()),
+        expect_each!(
             SIGRETIRE_ERR_NULL,
             f,
+            sigretire_tracker_poll(n_, &mut n),
+            sigretire_tracker_poll(t, null_mut())
+        );
+        let f = "sigretire_tracker_reclaim";
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
+            sigretire_tracker_reclaim(n_, &mut n),
+            sigretire_tracker_reclaim(t, null_mut())
         );
         let f = "sigretire_tracker_timestamps";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_tracker_timestamps(n_, &good, &mut stamps),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
             sigretire_tracker_timestamps(t, null(), &mut stamps),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_tracker_timestamps(t, &good, null_mut()),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_tracker_timestamps(t, &good, null_mut())
         );
         let f = "sigretire_tracker_timestamp_frequency";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_tracker_timestamp_frequency(n_, &mut word),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_tracker_timestamp_frequency(t, null_mut()),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_tracker_timestamp_frequency(t, null_mut())
         );
         let f = "sigretire_tracker_note_drained";
         expect(sigretire_tracker_note_drained(n_), SIGRETIRE_ERR_NULL, f);
         let f = "sigretire_tracker_fail_queue";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_tracker_fail_queue(n_, &mut n),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_tracker_fail_queue(t, null_mut()),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_tracker_fail_queue(t, null_mut())
         );
         let f = "sigretire_tracker_fail_submission";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_tracker_fail_submission(n_, &good, 0),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_tracker_fail_submission(t, null(), 0),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_tracker_fail_submission(t, null(), 0)
         );
         let f = "sigretire_tracker_generation";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_tracker_generation(n_, &mut generation),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_tracker_generation(t, null_mut()),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_tracker_generation(t, null_mut())
         );
         let f = "sigretire_tracker_stats";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_tracker_stats(n_, &mut stats),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_tracker_stats(t, null_mut()),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_tracker_stats(t, null_mut())
         );
         let f = "sigretire_tracker_census";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_tracker_census(n_, &mut census),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_tracker_census(t, null_mut()),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_tracker_census(t, null_mut())
         );
         let f = "sigretire_tracker_destroy";
         expect(sigretire_tracker_destroy(null_mut()), SIGRETIRE_ERR_NULL, f);
@@ -1329,15 +1197,11 @@ fn hooks_functions_refuse_missing_hooks_and_give_the_memory_back() {
     unsafe {
         let f = "sigretire_hooks_tracker_create";
         let hooks = host_hooks();
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_hooks_tracker_create(null(), null(), &mut tracker),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_hooks_tracker_create(&hooks.hooks, null(), null_mut()),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_hooks_tracker_create(&hooks.hooks, null(), null_mut())
         );
         let missing: [fn(&mut sigretire_hooks); 6] = [
             |h| h.allocate = None,
@@ -1540,15 +1404,11 @@ fn rocr_functions_refuse_bad_arguments_without_rocm() {
             f,
         );
         let f = "sigretire_rocr_note_queue_change";
-        expect(
+        expect_each!(
+            SIGRETIRE_ERR_NULL,
+            f,
             sigretire_rocr_note_queue_change(null_mut(), not_a_queue, null()),
-            SIGRETIRE_ERR_NULL,
-            f,
-        );
-        expect(
-            sigretire_rocr_note_queue_change(rig.tracker, null_mut(), null()),
-            SIGRETIRE_ERR_NULL,
-            f,
+            sigretire_rocr_note_queue_change(rig.tracker, null_mut(), null())
         );
         expect(
             sigretire_rocr_note_queue_change(rig.tracker, not_a_queue, null()),
