@@ -18,7 +18,7 @@
 use crate::cpu_wait::{Outcome, WaitEnd};
 use crate::error::Error;
 use crate::publish::QueueTracker;
-use crate::publish::{Packet, SharedNewest, Step};
+use crate::publish::{CompletionPoint, Packet, Step};
 use crate::queue::{HostQueue, QueueCore};
 use crate::stats::bump;
 use crate::sync::Arc;
@@ -109,7 +109,7 @@ impl<T: QueueTracker> HostQueue<T> {
                 Ok(published) => published,
                 Err(retry) => return Ok(retry),
             };
-            let point = SharedNewest {
+            let point = CompletionPoint {
                 seq: published.entry.seq,
                 index: published.entry.index,
                 ticket: published.entry.ticket,

@@ -87,11 +87,13 @@ impl<T: QueueTracker> Inner<T> {
     ///
     /// `timed`: the marker would be timed. Shared only if the command ran
     /// work (which a profiled queue stamps), has a host-memory signal, and
-    /// is still running, so that
-    /// its end is when the GPU would have reached the marker; the tracker
-    /// then harvests its stamps ([`Tracker::time`]), and the entry and the
-    /// newest command are marked timed.
-    pub(crate) fn newest_to_share(&mut self, timed: bool) -> Result<Option<SharedNewest>, Error> {
+    /// is still running, so that its end is when the GPU would have reached
+    /// the marker; the tracker then harvests its stamps ([`Tracker::time`]),
+    /// and the entry and the newest command are marked timed.
+    pub(crate) fn newest_to_share(
+        &mut self,
+        timed: bool,
+    ) -> Result<Option<CompletionPoint>, Error> {
         let (Some((seq, ticket)), Some(shareable)) = (self.last, self.shareable) else {
             return Ok(None);
         };
@@ -99,9 +101,9 @@ impl<T: QueueTracker> Inner<T> {
             // A timed marker on an idle queue is stamped when the GPU gets to
             // it, not when the work before it ended (an event recorded long
             // after a finished kernel must not report the kernel's end):
-            // share only a command still running (one load at most).
-            // In device memory, learning that costs a PCIe read, and the
-            // harvest two more: a timed marker of its own is cheaper.
+            // share only a command still running (one load at most). In
+            // device memory that load is a PCIe read, and the harvest one
+            // more: a timed marker of its own is cheaper.
             if !shareable.stamped
                 || shareable.placement != Placement::Host
                 || self.tracker.query(&ticket)? != Status::Pending
@@ -120,7 +122,7 @@ impl<T: QueueTracker> Inner<T> {
         } else {
             ticket
         };
-        Ok(Some(SharedNewest {
+        Ok(Some(CompletionPoint {
             seq,
             index: shareable.index,
             ticket,
@@ -141,9 +143,10 @@ pub(crate) struct Shareable {
     placement: Placement,
 }
 
-/// The newest command, shared by a marker that was not published.
+/// The command an event completes with: its own marker, or the newest
+/// command it shares.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct SharedNewest {
+pub(crate) struct CompletionPoint {
     pub(crate) seq: u64,
     pub(crate) index: u64,
     pub(crate) ticket: Ticket,

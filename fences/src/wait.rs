@@ -263,24 +263,22 @@ impl<T: QueueTracker> HostQueue<T> {
             if inner.tracker.known_status(&ticket)? == Some(Status::Complete) {
                 return Ok(Step::Done(None));
             }
-            if let Some(newest) = inner.newest_to_share(false)? {
+            let ticket = if let Some(newest) = inner.newest_to_share(false)? {
                 // A marker after the newest command would complete with it.
                 bump(&core.stats.shared_completions);
-                return match inner.tracker.pin(&newest.ticket) {
-                    Ok(pin) => Ok(Step::Done(pin)),
-                    Err(sigretire_tracker::PinError::Failed { .. }) => Err(core.report_failure()),
-                    Err(error) => Err(error.into()),
+                newest.ticket
+            } else {
+                let published = match inner
+                    .publish(&core.stats, Packet::new(Work::Marker, Purpose::GpuWaiter))?
+                    .or_retry()
+                {
+                    Ok(published) => published,
+                    Err(retry) => return Ok(retry),
                 };
-            }
-            let published = match inner
-                .publish(&core.stats, Packet::new(Work::Marker, Purpose::GpuWaiter))?
-                .or_retry()
-            {
-                Ok(published) => published,
-                Err(retry) => return Ok(retry),
+                let ticket = published.entry.ticket;
+                core.push_command(inner, published.entry, true);
+                ticket
             };
-            let ticket = published.entry.ticket;
-            core.push_command(inner, published.entry, true);
             match inner.tracker.pin(&ticket) {
                 Ok(pin) => Ok(Step::Done(pin)),
                 Err(sigretire_tracker::PinError::Failed { .. }) => Err(core.report_failure()),
