@@ -69,6 +69,11 @@ impl Api {
         Api::EventSynchronizeBlockingLong,
     ];
 
+    /// Every row a report shows: [`Api::ALL`], then the floor.
+    pub fn reported() -> impl Iterator<Item = Api> {
+        Api::ALL.into_iter().chain([Api::Floor])
+    }
+
     /// The row's name in reports and JSON.
     pub fn name(self) -> &'static str {
         match self {

@@ -123,7 +123,7 @@ impl Report {
         if markdown {
             let _ = writeln!(out, "|{}", "---|".repeat(head.len()));
         }
-        for api in Api::ALL.into_iter().chain([Api::Floor]) {
+        for api in Api::reported() {
             for row in self.rows.iter().filter(|r| r.api == api) {
                 let ratio = self
                     .ratio(row)
@@ -155,11 +155,7 @@ impl Report {
             out,
             "\nsubmission plus the call (p50 us; the empty work, the event record and the wait):"
         );
-        for api in Api::ALL
-            .into_iter()
-            .chain([Api::Floor])
-            .filter(|a| a.waits_for_submission())
-        {
+        for api in Api::reported().filter(|a| a.waits_for_submission()) {
             if self.rows.iter().all(|r| r.api != api) {
                 continue;
             }
