@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 uses=${1:-8192}
 command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 2; }
-cargo build --release -q -p sigretire-bench --bin instructions
+cargo build --release -q -p sigbench --bin instructions
 bin=${CARGO_TARGET_DIR:-target}/release/instructions
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

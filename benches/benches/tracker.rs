@@ -1,6 +1,6 @@
 //! Criterion benches of the tracker's host work, retiring and baseline side
 //! by side: per use at 64, 1024 and 16384 uses in flight; one probe; one
-//! reclaim batch. `cargo bench -p sigretire-bench -- --quick` runs them fast.
+//! reclaim batch. `cargo bench -p sigbench -- --quick` runs them fast.
 //! Wall-clock numbers on a shared 2-core machine are noisy: the instruction
 //! counts of `benches/instructions.sh` are the figures of record.
 

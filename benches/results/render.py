@@ -8,7 +8,7 @@ runs on the H200, see cuda-backend/README.md; the first is the full table)
 and long-waits.json (the 1 ms rows with 1000 calls), seed-table.md
 (`sigbench --seed-table`),
 benches/results/sigbench-sim.json
-(`cargo run --release -p sigretire-bench -- --backend sim --json ...`), and the
+(`cargo run --release -p sigbench -- --backend sim --json ...`), and the
 hand-copied figures in benches/results/extra.json (callgrind counts,
 the sync-contention example, fuzz throughput)."""
 import json, os
@@ -131,9 +131,9 @@ only mean something on a GPU. Raw outputs are in `benches/results/`;
 ## The main job: `sigbench`
 
 ```sh
-cargo run --release -p sigretire-bench                      # the best backend present
-cargo run --release -p sigretire-bench -- --backend sim --json out.json --markdown
-cargo run --release -p sigretire-bench -- --seed-table           # the simulator against the seed's MI300X tables
+cargo run --release -p sigbench                      # the best backend present
+cargo run --release -p sigbench -- --backend sim --json out.json --markdown
+cargo run --release -p sigbench -- --seed-table           # the simulator against the seed's MI300X tables
 ```
 
 Every cell times the API call alone (the seed's "host time per call"),
@@ -346,7 +346,7 @@ result). Outside the simulator and the harness, ours is about 0.56 x the
 baseline; on hardware the larger gain is still the memory operations (2
 loads and a fence per use for the baseline, each a PCIe round trip).
 
-`cargo bench -p sigretire-bench -- --quick` runs the criterion benches (per use at 64, 1024 and 16384 in
+`cargo bench -p sigbench -- --quick` runs the criterion benches (per use at 64, 1024 and 16384 in
 flight, one probe, one reclaim batch). Wall-clock, so noisier than the counts
 above; the latest quick run on this machine (criterion's time per burst of
 32 uses, divided by 32):

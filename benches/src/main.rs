@@ -4,9 +4,9 @@
 //! steady-state counters of docs/design.md section 7.
 //!
 //! ```text
-//! cargo run --release -p sigretire-bench -- [--backend auto|sim|rocr|cuda] [--iterations N]
+//! cargo run --release -p sigbench -- [--backend auto|sim|rocr|cuda] [--iterations N]
 //!     [--long-iterations N] [--warmup N] [--steady-uses N] [--json FILE] [--markdown]
-//! cargo run --release -p sigretire-bench -- --seed-table [--iterations N] [--warmup N]
+//! cargo run --release -p sigbench -- --seed-table [--iterations N] [--warmup N]
 //! ```
 
 use sigretire_bench::measure::{self, Api, LONG_WORK, Row, Steady};
