@@ -404,8 +404,8 @@ impl sigretire_wait_policy {
         // From the spin policy, so any field the C struct does not carry
         // keeps the spin policy's value (a tracker's own waits publish
         // nothing, so they cannot arrange a GPU wake-up anyway).
-        let mut policy = WaitPolicy::spin();
-        policy.spin = Duration::from_nanos(self.spin_ns);
+        // The C struct has one spin, for signals wherever they live.
+        let mut policy = WaitPolicy::spin().with_spin(Duration::from_nanos(self.spin_ns));
         policy.yield_for = Duration::from_nanos(self.yield_ns);
         policy.max_sleep = Duration::from_nanos(self.max_sleep_ns);
         policy

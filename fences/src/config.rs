@@ -103,10 +103,13 @@ pub struct QueueConfig {
     /// How often a wait checks the device error state.
     pub error_check_interval: Duration,
     /// Wake signals the queue makes when it is created (at most
-    /// [`MAX_WAKE_SIGNALS`]), for waits whose policy sleeps
-    /// ([`WaitPolicy::interrupt`]): as many such waits can sleep at once;
-    /// others poll. 5, as CLR keeps; none are made where the backend has
-    /// none.
+    /// [`MAX_WAKE_SIGNALS`]), never more: interrupt signals, from a
+    /// per-process budget (KFD's 4094 events). Waits whose policy sleeps
+    /// ([`WaitPolicy::interrupt`]) sleep on them, as many at once as there
+    /// are; others poll. The completion thread sleeps on them too, one per
+    /// closed batch until its fence completes, whatever the policy. 5, as
+    /// CLR keeps; 0 spends none of the budget (the completion thread and
+    /// every wait then poll); none are made where the backend has none.
     pub wake_signals: usize,
 }
 

@@ -192,6 +192,7 @@ mod tests {
     fn the_policy_is_spent_once_over_the_wait() {
         let policy = WaitPolicy {
             spin: Duration::from_micros(50),
+            device_spin: Duration::from_micros(50),
             yield_for: Duration::from_micros(100),
             max_sleep: Duration::from_micros(7),
             interrupt: false,

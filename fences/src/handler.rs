@@ -3,9 +3,26 @@
 //!
 //! A job holds a reference to the signal of its batch's last packet (a
 //! fence: its completion proves the whole batch) and a reference to its
-//! queue. The thread polls every pending job with at most one load each,
+//! queue. The thread looks at every pending job with at most one load each,
 //! completes the batches whose fence completed (or releases them early when
-//! the device is in the error state), and backs off while nothing moves.
+//! the device is in the error state), and, while nothing moves, sleeps.
+//!
+//! # Sleeping
+//!
+//! The thread sleeps in the kernel on a wake signal of its oldest job's
+//! queue: a barrier-AND packet on the job's fence completes it, so the GPU
+//! wakes the thread as the fence completes, with no load of the fence's
+//! signal meanwhile (each would be a PCIe read in device memory). Every
+//! queue keeps at least one wake signal for this (a queue whose waits spin
+//! keeps exactly one). The job gets its wake signal as its batch closes,
+//! the packet right behind the fence, or, if none was free then, from the
+//! thread when it is about to sleep (taking the queue's lock only if it is
+//! free). A packet published behind later work may wake the thread only
+//! once that work is done too, so the thread then looks at the job after
+//! every sleep slice ([`MAX_WAKE_SLEEP`]). The other jobs are looked at
+//! when a job arrives and at least every [`FULL_LOOK_EVERY`]. The thread
+//! polls with a back-off only where it gets no wake signal: a backend
+//! without them, a spent event budget, a busy lock or a full ring.
 //!
 //! # Teardown order
 //!
@@ -26,7 +43,8 @@ use crate::device_state::DeviceState;
 use crate::marker::Marker;
 use crate::sync::thread::{self, JoinHandle};
 use crate::sync::{Arc, Condvar, Mutex, Ordering, identity};
-use sigretire_tracker::{SignalMemory, SignalRef, Status};
+use crate::wake::Armed;
+use sigretire_tracker::{SignalMemory, SignalRef, Status, Ticket};
 use std::time::{Duration, Instant};
 
 /// The completion thread's first and longest back-off between polls.
@@ -66,9 +84,11 @@ pub(crate) trait Job: Send {
     fn abandon(self: Box<Self>, device: &DeviceState);
 
     /// Sleeps until the GPU wakes the thread as the job's fence completes,
-    /// at most `timeout`, where the job has a wake signal (`sleep`), and
-    /// says whether it was woken; `None` at once when it has none.
-    fn sleep(&self, timeout: Duration) -> Option<bool> {
+    /// at most `timeout`, on a wake signal the job holds or arms now; says
+    /// whether the job is worth a look (woken, or its wake packet is behind
+    /// later work, so a slice's end is due a look too). `None` at once when
+    /// it has no wake signal and can get none: the thread polls.
+    fn sleep(&mut self, timeout: Duration) -> Option<bool> {
         let _ = timeout;
         None
     }
@@ -219,15 +239,12 @@ fn run(mailbox: &Mailbox, state: &DeviceState) {
         };
         // `append` leaves `arrived` empty with its capacity, for the next swap.
         pending.append(&mut arrived);
+        // In arrival order, which the ones left keep: the thread sleeps on
+        // the oldest, whose fence on its queue completes first.
         let mut progressed = false;
-        let mut i = 0;
-        while i < pending.len() {
-            if pending[i].ready(state) {
-                pending.swap_remove(i).finish(state);
-                progressed = true;
-            } else {
-                i += 1;
-            }
+        for ready in pending.extract_if(.., |job| job.ready(state)) {
+            ready.finish(state);
+            progressed = true;
         }
         if progressed || pending.is_empty() {
             backoff = MIN_BACKOFF;
@@ -239,7 +256,7 @@ fn run(mailbox: &Mailbox, state: &DeviceState) {
         // and every job at least every `FULL_LOOK_EVERY` (another queue's
         // may finish first); else wait for a new job or the back-off,
         // whichever first.
-        if open && sleep_on_first(&pending, mailbox, state, &mut last_full_look) {
+        if open && sleep_on_first(&mut pending, mailbox, state, &mut last_full_look) {
             backoff = MIN_BACKOFF;
             continue;
         }
@@ -261,24 +278,26 @@ fn run(mailbox: &Mailbox, state: &DeviceState) {
     }
 }
 
-/// Sleeps on the first pending job's wake signal (see `run`); false at
-/// once if it has none. Returns when the signal was written, a job
-/// arrived, the device is in the error state, or every job is due a look.
+/// Sleeps on the oldest pending job's wake signal (see `run`); false at
+/// once if it has none and can get none. Returns when the job is worth a
+/// look (its signal was written, or its packet is behind later work and a
+/// slice ended), a job arrived, the device is in the error state, or every
+/// job is due a look.
 fn sleep_on_first(
-    pending: &[Box<dyn Job>],
+    pending: &mut [Box<dyn Job>],
     mailbox: &Mailbox,
     state: &DeviceState,
     last_full_look: &mut Instant,
 ) -> bool {
-    let Some(first) = pending.first() else {
+    let Some(first) = pending.first_mut() else {
         return false;
     };
     loop {
         match first.sleep(MAX_WAKE_SLEEP) {
             None => return false,
-            Some(woken) => {
+            Some(look) => {
                 let due = last_full_look.elapsed() >= FULL_LOOK_EVERY;
-                if woken || due || state.has_error() || !mailbox.inbox.lock().jobs.is_empty() {
+                if look || due || state.has_error() || !mailbox.inbox.lock().jobs.is_empty() {
                     *last_full_look = Instant::now();
                     return true;
                 }
@@ -359,9 +378,9 @@ pub(crate) struct Handoff<M: SignalMemory> {
     pub(crate) last_seq: u64,
     /// The synchronize waiting for this batch's verdict, if any.
     pub(crate) marker: Option<Arc<Marker>>,
-    /// A wake signal whose packet completes with the fence (the queue's
-    /// waits sleep), for the completion thread to sleep on.
-    pub(crate) wake: Option<M::Signal>,
+    /// A wake signal whose packet completes with the fence, for the
+    /// completion thread to sleep on; `None` if none was free.
+    pub(crate) wake: Option<Armed<M>>,
 }
 
 /// What the completion thread completes batches for: a queue. Its jobs
@@ -387,9 +406,19 @@ pub(crate) trait BatchOwner: Send + Sync + Sized + 'static {
     /// Counts a batch the completion thread completed.
     fn note_completed_here(&self);
 
+    /// Counts a sleep of the completion thread on one of the owner's wake
+    /// signals.
+    fn note_handler_sleep(&self);
+
     /// Sleeps on `wake`, one of the owner's wake signals, until it leaves 1
     /// or `timeout` passes; whether it left.
     fn sleep_on(&self, wake: <Self::Memory as SignalMemory>::Signal, timeout: Duration) -> bool;
+
+    /// Arms one of the owner's wake signals for the completion thread to
+    /// sleep on until `fence`'s use is done, if one is free and the owner's
+    /// lock is (the thread never blocks on a queue's lock: a synchronize
+    /// under it may be waiting for this very thread).
+    fn arm_wake_for(&self, fence: &Ticket) -> Option<Armed<Self::Memory>>;
 }
 
 /// Completes one handed-off batch when the fence that ends it completes.
@@ -398,7 +427,7 @@ pub(crate) struct BatchJob<O: BatchOwner> {
     pub(crate) batch: Batch,
     pub(crate) last_seq: u64,
     pub(crate) marker: Option<Arc<Marker>>,
-    pub(crate) wake: Option<<O::Memory as SignalMemory>::Signal>,
+    pub(crate) wake: Option<Armed<O::Memory>>,
     pub(crate) queue: Option<Arc<O>>,
     pub(crate) jobs: Arc<JobCount>,
     pub(crate) outcome: Option<Outcome>,
@@ -470,11 +499,21 @@ impl<O: BatchOwner> Job for BatchJob<O> {
         let_go(signal, queue, device);
     }
 
-    fn sleep(&self, timeout: Duration) -> Option<bool> {
-        match (self.wake, &self.queue) {
-            (Some(wake), Some(queue)) => Some(queue.sleep_on(wake, timeout)),
-            _ => None,
-        }
+    fn sleep(&mut self, timeout: Duration) -> Option<bool> {
+        let queue = self.queue.as_ref()?;
+        let armed = match self.wake {
+            Some(armed) => armed,
+            None => {
+                // A signal already known complete never gets here (the
+                // job is ready at once), so the batch has its fence.
+                let fence = self.batch.last()?.ticket;
+                let armed = queue.arm_wake_for(&fence)?;
+                self.wake = Some(armed);
+                armed
+            }
+        };
+        queue.note_handler_sleep();
+        Some(queue.sleep_on(armed.wake, timeout) || armed.behind)
     }
 }
 

@@ -14,6 +14,7 @@ use crate::marker::Marker;
 use crate::recycle::Stash;
 use crate::stats::{Counters, bump};
 use crate::sync::Arc;
+use crate::wake::Armed;
 use sigretire_tracker::{
     HardwareQueue, Placement, Publication, Purpose, QueueError, Request, SignalMemory, SignalRef,
     Status, Ticket, Tracker, Work,
@@ -184,13 +185,6 @@ impl<'a> Packet<'a> {
         self.hold = true;
         self
     }
-}
-
-/// A wake signal lent to a sleeping thread, its packet published.
-pub(crate) struct Armed<M: SignalMemory> {
-    pub(crate) wake: M::Signal,
-    /// Later work was published between the use and the wake packet.
-    pub(crate) behind: bool,
 }
 
 /// A published packet: its command entry and, if asked for, its signal.

@@ -267,15 +267,15 @@ impl<T: QueueTracker> QueueCore<T> {
         let (last_seq, ticket) = (last.seq, last.ticket);
         // `None`: already known complete; the batch completes at once.
         let signal = inner.tracker.hold(&ticket).ok().flatten();
-        // A queue whose waits sleep lets the completion thread sleep on
-        // this batch too, woken as its fence completes.
+        // The completion thread sleeps on this batch, woken as its fence
+        // completes, if a wake signal is free now (else it may arm one when
+        // it gets to the batch).
         let wake = match signal {
-            Some(_) if self.config.wait_policy.interrupt => inner
+            Some(_) => inner
                 .arm_wake(&self.stats, self.waiter.memory(), &ticket)
                 .ok()
-                .flatten()
-                .map(|armed| armed.wake),
-            _ => None,
+                .flatten(),
+            None => None,
         };
         self.progress.note_taken(last_seq);
         bump(&self.stats.batches_closed);
@@ -489,10 +489,22 @@ impl<T: QueueTracker> BatchOwner for QueueCore<T> {
         bump(&self.stats.handler_batches);
     }
 
+    fn note_handler_sleep(&self) {
+        bump(&self.stats.handler_sleeps);
+    }
+
     fn sleep_on(&self, wake: <T::Memory as SignalMemory>::Signal, timeout: Duration) -> bool {
         // SAFETY: one of this queue's wake signals (the pool lent it to
         // the job's batch), from this memory.
         unsafe { self.waiter.memory().sleep_while(wake, 1, timeout) != 1 }
+    }
+
+    fn arm_wake_for(&self, fence: &Ticket) -> Option<crate::wake::Armed<T::Memory>> {
+        let mut inner = self.try_lock()?;
+        inner
+            .arm_wake(&self.stats, self.waiter.memory(), fence)
+            .ok()
+            .flatten()
     }
 }
 
@@ -549,14 +561,9 @@ impl<T: QueueTracker> HostQueue<T> {
     ) -> Result<Self, Error> {
         config.validate()?;
         let waiter = tracker.waiter();
-        // Only a queue whose waits sleep needs signals that wake sleepers; on
-        // CUDA each one adds a host function to the publications completing it.
-        let wake_signals = if config.wait_policy.interrupt {
-            config.wake_signals
-        } else {
-            0
-        };
-        let wakes = crate::wake::WakePool::create(waiter.memory(), wake_signals);
+        // Wake signals serve the waits that sleep and the completion thread,
+        // which sleeps on every closed batch whatever the wait policy.
+        let wakes = crate::wake::WakePool::create(waiter.memory(), config.wake_signals);
         let stats = Counters::default();
         stats
             .wake_signals

@@ -2,9 +2,10 @@
 //! ([`WaitPolicy::interrupt`](sigretire_tracker::WaitPolicy::interrupt)),
 //! a CPU wait spends no CPU while the GPU works, instead of polling.
 //!
-//! First the policy's spin (on host-memory signals only: on device memory
-//! each poll is a PCIe read): work that was nearly done ends there, with no
-//! packet and no wake-up to pay.
+//! First the policy's spin (its `device_spin` on a device-memory signal,
+//! none in [`WaitPolicy::blocking`](sigretire_tracker::WaitPolicy::blocking):
+//! there each poll is a PCIe read): work that was nearly done ends there,
+//! with no packet and no wake-up to pay.
 //!
 //! The use's own signal may be in device memory, whose writes wake nobody
 //! (and each poll of it crosses PCIe). So the waiter takes the lock briefly
@@ -26,10 +27,11 @@
 
 use crate::cpu_wait::{self, WaitEnd};
 use crate::error::Error;
-use crate::publish::{Armed, Inner, QueueTracker};
+use crate::publish::{Inner, QueueTracker};
 use crate::queue::QueueCore;
 use crate::stats::bump;
-use sigretire_tracker::{Placement, SignalMemory, Status, Ticket, WaitError, WaitPolicy};
+use crate::wake::Armed;
+use sigretire_tracker::{SignalMemory, Status, Ticket, WaitError, WaitPolicy};
 use std::time::Duration;
 
 impl<T: QueueTracker> QueueCore<T> {
@@ -45,19 +47,20 @@ impl<T: QueueTracker> QueueCore<T> {
         mut locked: Option<&mut Inner<T>>,
         mut wait_slice: impl FnMut(Duration, WaitPolicy) -> Result<Status, WaitError>,
     ) -> Result<WaitEnd, Error> {
-        let settings = self.settings();
+        // The spin that suits where the use's signal lives, for the whole
+        // wait (the policy's `device_spin` on device memory).
+        let mut settings = self.settings();
+        let placement = self.waiter.placement(ticket)?;
+        settings.policy = settings
+            .policy
+            .with_spin(settings.policy.spin_for(placement));
         if !settings.policy.interrupt {
             return cpu_wait::wait_for(wait_slice, self.state(), &settings);
         }
         // The spin phase, once: a use that ends within it costs no packet.
-        // None on a device-memory signal: every poll would be a PCIe read.
-        let spin = if self.waiter.placement(ticket)? == Placement::Device {
-            Duration::ZERO
-        } else {
-            settings.timeout.map_or(settings.policy.spin, |timeout| {
-                settings.policy.spin.min(timeout)
-            })
-        };
+        let spin = settings.timeout.map_or(settings.policy.spin, |timeout| {
+            settings.policy.spin.min(timeout)
+        });
         let spin_only = WaitPolicy {
             yield_for: Duration::ZERO,
             ..settings.policy

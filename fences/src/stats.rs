@@ -85,6 +85,10 @@ counters! {
         batches_completed_under_lock,
         /// Of those, by the completion thread.
         handler_batches,
+        /// Times the completion thread slept (up to 1 ms each) on one of
+        /// the queue's wake signals, woken as a batch's fence completed,
+        /// instead of polling it.
+        handler_sleeps,
         /// Event synchronizes that returned without taking the lock.
         event_syncs_without_lock,
         /// Barrier-AND packets published for cross-queue waits.

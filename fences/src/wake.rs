@@ -10,6 +10,22 @@
 
 use sigretire_tracker::{Pin, SignalMemory};
 
+/// A wake signal lent to a sleeping thread, its packet published.
+pub(crate) struct Armed<M: SignalMemory> {
+    pub(crate) wake: M::Signal,
+    /// Later work was published between the use and the wake packet.
+    pub(crate) behind: bool,
+}
+
+// By hand: a derive would ask `M` itself to be `Copy`.
+impl<M: SignalMemory> Clone for Armed<M> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<M: SignalMemory> Copy for Armed<M> {}
+
 /// One wake signal and the use its packet waits on, while it may.
 struct Slot<M: SignalMemory> {
     signal: M::Signal,

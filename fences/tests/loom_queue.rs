@@ -280,6 +280,7 @@ fn device(
         // Every poll of a wait is a loom yield (the tracker's spin phase).
         wait_policy: WaitPolicy {
             spin: Duration::from_secs(3600),
+            device_spin: Duration::from_secs(3600),
             yield_for: Duration::ZERO,
             max_sleep: Duration::ZERO,
             interrupt: false,

@@ -275,50 +275,96 @@ impl WriteIndex for HostQueue<SimTracker> {
     }
 }
 
+/// Launches `batches` batches of two 4 ms kernels on a queue of `policy`
+/// with `wake_signals`, and returns the device-memory reads and the
+/// simulator's interrupt wake-ups while the completion thread completed
+/// them, and the queue's counters.
+fn batches_through_the_completion_thread(
+    policy: WaitPolicy,
+    wake_signals: usize,
+    batches: u64,
+) -> (u64, u64, QueueStats) {
+    let platform = platform();
+    let config = QueueConfig {
+        wait_policy: policy,
+        wake_signals,
+        batch_limits: sigretire_queue::BatchLimits {
+            host_signals: 2,
+            device_signals: 2,
+        },
+        ..bounded()
+    };
+    let device = device(&platform, config);
+    let queue = device.default_queue();
+    let long = platform
+        .sim()
+        .register_kernel(Kernel::Duration(Duration::from_millis(4)));
+    let loads = device_loads(&platform);
+    let wakes = platform.sim().interrupt_stats().wakes;
+    let commands: Vec<_> = (0..2 * batches)
+        .map(|_| queue.launch(long).unwrap())
+        .collect();
+    wait_until("the completion thread completed every batch", || {
+        queue.stats().handler_batches == batches
+    });
+    assert!(commands.iter().all(|c| c.status().is_done()));
+    let reads = device_loads(&platform) - loads;
+    let woken = platform.sim().interrupt_stats().wakes - wakes;
+    (reads, woken, queue.stats())
+}
+
 #[test]
-fn the_completion_thread_sleeps_on_a_closed_batch_of_a_sleeping_queue() {
+fn the_completion_thread_sleeps_on_closed_batches_whatever_the_wait_policy() {
     // Batches of two commands close as they fill and go to the completion
-    // thread. On a queue whose waits sleep, it sleeps until the GPU
-    // completes their fences instead of polling device memory every few
-    // microseconds.
-    let mut reads_by_policy = Vec::new();
-    for (policy, sleeps) in [(WaitPolicy::blocking(), true), (WaitPolicy::spin(), false)] {
-        let platform = platform();
-        let config = QueueConfig {
-            wait_policy: policy,
-            batch_limits: sigretire_queue::BatchLimits {
-                host_signals: 2,
-                device_signals: 2,
-            },
-            ..bounded()
-        };
-        let device = device(&platform, config);
-        let queue = device.default_queue();
-        let long = platform
-            .sim()
-            .register_kernel(Kernel::Duration(Duration::from_millis(4)));
-        let loads = device_loads(&platform);
-        let wakes = platform.sim().interrupt_stats().wakes;
-        let commands: Vec<_> = (0..4).map(|_| queue.launch(long).unwrap()).collect();
-        wait_until("the completion thread completed both batches", || {
-            queue.stats().handler_batches == 2
-        });
-        assert!(commands.iter().all(|c| c.status().is_done()));
-        let reads = device_loads(&platform) - loads;
-        if sleeps {
-            // A look at each job as it arrives and after each wake, and at
-            // every job every 10 ms: about 9, more on a loaded machine.
-            assert!(reads <= 16, "{reads} reads of device memory over 16 ms");
-            assert!(platform.sim().interrupt_stats().wakes >= wakes + 2);
-        }
-        reads_by_policy.push(reads);
+    // thread, which sleeps until the GPU completes their fences instead of
+    // polling device memory every few microseconds, on a queue whose waits
+    // sleep and on one whose waits spin alike.
+    let mut sleeping_reads = 0;
+    for policy in [WaitPolicy::blocking(), WaitPolicy::spin()] {
+        let (reads, woken, stats) = batches_through_the_completion_thread(policy, 5, 2);
+        assert_eq!(stats.wake_signals, 5);
+        // A look at each job as it arrives and after each wake, and at
+        // every job every 10 ms: about 9, more on a loaded machine.
+        assert!(reads <= 16, "{reads} reads of device memory over 16 ms");
+        assert!(woken >= 2, "woken {woken} times for two batches");
+        assert!(stats.handler_sleeps >= 2, "{stats:?}");
+        assert_eq!((stats.sleeping_waits, stats.wake_fallbacks), (0, 0));
+        sleeping_reads = sleeping_reads.max(reads);
     }
-    // Side by side: the polling thread looks every 200 us at most (80 times
-    // in 16 ms when it gets the core).
-    let (sleeping, polling) = (reads_by_policy[0], reads_by_policy[1]);
+    // Side by side: without wake signals the thread polls, every 200 us at
+    // most (80 times in 16 ms when it gets the core).
+    let (polling_reads, woken, stats) =
+        batches_through_the_completion_thread(WaitPolicy::spin(), 0, 2);
+    assert_eq!((woken, stats.handler_sleeps), (0, 0));
     assert!(
-        polling > 2 * sleeping,
-        "sleeping {sleeping} reads against polling {polling}"
+        polling_reads > 2 * sleeping_reads,
+        "sleeping {sleeping_reads} reads against polling {polling_reads}"
+    );
+}
+
+#[test]
+fn one_wake_signal_serves_every_batch_in_turn() {
+    // Four batches in flight and one wake signal: the first takes it as it
+    // closes; each later one gets it from the completion thread when it is
+    // about to sleep, if its last packet ran. Such a packet is published
+    // behind later work, so the thread also looks after each 1 ms slice,
+    // and polls while the signal is still lent.
+    let (reads, woken, stats) = batches_through_the_completion_thread(WaitPolicy::spin(), 1, 4);
+    assert_eq!(stats.wake_signals, 1);
+    assert!(woken >= 2, "woken {woken} times for four batches");
+    assert!(stats.handler_sleeps >= 2, "{stats:?}");
+    // With a wake signal for each batch it closes with, none of that.
+    let (sleeping, woken, _) = batches_through_the_completion_thread(WaitPolicy::spin(), 5, 4);
+    assert!(woken >= 4, "woken {woken} times for four batches");
+    // 32 ms of kernels: a look at each job as it arrives and after each
+    // wake, and at every job every 10 ms.
+    assert!(
+        sleeping <= 32,
+        "{sleeping} reads of device memory over 32 ms"
+    );
+    assert!(
+        sleeping < reads,
+        "{sleeping} reads with five, {reads} with one"
     );
 }
 
@@ -349,17 +395,112 @@ fn the_old_synchronize_under_the_lock_sleeps_without_taking_the_lock_again() {
 }
 
 #[test]
-fn a_queue_whose_waits_spin_spends_none_of_the_event_budget() {
+fn wake_signals_are_made_with_the_queue_and_zero_spends_none_of_the_budget() {
+    // A spinning queue's waits never sleep, but its completion thread does:
+    // it gets the configured five, made once; `wake_signals: 0` makes none.
     let platform = platform();
     let device = device(&platform, bounded());
     let queue = device.default_queue();
-    assert_eq!(queue.stats().wake_signals, 0);
-    assert_eq!(platform.sim().interrupt_stats().created, 0);
-    queue.launch(0).unwrap();
-    queue.record_event().unwrap().synchronize().unwrap();
+    assert_eq!(queue.stats().wake_signals, 5);
+    assert_eq!(platform.sim().interrupt_stats().created, 5);
+    for _ in 0..3 {
+        queue.launch(0).unwrap();
+        queue.record_event().unwrap().synchronize().unwrap();
+    }
     let stats = queue.stats();
     assert_eq!((stats.sleeping_waits, stats.wake_fallbacks), (0, 0));
-    // A blocking queue beside it still gets its five.
-    let blocking = platform.create_queue(&device, blocking()).unwrap();
-    assert_eq!(blocking.stats().wake_signals, 5);
+    assert_eq!(
+        platform.sim().interrupt_stats().created,
+        5,
+        "none after creation"
+    );
+    let none = QueueConfig {
+        wake_signals: 0,
+        ..bounded()
+    };
+    let spent_none = platform.create_queue(&device, none).unwrap();
+    assert_eq!(spent_none.stats().wake_signals, 0);
+    assert_eq!(platform.sim().interrupt_stats().created, 5);
+}
+
+#[test]
+fn the_sleeping_completion_thread_wakes_as_the_fence_completes() {
+    // A batch ends in a kernel spinning until released; once the completion
+    // thread sleeps on it, the kernel is released. The thread is woken by
+    // the wake packet, not by its 10 ms look at every job (nor by a slice's
+    // end: the packet is right behind the fence), so the batch completes
+    // within a few wake-ups' time; the median of five rounds is asserted,
+    // as one round may lose the core on a loaded machine.
+    let platform = platform();
+    let config = QueueConfig {
+        batch_limits: sigretire_queue::BatchLimits {
+            host_signals: 1,
+            device_signals: 1,
+        },
+        ..bounded()
+    };
+    let device = device(&platform, config);
+    let queue = device.default_queue();
+    let mut after_release = Vec::new();
+    for round in 1..=5 {
+        let flag = HostFlag::new();
+        let spin = platform
+            .sim()
+            .register_kernel(Kernel::SpinUntil(flag.clone()));
+        let sleeps = queue.stats().handler_sleeps;
+        let wakes = platform.sim().interrupt_stats().wakes;
+        let command = queue.launch(spin).unwrap();
+        wait_until("the completion thread slept on the batch", || {
+            queue.stats().handler_sleeps > sleeps
+        });
+        let released = Instant::now();
+        flag.set();
+        wait_until("the completion thread completed the batch", || {
+            queue.stats().handler_batches == round
+        });
+        after_release.push(released.elapsed());
+        assert!(command.status().is_done());
+        assert!(
+            platform.sim().interrupt_stats().wakes > wakes,
+            "round {round}"
+        );
+    }
+    after_release.sort();
+    assert!(
+        after_release[2] < Duration::from_millis(5),
+        "completed {after_release:?} after the fence's release"
+    );
+}
+
+#[test]
+fn a_configured_spin_on_device_memory_is_honoured_before_the_sleep() {
+    // `blocking()` spins on host-memory signals only; a policy that asks
+    // for a spin on device-memory signals too gets it, each poll a read.
+    let spin_first = WaitPolicy {
+        device_spin: Duration::from_millis(2),
+        ..WaitPolicy::blocking()
+    };
+    let mut reads = Vec::new();
+    for policy in [WaitPolicy::blocking(), spin_first] {
+        let platform = platform();
+        let config = QueueConfig {
+            wait_policy: policy,
+            profiling: false,
+            ..bounded()
+        };
+        let device = device(&platform, config);
+        let queue = device.default_queue();
+        let long = platform
+            .sim()
+            .register_kernel(Kernel::Duration(Duration::from_millis(5)));
+        queue.launch(long).unwrap();
+        let event = queue.record_event().unwrap();
+        let loads = device_loads(&platform);
+        event.synchronize().unwrap();
+        reads.push(device_loads(&platform) - loads);
+        assert_eq!(queue.stats().sleeping_waits, 1, "it sleeps after the spin");
+    }
+    // A 1.1 us read per poll for up to 2 ms: hundreds, against at most 3.
+    assert!(reads[0] <= 3, "{reads:?}");
+    assert!(reads[1] > 100, "{reads:?}");
 }

@@ -202,6 +202,7 @@ const MAX_GENERATIONS: usize = 8;
 /// while the driver's own thread waits.
 const QUICK_WAIT: WaitPolicy = WaitPolicy {
     spin: Duration::ZERO,
+    device_spin: Duration::ZERO,
     yield_for: Duration::ZERO,
     max_sleep: Duration::from_micros(5),
     interrupt: false,

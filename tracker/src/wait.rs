@@ -23,8 +23,14 @@ use std::time::{Duration, Instant};
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WaitPolicy {
-    /// Poll back to back for this long (lowest latency, one core busy).
+    /// Poll back to back for this long (lowest latency, one core busy),
+    /// where the use's signal is in host memory.
     pub spin: Duration,
+    /// The spin in place of `spin` where the use's signal is in device
+    /// memory: there each poll is a read across PCIe (about 1 us on
+    /// MI300X), so a wait that means to sleep gains little by spinning and
+    /// pays for every poll.
+    pub device_spin: Duration,
     /// Then poll with a yield between polls for this long.
     pub yield_for: Duration,
     /// Then sleep between polls, doubling from 1 us up to this.
@@ -45,6 +51,7 @@ impl WaitPolicy {
     pub const fn spin() -> Self {
         Self {
             spin: Duration::from_micros(50),
+            device_spin: Duration::from_micros(50),
             yield_for: Duration::from_millis(1),
             max_sleep: Duration::from_micros(500),
             interrupt: false,
@@ -57,15 +64,52 @@ impl WaitPolicy {
     /// was nearly done, for which a wake-up (a wake packet, then an
     /// interrupt or a driver callback, then the scheduler: 15-20 us for
     /// CUDA's own blocking-sync event after empty work on an H200) costs
-    /// more than the wait; a 1 ms wait spends 1 % of its time in it. The
-    /// queue layer's sleeping waits skip it on device-memory signals, where
-    /// each poll is a PCIe read and not issuing them is the point.
+    /// more than the wait; a 1 ms wait spends 1 % of its time in it. No
+    /// spin on device-memory signals (`device_spin`), where each poll is a
+    /// PCIe read and not issuing them is the point.
     pub const fn blocking() -> Self {
         Self {
             spin: Duration::from_micros(10),
+            device_spin: Duration::ZERO,
             yield_for: Duration::from_micros(20),
             max_sleep: Duration::from_micros(200),
             interrupt: true,
+        }
+    }
+}
+
+impl WaitPolicy {
+    /// The spin for a use whose signal lives in `placement`: `spin` or
+    /// `device_spin`.
+    ///
+    /// ```
+    /// use sigretire_tracker::{Placement, WaitPolicy};
+    /// use std::time::Duration;
+    /// let policy = WaitPolicy::blocking();
+    /// assert_eq!(policy.spin_for(Placement::Host), Duration::from_micros(10));
+    /// assert_eq!(policy.spin_for(Placement::Device), Duration::ZERO);
+    /// ```
+    pub const fn spin_for(&self, placement: crate::Placement) -> Duration {
+        match placement {
+            crate::Placement::Host => self.spin,
+            crate::Placement::Device => self.device_spin,
+        }
+    }
+
+    /// The policy with `spin` and `device_spin` both set to `spin`.
+    ///
+    /// ```
+    /// use sigretire_tracker::{Placement, WaitPolicy};
+    /// use std::time::Duration;
+    /// let policy = WaitPolicy::spin().with_spin(Duration::from_micros(100));
+    /// assert_eq!(policy.spin_for(Placement::Device), Duration::from_micros(100));
+    /// ```
+    #[must_use]
+    pub const fn with_spin(self, spin: Duration) -> Self {
+        Self {
+            spin,
+            device_spin: spin,
+            ..self
         }
     }
 }
@@ -193,7 +237,10 @@ pub(crate) fn wait_for_use<M: SignalMemory>(
     policy: WaitPolicy,
 ) -> Result<Status, TimedOut> {
     let start = Instant::now();
-    let mut backoff = Backoff::new(policy);
+    let mut backoff = Backoff::new(WaitPolicy {
+        spin: policy.spin_for(cell.placement),
+        ..policy
+    });
     loop {
         let status = shared.poll(seq, cell);
         if status.is_done() {

@@ -11,6 +11,7 @@ const fn us(n: u64) -> Duration {
 fn policy() -> WaitPolicy {
     WaitPolicy {
         spin: us(10),
+        device_spin: us(10),
         yield_for: us(20),
         max_sleep: us(8),
         interrupt: false,
