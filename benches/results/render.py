@@ -19,6 +19,12 @@ lw = json.load(open(os.path.join(here, 'h200-runs', 'long-waits.json')))
 seed_table = open(os.path.join(here, 'seed-table.md')).read()
 # The seed table's own title becomes a section of this page.
 seed_table = seed_table.replace('# The simulator', '## The simulator', 1).replace('\n## ', '\n### ')
+# The bars' verdicts, as the seed table states them, for the summary below it.
+_bars = [l[2:] for l in seed_table.splitlines()
+         if l.startswith('- fitted table:') or l.startswith('- unseen table:')]
+assert len(_bars) == 2, "seed-table.md has no Bars section"
+seed_bars_summary = "The seed table's bars: " + "; ".join(
+    b.split(':', 1)[0] + ": " + b.split(':', 1)[1].strip().replace("; every", ", every") for b in _bars) + "."
 s = json.load(open(os.path.join(here, 'sigbench-sim.json')))
 x = json.load(open(os.path.join(here, 'extra.json')))
 
@@ -112,6 +118,33 @@ def five_runs():
     lines.append(f"| floor: empty kernel writing a pinned word, host spinning | {span(floors)} | | | |")
     return "\n".join(lines)
 
+def submission_gap(api):
+    """How much longer ours takes than CUDA's to submit a row's work (the
+    row with its submission less the call alone), lowest to highest run."""
+    def part(rep, tracker):
+        row = [r for r in rep['rows'] if r['api'] == api and r['tracker'] == tracker][0]
+        return row['with_submission_p50_us'] - row['p50_us']
+    gaps = [round(part(r, 'retiring') - part(r, 'native'), 1) + 0.0 for r in runs]
+    return f"{min(gaps):.1f} to {max(gaps):.1f}"
+
+def long_blocking():
+    """The 1 ms blocking-sync wait, ours over CUDA's, run by run and over
+    the five runs' mean p50."""
+    api = 'event_synchronize_blocking_long'
+    def get(rep, tracker):
+        return [r for r in rep['rows'] if r['api'] == api and r['tracker'] == tracker][0]
+    parts = []
+    for key, what in [('p50_us', 'the wait'), ('with_submission_p50_us', 'with its submission')]:
+        ours = [get(r, 'retiring')[key] for r in runs]
+        cuda = [get(r, 'native')[key] for r in runs]
+        ratios = ', '.join(f'{o / c:.3f}' for o, c in zip(ours, cuda))
+        mean = (sum(ours) / len(ours)) / (sum(cuda) / len(cuda))
+        parts.append(f"{what} {ratios} x (mean {sum(ours) / len(ours):.1f} against {sum(cuda) / len(cuda):.1f} us, {mean:.3f} x)")
+    cpu_ours = [get(r, 'retiring')['cpu_us_per_op'] / get(r, 'retiring')['p50_us'] for r in runs]
+    cpu_cuda = [get(r, 'native')['cpu_us_per_op'] / get(r, 'native')['p50_us'] for r in runs]
+    parts.append(f"CPU {100 * min(cpu_ours):.1f}-{100 * max(cpu_ours):.1f} % of the wait against CUDA's {100 * min(cpu_cuda):.1f}-{100 * max(cpu_cuda):.1f} %")
+    return "; ".join(parts)
+
 def bar(name, api, limit):
     ours, native = p50(h, api, 'retiring', 'host'), p50(h, api, 'native', 'native')
     r = ours / native
@@ -187,12 +220,19 @@ polls the signal {polls(s,'event_synchronize_blocking_long','retiring','device')
 sleeping thread; the profile adds nothing for the interrupt itself, which
 no AMD measurement gives), reading device memory {dev_loads(s,'event_synchronize_blocking_long','retiring','device'):.0f} times per call (its two
 polls and the timed event's stamp pair, one 16-byte read). A blocking-sync
-wait first spins 10 us on host-memory signals (none on device memory,
-where each poll is a PCIe read): after empty work with host signals it
+wait first spins 10 us on host-memory signals and not at all on device
+memory, where each poll is a PCIe read (`WaitPolicy::device_spin`, zero in
+`blocking()`; a runtime that prefers CLR's spin sets it): after empty work with host signals it
 ends in the spin ({p50(s,'event_synchronize_blocking','retiring','host'):.1f} us, no sleep); with device signals it sleeps,
 and pays the wake packet and the wake-up for a kernel that was nearly
 done, so it is slower than a spinning wait ({p50(s,'event_synchronize_blocking','retiring','device'):.1f} against {p50(s,'event_synchronize','retiring','device'):.1f} us); its CPU
 is {cpu(s,'event_synchronize_blocking','retiring','device'):.1f} us.
+
+The completion thread (which completes batches closed at their size limit)
+sleeps the same way on every queue, whatever its wait policy: a wake packet
+behind each closed batch's fence, one of the queue's wake signals (five,
+made with the queue; `wake_signals: 0` spends none, and the thread then
+polls). No table row times it: it is off every call's path.
 
 ### NVIDIA H200 (CUDA backend, measured in the same process as CUDA's own calls)
 
@@ -209,7 +249,8 @@ first of the five runs below):
 {bar('stream synchronize on completed work', 'stream_synchronize_completed', 0.1)}
 
 **End to end, five runs** (`for i in 1 2 3 4 5; do ./sigbench --backend cuda
---json run$i.json; done` on the device machine, the release binary built
+--long-iterations 1000 --json run$i.json; done` on the device machine: 2000
+calls per cell, 1000 for the 1 ms rows; the release binary built
 here; `benches/results/h200-runs/`). A user pays the whole sequence: the
 waits' rows are timed from before the empty work (or the 1 ms kernel) is
 submitted to the wait's return, the counters' snapshot between them taken
@@ -237,16 +278,19 @@ Where we do not win: the 1 ms rows are at parity, within the runs' noise
 (the kernel is the wait); a blocking-sync wait for a 1 ms kernel is woken
 by the host function the driver runs after the completion, one thread hop
 more than CUDA's own blocking-sync event, and lands within a few percent
-of it either way; a device synchronize with its submission is at parity:
-its two launches take 0.6-2.3 us longer than CUDA's two bare
+of it either way (below); a device synchronize with its submission is at
+parity: its two launches take {submission_gap('device_synchronize')} us longer than CUDA's two bare
 `cuLaunchKernel` calls (the row's submission part, ours against CUDA's,
 run by run: the tracker's acquire, the command's record, and a kernel
 that also writes the completion, its stamps and the progress word), which
 eats most of what our wait saves.
 
-The 1 ms blocking-sync rows again, with 1000 calls per cell instead of 200
-(`sigbench --backend cuda --iterations 300 --long-iterations 1000`,
-`benches/results/h200-runs/long-waits.json`): ours
+The 1 ms blocking-sync wait over the five runs, each p50 of 1000 calls:
+{long_blocking()}.
+
+The same rows from the build before (host function against CUDA's
+blocking-sync event, `sigbench --backend cuda --iterations 300
+--long-iterations 1000`, `benches/results/h200-runs/long-waits.json`): ours
 {p50(lw,'event_synchronize_blocking_long','retiring','host'):.1f} us against CUDA's {p50(lw,'event_synchronize_blocking_long','native','native'):.1f} us ({p50(lw,'event_synchronize_blocking_long','retiring','host') / p50(lw,'event_synchronize_blocking_long','native','native'):.3f} x), with the submission
 {with_submission(lw,'event_synchronize_blocking_long','retiring','host'):.1f} against {with_submission(lw,'event_synchronize_blocking_long','native','native'):.1f} us ({with_submission(lw,'event_synchronize_blocking_long','retiring','host') / with_submission(lw,'event_synchronize_blocking_long','native','native'):.3f} x); CPU {cpu(lw,'event_synchronize_blocking_long','retiring','host'):.1f} against {cpu(lw,'event_synchronize_blocking_long','native','native'):.1f} us.
 
@@ -299,11 +343,12 @@ Steady state:
 {steady(s)}
 
 {seed_table}
-The profile misses the bars: the first table is not within 15 % in every
-row, and three directions of the unseen table are wrong (see "What the
-model leaves out" above; `sim/src/profile.rs` cites a source for every
-figure). The rows of this page measured on the simulator use that profile
-and are no MI300X measurement.
+{seed_bars_summary}
+(`sim/src/profile.rs` cites a source for every figure of the profile, and
+`benches/src/seed_table.rs` for CLR's per-call host cost; "What the model
+leaves out" above says where and why a prediction misses.) The rows of this
+page measured on the simulator use that profile and are no MI300X
+measurement.
 
 ## Host instructions per use (callgrind)
 

@@ -428,3 +428,36 @@ fn a_blocking_event_synchronize_sleeps_until_the_driver_wakes_it() {
     assert_eq!(stats.signals, 5);
     assert!(stats.host_functions >= 5 && stats.sleeps >= 5, "{stats:?}");
 }
+
+#[test]
+fn the_completion_thread_sleeps_on_a_spinning_queues_batches_until_the_driver_wakes_it() {
+    // Batches of two commands close as they fill; the completion thread
+    // sleeps on each one's wake signal (a host function the driver runs
+    // after the fence's completion) instead of polling the host word, on
+    // a queue whose own waits spin.
+    let Some(context) = gpu() else { return };
+    let spinning = QueueConfig {
+        batch_limits: sigretire_queue::BatchLimits {
+            host_signals: 2,
+            device_signals: 2,
+        },
+        ..config(SyncWait::OutsideLock)
+    };
+    let device = Device::new(DeviceConfig::default(), tracker(&context), spinning).unwrap();
+    let queue = device.default_queue();
+    assert_eq!(queue.stats().wake_signals, 5);
+    let long = context.register_busy_kernel(Duration::from_millis(2), 1);
+    let commands: Vec<_> = (0..8).map(|_| queue.launch(long.raw()).unwrap()).collect();
+    let deadline = Instant::now() + WAIT;
+    while queue.stats().handler_batches < 4 {
+        assert!(Instant::now() < deadline, "{:?}", queue.stats());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(commands.iter().all(|c| c.status().is_done()));
+    let stats = queue.stats();
+    let wakes = context.wake_stats();
+    eprintln!("{stats:?}\n{wakes:?}");
+    assert_eq!((stats.sleeping_waits, stats.wake_fallbacks), (0, 0));
+    assert!(stats.handler_sleeps >= 4, "{stats:?}");
+    assert!(wakes.host_functions >= 4 && wakes.sleeps >= 4, "{wakes:?}");
+}
