@@ -415,10 +415,11 @@ impl<T: QueueTracker> QueueCore<T> {
                 self.progress.note_synced(last_seq);
                 batch.complete(outcome, &self.waiter);
                 if poll && let Some(mut inner) = self.try_lock() {
-                    // Off the submit path: retire and re-arm what completed,
-                    // and let go of the uses finished wake packets waited on.
-                    inner.tracker.poll();
+                    // Off the submit path: let go of the uses finished wake
+                    // packets waited on, then retire and re-arm what
+                    // completed (those uses too, rather than parking them).
                     inner.wakes.release_done(self.waiter.memory());
+                    inner.tracker.poll();
                 }
             }
             Outcome::Failed => {
@@ -458,11 +459,14 @@ impl<T: QueueTracker> QueueCore<T> {
     /// command: the queue is idle, so the tracker may retire everything
     /// (and release the pins its waits held).
     pub(crate) fn reset_state(&self, inner: &mut Inner<T>) {
+        // First the pins of the wake packets that ran (every one published
+        // before the marker), so the drain retires their uses too rather
+        // than parking them until a later reclaim. Not every wake packet
+        // need have run: one published after the marker may still read its
+        // use's signal, and keeps its pin.
+        inner.wakes.release_done(self.waiter.memory());
         inner.tracker.note_drained();
         inner.unattached.clear();
-        // Not every wake packet need have run: one published after the
-        // marker may still read its use's signal.
-        inner.wakes.release_done(self.waiter.memory());
         bump(&self.stats.state_resets);
     }
 }

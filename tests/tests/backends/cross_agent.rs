@@ -154,6 +154,13 @@ impl<B: Backend> TwoGpus<B> {
     fn assert_nothing_held(&self) {
         self.run_while(|| self.consumer().synchronize()).unwrap();
         self.run_while(|| self.producer().synchronize()).unwrap();
+        // The completion thread may still be finishing a batch whose fence
+        // the drain proved: it holds the fence's signal until it does.
+        for queue in [self.consumer(), self.producer()] {
+            wait_until("the completion thread finished its batches", || {
+                queue.batches_in_completion() == 0
+            });
+        }
         let producer = self.producer().with_tracker(|t| {
             t.poll();
             t.reclaim();
