@@ -123,7 +123,10 @@ impl QueueCore {
             write_index: AtomicU64::new(0),
             read_index: AtomicU64::new(0),
             doorbell: AtomicU64::new(0),
-            rings: Mutex::new(VecDeque::new()),
+            // Each entry covers at least one packet the processor has not
+            // stamped, so there are never more than the ring has slots: a
+            // queue whose processor falls behind never grows it.
+            rings: Mutex::new(VecDeque::with_capacity(config.size as usize)),
             state: Mutex::new(QueueState::with_capacity(
                 config.size as usize + config.truth_history.min(4096),
             )),
