@@ -118,6 +118,14 @@ def five_runs():
     lines.append(f"| floor: empty kernel writing a pinned word, host spinning | {span(floors)} | | | |")
     return "\n".join(lines)
 
+def slept_word(rep, api, tracker, signals):
+    """Whether the row's median call slept, in words."""
+    row = [r for r in rep['rows'] if r['api'] == api and r['tracker'] == tracker and r['signals'] == signals][0]
+    if row['slept']:
+        return 'the thread slept'
+    return ('the median call had no voluntary context switch, so the table '
+            'says it did not sleep')
+
 def submission_gap(api):
     """How much longer ours takes than CUDA's to submit a row's work (the
     row with its submission less the call alone), lowest to highest run."""
@@ -223,10 +231,10 @@ polls and the timed event's stamp pair, one 16-byte read). A blocking-sync
 wait first spins 10 us on host-memory signals and not at all on device
 memory, where each poll is a PCIe read (`WaitPolicy::device_spin`, zero in
 `blocking()`; a runtime that prefers CLR's spin sets it): after empty work with host signals it
-ends in the spin ({p50(s,'event_synchronize_blocking','retiring','host'):.1f} us, no sleep); with device signals it sleeps,
-and pays the wake packet and the wake-up for a kernel that was nearly
-done, so it is slower than a spinning wait ({p50(s,'event_synchronize_blocking','retiring','device'):.1f} against {p50(s,'event_synchronize','retiring','device'):.1f} us); its CPU
-is {cpu(s,'event_synchronize_blocking','retiring','device'):.1f} us.
+ends in the spin ({p50(s,'event_synchronize_blocking','retiring','host'):.1f} us, no sleep); with device signals it
+publishes a wake packet and waits for its signal, so it pays the packet
+for a kernel that was nearly done and is slower than a spinning wait
+({p50(s,'event_synchronize_blocking','retiring','device'):.1f} against {p50(s,'event_synchronize','retiring','device'):.1f} us), and its CPU is {cpu(s,'event_synchronize_blocking','retiring','device'):.1f} us: {slept_word(s,'event_synchronize_blocking','retiring','device')}.
 
 The completion thread (which completes batches closed at their size limit)
 sleeps the same way on every queue, whatever its wait policy: a wake packet
