@@ -6,7 +6,7 @@
 //! ```text
 //! cargo run --release -p sigbench -- [--backend auto|sim|rocr|cuda] [--iterations N]
 //!     [--long-iterations N] [--warmup N] [--steady-uses N] [--json FILE] [--markdown]
-//! cargo run --release -p sigbench -- --seed-table [--iterations N] [--warmup N]
+//! cargo run --release -p sigbench -- --seed-table [--iterations N] [--warmup N] [--rounds N]
 //! ```
 
 use sigretire_bench::measure::{self, Api, LONG_WORK, Row, Steady};
@@ -22,7 +22,7 @@ static ALLOCATOR: sigretire_bench::alloc::Counting = sigretire_bench::alloc::Cou
 
 const USAGE: &str = "usage: sigbench [--backend auto|sim|rocr|cuda] [--iterations N] \
                      [--long-iterations N] [--warmup N] [--steady-uses N] [--json FILE] [--markdown]
-       sigbench --seed-table [--iterations N] [--warmup N]";
+       sigbench --seed-table [--iterations N] [--warmup N] [--rounds N]";
 
 const HELP: &str = "\
 Event and synchronize latency of the retiring tracker and the baseline (and,
@@ -44,7 +44,9 @@ then the steady-state counters.
   --seed-table         instead: the CLR change's two MI300X tables beside the
                        simulator's predictions (legacy tracker with host
                        signals, CLR's retiring behaviour and ours with device
-                       signals), with each prediction's error, as Markdown";
+                       signals), with each prediction's error, as Markdown
+  --rounds N           seed table: measure every cell N times, round after
+                       round, and take each cell's median (default 3)";
 
 /// Untimed calls before the `*_long` rows' timed ones, at most.
 const LONG_WARMUP: usize = 20;
@@ -58,6 +60,7 @@ struct Options {
     json: Option<String>,
     markdown: bool,
     seed_table: bool,
+    rounds: usize,
 }
 
 fn parse() -> Result<Options, String> {
@@ -70,6 +73,7 @@ fn parse() -> Result<Options, String> {
         json: None,
         markdown: false,
         seed_table: false,
+        rounds: seed_table::Plan::default().rounds,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -94,6 +98,7 @@ fn parse() -> Result<Options, String> {
             "--json" => o.json = Some(value()?),
             "--markdown" => o.markdown = true,
             "--seed-table" => o.seed_table = true,
+            "--rounds" => o.rounds = positive(value()?)?,
             "-h" | "--help" => {
                 println!("{USAGE}\n\n{HELP}");
                 std::process::exit(0);
@@ -128,6 +133,7 @@ fn main() {
         let plan = seed_table::Plan {
             iterations: options.iterations,
             warmup: options.warmup,
+            rounds: options.rounds,
             ..seed_table::Plan::default()
         };
         match seed_table::measure(plan) {

@@ -731,6 +731,11 @@ pub struct Plan {
     pub warmup: usize,
     /// Timed calls of the elapsed-time row, each after 5 ms of idle GPU.
     pub elapsed_iterations: usize,
+    /// Times every cell is measured, in rounds over the whole table: each
+    /// prediction is the median of its rounds, so a disturbance of the
+    /// machine (another process, a frequency change) that spoils one round
+    /// of a few cells moves none of them.
+    pub rounds: usize,
 }
 
 impl Default for Plan {
@@ -739,6 +744,7 @@ impl Default for Plan {
             iterations: 2000,
             warmup: 100,
             elapsed_iterations: 100,
+            rounds: 3,
         }
     }
 }
@@ -1100,31 +1106,55 @@ pub struct SeedTable {
     pub fitted: Vec<Predicted>,
     /// The second table's rows.
     pub unseen: Vec<Predicted>,
+    /// Rounds each cell was measured in ([`Plan::rounds`]).
+    pub rounds: usize,
+}
+
+/// The two tables' rows, in the order they are measured and printed.
+fn tables_of<'t>(fitted: &'t [SeedRow], unseen: &'t [SeedRow]) -> [(&'t [SeedRow], bool); 2] {
+    [(fitted, true), (unseen, false)]
 }
 
 /// Measures both tables on a fresh threaded simulator with the MI300X
 /// profile, printing progress to stderr.
 pub fn measure(plan: Plan) -> Result<SeedTable, String> {
-    let mut tables = [Vec::new(), Vec::new()];
+    let tables = tables_of(&FITTED, &UNSEEN);
+    let cells: Vec<(&SeedRow, bool, Column)> = tables
+        .iter()
+        .flat_map(|&(rows, fitted)| {
+            rows.iter()
+                .flat_map(move |row| Column::ALL.into_iter().map(move |c| (row, fitted, c)))
+        })
+        .collect();
+    // Every cell once per round, round after round.
+    let rounds = plan.rounds.max(1);
+    let mut measured: Vec<Vec<Prediction>> = vec![Vec::with_capacity(rounds); cells.len()];
     let started = Instant::now();
-    for (table, (rows, fitted)) in tables
-        .iter_mut()
-        .zip([(&FITTED[..], true), (&UNSEEN[..], false)])
-    {
+    for round in 1..=rounds {
+        for (&(row, fitted, column), of_cell) in cells.iter().zip(&mut measured) {
+            eprintln!(
+                "seed table: round {round} of {rounds}: {} {} ({:.1} s)",
+                row.name,
+                column.name(),
+                started.elapsed().as_secs_f64()
+            );
+            of_cell.push(measure_cell(column, row, plan, fitted)?);
+        }
+    }
+    let mut medians = measured.into_iter().map(|mut rounds| {
+        rounds.sort_by(|a, b| a.us().total_cmp(&b.us()));
+        rounds[rounds.len() / 2]
+    });
+    let mut predicted = [Vec::new(), Vec::new()];
+    for (table, (rows, _)) in predicted.iter_mut().zip(tables) {
         for row in rows {
             let mut cells = [Prediction {
                 measured: 0.0,
                 charged: 0.0,
                 call_median: 0.0,
             }; 3];
-            for (cell, column) in cells.iter_mut().zip(Column::ALL) {
-                eprintln!(
-                    "seed table: {} {} ({:.1} s)",
-                    row.name,
-                    column.name(),
-                    started.elapsed().as_secs_f64()
-                );
-                *cell = measure_cell(column, row, plan, fitted)?;
+            for cell in &mut cells {
+                *cell = medians.next().ok_or("a cell was not measured")?;
             }
             table.push(Predicted {
                 row: *row,
@@ -1140,9 +1170,10 @@ pub fn measure(plan: Plan) -> Result<SeedTable, String> {
             });
         }
     }
-    let [fitted, unseen] = tables;
+    let [fitted, unseen] = predicted;
     Ok(SeedTable {
         machine: SimBench::new().machine(),
+        rounds,
         fitted,
         unseen,
     })
@@ -1190,9 +1221,11 @@ impl SeedTable {
              harness's hipStreamSynchronize is modelled as CLR's `finish` runs it: a marker while a \
              submission batch is open, none when the last command is done and was sent for the CPU update \
              (host signals), and a marker even then with device signals, where an event's marker owns no \
-             batch.\n",
+             batch. Every cell was measured in {} rounds over the whole table, one after another; each \
+             prediction is the median of its rounds.\n",
             CLR_HOST_COST.query.as_secs_f64() * 1e6,
             CLR_HOST_COST.synchronize.as_secs_f64() * 1e6,
+            self.rounds,
         );
         let section = |out: &mut String, title: &str, stat: &str, rows: &[Predicted]| {
             let _ = writeln!(out, "## {title}\n\n{stat}\n");

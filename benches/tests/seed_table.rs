@@ -19,6 +19,7 @@ fn plan(iterations: usize) -> Plan {
         iterations,
         warmup: 10,
         elapsed_iterations: 5,
+        rounds: 1,
     }
 }
 
@@ -153,4 +154,23 @@ fn every_row_charges_at_least_one_call_and_only_queries_charge_the_query_cost() 
         let queries = matches!(r.shape, Shape::EventQuery | Shape::HarnessQuery);
         assert_eq!(calls.queries > 0, queries, "{}", r.name);
     }
+}
+
+#[test]
+fn the_tables_are_measured_in_rounds_with_one_prediction_per_cell() {
+    let plan = Plan {
+        rounds: 2,
+        ..plan(20)
+    };
+    let table = seed_table::measure(plan).unwrap();
+    assert_eq!(table.rounds, 2);
+    assert_eq!(
+        (table.fitted.len(), table.unseen.len()),
+        (FITTED.len(), UNSEEN.len())
+    );
+    for (predicted, row) in table.fitted.iter().zip(FITTED.iter()) {
+        assert_eq!(predicted.row.name, row.name);
+        assert!(predicted.legacy > 0.0 && predicted.clr > 0.0 && predicted.ours > 0.0);
+    }
+    assert!(table.markdown().contains("measured in 2 rounds"));
 }
