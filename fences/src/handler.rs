@@ -13,8 +13,9 @@
 //! queue: a barrier-AND packet on the job's fence completes it, so the GPU
 //! wakes the thread as the fence completes, with no load of the fence's
 //! signal meanwhile (each would be a PCIe read in device memory). Every
-//! queue keeps at least one wake signal for this (a queue whose waits spin
-//! keeps exactly one). The job gets its wake signal as its batch closes,
+//! queue's wake signals serve this, whatever its wait policy
+//! ([`QueueConfig::wake_signals`](crate::QueueConfig::wake_signals)). The
+//! job gets its wake signal as its batch closes,
 //! the packet right behind the fence, or, if none was free then, from the
 //! thread when it is about to sleep (taking the queue's lock only if it is
 //! free). A packet published behind later work may wake the thread only
