@@ -722,6 +722,12 @@ impl HardwareQueue for CudaQueue {
     fn only_published_work(&self) -> bool {
         !self.is_adopted()
     }
+
+    /// A wake signal's completion runs a host function (`publish`), and
+    /// the stream holds everything after it until the driver has run it.
+    fn wakes_hold_later_work(&self) -> bool {
+        true
+    }
 }
 
 impl fmt::Debug for CudaQueue {
