@@ -241,9 +241,10 @@ sleeps the same way on every queue, whatever its wait policy: a wake packet
 behind each closed batch's fence, one of the queue's wake signals (five,
 made with the queue; `wake_signals: 0` spends none, and the thread then
 polls). On CUDA it polls instead: a wake packet's host function holds the
-stream until the driver has run it (140-280 us of idle GPU per batch,
-measured on the H200 with 4000 20-us kernels), and CUDA's signals are host
-memory. No table row times it: it is off every call's path.
+stream until the driver has run it (80-230 us of idle GPU per host
+function on the H200: `cargo run --release --example host_function_stall
+-p sigretire-queue`, `benches/results/h200-runs/host-function-stall.txt`),
+and CUDA's signals are host memory. No table row times it: it is off every call's path.
 
 ### NVIDIA H200 (CUDA backend, measured in the same process as CUDA's own calls)
 

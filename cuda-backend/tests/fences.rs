@@ -432,8 +432,8 @@ fn a_blocking_event_synchronize_sleeps_until_the_driver_wakes_it() {
 #[test]
 fn the_completion_thread_polls_rather_than_hold_the_stream_with_wake_packets() {
     // Batches of two commands close as they fill. A wake packet's host
-    // function would hold the stream until the driver ran it (about 140-280
-    // us of idle GPU per batch on an H200), so the completion thread polls
+    // function would hold the stream until the driver ran it (80-230 us of
+    // idle GPU per host function on an H200), so the completion thread polls
     // the fences' words in pinned host memory (no PCIe read) instead of
     // sleeping on a wake signal: no host function runs, every batch
     // completes.

@@ -1,0 +1,137 @@
+//! What a driver host function in a stream costs the work after it: the
+//! measurement behind `HardwareQueue::wakes_hold_later_work` on CUDA.
+//!
+//! A runtime's own stream is adopted by the queue layer, which launches a
+//! 20 us kernel on it 4000 times and synchronizes; the runtime adds a no-op
+//! `cuLaunchHostFunc` to the stream every `N` launches, as a wake packet
+//! would after each closed batch (N = 1000 is the batch limit with host
+//! signals). The stream holds everything after a host function until the
+//! driver has run it, so the GPU idles meanwhile. Printed: the time per
+//! launch with none, and the extra time per host function, for a few `N`,
+//! in alternating rounds.
+//!
+//! ```sh
+//! cargo run --release --example host_function_stall -p sigretire-queue
+//! ```
+//!
+//! Without an NVIDIA driver or GPU it prints the library's typed refusal and
+//! exits 0.
+
+use core::ffi::c_void;
+use sigretire_cuda::cudarc::driver::sys::{self, CUstream};
+use sigretire_cuda::{CudaContext, CudaMemory, Error as CudaError, check};
+use sigretire_queue::tracker::{Config, RetiringTracker};
+use sigretire_queue::{Device, DeviceConfig, QueueConfig};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const LAUNCHES: usize = 4000;
+const KERNEL: Duration = Duration::from_micros(20);
+const ROUNDS: usize = 3;
+
+type Failure = Box<dyn std::error::Error>;
+
+fn main() -> ExitCode {
+    let context = match CudaContext::new(0) {
+        Ok(context) => context,
+        Err(error @ (CudaError::LibraryMissing | CudaError::NoDevice { .. })) => {
+            println!("host_function_stall: no GPU to run on, nothing done.");
+            println!("the library's answer: {error}");
+            return ExitCode::SUCCESS;
+        }
+        Err(error) => {
+            eprintln!("host_function_stall: the CUDA device cannot be used: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(&context) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("host_function_stall failed: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Does nothing: the cost is the stream's wait for the driver to run it.
+extern "C" fn nothing(_: *mut c_void) {}
+
+fn run(context: &CudaContext) -> Result<(), Failure> {
+    println!("{}", context.report());
+    context.bind()?;
+    let mut stream: CUstream = core::ptr::null_mut();
+    // SAFETY: the context is bound; `stream` is a live local.
+    check("cuStreamCreate", unsafe {
+        sys::cuStreamCreate(
+            &mut stream,
+            sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
+        )
+    })?;
+    // SAFETY: a live stream of this context, destroyed only by the keeper.
+    let queue = unsafe { context.adopt_stream_with(stream, OwnedStream(stream))? };
+    let memory = Arc::new(CudaMemory::new(context));
+    let tracker = RetiringTracker::new(memory, queue, Config::default())?;
+    let device = Device::new(DeviceConfig::default(), tracker, QueueConfig::default())?;
+    let queue = device.default_queue();
+    let kernel = context.register_busy_kernel(KERNEL, 1);
+
+    // `every`: a host function after every `every` launches (0: none).
+    let time = |every: usize| -> Result<Duration, Failure> {
+        let start = Instant::now();
+        for i in 1..=LAUNCHES {
+            queue.launch(kernel.raw())?;
+            if every > 0 && i % every == 0 {
+                // SAFETY: a live stream of the bound context; `nothing`
+                // takes no data and may run on any thread.
+                check("cuLaunchHostFunc", unsafe {
+                    sys::cuLaunchHostFunc(stream, Some(nothing), core::ptr::null_mut())
+                })?;
+            }
+        }
+        queue.synchronize()?;
+        Ok(start.elapsed())
+    };
+    time(0)?; // warm-up
+    println!(
+        "{LAUNCHES} launches of a {KERNEL:?} kernel, {ROUNDS} rounds; a host function every N launches"
+    );
+    println!(
+        "{:>5}  {:>6}  {:>14}  {:>22}",
+        "round", "N", "us per launch", "extra us per host fn"
+    );
+    for round in 1..=ROUNDS {
+        let base = time(0)?;
+        println!(
+            "{round:>5}  {:>6}  {:>14.2}  {:>22}",
+            "none",
+            base.as_secs_f64() * 1e6 / LAUNCHES as f64,
+            "-"
+        );
+        for every in [1000, 100, 16] {
+            let with = time(every)?;
+            let functions = (LAUNCHES / every) as f64;
+            println!(
+                "{round:>5}  {every:>6}  {:>14.2}  {:>22.1}",
+                with.as_secs_f64() * 1e6 / LAUNCHES as f64,
+                (with.as_secs_f64() - base.as_secs_f64()) * 1e6 / functions
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Destroys the example's stream once the queue layer lets go of it.
+struct OwnedStream(CUstream);
+
+// SAFETY: a stream handle may be used from any thread; the only use is
+// `cuStreamDestroy` in `drop`.
+unsafe impl Send for OwnedStream {}
+
+impl Drop for OwnedStream {
+    fn drop(&mut self) {
+        // SAFETY: made by `run`, destroyed once, here; the queue drops its
+        // keeper after its last use of the stream.
+        unsafe { sys::cuStreamDestroy_v2(self.0) };
+    }
+}
