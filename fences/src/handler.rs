@@ -414,6 +414,9 @@ pub(crate) trait BatchOwner: Send + Sync + Sized + 'static {
     /// signals.
     fn note_handler_sleep(&self);
 
+    /// A finished job had a wake packet: its pin goes once it has run.
+    fn note_wake_finished(&self);
+
     /// Sleeps on `wake`, one of the owner's wake signals, until it leaves 1
     /// or `timeout` passes; whether it left.
     fn sleep_on(&self, wake: <Self::Memory as SignalMemory>::Signal, timeout: Duration) -> bool;
@@ -479,9 +482,17 @@ impl<O: BatchOwner> Job for BatchJob<O> {
         let Some(queue) = self.queue.take() else {
             return;
         };
+        // The fence's signal is read no more: let go of it first, while the
+        // queue (still held) keeps its memory alive, so that the poll below
+        // retires its use instead of parking it under this reference (the
+        // order `let_go` keeps: the signal before the queue).
+        drop(signal);
         let batch = core::mem::take(&mut self.batch);
         queue.note_completed_here();
         queue.finish_batch(batch, self.last_seq, &outcome, device, true);
+        if self.wake.take().is_some() {
+            queue.note_wake_finished();
+        }
         if let Some(marker) = self.marker.take() {
             marker.finish(outcome);
         }
@@ -491,7 +502,7 @@ impl<O: BatchOwner> Job for BatchJob<O> {
         let jobs = self.jobs.clone();
         queue.recycle_job_box(self);
         jobs.done();
-        let_go(signal, queue, device);
+        let_go((), queue, device);
     }
 
     fn abandon(mut self: Box<Self>, device: &DeviceState) {

@@ -93,6 +93,8 @@ pub(crate) struct QueueCore<T: QueueTracker> {
     /// The queue failed and the tracker has not been told yet (see the
     /// module docs): the next thread to take the lock tells it.
     failure_pending: AtomicBool,
+    /// Pins of wake packets to let go of once they ran (`apply_pending`).
+    wakes_to_release: AtomicBool,
     /// Status cells, batch buffers and job boxes for reuse (see `recycle`).
     states: Arc<StatePool>,
     buffers: Pool<Vec<Entry>>,
@@ -146,7 +148,7 @@ impl<T: QueueTracker> QueueCore<T> {
     pub(crate) fn lock(&self) -> Locked<'_, T> {
         bump(&self.stats.lock_acquisitions);
         let mut guard = self.lock.lock();
-        self.apply_pending_failure(&mut guard);
+        self.apply_pending(&mut guard);
         Locked::new(guard)
     }
 
@@ -154,8 +156,31 @@ impl<T: QueueTracker> QueueCore<T> {
     pub(crate) fn try_lock(&self) -> Option<Locked<'_, T>> {
         let mut guard = self.lock.try_lock()?;
         bump(&self.stats.lock_acquisitions);
-        self.apply_pending_failure(&mut guard);
+        self.apply_pending(&mut guard);
         Some(Locked::new(guard))
+    }
+
+    /// What threads without the lock left for its next holder: a queue
+    /// failure for the tracker, and the pins of wake packets that ran (see
+    /// `note_wake_finished`). One load each while there is none.
+    fn apply_pending(&self, inner: &mut Inner<T>) {
+        self.apply_pending_failure(inner);
+        if self.wakes_to_release.load(Ordering::Acquire)
+            && self.wakes_to_release.swap(false, Ordering::AcqRel)
+            && inner.wakes.release_done(self.waiter.memory())
+        {
+            // A packet has not run yet: a later holder looks again.
+            self.wakes_to_release.store(true, Ordering::Release);
+        }
+    }
+
+    /// The completion thread finished a batch it had a wake packet for:
+    /// the packet's pin goes as soon as the packet has run, now if the lock
+    /// is free, else by a later holder of the lock (so a drained use is not
+    /// left parked under a pin nobody needs). Never waits for the lock.
+    pub(crate) fn note_wake_finished(&self) {
+        self.wakes_to_release.store(true, Ordering::Release);
+        drop(self.try_lock());
     }
 
     /// Tells the tracker about a recorded queue failure (under the lock).
@@ -507,6 +532,10 @@ impl<T: QueueTracker> BatchOwner for QueueCore<T> {
         bump(&self.stats.handler_sleeps);
     }
 
+    fn note_wake_finished(&self) {
+        QueueCore::note_wake_finished(self);
+    }
+
     fn sleep_on(&self, wake: <T::Memory as SignalMemory>::Signal, timeout: Duration) -> bool {
         // SAFETY: one of this queue's wake signals (the pool lent it to
         // the job's batch), from this memory.
@@ -610,6 +639,7 @@ impl<T: QueueTracker> HostQueue<T> {
             stats,
             jobs: Arc::new(JobCount::default()),
             failure_pending: AtomicBool::new(false),
+            wakes_to_release: AtomicBool::new(false),
             states,
             buffers: Pool::default(),
             job_boxes: Pool::default(),

@@ -94,7 +94,7 @@ impl<T: QueueTracker> QueueCore<T> {
         match locked {
             Some(inner) => inner.wakes.release_done(memory),
             None => self.lock().wakes.release_done(memory),
-        }
+        };
         end
     }
 }

@@ -86,14 +86,17 @@ impl<M: SignalMemory> WakePool<M> {
 
     /// Lets go of the pins of every lent signal whose packet completed (or
     /// failed): the uses they waited on may be re-armed again. One host load
-    /// per lent signal.
-    pub(crate) fn release_done(&mut self, memory: &M) {
+    /// per lent signal. Returns whether any is still lent.
+    pub(crate) fn release_done(&mut self, memory: &M) -> bool {
+        let mut still_lent = false;
         for slot in &mut self.slots {
             // SAFETY: as in `lend`.
             if slot.waits_on.is_some() && unsafe { memory.load(slot.signal) } < 1 {
                 slot.waits_on = None;
             }
+            still_lent |= slot.waits_on.is_some();
         }
+        still_lent
     }
 
     /// Takes back a lent signal whose packet was never published.

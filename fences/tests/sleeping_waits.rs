@@ -504,3 +504,39 @@ fn a_configured_spin_on_device_memory_is_honoured_before_the_sleep() {
     assert!(reads[0] <= 3, "{reads:?}");
     assert!(reads[1] > 100, "{reads:?}");
 }
+
+#[test]
+fn a_wake_packets_pin_goes_with_the_next_lock_when_the_completion_thread_could_not_take_it() {
+    // A batch closes with a wake packet behind its fence, which pins the
+    // fence's use while the packet may read its signal. The completion
+    // thread finishes the batch while another thread holds the lock, so it
+    // cannot let go of that pin itself; the next holder of the lock does,
+    // and the drained use re-arms rather than staying parked.
+    let platform = SimPlatform::stepped();
+    let config = QueueConfig {
+        batch_limits: sigretire_queue::BatchLimits {
+            host_signals: 2,
+            device_signals: 2,
+        },
+        ..bounded()
+    };
+    let device = platform.device(DeviceConfig::default(), config).unwrap();
+    let queue = device.default_queue();
+    queue.launch(0).unwrap();
+    queue.launch(0).unwrap();
+    assert_eq!(queue.stats().batches_closed, 1);
+    queue.with_tracker(|_| {
+        // The GPU runs the batch and the wake packet; the completion thread
+        // finishes the batch, the lock held here all along.
+        platform.sim().run_until_idle();
+        wait_until("the completion thread finished the batch", || {
+            queue.batches_in_completion() == 0
+        });
+    });
+    let census = queue.with_tracker(|t| {
+        use sigretire_queue::tracker::Tracker;
+        t.poll();
+        t.census()
+    });
+    assert_eq!((census.parked, census.pins), (0, 0), "{census:?}");
+}
