@@ -87,6 +87,7 @@ mod ops;
 mod order;
 mod pinned;
 mod queue;
+mod relay;
 mod stream;
 mod wake;
 

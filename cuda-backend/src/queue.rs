@@ -1,14 +1,15 @@
 //! A CUDA stream as the tracker's hardware queue.
 
 use crate::context::CudaContext;
-use crate::error::{Error, Result, check};
+use crate::error::{Error, Result};
 use crate::ops::{self, MemOp, encode, plan, progress_after};
 use crate::order::{Admission, AlreadyPublished, Reorder};
 use crate::pinned::Pinned;
+use crate::relay::WakeRelay;
 use crate::stream::Stream;
 use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use cudarc::driver::sys::{self, CUstream, CUstreamBatchMemOpParams};
+use cudarc::driver::sys::{CUstream, CUstreamBatchMemOpParams};
 use parking_lot::Mutex;
 use sigretire_tracker::{HardwareQueue, Publication, QueueError, QueueView, Work};
 use std::sync::Arc;
@@ -108,6 +109,9 @@ struct Publisher {
     plan: Vec<MemOp>,
     params: Vec<CUstreamBatchMemOpParams>,
     failure: Option<QueueFailure>,
+    /// Where wakes' host functions run: made with the queue, so that the
+    /// first wait that sleeps creates no stream.
+    relay: WakeRelay,
 }
 
 /// A publication parked until the index before it is published.
@@ -196,6 +200,7 @@ impl CudaQueue {
                     plan: Vec::with_capacity(8),
                     params: Vec::with_capacity(8),
                     failure: None,
+                    relay: WakeRelay::new(context)?,
                 }),
             }),
         })
@@ -580,18 +585,10 @@ impl CudaQueue {
         stream.memops(&mut publisher.params)?;
         let wakes = self.inner.context.wakes();
         if wakes.is_wake(completion) {
-            // Runs once the completion above is written: wakes sleepers.
-            let (function, data) = wakes.host_function();
-            // SAFETY: the stream is live and of the bound context; the
-            // driver calls `function` once with `data`, on its own thread.
-            let enqueued = check("cuLaunchHostFunc", unsafe {
-                sys::cuLaunchHostFunc(stream.raw(), Some(function), data)
-            });
-            if enqueued.is_err() {
-                // SAFETY: not enqueued: the function will not run.
-                unsafe { wakes.forget(data) };
-            }
-            enqueued?;
+            // Wakes sleepers once the completion above is written, on the
+            // relay's stream, so this one's later work does not wait for
+            // the driver to run the host function (`relay.rs`).
+            publisher.relay.relay(stream.raw(), wakes)?;
         }
         Ok(())
     }
@@ -721,12 +718,6 @@ impl HardwareQueue for CudaQueue {
     /// the runtime's, which launches work of its own on it.
     fn only_published_work(&self) -> bool {
         !self.is_adopted()
-    }
-
-    /// A wake signal's completion runs a host function (`publish`), and
-    /// the stream holds everything after it until the driver has run it.
-    fn wakes_hold_later_work(&self) -> bool {
-        true
     }
 }
 

@@ -1,14 +1,17 @@
-//! What a driver host function in a stream costs the work after it: the
-//! measurement behind `HardwareQueue::wakes_hold_later_work` on CUDA.
+//! What a driver host function in a stream costs the work after it, and
+//! that the queue layer's wakes no longer pay it: the measurement behind
+//! the CUDA backend's wake relay (`cuda-backend/src/relay.rs`).
 //!
-//! A runtime's own stream is adopted by the queue layer, which launches a
-//! 20 us kernel on it 4000 times and synchronizes; the runtime adds a no-op
-//! `cuLaunchHostFunc` to the stream every `N` launches, as a wake packet
-//! would after each closed batch (N = 1000 is the batch limit with host
-//! signals). The stream holds everything after a host function until the
-//! driver has run it, so the GPU idles meanwhile. Printed: the time per
-//! launch with none, and the extra time per host function, for a few `N`,
-//! in alternating rounds.
+//! First, a runtime's own stream, adopted by the queue layer, runs a 20 us
+//! kernel 4000 times, and the runtime adds a no-op `cuLaunchHostFunc` to
+//! the stream every `N` launches. The stream holds everything after a host
+//! function until the driver has run it, so the GPU idles meanwhile:
+//! printed is the extra time per host function. Then the queue layer's own
+//! queue runs the same launches with batches of `N` commands, whose
+//! completion thread sleeps on a wake signal per closed batch (its host
+//! function on the relay's stream), against the same queue without wake
+//! signals (the thread polls): printed is the extra time per closed batch.
+//! In alternating rounds.
 //!
 //! ```sh
 //! cargo run --release --example host_function_stall -p sigretire-queue
@@ -21,7 +24,7 @@ use core::ffi::c_void;
 use sigretire_cuda::cudarc::driver::sys::{self, CUstream};
 use sigretire_cuda::{CudaContext, CudaMemory, Error as CudaError, check};
 use sigretire_queue::tracker::{Config, RetiringTracker};
-use sigretire_queue::{Device, DeviceConfig, QueueConfig};
+use sigretire_queue::{BatchLimits, Device, DeviceConfig, QueueConfig};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -118,7 +121,58 @@ fn run(context: &CudaContext) -> Result<(), Failure> {
             );
         }
     }
+    println!();
+    println!(
+        "the queue layer's own queue, batches of N; its completion thread sleeps (5 wake signals) or polls (none)"
+    );
+    println!(
+        "{:>5}  {:>6}  {:>22}  {:>22}  {:>14}",
+        "round", "N", "us per launch, polls", "us per launch, sleeps", "extra us/batch"
+    );
+    for round in 1..=ROUNDS {
+        for batch in [1000, 16] {
+            let polls = batches(context, &kernel, batch, 0)?;
+            let sleeps = batches(context, &kernel, batch, 5)?;
+            println!(
+                "{round:>5}  {batch:>6}  {:>22.2}  {:>22.2}  {:>14.1}",
+                polls.as_secs_f64() * 1e6 / LAUNCHES as f64,
+                sleeps.as_secs_f64() * 1e6 / LAUNCHES as f64,
+                (sleeps.as_secs_f64() - polls.as_secs_f64()) * 1e6 / (LAUNCHES / batch) as f64
+            );
+        }
+    }
     Ok(())
+}
+
+/// The launches on a queue of the queue layer's own whose batches close
+/// every `batch` commands, with `wake_signals`, warmed up first.
+fn batches(
+    context: &CudaContext,
+    kernel: &sigretire_cuda::KernelHandle,
+    batch: usize,
+    wake_signals: usize,
+) -> Result<Duration, Failure> {
+    let config = QueueConfig {
+        wake_signals,
+        batch_limits: BatchLimits {
+            host_signals: batch,
+            device_signals: batch,
+        },
+        ..QueueConfig::default()
+    };
+    let tracker = context.retiring_tracker(Config::default())?.0;
+    let device = Device::new(DeviceConfig::default(), tracker, config)?;
+    let queue = device.default_queue();
+    for _ in 0..100 {
+        queue.launch(kernel.raw())?;
+    }
+    queue.synchronize()?;
+    let start = Instant::now();
+    for _ in 0..LAUNCHES {
+        queue.launch(kernel.raw())?;
+    }
+    queue.synchronize()?;
+    Ok(start.elapsed())
 }
 
 /// Destroys the example's stream once the queue layer lets go of it.

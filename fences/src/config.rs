@@ -107,8 +107,7 @@ pub struct QueueConfig {
     /// per-process budget (KFD's 4094 events). Waits whose policy sleeps
     /// ([`WaitPolicy::interrupt`]) sleep on them, as many at once as there
     /// are; others poll. The completion thread sleeps on them too, one per
-    /// closed batch until its fence completes, whatever the policy (except
-    /// where a wake packet would hold up later work: CUDA). 5, as
+    /// closed batch until its fence completes, whatever the policy. 5, as
     /// CLR keeps; 0 spends none of the budget (the completion thread and
     /// every wait then poll); none are made where the backend has none.
     pub wake_signals: usize,

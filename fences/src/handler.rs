@@ -22,11 +22,8 @@
 //! once that work is done too, so the thread then looks at the job after
 //! every sleep slice ([`MAX_WAKE_SLEEP`]). The other jobs are looked at
 //! when a job arrives and at least every [`FULL_LOOK_EVERY`]. The thread
-//! polls with a back-off where it gets no wake signal (a backend without
-//! them, a spent event budget, a busy lock or a full ring) and where a wake
-//! packet would hold up the queue's later work
-//! ([`HardwareQueue::wakes_hold_later_work`](sigretire_tracker::HardwareQueue::wakes_hold_later_work):
-//! CUDA, whose signals are host memory, cheap to poll).
+//! polls with a back-off only where it gets no wake signal: a backend
+//! without them, a spent event budget, a busy lock or a full ring.
 //!
 //! # Teardown order
 //!

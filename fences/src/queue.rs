@@ -31,9 +31,7 @@ use crate::publish::{Inner, Packet, QueueTracker, Step};
 use crate::recycle::{Pool, Stash};
 use crate::stats::{Counters, QueueStats, bump};
 use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering, identity};
-use sigretire_tracker::{
-    HardwareQueue, Placement, Purpose, SignalMemory, Status, Ticket, Waiter, Work,
-};
+use sigretire_tracker::{Placement, Purpose, SignalMemory, Status, Ticket, Waiter, Work};
 use std::time::{Duration, Instant};
 
 /// Room an open batch's buffer has past the batch limit: the commands
@@ -284,14 +282,6 @@ impl<T: QueueTracker> QueueCore<T> {
         }
     }
 
-    /// Whether the completion thread sleeps on wake packets for this queue's
-    /// batches: unless such a packet would hold up the work after it (a
-    /// CUDA stream waits for the driver's host function), where the thread
-    /// polls instead. A wait that asked to sleep arms one all the same.
-    fn completion_thread_sleeps(inner: &Inner<T>) -> bool {
-        !inner.tracker.queue().wakes_hold_later_work()
-    }
-
     /// Closes the open batch: it completes through the completion thread
     /// when its last command (a fence) completes.
     fn close_batch(&self, inner: &mut Inner<T>) {
@@ -306,11 +296,11 @@ impl<T: QueueTracker> QueueCore<T> {
         // completes, if a wake signal is free now (else it may arm one when
         // it gets to the batch).
         let wake = match signal {
-            Some(_) if Self::completion_thread_sleeps(inner) => inner
+            Some(_) => inner
                 .arm_wake(&self.stats, self.waiter.memory(), &ticket)
                 .ok()
                 .flatten(),
-            _ => None,
+            None => None,
         };
         self.progress.note_taken(last_seq);
         bump(&self.stats.batches_closed);
@@ -544,9 +534,6 @@ impl<T: QueueTracker> BatchOwner for QueueCore<T> {
 
     fn arm_wake_for(&self, fence: &Ticket) -> Option<crate::wake::Armed<T::Memory>> {
         let mut inner = self.try_lock()?;
-        if !Self::completion_thread_sleeps(&inner) {
-            return None;
-        }
         inner
             .arm_wake(&self.stats, self.waiter.memory(), fence)
             .ok()

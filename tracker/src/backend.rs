@@ -502,19 +502,6 @@ pub trait HardwareQueue: QueueView + Clone + Send + Sync + 'static {
     fn only_published_work(&self) -> bool {
         false
     }
-
-    /// Whether a packet completing a wake signal
-    /// ([`SignalMemory::create_wake_signal`]) holds up the work published
-    /// after it: on CUDA its completion runs a driver host function, and
-    /// the stream waits for the host to have run it (on an H200, 80-230 us
-    /// of idle GPU per host function: the queue layer's example
-    /// `host_function_stall`). A waiter that asked to sleep still pays it;
-    /// work that only would like to sleep (a completion thread) polls
-    /// instead. `false` unless a backend says otherwise: an AQL barrier-AND
-    /// is processed by the packet processor alone.
-    fn wakes_hold_later_work(&self) -> bool {
-        false
-    }
 }
 
 /// A hardware queue refused work.

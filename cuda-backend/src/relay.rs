@@ -1,0 +1,70 @@
+//! The wake relay: where a wake signal's host function runs, so that it
+//! holds up nothing of the queue's own.
+//!
+//! A stream holds everything enqueued after a host function until the
+//! driver has run it (80-280 us of idle GPU per host function on an H200:
+//! the queue layer's example `host_function_stall`). So a publication that
+//! completes a wake signal records an event on its stream, right behind its
+//! memory operations, and the relay's own stream waits for that event and
+//! runs the host function: the queue's stream goes on at once, and the
+//! sleepers wake once the completion is written, as before.
+//!
+//! One event serves every wake: `cuStreamWaitEvent` waits for the record
+//! made before it, and the queue's publisher lock orders each record with
+//! its wait.
+
+use crate::context::CudaContext;
+use crate::error::{Result, check};
+use crate::native::{Event, EventFlags};
+use crate::stream::Stream;
+use crate::wake::Wakes;
+use cudarc::driver::sys::{self, CUstream};
+
+/// A queue's stream for its wakes' host functions, and the event that
+/// hands each wake over to it. Made with the queue (a stream and an event
+/// of the driver's: tens of microseconds once, none per wake).
+#[derive(Debug)]
+pub(crate) struct WakeRelay {
+    stream: Stream,
+    handed_over: Event,
+}
+
+impl WakeRelay {
+    pub(crate) fn new(context: &CudaContext) -> Result<Self> {
+        Ok(Self {
+            stream: Stream::new(context)?,
+            handed_over: Event::new(
+                context,
+                EventFlags {
+                    timing: false,
+                    blocking_sync: false,
+                },
+            )?,
+        })
+    }
+
+    /// Runs `wakes`' host function once everything enqueued on `from` so
+    /// far has run, without holding up what `from` runs next. The context
+    /// is bound; the caller holds the publisher lock of `from`'s queue.
+    pub(crate) fn relay(&self, from: CUstream, wakes: &Wakes) -> Result<()> {
+        // SAFETY: both handles are alive and of the bound context.
+        check("cuEventRecord", unsafe {
+            sys::cuEventRecord(self.handed_over.as_raw(), from)
+        })?;
+        // SAFETY: as above; the wait is for the record just made.
+        check("cuStreamWaitEvent", unsafe {
+            sys::cuStreamWaitEvent(self.stream.raw(), self.handed_over.as_raw(), 0)
+        })?;
+        let (function, data) = wakes.host_function();
+        // SAFETY: the relay's stream is live and of the bound context; the
+        // driver calls `function` once with `data`, on its own thread.
+        let enqueued = check("cuLaunchHostFunc", unsafe {
+            sys::cuLaunchHostFunc(self.stream.raw(), Some(function), data)
+        });
+        if enqueued.is_err() {
+            // SAFETY: not enqueued: the function will not run.
+            unsafe { wakes.forget(data) };
+        }
+        enqueued
+    }
+}
