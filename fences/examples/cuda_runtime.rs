@@ -17,7 +17,10 @@
 //! Without an NVIDIA driver or GPU it prints the library's typed refusal and
 //! exits 0.
 
+mod cuda_support;
+
 use core::ffi::{CStr, c_void};
+use cuda_support::{Failure, OwnedStream};
 use sigretire_cuda::cudarc::driver::sys::{self, CUdeviceptr, CUfunction, CUmodule, CUstream};
 use sigretire_cuda::{CudaContext, CudaMemory, Error as CudaError, check};
 use sigretire_queue::tracker::{Config, RetiringTracker, Status, Work};
@@ -80,29 +83,8 @@ const SPINS: [Duration; 3] = [
     Duration::from_millis(2),
 ];
 
-type Failure = Box<dyn std::error::Error>;
-
 fn main() -> ExitCode {
-    let context = match CudaContext::new(0) {
-        Ok(context) => context,
-        // No driver or no device: the library says so with a typed error.
-        Err(error @ (CudaError::LibraryMissing | CudaError::NoDevice { .. })) => {
-            println!("cuda_runtime: no GPU to run on, nothing done.");
-            println!("the library's answer: {error}");
-            return ExitCode::SUCCESS;
-        }
-        Err(error) => {
-            eprintln!("cuda_runtime: the CUDA device cannot be used: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match run(&context) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("cuda_runtime failed: {error}");
-            ExitCode::FAILURE
-        }
-    }
+    cuda_support::on_gpu("cuda_runtime", run)
 }
 
 fn run(context: &CudaContext) -> Result<(), Failure> {
@@ -283,21 +265,5 @@ impl Drop for Runtime {
             }
             sys::cuModuleUnload(self.module);
         }
-    }
-}
-
-/// The runtime's stream, destroyed once the library is done with it.
-struct OwnedStream(CUstream);
-
-// SAFETY: a stream handle may be used from any thread; the only use is
-// `cuStreamDestroy` in `drop`.
-unsafe impl Send for OwnedStream {}
-
-impl Drop for OwnedStream {
-    fn drop(&mut self) {
-        // SAFETY: made by `Runtime::stream`, destroyed once, here; the queue
-        // drops its keeper after its last use of the stream, with the
-        // stream's context current.
-        unsafe { sys::cuStreamDestroy_v2(self.0) };
     }
 }

@@ -20,9 +20,12 @@
 //! Without an NVIDIA driver or GPU it prints the library's typed refusal and
 //! exits 0.
 
+mod cuda_support;
+
 use core::ffi::c_void;
+use cuda_support::{Failure, OwnedStream};
 use sigretire_cuda::cudarc::driver::sys::{self, CUstream};
-use sigretire_cuda::{CudaContext, CudaMemory, Error as CudaError, check};
+use sigretire_cuda::{CudaContext, CudaMemory, check};
 use sigretire_queue::tracker::{Config, RetiringTracker};
 use sigretire_queue::{BatchLimits, Device, DeviceConfig, QueueConfig};
 use std::process::ExitCode;
@@ -33,28 +36,8 @@ const LAUNCHES: usize = 4000;
 const KERNEL: Duration = Duration::from_micros(20);
 const ROUNDS: usize = 3;
 
-type Failure = Box<dyn std::error::Error>;
-
 fn main() -> ExitCode {
-    let context = match CudaContext::new(0) {
-        Ok(context) => context,
-        Err(error @ (CudaError::LibraryMissing | CudaError::NoDevice { .. })) => {
-            println!("host_function_stall: no GPU to run on, nothing done.");
-            println!("the library's answer: {error}");
-            return ExitCode::SUCCESS;
-        }
-        Err(error) => {
-            eprintln!("host_function_stall: the CUDA device cannot be used: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match run(&context) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("host_function_stall failed: {error}");
-            ExitCode::FAILURE
-        }
-    }
+    cuda_support::on_gpu("host_function_stall", run)
 }
 
 /// Does nothing: the cost is the stream's wait for the driver to run it.
@@ -173,19 +156,4 @@ fn batches(
     }
     queue.synchronize()?;
     Ok(start.elapsed())
-}
-
-/// Destroys the example's stream once the queue layer lets go of it.
-struct OwnedStream(CUstream);
-
-// SAFETY: a stream handle may be used from any thread; the only use is
-// `cuStreamDestroy` in `drop`.
-unsafe impl Send for OwnedStream {}
-
-impl Drop for OwnedStream {
-    fn drop(&mut self) {
-        // SAFETY: made by `run`, destroyed once, here; the queue drops its
-        // keeper after its last use of the stream.
-        unsafe { sys::cuStreamDestroy_v2(self.0) };
-    }
 }

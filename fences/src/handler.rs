@@ -411,9 +411,6 @@ pub(crate) trait BatchOwner: Send + Sync + Sized + 'static {
     /// signals.
     fn note_handler_sleep(&self);
 
-    /// A finished job had a wake packet: its pin goes once it has run.
-    fn note_wake_finished(&self);
-
     /// Sleeps on `wake`, one of the owner's wake signals, until it leaves 1
     /// or `timeout` passes; whether it left.
     fn sleep_on(&self, wake: <Self::Memory as SignalMemory>::Signal, timeout: Duration) -> bool;
@@ -487,9 +484,6 @@ impl<O: BatchOwner> Job for BatchJob<O> {
         let batch = core::mem::take(&mut self.batch);
         queue.note_completed_here();
         queue.finish_batch(batch, self.last_seq, &outcome, device, true);
-        if self.wake.take().is_some() {
-            queue.note_wake_finished();
-        }
         if let Some(marker) = self.marker.take() {
             marker.finish(outcome);
         }

@@ -159,8 +159,9 @@ impl<T: QueueTracker> QueueCore<T> {
     }
 
     /// What threads without the lock left for its next holder: a queue
-    /// failure for the tracker, and the pins of wake packets that ran (see
-    /// `note_wake_finished`). One load each while there is none.
+    /// failure for the tracker, and the pins of wake packets that ran (a
+    /// completed batch's, `finish_batch`). One load each while there is
+    /// none.
     fn apply_pending(&self, inner: &mut Inner<T>) {
         self.apply_pending_failure(inner);
         if self.wakes_to_release.load(Ordering::Acquire)
@@ -170,15 +171,6 @@ impl<T: QueueTracker> QueueCore<T> {
             // A packet has not run yet: a later holder looks again.
             self.wakes_to_release.store(true, Ordering::Release);
         }
-    }
-
-    /// The completion thread finished a batch it had a wake packet for:
-    /// the packet's pin goes as soon as the packet has run, now if the lock
-    /// is free, else by a later holder of the lock (so a drained use is not
-    /// left parked under a pin nobody needs). Never waits for the lock.
-    pub(crate) fn note_wake_finished(&self) {
-        self.wakes_to_release.store(true, Ordering::Release);
-        drop(self.try_lock());
     }
 
     /// Tells the tracker about a recorded queue failure (under the lock).
@@ -439,12 +431,16 @@ impl<T: QueueTracker> QueueCore<T> {
             Outcome::Complete => {
                 self.progress.note_synced(last_seq);
                 batch.complete(outcome, &self.waiter);
-                if poll && let Some(mut inner) = self.try_lock() {
+                if poll {
                     // Off the submit path: let go of the uses finished wake
-                    // packets waited on, then retire and re-arm what
-                    // completed (those uses too, rather than parking them).
-                    inner.wakes.release_done(self.waiter.memory());
-                    inner.tracker.poll();
+                    // packets waited on (`apply_pending`: as the lock is
+                    // taken, or by its next holder if it is busy), then
+                    // retire and re-arm what completed, those uses too
+                    // rather than parking them.
+                    self.wakes_to_release.store(true, Ordering::Release);
+                    if let Some(mut inner) = self.try_lock() {
+                        inner.tracker.poll();
+                    }
                 }
             }
             Outcome::Failed => {
@@ -520,10 +516,6 @@ impl<T: QueueTracker> BatchOwner for QueueCore<T> {
 
     fn note_handler_sleep(&self) {
         bump(&self.stats.handler_sleeps);
-    }
-
-    fn note_wake_finished(&self) {
-        QueueCore::note_wake_finished(self);
     }
 
     fn sleep_on(&self, wake: <T::Memory as SignalMemory>::Signal, timeout: Duration) -> bool {

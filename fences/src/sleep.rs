@@ -48,12 +48,15 @@ impl<T: QueueTracker> QueueCore<T> {
         mut wait_slice: impl FnMut(Duration, WaitPolicy) -> Result<Status, WaitError>,
     ) -> Result<WaitEnd, Error> {
         // The spin that suits where the use's signal lives, for the whole
-        // wait (the policy's `device_spin` on device memory).
+        // wait (the policy's `device_spin` on device memory); no lookup
+        // where both are the same, as in `WaitPolicy::spin()`.
         let mut settings = self.settings();
-        let placement = self.waiter.placement(ticket)?;
-        settings.policy = settings
-            .policy
-            .with_spin(settings.policy.spin_for(placement));
+        if settings.policy.spin != settings.policy.device_spin {
+            let placement = self.waiter.placement(ticket)?;
+            settings.policy = settings
+                .policy
+                .with_spin(settings.policy.spin_for(placement));
+        }
         if !settings.policy.interrupt {
             return cpu_wait::wait_for(wait_slice, self.state(), &settings);
         }

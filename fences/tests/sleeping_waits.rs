@@ -22,6 +22,14 @@ fn platform() -> SimPlatform {
     })
 }
 
+/// Batches that close at `commands`, whatever the signals' placement.
+fn batches_of(commands: usize) -> sigretire_queue::BatchLimits {
+    sigretire_queue::BatchLimits {
+        host_signals: commands,
+        device_signals: commands,
+    }
+}
+
 fn blocking() -> QueueConfig {
     QueueConfig {
         wait_policy: WaitPolicy::blocking(),
@@ -288,10 +296,7 @@ fn batches_through_the_completion_thread(
     let config = QueueConfig {
         wait_policy: policy,
         wake_signals,
-        batch_limits: sigretire_queue::BatchLimits {
-            host_signals: 2,
-            device_signals: 2,
-        },
+        batch_limits: batches_of(2),
         ..bounded()
     };
     let device = device(&platform, config);
@@ -433,10 +438,7 @@ fn the_sleeping_completion_thread_wakes_as_the_fence_completes() {
     // as one round may lose the core on a loaded machine.
     let platform = platform();
     let config = QueueConfig {
-        batch_limits: sigretire_queue::BatchLimits {
-            host_signals: 1,
-            device_signals: 1,
-        },
+        batch_limits: batches_of(1),
         ..bounded()
     };
     let device = device(&platform, config);
@@ -514,10 +516,7 @@ fn a_wake_packets_pin_goes_with_the_next_lock_when_the_completion_thread_could_n
     // and the drained use re-arms rather than staying parked.
     let platform = SimPlatform::stepped();
     let config = QueueConfig {
-        batch_limits: sigretire_queue::BatchLimits {
-            host_signals: 2,
-            device_signals: 2,
-        },
+        batch_limits: batches_of(2),
         ..bounded()
     };
     let device = platform.device(DeviceConfig::default(), config).unwrap();
