@@ -201,6 +201,9 @@ impl Event {
     /// ```
     pub fn make_wait(&self, queue: &CudaQueue) -> Result<()> {
         queue.context().bind()?;
+        // Work the queue did not publish: its completions before it no
+        // longer prove the stream idle.
+        queue.note_foreign_work();
         // SAFETY: both handles are alive; the stream's context is bound.
         check("cuStreamWaitEvent", unsafe {
             sys::cuStreamWaitEvent(queue.as_raw(), self.raw, 0)

@@ -99,6 +99,12 @@ struct QueueInner {
     reserved: AtomicU64,
     /// Mirrors `publisher.failure.is_some()`, for `reserve` without the lock.
     failed: AtomicBool,
+    /// Work enqueued on the stream that no publication made (the queue's
+    /// own untracked launches, or what a runtime announced with
+    /// [`CudaQueue::note_foreign_work`]) may follow every index below this
+    /// one: `reserved` when it was enqueued, an upper bound of what was
+    /// enqueued before it. 0: none.
+    foreign_below: AtomicU64,
     publisher: Mutex<Publisher>,
 }
 
@@ -195,6 +201,7 @@ impl CudaQueue {
                 progress,
                 reserved: AtomicU64::new(0),
                 failed: AtomicBool::new(false),
+                foreign_below: AtomicU64::new(0),
                 publisher: Mutex::new(Publisher {
                     order: Reorder::new(0),
                     plan: Vec::with_capacity(8),
@@ -222,7 +229,17 @@ impl CudaQueue {
         &self.inner.context
     }
 
-    /// The raw stream, for native CUDA calls (events) on it.
+    /// The raw stream, for native CUDA calls on it.
+    ///
+    /// **Work enqueued through it must be announced.** The queue layer
+    /// answers a synchronize, a query or a cross-queue wait from the newest
+    /// completion it published, which proves nothing about work it did not
+    /// publish. Call [`note_foreign_work`](Self::note_foreign_work) after
+    /// enqueuing anything through the raw handle (a kernel, a copy, a
+    /// `cuStreamWaitEvent`), or adopt the stream instead, whose every
+    /// answer assumes work of the runtime's own may follow. Calls that
+    /// enqueue nothing that waits or runs (`cuEventRecord`, queries) need
+    /// no notice.
     ///
     /// ```
     /// # use sigretire_cuda::{CudaContext, Error};
@@ -259,6 +276,37 @@ impl CudaQueue {
     /// ```
     pub fn is_adopted(&self) -> bool {
         self.inner.stream.is_adopted()
+    }
+
+    /// Tells the queue that work it did not publish was just enqueued on
+    /// its stream (through [`as_raw`](Self::as_raw)): until a later
+    /// publication completes, no completion published before counts as
+    /// proof that the stream is idle ([`HardwareQueue::foreign_work_after`]).
+    /// One atomic store; the queue's own untracked launches announce
+    /// themselves. Adopted streams need no notice: every answer there
+    /// already assumes the runtime's work may follow.
+    ///
+    /// ```
+    /// # use sigretire_cuda::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use sigretire_tracker::{HardwareQueue, Publication, Work};
+    ///
+    /// let queue = context.create_queue()?;
+    /// let index = queue.reserve().unwrap();
+    /// queue.publish(Publication::unsignalled(index, true), Work::Marker).unwrap();
+    /// assert!(!queue.foreign_work_after(index));
+    /// queue.note_foreign_work(); // say, a kernel launched on queue.as_raw()
+    /// assert!(queue.foreign_work_after(index));
+    /// # Ok::<(), sigretire_cuda::Error>(())
+    /// ```
+    pub fn note_foreign_work(&self) {
+        let reserved = self.inner.reserved.load(Ordering::Acquire);
+        self.inner
+            .foreign_below
+            .fetch_max(reserved, Ordering::AcqRel);
     }
 
     /// Blocks until everything published so far has run
@@ -479,6 +527,9 @@ impl CudaQueue {
         self.inner.context.bind()?;
         self.inner.stream.refuse_capture()?;
         let kernels = self.inner.context.kernels();
+        // Announced before it is enqueued: a thread that sees the launch's
+        // effect (its flag) sees the notice too.
+        self.note_foreign_work();
         self.inner
             .stream
             .launch(kernels.empty, 1, &[0, word, value])
@@ -714,10 +765,15 @@ impl HardwareQueue for CudaQueue {
         outcome
     }
 
-    /// An owned stream runs only what is published on it; an adopted one is
-    /// the runtime's, which launches work of its own on it.
-    fn only_published_work(&self) -> bool {
-        !self.is_adopted()
+    /// On an adopted stream, always: the runtime launches work of its own
+    /// on it, unannounced. On an owned one, if anyone else reserved an
+    /// index since `newest`, or work the queue did not publish was
+    /// enqueued after it ([`note_foreign_work`](Self::note_foreign_work),
+    /// the queue's own untracked launches).
+    fn foreign_work_after(&self, newest: u64) -> bool {
+        self.is_adopted()
+            || self.inner.reserved.load(Ordering::Acquire) != newest.wrapping_add(1)
+            || self.inner.foreign_below.load(Ordering::Acquire) > newest
     }
 }
 

@@ -56,7 +56,7 @@ pub struct Event<T: QueueTracker> {
 impl<T: QueueTracker> HostQueue<T> {
     /// Records an event: a marker after everything submitted so far. Right
     /// after a command, on a queue that runs only what it publishes
-    /// ([`HardwareQueue::only_published_work`](sigretire_tracker::HardwareQueue::only_published_work)),
+    /// (nothing it did not publish follows: [`HardwareQueue::foreign_work_after`](sigretire_tracker::HardwareQueue::foreign_work_after)),
     /// no marker is published: the event completes with that command (which
     /// a marker would wait for anyway), and a timed event reports its
     /// stamps, so elapsed time runs from end to end of the two points as it

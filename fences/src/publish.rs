@@ -98,6 +98,9 @@ impl<T: QueueTracker> Inner<T> {
         let (Some((seq, ticket)), Some(shareable)) = (self.last, self.shareable) else {
             return Ok(None);
         };
+        if self.tracker.queue().foreign_work_after(shareable.index) {
+            return Ok(None);
+        }
         let ticket = if timed {
             // A timed marker on an idle queue is stamped when the GPU gets to
             // it, not when the work before it ended (an event recorded long
@@ -292,18 +295,14 @@ impl<T: QueueTracker> Inner<T> {
         self.next_seq += 1;
         self.signals = acquired.placement;
         self.last = Some((seq, acquired.ticket));
-        self.shareable = self
-            .tracker
-            .queue()
-            .only_published_work()
-            .then_some(Shareable {
-                index: acquired.publication.index(),
-                stamped: matches!(
-                    packet.work,
-                    Work::Empty | Work::Kernel(_) | Work::Dispatch(_)
-                ),
-                placement: acquired.placement,
-            });
+        self.shareable = Some(Shareable {
+            index: acquired.publication.index(),
+            stamped: matches!(
+                packet.work,
+                Work::Empty | Work::Kernel(_) | Work::Dispatch(_)
+            ),
+            placement: acquired.placement,
+        });
         bump(&counters.commands);
         if packet.purpose != Purpose::Completion {
             bump(&counters.markers);

@@ -920,9 +920,10 @@ impl HardwareQueue for AqlQueue {
         self.inner.publish_packet(publication.index(), packet)
     }
 
-    /// A queue made here runs only what is published on it; an adopted one
-    /// is the runtime's, which may write packets of its own in between.
-    fn only_published_work(&self) -> bool {
-        !self.is_adopted()
+    /// From the write index, for a queue made here and an adopted one
+    /// alike: the runtime reserves a slot before it writes a packet of its
+    /// own, so a write index one past `newest` proves none followed.
+    fn foreign_work_after(&self, newest: u64) -> bool {
+        self.write_index() != newest.wrapping_add(1)
     }
 }

@@ -225,11 +225,10 @@ impl HardwareQueue for Queue {
         Ok(())
     }
 
-    /// A simulator queue runs what its tracker's user publishes: nobody
-    /// else writes its ring (a test that does so writes through
-    /// [`Queue::write`] and owns the consequences).
-    fn only_published_work(&self) -> bool {
-        true
+    /// From the write index: a packet of anyone else's (a test playing a
+    /// runtime that writes its own packets) reserves its slot first.
+    fn foreign_work_after(&self, newest: u64) -> bool {
+        self.write_index() != newest.wrapping_add(1)
     }
 }
 

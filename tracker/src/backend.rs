@@ -491,16 +491,23 @@ pub trait HardwareQueue: QueueView + Clone + Send + Sync + 'static {
     /// use's.
     fn publish(&self, publication: Publication, work: Work<'_>) -> Result<(), QueueError>;
 
-    /// Whether everything that runs on the queue was published through
-    /// [`publish`](Self::publish) by the tracker's user: a queue made for it
-    /// (`true`), not one a runtime shares with work of its own (an adopted
-    /// AQL queue or CUDA stream, `false`). Only then does the newest
-    /// publication's completion prove everything before it done, so that
-    /// an event or a synchronize may share it instead of publishing a
-    /// marker of its own. `false` unless a backend says otherwise, which is
-    /// always safe.
-    fn only_published_work(&self) -> bool {
-        false
+    /// Whether work its user did not publish through
+    /// [`publish`](Self::publish) may run on the queue after the packet at
+    /// `newest` (the newest packet the user published, of any kind): a
+    /// runtime's own packets on an adopted AQL queue, its own launches on an
+    /// adopted CUDA stream, work enqueued through a raw handle.
+    ///
+    /// Only where this answers `false` does the completion of the user's
+    /// newest fence prove everything on the queue done, so that a queue
+    /// layer may answer a synchronize or a query with it, or let an event
+    /// share its completion instead of publishing a marker of its own.
+    /// `true` unless the backend can tell, which is always safe. An AQL
+    /// queue tells from its write index: any producer reserves a slot
+    /// before it writes a packet, so a write index one past `newest` proves
+    /// nobody else reserved one since.
+    fn foreign_work_after(&self, newest: u64) -> bool {
+        let _ = newest;
+        true
     }
 }
 

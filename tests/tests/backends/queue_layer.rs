@@ -103,7 +103,7 @@ fn event_synchronize_waits_for_the_gpu_without_the_lock<B: Backend>() {
     let event = queue.record_event().unwrap();
     // On a queue that runs only what it publishes the event shares the
     // kernel's completion; on an adopted one it is a marker of its own.
-    let shares = queue.with_tracker(|t| t.queue().only_published_work());
+    let shares = queue.with_tracker(|t| !t.queue().foreign_work_after(0));
     assert_eq!(event.seq(), if shares { 1 } else { 2 });
     platform.gpu.run_all();
     assert_eq!(event.query(), Status::Pending);
@@ -213,7 +213,7 @@ fn a_second_synchronizer_waits_on_the_marker_in_flight_outside_the_lock<B: Backe
     assert_eq!(stats.marker_joins, 1);
     // The first waits for the spinning kernel itself where a marker would
     // complete with it, for a marker of its own on an adopted queue.
-    let shares = queue.with_tracker(|t| t.queue().only_published_work());
+    let shares = queue.with_tracker(|t| !t.queue().foreign_work_after(0));
     assert_eq!(
         (stats.markers, stats.shared_completions),
         if shares { (0, 1) } else { (1, 0) },
