@@ -100,15 +100,20 @@ impl Interrupts {
     }
 
     /// Sleeps until `value` leaves `observed` or `timeout` passes; returns
-    /// the value then read. `read` is called for every read of the value (a
-    /// host load the caller counts).
-    /// Also says whether it slept before it saw the change (then the
-    /// caller pays the wake-up's latency).
+    /// the value then read, and whether it slept before it saw the change.
+    /// `read` is called for every read of the value (a host load the caller
+    /// counts).
+    ///
+    /// A write wakes the sleeper only `wake_latency` later (the interrupt's
+    /// path to the thread: the event, the kernel's wake-up, the scheduler),
+    /// and only then does it read the value again, as a thread woken by a
+    /// KFD event does: whatever was written meanwhile is what it sees.
     pub(crate) fn sleep_while(
         &self,
         value: &AtomicI64,
         observed: i64,
         timeout: Duration,
+        wake_latency: Duration,
         mut read: impl FnMut(),
     ) -> (i64, bool) {
         let deadline = Instant::now() + timeout;
@@ -123,8 +128,13 @@ impl Interrupts {
             // Release: whoever sees the sleep counted sees what the sleeper
             // did before it (a test's count of its reads).
             self.sleeps.fetch_add(1, Ordering::Release);
-            self.written.wait_until(&mut mailbox, deadline);
+            let woken = !self.written.wait_until(&mut mailbox, deadline).timed_out();
             slept = true;
+            if woken && !wake_latency.is_zero() {
+                parking_lot::MutexGuard::unlocked(&mut mailbox, || {
+                    std::thread::sleep(wake_latency);
+                });
+            }
         }
     }
 
@@ -152,7 +162,7 @@ mod tests {
             let (interrupts, value, reads) = (interrupts.clone(), value.clone(), reads.clone());
             std::thread::spawn(move || {
                 interrupts
-                    .sleep_while(&value, 1, Duration::from_secs(10), || {
+                    .sleep_while(&value, 1, Duration::from_secs(10), Duration::ZERO, || {
                         reads.fetch_add(1, Ordering::Relaxed);
                     })
                     .0
@@ -178,7 +188,7 @@ mod tests {
         let interrupts = Interrupts::default();
         let value = AtomicI64::new(0);
         assert_eq!(
-            interrupts.sleep_while(&value, 1, Duration::from_secs(10), || {}),
+            interrupts.sleep_while(&value, 1, Duration::from_secs(10), Duration::ZERO, || {}),
             (0, false)
         );
         assert_eq!(interrupts.stats().sleeps, 0);
@@ -190,7 +200,7 @@ mod tests {
         let value = AtomicI64::new(1);
         let start = Instant::now();
         assert_eq!(
-            interrupts.sleep_while(&value, 1, Duration::from_millis(10), || {}),
+            interrupts.sleep_while(&value, 1, Duration::from_millis(10), Duration::ZERO, || {}),
             (1, false),
             "timed out: no wake-up to pay for"
         );

@@ -360,16 +360,18 @@ impl Memory {
             return self.load(signal);
         }
         let (block, meta) = self.parts(signal);
-        let (value, woken) = self
-            .interrupts
-            .sleep_while(&block.value, observed, timeout, || {
+        // The interrupt's path to the thread is spent asleep, before the
+        // woken thread reads the value again.
+        let (value, _woken) = self.interrupts.sleep_while(
+            &block.value,
+            observed,
+            timeout,
+            self.profile.interrupt_wake,
+            || {
                 pay(self.profile.load(meta.placement));
                 self.counters.loads(meta.placement, 1);
-            });
-        if woken {
-            // The interrupt's path to the thread, spent asleep.
-            std::thread::sleep(self.profile.interrupt_wake);
-        }
+            },
+        );
         value
     }
 
