@@ -14,12 +14,13 @@
 //! about it (complete, failed, or abandoned by the device error): nothing is
 //! ever reported complete that did not complete.
 
-use crate::cpu_wait::{self, Outcome, WaitSettings};
+use crate::cpu_wait::{self, Outcome, WaitEnd, WaitSettings};
 use crate::device_state::DeviceState;
 use crate::error::Error;
 use crate::recycle::Pool;
 use crate::sync::{Arc, AtomicU8, Ordering};
-use sigretire_tracker::{SignalMemory, Status, Ticket, Waiter};
+use sigretire_tracker::{SignalMemory, Status, Ticket, WaitError, WaitPolicy, Waiter};
+use std::time::Duration;
 
 /// What is known about a command.
 ///
@@ -226,6 +227,21 @@ pub struct Command<M: SignalMemory> {
     pub(crate) settings: WaitSettings,
     /// Where the status cell goes back if this handle is its last holder.
     pub(crate) states: Arc<StatePool>,
+    /// Its queue, where the policy sleeps: a sleeping wait has the GPU
+    /// complete one of the queue's wake signals.
+    pub(crate) sleeper: Option<Arc<dyn SleepingWaits<M>>>,
+}
+
+/// A queue's waits that sleep on its wake signals, for a command's handle
+/// (which knows its memory, not its tracker).
+pub(crate) trait SleepingWaits<M: SignalMemory>: Send + Sync {
+    /// Waits for `ticket`'s use with `wait_slice` (a tracker wait bounded
+    /// by its first argument), sleeping after the policy's spin.
+    fn wait_sleeping(
+        &self,
+        ticket: &Ticket,
+        wait_slice: &mut dyn FnMut(Duration, WaitPolicy) -> Result<Status, WaitError>,
+    ) -> Result<WaitEnd, Error>;
 }
 
 impl<M: SignalMemory> Drop for Command<M> {
@@ -327,23 +343,22 @@ impl<M: SignalMemory> Command<M> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn wait(&self) -> Result<(), Error> {
-        let settings = self.settings;
-        let end = cpu_wait::wait_for(
-            |slice, policy| {
-                match self.entry.state.settled() {
-                    CommandStatus::Pending => {}
-                    CommandStatus::Complete => return Ok(Status::Complete),
-                    CommandStatus::Failed => return Ok(Status::Failed),
-                    // Released by a device error: end the wait below.
-                    CommandStatus::DeviceError => {
-                        return Err(sigretire_tracker::TimedOut(slice).into());
-                    }
+        let mut wait_slice = |slice, policy| {
+            match self.entry.state.settled() {
+                CommandStatus::Pending => {}
+                CommandStatus::Complete => return Ok(Status::Complete),
+                CommandStatus::Failed => return Ok(Status::Failed),
+                // Released by a device error: end the wait below.
+                CommandStatus::DeviceError => {
+                    return Err(sigretire_tracker::TimedOut(slice).into());
                 }
-                self.waiter.wait(&self.entry.ticket, slice, policy)
-            },
-            &self.device,
-            &settings,
-        )?;
+            }
+            self.waiter.wait(&self.entry.ticket, slice, policy)
+        };
+        let end = match &self.sleeper {
+            Some(queue) => queue.wait_sleeping(&self.entry.ticket, &mut wait_slice)?,
+            None => cpu_wait::wait_for(wait_slice, &self.device, &self.settings)?,
+        };
         // A handle has no queue counters to count an early return in.
         end.into_result(None, || Error::QueueFailed { queue: self.queue })
     }

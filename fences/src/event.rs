@@ -226,7 +226,7 @@ impl<T: QueueTracker> Event<T> {
             None => Status::Complete,
         };
         if status == Status::Failed {
-            self.queue.report_failure();
+            self.queue.report_failure(&self.ticket);
         }
         status
     }
@@ -268,7 +268,7 @@ impl<T: QueueTracker> Event<T> {
             // commands hangs; after a timeout the batch stays open.
             self.complete_batch_through(&outcome);
         }
-        end.into_result(Some(&core.stats), || core.report_failure())
+        end.into_result(Some(&core.stats), || core.report_failure(&self.ticket))
     }
 
     /// Completes the open batch's commands up to the event's marker.
@@ -360,6 +360,11 @@ impl<T: QueueTracker> Event<T> {
     pub fn elapsed_to<P: QueueTracker>(&self, stop: &Event<P>) -> Result<Duration, Error> {
         if !Arc::ptr_eq(&self.queue.device, &stop.queue.device) {
             return Err(Error::DifferentDevices);
+        }
+        // What can never be timed is refused before anything is read: a
+        // caller would otherwise poll a pair that never answers.
+        if !self.timed || !stop.timed {
+            return Err(Error::NotTimed);
         }
         let start = self.timestamps()?;
         let end = stop.timestamps()?;

@@ -473,6 +473,9 @@ impl<O: BatchOwner> Job for BatchJob<O> {
     fn finish(mut self: Box<Self>, device: &DeviceState) {
         let outcome = self.outcome.take().unwrap_or(Outcome::Complete);
         let signal = self.signal.take();
+        // Done with the wake signal: it may be lent again once its packet
+        // ran (the pin goes with the batch's `poll` below).
+        drop(self.wake.take());
         let Some(queue) = self.queue.take() else {
             return;
         };
@@ -498,6 +501,7 @@ impl<O: BatchOwner> Job for BatchJob<O> {
 
     fn abandon(mut self: Box<Self>, device: &DeviceState) {
         let signal = self.signal.take();
+        drop(self.wake.take());
         let Some(queue) = self.queue.take() else {
             return;
         };
@@ -507,17 +511,13 @@ impl<O: BatchOwner> Job for BatchJob<O> {
 
     fn sleep(&mut self, timeout: Duration) -> Option<bool> {
         let queue = self.queue.as_ref()?;
-        let armed = match self.wake {
-            Some(armed) => armed,
-            None => {
-                // A signal already known complete never gets here (the
-                // job is ready at once), so the batch has its fence.
-                let fence = self.batch.last()?.ticket;
-                let armed = queue.arm_wake_for(&fence)?;
-                self.wake = Some(armed);
-                armed
-            }
-        };
+        if self.wake.is_none() {
+            // A signal already known complete never gets here (the job is
+            // ready at once), so the batch has its fence.
+            let fence = self.batch.last()?.ticket;
+            self.wake = Some(queue.arm_wake_for(&fence)?);
+        }
+        let armed = self.wake.as_ref()?;
         queue.note_handler_sleep();
         Some(queue.sleep_on(armed.wake, timeout) || armed.behind)
     }

@@ -73,6 +73,7 @@ mod device;
 mod device_state;
 mod error;
 mod event;
+mod frontier;
 mod handler;
 mod marker;
 mod publish;

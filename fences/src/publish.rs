@@ -9,6 +9,7 @@
 
 use crate::batch::{Batch, CommandState, Entry};
 use crate::error::Error;
+use crate::frontier::{Frontier, Horizon, Newest};
 use crate::handler::Handoff;
 use crate::marker::Marker;
 use crate::recycle::Stash;
@@ -42,12 +43,11 @@ pub(crate) struct Inner<T: QueueTracker> {
     pub(crate) tracker: T,
     /// The open submission batch.
     pub(crate) batch: Batch,
-    /// The newest command: its number and its use.
-    pub(crate) last: Option<(u64, Ticket)>,
-    /// Whether an event, a synchronize or a cross-queue wait may share the
-    /// newest command's completion instead of publishing a marker (see
-    /// [`Inner::newest_to_share`]).
-    pub(crate) shareable: Option<Shareable>,
+    /// What the queue knows of its hardware queue: the newest command and
+    /// packet, and so which shortcuts are sound (`frontier`).
+    pub(crate) frontier: Frontier,
+    /// The same, for threads without the lock.
+    pub(crate) horizon: Arc<Horizon<T::Queue>>,
     pub(crate) next_seq: u64,
     /// The synchronize marker in flight, for a second synchronizing thread.
     pub(crate) in_flight_marker: Option<Arc<Marker>>,
@@ -76,15 +76,29 @@ pub(crate) struct Inner<T: QueueTracker> {
 }
 
 impl<T: QueueTracker> Inner<T> {
+    /// The newest command's number (0: none yet).
     pub(crate) fn last_seq(&self) -> u64 {
-        self.last.map_or(0, |(seq, _)| seq)
+        self.frontier.newest_seq()
+    }
+
+    /// The newest command, if its completion proves everything on the
+    /// hardware queue done and it has not failed (the frontier's premise,
+    /// and the tracker's word on its outcome: no load for this).
+    pub(crate) fn standing(&self) -> Result<Option<Newest>, Error> {
+        let Some(newest) = self.frontier.standing(self.tracker.queue()).copied() else {
+            return Ok(None);
+        };
+        let failed = self.tracker.known_status(&newest.ticket)? == Some(Status::Failed);
+        Ok((!failed).then_some(newest))
     }
 
     /// The newest command, for a marker that would follow it at once: every
     /// packet is a fence, so a marker published now would complete when it
-    /// does, and proves nothing more. `None` where a marker is needed: no
-    /// command yet, a queue that may run work published by others between
-    /// (an adopted one), or after a move to another queue.
+    /// does, and proves nothing more. `None` where a marker is needed: the
+    /// newest command does not stand for the hardware queue (the
+    /// frontier's premise: work the layer did not publish may follow it, it
+    /// was refused in part or failed, the stream moved since), or there is
+    /// none.
     ///
     /// `timed`: the marker would be timed. Shared only if the command ran
     /// work (which a profiled queue stamps), has a host-memory signal, and
@@ -95,12 +109,9 @@ impl<T: QueueTracker> Inner<T> {
         &mut self,
         timed: bool,
     ) -> Result<Option<CompletionPoint>, Error> {
-        let (Some((seq, ticket)), Some(shareable)) = (self.last, self.shareable) else {
+        let Some(newest) = self.standing()? else {
             return Ok(None);
         };
-        if self.tracker.queue().foreign_work_after(shareable.index) {
-            return Ok(None);
-        }
         let ticket = if timed {
             // A timed marker on an idle queue is stamped when the GPU gets to
             // it, not when the work before it ended (an event recorded long
@@ -108,43 +119,30 @@ impl<T: QueueTracker> Inner<T> {
             // share only a command still running (one load at most). In
             // device memory that load is a PCIe read, and the harvest one
             // more: a timed marker of its own is cheaper.
-            if !shareable.stamped
-                || shareable.placement != Placement::Host
-                || self.tracker.query(&ticket)? != Status::Pending
+            if !newest.stamped
+                || newest.placement != Placement::Host
+                || self.tracker.query(&newest.ticket)? != Status::Pending
             {
                 return Ok(None);
             }
-            let Some(timed) = self.tracker.time(&ticket)? else {
+            let Some(timed) = self.tracker.time(&newest.ticket)? else {
                 return Ok(None);
             };
-            self.last = Some((seq, timed));
-            if let Some(entry) = self.batch.last_mut().filter(|e| e.seq == seq) {
+            self.frontier.retime(newest.seq, timed);
+            if let Some(entry) = self.batch.last_mut().filter(|e| e.seq == newest.seq) {
                 entry.ticket = timed;
                 entry.timed = true;
             }
             timed
         } else {
-            ticket
+            newest.ticket
         };
         Ok(Some(CompletionPoint {
-            seq,
-            index: shareable.index,
+            seq: newest.seq,
+            index: newest.index,
             ticket,
         }))
     }
-}
-
-/// What the queue layer knows of its newest command, for sharing its
-/// completion ([`Inner::newest_to_share`]).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Shareable {
-    /// Its AQL index (its last packet's).
-    index: u64,
-    /// It ran work that a profiled queue stamps: a kernel, empty work, a
-    /// caller's dispatch (not a marker or a wait).
-    stamped: bool,
-    /// Where its signal lives.
-    placement: Placement,
 }
 
 /// The command an event completes with: its own marker, or the newest
@@ -194,6 +192,9 @@ impl<'a> Packet<'a> {
 pub(crate) struct Published<M: SignalMemory> {
     pub(crate) entry: Entry,
     pub(crate) signal: Option<SignalRef<M>>,
+    /// Published only in part: the refusal the caller reports (the entry
+    /// still joins the batch, as its issued packets run).
+    pub(crate) refused: Option<Error>,
 }
 
 /// What one step under the lock did: finished (a publication, or what a
@@ -236,6 +237,7 @@ impl<T: QueueTracker> Inner<T> {
             Err(QueueError::Full) => return Ok(Step::RingFull),
             Err(error) => return Err(error.into()),
         };
+        self.frontier.note_packet(index, &self.horizon);
         let request = Request::packet(index)
             .barrier(true)
             .purpose(packet.purpose)
@@ -294,14 +296,16 @@ impl<T: QueueTracker> Inner<T> {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.signals = acquired.placement;
-        self.last = Some((seq, acquired.ticket));
-        self.shareable = Some(Shareable {
+        self.frontier.note_command(Newest {
+            seq,
             index: acquired.publication.index(),
+            ticket: acquired.ticket,
             stamped: matches!(
                 packet.work,
                 Work::Empty | Work::Kernel(_) | Work::Dispatch(_)
             ),
             placement: acquired.placement,
+            refused: false,
         });
         bump(&counters.commands);
         if packet.purpose != Purpose::Completion {
@@ -316,6 +320,7 @@ impl<T: QueueTracker> Inner<T> {
                 state: self.states.fresh(CommandState::default()),
             },
             signal,
+            refused: None,
         }
     }
 
@@ -344,6 +349,7 @@ impl<T: QueueTracker> Inner<T> {
         for reserved in 0..ops {
             match self.tracker.queue().reserve() {
                 Ok(index) => {
+                    self.frontier.note_packet(index, &self.horizon);
                     first.get_or_insert(index);
                 }
                 Err(error) => {
@@ -388,7 +394,18 @@ impl<T: QueueTracker> Inner<T> {
             let _ = self
                 .tracker
                 .fail_submission(&acquired.ticket, issued as u32);
-            return Err(error.into());
+            if issued == 0 {
+                // Nothing of it runs: the slots hold empty packets only.
+                return Err(error.into());
+            }
+            // Its issued packets run and name its signal: it is the
+            // stream's newest command all the same (a failed one, which
+            // no shortcut trusts), so a synchronize waits for them.
+            let packet = Packet::new(Work::Marker, Purpose::Completion);
+            let mut published = self.published(counters, &packet, &acquired, None);
+            self.frontier.note_refused();
+            published.refused = Some(error.into());
+            return Ok(Step::Done(published));
         }
         let packet = Packet::new(Work::Marker, Purpose::Completion);
         Ok(Step::Done(
@@ -458,8 +475,10 @@ impl<T: QueueTracker> Inner<T> {
         // may then wake the thread late: it looks at the use between
         // sleeps as well.
         let behind = self
-            .last
-            .is_none_or(|(_, newest)| newest.seq() != ticket.seq());
+            .frontier
+            .newest()
+            .is_none_or(|newest| newest.ticket.seq() != ticket.seq())
+            || self.frontier.followed_by_foreign_work(self.tracker.queue());
         let Ok(wake) = self.wakes.lend(memory, pin) else {
             return Ok(None);
         };
@@ -470,6 +489,7 @@ impl<T: QueueTracker> Inner<T> {
                 return Ok(None);
             }
         };
+        self.frontier.note_packet(index, &self.horizon);
         let publication = Publication::untracked(index, false, memory.packet_handle(wake));
         if self
             .tracker
@@ -482,7 +502,7 @@ impl<T: QueueTracker> Inner<T> {
             drop(self.wakes.give_back(wake));
             return Ok(None);
         }
-        Ok(Some(Armed { wake, behind }))
+        Ok(Some(self.wakes.armed(wake, behind)))
     }
 
     /// Fills a reserved slot with empty work and no completion signal.

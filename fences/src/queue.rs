@@ -20,18 +20,21 @@
 //! to take it, before that thread touches the tracker. Nothing uses the
 //! tracker without the lock, so no use of it can miss the failure.
 
-use crate::batch::{Batch, Command, Entry, StatePool};
+use crate::batch::{Batch, Command, CommandStatus, Entry, SleepingWaits, StatePool};
 use crate::config::QueueConfig;
 use crate::cpu_wait::{self, Outcome, WaitSettings};
 use crate::device_state::DeviceState;
 use crate::error::Error;
+use crate::frontier::{Frontier, Horizon};
 use crate::handler::{BatchJob, BatchOwner, DeviceShared, Handoff, Job, JobCount};
 use crate::marker::Marker;
 use crate::publish::{Inner, Packet, QueueTracker, Step};
 use crate::recycle::{Pool, Stash};
 use crate::stats::{Counters, QueueStats, bump};
 use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering, identity};
-use sigretire_tracker::{Placement, Purpose, SignalMemory, Status, Ticket, Waiter, Work};
+use sigretire_tracker::{
+    Placement, Purpose, QueueView, SignalMemory, Status, Ticket, Waiter, Work,
+};
 use std::time::{Duration, Instant};
 
 /// Room an open batch's buffer has past the batch limit: the commands
@@ -76,6 +79,14 @@ impl Progress {
     }
 }
 
+/// How a query is answered under the lock.
+enum QueryPlan {
+    /// From the newest command (its ticket; `None`: nothing ever ran).
+    Known(Status, Option<Ticket>),
+    /// From a marker published now.
+    Marker,
+}
+
 /// One queue's shared state. Held by its handles, its events and the
 /// completion thread's jobs; torn down on a user thread (see `handler`).
 pub(crate) struct QueueCore<T: QueueTracker> {
@@ -86,11 +97,16 @@ pub(crate) struct QueueCore<T: QueueTracker> {
     pub(crate) waiter: Waiter<T::Memory>,
     pub(crate) device: Arc<DeviceShared>,
     pub(crate) progress: Progress,
+    /// Whether work the layer did not publish follows its newest packet,
+    /// for threads without the lock (`frontier`).
+    pub(crate) horizon: Arc<Horizon<T::Queue>>,
     pub(crate) stats: Counters,
     pub(crate) jobs: Arc<JobCount>,
     /// The queue failed and the tracker has not been told yet (see the
     /// module docs): the next thread to take the lock tells it.
     failure_pending: AtomicBool,
+    /// A use of each hardware queue seen failed, for the tracker.
+    failed_uses: Mutex<Vec<Ticket>>,
     /// Pins of wake packets to let go of once they ran (`apply_pending`).
     wakes_to_release: AtomicBool,
     /// Status cells, batch buffers and job boxes for reuse (see `recycle`).
@@ -173,20 +189,35 @@ impl<T: QueueTracker> QueueCore<T> {
         }
     }
 
+    /// Lets go of the pins of wake packets that ran: now if the lock is
+    /// free, else by its next holder (`apply_pending`). Never waits for the
+    /// lock.
+    pub(crate) fn release_wakes_soon(&self) {
+        self.wakes_to_release.store(true, Ordering::Release);
+        drop(self.try_lock());
+    }
+
     /// Tells the tracker about a recorded queue failure (under the lock).
     /// One load while the queue is healthy.
     pub(crate) fn apply_pending_failure(&self, inner: &mut Inner<T>) {
         if self.failure_pending.load(Ordering::Acquire)
             && self.failure_pending.swap(false, Ordering::AcqRel)
         {
-            inner.tracker.fail_queue();
+            let failed = core::mem::take(&mut *self.failed_uses.lock());
+            for ticket in failed {
+                // The hardware queue that use ran on failed: its pending
+                // uses fail, not those of another hardware queue the
+                // stream moved to (they may still run).
+                inner.tracker.fail_queue_of(&ticket);
+            }
         }
     }
 
-    /// Records that the queue failed, for the tracker: told now if the lock
-    /// is free, else by the next thread to take it (see the module docs).
-    /// Never waits for the lock.
-    fn note_queue_failed(&self) {
+    /// Records that the hardware queue `failed`'s use ran on failed, for
+    /// the tracker: told now if the lock is free, else by the next thread
+    /// to take it (see the module docs). Never waits for the lock.
+    fn note_queue_failed(&self, failed: &Ticket) {
+        self.failed_uses.lock().push(*failed);
         self.failure_pending.store(true, Ordering::Release);
         // Taking and dropping the lock applies it.
         drop(self.try_lock());
@@ -201,14 +232,20 @@ impl<T: QueueTracker> QueueCore<T> {
     }
 
     /// A user handle for a published command.
-    pub(crate) fn command(&self, entry: Entry) -> Command<T::Memory> {
+    pub(crate) fn command(this: &Arc<Self>, entry: Entry) -> Command<T::Memory> {
+        let settings = this.settings();
         Command {
             entry,
-            queue: self.id,
-            waiter: self.waiter.clone(),
-            device: self.device.state.clone(),
-            settings: self.settings(),
-            states: self.states.clone(),
+            queue: this.id,
+            waiter: this.waiter.clone(),
+            device: this.device.state.clone(),
+            // Only a wait that sleeps needs the queue (its wake signals).
+            sleeper: settings
+                .policy
+                .interrupt
+                .then(|| this.clone() as Arc<dyn SleepingWaits<T::Memory>>),
+            settings,
+            states: this.states.clone(),
         }
     }
 
@@ -364,6 +401,62 @@ impl<T: QueueTracker> QueueCore<T> {
         }
     }
 
+    /// A query's answer from what the layer knows (under the lock), or the
+    /// need for a marker.
+    fn plan_query(&self, inner: &mut Inner<T>) -> Result<QueryPlan, Error> {
+        let Some(newest) = inner.frontier.trusted().copied() else {
+            let idle = inner.order_debt.is_none()
+                && inner.frontier.idle_since_creation(inner.tracker.queue());
+            return Ok(if idle {
+                QueryPlan::Known(Status::Complete, None)
+            } else {
+                QueryPlan::Marker
+            });
+        };
+        // At most one load. Failed or still running, it answers for the
+        // stream whatever follows it; complete, only if nothing does.
+        let status = inner.tracker.query(&newest.ticket)?;
+        let answers = status != Status::Complete
+            || !inner
+                .frontier
+                .followed_by_foreign_work(inner.tracker.queue());
+        Ok(if answers {
+            QueryPlan::Known(status, Some(newest.ticket))
+        } else {
+            QueryPlan::Marker
+        })
+    }
+
+    /// What a new hardware queue must wait for before the stream's next
+    /// packet runs there, when the stream moves (under the lock): the old
+    /// queue's newest command where it stands for everything on that
+    /// queue; else a marker published after everything there now (the
+    /// runtime's own packets, a partly refused command's issued work).
+    /// `None`: nothing was ever published there.
+    fn owed_by_old_queue(&self, inner: &mut Inner<T>) -> Result<Option<Step<Ticket>>, Error> {
+        if let Some(newest) = inner.frontier.trusted().copied()
+            && (inner.frontier.standing(inner.tracker.queue()).is_some()
+                || inner.tracker.known_status(&newest.ticket)? == Some(Status::Failed))
+        {
+            return Ok(Some(Step::Done(newest.ticket)));
+        }
+        if inner.frontier.newest().is_none()
+            && inner.frontier.idle_since_creation(inner.tracker.queue())
+        {
+            return Ok(None);
+        }
+        let published = match inner
+            .publish(&self.stats, Packet::new(Work::Marker, Purpose::GpuWaiter))?
+            .or_retry()
+        {
+            Ok(published) => published,
+            Err(retry) => return Ok(Some(retry)),
+        };
+        let ticket = published.entry.ticket;
+        self.push_command(inner, published.entry, true);
+        Ok(Some(Step::Done(ticket)))
+    }
+
     /// Waits for `ticket`'s use outside the lock (back-pressure).
     fn wait_outside_lock(&self, ticket: &Ticket) -> Result<(), Error> {
         let end = cpu_wait::wait_for(
@@ -371,7 +464,7 @@ impl<T: QueueTracker> QueueCore<T> {
             self.state(),
             &self.settings(),
         )?;
-        end.into_result(Some(&self.stats), || self.report_failure())
+        end.into_result(Some(&self.stats), || self.report_failure(ticket))
     }
 
     /// Hands closed batches to the completion thread (outside the lock).
@@ -446,7 +539,9 @@ impl<T: QueueTracker> QueueCore<T> {
             Outcome::Failed => {
                 device.report(format!("queue {} failed", self.id));
                 batch.complete(outcome, &self.waiter);
-                self.note_queue_failed();
+                if let Some(fence) = batch.last() {
+                    self.note_queue_failed(&fence.ticket);
+                }
             }
             Outcome::DeviceError(_) => batch.complete(outcome, &self.waiter),
         }
@@ -454,12 +549,12 @@ impl<T: QueueTracker> QueueCore<T> {
         self.recycle(batch);
     }
 
-    /// A use of this queue failed: the device enters the error state and
-    /// the tracker is told (its pending uses fail). Callable with or without
-    /// the lock.
-    pub(crate) fn report_failure(&self) -> Error {
+    /// `failed`'s use of this queue failed: the device enters the error
+    /// state and the tracker is told (the pending uses of the hardware queue
+    /// it ran on fail). Callable with or without the lock.
+    pub(crate) fn report_failure(&self, failed: &Ticket) -> Error {
         self.state().report(format!("queue {} failed", self.id));
-        self.note_queue_failed();
+        self.note_queue_failed(failed);
         Error::QueueFailed { queue: self.id }
     }
 
@@ -594,14 +689,16 @@ impl<T: QueueTracker> HostQueue<T> {
             .wake_signals
             .store(wakes.len() as u64, Ordering::Relaxed);
         let states = Arc::new(StatePool::default());
+        let horizon = Arc::new(Horizon::new(tracker.queue().clone()));
         let core = QueueCore {
+            horizon: horizon.clone(),
             id: NEXT_QUEUE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             config,
             lock: Mutex::new(Inner {
+                frontier: Frontier::default(),
+                horizon: horizon.clone(),
                 tracker,
                 batch: Batch::default(),
-                last: None,
-                shareable: None,
                 next_seq: 1,
                 in_flight_marker: None,
                 signals: Placement::Host,
@@ -618,6 +715,7 @@ impl<T: QueueTracker> HostQueue<T> {
             stats,
             jobs: Arc::new(JobCount::default()),
             failure_pending: AtomicBool::new(false),
+            failed_uses: Mutex::new(Vec::new()),
             wakes_to_release: AtomicBool::new(false),
             states,
             buffers: Pool::default(),
@@ -713,7 +811,7 @@ impl<T: QueueTracker> HostQueue<T> {
             core.push_command(inner, entry.clone(), true);
             Ok(Step::Done(entry))
         })?;
-        Ok(core.command(entry))
+        Ok(QueueCore::command(core, entry))
     }
 
     /// Publishes `works` as one command of several operations (a copy done
@@ -736,16 +834,24 @@ impl<T: QueueTracker> HostQueue<T> {
     /// ```
     pub fn submit_all(&self, works: &[Work<'_>]) -> Result<Command<T::Memory>, Error> {
         let core = self.core();
-        let entry = QueueCore::with_publication(core, |core, inner| {
+        let (entry, refused) = QueueCore::with_publication(core, |core, inner| {
             let published = match inner.publish_all(&core.stats, works)?.or_retry() {
                 Ok(published) => published,
                 Err(retry) => return Ok(retry),
             };
             let entry = published.entry;
+            if published.refused.is_some() {
+                // Its issued packets run: it joins the batch (so what
+                // completes the batch waits for them), failed from now on.
+                entry.state.settle(CommandStatus::Failed);
+            }
             core.push_command(inner, entry.clone(), true);
-            Ok(Step::Done(entry))
+            Ok(Step::Done((entry, published.refused)))
         })?;
-        Ok(core.command(entry))
+        match refused {
+            Some(error) => Err(error),
+            None => Ok(QueueCore::command(core, entry)),
+        }
     }
 
     /// The runtime moved the stream to another hardware queue: later
@@ -791,36 +897,49 @@ impl<T: QueueTracker> HostQueue<T> {
     /// then in the error state).
     pub fn move_to(&self, queue: T::Queue) -> Result<(), Error> {
         let core = self.core();
-        core.state().check_accepting()?;
-        let mut inner = core.lock();
-        if inner.order_debt.is_none()
-            && let Some((_, ticket)) = inner.last
+        let memory_domain = core.waiter.memory().signal_domain();
+        if let (Some(memory), Some(reached)) = (memory_domain, queue.signal_domain())
+            && memory != reached
         {
-            // `None`: known complete, nothing to order behind.
-            inner.order_debt = match inner.tracker.pin(&ticket) {
-                Ok(pin) => pin,
-                Err(sigretire_tracker::PinError::Failed { .. }) => {
-                    drop(inner);
-                    return Err(core.report_failure());
-                }
-                Err(error) => return Err(error.into()),
-            };
+            // Its packets could never name the tracker's signals.
+            return Err(Error::ForeignSignalMemory);
         }
-        // Everything before the move finished: the queues left earlier run
-        // nothing of the stream any more. Their handles are dropped after
-        // the lock is released, as dropping one may wait for the GPU.
-        let finished = match inner.order_debt {
-            None => core::mem::take(&mut inner.left_queues),
-            Some(_) => Vec::new(),
-        };
-        let old = inner.tracker.queue().clone();
-        inner.left_queues.push(old);
-        // The next command pays the order debt first; until then a marker
-        // is published on the new queue rather than shared with the old's.
-        inner.shareable = None;
-        inner.tracker.note_queue_change(queue);
-        bump(&core.stats.queue_changes);
-        drop(inner);
+        let finished = QueueCore::with_publication(core, |core, inner| {
+            if inner.order_debt.is_none() {
+                let owed = match core.owed_by_old_queue(inner)?.map(Step::or_retry) {
+                    None => None,
+                    Some(Ok(owed)) => Some(owed),
+                    Some(Err(retry)) => return Ok(retry),
+                };
+                if let Some(owed) = owed {
+                    // `None`: known complete, nothing to order behind.
+                    inner.order_debt = match inner.tracker.pin(&owed) {
+                        Ok(pin) => pin,
+                        Err(sigretire_tracker::PinError::Failed { .. }) => {
+                            return Err(core.report_failure(&owed));
+                        }
+                        Err(error) => return Err(error.into()),
+                    };
+                }
+            }
+            // Everything before the move finished: the queues left earlier
+            // run nothing of the stream any more. Their handles are dropped
+            // after the lock is released, as dropping one may wait for the
+            // GPU.
+            let finished = match inner.order_debt {
+                None => core::mem::take(&mut inner.left_queues),
+                Some(_) => Vec::new(),
+            };
+            let old = inner.tracker.queue().clone();
+            inner.left_queues.push(old);
+            // The next command pays the order debt first; until then
+            // nothing published on the old queue stands for the new one.
+            inner.frontier.note_move();
+            core.horizon.note_move(queue.clone());
+            inner.tracker.note_queue_change(queue.clone());
+            bump(&core.stats.queue_changes);
+            Ok(Step::Done(finished))
+        })?;
         drop(finished);
         Ok(())
     }
@@ -843,18 +962,35 @@ impl<T: QueueTracker> HostQueue<T> {
     /// ```
     pub fn query(&self) -> Result<Status, Error> {
         let core = self.core();
-        if core.progress.synced_through() >= core.progress.submitted() {
+        if core.progress.synced_through() >= core.progress.submitted()
+            && !core.horizon.foreign_work_possible()
+        {
             return Ok(Status::Complete);
         }
-        let status = {
-            let mut inner = core.lock();
-            match inner.last {
-                None => Status::Complete,
-                Some((_, ticket)) => inner.tracker.query(&ticket)?,
-            }
-        };
-        if status == Status::Failed {
-            core.report_failure();
+        let (status, ticket) = QueueCore::with_publication(core, |core, inner| {
+            Ok(match core.plan_query(inner)? {
+                QueryPlan::Known(status, ticket) => Step::Done((status, ticket)),
+                QueryPlan::Marker => {
+                    // Nothing the layer published stands for the queue: a
+                    // marker after everything on it does, now and for the
+                    // queries after it while nothing else follows.
+                    let published = match inner
+                        .publish(&core.stats, Packet::new(Work::Marker, Purpose::CpuSync))?
+                        .or_retry()
+                    {
+                        Ok(published) => published,
+                        Err(retry) => return Ok(retry),
+                    };
+                    let ticket = published.entry.ticket;
+                    core.push_command(inner, published.entry, true);
+                    Step::Done((inner.tracker.query(&ticket)?, Some(ticket)))
+                }
+            })
+        })?;
+        if status == Status::Failed
+            && let Some(ticket) = ticket
+        {
+            core.report_failure(&ticket);
         }
         Ok(status)
     }
@@ -909,5 +1045,16 @@ impl<T: QueueTracker> core::fmt::Debug for HostQueue<T> {
             .field("config", &self.core().config)
             .field("stats", &self.stats())
             .finish()
+    }
+}
+
+/// Until the tracker fails one hardware queue's uses: every pending use.
+trait FailQueueOf {
+    fn fail_queue_of(&mut self, ticket: &Ticket) -> usize;
+}
+
+impl<T: sigretire_tracker::Tracker> FailQueueOf for T {
+    fn fail_queue_of(&mut self, _ticket: &Ticket) -> usize {
+        self.fail_queue()
     }
 }

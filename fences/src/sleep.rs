@@ -25,12 +25,12 @@
 //! signals: it polls as its policy's yield and sleep phases say, counted in
 //! [`QueueStats::wake_fallbacks`](crate::QueueStats::wake_fallbacks).
 
+use crate::batch::SleepingWaits;
 use crate::cpu_wait::{self, WaitEnd};
 use crate::error::Error;
 use crate::publish::{Inner, QueueTracker};
 use crate::queue::QueueCore;
 use crate::stats::bump;
-use crate::wake::Armed;
 use sigretire_tracker::{SignalMemory, Status, Ticket, WaitError, WaitPolicy};
 use std::time::Duration;
 
@@ -78,7 +78,7 @@ impl<T: QueueTracker> QueueCore<T> {
             Some(inner) => inner.arm_wake(&self.stats, memory, ticket)?,
             None => self.lock().arm_wake(&self.stats, memory, ticket)?,
         };
-        let Some(Armed { wake, behind }) = armed else {
+        let Some(armed) = armed else {
             bump(&self.stats.wake_fallbacks);
             return cpu_wait::wait_for(wait_slice, self.state(), &settings);
         };
@@ -87,17 +87,32 @@ impl<T: QueueTracker> QueueCore<T> {
             wait_slice,
             // SAFETY: a wake signal of this queue's memory, lent to this
             // wait; it leaves 1 when its packet completes or fails.
-            |slice| unsafe { memory.sleep_while(wake, 1, slice) } != 1,
-            behind,
+            |slice| unsafe { memory.sleep_while(armed.wake, 1, slice) } != 1,
+            armed.behind,
             self.state(),
             &settings,
         );
-        // The pin goes once the packet ran (usually it just woke this
-        // thread); one still waiting keeps it until a later wait or a drain.
+        // Done reading the wake signal: it may be lent again once its
+        // packet ran. The pin goes then too (usually the packet just woke
+        // this thread): let go of it now if the lock is free, else its next
+        // holder does (`apply_pending`).
+        drop(armed);
         match locked {
-            Some(inner) => inner.wakes.release_done(memory),
-            None => self.lock().wakes.release_done(memory),
-        };
+            Some(inner) => {
+                inner.wakes.release_done(memory);
+            }
+            None => self.release_wakes_soon(),
+        }
         end
+    }
+}
+
+impl<T: QueueTracker> SleepingWaits<T::Memory> for QueueCore<T> {
+    fn wait_sleeping(
+        &self,
+        ticket: &Ticket,
+        wait_slice: &mut dyn FnMut(Duration, WaitPolicy) -> Result<Status, WaitError>,
+    ) -> Result<WaitEnd, Error> {
+        self.wait_maybe_sleeping(ticket, None, wait_slice)
     }
 }

@@ -174,6 +174,44 @@ impl<T> Mutex<T> {
     }
 }
 
+/// A reader-writer lock with parking_lot's infallible `read()`/`write()`.
+#[derive(Debug, Default)]
+pub(crate) struct RwLock<T>(
+    #[cfg(sigretire_loom)] loom::sync::RwLock<T>,
+    #[cfg(not(sigretire_loom))] parking_lot::RwLock<T>,
+);
+
+#[cfg(not(sigretire_loom))]
+impl<T> RwLock<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Self(parking_lot::RwLock::new(value))
+    }
+
+    pub(crate) fn read(&self) -> impl core::ops::Deref<Target = T> + '_ {
+        self.0.read()
+    }
+
+    pub(crate) fn write(&self) -> impl core::ops::DerefMut<Target = T> + '_ {
+        self.0.write()
+    }
+}
+
+#[cfg(sigretire_loom)]
+impl<T> RwLock<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Self(loom::sync::RwLock::new(value))
+    }
+
+    pub(crate) fn read(&self) -> impl core::ops::Deref<Target = T> + '_ {
+        // A poisoned lock means a model thread panicked; loom reports that.
+        self.0.read().unwrap()
+    }
+
+    pub(crate) fn write(&self) -> impl core::ops::DerefMut<Target = T> + '_ {
+        self.0.write().unwrap()
+    }
+}
+
 /// A condition variable for [`Mutex`].
 #[derive(Debug, Default)]
 pub(crate) struct Condvar(

@@ -36,7 +36,7 @@ use crate::publish::{Inner, Packet, QueueTracker, Step};
 use crate::queue::{HostQueue, QueueCore};
 use crate::stats::bump;
 use crate::sync::{Arc, Ordering};
-use sigretire_tracker::{Purpose, SignalMemory, SignalRef, Status, Work};
+use sigretire_tracker::{Purpose, SignalMemory, SignalRef, Status, Ticket, Work};
 use std::time::Duration;
 
 /// What synchronize does once the lock is released.
@@ -47,6 +47,7 @@ pub(crate) enum SyncPlan<M: SignalMemory> {
     /// The newest command was already done: complete its batch.
     Inline {
         batch: Batch,
+        newest: Ticket,
         last_seq: u64,
         status: Status,
     },
@@ -73,31 +74,42 @@ pub(crate) enum SyncPlan<M: SignalMemory> {
 impl<T: QueueTracker> QueueCore<T> {
     /// Step 1, under the lock: decide, and publish the marker if one is needed.
     fn plan_sync(&self, inner: &mut Inner<T>) -> Result<Step<SyncPlan<T::Memory>>, Error> {
+        let standing = inner.standing()?;
         if let Some(marker) = &inner.in_flight_marker
             && !marker.is_finished()
-            && marker.seq == inner.last_seq()
+            && standing.is_some_and(|newest| newest.seq == marker.seq)
         {
             return Ok(Step::Done(SyncPlan::Join(marker.clone())));
         }
-        let Some((last_seq, ticket)) = inner.last else {
+        if inner.frontier.newest().is_none()
+            && inner.order_debt.is_none()
+            && inner.frontier.idle_since_creation(inner.tracker.queue())
+        {
             return Ok(Step::Done(SyncPlan::Done(Ok(()))));
-        };
-        // The newest command is a fence: if it is done, everything is, and
-        // no marker is needed (at most one load to find out).
-        let status = inner.tracker.query(&ticket)?;
-        if status.is_done() {
-            let batch = self.take_batch(inner);
-            self.progress.note_taken(last_seq);
-            if status == Status::Complete {
-                self.process_timing(inner, &batch);
-                self.reset_state(inner);
+        }
+        // The newest command is a fence: if it stands for the hardware
+        // queue and is done, everything is, and no marker is needed (at
+        // most one load to find out). A failure of it is the stream's
+        // whatever follows it.
+        if let Some(newest) = inner.frontier.trusted().copied() {
+            let status = inner.tracker.query(&newest.ticket)?;
+            let answers =
+                status == Status::Failed || (status == Status::Complete && standing.is_some());
+            if answers {
+                let batch = self.take_batch(inner);
+                self.progress.note_taken(newest.seq);
+                if status == Status::Complete {
+                    self.process_timing(inner, &batch);
+                    self.reset_state(inner);
+                }
+                bump(&self.stats.syncs_inline);
+                return Ok(Step::Done(SyncPlan::Inline {
+                    batch,
+                    newest: newest.ticket,
+                    last_seq: newest.seq,
+                    status,
+                }));
             }
-            bump(&self.stats.syncs_inline);
-            return Ok(Step::Done(SyncPlan::Inline {
-                batch,
-                last_seq,
-                status,
-            }));
         }
         let small = inner.batch.len() < self.config.cpu_sync_batch;
         let (marker, signal) = if let Some(newest) = inner.newest_to_share(false)? {
@@ -209,8 +221,9 @@ impl<T: QueueTracker> QueueCore<T> {
         marker.finish(outcome);
         // No longer in flight: unless a joining thread still reads it, this
         // was its last reference.
+        let ticket = marker.ticket;
         this.markers.keep_if_last(marker);
-        end.into_result(Some(&this.stats), || this.report_failure())
+        end.into_result(Some(&this.stats), || this.report_failure(&ticket))
     }
 
     /// The old behaviour: steps 2-4 with the lock held throughout.
@@ -247,7 +260,7 @@ impl<T: QueueTracker> QueueCore<T> {
         }
         self.finish_batch(batch, marker.seq, &outcome, self.state(), false);
         marker.finish(outcome);
-        SyncPlan::Done(end.into_result(Some(&self.stats), || self.report_failure()))
+        SyncPlan::Done(end.into_result(Some(&self.stats), || self.report_failure(&marker.ticket)))
     }
 
     /// A second synchronizing thread: waits on the marker in flight, without
@@ -258,7 +271,7 @@ impl<T: QueueTracker> QueueCore<T> {
         if end.outcome() == Some(Outcome::Complete) {
             self.progress.note_synced(marker.seq);
         }
-        end.into_result(Some(&self.stats), || self.report_failure())
+        end.into_result(Some(&self.stats), || self.report_failure(&marker.ticket))
     }
 
     /// Hands a large batch to the completion thread and waits for its verdict.
@@ -330,7 +343,9 @@ impl<T: QueueTracker> HostQueue<T> {
     /// ```
     pub fn synchronize(&self) -> Result<(), Error> {
         let core = self.core();
-        if core.progress.synced_through() >= core.progress.submitted() {
+        if core.progress.synced_through() >= core.progress.submitted()
+            && !core.horizon.foreign_work_possible()
+        {
             bump(&core.stats.syncs_without_lock);
             return Ok(());
         }
@@ -339,6 +354,7 @@ impl<T: QueueTracker> HostQueue<T> {
             SyncPlan::Done(result) => result,
             SyncPlan::Inline {
                 batch,
+                newest,
                 last_seq,
                 status,
             } => {
@@ -350,7 +366,7 @@ impl<T: QueueTracker> HostQueue<T> {
                 core.finish_batch(batch, last_seq, &outcome, core.state(), false);
                 match outcome {
                     Outcome::Complete => Ok(()),
-                    _ => Err(core.report_failure()),
+                    _ => Err(core.report_failure(&newest)),
                 }
             }
             SyncPlan::Join(marker) => core.join_marker(&marker),

@@ -141,7 +141,7 @@ fn pin_on<P: QueueTracker>(
     let pinned = producer.lock().tracker.pin(ticket);
     match pinned {
         Ok(pin) => Ok(pin),
-        Err(sigretire_tracker::PinError::Failed { .. }) => Err(producer.report_failure()),
+        Err(sigretire_tracker::PinError::Failed { .. }) => Err(producer.report_failure(ticket)),
         Err(error) => Err(error.into()),
     }
 }
@@ -257,10 +257,17 @@ impl<T: QueueTracker> HostQueue<T> {
             return Err(Error::ForeignSignalMemory);
         }
         let pin = QueueCore::with_publication(producer, |core, inner| {
-            let Some((_, ticket)) = inner.last else {
+            if inner.frontier.newest().is_none()
+                && inner.order_debt.is_none()
+                && inner.frontier.idle_since_creation(inner.tracker.queue())
+            {
                 return Ok(Step::Done(None));
-            };
-            if inner.tracker.known_status(&ticket)? == Some(Status::Complete) {
+            }
+            // Done, and standing for the producer's hardware queue: nothing
+            // to wait for (no load: only what the tracker knows).
+            if let Some(newest) = inner.standing()?
+                && inner.tracker.known_status(&newest.ticket)? == Some(Status::Complete)
+            {
                 return Ok(Step::Done(None));
             }
             let ticket = if let Some(newest) = inner.newest_to_share(false)? {
@@ -281,7 +288,9 @@ impl<T: QueueTracker> HostQueue<T> {
             };
             match inner.tracker.pin(&ticket) {
                 Ok(pin) => Ok(Step::Done(pin)),
-                Err(sigretire_tracker::PinError::Failed { .. }) => Err(core.report_failure()),
+                Err(sigretire_tracker::PinError::Failed { .. }) => {
+                    Err(core.report_failure(&ticket))
+                }
                 Err(error) => Err(error.into()),
             }
         })?;
@@ -346,7 +355,10 @@ impl<T: QueueTracker> HostQueue<T> {
             })?;
         }
         Ok(CrossWait {
-            commands: entries.into_iter().map(|e| core.command(e)).collect(),
+            commands: entries
+                .into_iter()
+                .map(|e| QueueCore::command(core, e))
+                .collect(),
             dependencies,
             elided,
         })

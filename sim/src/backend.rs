@@ -192,6 +192,11 @@ impl SignalMemory for SimMemory {
     fn shares_signals_with(&self, other: &Self) -> bool {
         self.sim.id() == other.sim.id()
     }
+
+    /// The simulator's: its queues name only its own signals.
+    fn signal_domain(&self) -> Option<u64> {
+        Some(self.sim.id())
+    }
 }
 
 impl QueueView for Queue {
@@ -201,6 +206,10 @@ impl QueueView for Queue {
 
     fn ring_in_device_memory(&self) -> bool {
         self.ring_placement() == crate::Placement::Device
+    }
+
+    fn signal_domain(&self) -> Option<u64> {
+        Some(self.sim_id())
     }
 }
 

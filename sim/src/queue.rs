@@ -427,6 +427,11 @@ impl Queue {
         self.core.read_index()
     }
 
+    /// The id of the simulator the queue runs on ([`Sim::id`]).
+    pub(crate) fn sim_id(&self) -> u64 {
+        self.sim.id()
+    }
+
     /// The write index: the next index `reserve` hands out.
     pub fn write_index(&self) -> u64 {
         self.core.write_index()

@@ -244,6 +244,16 @@ pub trait SignalMemory: Send + Sync + 'static {
     /// could not read, instead of publishing a packet that can never pass.
     fn shares_signals_with(&self, other: &Self) -> bool;
 
+    /// Which signal memory the packets of this memory's queues can name: a
+    /// queue whose [`QueueView::signal_domain`] differs cannot complete or
+    /// wait on these signals (another simulator, another process's ROCr).
+    /// `None` where every queue the backend makes reaches every signal it
+    /// makes (one ROCr, or CUDA's portable pinned memory, per process), and
+    /// for a backend that cannot tell.
+    fn signal_domain(&self) -> Option<u64> {
+        None
+    }
+
     /// Waits up to `timeout` for the signal to leave `observed`, returning the
     /// value then seen (or `observed` after the timeout). The default spins on
     /// [`load`](Self::load) once; backends with a cheaper wait (ROCr's
@@ -305,6 +315,14 @@ pub trait QueueView: Send {
     /// it through the same BAR after fenced signal stores, in order, and no
     /// HDP flush is needed before publishing; a ring in system memory needs one.
     fn ring_in_device_memory(&self) -> bool;
+
+    /// Which signal memory this queue's packets can name (see
+    /// [`SignalMemory::signal_domain`]): a tracker or queue layer refuses to
+    /// move work to a queue of another domain. `None`: the backend's one
+    /// domain, or it cannot tell.
+    fn signal_domain(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Work published on a hardware queue: the body of a packet. The header

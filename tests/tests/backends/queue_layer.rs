@@ -7,7 +7,7 @@
 
 use crate::support::{Backend, Platform, Watchdog, bounded, on_every_backend, wait_until, waiting};
 use sigretire_queue::{CommandStatus, QueueConfig};
-use sigretire_tracker::{HardwareQueue, Status, Timestamps, Tracker};
+use sigretire_tracker::{HardwareQueue, Publication, Status, Timestamps, Tracker, Work};
 use std::time::Duration;
 
 on_every_backend! {
@@ -21,6 +21,7 @@ on_every_backend! {
     a_cross_queue_wait_is_a_pinned_barrier_and_work_flows_on_a_threaded_gpu,
     many_threads_over_many_queues_make_progress_and_leave_nothing_behind,
     a_stream_moved_to_another_hardware_queue_stays_in_order,
+    the_runtimes_own_work_after_the_newest_command_is_waited_for,
 }
 
 #[track_caller]
@@ -357,5 +358,51 @@ fn a_stream_moved_to_another_hardware_queue_stays_in_order<B: Backend>() {
     assert_eq!(old_event.query(), Status::Complete);
     assert!(before.status().is_done() && after.status().is_done());
     assert_eq!(queue.stats().order_waits, 1);
+    assert_no_violations(&platform);
+}
+
+/// The runtime writes a packet of its own (a kernel spinning until it is
+/// released) behind the layer's newest command, which already completed:
+/// the queue is not idle, and neither a synchronize, a query nor a
+/// cross-queue wait may answer from that command.
+fn the_runtimes_own_work_after_the_newest_command_is_waited_for<B: Backend>() {
+    let platform = Platform::<B>::stepped();
+    let device = platform.device(bounded());
+    let queue = device.default_queue();
+    let consumer = platform.create_queue(&device, bounded());
+    let command = queue.launch(platform.gpu.empty_kernel()).unwrap();
+    platform.run_while(|| command.wait()).unwrap();
+    platform.run_while(|| queue.synchronize()).unwrap();
+
+    let hw = Platform::<B>::hardware(queue);
+    let (spin, release) = platform.gpu.spin_kernel();
+    let index = hw.reserve().unwrap();
+    hw.publish(Publication::unsignalled(index, true), Work::Kernel(spin))
+        .unwrap();
+    platform.gpu.run_all();
+    assert!(!platform.gpu.truth(&hw, index).unwrap().completed);
+
+    assert_eq!(queue.query().unwrap(), Status::Pending);
+    let wait = consumer.wait_queue(queue).unwrap();
+    assert_eq!(wait.packets(), 1, "a dependency on the runtime's work");
+    let after = consumer.launch(platform.gpu.empty_kernel()).unwrap();
+    let sync = {
+        let queue = queue.clone();
+        std::thread::spawn(move || queue.synchronize())
+    };
+    for _ in 0..50 {
+        platform.gpu.run_all();
+        std::thread::yield_now();
+    }
+    assert!(
+        !sync.is_finished(),
+        "synchronize returned before the runtime's kernel ended"
+    );
+    assert_eq!(after.status(), CommandStatus::Pending);
+    release();
+    assert_eq!(platform.drive(sync), Ok(()));
+    assert!(platform.gpu.truth(&hw, index).unwrap().completed);
+    platform.run_while(|| consumer.synchronize()).unwrap();
+    assert_eq!(after.status(), CommandStatus::Complete);
     assert_no_violations(&platform);
 }
