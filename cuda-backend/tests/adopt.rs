@@ -760,3 +760,165 @@ fn a_cudarc_stream_is_adopted_safely_and_kept_alive_by_the_queue() {
     drop(tracker);
     drop(queue);
 }
+
+/// A queue layer device on `queue` (adopted or owned), waits bounded.
+fn layer_device(context: &CudaContext, queue: &CudaQueue) -> Device<Retiring> {
+    let config = QueueConfig {
+        wait_timeout: Some(WAIT),
+        ..QueueConfig::default()
+    };
+    Device::new(DeviceConfig::default(), tracker_on(context, queue), config).unwrap()
+}
+
+/// The library's newest command on an adopted stream is done; then the
+/// runtime launches a kernel of its own there. Synchronize, query and a
+/// cross-queue wait must all see that kernel (nothing the library knows
+/// of its own commands proves the stream idle), through the adopted
+/// queue of `adopt_stream` and of `adopt_cudarc_stream` alike.
+#[test]
+fn the_runtimes_work_after_the_newest_command_is_not_skipped_on_an_adopted_stream() {
+    let Some(context) = gpu() else { return };
+    let runtime = Runtime::new(&context);
+    let raw = runtime.stream();
+    let cudarc_context = cudarc::driver::CudaContext::new(0).unwrap();
+    let cudarc_stream = cudarc_context.new_stream().unwrap();
+    let cudarc_raw = cudarc_stream.cu_stream();
+    // SAFETY: a live stream of this context, destroyed by the test after
+    // every queue adopting it is gone.
+    let adopted_raw = unsafe { context.adopt_stream(raw) }.unwrap();
+    let adoptions = [
+        ("adopt_stream", adopted_raw, raw),
+        (
+            "adopt_cudarc_stream",
+            context.adopt_cudarc_stream(cudarc_stream.clone()).unwrap(),
+            cudarc_raw,
+        ),
+    ];
+    let long = Duration::from_millis(1);
+    let mut early = 0;
+    let rounds = 100;
+    for (how, queue, stream) in adoptions {
+        let device = layer_device(&context, &queue);
+        let adopted = device.default_queue().clone();
+        let consumer = device
+            .create_queue(
+                tracker_on(&context, &context.create_queue().unwrap()),
+                QueueConfig {
+                    wait_timeout: Some(WAIT),
+                    ..QueueConfig::default()
+                },
+            )
+            .unwrap();
+        let after_runtime = RawEvent::new(&context);
+        for round in 0..rounds {
+            let command = adopted.launch(0).unwrap();
+            command.wait().unwrap();
+            runtime.launch_for(stream, long);
+            after_runtime.record(stream);
+            let (query, elided) = match round % 3 {
+                0 => (Some(adopted.query().unwrap()), None),
+                1 => (
+                    None,
+                    Some(consumer.wait_queue(&adopted).unwrap().packets() == 0),
+                ),
+                _ => (None, None),
+            };
+            if elided == Some(true) {
+                early += 1;
+                eprintln!("{how} round {round}: a cross-queue wait elided the runtime's kernel");
+            }
+            if query == Some(Status::Complete) && after_runtime.query() != CUresult::CUDA_SUCCESS {
+                early += 1;
+                eprintln!("{how} round {round}: query answered Complete while the kernel ran");
+            }
+            adopted.synchronize().unwrap();
+            if after_runtime.query() != CUresult::CUDA_SUCCESS {
+                early += 1;
+                eprintln!("{how} round {round}: synchronize returned while the kernel ran");
+            }
+            consumer.synchronize().unwrap();
+            runtime.assert_output(&format!("{how} round {round}"));
+        }
+        drop((adopted, consumer));
+        drop(device);
+    }
+    println!("adopted streams: {rounds} rounds each, early answers: {early}");
+    assert_eq!(early, 0, "answers before the runtime's work finished");
+    destroy(&context, raw);
+}
+
+/// On an owned stream, work the library enqueues without publishing it
+/// (a native event wait, an untracked flag-writing kernel) and work a
+/// runtime enqueues through the raw handle and announces, is waited for by
+/// the events, synchronizes and cross-queue waits recorded after it.
+#[test]
+fn work_enqueued_beside_the_layer_on_an_owned_stream_is_not_skipped() {
+    use sigretire_cuda::FlagState;
+    use sigretire_cuda::native::{Event, EventFlags};
+    let Some(context) = gpu() else { return };
+    let runtime = Runtime::new(&context);
+    let queue = context.create_queue().unwrap();
+    let device = layer_device(&context, &queue);
+    let owned = device.default_queue();
+    let consumer = device
+        .create_queue(
+            tracker_on(&context, &context.create_queue().unwrap()),
+            QueueConfig {
+                wait_timeout: Some(WAIT),
+                ..QueueConfig::default()
+            },
+        )
+        .unwrap();
+    let gate_queue = context.create_queue().unwrap();
+    let busy = context.register_busy_kernel(Duration::from_millis(2), 1);
+    let short = context.register_busy_kernel(Duration::from_micros(200), 1);
+    let rounds = 20;
+    let mut early = 0;
+    for round in 0..rounds {
+        // A native event behind a 2 ms kernel on another stream; the owned
+        // stream waits for it, then an event is recorded.
+        owned.launch(0).unwrap().wait().unwrap();
+        let index = gate_queue.reserve().unwrap();
+        gate_queue
+            .publish(
+                sigretire_tracker::Publication::unsignalled(index, true),
+                busy.work(),
+            )
+            .unwrap();
+        let native = Event::new(&context, EventFlags::default()).unwrap();
+        native.record(&gate_queue).unwrap();
+        native.make_wait(&queue).unwrap();
+        let event = owned.record_event().unwrap();
+        event.synchronize().unwrap();
+        if !native.is_complete().unwrap() {
+            early += 1;
+            eprintln!("round {round}: the event completed before the stream's native wait");
+        }
+        // The library's own untracked flag writer behind a 200 us kernel.
+        let flag = context.host_flag().unwrap();
+        owned.launch(short.raw()).unwrap();
+        queue.launch_flag_writer(&flag).unwrap();
+        let event = owned.record_event().unwrap();
+        event.synchronize().unwrap();
+        if flag.state() != FlagState::Released {
+            early += 1;
+            eprintln!("round {round}: the event completed before the flag was written");
+        }
+        // The runtime's own kernel on the raw handle, announced.
+        owned.synchronize().unwrap();
+        runtime.launch_for(queue.as_raw(), Duration::from_millis(1));
+        queue.note_foreign_work();
+        let witness = RawEvent::new(&context);
+        witness.record(queue.as_raw());
+        let elided = consumer.wait_queue(owned).unwrap().packets() == 0;
+        owned.synchronize().unwrap();
+        if elided || witness.query() != CUresult::CUDA_SUCCESS {
+            early += 1;
+            eprintln!("round {round}: the raw handle's announced kernel was skipped");
+        }
+        consumer.synchronize().unwrap();
+        runtime.assert_output(&format!("round {round}"));
+    }
+    println!("owned streams: {rounds} rounds, early answers: {early}");
+    assert_eq!(early, 0);
+}
