@@ -14,7 +14,11 @@
  *  - No call lets a panic of the library cross into C: it answers
  *    SIGRETIRE_ERR_PANIC.
  *  - Handles are opaque. Destroy and release functions take the address
- *    of the caller's handle variable and set it to NULL.
+ *    of the caller's handle variable and set it to NULL. Every handle
+ *    passed is looked up in the library's table of live handles before
+ *    anything of it is read: a destroyed or released handle, a handle of
+ *    another kind, or any other pointer answers SIGRETIRE_ERR_BAD_HANDLE
+ *    and is never read.
  *  - Tickets, requests, stats and census are plain-old-data structs. A
  *    ticket is accepted only by the tracker that issued it, unchanged:
  *    anything else (another tracker's, a zeroed, altered or made-up one)
@@ -173,9 +177,12 @@ enum sigretire_status
      */
     SIGRETIRE_ERR_INVALID_ARGUMENT = 2,
     /**
-     * The handle is not a live handle of its kind (a destroyed one, or
-     * another kind of object). Caught on a best-effort basis only: passing
-     * anything but a live handle is the caller's error.
+     * The handle is not a live handle of the kind the function takes: one
+     * destroyed or released already, a handle of another kind, or any
+     * other pointer. The library looks every handle up in its table of
+     * live handles before it reads anything of it, so such a pointer is
+     * never read. The one mistake it cannot see: a destroyed handle whose
+     * address a new handle of the same kind was given is that new handle.
      */
     SIGRETIRE_ERR_BAD_HANDLE = 3,
     /**

@@ -2,6 +2,7 @@
 //! `hsa_queue_t` the C runtime created and keeps owning.
 
 use crate::engine::{CQueue, queue_failure};
+use crate::registry::{self, Kind};
 use crate::status::*;
 use crate::tracker::{Backend, build, give, require_backend, sigretire_tracker, tracker_ref};
 use crate::types::*;
@@ -46,30 +47,18 @@ fn rocr_failure<T>(error: Error) -> Outcome<T> {
 /// Thread safety: any function on it from any thread, concurrently, except
 /// `sigretire_rocr_close` (the last call).
 pub struct sigretire_rocr {
-    magic: u64,
     runtime: Arc<Runtime>,
 }
-
-const ROCR_MAGIC: u64 = u64::from_be_bytes(*b"sigrROCR");
 
 /// The runtime behind `ptr`, checked.
 ///
 /// # Safety
-/// A non-null, aligned `ptr` is a live ROCr handle.
+/// A `sigretire_rocr` handle in the table of live handles is a live ROCr
+/// handle, not closed while the call runs (the caller's contract).
 unsafe fn rocr_ref<'a>(ptr: *const sigretire_rocr) -> Outcome<&'a sigretire_rocr> {
-    check_pointer(ptr, "rocr")?;
-    // SAFETY: non-null and aligned (checked), and by the caller's contract a
-    // live handle, so its magic word is readable. It is read through a raw
-    // place: no reference to the handle exists before the word matches
-    // (the word catches common mistakes, such as a handle already
-    // destroyed or another kind of object, not every one).
-    if unsafe { (&raw const (*ptr).magic).read() } != ROCR_MAGIC {
-        return fail(
-            SIGRETIRE_ERR_BAD_HANDLE,
-            "`rocr` is not a live sigretire_rocr (closed, or another kind of object)",
-        );
-    }
-    // SAFETY: a live handle (the magic matched; the caller's contract).
+    registry::check(ptr, Kind::Rocr, "rocr")?;
+    // SAFETY: a live handle (the table says so; nothing of `ptr` was read
+    // before it did), not destroyed while this call runs (contract).
     Ok(unsafe { &*ptr })
 }
 
@@ -165,10 +154,9 @@ pub unsafe extern "C" fn sigretire_rocr_open(
             Runtime::load_from(path_of(name)?)
         };
         let runtime = runtime.or_else(rocr_failure)?;
-        out.write(Box::into_raw(Box::new(sigretire_rocr {
-            magic: ROCR_MAGIC,
-            runtime,
-        })));
+        let handle = Box::into_raw(Box::new(sigretire_rocr { runtime }));
+        registry::register(handle, Kind::Rocr);
+        out.write(handle);
         Ok(())
     })
 }
@@ -203,11 +191,13 @@ pub unsafe extern "C" fn sigretire_rocr_close(rocr: *mut *mut sigretire_rocr) ->
         if handle.is_null() {
             return Ok(());
         }
-        // SAFETY: a live handle by contract, checked as far as it can be.
-        unsafe { rocr_ref(handle) }?;
-        // SAFETY: live, from `Box::into_raw`, used by nothing else; freed once.
+        // Out of the table first: of two calls closing the same handle,
+        // only the one that took it out frees it.
+        registry::unregister(handle.cast_const(), Kind::Rocr, "*rocr")?;
+        // SAFETY: a live handle from `Box::into_raw` (the table said so),
+        // now out of the table, used by nothing else (contract): freed
+        // once, here; the caller's variable cleared.
         unsafe {
-            (*handle).magic = 0;
             *rocr = std::ptr::null_mut();
             drop(Box::from_raw(handle));
         }

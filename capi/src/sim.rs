@@ -3,6 +3,7 @@
 //! drive the "GPU" itself (stepped mode: nothing runs until it says so).
 
 use crate::engine::{CQueue, queue_failure};
+use crate::registry::{self, Kind};
 use crate::status::*;
 use crate::tracker::{Backend, build, give, require_backend, sigretire_tracker, tracker_ref};
 use crate::types::*;
@@ -89,31 +90,19 @@ impl Default for sigretire_sim_options {
 /// Thread safety: every function on it may be called from any thread,
 /// concurrently, except `sigretire_sim_destroy` (the last call).
 pub struct sigretire_sim {
-    magic: u64,
     sim: Sim,
     queues: Vec<Queue>,
 }
 
-const SIM_MAGIC: u64 = u64::from_be_bytes(*b"sigrSIM_");
-
 /// The simulator behind `ptr`, checked.
 ///
 /// # Safety
-/// A non-null, aligned `ptr` is a live simulator handle.
+/// A `sigretire_sim` handle in the table of live handles is a live
+/// simulator, not destroyed while the call runs (the caller's contract).
 unsafe fn sim_ref<'a>(ptr: *const sigretire_sim) -> Outcome<&'a sigretire_sim> {
-    check_pointer(ptr, "sim")?;
-    // SAFETY: non-null and aligned (checked), and by the caller's contract a
-    // live handle, so its magic word is readable. It is read through a raw
-    // place: no reference to the handle exists before the word matches
-    // (the word catches common mistakes, such as a handle already
-    // destroyed or another kind of object, not every one).
-    if unsafe { (&raw const (*ptr).magic).read() } != SIM_MAGIC {
-        return fail(
-            SIGRETIRE_ERR_BAD_HANDLE,
-            "`sim` is not a live sigretire_sim (destroyed, or another kind of object)",
-        );
-    }
-    // SAFETY: a live handle (the magic matched; the caller's contract).
+    registry::check(ptr, Kind::Sim, "sim")?;
+    // SAFETY: a live handle (the table says so; nothing of `ptr` was read
+    // before it did), not destroyed while this call runs (contract).
     Ok(unsafe { &*ptr })
 }
 
@@ -230,11 +219,12 @@ pub unsafe extern "C" fn sigretire_sim_create(
                 Err(error) => return fail(SIGRETIRE_ERR_BACKEND, error.to_string()),
             }
         }
-        out.write(Box::into_raw(Box::new(sigretire_sim {
-            magic: SIM_MAGIC,
+        let handle = Box::into_raw(Box::new(sigretire_sim {
             sim: simulator,
             queues,
-        })));
+        }));
+        registry::register(handle, Kind::Sim);
+        out.write(handle);
         Ok(())
     })
 }
@@ -256,11 +246,13 @@ pub unsafe extern "C" fn sigretire_sim_destroy(sim: *mut *mut sigretire_sim) -> 
         if handle.is_null() {
             return Ok(());
         }
-        // SAFETY: a live handle by contract, checked as far as it can be.
-        unsafe { sim_ref(handle) }?;
-        // SAFETY: live, from `Box::into_raw`, used by nothing else; freed once.
+        // Out of the table first: of two calls destroying the same handle,
+        // only the one that took it out frees it.
+        registry::unregister(handle.cast_const(), Kind::Sim, "*sim")?;
+        // SAFETY: a live handle from `Box::into_raw` (the table said so),
+        // now out of the table, used by nothing else (contract): freed
+        // once, here; the caller's variable cleared.
         unsafe {
-            (*handle).magic = 0;
             *sim = std::ptr::null_mut();
             drop(Box::from_raw(handle));
         }

@@ -21,9 +21,12 @@ pub enum sigretire_status {
     /// An argument is out of range: an unknown flag or enumeration value, a
     /// misaligned pointer, a count too large.
     SIGRETIRE_ERR_INVALID_ARGUMENT = 2,
-    /// The handle is not a live handle of its kind (a destroyed one, or
-    /// another kind of object). Caught on a best-effort basis only: passing
-    /// anything but a live handle is the caller's error.
+    /// The handle is not a live handle of the kind the function takes: one
+    /// destroyed or released already, a handle of another kind, or any
+    /// other pointer. The library looks every handle up in its table of
+    /// live handles before it reads anything of it, so such a pointer is
+    /// never read. The one mistake it cannot see: a destroyed handle whose
+    /// address a new handle of the same kind was given is that new handle.
     SIGRETIRE_ERR_BAD_HANDLE = 3,
     /// The ticket was not issued by this tracker: another tracker's, one
     /// whose fields were altered, or one never issued (a zeroed ticket).

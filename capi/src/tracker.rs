@@ -3,6 +3,7 @@
 use crate::book::{Book, Entry, Found, Seal};
 use crate::engine::{CQueue, Core, Engine, HoldObject, PinObject, WaitSide, foreign_is_a_bug};
 use crate::handles::{sigretire_hold, sigretire_pin};
+use crate::registry::{self, Kind};
 use crate::status::*;
 use crate::types::*;
 use ::sigretire_tracker::{
@@ -26,8 +27,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// short. `sigretire_tracker_wait` takes no tracker lock: a thread waiting
 /// for the GPU never holds up a thread submitting to the same queue.
 pub struct sigretire_tracker {
-    /// [`TRACKER_MAGIC`] while live.
-    magic: u64,
     pub(crate) backend: Backend,
     seal: Seal,
     core: Mutex<Box<dyn Core>>,
@@ -39,8 +38,6 @@ pub struct sigretire_tracker {
     /// inconsistent, so it answers nothing more.
     poisoned: AtomicBool,
 }
-
-const TRACKER_MAGIC: u64 = u64::from_be_bytes(*b"sigrTRAK");
 
 /// Which backend a tracker runs on, for the backend-specific calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,7 +72,6 @@ impl sigretire_tracker {
     {
         let waits: Box<dyn WaitSide> = Box::new(tracker.waiter());
         Box::new(Self {
-            magic: TRACKER_MAGIC,
             backend,
             seal: Seal::new(NEXT_TRACKER_ID.fetch_add(1, Ordering::Relaxed)),
             core: Mutex::new(Box::new(Engine(tracker))),
@@ -204,23 +200,14 @@ fn report_acquire_failure(
 /// The tracker behind `ptr`, checked.
 ///
 /// # Safety
-/// A non-null, aligned `ptr` is a live tracker handle.
+/// A live tracker handle in the table of live handles is a live tracker,
+/// not destroyed while the call runs (the caller's contract).
 pub(crate) unsafe fn tracker_ref<'a>(
     ptr: *const sigretire_tracker,
 ) -> Outcome<&'a sigretire_tracker> {
-    check_pointer(ptr, "tracker")?;
-    // SAFETY: non-null and aligned (checked), and by the caller's contract a
-    // live handle, so its magic word is readable. It is read through a raw
-    // place: no reference to the handle exists before the word matches
-    // (the word catches common mistakes, such as a handle already
-    // destroyed or another kind of object, not every one).
-    if unsafe { (&raw const (*ptr).magic).read() } != TRACKER_MAGIC {
-        return fail(
-            SIGRETIRE_ERR_BAD_HANDLE,
-            "`tracker` is not a live sigretire_tracker (destroyed, or another kind of object)",
-        );
-    }
-    // SAFETY: a live tracker (the magic matched; the caller's contract).
+    registry::check(ptr, Kind::Tracker, "tracker")?;
+    // SAFETY: a live tracker (the table says so; nothing of `ptr` was read
+    // before it did), not destroyed while this call runs (contract).
     let tracker = unsafe { &*ptr };
     if tracker.poisoned.load(Ordering::Acquire) {
         return fail(
@@ -233,7 +220,9 @@ pub(crate) unsafe fn tracker_ref<'a>(
 
 /// Hands a new tracker handle to C.
 pub(crate) fn give(out: Out<*mut sigretire_tracker>, tracker: Box<sigretire_tracker>) {
-    out.write(Box::into_raw(tracker));
+    let ptr = Box::into_raw(tracker);
+    registry::register(ptr, Kind::Tracker);
+    out.write(ptr);
 }
 
 /// Destroys a tracker: its uses are forgotten (packets still in flight
@@ -257,23 +246,13 @@ pub unsafe extern "C" fn sigretire_tracker_destroy(
         if handle.is_null() {
             return Ok(());
         }
-        check_pointer(handle.cast_const(), "*tracker")?;
-        // SAFETY: non-null and aligned (checked), and by the caller's contract a
-        // live handle, so its magic word is readable. It is read through a raw
-        // place: no reference to the handle exists before the word matches
-        // (the word catches common mistakes, such as a handle already
-        // destroyed or another kind of object, not every one).
-        if unsafe { (&raw const (*handle).magic).read() } != TRACKER_MAGIC {
-            return fail(
-                SIGRETIRE_ERR_BAD_HANDLE,
-                "`*tracker` is not a live sigretire_tracker (destroyed twice?)",
-            );
-        }
-        // SAFETY: as above; nothing else uses the handle any more
-        // (contract). The magic is cleared first, so a use after this call
-        // is more likely to be caught.
+        // Out of the table first: of two calls destroying the same handle,
+        // only the one that took it out frees it.
+        registry::unregister(handle.cast_const(), Kind::Tracker, "*tracker")?;
+        // SAFETY: a live tracker from `give` (the table said so), now out of
+        // the table, used by nothing else any more (contract): freed once,
+        // here; the caller's variable cleared.
         unsafe {
-            (*handle).magic = 0;
             *tracker = std::ptr::null_mut();
             drop(Box::from_raw(handle));
         }
@@ -777,10 +756,11 @@ pub unsafe extern "C" fn sigretire_tracker_attach(
             // The consumer retired long ago: the pin is no longer needed.
             Found::Gone { .. } => drop(object),
         }
-        // SAFETY: the handle is live and now empty; freed once, here, and the
-        // caller's variable cleared.
+        // SAFETY: the handle is live (checked above) and now empty; no other
+        // call uses it (contract): freed once, here, and the caller's
+        // variable cleared.
         unsafe {
-            sigretire_pin::free(handle);
+            sigretire_pin::free(handle, "*pin")?;
             *pin = std::ptr::null_mut();
         }
         Ok(())

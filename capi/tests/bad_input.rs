@@ -1563,3 +1563,200 @@ fn stale_tickets_keep_their_answers_after_their_records_are_dropped() {
     };
     assert_eq!(violations, 0);
 }
+
+/// Eight readable, zeroed bytes whose next byte is in a page that is not
+/// readable: a call that reads past them faults, so a test that passes
+/// them survives only if the library reads nothing past what it was given.
+struct GuardedWord {
+    base: *mut c_void,
+    length: usize,
+}
+
+impl GuardedWord {
+    fn new() -> Self {
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap();
+        let length = 2 * page;
+        // SAFETY: an anonymous private mapping of two pages; the second is
+        // then made inaccessible. Both calls only touch that new mapping.
+        let base = unsafe {
+            let base = libc::mmap(
+                null_mut(),
+                length,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(base, libc::MAP_FAILED);
+            assert_eq!(
+                libc::mprotect(base.cast::<u8>().add(page).cast(), page, libc::PROT_NONE),
+                0
+            );
+            base
+        };
+        Self { base, length }
+    }
+
+    /// The word: the last 8 bytes of the readable page (zeroed by mmap).
+    fn word<T>(&self) -> *mut T {
+        self.base
+            .cast::<u8>()
+            .wrapping_add(self.length / 2 - 8)
+            .cast()
+    }
+}
+
+impl Drop for GuardedWord {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once.
+        unsafe { libc::munmap(self.base, self.length) };
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "maps memory with mmap, which Miri does not model")]
+fn a_handle_is_checked_without_reading_the_memory_passed() {
+    let rig = Rig::new(1);
+    let ticket = rig
+        .submit(sigretire_purpose::SIGRETIRE_PURPOSE_EVENT)
+        .ticket;
+    let guarded = GuardedWord::new();
+    let mut hold = null_mut();
+    let mut pin = null_mut();
+    let mut status = SIGRETIRE_USE_UNKNOWN;
+    let mut n = 0usize;
+    let mut handle = 0u64;
+    let mut proved = false;
+    // SAFETY: C ABI calls with locals and live handles of this test, or
+    // pointers that are not live handles (under test: the library must
+    // refuse them without reading them); the guarded word is 8 readable
+    // bytes.
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_hold(rig.tracker, &ticket, &mut hold),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_tracker_pin(rig.tracker, &ticket, &mut pin),
+            SIGRETIRE_OK
+        );
+        let bad = SIGRETIRE_ERR_BAD_HANDLE;
+        // Eight bytes at the end of readable memory, as every kind of handle:
+        // reading past them would fault.
+        let word = guarded.word::<u8>();
+        expect(
+            sigretire_tracker_poll(word.cast(), &mut n),
+            bad,
+            "sigretire_tracker_poll",
+        );
+        expect(
+            sigretire_tracker_probe(word.cast(), &mut proved),
+            bad,
+            "sigretire_tracker_probe",
+        );
+        expect(
+            sigretire_hold_status(word.cast(), &mut status),
+            bad,
+            "sigretire_hold_status",
+        );
+        expect(
+            sigretire_pin_status(word.cast(), &mut status),
+            bad,
+            "sigretire_pin_status",
+        );
+        expect(
+            sigretire_sim_run_until_idle(word.cast()),
+            bad,
+            "sigretire_sim_run_until_idle",
+        );
+        expect(
+            sigretire_rocr_gpu_count(word.cast(), &mut n),
+            bad,
+            "sigretire_rocr_gpu_count",
+        );
+        let mut fake_tracker = word.cast::<sigretire_tracker>();
+        expect(
+            sigretire_tracker_destroy(&mut fake_tracker),
+            bad,
+            "sigretire_tracker_destroy",
+        );
+        let mut fake_hold = word.cast::<sigretire_hold>();
+        expect(
+            sigretire_hold_release(&mut fake_hold),
+            bad,
+            "sigretire_hold_release",
+        );
+        let mut fake_pin = word.cast::<sigretire_pin>();
+        expect(
+            sigretire_tracker_attach(rig.tracker, &ticket, &mut fake_pin),
+            bad,
+            "sigretire_tracker_attach",
+        );
+        expect(
+            sigretire_pin_release(&mut fake_pin),
+            bad,
+            "sigretire_pin_release",
+        );
+        let mut fake_sim = word.cast::<sigretire_sim>();
+        expect(
+            sigretire_sim_destroy(&mut fake_sim),
+            bad,
+            "sigretire_sim_destroy",
+        );
+        let mut fake_rocr = word.cast::<sigretire_rocr>();
+        expect(
+            sigretire_rocr_close(&mut fake_rocr),
+            bad,
+            "sigretire_rocr_close",
+        );
+
+        // Live handles of one kind passed as another.
+        expect(
+            sigretire_tracker_poll(hold.cast(), &mut n),
+            bad,
+            "sigretire_tracker_poll",
+        );
+        expect(
+            sigretire_tracker_poll(pin.cast(), &mut n),
+            bad,
+            "sigretire_tracker_poll",
+        );
+        expect(
+            sigretire_hold_status(pin.cast(), &mut status),
+            bad,
+            "sigretire_hold_status",
+        );
+        expect(
+            sigretire_pin_packet_handle(hold.cast(), &mut handle),
+            bad,
+            "sigretire_pin_packet_handle",
+        );
+        expect(
+            sigretire_sim_run_until_idle(rig.tracker.cast()),
+            bad,
+            "sigretire_sim_run_until_idle",
+        );
+        expect(
+            sigretire_hold_status(rig.sim.cast(), &mut status),
+            bad,
+            "sigretire_hold_status",
+        );
+
+        // A released handle is no longer live, and is not read either.
+        let stale = hold;
+        assert_eq!(sigretire_hold_release(&mut hold), SIGRETIRE_OK);
+        expect(
+            sigretire_hold_status(stale, &mut status),
+            bad,
+            "sigretire_hold_status",
+        );
+        let mut stale_slot = stale;
+        expect(
+            sigretire_hold_release(&mut stale_slot),
+            bad,
+            "sigretire_hold_release",
+        );
+        assert_eq!(sigretire_pin_release(&mut pin), SIGRETIRE_OK);
+    }
+}

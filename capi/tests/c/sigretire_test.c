@@ -506,6 +506,31 @@ static void bad_input(void) {
     CHECK(name != NULL && strcmp(name, "SIGRETIRE_ERR_BAD_TICKET") == 0);
     CHECK_STATUS(sigretire_status_name(-5, &name), SIGRETIRE_ERR_INVALID_ARGUMENT);
 
+    /* Handles of another kind, and a released one: refused, never read
+     * (under AddressSanitizer a read past a hold or of a freed hold aborts). */
+    {
+        struct sigretire_hold *hold = NULL, *stale = NULL;
+        struct sigretire_pin *pin = NULL;
+        size_t rearmed = 0;
+        request.purpose = SIGRETIRE_PURPOSE_EVENT;
+        work = kernel_work();
+        CHECK_OK(sigretire_tracker_submit(one, &request, &work, &acquired));
+        CHECK_OK(sigretire_tracker_hold(one, &acquired.ticket, &hold));
+        CHECK_OK(sigretire_tracker_pin(one, &acquired.ticket, &pin));
+        CHECK(hold != NULL && pin != NULL);
+        CHECK_STATUS(sigretire_tracker_poll((struct sigretire_tracker *)(void *)hold, &rearmed),
+                     SIGRETIRE_ERR_BAD_HANDLE);
+        CHECK_STATUS(sigretire_tracker_poll((struct sigretire_tracker *)(void *)pin, &rearmed),
+                     SIGRETIRE_ERR_BAD_HANDLE);
+        CHECK_STATUS(sigretire_hold_status((struct sigretire_hold *)(void *)pin, &status),
+                     SIGRETIRE_ERR_BAD_HANDLE);
+        stale = hold;
+        CHECK_OK(sigretire_hold_release(&hold));
+        CHECK_STATUS(sigretire_hold_status(stale, &status), SIGRETIRE_ERR_BAD_HANDLE);
+        CHECK_OK(sigretire_pin_release(&pin));
+        request.purpose = SIGRETIRE_PURPOSE_COMPLETION;
+    }
+
     /* No ROCm at this path: a load error, not a crash or a hang. */
     CHECK_STATUS(sigretire_rocr_open("/nonexistent/libhsa-runtime64.so.1", &rocr), SIGRETIRE_ERR_LOAD);
     CHECK(rocr == NULL);
