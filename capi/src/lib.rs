@@ -113,11 +113,21 @@ pub unsafe extern "C" fn sigretire_status_name(
 
 /// Copies this thread's last error message (what the last failed call on
 /// this thread said went wrong, and what to do) into `buffer`,
-/// NUL-terminated, and its length in bytes (without the NUL) into
-/// `*length`. With a buffer too small (`capacity` may be 0, and `buffer`
-/// then NULL) as much as fits is written and `SIGRETIRE_ERR_BUFFER_TOO_SMALL`
-/// returned; `*length` says how much room it needs. An empty message if no
-/// call failed on this thread yet. Successful calls leave it as it was.
+/// NUL-terminated, and writes to `*length` the size of the buffer the
+/// whole message needs, its NUL included (1 for an empty message): a
+/// buffer of `*length` bytes always takes it. With a smaller buffer
+/// (`capacity` may be 0, and `buffer` then NULL: a size query) as much as
+/// fits is written, NUL-terminated when `capacity` is at least 1, and
+/// `SIGRETIRE_ERR_BUFFER_TOO_SMALL` returned; the message is kept for the
+/// retry. The message is empty if no call failed on this thread yet.
+/// Successful calls leave it as it was.
+///
+/// ```c
+/// size_t length = 0;
+/// sigretire_last_error(NULL, 0, &length);   // SIGRETIRE_ERR_BUFFER_TOO_SMALL
+/// char *message = malloc(length);
+/// sigretire_last_error(message, length, &length);   // SIGRETIRE_OK
+/// ```
 ///
 /// Thread safety: any thread; each thread has its own message.
 ///
@@ -141,9 +151,11 @@ pub unsafe extern "C" fn sigretire_last_error(
             status::check_pointer(buffer.cast_const(), "buffer")?;
         }
         let bytes = message.as_bytes();
-        out.write(bytes.len());
+        // The room the message takes: its bytes and the NUL.
+        let needed = bytes.len() + 1;
+        out.write(needed);
+        truncated = capacity < needed;
         if capacity == 0 {
-            truncated = !bytes.is_empty();
             return Ok(());
         }
         let fits = bytes.len().min(capacity - 1);
@@ -154,7 +166,6 @@ pub unsafe extern "C" fn sigretire_last_error(
             std::ptr::copy_nonoverlapping(bytes.as_ptr().cast::<c_char>(), buffer, fits);
             buffer.add(fits).write(0);
         }
-        truncated = fits < bytes.len();
         Ok(())
     });
     if status == SIGRETIRE_OK && truncated {

@@ -122,7 +122,8 @@ fn last_error() -> String {
     // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
     // or live handles of this test; the library checks each before use.
     unsafe { sigretire_last_error(buffer.as_mut_ptr(), buffer.len(), &mut length) };
-    let bytes: Vec<u8> = buffer[..length.min(1023)]
+    // `length` counts the NUL.
+    let bytes: Vec<u8> = buffer[..length.saturating_sub(1).min(1023)]
         .iter()
         .map(|&c| c as u8)
         .collect();
@@ -250,7 +251,11 @@ fn the_last_error_reports_a_small_buffer_and_keeps_the_message() {
             sigretire_last_error(small.as_mut_ptr(), small.len(), &mut length),
             SIGRETIRE_ERR_BUFFER_TOO_SMALL
         );
-        assert_eq!(length, full.len());
+        assert_eq!(
+            length,
+            full.len() + 1,
+            "the room it needs, its NUL included"
+        );
         assert_eq!(small[7], 0, "NUL-terminated");
         assert_eq!(
             sigretire_last_error(null_mut(), 0, &mut length),
@@ -259,6 +264,30 @@ fn the_last_error_reports_a_small_buffer_and_keeps_the_message() {
     }
     assert_eq!(last_error(), full, "a size query leaves the message");
     assert_eq!(version, SIGRETIRE_ABI_VERSION);
+}
+
+#[test]
+fn a_buffer_of_the_reported_length_holds_the_whole_message() {
+    // SAFETY: a call with a NULL pointer (under test): it fails.
+    unsafe { assert_eq!(sigretire_abi_version(null_mut()), SIGRETIRE_ERR_NULL) };
+    let mut length = 0;
+    // SAFETY: a size query: NULL buffer of capacity 0, a local length.
+    let query = unsafe { sigretire_last_error(null_mut(), 0, &mut length) };
+    assert_eq!(query, SIGRETIRE_ERR_BUFFER_TOO_SMALL);
+    let mut buffer = vec![1 as c_char; length];
+    let mut written = 0;
+    // SAFETY: `buffer` has `length` writable bytes, as passed.
+    let status = unsafe { sigretire_last_error(buffer.as_mut_ptr(), length, &mut written) };
+    assert_eq!(
+        status, SIGRETIRE_OK,
+        "a buffer of the length the size query reported takes the message and its NUL"
+    );
+    assert_eq!(written, length);
+    assert_eq!(buffer[length - 1], 0, "NUL-terminated");
+    let text: Vec<u8> = buffer[..length - 1].iter().map(|&c| c as u8).collect();
+    let text = String::from_utf8(text).unwrap();
+    assert!(text.starts_with("sigretire_abi_version: "), "{text}");
+    assert!(!text.contains('\0'), "the whole message, no NUL inside");
 }
 
 #[test]

@@ -37,7 +37,7 @@ static void check(int ok, const char *what, const char *file, int line) {
         size_t length = 0;
         wrong++;
         fprintf(stderr, "%s:%d: WRONG: %s\n", file, line, what);
-        if (sigretire_last_error(message, sizeof message, &length) == SIGRETIRE_OK && length > 0) {
+        if (sigretire_last_error(message, sizeof message, &length) == SIGRETIRE_OK && length > 1) {
             fprintf(stderr, "    last error: %s\n", message);
         }
     }
@@ -482,8 +482,22 @@ static void bad_input(void) {
     CHECK_STATUS(sigretire_tracker_query(NULL, &acquired.ticket, &status), SIGRETIRE_ERR_NULL);
     CHECK_STATUS(sigretire_tracker_query(one, NULL, &status), SIGRETIRE_ERR_NULL);
     CHECK_STATUS(sigretire_tracker_query(one, &acquired.ticket, NULL), SIGRETIRE_ERR_NULL);
-    CHECK(sigretire_last_error(message, sizeof message, &length) == SIGRETIRE_OK && length > 0);
+    CHECK(sigretire_last_error(message, sizeof message, &length) == SIGRETIRE_OK && length > 1);
     CHECK(strstr(message, "sigretire_tracker_query") != NULL);
+    CHECK(length == strlen(message) + 1); /* the room it takes, its NUL included */
+    { /* a size query, then a buffer of exactly that size takes the message */
+        size_t needed = 0;
+        char *copy = NULL;
+        CHECK_STATUS(sigretire_last_error(NULL, 0, &needed), SIGRETIRE_ERR_BUFFER_TOO_SMALL);
+        CHECK(needed == length);
+        copy = malloc(needed);
+        CHECK(copy != NULL);
+        if (copy != NULL) {
+            CHECK_OK(sigretire_last_error(copy, needed, &needed));
+            CHECK(strcmp(copy, message) == 0);
+            free(copy);
+        }
+    }
     CHECK_STATUS(sigretire_tracker_query(other, &acquired.ticket, &status),
                  SIGRETIRE_ERR_BAD_TICKET); /* another tracker's */
     forged = acquired.ticket;
