@@ -659,8 +659,9 @@ typedef struct sigretire_timestamps {
 
 /**
  * The functions and data of a runtime's own signal memory and queue.
- * Copied at creation. Required: `allocate`, `load`, `store`, `store_fence`,
- * `hdp_flush`, `read_index`; the others may be NULL.
+ * Copied at creation. Required (non-NULL): `allocate`, `load`, `store`,
+ * `store_fence`, `hdp_flush`, `read_index` and `queue_user`; `user` and
+ * the other hooks may be NULL.
  *
  * Every hook may be called from any thread, and several at once (a CPU
  * wait loads a signal while the tracker's owner stores another): they must
@@ -733,8 +734,9 @@ typedef struct sigretire_hooks {
      */
     uint64_t timestamp_frequency;
     /**
-     * Passed to the queue hooks (`sigretire_hooks_note_queue_change`
-     * replaces it).
+     * Names the hardware queue to the queue hooks, which get it with every
+     * call (`sigretire_hooks_note_queue_change` gives the new queue's).
+     * Must not be NULL (`SIGRETIRE_ERR_NULL`).
      */
     void *queue_user;
     /**
@@ -1336,6 +1338,8 @@ sigretire_status sigretire_hooks_tracker_create(const struct sigretire_hooks *ho
 /**
  * The runtime moved the stream to another hardware queue: a new
  * generation begins, and the queue hooks get `queue_user` from now on.
+ * `queue_user` names the new queue and must not be NULL
+ * (`SIGRETIRE_ERR_NULL`, nothing changed), as at creation.
  *
  * Thread safety: takes the tracker's lock.
  *

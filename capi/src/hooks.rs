@@ -18,8 +18,9 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 /// The functions and data of a runtime's own signal memory and queue.
-/// Copied at creation. Required: `allocate`, `load`, `store`, `store_fence`,
-/// `hdp_flush`, `read_index`; the others may be NULL.
+/// Copied at creation. Required (non-NULL): `allocate`, `load`, `store`,
+/// `store_fence`, `hdp_flush`, `read_index` and `queue_user`; `user` and
+/// the other hooks may be NULL.
 ///
 /// Every hook may be called from any thread, and several at once (a CPU
 /// wait loads a signal while the tracker's owner stores another): they must
@@ -78,8 +79,9 @@ pub struct sigretire_hooks {
     pub release: Option<unsafe extern "C" fn(user: *mut c_void)>,
     /// Ticks per second of the timestamps (0: nanoseconds).
     pub timestamp_frequency: u64,
-    /// Passed to the queue hooks (`sigretire_hooks_note_queue_change`
-    /// replaces it).
+    /// Names the hardware queue to the queue hooks, which get it with every
+    /// call (`sigretire_hooks_note_queue_change` gives the new queue's).
+    /// Must not be NULL (`SIGRETIRE_ERR_NULL`).
     pub queue_user: *mut c_void,
     /// The packet processor's read index (acquire load): which packets were
     /// consumed. The tracker uses it only to nominate a fence, whose signal
@@ -359,6 +361,12 @@ pub unsafe extern "C" fn sigretire_hooks_tracker_create(
             clock: TimestampClock::from_frequency(hooks.timestamp_frequency)
                 .unwrap_or(TimestampClock::NANOSECONDS),
         };
+        if hooks.queue_user.is_null() {
+            return fail(
+                SIGRETIRE_ERR_NULL,
+                "hooks `queue_user` is NULL: it names the queue to the queue hooks",
+            );
+        }
         let queue = HookQueue {
             user: hooks.queue_user,
             read_index: required(hooks.read_index, "read_index")?,
@@ -374,6 +382,8 @@ pub unsafe extern "C" fn sigretire_hooks_tracker_create(
 
 /// The runtime moved the stream to another hardware queue: a new
 /// generation begins, and the queue hooks get `queue_user` from now on.
+/// `queue_user` names the new queue and must not be NULL
+/// (`SIGRETIRE_ERR_NULL`, nothing changed), as at creation.
 ///
 /// Thread safety: takes the tracker's lock.
 ///
@@ -386,6 +396,12 @@ pub unsafe extern "C" fn sigretire_hooks_note_queue_change(
     queue_user: *mut c_void,
 ) -> sigretire_status {
     guard("sigretire_hooks_note_queue_change", || {
+        if queue_user.is_null() {
+            return fail(
+                SIGRETIRE_ERR_NULL,
+                "`queue_user` is NULL: it names the new queue to the queue hooks",
+            );
+        }
         // SAFETY: forwarded caller guarantee.
         let tracker = unsafe { tracker_ref(tracker) }?;
         require_backend(tracker, "hooks", |b| b == Backend::Hooks)?;

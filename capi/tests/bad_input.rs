@@ -1298,7 +1298,7 @@ fn hooks_functions_refuse_missing_hooks_and_give_the_memory_back() {
             f,
         );
         expect(
-            sigretire_hooks_note_queue_change(rig.tracker, null_mut()),
+            sigretire_hooks_note_queue_change(rig.tracker, hooks.hooks.queue_user),
             SIGRETIRE_ERR_WRONG_BACKEND,
             f,
         );
@@ -1344,6 +1344,53 @@ fn hooks_functions_refuse_missing_hooks_and_give_the_memory_back() {
                 .load(std::sync::atomic::Ordering::Relaxed),
             1
         );
+    }
+}
+
+#[test]
+fn a_hooks_tracker_refuses_a_null_queue() {
+    let hooks = host_hooks();
+    let mut tracker = null_mut();
+    // SAFETY: C ABI calls with locals and live handles of this test, or
+    // NULL under test; the library checks each before use.
+    unsafe {
+        let mut no_queue = hooks.hooks;
+        no_queue.queue_user = null_mut();
+        expect(
+            sigretire_hooks_tracker_create(&no_queue, null(), &mut tracker),
+            SIGRETIRE_ERR_NULL,
+            "sigretire_hooks_tracker_create",
+        );
+        assert!(tracker.is_null());
+        assert_eq!(
+            hooks
+                .memory()
+                .released
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1,
+            "a refused creation gives the memory back"
+        );
+        assert_eq!(
+            sigretire_hooks_tracker_create(&hooks.hooks, null(), &mut tracker),
+            SIGRETIRE_OK
+        );
+        let mut generation = 0;
+        assert_eq!(
+            sigretire_tracker_generation(tracker, &mut generation),
+            SIGRETIRE_OK
+        );
+        expect(
+            sigretire_hooks_note_queue_change(tracker, null_mut()),
+            SIGRETIRE_ERR_NULL,
+            "sigretire_hooks_note_queue_change",
+        );
+        let mut after = 0;
+        assert_eq!(
+            sigretire_tracker_generation(tracker, &mut after),
+            SIGRETIRE_OK
+        );
+        assert_eq!(after, generation, "a refused queue change changes nothing");
+        assert_eq!(sigretire_tracker_destroy(&mut tracker), SIGRETIRE_OK);
     }
 }
 
