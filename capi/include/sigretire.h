@@ -619,12 +619,16 @@ typedef struct sigretire_config {
 
 /**
  * How a CPU wait spends its time (`WaitPolicy`): spin, then yield, then
- * sleep with a back-off doubling from 1 us. Start from
- * `sigretire_wait_policy_spin` or `sigretire_wait_policy_blocking`.
+ * sleep with a back-off doubling from 1 us. The spin depends on where the
+ * use's signal lives: each poll of a device-memory signal is a read
+ * across PCIe (about 1 us), so a policy may spin less there, or not at
+ * all. Start from `sigretire_wait_policy_spin` or
+ * `sigretire_wait_policy_blocking`.
  */
 typedef struct sigretire_wait_policy {
     /**
-     * Poll back to back for this long, nanoseconds.
+     * Poll back to back for this long, nanoseconds, where the use's signal
+     * is in host memory.
      */
     uint64_t spin_ns;
     /**
@@ -635,6 +639,11 @@ typedef struct sigretire_wait_policy {
      * Then sleep between polls, doubling up to this, nanoseconds.
      */
     uint64_t max_sleep_ns;
+    /**
+     * In place of `spin_ns` where the use's signal is in device memory:
+     * poll back to back for this long, nanoseconds.
+     */
+    uint64_t device_spin_ns;
 } sigretire_wait_policy;
 
 /**
@@ -1184,8 +1193,9 @@ sigretire_status sigretire_last_error(char *buffer, size_t capacity, size_t *len
 sigretire_status sigretire_config_default(struct sigretire_config *config);
 
 /**
- * The spinning wait policy (a default HIP event's: spin 50 us, yield up to
- * 1 ms, then sleep up to 500 us at a time).
+ * The spinning wait policy (a default HIP event's): spin 50 us, wherever
+ * the signal lives (`spin_ns` and `device_spin_ns` 50000), then yield up
+ * to 1 ms, then sleep up to 500 us at a time.
  *
  * Thread safety: any thread.
  *
@@ -1195,8 +1205,12 @@ sigretire_status sigretire_config_default(struct sigretire_config *config);
 sigretire_status sigretire_wait_policy_spin(struct sigretire_wait_policy *policy);
 
 /**
- * The blocking wait policy (a blocking-sync event's: no spin, yield 20 us,
- * then sleep up to 200 us at a time).
+ * The blocking wait policy (a blocking-sync event's): spin 10 us on a
+ * host-memory signal (`spin_ns` 10000: work that was nearly done costs
+ * less to spin for than to sleep through) and not at all on a
+ * device-memory one (`device_spin_ns` 0: each poll there is a PCIe read,
+ * and not issuing them is the point), then yield 20 us, then sleep up to
+ * 200 us at a time.
  *
  * Thread safety: any thread.
  *

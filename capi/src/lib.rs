@@ -192,8 +192,9 @@ pub unsafe extern "C" fn sigretire_config_default(
     })
 }
 
-/// The spinning wait policy (a default HIP event's: spin 50 us, yield up to
-/// 1 ms, then sleep up to 500 us at a time).
+/// The spinning wait policy (a default HIP event's): spin 50 us, wherever
+/// the signal lives (`spin_ns` and `device_spin_ns` 50000), then yield up
+/// to 1 ms, then sleep up to 500 us at a time.
 ///
 /// Thread safety: any thread.
 ///
@@ -211,8 +212,12 @@ pub unsafe extern "C" fn sigretire_wait_policy_spin(
     })
 }
 
-/// The blocking wait policy (a blocking-sync event's: no spin, yield 20 us,
-/// then sleep up to 200 us at a time).
+/// The blocking wait policy (a blocking-sync event's): spin 10 us on a
+/// host-memory signal (`spin_ns` 10000: work that was nearly done costs
+/// less to spin for than to sleep through) and not at all on a
+/// device-memory one (`device_spin_ns` 0: each poll there is a PCIe read,
+/// and not issuing them is the point), then yield 20 us, then sleep up to
+/// 200 us at a time.
 ///
 /// Thread safety: any thread.
 ///

@@ -377,17 +377,24 @@ pub(crate) struct Settings {
 }
 
 /// How a CPU wait spends its time (`WaitPolicy`): spin, then yield, then
-/// sleep with a back-off doubling from 1 us. Start from
-/// `sigretire_wait_policy_spin` or `sigretire_wait_policy_blocking`.
+/// sleep with a back-off doubling from 1 us. The spin depends on where the
+/// use's signal lives: each poll of a device-memory signal is a read
+/// across PCIe (about 1 us), so a policy may spin less there, or not at
+/// all. Start from `sigretire_wait_policy_spin` or
+/// `sigretire_wait_policy_blocking`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct sigretire_wait_policy {
-    /// Poll back to back for this long, nanoseconds.
+    /// Poll back to back for this long, nanoseconds, where the use's signal
+    /// is in host memory.
     pub spin_ns: u64,
     /// Then poll with a yield between polls for this long, nanoseconds.
     pub yield_ns: u64,
     /// Then sleep between polls, doubling up to this, nanoseconds.
     pub max_sleep_ns: u64,
+    /// In place of `spin_ns` where the use's signal is in device memory:
+    /// poll back to back for this long, nanoseconds.
+    pub device_spin_ns: u64,
 }
 
 impl sigretire_wait_policy {
@@ -397,15 +404,17 @@ impl sigretire_wait_policy {
             spin_ns: ns(policy.spin),
             yield_ns: ns(policy.yield_for),
             max_sleep_ns: ns(policy.max_sleep),
+            device_spin_ns: ns(policy.device_spin),
         }
     }
 
     pub(crate) fn to_rust(self) -> WaitPolicy {
         // From the spin policy, so any field the C struct does not carry
-        // keeps the spin policy's value (a tracker's own waits publish
-        // nothing, so they cannot arrange a GPU wake-up anyway).
-        // The C struct has one spin, for signals wherever they live.
-        let mut policy = WaitPolicy::spin().with_spin(Duration::from_nanos(self.spin_ns));
+        // keeps the spin policy's value (`interrupt`: a tracker's own waits
+        // publish nothing, so they cannot arrange a GPU wake-up anyway).
+        let mut policy = WaitPolicy::spin();
+        policy.spin = Duration::from_nanos(self.spin_ns);
+        policy.device_spin = Duration::from_nanos(self.device_spin_ns);
         policy.yield_for = Duration::from_nanos(self.yield_ns);
         policy.max_sleep = Duration::from_nanos(self.max_sleep_ns);
         policy
@@ -739,4 +748,26 @@ impl sigretire_work {
 /// A duration of `ns` nanoseconds.
 pub(crate) fn nanos(ns: u64) -> Duration {
     Duration::from_nanos(ns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ::sigretire_tracker::Placement;
+
+    #[test]
+    fn a_c_wait_policy_spins_as_the_rust_policy_it_came_from() {
+        for policy in [WaitPolicy::spin(), WaitPolicy::blocking()] {
+            let back = sigretire_wait_policy::from_rust(policy).to_rust();
+            for placement in [Placement::Host, Placement::Device] {
+                assert_eq!(
+                    back.spin_for(placement),
+                    policy.spin_for(placement),
+                    "{policy:?}: the spin on {placement:?}-memory signals"
+                );
+            }
+            assert_eq!(back.yield_for, policy.yield_for);
+            assert_eq!(back.max_sleep, policy.max_sleep);
+        }
+    }
 }

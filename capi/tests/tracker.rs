@@ -535,6 +535,7 @@ fn threads_wait_on_a_threaded_simulator_while_another_submits() {
                         spin_ns: 0,
                         yield_ns: 0,
                         max_sleep_ns: 0,
+                        device_spin_ns: 0,
                     };
                     // SAFETY: as above.
                     unsafe { sigretire_wait_policy_blocking(&mut policy) };

@@ -555,10 +555,24 @@ static void bad_input(void) {
     CHECK_OK(sigretire_sim_destroy(&sim));
 }
 
+/* The two wait policies, as the header describes them. */
+static void wait_policies(void) {
+    struct sigretire_wait_policy policy;
+    CHECK_OK(sigretire_wait_policy_spin(&policy));
+    CHECK(policy.spin_ns == 50000 && policy.device_spin_ns == 50000);
+    CHECK(policy.yield_ns == 1000000 && policy.max_sleep_ns == 500000);
+    CHECK_OK(sigretire_wait_policy_blocking(&policy));
+    CHECK(policy.spin_ns == 10000);     /* on host-memory signals */
+    CHECK(policy.device_spin_ns == 0);  /* no PCIe reads back to back */
+    CHECK(policy.yield_ns == 20000 && policy.max_sleep_ns == 200000);
+}
+
 int main(void) {
     uint32_t version = 0;
     CHECK_OK(sigretire_abi_version(&version));
     CHECK(version == SIGRETIRE_ABI_VERSION);
+
+    wait_policies();
 
     sixty_four_fences();
     a_packet_written_by_hand();
