@@ -225,7 +225,8 @@ enum sigretire_status
     SIGRETIRE_ERR_USE_FAILED = 11,
     /**
      * The use is not in a state the operation applies to (failing the
-     * submission of a use already done, publishing a use retired long ago).
+     * submission of a use already done, publishing a use retired long ago
+     * or one acquired before a queue change).
      */
     SIGRETIRE_ERR_INVALID_STATE = 12,
     /**
@@ -1352,6 +1353,8 @@ sigretire_status sigretire_hooks_tracker_create(const struct sigretire_hooks *ho
 /**
  * The runtime moved the stream to another hardware queue: a new
  * generation begins, and the queue hooks get `queue_user` from now on.
+ * Write the packets of every use acquired before the change on the old
+ * queue, where their indices were reserved, before calling this.
  * `queue_user` names the new queue and must not be NULL
  * (`SIGRETIRE_ERR_NULL`, nothing changed), as at creation.
  *
@@ -1446,7 +1449,10 @@ sigretire_status sigretire_rocr_tracker_adopt(const struct sigretire_rocr *rocr,
 /**
  * Moves a ROCr tracker to another queue of the runtime's on the same GPU
  * (`queue`, an `hsa_queue_t *`): a new generation begins. `options` may be
- * NULL (the defaults).
+ * NULL (the defaults). Publish every slot reserved on the old queue first:
+ * from now on the tracker publishes on the new queue, and
+ * `sigretire_tracker_publish` refuses a use acquired before the change
+ * (`SIGRETIRE_ERR_INVALID_STATE`).
  *
  * Thread safety: takes the tracker's lock.
  *
@@ -1525,7 +1531,10 @@ sigretire_status sigretire_sim_tracker_create(const struct sigretire_sim *sim,
 
 /**
  * Moves a simulator tracker to another queue of the same simulator (the
- * runtime moved its stream): a new generation begins.
+ * runtime moved its stream): a new generation begins. Publish every slot
+ * reserved on the old queue first: from now on the tracker publishes on
+ * the new queue, and `sigretire_tracker_publish` refuses a use acquired
+ * before the change (`SIGRETIRE_ERR_INVALID_STATE`).
  *
  * Thread safety: takes the tracker's lock.
  *
@@ -1713,6 +1722,15 @@ sigretire_status sigretire_tracker_reserve(struct sigretire_tracker *tracker, ui
  * signal, then rings the doorbell. The header comes from the tracker's
  * record, so it cannot disagree with it. The simulator's and ROCr's
  * trackers only.
+ *
+ * A use acquired before a queue change (`sigretire_sim_note_queue_change`,
+ * `sigretire_rocr_note_queue_change`) answers
+ * `SIGRETIRE_ERR_INVALID_STATE` and nothing is written: its index was
+ * reserved on the old queue, and the tracker now publishes on the new one,
+ * which never reserved it. Publish every reserved slot before a queue
+ * change; a use that missed it cannot complete through the tracker: fail
+ * it (`sigretire_tracker_fail_submission` with 0 issued) and fill its slot
+ * on the old queue yourself, or that queue stalls there.
  *
  * Thread safety: Locks.
  *

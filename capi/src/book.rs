@@ -28,6 +28,9 @@ use std::hash::BuildHasher;
 pub(crate) struct Entry {
     pub(crate) ticket: Ticket,
     pub(crate) publication: Publication,
+    /// How many queue changes the tracker had taken when it handed the use
+    /// out: its slots were reserved on the queue of that count.
+    pub(crate) queue_changes: u64,
 }
 
 /// What a valid C ticket names.
@@ -237,6 +240,7 @@ mod tests {
                 Entry {
                     ticket: acquired.ticket,
                     publication: acquired.publication,
+                    queue_changes: 0,
                 },
                 |t| waiter.known_status(t).ok().flatten(),
             );
@@ -251,6 +255,7 @@ mod tests {
             Entry {
                 ticket: last.ticket,
                 publication: last.publication,
+                queue_changes: 0,
             },
             |t| waiter.known_status(t).ok().flatten(),
         );

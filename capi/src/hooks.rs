@@ -382,6 +382,8 @@ pub unsafe extern "C" fn sigretire_hooks_tracker_create(
 
 /// The runtime moved the stream to another hardware queue: a new
 /// generation begins, and the queue hooks get `queue_user` from now on.
+/// Write the packets of every use acquired before the change on the old
+/// queue, where their indices were reserved, before calling this.
 /// `queue_user` names the new queue and must not be NULL
 /// (`SIGRETIRE_ERR_NULL`, nothing changed), as at creation.
 ///

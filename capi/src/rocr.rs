@@ -287,7 +287,10 @@ fn adopt(device: &Device, queue: *mut c_void, options: AdoptOptions) -> Outcome<
 
 /// Moves a ROCr tracker to another queue of the runtime's on the same GPU
 /// (`queue`, an `hsa_queue_t *`): a new generation begins. `options` may be
-/// NULL (the defaults).
+/// NULL (the defaults). Publish every slot reserved on the old queue first:
+/// from now on the tracker publishes on the new queue, and
+/// `sigretire_tracker_publish` refuses a use acquired before the change
+/// (`SIGRETIRE_ERR_INVALID_STATE`).
 ///
 /// Thread safety: takes the tracker's lock.
 ///

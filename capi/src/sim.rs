@@ -293,7 +293,10 @@ pub unsafe extern "C" fn sigretire_sim_tracker_create(
 }
 
 /// Moves a simulator tracker to another queue of the same simulator (the
-/// runtime moved its stream): a new generation begins.
+/// runtime moved its stream): a new generation begins. Publish every slot
+/// reserved on the old queue first: from now on the tracker publishes on
+/// the new queue, and `sigretire_tracker_publish` refuses a use acquired
+/// before the change (`SIGRETIRE_ERR_INVALID_STATE`).
 ///
 /// Thread safety: takes the tracker's lock.
 ///

@@ -51,7 +51,8 @@ pub enum sigretire_status {
     /// failed): nothing can wait on it.
     SIGRETIRE_ERR_USE_FAILED = 11,
     /// The use is not in a state the operation applies to (failing the
-    /// submission of a use already done, publishing a use retired long ago).
+    /// submission of a use already done, publishing a use retired long ago
+    /// or one acquired before a queue change).
     SIGRETIRE_ERR_INVALID_STATE = 12,
     /// The use's timestamps are no longer kept: hold the use to keep them.
     SIGRETIRE_ERR_EXPIRED = 13,

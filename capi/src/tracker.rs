@@ -74,7 +74,7 @@ impl sigretire_tracker {
         Box::new(Self {
             backend,
             seal: Seal::new(NEXT_TRACKER_ID.fetch_add(1, Ordering::Relaxed)),
-            core: Mutex::new(Box::new(Engine(tracker))),
+            core: Mutex::new(Box::new(Engine(tracker, 0))),
             waits,
             book: RwLock::new(Book::new(ticket_history)),
             poisoned: AtomicBool::new(false),
@@ -107,11 +107,13 @@ impl sigretire_tracker {
         }
     }
 
-    /// Records a use just handed out (under the core lock, so in order).
-    fn record(&self, acquired: &Acquired) {
+    /// Records a use `core` just handed out (under the core lock, so in
+    /// order).
+    fn record(&self, core: &dyn Core, acquired: &Acquired) {
         let entry = Entry {
             ticket: acquired.ticket,
             publication: acquired.publication,
+            queue_changes: core.queue_changes(),
         };
         self.book
             .write()
@@ -149,7 +151,7 @@ impl sigretire_tracker {
         request: Request,
     ) -> Result<sigretire_acquired, AcquireError> {
         let acquired = core.acquire(request)?;
-        self.record(&acquired);
+        self.record(core, &acquired);
         Ok(self.c_acquired(&acquired))
     }
 
@@ -358,7 +360,7 @@ pub unsafe extern "C" fn sigretire_tracker_submit(
                     return report_acquire_failure(out, tracker.acquire_failure(error));
                 }
             };
-            tracker.record(&acquired);
+            tracker.record(core, &acquired);
             let answer = tracker.c_acquired(&acquired);
             if let Err(failure) = core.publish(acquired.publication, body) {
                 let _ = core.fail_submission(&acquired.ticket, 0);
@@ -400,6 +402,15 @@ pub unsafe extern "C" fn sigretire_tracker_reserve(
 /// signal, then rings the doorbell. The header comes from the tracker's
 /// record, so it cannot disagree with it. The simulator's and ROCr's
 /// trackers only.
+///
+/// A use acquired before a queue change (`sigretire_sim_note_queue_change`,
+/// `sigretire_rocr_note_queue_change`) answers
+/// `SIGRETIRE_ERR_INVALID_STATE` and nothing is written: its index was
+/// reserved on the old queue, and the tracker now publishes on the new one,
+/// which never reserved it. Publish every reserved slot before a queue
+/// change; a use that missed it cannot complete through the tracker: fail
+/// it (`sigretire_tracker_fail_submission` with 0 issued) and fill its slot
+/// on the old queue yourself, or that queue stalls there.
 ///
 /// Thread safety: Locks.
 ///
@@ -443,7 +454,22 @@ pub unsafe extern "C" fn sigretire_tracker_publish(
                 ),
             );
         };
-        tracker.with_core(|core| core.publish(part, body))
+        tracker.with_core(|core| {
+            if entry.queue_changes != core.queue_changes() {
+                return fail(
+                    SIGRETIRE_ERR_INVALID_STATE,
+                    format!(
+                        "use {} was acquired before a queue change: its index {} was reserved \
+                         on the old queue, not on the tracker's queue now. Fail it \
+                         (sigretire_tracker_fail_submission, 0 issued) and fill that slot of \
+                         the old queue yourself",
+                        ticket.seq,
+                        part.index()
+                    ),
+                );
+            }
+            core.publish(part, body)
+        })
     })
 }
 

@@ -441,6 +441,79 @@ fn a_queue_change_starts_a_generation_and_keeps_old_answers() {
 }
 
 #[test]
+fn a_use_acquired_before_a_queue_change_cannot_be_published_after_it() {
+    let mut three = options();
+    three.queues = 3;
+    let mut one_bit = config();
+    one_bit.generation_bits = 1; // two changes bring generation 0 back
+    let rig = Rig::new(three, one_bit);
+    let mut index = 0;
+    let mut acquired = sigretire_acquired::default();
+    let request = sigretire_request {
+        flags: SIGRETIRE_REQUEST_BARRIER,
+        ..Default::default()
+    };
+    let work = sigretire_work {
+        kind: sigretire_work_kind::SIGRETIRE_WORK_KERNEL as u32,
+        ..Default::default()
+    };
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_reserve(rig.tracker, &mut index),
+            SIGRETIRE_OK
+        );
+        let request = sigretire_request {
+            aql_index: index,
+            ..request
+        };
+        assert_eq!(
+            sigretire_tracker_acquire(rig.tracker, &request, &mut acquired),
+            SIGRETIRE_OK
+        );
+        assert_eq!(acquired.ticket.generation, 0);
+        for (queue, generation) in [(1, 1), (2, 0)] {
+            assert_eq!(
+                sigretire_sim_note_queue_change(rig.tracker, rig.sim, queue),
+                SIGRETIRE_OK
+            );
+            let mut now = 9;
+            assert_eq!(
+                sigretire_tracker_generation(rig.tracker, &mut now),
+                SIGRETIRE_OK
+            );
+            assert_eq!(now, generation);
+            // Its index was reserved on queue 0: the tracker's queue now is
+            // another, which never reserved it.
+            assert_eq!(
+                sigretire_tracker_publish(rig.tracker, &acquired.ticket, 0, &work),
+                SIGRETIRE_ERR_INVALID_STATE,
+                "queue {queue}, generation {generation}"
+            );
+            let mut completed = false;
+            assert_eq!(
+                sigretire_sim_packet_completed(rig.sim, queue, index, &mut completed),
+                SIGRETIRE_ERR_INVALID_ARGUMENT,
+                "nothing was written on queue {queue}"
+            );
+        }
+        // The caller fails the use it could not publish.
+        assert_eq!(
+            sigretire_tracker_fail_submission(rig.tracker, &acquired.ticket, 0),
+            SIGRETIRE_OK
+        );
+    }
+    assert_eq!(rig.query(&acquired.ticket), SIGRETIRE_USE_FAILED);
+    // The tracker's own queue takes new work as usual.
+    let after = rig.submit(
+        SIGRETIRE_REQUEST_BARRIER,
+        sigretire_work_kind::SIGRETIRE_WORK_KERNEL,
+    );
+    rig.run();
+    assert_eq!(rig.query(&after.ticket), SIGRETIRE_USE_COMPLETE);
+}
+
+#[test]
 fn a_probe_proves_without_re_arming() {
     let rig = Rig::new(options(), config());
     let fence = rig.submit(
