@@ -322,6 +322,42 @@ typedef uint32_t sigretire_use_status;
 #endif // __cplusplus
 
 /**
+ * What a `sigretire_timestamps` holds (`state`).
+ */
+enum sigretire_timestamps_state
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+    /**
+     * No stamps, for now or for good: the use is pending, failed, or was
+     * not timed; asked of a hold, also a complete use the tracker has not
+     * harvested yet. `start` and `end` are 0.
+     */
+    SIGRETIRE_TIMESTAMPS_NONE = 0,
+    /**
+     * `start` and `end` are the use's stamps.
+     */
+    SIGRETIRE_TIMESTAMPS_AVAILABLE = 1,
+    /**
+     * The use completed and was timed, but nothing stamped it and nothing
+     * will: its packet ran on a queue without profiling (the packet
+     * processor wrote no timestamps: a simulator queue made with
+     * `SIGRETIRE_SIM_UNPROFILED`, a ROCr queue without profiling), or its
+     * work is of a kind the backend does not stamp. `start` and `end` are
+     * 0, which are not stamps.
+     */
+    SIGRETIRE_TIMESTAMPS_UNSTAMPED = 2,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum sigretire_timestamps_state sigretire_timestamps_state;
+#else
+typedef uint32_t sigretire_timestamps_state;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * Where a signal lives.
  */
 enum sigretire_placement
@@ -600,7 +636,9 @@ typedef struct sigretire_config {
      * for their tickets (about 64 bytes each; 0: `stamp_history` plus the
      * most uses in flight). An older ticket still answers its status; its
      * timestamps answer `SIGRETIRE_ERR_EXPIRED`; it can no longer be
-     * published. At least the most uses in flight.
+     * published. The record of a use a `sigretire_hold` holds is kept
+     * until the last such hold is released. At least the most uses in
+     * flight.
      */
     uint64_t ticket_history;
     /**
@@ -649,7 +687,7 @@ typedef struct sigretire_wait_policy {
 
 /**
  * A use's start and end timestamps, in ticks of the tracker's clock
- * (`sigretire_tracker_timestamp_frequency`).
+ * (`sigretire_tracker_timestamp_frequency`), and whether it has any.
  */
 typedef struct sigretire_timestamps {
     /**
@@ -661,10 +699,11 @@ typedef struct sigretire_timestamps {
      */
     uint64_t end;
     /**
-     * 1 if `start` and `end` hold the use's stamps; 0 if there are none
-     * (the use is pending, failed, was not timed, or no work stamped it).
+     * A `sigretire_timestamps_state`: whether `start` and `end` are the
+     * use's stamps (`SIGRETIRE_TIMESTAMPS_AVAILABLE`), or why there are
+     * none.
      */
-    uint32_t available;
+    sigretire_timestamps_state state;
 } sigretire_timestamps;
 
 /**
@@ -1245,8 +1284,10 @@ sigretire_status sigretire_hold_known_status(const struct sigretire_hold *hold,
 
 /**
  * The held use's timestamps once the tracker harvested them (no signal
- * read): `out->available` is 0 until then. A held use keeps its stamps
- * for as long as it is held.
+ * read): `out->state` is `SIGRETIRE_TIMESTAMPS_NONE` until then, then
+ * `SIGRETIRE_TIMESTAMPS_AVAILABLE`, or `SIGRETIRE_TIMESTAMPS_UNSTAMPED` if
+ * its packet was never stamped (a queue without profiling). A held use
+ * keeps its stamps for as long as it is held.
  *
  * Thread safety: any thread, concurrently.
  *
@@ -1904,11 +1945,16 @@ sigretire_status sigretire_tracker_poll(struct sigretire_tracker *tracker, size_
 sigretire_status sigretire_tracker_reclaim(struct sigretire_tracker *tracker, size_t *rearmed);
 
 /**
- * The use's timestamps, harvested once into host memory: `out->available`
- * is 0 while the use is pending, if it was not timed, if it failed, or if
- * no work stamped it. `SIGRETIRE_ERR_EXPIRED` once they are no longer kept
- * (hold the use to keep them). Ticks of
- * `sigretire_tracker_timestamp_frequency`.
+ * The use's timestamps, harvested once into host memory, in ticks of
+ * `sigretire_tracker_timestamp_frequency`. `out->state` says what it got:
+ * `SIGRETIRE_TIMESTAMPS_AVAILABLE` (`start` and `end` are the stamps);
+ * `SIGRETIRE_TIMESTAMPS_NONE` while the use is pending, or if it was not
+ * timed or failed; `SIGRETIRE_TIMESTAMPS_UNSTAMPED` for a timed use that
+ * completed but was never stamped and never will be (a queue without
+ * profiling, work the backend does not stamp). `SIGRETIRE_ERR_EXPIRED`
+ * once they are no longer kept: the last `stamp_history` timed uses keep
+ * them, and a use keeps them for as long as a `sigretire_hold` of it
+ * lives (its ticket answers as long as that).
  *
  * Thread safety: Locks.
  *

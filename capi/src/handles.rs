@@ -1,6 +1,7 @@
 //! Holds (counted references that keep a use's signal from being re-armed)
 //! and pins (a use's signal lent to a GPU waiter on another queue).
 
+use crate::book::HeldMark;
 use crate::engine::{HoldObject, PinObject};
 use crate::registry::{self, Kind};
 use crate::status::*;
@@ -16,11 +17,17 @@ use crate::types::*;
 /// concurrently; `sigretire_hold_release` is the last call on a handle.
 pub struct sigretire_hold {
     inner: Box<dyn HoldObject>,
+    /// Keeps the use's record in its tracker's book, so that its ticket
+    /// answers as long as the use is held.
+    mark: Option<HeldMark>,
 }
 
 impl sigretire_hold {
-    pub(crate) fn into_raw(inner: Box<dyn HoldObject>) -> *mut sigretire_hold {
-        let ptr = Box::into_raw(Box::new(sigretire_hold { inner }));
+    pub(crate) fn into_raw(
+        inner: Box<dyn HoldObject>,
+        mark: Option<HeldMark>,
+    ) -> *mut sigretire_hold {
+        let ptr = Box::into_raw(Box::new(sigretire_hold { inner, mark }));
         registry::register(ptr, Kind::Hold);
         ptr
     }
@@ -165,8 +172,10 @@ pub unsafe extern "C" fn sigretire_hold_known_status(
 }
 
 /// The held use's timestamps once the tracker harvested them (no signal
-/// read): `out->available` is 0 until then. A held use keeps its stamps
-/// for as long as it is held.
+/// read): `out->state` is `SIGRETIRE_TIMESTAMPS_NONE` until then, then
+/// `SIGRETIRE_TIMESTAMPS_AVAILABLE`, or `SIGRETIRE_TIMESTAMPS_UNSTAMPED` if
+/// its packet was never stamped (a queue without profiling). A held use
+/// keeps its stamps for as long as it is held.
 ///
 /// Thread safety: any thread, concurrently.
 ///
@@ -181,7 +190,12 @@ pub unsafe extern "C" fn sigretire_hold_timestamps(
         let out = Out::new(out, "out")?;
         // SAFETY: forwarded caller guarantee.
         let hold = unsafe { hold_ref(hold) }?;
-        out.write(sigretire_timestamps::from_rust(hold.inner.timestamps()));
+        // No stamps before the harvest says nothing yet: only zeros read
+        // from the signal say it was never stamped.
+        out.write(sigretire_timestamps::from_rust(
+            hold.inner.timestamps(),
+            false,
+        ));
         Ok(())
     })
 }
@@ -232,7 +246,10 @@ pub unsafe extern "C" fn sigretire_hold_clone(
         let out = Out::new(copy, "copy")?;
         // SAFETY: forwarded caller guarantee.
         let hold = unsafe { hold_ref(hold) }?;
-        out.write(sigretire_hold::into_raw(hold.inner.clone_box()));
+        out.write(sigretire_hold::into_raw(
+            hold.inner.clone_box(),
+            hold.mark.clone(),
+        ));
         Ok(())
     })
 }

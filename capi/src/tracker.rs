@@ -1,6 +1,6 @@
 //! The tracker handle and the functions every backend's tracker answers.
 
-use crate::book::{Book, Entry, Found, Seal};
+use crate::book::{Book, Entry, Found, HeldMark, HeldUses, Seal};
 use crate::engine::{CQueue, Core, Engine, HoldObject, PinObject, WaitSide, foreign_is_a_bug};
 use crate::handles::{sigretire_hold, sigretire_pin};
 use crate::registry::{self, Kind};
@@ -12,6 +12,7 @@ use ::sigretire_tracker::{
 };
 use hsa_sys::PacketHeader;
 use parking_lot::{Mutex, RwLock};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// A completion-signal tracker for one hardware queue (opaque). Made by
@@ -34,6 +35,8 @@ pub struct sigretire_tracker {
     /// Records of the newest uses; written under `core`'s lock (so in
     /// acquire order), read by lock-free waits.
     book: RwLock<Book>,
+    /// The uses C holds: the book keeps their records.
+    held: Arc<HeldUses>,
     /// Set when a call panicked inside the tracker: its state may be
     /// inconsistent, so it answers nothing more.
     poisoned: AtomicBool,
@@ -71,12 +74,14 @@ impl sigretire_tracker {
         T::Queue: CQueue,
     {
         let waits: Box<dyn WaitSide> = Box::new(tracker.waiter());
+        let held = Arc::new(HeldUses::default());
         Box::new(Self {
             backend,
             seal: Seal::new(NEXT_TRACKER_ID.fetch_add(1, Ordering::Relaxed)),
             core: Mutex::new(Box::new(Engine(tracker, 0))),
             waits,
-            book: RwLock::new(Book::new(ticket_history)),
+            book: RwLock::new(Book::new(ticket_history, held.clone())),
+            held,
             poisoned: AtomicBool::new(false),
         })
     }
@@ -665,13 +670,22 @@ pub unsafe extern "C" fn sigretire_tracker_hold(
         let ticket = unsafe { read_in(ticket, "ticket") }?;
         // SAFETY: as above.
         let tracker = unsafe { tracker_ref(tracker) }?;
-        let held: Option<Box<dyn HoldObject>> = match tracker.find(&ticket)? {
+        let held: Option<(Box<dyn HoldObject>, HeldMark)> = match tracker.find(&ticket)? {
+            // The mark is made under the lock, with the hold: the book
+            // drops records only under it too, so it cannot drop this one
+            // in between.
             Found::Live(entry) => tracker
-                .with_core(|core| core.hold(&entry.ticket))
+                .with_core(|core| {
+                    Ok(core
+                        .hold(&entry.ticket)?
+                        .map(|hold| (hold, HeldMark::new(&tracker.held, ticket.seq))))
+                })
                 .or_else(foreign_is_a_bug)?,
             Found::Gone { .. } => None,
         };
-        out.write(held.map_or(std::ptr::null_mut(), sigretire_hold::into_raw));
+        out.write(held.map_or(std::ptr::null_mut(), |(hold, mark)| {
+            sigretire_hold::into_raw(hold, Some(mark))
+        }));
         Ok(())
     })
 }
@@ -858,11 +872,16 @@ pub unsafe extern "C" fn sigretire_tracker_reclaim(
     })
 }
 
-/// The use's timestamps, harvested once into host memory: `out->available`
-/// is 0 while the use is pending, if it was not timed, if it failed, or if
-/// no work stamped it. `SIGRETIRE_ERR_EXPIRED` once they are no longer kept
-/// (hold the use to keep them). Ticks of
-/// `sigretire_tracker_timestamp_frequency`.
+/// The use's timestamps, harvested once into host memory, in ticks of
+/// `sigretire_tracker_timestamp_frequency`. `out->state` says what it got:
+/// `SIGRETIRE_TIMESTAMPS_AVAILABLE` (`start` and `end` are the stamps);
+/// `SIGRETIRE_TIMESTAMPS_NONE` while the use is pending, or if it was not
+/// timed or failed; `SIGRETIRE_TIMESTAMPS_UNSTAMPED` for a timed use that
+/// completed but was never stamped and never will be (a queue without
+/// profiling, work the backend does not stamp). `SIGRETIRE_ERR_EXPIRED`
+/// once they are no longer kept: the last `stamp_history` timed uses keep
+/// them, and a use keeps them for as long as a `sigretire_hold` of it
+/// lives (its ticket answers as long as that).
 ///
 /// Thread safety: Locks.
 ///
@@ -889,19 +908,29 @@ pub unsafe extern "C" fn sigretire_tracker_timestamps(
                 ),
             )
         };
-        let stamps = match tracker.find(&ticket)? {
-            Found::Live(entry) => match tracker.with_core(|core| core.timestamps(&entry.ticket)) {
-                Ok(stamps) => stamps,
-                Err(TimestampsError::Expired { seq }) => return expired(seq),
-                Err(TimestampsError::Foreign(foreign)) => foreign_is_a_bug(foreign)?,
-            },
+        let answer = match tracker.find(&ticket)? {
+            Found::Live(entry) => {
+                let harvested = tracker.with_core(|core| {
+                    let stamps = core.timestamps(&entry.ticket)?;
+                    // Asked after the harvest, which proves completion
+                    // when it can: a timed use known complete without
+                    // stamps has none to come.
+                    let complete = core.known_status(&entry.ticket)? == Some(Status::Complete);
+                    Ok((stamps, complete && entry.ticket.is_timed()))
+                });
+                match harvested {
+                    Ok((stamps, done)) => sigretire_timestamps::from_rust(stamps, done),
+                    Err(TimestampsError::Expired { seq }) => return expired(seq),
+                    Err(TimestampsError::Foreign(foreign)) => foreign_is_a_bug(foreign)?,
+                }
+            }
             Found::Gone {
                 status: Status::Complete,
                 timed: true,
             } => return expired(ticket.seq),
-            Found::Gone { .. } => None,
+            Found::Gone { .. } => sigretire_timestamps::default(),
         };
-        out.write(sigretire_timestamps::from_rust(stamps));
+        out.write(answer);
         Ok(())
     })
 }

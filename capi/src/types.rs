@@ -273,7 +273,9 @@ pub struct sigretire_config {
     /// for their tickets (about 64 bytes each; 0: `stamp_history` plus the
     /// most uses in flight). An older ticket still answers its status; its
     /// timestamps answer `SIGRETIRE_ERR_EXPIRED`; it can no longer be
-    /// published. At least the most uses in flight.
+    /// published. The record of a use a `sigretire_hold` holds is kept
+    /// until the last such hold is released. At least the most uses in
+    /// flight.
     pub ticket_history: u64,
     /// A `sigretire_tracker_kind` (default retiring).
     pub kind: u32,
@@ -421,29 +423,73 @@ impl sigretire_wait_policy {
     }
 }
 
+/// What a `sigretire_timestamps` holds (`state`).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum sigretire_timestamps_state {
+    /// No stamps, for now or for good: the use is pending, failed, or was
+    /// not timed; asked of a hold, also a complete use the tracker has not
+    /// harvested yet. `start` and `end` are 0.
+    SIGRETIRE_TIMESTAMPS_NONE = 0,
+    /// `start` and `end` are the use's stamps.
+    SIGRETIRE_TIMESTAMPS_AVAILABLE = 1,
+    /// The use completed and was timed, but nothing stamped it and nothing
+    /// will: its packet ran on a queue without profiling (the packet
+    /// processor wrote no timestamps: a simulator queue made with
+    /// `SIGRETIRE_SIM_UNPROFILED`, a ROCr queue without profiling), or its
+    /// work is of a kind the backend does not stamp. `start` and `end` are
+    /// 0, which are not stamps.
+    SIGRETIRE_TIMESTAMPS_UNSTAMPED = 2,
+}
+
+pub use sigretire_timestamps_state::*;
+
 /// A use's start and end timestamps, in ticks of the tracker's clock
-/// (`sigretire_tracker_timestamp_frequency`).
+/// (`sigretire_tracker_timestamp_frequency`), and whether it has any.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct sigretire_timestamps {
     /// When the packet processor launched the packet.
     pub start: u64,
     /// When the packet completed.
     pub end: u64,
-    /// 1 if `start` and `end` hold the use's stamps; 0 if there are none
-    /// (the use is pending, failed, was not timed, or no work stamped it).
-    pub available: u32,
+    /// A `sigretire_timestamps_state`: whether `start` and `end` are the
+    /// use's stamps (`SIGRETIRE_TIMESTAMPS_AVAILABLE`), or why there are
+    /// none.
+    pub state: sigretire_timestamps_state,
+}
+
+impl Default for sigretire_timestamps {
+    fn default() -> Self {
+        Self {
+            start: 0,
+            end: 0,
+            state: SIGRETIRE_TIMESTAMPS_NONE,
+        }
+    }
 }
 
 impl sigretire_timestamps {
-    pub(crate) fn from_rust(stamps: Option<Timestamps>) -> Self {
+    /// The answer for `stamps`, as the tracker or a hold gave them;
+    /// `done_unstamped` says the use is known complete and timed, so that
+    /// no stamps means none will come.
+    pub(crate) fn from_rust(stamps: Option<Timestamps>, done_unstamped: bool) -> Self {
+        let none = |state| Self {
+            state,
+            ..Self::default()
+        };
         match stamps {
+            // A backend reads stamps the packet processor never wrote as
+            // zeros (the simulator, ROCr's amd_signal_t on a queue without
+            // profiling): no packet that ran has an end stamp of 0.
+            Some(t) if t.start == 0 && t.end == 0 => none(SIGRETIRE_TIMESTAMPS_UNSTAMPED),
             Some(t) => Self {
                 start: t.start,
                 end: t.end,
-                available: 1,
+                state: SIGRETIRE_TIMESTAMPS_AVAILABLE,
             },
-            None => Self::default(),
+            None if done_unstamped => none(SIGRETIRE_TIMESTAMPS_UNSTAMPED),
+            None => none(SIGRETIRE_TIMESTAMPS_NONE),
         }
     }
 }

@@ -1581,8 +1581,9 @@ fn stale_tickets_keep_their_answers_after_their_records_are_dropped() {
     let mut hold = null_mut();
     let mut pin = null_mut();
     let mut stamps = sigretire_timestamps {
-        available: 9,
-        ..Default::default()
+        start: 9,
+        end: 9,
+        state: SIGRETIRE_TIMESTAMPS_AVAILABLE,
     };
     let work = kernel();
     // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
@@ -1611,12 +1612,15 @@ fn stale_tickets_keep_their_answers_after_their_records_are_dropped() {
             sigretire_tracker_timestamps(t, &first, &mut stamps),
             SIGRETIRE_OK
         );
-        assert_eq!(stamps.available, 0, "not timed");
+        assert_eq!(stamps, sigretire_timestamps::default(), "not timed");
         assert_eq!(
             sigretire_tracker_timestamps(t, &failed, &mut stamps),
             SIGRETIRE_OK
         );
-        assert_eq!(stamps.available, 0, "failed: never stamped");
+        assert_eq!(
+            stamps.state, SIGRETIRE_TIMESTAMPS_NONE,
+            "failed: never stamped"
+        );
         expect(
             sigretire_tracker_fail_submission(t, &first, 0),
             SIGRETIRE_ERR_INVALID_STATE,

@@ -155,7 +155,10 @@ fn a_timed_use_has_its_stamps_for_its_ticket_and_its_holders() {
             SIGRETIRE_OK
         );
     }
-    assert_eq!(stamps.available, 0, "pending: no stamps yet");
+    assert_eq!(
+        stamps.state, SIGRETIRE_TIMESTAMPS_NONE,
+        "pending: no stamps yet"
+    );
     rig.run();
     assert_eq!(rig.query(&timed.ticket), SIGRETIRE_USE_COMPLETE);
     let mut hz = 0;
@@ -179,13 +182,131 @@ fn a_timed_use_has_its_stamps_for_its_ticket_and_its_holders() {
         );
         assert_eq!(sigretire_hold_release(&mut hold), SIGRETIRE_OK);
     }
-    assert_eq!(stamps.available, 1);
+    assert_eq!(stamps.state, SIGRETIRE_TIMESTAMPS_AVAILABLE);
     assert!(stamps.end > stamps.start, "{stamps:?}");
     assert_eq!(held, stamps, "the holder sees the same harvest");
     assert_eq!(handle, timed.completion_signal);
     assert_eq!(placement, SIGRETIRE_PLACEMENT_HOST);
     assert_eq!(hz, 100_000_000, "the simulator's MI300X-like 100 MHz clock");
     assert_eq!(rig.stats().harvests, 1);
+}
+
+#[test]
+fn a_held_use_keeps_answering_its_stamps_for_its_ticket() {
+    // The library keeps the records of the newest uses only: at least the
+    // most uses in flight (4 here), by default that plus `stamp_history`.
+    for (stamp_history, ticket_history) in [(16384, 4), (1, 0)] {
+        let mut small = config();
+        small.initial_size = 4;
+        small.growth_limit = 1;
+        small.stamp_history = stamp_history;
+        small.ticket_history = ticket_history;
+        let rig = Rig::new(options(), small);
+        let timed = rig.submit(
+            SIGRETIRE_REQUEST_BARRIER | SIGRETIRE_REQUEST_TIMED,
+            sigretire_work_kind::SIGRETIRE_WORK_EMPTY,
+        );
+        let mut hold = null_mut();
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(
+                sigretire_tracker_hold(rig.tracker, &timed.ticket, &mut hold),
+                SIGRETIRE_OK
+            );
+        }
+        rig.run();
+        for _ in 0..12 {
+            rig.submit(
+                SIGRETIRE_REQUEST_BARRIER | SIGRETIRE_REQUEST_TIMED,
+                sigretire_work_kind::SIGRETIRE_WORK_EMPTY,
+            );
+            rig.run();
+            let mut rearmed = 0;
+            // SAFETY: as above.
+            unsafe {
+                assert_eq!(
+                    sigretire_tracker_poll(rig.tracker, &mut rearmed),
+                    SIGRETIRE_OK
+                )
+            };
+        }
+        let mut stamps = sigretire_timestamps::default();
+        let mut held = sigretire_timestamps::default();
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(sigretire_hold_timestamps(hold, &mut held), SIGRETIRE_OK);
+            assert_eq!(
+                sigretire_tracker_timestamps(rig.tracker, &timed.ticket, &mut stamps),
+                SIGRETIRE_OK,
+                "stamp_history {stamp_history}, ticket_history {ticket_history}: the use is \
+                 held, 12 uses later"
+            );
+        }
+        assert_eq!(held.state, SIGRETIRE_TIMESTAMPS_AVAILABLE);
+        assert_eq!(stamps, held, "the ticket answers what the holder sees");
+        assert_eq!(rig.query(&timed.ticket), SIGRETIRE_USE_COMPLETE);
+        // Let go: a few uses later its stamps are no longer kept.
+        // SAFETY: as above.
+        unsafe { assert_eq!(sigretire_hold_release(&mut hold), SIGRETIRE_OK) };
+        for _ in 0..12 {
+            rig.submit(
+                SIGRETIRE_REQUEST_BARRIER | SIGRETIRE_REQUEST_TIMED,
+                sigretire_work_kind::SIGRETIRE_WORK_EMPTY,
+            );
+            rig.run();
+        }
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(
+                sigretire_tracker_timestamps(rig.tracker, &timed.ticket, &mut stamps),
+                SIGRETIRE_ERR_EXPIRED
+            );
+        }
+        assert_eq!(rig.query(&timed.ticket), SIGRETIRE_USE_COMPLETE);
+    }
+}
+
+#[test]
+fn a_timed_use_on_an_unprofiled_queue_says_it_has_no_stamps() {
+    let mut unprofiled = options();
+    unprofiled.flags |= SIGRETIRE_SIM_UNPROFILED;
+    let rig = Rig::new(unprofiled, config());
+    let timed = rig.submit(
+        SIGRETIRE_REQUEST_BARRIER | SIGRETIRE_REQUEST_TIMED,
+        sigretire_work_kind::SIGRETIRE_WORK_EMPTY,
+    );
+    let mut hold = null_mut();
+    let mut stamps = sigretire_timestamps::default();
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_hold(rig.tracker, &timed.ticket, &mut hold),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_tracker_timestamps(rig.tracker, &timed.ticket, &mut stamps),
+            SIGRETIRE_OK
+        );
+    }
+    assert_eq!(stamps.state, SIGRETIRE_TIMESTAMPS_NONE, "pending: none yet");
+    rig.run();
+    let mut held = sigretire_timestamps::default();
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_timestamps(rig.tracker, &timed.ticket, &mut stamps),
+            SIGRETIRE_OK
+        );
+        assert_eq!(sigretire_hold_timestamps(hold, &mut held), SIGRETIRE_OK);
+        assert_eq!(sigretire_hold_release(&mut hold), SIGRETIRE_OK);
+    }
+    assert_eq!(rig.query(&timed.ticket), SIGRETIRE_USE_COMPLETE);
+    assert_eq!(
+        stamps.state, SIGRETIRE_TIMESTAMPS_UNSTAMPED,
+        "complete, timed, and never stamped: not stamps of 0 and 0: {stamps:?}"
+    );
+    assert_eq!((stamps.start, stamps.end), (0, 0));
+    assert_eq!(held, stamps, "the holder hears the same");
 }
 
 #[test]

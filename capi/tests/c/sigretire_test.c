@@ -248,6 +248,61 @@ static void hold_and_pin(void) {
     CHECK_OK(sigretire_sim_destroy(&sim));
 }
 
+/* A held use keeps answering its stamps by its ticket, however many uses
+ * later; a timed use on a queue without profiling says it has none. */
+static void timestamps(void) {
+    struct sigretire_sim_options options;
+    struct sigretire_sim *sim = NULL;
+    struct sigretire_tracker *tracker = NULL;
+    struct sigretire_config config;
+    struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_EVENT);
+    struct sigretire_work work;
+    struct sigretire_acquired timed, later;
+    struct sigretire_timestamps stamps, held;
+    struct sigretire_hold *hold = NULL;
+    size_t rearmed = 0;
+    int i;
+
+    memset(&work, 0, sizeof work);
+    work.kind = SIGRETIRE_WORK_EMPTY;
+    request.flags |= SIGRETIRE_REQUEST_TIMED;
+    CHECK_OK(sigretire_sim_create(NULL, &sim));
+    CHECK_OK(sigretire_config_default(&config));
+    config.initial_size = 4;
+    config.growth_limit = 1;
+    config.ticket_history = 4; /* the fewest records: the most uses in flight */
+    CHECK_OK(sigretire_sim_tracker_create(sim, 0, &config, &tracker));
+    CHECK_OK(sigretire_tracker_submit(tracker, &request, &work, &timed));
+    CHECK_OK(sigretire_tracker_hold(tracker, &timed.ticket, &hold));
+    for (i = 0; i < 12; i++) {
+        CHECK_OK(sigretire_sim_run_until_idle(sim));
+        CHECK_OK(sigretire_tracker_submit(tracker, &request, &work, &later));
+        CHECK_OK(sigretire_tracker_poll(tracker, &rearmed));
+    }
+    CHECK_OK(sigretire_tracker_timestamps(tracker, &timed.ticket, &stamps));
+    CHECK_OK(sigretire_hold_timestamps(hold, &held));
+    CHECK(stamps.state == SIGRETIRE_TIMESTAMPS_AVAILABLE && stamps.end > stamps.start);
+    CHECK(held.state == stamps.state && held.start == stamps.start && held.end == stamps.end);
+    CHECK_OK(sigretire_hold_release(&hold));
+    CHECK_OK(sigretire_sim_run_until_idle(sim));
+    CHECK_OK(sigretire_tracker_destroy(&tracker));
+    CHECK_OK(sigretire_sim_destroy(&sim));
+
+    CHECK_OK(sigretire_sim_options_default(&options));
+    options.flags |= SIGRETIRE_SIM_UNPROFILED;
+    CHECK_OK(sigretire_sim_create(&options, &sim));
+    CHECK_OK(sigretire_sim_tracker_create(sim, 0, NULL, &tracker));
+    CHECK_OK(sigretire_tracker_submit(tracker, &request, &work, &timed));
+    CHECK_OK(sigretire_tracker_timestamps(tracker, &timed.ticket, &stamps));
+    CHECK(stamps.state == SIGRETIRE_TIMESTAMPS_NONE); /* pending */
+    CHECK_OK(sigretire_sim_run_until_idle(sim));
+    CHECK_OK(sigretire_tracker_timestamps(tracker, &timed.ticket, &stamps));
+    CHECK(stamps.state == SIGRETIRE_TIMESTAMPS_UNSTAMPED); /* complete, never stamped */
+    CHECK(stamps.start == 0 && stamps.end == 0);
+    CHECK_OK(sigretire_tracker_destroy(&tracker));
+    CHECK_OK(sigretire_sim_destroy(&sim));
+}
+
 /* A full ring answers with the use to wait for, never blocks. */
 static void back_pressure(void) {
     struct sigretire_sim *sim = NULL;
@@ -577,6 +632,7 @@ int main(void) {
     sixty_four_fences();
     a_packet_written_by_hand();
     hold_and_pin();
+    timestamps();
     back_pressure();
     waits_on_other_threads();
     hooks_over_a_runtimes_own_memory();
