@@ -1687,6 +1687,18 @@ sigretire_status sigretire_sim_violations(const struct sigretire_sim *sim, uint6
  * the last hold or pin of it is released). Sets `*tracker` to NULL. A NULL
  * `*tracker` is a no-op.
  *
+ * The pins this tracker keeps for its consumer uses
+ * (`sigretire_tracker_attach`) outlive it while those uses' packets have
+ * not run: destroying a consumer queue's tracker while its packets still
+ * wait on other queues' signals is safe. The producer keeps each such
+ * signal parked, not re-armed, until the consumer's packet completed
+ * (or failed); the library sees that with at most one load of the
+ * consumer's signal (kept allocated meanwhile) at each later
+ * `sigretire_tracker_poll` or `sigretire_tracker_reclaim` of any tracker,
+ * the producer's included, and at this call. It never reads this
+ * tracker's queue after this call: the runtime may destroy the queue
+ * next.
+ *
  * Thread safety: the last call on the tracker; no other call on it may run
  * concurrently or follow.
  *
@@ -1893,10 +1905,12 @@ sigretire_status sigretire_tracker_pin(struct sigretire_tracker *tracker,
 
 /**
  * Keeps the pin `*pin` until the use `consumer` of this tracker (the
- * packet that waits on it) has retired, or this queue drained. On
- * `SIGRETIRE_OK` the tracker owns the pin: the handle is freed and
- * `*pin` set to NULL (released at once if the consumer already retired).
- * On failure the pin stays the caller's, still pinned.
+ * packet that waits on it) has retired, or this queue drained, or, if this
+ * tracker is destroyed first, until the consumer's packet completed (see
+ * `sigretire_tracker_destroy`). On `SIGRETIRE_OK` the tracker owns the
+ * pin: the handle is freed and `*pin` set to NULL (released at once if
+ * the consumer already retired). On failure the pin stays the caller's,
+ * still pinned.
  *
  * Thread safety: Locks. No other call on the same pin handle may run
  * concurrently.
@@ -1924,7 +1938,8 @@ sigretire_status sigretire_tracker_probe(struct sigretire_tracker *tracker, bool
 /**
  * Probes, then reclaims: `*rearmed` is the number of signals re-armed. A
  * runtime calls it now and then (after a batch of submissions, from a
- * completion thread).
+ * completion thread). First lets go of the pins of destroyed trackers
+ * whose consumer packets ran (see `sigretire_tracker_destroy`).
  *
  * Thread safety: Locks.
  *
@@ -1934,8 +1949,10 @@ sigretire_status sigretire_tracker_probe(struct sigretire_tracker *tracker, bool
 sigretire_status sigretire_tracker_poll(struct sigretire_tracker *tracker, size_t *rearmed);
 
 /**
- * Re-arms retired signals, oldest use first, reading no signal memory:
- * `*rearmed` is the number re-armed.
+ * Re-arms retired signals, oldest use first, reading no signal memory of
+ * this tracker: `*rearmed` is the number re-armed. First lets go of the
+ * pins of destroyed trackers whose consumer packets ran (one load of each
+ * such consumer's signal; see `sigretire_tracker_destroy`).
  *
  * Thread safety: Locks.
  *

@@ -58,11 +58,21 @@ unsafe fn hold_ref<'a>(ptr: *const sigretire_hold) -> Outcome<&'a sigretire_hold
 pub struct sigretire_pin {
     /// `None` only inside `sigretire_tracker_attach`.
     inner: Option<Box<dyn PinObject>>,
+    /// A hold of the same use, the library's own reference to the signal:
+    /// it goes to the consumer's tracker handle with the pin, and outlives
+    /// that tracker while the consumer's packet has not run (orphans.rs).
+    shadow: Option<Box<dyn HoldObject>>,
 }
 
 impl sigretire_pin {
-    pub(crate) fn into_raw(inner: Box<dyn PinObject>) -> *mut sigretire_pin {
-        let ptr = Box::into_raw(Box::new(sigretire_pin { inner: Some(inner) }));
+    pub(crate) fn into_raw(
+        inner: Box<dyn PinObject>,
+        shadow: Option<Box<dyn HoldObject>>,
+    ) -> *mut sigretire_pin {
+        let ptr = Box::into_raw(Box::new(sigretire_pin {
+            inner: Some(inner),
+            shadow,
+        }));
         registry::register(ptr, Kind::Pin);
         ptr
     }
@@ -86,8 +96,24 @@ impl sigretire_pin {
         self.inner.take()
     }
 
-    pub(crate) fn put_back(&mut self, inner: Box<dyn PinObject>) {
+    /// Gives back the pin [`take`](Self::take) took.
+    pub(crate) fn put_back_pin(&mut self, inner: Box<dyn PinObject>) {
         self.inner = Some(inner);
+    }
+
+    /// Gives back the pin and the shadow [`take`](Self::take) and
+    /// [`take_shadow`](Self::take_shadow) took.
+    pub(crate) fn put_back(
+        &mut self,
+        inner: Box<dyn PinObject>,
+        shadow: Option<Box<dyn HoldObject>>,
+    ) {
+        self.inner = Some(inner);
+        self.shadow = shadow;
+    }
+
+    pub(crate) fn take_shadow(&mut self) -> Option<Box<dyn HoldObject>> {
+        self.shadow.take()
     }
 
     /// Takes a handle out of the table of live handles and frees it;

@@ -35,6 +35,7 @@ mod book;
 mod engine;
 mod handles;
 mod hooks;
+mod orphans;
 mod registry;
 mod rocr;
 mod sim;

@@ -1,8 +1,11 @@
 //! The tracker handle and the functions every backend's tracker answers.
 
 use crate::book::{Book, Entry, Found, HeldMark, HeldUses, Seal};
-use crate::engine::{CQueue, Core, Engine, HoldObject, PinObject, WaitSide, foreign_is_a_bug};
+use crate::engine::{
+    CQueue, Core, Engine, HoldObject, PinObject, Refused, WaitSide, foreign_is_a_bug,
+};
 use crate::handles::{sigretire_hold, sigretire_pin};
+use crate::orphans::{self, Shadow, sweep_shadows};
 use crate::registry::{self, Kind};
 use crate::status::*;
 use crate::types::*;
@@ -30,7 +33,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 pub struct sigretire_tracker {
     pub(crate) backend: Backend,
     seal: Seal,
-    core: Mutex<Box<dyn Core>>,
+    core: Mutex<Locked>,
     waits: Box<dyn WaitSide>,
     /// Records of the newest uses; written under `core`'s lock (so in
     /// acquire order), read by lock-free waits.
@@ -40,6 +43,14 @@ pub struct sigretire_tracker {
     /// Set when a call panicked inside the tracker: its state may be
     /// inconsistent, so it answers nothing more.
     poisoned: AtomicBool,
+}
+
+/// What the tracker's lock guards: the tracker, and the library's own
+/// references to the signals its consumer uses wait on (`orphans.rs`).
+struct Locked {
+    core: Box<dyn Core>,
+    /// One per pin attached to a consumer use not known done yet.
+    shadows: Vec<Shadow>,
 }
 
 /// Which backend a tracker runs on, for the backend-specific calls.
@@ -78,7 +89,10 @@ impl sigretire_tracker {
         Box::new(Self {
             backend,
             seal: Seal::new(NEXT_TRACKER_ID.fetch_add(1, Ordering::Relaxed)),
-            core: Mutex::new(Box::new(Engine(tracker, 0))),
+            core: Mutex::new(Locked {
+                core: Box::new(Engine(tracker, 0)),
+                shadows: Vec::new(),
+            }),
             waits,
             book: RwLock::new(Book::new(ticket_history, held.clone())),
             held,
@@ -88,9 +102,21 @@ impl sigretire_tracker {
 
     /// Runs `f` on the tracker under its lock.
     pub(crate) fn with_core<R>(&self, f: impl FnOnce(&mut dyn Core) -> R) -> R {
+        self.with_shadows(|core, _| f(core))
+    }
+
+    /// Runs `f` on the tracker and its shadows under its lock, then lets go
+    /// of the shadows whose consumer is known done now (as the tracker lets
+    /// their pins go).
+    fn with_shadows<R>(&self, f: impl FnOnce(&mut dyn Core, &mut Vec<Shadow>) -> R) -> R {
         let _poison = PoisonOnPanic(&self.poisoned);
-        let mut core = self.core.lock();
-        f(&mut **core)
+        let mut locked = self.core.lock();
+        let Locked { core, shadows } = &mut *locked;
+        let result = f(&mut **core, shadows);
+        if !shadows.is_empty() {
+            sweep_shadows(&**core, shadows);
+        }
+        result
     }
 
     /// Runs `f` without the tracker's lock, poisoning the tracker if it panics.
@@ -237,6 +263,18 @@ pub(crate) fn give(out: Out<*mut sigretire_tracker>, tracker: Box<sigretire_trac
 /// the last hold or pin of it is released). Sets `*tracker` to NULL. A NULL
 /// `*tracker` is a no-op.
 ///
+/// The pins this tracker keeps for its consumer uses
+/// (`sigretire_tracker_attach`) outlive it while those uses' packets have
+/// not run: destroying a consumer queue's tracker while its packets still
+/// wait on other queues' signals is safe. The producer keeps each such
+/// signal parked, not re-armed, until the consumer's packet completed
+/// (or failed); the library sees that with at most one load of the
+/// consumer's signal (kept allocated meanwhile) at each later
+/// `sigretire_tracker_poll` or `sigretire_tracker_reclaim` of any tracker,
+/// the producer's included, and at this call. It never reads this
+/// tracker's queue after this call: the runtime may destroy the queue
+/// next.
+///
 /// Thread safety: the last call on the tracker; no other call on it may run
 /// concurrently or follow.
 ///
@@ -257,12 +295,24 @@ pub unsafe extern "C" fn sigretire_tracker_destroy(
         // only the one that took it out frees it.
         registry::unregister(handle.cast_const(), Kind::Tracker, "*tracker")?;
         // SAFETY: a live tracker from `give` (the table said so), now out of
-        // the table, used by nothing else any more (contract): freed once,
-        // here; the caller's variable cleared.
-        unsafe {
+        // the table, used by nothing else any more (contract): taken back
+        // once, here, and freed below; the caller's variable cleared.
+        let owned = unsafe {
             *tracker = std::ptr::null_mut();
-            drop(Box::from_raw(handle));
+            Box::from_raw(handle)
+        };
+        // The pins of consumer uses that have not run yet go with the
+        // tracker: keep their signals from being re-armed until the
+        // consumers' packets ran (orphans.rs). A tracker that panicked is
+        // not asked which those are.
+        let sigretire_tracker { core, poisoned, .. } = *owned;
+        let Locked { mut core, shadows } = core.into_inner();
+        let poisoned = poisoned.into_inner();
+        if !shadows.is_empty() {
+            orphans::adopt((!poisoned).then_some(&mut *core), shadows);
         }
+        drop(core);
+        orphans::sweep();
         Ok(())
     })
 }
@@ -720,8 +770,17 @@ pub unsafe extern "C" fn sigretire_tracker_pin(
                 format!("use {seq} failed: nothing can wait on it"),
             )
         };
-        let pinned: Option<Box<dyn PinObject>> = match tracker.find(&ticket)? {
-            Found::Live(entry) => match tracker.with_core(|core| core.pin(&entry.ticket)) {
+        type Pinned = (Box<dyn PinObject>, Option<Box<dyn HoldObject>>);
+        let pinned: Option<Pinned> = match tracker.find(&ticket)? {
+            // With the pin, a hold of the same use: the library's own
+            // reference, which outlives the consumer's tracker if need be
+            // (orphans.rs).
+            Found::Live(entry) => match tracker.with_core(|core| {
+                let Some(pin) = core.pin(&entry.ticket)? else {
+                    return Ok(None);
+                };
+                Ok(Some((pin, core.hold(&entry.ticket)?)))
+            }) {
                 Ok(pinned) => pinned,
                 Err(PinError::Failed { seq }) => return failed(seq),
                 Err(PinError::Foreign(foreign)) => foreign_is_a_bug(foreign)?,
@@ -732,16 +791,20 @@ pub unsafe extern "C" fn sigretire_tracker_pin(
             } => return failed(ticket.seq),
             Found::Gone { .. } => None,
         };
-        out.write(pinned.map_or(std::ptr::null_mut(), sigretire_pin::into_raw));
+        out.write(pinned.map_or(std::ptr::null_mut(), |(pin, shadow)| {
+            sigretire_pin::into_raw(pin, shadow)
+        }));
         Ok(())
     })
 }
 
 /// Keeps the pin `*pin` until the use `consumer` of this tracker (the
-/// packet that waits on it) has retired, or this queue drained. On
-/// `SIGRETIRE_OK` the tracker owns the pin: the handle is freed and
-/// `*pin` set to NULL (released at once if the consumer already retired).
-/// On failure the pin stays the caller's, still pinned.
+/// packet that waits on it) has retired, or this queue drained, or, if this
+/// tracker is destroyed first, until the consumer's packet completed (see
+/// `sigretire_tracker_destroy`). On `SIGRETIRE_OK` the tracker owns the
+/// pin: the handle is freed and `*pin` set to NULL (released at once if
+/// the consumer already retired). On failure the pin stays the caller's,
+/// still pinned.
 ///
 /// Thread safety: Locks. No other call on the same pin handle may run
 /// concurrently.
@@ -772,7 +835,7 @@ pub unsafe extern "C" fn sigretire_tracker_attach(
             );
         };
         if !tracker.with_core(|core| core.accepts(object.as_ref())) {
-            pinned.put_back(object);
+            pinned.put_back_pin(object);
             return fail(
                 SIGRETIRE_ERR_WRONG_BACKEND,
                 "the pin is of a tracker of another backend: attach it to a tracker of the same \
@@ -782,14 +845,28 @@ pub unsafe extern "C" fn sigretire_tracker_attach(
         let found = match tracker.find(&consumer) {
             Ok(found) => found,
             Err(failure) => {
-                pinned.put_back(object);
+                pinned.put_back_pin(object);
                 return Err(failure);
             }
         };
         match found {
             Found::Live(entry) => {
-                if let Err(refused) = tracker.with_core(|core| core.attach(&entry.ticket, object)) {
-                    pinned.put_back(refused.pin);
+                let mut shadow = pinned.take_shadow();
+                let attached: Result<(), Refused> = tracker.with_shadows(|core, shadows| {
+                    core.attach(&entry.ticket, object)?;
+                    // The library's own reference to the signal goes with
+                    // the pin (dropped by the sweep if the consumer is
+                    // known done already).
+                    if let Some(producer) = shadow.take() {
+                        shadows.push(Shadow {
+                            consumer: entry.ticket,
+                            producer,
+                        });
+                    }
+                    Ok(())
+                });
+                if let Err(refused) = attached {
+                    pinned.put_back(refused.pin, shadow);
                     return Err(refused.failure);
                 }
             }
@@ -831,7 +908,8 @@ pub unsafe extern "C" fn sigretire_tracker_probe(
 
 /// Probes, then reclaims: `*rearmed` is the number of signals re-armed. A
 /// runtime calls it now and then (after a batch of submissions, from a
-/// completion thread).
+/// completion thread). First lets go of the pins of destroyed trackers
+/// whose consumer packets ran (see `sigretire_tracker_destroy`).
 ///
 /// Thread safety: Locks.
 ///
@@ -846,13 +924,18 @@ pub unsafe extern "C" fn sigretire_tracker_poll(
         let out = Out::new(rearmed, "rearmed")?;
         // SAFETY: forwarded caller guarantee.
         let tracker = unsafe { tracker_ref(tracker) }?;
+        // First the pins of destroyed trackers' consumers that ran: their
+        // signals may be this tracker's.
+        orphans::sweep();
         out.write(tracker.with_core(|core| core.poll()));
         Ok(())
     })
 }
 
-/// Re-arms retired signals, oldest use first, reading no signal memory:
-/// `*rearmed` is the number re-armed.
+/// Re-arms retired signals, oldest use first, reading no signal memory of
+/// this tracker: `*rearmed` is the number re-armed. First lets go of the
+/// pins of destroyed trackers whose consumer packets ran (one load of each
+/// such consumer's signal; see `sigretire_tracker_destroy`).
 ///
 /// Thread safety: Locks.
 ///
@@ -867,6 +950,8 @@ pub unsafe extern "C" fn sigretire_tracker_reclaim(
         let out = Out::new(rearmed, "rearmed")?;
         // SAFETY: forwarded caller guarantee.
         let tracker = unsafe { tracker_ref(tracker) }?;
+        // As in sigretire_tracker_poll.
+        orphans::sweep();
         out.write(tracker.with_core(|core| core.reclaim()));
         Ok(())
     })

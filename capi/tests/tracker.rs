@@ -816,3 +816,203 @@ fn a_copy_engine_use_is_acquired_but_not_published_on_the_aql_queue() {
     }
     assert_eq!(rig.query(&acquired.ticket), SIGRETIRE_USE_FAILED);
 }
+
+/// Two trackers on two queues of one stepped simulator.
+struct Pair {
+    sim: *mut sigretire_sim,
+    producer: *mut sigretire_tracker,
+    consumer: *mut sigretire_tracker,
+}
+
+impl Pair {
+    fn new() -> Self {
+        let mut two = options();
+        two.queues = 2;
+        let (mut sim, mut producer, mut consumer) = (null_mut(), null_mut(), null_mut());
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(sigretire_sim_create(&two, &mut sim), SIGRETIRE_OK);
+            assert_eq!(
+                sigretire_sim_tracker_create(sim, 0, null(), &mut producer),
+                SIGRETIRE_OK
+            );
+            assert_eq!(
+                sigretire_sim_tracker_create(sim, 1, null(), &mut consumer),
+                SIGRETIRE_OK
+            );
+        }
+        Self {
+            sim,
+            producer,
+            consumer,
+        }
+    }
+
+    fn violations(&self) -> u64 {
+        let mut count = u64::MAX;
+        // SAFETY: as above.
+        unsafe { assert_eq!(sigretire_sim_violations(self.sim, &mut count), SIGRETIRE_OK) };
+        count
+    }
+
+    fn producer_census(&self) -> sigretire_census {
+        let mut census = sigretire_census::default();
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(
+                sigretire_tracker_census(self.producer, &mut census),
+                SIGRETIRE_OK
+            )
+        };
+        census
+    }
+
+    fn poll_producer(&self) {
+        let mut rearmed = 0;
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(
+                sigretire_tracker_poll(self.producer, &mut rearmed),
+                SIGRETIRE_OK
+            );
+            assert_eq!(
+                sigretire_tracker_reclaim(self.producer, &mut rearmed),
+                SIGRETIRE_OK
+            );
+        }
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        // SAFETY: as above (a NULL consumer is a no-op).
+        unsafe {
+            assert_eq!(sigretire_tracker_destroy(&mut self.consumer), SIGRETIRE_OK);
+            assert_eq!(sigretire_tracker_destroy(&mut self.producer), SIGRETIRE_OK);
+            assert_eq!(sigretire_sim_destroy(&mut self.sim), SIGRETIRE_OK);
+        }
+    }
+}
+
+#[test]
+fn a_destroyed_consumer_tracker_keeps_its_pins_until_its_packets_ran() {
+    let mut pair = Pair::new();
+    let kernel = sigretire_work {
+        kind: sigretire_work_kind::SIGRETIRE_WORK_KERNEL as u32,
+        ..Default::default()
+    };
+    let fence = sigretire_request {
+        flags: SIGRETIRE_REQUEST_BARRIER,
+        purpose: sigretire_purpose::SIGRETIRE_PURPOSE_GPU_WAITER as u32,
+        ..Default::default()
+    };
+    let mut produced = sigretire_acquired::default();
+    let mut blocker = sigretire_acquired::default();
+    let mut consumed = sigretire_acquired::default();
+    let mut pin = null_mut();
+    let mut handle = 0;
+    // SAFETY: as above.
+    unsafe {
+        // The producer's packet, and a use after it whose packet is not
+        // published yet: the consumer waits on both, so it outlasts the
+        // first.
+        assert_eq!(
+            sigretire_tracker_submit(pair.producer, &fence, &kernel, &mut produced),
+            SIGRETIRE_OK
+        );
+        let mut index = 0;
+        assert_eq!(
+            sigretire_tracker_reserve(pair.producer, &mut index),
+            SIGRETIRE_OK
+        );
+        let later = sigretire_request {
+            aql_index: index,
+            ..fence
+        };
+        assert_eq!(
+            sigretire_tracker_acquire(pair.producer, &later, &mut blocker),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_tracker_pin(pair.producer, &produced.ticket, &mut pin),
+            SIGRETIRE_OK
+        );
+        assert_eq!(sigretire_pin_packet_handle(pin, &mut handle), SIGRETIRE_OK);
+
+        // The consumer's barrier-AND waits on the pinned signal (and the
+        // blocker's); its tracker takes the pin, then is destroyed while
+        // the packet waits.
+        let mut wait = sigretire_work {
+            kind: sigretire_work_kind::SIGRETIRE_WORK_WAIT_ALL as u32,
+            dependency_count: 2,
+            ..Default::default()
+        };
+        wait.dependencies[0] = handle;
+        wait.dependencies[1] = blocker.completion_signal;
+        let consume = sigretire_request {
+            flags: SIGRETIRE_REQUEST_BARRIER,
+            ..Default::default()
+        };
+        assert_eq!(
+            sigretire_tracker_submit(pair.consumer, &consume, &wait, &mut consumed),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_tracker_attach(pair.consumer, &consumed.ticket, &mut pin),
+            SIGRETIRE_OK
+        );
+        assert!(pin.is_null());
+        assert_eq!(sigretire_tracker_destroy(&mut pair.consumer), SIGRETIRE_OK);
+        assert!(pair.consumer.is_null());
+    }
+
+    // The producer's packet runs; the consumer's still waits (on the
+    // blocker). The producer retires its use but must not re-arm the
+    // signal the consumer's packet waits on.
+    // SAFETY: as above.
+    unsafe { assert_eq!(sigretire_sim_run_until_idle(pair.sim), SIGRETIRE_OK) };
+    let mut completed = true;
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            sigretire_sim_packet_completed(pair.sim, 1, consumed.aql_index, &mut completed),
+            SIGRETIRE_OK
+        );
+    }
+    assert!(!completed, "the consumer's packet still waits");
+    pair.poll_producer();
+    assert_eq!(
+        pair.violations(),
+        0,
+        "the producer re-armed a signal a waiting packet names"
+    );
+    assert_eq!(pair.producer_census().parked, 1, "parked, not re-armed");
+
+    // The blocker is published: the consumer's packet runs. The next poll
+    // sees it done and lets go: the signal comes back.
+    let marker = sigretire_work {
+        kind: sigretire_work_kind::SIGRETIRE_WORK_MARKER as u32,
+        ..Default::default()
+    };
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_publish(pair.producer, &blocker.ticket, 0, &marker),
+            SIGRETIRE_OK
+        );
+        assert_eq!(sigretire_sim_run_until_idle(pair.sim), SIGRETIRE_OK);
+        assert_eq!(
+            sigretire_sim_packet_completed(pair.sim, 1, consumed.aql_index, &mut completed),
+            SIGRETIRE_OK
+        );
+    }
+    assert!(completed);
+    pair.poll_producer();
+    let census = pair.producer_census();
+    assert_eq!(census.parked, 0, "unparked once the consumer's packet ran");
+    assert_eq!(
+        census.in_flight + census.armed + census.parked + census.retired,
+        census.created
+    );
+    assert_eq!(pair.violations(), 0);
+}

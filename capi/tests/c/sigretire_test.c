@@ -248,6 +248,69 @@ static void hold_and_pin(void) {
     CHECK_OK(sigretire_sim_destroy(&sim));
 }
 
+/* A consumer queue's tracker destroyed while its packet still waits on a
+ * pinned signal: the producer keeps the signal parked until that packet
+ * ran, and the simulator sees no re-arm under the waiter. */
+static void destroying_a_consumer_keeps_its_pins(void) {
+    struct sigretire_sim_options options;
+    struct sigretire_sim *sim = NULL;
+    struct sigretire_tracker *producer = NULL, *consumer = NULL;
+    struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_GPU_WAITER);
+    struct sigretire_work work = kernel_work(), wait, marker;
+    struct sigretire_acquired produced, blocker, consumed;
+    struct sigretire_pin *pin = NULL;
+    struct sigretire_census census;
+    uint64_t handle = 0, index = 0, violations = 1;
+    size_t rearmed = 0;
+    bool completed = true;
+
+    CHECK_OK(sigretire_sim_options_default(&options));
+    options.queues = 2;
+    CHECK_OK(sigretire_sim_create(&options, &sim));
+    CHECK_OK(sigretire_sim_tracker_create(sim, 0, NULL, &producer));
+    CHECK_OK(sigretire_sim_tracker_create(sim, 1, NULL, &consumer));
+    CHECK_OK(sigretire_tracker_submit(producer, &request, &work, &produced));
+    /* A later use whose packet is not written yet holds the consumer back. */
+    CHECK_OK(sigretire_tracker_reserve(producer, &index));
+    request.aql_index = index;
+    CHECK_OK(sigretire_tracker_acquire(producer, &request, &blocker));
+    CHECK_OK(sigretire_tracker_pin(producer, &produced.ticket, &pin));
+    CHECK_OK(sigretire_pin_packet_handle(pin, &handle));
+
+    memset(&wait, 0, sizeof wait);
+    wait.kind = SIGRETIRE_WORK_WAIT_ALL;
+    wait.dependency_count = 2;
+    wait.dependencies[0] = handle;
+    wait.dependencies[1] = blocker.completion_signal;
+    request = fence_request(SIGRETIRE_PURPOSE_COMPLETION);
+    CHECK_OK(sigretire_tracker_submit(consumer, &request, &wait, &consumed));
+    CHECK_OK(sigretire_tracker_attach(consumer, &consumed.ticket, &pin));
+    CHECK_OK(sigretire_tracker_destroy(&consumer)); /* its packet still waits */
+
+    CHECK_OK(sigretire_sim_run_until_idle(sim));
+    CHECK_OK(sigretire_sim_packet_completed(sim, 1, consumed.aql_index, &completed));
+    CHECK(!completed);
+    CHECK_OK(sigretire_tracker_poll(producer, &rearmed));
+    CHECK_OK(sigretire_sim_violations(sim, &violations));
+    CHECK(violations == 0);
+    CHECK_OK(sigretire_tracker_census(producer, &census));
+    CHECK(census.parked == 1); /* not re-armed under the waiter */
+
+    memset(&marker, 0, sizeof marker);
+    marker.kind = SIGRETIRE_WORK_MARKER;
+    CHECK_OK(sigretire_tracker_publish(producer, &blocker.ticket, 0, &marker));
+    CHECK_OK(sigretire_sim_run_until_idle(sim));
+    CHECK_OK(sigretire_sim_packet_completed(sim, 1, consumed.aql_index, &completed));
+    CHECK(completed);
+    CHECK_OK(sigretire_tracker_poll(producer, &rearmed));
+    CHECK_OK(sigretire_tracker_census(producer, &census));
+    CHECK(census.parked == 0); /* the consumer's packet ran: let go */
+    CHECK_OK(sigretire_sim_violations(sim, &violations));
+    CHECK(violations == 0);
+    CHECK_OK(sigretire_tracker_destroy(&producer));
+    CHECK_OK(sigretire_sim_destroy(&sim));
+}
+
 /* A held use keeps answering its stamps by its ticket, however many uses
  * later; a timed use on a queue without profiling says it has none. */
 static void timestamps(void) {
@@ -632,6 +695,7 @@ int main(void) {
     sixty_four_fences();
     a_packet_written_by_hand();
     hold_and_pin();
+    destroying_a_consumer_keeps_its_pins();
     timestamps();
     back_pressure();
     waits_on_other_threads();
