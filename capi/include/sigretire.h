@@ -6,7 +6,8 @@
  * Conventions
  *  - Every function returns a sigretire_status; results travel through
  *    out-parameters, which are written only on success unless a
- *    function says otherwise. sigretire_last_error explains a failure.
+ *    function says otherwise (of a struct out-parameter, the library
+ *    reads the size field first). sigretire_last_error explains a failure.
  *  - Every pointer must be non-NULL and aligned unless its documentation
  *    says "may be NULL"; a NULL one answers SIGRETIRE_ERR_NULL and a
  *    misaligned one SIGRETIRE_ERR_INVALID_ARGUMENT, before anything else
@@ -19,6 +20,22 @@
  *    anything of it is read: a destroyed or released handle, a handle of
  *    another kind, or any other pointer answers SIGRETIRE_ERR_BAD_HANDLE
  *    and is never read.
+ *  - Structs carry their size. Every struct passed by pointer, in or
+ *    out, but sigretire_ticket begins with `uint32_t size`: set it to
+ *    sizeof the struct before each call (the _default functions need it
+ *    too), in C `struct sigretire_stats stats = {.size = sizeof stats};`.
+ *    The library checks it before it reads or writes anything else of the
+ *    struct, and answers SIGRETIRE_ERR_STRUCT_SIZE to a size it does not
+ *    know (unset, or another header version's).
+ *  - How the ABI evolves. SIGRETIRE_ABI_VERSION (this header's) must equal
+ *    sigretire_abi_version() (the library's): check it at start-up. It is
+ *    raised by any incompatible change. Within a version, fields are only
+ *    added at the end of a struct, and a later library accepts the sizes
+ *    of earlier headers, reading and writing only that much (later fields
+ *    take their defaults); sigretire_ticket and the structs nested in
+ *    others (sigretire_accesses) never change within a version. New
+ *    functions, constants and status values may be added: treat a status
+ *    you do not know as an error.
  *  - Tickets, requests, stats and census are plain-old-data structs. A
  *    ticket is accepted only by the tracker that issued it, unchanged:
  *    anything else (another tracker's, a zeroed, altered or made-up one)
@@ -108,10 +125,17 @@
 #define SIGRETIRE_SIM_MAX_QUEUES 16
 
 /**
- * The version of this ABI: raised whenever a type or a function changes
- * incompatibly. Compare it with `sigretire_abi_version()` at start-up.
+ * The version of this ABI (the header's): a program checks at start-up
+ * that `sigretire_abi_version()` (the library's) equals it, and refuses to
+ * run with another. It is raised by any incompatible change: a function
+ * removed or changed in meaning, a struct field removed, moved or
+ * retyped, a constant changed. Additions keep it: new functions, new
+ * constants and status values, fields appended at the end of a struct
+ * (its `size` field tells the library which layout a caller has).
+ * Version 2: every struct carries its size; `sigretire_timestamps.state`;
+ * `sigretire_wait_policy.device_spin_ns`.
  */
-#define SIGRETIRE_ABI_VERSION 1
+#define SIGRETIRE_ABI_VERSION 2
 
 /**
  * `sigretire_ticket.flags`: the use's timestamps are harvested.
@@ -276,6 +300,14 @@ enum sigretire_status
      * answers `SIGRETIRE_ERR_PANIC` from then on and may only be destroyed.
      */
     SIGRETIRE_ERR_PANIC = 22,
+    /**
+     * A struct's `size` field is not a size this library knows for that
+     * struct: it was not set (set it to `sizeof` the struct before every
+     * call), or the program was built with a header of another version
+     * (compare `sigretire_abi_version()` with `SIGRETIRE_ABI_VERSION`).
+     * Nothing was read or written past the field.
+     */
+    SIGRETIRE_ERR_STRUCT_SIZE = 23,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -602,6 +634,11 @@ typedef struct sigretire_tracker sigretire_tracker;
  */
 typedef struct sigretire_config {
     /**
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise): `sigretire_config_default` needs it too.
+     */
+    uint32_t size;
+    /**
      * Signals in the ring at start (default 64).
      */
     uint64_t initial_size;
@@ -666,6 +703,11 @@ typedef struct sigretire_config {
  */
 typedef struct sigretire_wait_policy {
     /**
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise): the `sigretire_wait_policy_*` functions need it too.
+     */
+    uint32_t size;
+    /**
      * Poll back to back for this long, nanoseconds, where the use's signal
      * is in host memory.
      */
@@ -691,6 +733,17 @@ typedef struct sigretire_wait_policy {
  */
 typedef struct sigretire_timestamps {
     /**
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise).
+     */
+    uint32_t size;
+    /**
+     * A `sigretire_timestamps_state`: whether `start` and `end` are the
+     * use's stamps (`SIGRETIRE_TIMESTAMPS_AVAILABLE`), or why there are
+     * none.
+     */
+    sigretire_timestamps_state state;
+    /**
      * When the packet processor launched the packet.
      */
     uint64_t start;
@@ -698,12 +751,6 @@ typedef struct sigretire_timestamps {
      * When the packet completed.
      */
     uint64_t end;
-    /**
-     * A `sigretire_timestamps_state`: whether `start` and `end` are the
-     * use's stamps (`SIGRETIRE_TIMESTAMPS_AVAILABLE`), or why there are
-     * none.
-     */
-    sigretire_timestamps_state state;
 } sigretire_timestamps;
 
 /**
@@ -719,6 +766,11 @@ typedef struct sigretire_timestamps {
  * touch GPU memory only with atomic or volatile accesses.
  */
 typedef struct sigretire_hooks {
+    /**
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise).
+     */
+    uint32_t size;
     /**
      * Passed to every memory hook and to `release`.
      */
@@ -807,6 +859,11 @@ typedef struct sigretire_hooks {
  */
 typedef struct sigretire_rocr_adopt_options {
     /**
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise): `sigretire_rocr_adopt_options_default` needs it too.
+     */
+    uint32_t size;
+    /**
      * `SIGRETIRE_ROCR_*` bits (default: profiling).
      */
     uint32_t flags;
@@ -823,6 +880,11 @@ typedef struct sigretire_rocr_adopt_options {
  * `queues` AQL queues, numbered from 0.
  */
 typedef struct sigretire_sim_options {
+    /**
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise): `sigretire_sim_options_default` needs it too.
+     */
+    uint32_t size;
     /**
      * How many queues, 1 to `SIGRETIRE_SIM_MAX_QUEUES` (0 is taken as 1).
      */
@@ -846,14 +908,19 @@ typedef struct sigretire_sim_options {
  */
 typedef struct sigretire_request {
     /**
-     * The packet's AQL index (for a use of several operations, the last
-     * one's). Ignored by `sigretire_tracker_submit`, which reserves it.
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise).
      */
-    uint64_t aql_index;
+    uint32_t size;
     /**
      * How many operations decrement the signal (0 is taken as 1).
      */
     uint32_t ops;
+    /**
+     * The packet's AQL index (for a use of several operations, the last
+     * one's). Ignored by `sigretire_tracker_submit`, which reserves it.
+     */
+    uint64_t aql_index;
     /**
      * `SIGRETIRE_REQUEST_*` bits.
      */
@@ -908,6 +975,11 @@ typedef struct sigretire_ticket {
  */
 typedef struct sigretire_acquired {
     /**
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise).
+     */
+    uint32_t size;
+    /**
      * The use's name: ask about it, wait for it, hold or pin it.
      */
     struct sigretire_ticket ticket;
@@ -957,6 +1029,11 @@ typedef struct sigretire_acquired {
  * set `kind`, then the fields that kind reads.
  */
 typedef struct sigretire_work {
+    /**
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise).
+     */
+    uint32_t size;
     /**
      * A `sigretire_work_kind`.
      */
@@ -1050,6 +1127,11 @@ typedef struct sigretire_accesses {
  */
 typedef struct sigretire_stats {
     /**
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise).
+     */
+    uint32_t size;
+    /**
      * Accesses to host-memory signals.
      */
     struct sigretire_accesses host;
@@ -1137,6 +1219,11 @@ typedef struct sigretire_stats {
  */
 typedef struct sigretire_census {
     /**
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise).
+     */
+    uint32_t size;
+    /**
      * Signals serving a use in flight.
      */
     uint64_t in_flight;
@@ -1165,15 +1252,16 @@ typedef struct sigretire_census {
 /**
  * Every status, in value order.
  */
-#define sigretire_status_ALL { SIGRETIRE_OK, SIGRETIRE_ERR_NULL, SIGRETIRE_ERR_INVALID_ARGUMENT, SIGRETIRE_ERR_BAD_HANDLE, SIGRETIRE_ERR_BAD_TICKET, SIGRETIRE_ERR_INVALID_CONFIG, SIGRETIRE_ERR_BACKPRESSURE, SIGRETIRE_ERR_TIMED_OUT, SIGRETIRE_ERR_INDEX_ORDER, SIGRETIRE_ERR_SIGNALS_HELD, SIGRETIRE_ERR_OUT_OF_SIGNALS, SIGRETIRE_ERR_USE_FAILED, SIGRETIRE_ERR_INVALID_STATE, SIGRETIRE_ERR_EXPIRED, SIGRETIRE_ERR_UNSUPPORTED, SIGRETIRE_ERR_WRONG_BACKEND, SIGRETIRE_ERR_QUEUE_FULL, SIGRETIRE_ERR_QUEUE_FAILED, SIGRETIRE_ERR_LOAD, SIGRETIRE_ERR_NO_GPU, SIGRETIRE_ERR_BACKEND, SIGRETIRE_ERR_BUFFER_TOO_SMALL, SIGRETIRE_ERR_PANIC, }
+#define sigretire_status_ALL { SIGRETIRE_OK, SIGRETIRE_ERR_NULL, SIGRETIRE_ERR_INVALID_ARGUMENT, SIGRETIRE_ERR_BAD_HANDLE, SIGRETIRE_ERR_BAD_TICKET, SIGRETIRE_ERR_INVALID_CONFIG, SIGRETIRE_ERR_BACKPRESSURE, SIGRETIRE_ERR_TIMED_OUT, SIGRETIRE_ERR_INDEX_ORDER, SIGRETIRE_ERR_SIGNALS_HELD, SIGRETIRE_ERR_OUT_OF_SIGNALS, SIGRETIRE_ERR_USE_FAILED, SIGRETIRE_ERR_INVALID_STATE, SIGRETIRE_ERR_EXPIRED, SIGRETIRE_ERR_UNSUPPORTED, SIGRETIRE_ERR_WRONG_BACKEND, SIGRETIRE_ERR_QUEUE_FULL, SIGRETIRE_ERR_QUEUE_FAILED, SIGRETIRE_ERR_LOAD, SIGRETIRE_ERR_NO_GPU, SIGRETIRE_ERR_BACKEND, SIGRETIRE_ERR_BUFFER_TOO_SMALL, SIGRETIRE_ERR_PANIC, SIGRETIRE_ERR_STRUCT_SIZE, }
 
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
 
 /**
- * The ABI version of the library actually loaded: compare it with
- * `SIGRETIRE_ABI_VERSION`, the header's.
+ * The ABI version of the library actually loaded: check at start-up that
+ * it equals `SIGRETIRE_ABI_VERSION`, the header's (the shared library's
+ * file name carries no version).
  *
  * Thread safety: any thread.
  *

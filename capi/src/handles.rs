@@ -213,7 +213,8 @@ pub unsafe extern "C" fn sigretire_hold_timestamps(
     out: *mut sigretire_timestamps,
 ) -> sigretire_status {
     guard("sigretire_hold_timestamps", || {
-        let out = Out::new(out, "out")?;
+        // SAFETY: forwarded caller guarantee.
+        let out = unsafe { StructOut::new(out, "out") }?;
         // SAFETY: forwarded caller guarantee.
         let hold = unsafe { hold_ref(hold) }?;
         // No stamps before the harvest says nothing yet: only zeros read

@@ -30,6 +30,9 @@ use std::sync::Arc;
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct sigretire_hooks {
+    /// `sizeof` this struct, set by the caller before every call that
+    /// takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise).
+    pub size: u32,
     /// Passed to every memory hook and to `release`.
     pub user: *mut c_void,
     /// Makes `count` new signals: writes their handles to `signals[0..count]`
@@ -92,6 +95,9 @@ pub struct sigretire_hooks {
     /// NULL, or an unknown value: host memory, which is always safe.
     pub ring_placement: Option<unsafe extern "C" fn(queue_user: *mut c_void) -> u32>,
 }
+
+sized_structs!(sigretire_hooks);
+caller_filled!(sigretire_hooks);
 
 type AllocateHook = unsafe extern "C" fn(*mut c_void, usize, u32, *mut u64, *mut u32) -> i32;
 type LoadHook = unsafe extern "C" fn(*mut c_void, u64) -> i64;
@@ -341,11 +347,12 @@ pub unsafe extern "C" fn sigretire_hooks_tracker_create(
     guard("sigretire_hooks_tracker_create", || {
         let out = Out::new(tracker, "tracker")?;
         // SAFETY: forwarded caller guarantees.
-        let hooks = unsafe { read_in(hooks, "hooks") }?;
+        let hooks = unsafe { read_struct(hooks, "hooks") }?;
         // From here on the library owns `user`: any failure releases it.
         let release = ReleaseOnDrop(hooks.release, hooks.user);
         // SAFETY: as above.
-        let config = unsafe { read_optional(config, "config", sigretire_config::default_values) }?;
+        let config =
+            unsafe { read_optional_struct(config, "config", sigretire_config::default_values) }?;
         let settings = config.to_rust()?;
         let memory = HookMemory {
             user: hooks.user,

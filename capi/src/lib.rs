@@ -66,11 +66,12 @@ pub use tracker::{
 };
 pub use types::*;
 
-use status::{Out, fail, guard};
+use status::{Out, StructOut, fail, guard};
 use std::ffi::c_char;
 
-/// The ABI version of the library actually loaded: compare it with
-/// `SIGRETIRE_ABI_VERSION`, the header's.
+/// The ABI version of the library actually loaded: check at start-up that
+/// it equals `SIGRETIRE_ABI_VERSION`, the header's (the shared library's
+/// file name carries no version).
 ///
 /// Thread safety: any thread.
 ///
@@ -188,7 +189,8 @@ pub unsafe extern "C" fn sigretire_config_default(
     config: *mut sigretire_config,
 ) -> sigretire_status {
     guard("sigretire_config_default", || {
-        Out::new(config, "config")?.write(sigretire_config::default_values());
+        // SAFETY: forwarded caller guarantee.
+        unsafe { StructOut::new(config, "config") }?.write(sigretire_config::default_values());
         Ok(())
     })
 }
@@ -206,7 +208,8 @@ pub unsafe extern "C" fn sigretire_wait_policy_spin(
     policy: *mut sigretire_wait_policy,
 ) -> sigretire_status {
     guard("sigretire_wait_policy_spin", || {
-        Out::new(policy, "policy")?.write(sigretire_wait_policy::from_rust(
+        // SAFETY: forwarded caller guarantee.
+        unsafe { StructOut::new(policy, "policy") }?.write(sigretire_wait_policy::from_rust(
             ::sigretire_tracker::WaitPolicy::spin(),
         ));
         Ok(())
@@ -229,7 +232,8 @@ pub unsafe extern "C" fn sigretire_wait_policy_blocking(
     policy: *mut sigretire_wait_policy,
 ) -> sigretire_status {
     guard("sigretire_wait_policy_blocking", || {
-        Out::new(policy, "policy")?.write(sigretire_wait_policy::from_rust(
+        // SAFETY: forwarded caller guarantee.
+        unsafe { StructOut::new(policy, "policy") }?.write(sigretire_wait_policy::from_rust(
             ::sigretire_tracker::WaitPolicy::blocking(),
         ));
         Ok(())

@@ -75,6 +75,9 @@ pub const SIGRETIRE_ROCR_RING_IN_DEVICE_MEMORY: u32 = 2;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct sigretire_rocr_adopt_options {
+    /// `sizeof` this struct, set by the caller before every call that
+    /// takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise): `sigretire_rocr_adopt_options_default` needs it too.
+    pub size: u32,
     /// `SIGRETIRE_ROCR_*` bits (default: profiling).
     pub flags: u32,
     /// How long destroying the tracker waits for the packets it published
@@ -86,11 +89,15 @@ pub struct sigretire_rocr_adopt_options {
 impl Default for sigretire_rocr_adopt_options {
     fn default() -> Self {
         Self {
+            size: size_of::<Self>() as u32,
             flags: SIGRETIRE_ROCR_PROFILING,
             drain_timeout_ns: 1_000_000_000,
         }
     }
 }
+
+sized_structs!(sigretire_rocr_adopt_options);
+caller_filled!(sigretire_rocr_adopt_options);
 
 impl sigretire_rocr_adopt_options {
     fn to_rust(self) -> Outcome<AdoptOptions> {
@@ -120,7 +127,9 @@ pub unsafe extern "C" fn sigretire_rocr_adopt_options_default(
     options: *mut sigretire_rocr_adopt_options,
 ) -> sigretire_status {
     guard("sigretire_rocr_adopt_options_default", || {
-        Out::new(options, "options")?.write(sigretire_rocr_adopt_options::default());
+        // SAFETY: forwarded caller guarantee.
+        unsafe { StructOut::new(options, "options") }?
+            .write(sigretire_rocr_adopt_options::default());
         Ok(())
     })
 }
@@ -260,11 +269,13 @@ pub unsafe extern "C" fn sigretire_rocr_tracker_adopt(
             return fail(SIGRETIRE_ERR_NULL, "`queue` is NULL");
         }
         // SAFETY: forwarded caller guarantees.
-        let options =
-            unsafe { read_optional(options, "options", sigretire_rocr_adopt_options::default) }?
-                .to_rust()?;
+        let options = unsafe {
+            read_optional_struct(options, "options", sigretire_rocr_adopt_options::default)
+        }?
+        .to_rust()?;
         // SAFETY: as above.
-        let config = unsafe { read_optional(config, "config", sigretire_config::default_values) }?;
+        let config =
+            unsafe { read_optional_struct(config, "config", sigretire_config::default_values) }?;
         let settings = config.to_rust()?;
         // SAFETY: as above.
         let rocr = unsafe { rocr_ref(rocr) }?;
@@ -308,9 +319,10 @@ pub unsafe extern "C" fn sigretire_rocr_note_queue_change(
             return fail(SIGRETIRE_ERR_NULL, "`queue` is NULL");
         }
         // SAFETY: forwarded caller guarantees.
-        let options =
-            unsafe { read_optional(options, "options", sigretire_rocr_adopt_options::default) }?
-                .to_rust()?;
+        let options = unsafe {
+            read_optional_struct(options, "options", sigretire_rocr_adopt_options::default)
+        }?
+        .to_rust()?;
         // SAFETY: as above.
         let tracker = unsafe { tracker_ref(tracker) }?;
         require_backend(tracker, "ROCr", |b| b == Backend::Rocr)?;

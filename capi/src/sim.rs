@@ -61,6 +61,9 @@ pub const SIGRETIRE_SIM_MAX_QUEUES: u32 = 16;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct sigretire_sim_options {
+    /// `sizeof` this struct, set by the caller before every call that
+    /// takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise): `sigretire_sim_options_default` needs it too.
+    pub size: u32,
     /// How many queues, 1 to `SIGRETIRE_SIM_MAX_QUEUES` (0 is taken as 1).
     pub queues: u32,
     /// Packets per ring: a power of two from 2 to 131072 (0: 16384).
@@ -74,6 +77,7 @@ pub struct sigretire_sim_options {
 impl Default for sigretire_sim_options {
     fn default() -> Self {
         Self {
+            size: size_of::<Self>() as u32,
             queues: 1,
             queue_size: STEPPED_QUEUE_SIZE,
             flags: 0,
@@ -81,6 +85,9 @@ impl Default for sigretire_sim_options {
         }
     }
 }
+
+sized_structs!(sigretire_sim_options);
+caller_filled!(sigretire_sim_options);
 
 /// A simulated GPU system (opaque): signal memory, AQL queues and a packet
 /// processor, stepped or threaded. Made by `sigretire_sim_create`,
@@ -133,7 +140,8 @@ pub unsafe extern "C" fn sigretire_sim_options_default(
     options: *mut sigretire_sim_options,
 ) -> sigretire_status {
     guard("sigretire_sim_options_default", || {
-        Out::new(options, "options")?.write(sigretire_sim_options::default());
+        // SAFETY: forwarded caller guarantee.
+        unsafe { StructOut::new(options, "options") }?.write(sigretire_sim_options::default());
         Ok(())
     })
 }
@@ -153,7 +161,8 @@ pub unsafe extern "C" fn sigretire_sim_create(
     guard("sigretire_sim_create", || {
         let out = Out::new(sim, "sim")?;
         // SAFETY: forwarded caller guarantee.
-        let options = unsafe { read_optional(options, "options", sigretire_sim_options::default) }?;
+        let options =
+            unsafe { read_optional_struct(options, "options", sigretire_sim_options::default) }?;
         if options.flags & !SIM_FLAGS != 0 {
             return fail(
                 SIGRETIRE_ERR_INVALID_ARGUMENT,
@@ -278,7 +287,8 @@ pub unsafe extern "C" fn sigretire_sim_tracker_create(
     guard("sigretire_sim_tracker_create", || {
         let out = Out::new(tracker, "tracker")?;
         // SAFETY: forwarded caller guarantees.
-        let config = unsafe { read_optional(config, "config", sigretire_config::default_values) }?;
+        let config =
+            unsafe { read_optional_struct(config, "config", sigretire_config::default_values) }?;
         let settings = config.to_rust()?;
         // SAFETY: as above.
         let sim = unsafe { sim_ref(sim) }?;

@@ -161,6 +161,7 @@ impl sigretire_tracker {
             flags |= SIGRETIRE_ACQUIRED_COPY_ENGINE;
         }
         sigretire_acquired {
+            size: size_of::<sigretire_acquired>() as u32,
             ticket: self.seal.seal(&acquired.ticket),
             completion_signal: acquired.signal,
             aql_index: p.index(),
@@ -218,7 +219,7 @@ impl sigretire_tracker {
 /// Writes what a failed acquire says into `*out` where it says something,
 /// and returns the failure.
 fn report_acquire_failure(
-    out: Out<sigretire_acquired>,
+    out: StructOut<sigretire_acquired>,
     (failure, answer): (Fail, sigretire_acquired),
 ) -> Outcome {
     if matches!(
@@ -340,9 +341,10 @@ pub unsafe extern "C" fn sigretire_tracker_acquire(
     out: *mut sigretire_acquired,
 ) -> sigretire_status {
     guard("sigretire_tracker_acquire", || {
-        let out = Out::new(out, "out")?;
         // SAFETY: forwarded caller guarantees.
-        let request = unsafe { read_in(request, "request") }?.to_rust()?;
+        let out = unsafe { StructOut::new(out, "out") }?;
+        // SAFETY: as above.
+        let request = unsafe { read_struct(request, "request") }?.to_rust()?;
         // SAFETY: as above.
         let tracker = unsafe { tracker_ref(tracker) }?;
         match tracker.with_core(|core| tracker.acquire_locked(core, request)) {
@@ -383,11 +385,12 @@ pub unsafe extern "C" fn sigretire_tracker_submit(
     out: *mut sigretire_acquired,
 ) -> sigretire_status {
     guard("sigretire_tracker_submit", || {
-        let out = Out::new(out, "out")?;
         // SAFETY: forwarded caller guarantees.
-        let request = unsafe { read_in(request, "request") }?;
+        let out = unsafe { StructOut::new(out, "out") }?;
         // SAFETY: as above.
-        let work = unsafe { read_in(work, "work") }?;
+        let request = unsafe { read_struct(request, "request") }?;
+        // SAFETY: as above.
+        let work = unsafe { read_struct(work, "work") }?;
         let body = work.as_work()?;
         request.to_rust()?;
         if request.ops > 1 || request.flags & SIGRETIRE_REQUEST_COPY_ENGINE != 0 {
@@ -483,7 +486,7 @@ pub unsafe extern "C" fn sigretire_tracker_publish(
         // SAFETY: forwarded caller guarantees.
         let ticket = unsafe { read_in(ticket, "ticket") }?;
         // SAFETY: as above.
-        let work = unsafe { read_in(work, "work") }?;
+        let work = unsafe { read_struct(work, "work") }?;
         let body = work.as_work()?;
         // SAFETY: as above.
         let tracker = unsafe { tracker_ref(tracker) }?;
@@ -547,7 +550,7 @@ pub unsafe extern "C" fn sigretire_tracker_publish_unsignalled(
 ) -> sigretire_status {
     guard("sigretire_tracker_publish_unsignalled", || {
         // SAFETY: forwarded caller guarantee.
-        let work = unsafe { read_in(work, "work") }?;
+        let work = unsafe { read_struct(work, "work") }?;
         let body = work.as_work()?;
         if flags & !SIGRETIRE_REQUEST_BARRIER != 0 {
             return fail(
@@ -668,7 +671,7 @@ pub unsafe extern "C" fn sigretire_tracker_wait(
         let ticket = unsafe { read_in(ticket, "ticket") }?;
         // SAFETY: as above.
         let policy = unsafe {
-            read_optional(policy, "policy", || {
+            read_optional_struct(policy, "policy", || {
                 sigretire_wait_policy::from_rust(WaitPolicy::spin())
             })
         }?;
@@ -980,7 +983,8 @@ pub unsafe extern "C" fn sigretire_tracker_timestamps(
     out: *mut sigretire_timestamps,
 ) -> sigretire_status {
     guard("sigretire_tracker_timestamps", || {
-        let out = Out::new(out, "out")?;
+        // SAFETY: forwarded caller guarantees.
+        let out = unsafe { StructOut::new(out, "out") }?;
         // SAFETY: forwarded caller guarantees.
         let ticket = unsafe { read_in(ticket, "ticket") }?;
         // SAFETY: as above.
@@ -1155,7 +1159,8 @@ pub unsafe extern "C" fn sigretire_tracker_stats(
     stats: *mut sigretire_stats,
 ) -> sigretire_status {
     guard("sigretire_tracker_stats", || {
-        let out = Out::new(stats, "stats")?;
+        // SAFETY: forwarded caller guarantee.
+        let out = unsafe { StructOut::new(stats, "stats") }?;
         // SAFETY: forwarded caller guarantee.
         let tracker = unsafe { tracker_ref(tracker) }?;
         out.write(sigretire_stats::from_rust(
@@ -1178,7 +1183,8 @@ pub unsafe extern "C" fn sigretire_tracker_census(
     census: *mut sigretire_census,
 ) -> sigretire_status {
     guard("sigretire_tracker_census", || {
-        let out = Out::new(census, "census")?;
+        // SAFETY: forwarded caller guarantee.
+        let out = unsafe { StructOut::new(census, "census") }?;
         // SAFETY: forwarded caller guarantee.
         let tracker = unsafe { tracker_ref(tracker) }?;
         out.write(sigretire_census::from_rust(

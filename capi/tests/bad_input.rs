@@ -22,6 +22,7 @@ impl Rig {
         let mut sim = null_mut();
         let mut tracker = null_mut();
         let options = sigretire_sim_options {
+            size: size_of::<sigretire_sim_options>() as u32,
             queues,
             queue_size: 0,
             flags: 0,
@@ -301,6 +302,7 @@ fn simulator_functions_refuse_bad_arguments() {
     let words = [0u32; 16];
     let options = |f: fn(&mut sigretire_sim_options)| {
         let mut o = sigretire_sim_options {
+            size: size_of::<sigretire_sim_options>() as u32,
             queues: 1,
             queue_size: 0,
             flags: 0,
@@ -451,6 +453,7 @@ fn invalid_configurations_are_refused() {
     let rig = Rig::new(1);
     let mut tracker = null_mut();
     let mut base = sigretire_config {
+        size: size_of::<sigretire_config>() as u32,
         initial_size: 0,
         growth_limit: 0,
         refill_batch: 0,
@@ -1198,6 +1201,7 @@ fn host_hooks() -> HostHooks {
     let user = memory.cast::<c_void>();
     HostHooks {
         hooks: sigretire_hooks {
+            size: size_of::<sigretire_hooks>() as u32,
             user,
             allocate: Some(allocate),
             load: Some(load),
@@ -1261,7 +1265,8 @@ fn hooks_functions_refuse_missing_hooks_and_give_the_memory_back() {
             kind: 7,
             ..{
                 let mut c = std::mem::zeroed::<sigretire_config>();
-                sigretire_config_default(&mut c);
+                c.size = size_of::<sigretire_config>() as u32;
+                assert_eq!(sigretire_config_default(&mut c), SIGRETIRE_OK);
                 c
             }
         };
@@ -1464,6 +1469,7 @@ fn rocr_functions_refuse_bad_arguments_without_rocm() {
             f,
         );
         let bad_options = sigretire_rocr_adopt_options {
+            size: size_of::<sigretire_rocr_adopt_options>() as u32,
             flags: 1 << 9,
             drain_timeout_ns: 0,
         };
@@ -1510,6 +1516,7 @@ fn rocr_functions_refuse_bad_arguments_without_rocm() {
 fn stale_tickets_keep_their_answers_after_their_records_are_dropped() {
     let config = {
         let mut c = sigretire_config {
+            size: size_of::<sigretire_config>() as u32,
             initial_size: 0,
             growth_limit: 0,
             refill_batch: 0,
@@ -1584,6 +1591,7 @@ fn stale_tickets_keep_their_answers_after_their_records_are_dropped() {
         start: 9,
         end: 9,
         state: SIGRETIRE_TIMESTAMPS_AVAILABLE,
+        ..Default::default()
     };
     let work = kernel();
     // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
@@ -1838,5 +1846,245 @@ fn a_handle_is_checked_without_reading_the_memory_passed() {
             "sigretire_hold_release",
         );
         assert_eq!(sigretire_pin_release(&mut pin), SIGRETIRE_OK);
+    }
+}
+
+/// The sizes a caller may wrongly declare for a struct of `size` bytes:
+/// unset, smaller (an older or made-up layout), larger (a newer header).
+fn wrong_sizes(size: usize) -> [u32; 4] {
+    let size = size as u32;
+    [0, 4, size - 8, size + 8]
+}
+
+#[test]
+fn a_struct_of_another_size_is_refused_before_anything_happens() {
+    let rig = Rig::new(2);
+    let ticket = rig
+        .submit(sigretire_purpose::SIGRETIRE_PURPOSE_EVENT)
+        .ticket;
+    let uses = rig.stats().uses;
+    let e = SIGRETIRE_ERR_STRUCT_SIZE;
+    let mut hold = null_mut();
+    let mut sim = null_mut();
+    let mut tracker = null_mut();
+    let mut status = SIGRETIRE_USE_UNKNOWN;
+    let fake = 0x1000usize as *mut c_void; // never read: refused first
+    // SAFETY: C ABI calls with locals, live handles of this test, NULL, or
+    // pointers the library refuses before it reads them (under test).
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_hold(rig.tracker, &ticket, &mut hold),
+            SIGRETIRE_OK
+        );
+        for (i, wrong) in wrong_sizes(size_of::<sigretire_request>())
+            .into_iter()
+            .enumerate()
+        {
+            let request = sigretire_request {
+                size: wrong,
+                ..Default::default()
+            };
+            let work = sigretire_work {
+                size: wrong_sizes(size_of::<sigretire_work>())[i],
+                ..kernel()
+            };
+            let mut acquired = sigretire_acquired {
+                size: wrong_sizes(size_of::<sigretire_acquired>())[i],
+                ..Default::default()
+            };
+            let mut good_acquired = sigretire_acquired::default();
+            let untouched = acquired;
+            expect_each!(
+                e,
+                "sigretire_tracker_acquire",
+                sigretire_tracker_acquire(rig.tracker, &request, &mut good_acquired),
+                sigretire_tracker_acquire(
+                    rig.tracker,
+                    &sigretire_request::default(),
+                    &mut acquired
+                ),
+            );
+            expect_each!(
+                e,
+                "sigretire_tracker_submit",
+                sigretire_tracker_submit(rig.tracker, &request, &kernel(), &mut good_acquired),
+                sigretire_tracker_submit(
+                    rig.tracker,
+                    &sigretire_request::default(),
+                    &work,
+                    &mut good_acquired
+                ),
+                sigretire_tracker_submit(
+                    rig.tracker,
+                    &sigretire_request::default(),
+                    &kernel(),
+                    &mut acquired
+                ),
+            );
+            assert_eq!(
+                acquired, untouched,
+                "an out struct of another size is not written"
+            );
+            expect(
+                sigretire_tracker_publish(rig.tracker, &ticket, 0, &work),
+                e,
+                "sigretire_tracker_publish",
+            );
+            expect(
+                sigretire_tracker_publish_unsignalled(rig.tracker, 0, 0, &work),
+                e,
+                "sigretire_tracker_publish_unsignalled",
+            );
+            let policy = sigretire_wait_policy {
+                size: wrong_sizes(size_of::<sigretire_wait_policy>())[i],
+                ..Default::default()
+            };
+            expect(
+                sigretire_tracker_wait(rig.tracker, &ticket, 0, &policy, &mut status),
+                e,
+                "sigretire_tracker_wait",
+            );
+            let mut policy_out = policy;
+            expect_each!(
+                e,
+                "sigretire_wait_policy_",
+                sigretire_wait_policy_spin(&mut policy_out),
+                sigretire_wait_policy_blocking(&mut policy_out),
+            );
+            assert_eq!(policy_out, policy, "not written");
+            let mut stamps = sigretire_timestamps {
+                size: wrong_sizes(size_of::<sigretire_timestamps>())[i],
+                ..Default::default()
+            };
+            expect(
+                sigretire_tracker_timestamps(rig.tracker, &ticket, &mut stamps),
+                e,
+                "sigretire_tracker_timestamps",
+            );
+            expect(
+                sigretire_hold_timestamps(hold, &mut stamps),
+                e,
+                "sigretire_hold_timestamps",
+            );
+            let mut stats = sigretire_stats {
+                size: wrong_sizes(size_of::<sigretire_stats>())[i],
+                ..Default::default()
+            };
+            expect(
+                sigretire_tracker_stats(rig.tracker, &mut stats),
+                e,
+                "sigretire_tracker_stats",
+            );
+            let mut census = sigretire_census {
+                size: wrong_sizes(size_of::<sigretire_census>())[i],
+                ..Default::default()
+            };
+            expect(
+                sigretire_tracker_census(rig.tracker, &mut census),
+                e,
+                "sigretire_tracker_census",
+            );
+            let mut config = std::mem::zeroed::<sigretire_config>();
+            config.size = wrong_sizes(size_of::<sigretire_config>())[i];
+            expect(
+                sigretire_config_default(&mut config),
+                e,
+                "sigretire_config_default",
+            );
+            expect(
+                sigretire_sim_tracker_create(rig.sim, 1, &config, &mut tracker),
+                e,
+                "sigretire_sim_tracker_create",
+            );
+            let mut options = sigretire_sim_options {
+                size: wrong_sizes(size_of::<sigretire_sim_options>())[i],
+                queues: 1,
+                queue_size: 0,
+                flags: 0,
+                costs: 0,
+            };
+            expect(
+                sigretire_sim_options_default(&mut options),
+                e,
+                "sigretire_sim_options_default",
+            );
+            expect(
+                sigretire_sim_create(&options, &mut sim),
+                e,
+                "sigretire_sim_create",
+            );
+            let mut adopt = sigretire_rocr_adopt_options {
+                size: wrong_sizes(size_of::<sigretire_rocr_adopt_options>())[i],
+                flags: 0,
+                drain_timeout_ns: 0,
+            };
+            expect(
+                sigretire_rocr_adopt_options_default(&mut adopt),
+                e,
+                "sigretire_rocr_adopt_options_default",
+            );
+            expect(
+                sigretire_rocr_tracker_adopt(fake.cast(), 0, fake, &adopt, null(), &mut tracker),
+                e,
+                "sigretire_rocr_tracker_adopt",
+            );
+            expect(
+                sigretire_rocr_tracker_adopt(fake.cast(), 0, fake, null(), &config, &mut tracker),
+                e,
+                "sigretire_rocr_tracker_adopt",
+            );
+            expect(
+                sigretire_rocr_note_queue_change(rig.tracker, fake, &adopt),
+                e,
+                "sigretire_rocr_note_queue_change",
+            );
+            let hooks = host_hooks();
+            let mut wrong_hooks = hooks.hooks;
+            wrong_hooks.size = wrong_sizes(size_of::<sigretire_hooks>())[i];
+            expect(
+                sigretire_hooks_tracker_create(&wrong_hooks, null(), &mut tracker),
+                e,
+                "sigretire_hooks_tracker_create",
+            );
+            expect(
+                sigretire_hooks_tracker_create(&hooks.hooks, &config, &mut tracker),
+                e,
+                "sigretire_hooks_tracker_create",
+            );
+            assert!(tracker.is_null() && sim.is_null(), "nothing was made");
+        }
+        assert_eq!(sigretire_hold_release(&mut hold), SIGRETIRE_OK);
+    }
+    assert_eq!(rig.stats().uses, uses, "no call went ahead");
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "maps memory with mmap, which Miri does not model")]
+fn a_struct_declared_smaller_is_not_read_past_its_size() {
+    let rig = Rig::new(1);
+    let guarded = GuardedWord::new();
+    let word = guarded.word::<u32>();
+    let mut acquired = sigretire_acquired::default();
+    // SAFETY: the guarded word is 8 readable, writable bytes; the calls get
+    // it as a struct whose size field (its first 4 bytes) says 8 bytes, so
+    // the library may read those only; other pointers are locals and live
+    // handles.
+    unsafe {
+        word.write(8);
+        expect(
+            sigretire_tracker_acquire(rig.tracker, word.cast(), &mut acquired),
+            SIGRETIRE_ERR_STRUCT_SIZE,
+            "sigretire_tracker_acquire",
+        );
+        expect(
+            sigretire_tracker_stats(rig.tracker, word.cast()),
+            SIGRETIRE_ERR_STRUCT_SIZE,
+            "sigretire_tracker_stats",
+        );
+        expect(
+            sigretire_sim_create(word.cast(), &mut null_mut()),
+            SIGRETIRE_ERR_STRUCT_SIZE,
+            "sigretire_sim_create",
+        );
     }
 }

@@ -112,6 +112,7 @@ impl Drop for Rig {
 
 fn options() -> sigretire_sim_options {
     let mut options = sigretire_sim_options {
+        size: size_of::<sigretire_sim_options>() as u32,
         queues: 0,
         queue_size: 0,
         flags: 0,
@@ -126,6 +127,7 @@ fn config() -> sigretire_config {
     // SAFETY: all-zero is a valid `sigretire_config` (plain integers),
     // overwritten at once by the defaults.
     let mut config = unsafe { std::mem::zeroed::<sigretire_config>() };
+    config.size = size_of::<sigretire_config>() as u32;
     // SAFETY: as above.
     unsafe { assert_eq!(sigretire_config_default(&mut config), SIGRETIRE_OK) };
     config
@@ -329,6 +331,7 @@ fn a_use_of_two_operations_is_published_part_by_part() {
         ops: 2,
         flags: SIGRETIRE_REQUEST_BARRIER,
         purpose: sigretire_purpose::SIGRETIRE_PURPOSE_CPU_SYNC as u32,
+        ..Default::default()
     };
     let mut acquired = sigretire_acquired::default();
     let work = sigretire_work {
@@ -472,6 +475,7 @@ fn a_submission_that_failed_half_way_retires_once_its_issued_part_ran() {
             ops: 2,
             flags: SIGRETIRE_REQUEST_BARRIER,
             purpose: 0,
+            ..Default::default()
         };
         assert_eq!(
             sigretire_tracker_acquire(rig.tracker, &request, &mut acquired),
@@ -726,6 +730,7 @@ fn threads_wait_on_a_threaded_simulator_while_another_submits() {
             .map(|chunk| {
                 scope.spawn(move || {
                     let mut policy = sigretire_wait_policy {
+                        size: size_of::<sigretire_wait_policy>() as u32,
                         spin_ns: 0,
                         yield_ns: 0,
                         max_sleep_ns: 0,

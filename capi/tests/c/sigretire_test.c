@@ -43,6 +43,9 @@ static void check(int ok, const char *what, const char *file, int line) {
     }
 }
 
+/* Every struct passed to the library carries its size, set first. */
+#define SIZED(type) {.size = sizeof(struct type)}
+
 #define CHECK(cond) check((cond) ? 1 : 0, #cond, __FILE__, __LINE__)
 #define CHECK_OK(call) CHECK((call) == SIGRETIRE_OK)
 #define CHECK_STATUS(call, status) CHECK((call) == (status))
@@ -52,16 +55,14 @@ static void check(int ok, const char *what, const char *file, int line) {
 #define PACKET_TYPE_BARRIER_AND 3
 
 static struct sigretire_work kernel_work(void) {
-    struct sigretire_work work;
-    memset(&work, 0, sizeof work);
+    struct sigretire_work work = SIZED(sigretire_work); /* the rest zeroed */
     work.kind = SIGRETIRE_WORK_KERNEL;
     work.kernel_object = 0; /* the simulator's empty kernel */
     return work;
 }
 
 static struct sigretire_request fence_request(uint32_t purpose) {
-    struct sigretire_request request;
-    memset(&request, 0, sizeof request);
+    struct sigretire_request request = SIZED(sigretire_request);
     request.flags = SIGRETIRE_REQUEST_BARRIER;
     request.purpose = purpose;
     return request;
@@ -72,10 +73,10 @@ static struct sigretire_request fence_request(uint32_t purpose) {
 static void sixty_four_fences(void) {
     struct sigretire_sim *sim = NULL;
     struct sigretire_tracker *tracker = NULL;
-    struct sigretire_config config;
+    struct sigretire_config config = SIZED(sigretire_config);
     struct sigretire_ticket tickets[64];
-    struct sigretire_stats stats;
-    struct sigretire_census census;
+    struct sigretire_stats stats = SIZED(sigretire_stats);
+    struct sigretire_census census = SIZED(sigretire_census);
     size_t rearmed = 0;
     uint64_t violations = 1;
     int i;
@@ -87,7 +88,7 @@ static void sixty_four_fences(void) {
     for (i = 0; i < 64; i++) {
         struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_COMPLETION);
         struct sigretire_work work = kernel_work();
-        struct sigretire_acquired acquired;
+        struct sigretire_acquired acquired = SIZED(sigretire_acquired);
         CHECK_OK(sigretire_tracker_submit(tracker, &request, &work, &acquired));
         CHECK(acquired.flags & SIGRETIRE_ACQUIRED_BARRIER);
         CHECK(acquired.placement == SIGRETIRE_PLACEMENT_DEVICE);
@@ -124,7 +125,7 @@ static void a_packet_written_by_hand(void) {
     struct sigretire_sim *sim = NULL;
     struct sigretire_tracker *tracker = NULL;
     struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_CPU_SYNC);
-    struct sigretire_acquired acquired;
+    struct sigretire_acquired acquired = SIZED(sigretire_acquired);
     uint32_t words[16];
     sigretire_use_status status = SIGRETIRE_USE_UNKNOWN;
     bool completed = false;
@@ -163,16 +164,17 @@ static void a_packet_written_by_hand(void) {
 /* An event holds a use and a GPU waiter on another queue pins it: the
  * retired signal is parked, not re-armed, until both let go. */
 static void hold_and_pin(void) {
-    struct sigretire_sim_options options;
+    struct sigretire_sim_options options = SIZED(sigretire_sim_options);
     struct sigretire_sim *sim = NULL;
     struct sigretire_tracker *producer = NULL, *consumer = NULL;
     struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_GPU_WAITER);
     struct sigretire_work work = kernel_work();
-    struct sigretire_acquired produced, consumed;
+    struct sigretire_acquired produced = SIZED(sigretire_acquired),
+                              consumed = SIZED(sigretire_acquired);
     struct sigretire_hold *hold = NULL;
     struct sigretire_pin *pin = NULL;
-    struct sigretire_census census;
-    struct sigretire_stats stats;
+    struct sigretire_census census = SIZED(sigretire_census);
+    struct sigretire_stats stats = SIZED(sigretire_stats);
     sigretire_use_status status = SIGRETIRE_USE_UNKNOWN;
     uint64_t handle = 0, index = 0, violations = 1;
     size_t rearmed = 0;
@@ -199,6 +201,7 @@ static void hold_and_pin(void) {
     request.aql_index = index;
     CHECK_OK(sigretire_tracker_acquire(consumer, &request, &consumed));
     memset(&work, 0, sizeof work);
+    work.size = sizeof work;
     work.kind = SIGRETIRE_WORK_WAIT_ALL;
     work.dependency_count = 1;
     work.dependencies[0] = handle;
@@ -252,14 +255,17 @@ static void hold_and_pin(void) {
  * pinned signal: the producer keeps the signal parked until that packet
  * ran, and the simulator sees no re-arm under the waiter. */
 static void destroying_a_consumer_keeps_its_pins(void) {
-    struct sigretire_sim_options options;
+    struct sigretire_sim_options options = SIZED(sigretire_sim_options);
     struct sigretire_sim *sim = NULL;
     struct sigretire_tracker *producer = NULL, *consumer = NULL;
     struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_GPU_WAITER);
-    struct sigretire_work work = kernel_work(), wait, marker;
-    struct sigretire_acquired produced, blocker, consumed;
+    struct sigretire_work work = kernel_work(), wait = SIZED(sigretire_work),
+                          marker = SIZED(sigretire_work);
+    struct sigretire_acquired produced = SIZED(sigretire_acquired),
+                              blocker = SIZED(sigretire_acquired),
+                              consumed = SIZED(sigretire_acquired);
     struct sigretire_pin *pin = NULL;
-    struct sigretire_census census;
+    struct sigretire_census census = SIZED(sigretire_census);
     uint64_t handle = 0, index = 0, violations = 1;
     size_t rearmed = 0;
     bool completed = true;
@@ -278,6 +284,7 @@ static void destroying_a_consumer_keeps_its_pins(void) {
     CHECK_OK(sigretire_pin_packet_handle(pin, &handle));
 
     memset(&wait, 0, sizeof wait);
+    wait.size = sizeof wait;
     wait.kind = SIGRETIRE_WORK_WAIT_ALL;
     wait.dependency_count = 2;
     wait.dependencies[0] = handle;
@@ -297,6 +304,7 @@ static void destroying_a_consumer_keeps_its_pins(void) {
     CHECK(census.parked == 1); /* not re-armed under the waiter */
 
     memset(&marker, 0, sizeof marker);
+    marker.size = sizeof marker;
     marker.kind = SIGRETIRE_WORK_MARKER;
     CHECK_OK(sigretire_tracker_publish(producer, &blocker.ticket, 0, &marker));
     CHECK_OK(sigretire_sim_run_until_idle(sim));
@@ -314,19 +322,22 @@ static void destroying_a_consumer_keeps_its_pins(void) {
 /* A held use keeps answering its stamps by its ticket, however many uses
  * later; a timed use on a queue without profiling says it has none. */
 static void timestamps(void) {
-    struct sigretire_sim_options options;
+    struct sigretire_sim_options options = SIZED(sigretire_sim_options);
     struct sigretire_sim *sim = NULL;
     struct sigretire_tracker *tracker = NULL;
-    struct sigretire_config config;
+    struct sigretire_config config = SIZED(sigretire_config);
     struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_EVENT);
-    struct sigretire_work work;
-    struct sigretire_acquired timed, later;
-    struct sigretire_timestamps stamps, held;
+    struct sigretire_work work = SIZED(sigretire_work);
+    struct sigretire_acquired timed = SIZED(sigretire_acquired),
+                              later = SIZED(sigretire_acquired);
+    struct sigretire_timestamps stamps = SIZED(sigretire_timestamps),
+                                held = SIZED(sigretire_timestamps);
     struct sigretire_hold *hold = NULL;
     size_t rearmed = 0;
     int i;
 
     memset(&work, 0, sizeof work);
+    work.size = sizeof work;
     work.kind = SIGRETIRE_WORK_EMPTY;
     request.flags |= SIGRETIRE_REQUEST_TIMED;
     CHECK_OK(sigretire_sim_create(NULL, &sim));
@@ -370,10 +381,10 @@ static void timestamps(void) {
 static void back_pressure(void) {
     struct sigretire_sim *sim = NULL;
     struct sigretire_tracker *tracker = NULL;
-    struct sigretire_config config;
+    struct sigretire_config config = SIZED(sigretire_config);
     struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_COMPLETION);
     struct sigretire_work work = kernel_work();
-    struct sigretire_acquired acquired;
+    struct sigretire_acquired acquired = SIZED(sigretire_acquired);
     sigretire_use_status status = SIGRETIRE_USE_UNKNOWN;
     int i;
 
@@ -406,7 +417,7 @@ struct waiter_args {
 
 static void *wait_for_ticket(void *arg) {
     struct waiter_args *args = arg;
-    struct sigretire_wait_policy policy;
+    struct sigretire_wait_policy policy = SIZED(sigretire_wait_policy);
     sigretire_wait_policy_blocking(&policy);
     args->result =
         sigretire_tracker_wait(args->tracker, &args->ticket, 10000000000u, &policy, &args->status);
@@ -418,7 +429,7 @@ static void waits_on_other_threads(void) {
     struct sigretire_tracker *tracker = NULL;
     struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_CPU_SYNC);
     struct sigretire_work work = kernel_work();
-    struct sigretire_acquired acquired;
+    struct sigretire_acquired acquired = SIZED(sigretire_acquired);
     struct waiter_args args[4];
     pthread_t threads[4];
     int i;
@@ -520,16 +531,17 @@ static uint32_t hook_ring_placement(void *queue_user) {
 static void hooks_over_a_runtimes_own_memory(void) {
     static struct runtime_memory memory;
     static struct runtime_queue queue;
-    struct sigretire_hooks hooks;
+    struct sigretire_hooks hooks = SIZED(sigretire_hooks);
     struct sigretire_tracker *tracker = NULL;
     struct sigretire_acquired acquired[8];
-    struct sigretire_stats stats;
+    struct sigretire_stats stats = SIZED(sigretire_stats);
     struct sigretire_work work = kernel_work();
     size_t rearmed = 0;
     uint64_t index = 0;
     int i;
 
     memset(&hooks, 0, sizeof hooks);
+    hooks.size = sizeof hooks;
     pthread_mutex_init(&memory.lock, NULL);
     hooks.user = &memory;
     hooks.allocate = hook_allocate;
@@ -549,6 +561,7 @@ static void hooks_over_a_runtimes_own_memory(void) {
     for (i = 0; i < 8; i++) {
         struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_COMPLETION);
         request.aql_index = (uint64_t)i;
+        acquired[i].size = sizeof acquired[i];
         CHECK_OK(sigretire_tracker_acquire(tracker, &request, &acquired[i]));
         CHECK(hook_load(&memory, acquired[i].completion_signal) == 1); /* armed */
     }
@@ -584,7 +597,7 @@ static void bad_input(void) {
     struct sigretire_tracker *one = NULL, *other = NULL;
     struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_COMPLETION);
     struct sigretire_work work = kernel_work();
-    struct sigretire_acquired acquired;
+    struct sigretire_acquired acquired = SIZED(sigretire_acquired);
     struct sigretire_ticket forged;
     struct sigretire_rocr *rocr = NULL;
     sigretire_use_status status = SIGRETIRE_USE_UNKNOWN;
@@ -663,6 +676,22 @@ static void bad_input(void) {
         request.purpose = SIGRETIRE_PURPOSE_COMPLETION;
     }
 
+    /* A struct whose size is unset or another header's is refused before
+     * anything of it but the size is read or written. */
+    {
+        struct sigretire_stats stats = SIZED(sigretire_stats);
+        struct sigretire_request unsized;
+        memset(&unsized, 0, sizeof unsized);
+        CHECK_STATUS(sigretire_tracker_acquire(one, &unsized, &acquired),
+                     SIGRETIRE_ERR_STRUCT_SIZE);
+        stats.size = sizeof stats + 8; /* a newer header's, say */
+        stats.uses = 12345;
+        CHECK_STATUS(sigretire_tracker_stats(one, &stats), SIGRETIRE_ERR_STRUCT_SIZE);
+        CHECK(stats.uses == 12345); /* not written */
+        CHECK_STATUS(sigretire_status_name(SIGRETIRE_ERR_STRUCT_SIZE, &name), SIGRETIRE_OK);
+        CHECK(strcmp(name, "SIGRETIRE_ERR_STRUCT_SIZE") == 0);
+    }
+
     /* No ROCm at this path: a load error, not a crash or a hang. */
     CHECK_STATUS(sigretire_rocr_open("/nonexistent/libhsa-runtime64.so.1", &rocr), SIGRETIRE_ERR_LOAD);
     CHECK(rocr == NULL);
@@ -675,7 +704,7 @@ static void bad_input(void) {
 
 /* The two wait policies, as the header describes them. */
 static void wait_policies(void) {
-    struct sigretire_wait_policy policy;
+    struct sigretire_wait_policy policy = SIZED(sigretire_wait_policy);
     CHECK_OK(sigretire_wait_policy_spin(&policy));
     CHECK(policy.spin_ns == 50000 && policy.device_spin_ns == 50000);
     CHECK(policy.yield_ns == 1000000 && policy.max_sleep_ns == 500000);
