@@ -1864,6 +1864,9 @@ sigretire_status sigretire_tracker_reserve(struct sigretire_tracker *tracker, ui
  * record, so it cannot disagree with it. The simulator's and ROCr's
  * trackers only.
  *
+ * A use known complete or failed already answers
+ * `SIGRETIRE_ERR_INVALID_STATE`, as does a use retired long ago.
+ *
  * A use acquired before a queue change (`sigretire_sim_note_queue_change`,
  * `sigretire_rocr_note_queue_change`) answers
  * `SIGRETIRE_ERR_INVALID_STATE` and nothing is written: its index was

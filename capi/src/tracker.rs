@@ -461,6 +461,9 @@ pub unsafe extern "C" fn sigretire_tracker_reserve(
 /// record, so it cannot disagree with it. The simulator's and ROCr's
 /// trackers only.
 ///
+/// A use known complete or failed already answers
+/// `SIGRETIRE_ERR_INVALID_STATE`, as does a use retired long ago.
+///
 /// A use acquired before a queue change (`sigretire_sim_note_queue_change`,
 /// `sigretire_rocr_note_queue_change`) answers
 /// `SIGRETIRE_ERR_INVALID_STATE` and nothing is written: its index was
@@ -523,6 +526,20 @@ pub unsafe extern "C" fn sigretire_tracker_publish(
                          the old queue yourself",
                         ticket.seq,
                         part.index()
+                    ),
+                );
+            }
+            if let Some(done) = core.known_status(&entry.ticket).or_else(foreign_is_a_bug)? {
+                return fail(
+                    SIGRETIRE_ERR_INVALID_STATE,
+                    format!(
+                        "use {} is {} already: it cannot be published (again)",
+                        ticket.seq,
+                        if done == Status::Failed {
+                            "failed"
+                        } else {
+                            "complete"
+                        }
                     ),
                 );
             }

@@ -247,6 +247,19 @@ fn a_held_use_keeps_answering_its_stamps_for_its_ticket() {
         assert_eq!(held.state, SIGRETIRE_TIMESTAMPS_AVAILABLE);
         assert_eq!(stamps, held, "the ticket answers what the holder sees");
         assert_eq!(rig.query(&timed.ticket), SIGRETIRE_USE_COMPLETE);
+        // Its record is kept for its stamps, not so it can run again.
+        let work = sigretire_work {
+            kind: sigretire_work_kind::SIGRETIRE_WORK_EMPTY as u32,
+            ..Default::default()
+        };
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(
+                sigretire_tracker_publish(rig.tracker, &timed.ticket, 0, &work),
+                SIGRETIRE_ERR_INVALID_STATE,
+                "a complete use is not published again"
+            );
+        }
         // Let go: a few uses later its stamps are no longer kept.
         // SAFETY: as above.
         unsafe { assert_eq!(sigretire_hold_release(&mut hold), SIGRETIRE_OK) };
