@@ -2,10 +2,13 @@
  * The C test of the sigretire C ABI: compiled with the system's C compiler
  * against include/sigretire.h and the built library, it runs the
  * repository README's 64-fence example on the simulator (one load retires
- * 64 uses), a hold/pin scenario across two queues, back-pressure, a
+ * 64 uses), a hold/pin scenario across two queues, a consumer's tracker
+ * destroyed while its packet waits on a pinned signal, the timestamps of a
+ * held use and of an unprofiled one, the wait policies, back-pressure, a
  * runtime's own packets written by hand, backend hooks implemented here in
  * C, threads waiting while another submits, and bad input. It exits 1 on
- * any wrong answer.
+ * any wrong answer. It also runs clean under AddressSanitizer (gcc
+ * -fsanitize=address, with the library built with -Zsanitizer=address).
  *
  * -DPLANT_WRONG_ANSWER makes it expect a wrong value (two loads for the 64
  * fences instead of one), so a build can show the program does fail when
