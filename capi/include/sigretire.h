@@ -6,7 +6,8 @@
  * Conventions
  *  - Every function returns a sigretire_status; results travel through
  *    out-parameters, which are written only on success unless a
- *    function says otherwise. sigretire_last_error explains a failure.
+ *    function says otherwise (of a struct out-parameter, the library
+ *    reads the size field first). sigretire_last_error explains a failure.
  *  - Every pointer must be non-NULL and aligned unless its documentation
  *    says "may be NULL"; a NULL one answers SIGRETIRE_ERR_NULL and a
  *    misaligned one SIGRETIRE_ERR_INVALID_ARGUMENT, before anything else
@@ -14,7 +15,27 @@
  *  - No call lets a panic of the library cross into C: it answers
  *    SIGRETIRE_ERR_PANIC.
  *  - Handles are opaque. Destroy and release functions take the address
- *    of the caller's handle variable and set it to NULL.
+ *    of the caller's handle variable and set it to NULL. Every handle
+ *    passed is looked up in the library's table of live handles before
+ *    anything of it is read: a destroyed or released handle, a handle of
+ *    another kind, or any other pointer answers SIGRETIRE_ERR_BAD_HANDLE
+ *    and is never read.
+ *  - Structs carry their size. Every struct passed by pointer, in or
+ *    out, but sigretire_ticket begins with `uint32_t size`: set it to
+ *    sizeof the struct before each call (the _default functions need it
+ *    too), in C `struct sigretire_stats stats = {.size = sizeof stats};`.
+ *    The library checks it before it reads or writes anything else of the
+ *    struct, and answers SIGRETIRE_ERR_STRUCT_SIZE to a size it does not
+ *    know (unset, or another header version's).
+ *  - How the ABI evolves. SIGRETIRE_ABI_VERSION (this header's) must equal
+ *    sigretire_abi_version() (the library's): check it at start-up. It is
+ *    raised by any incompatible change. Within a version, fields are only
+ *    added at the end of a struct, and a later library accepts the sizes
+ *    of earlier headers, reading and writing only that much (later fields
+ *    take their defaults); sigretire_ticket and the structs nested in
+ *    others (sigretire_accesses) never change within a version. New
+ *    functions, constants and status values may be added: treat a status
+ *    you do not know as an error.
  *  - Tickets, requests, stats and census are plain-old-data structs. A
  *    ticket is accepted only by the tracker that issued it, unchanged:
  *    anything else (another tracker's, a zeroed, altered or made-up one)
@@ -104,10 +125,17 @@
 #define SIGRETIRE_SIM_MAX_QUEUES 16
 
 /**
- * The version of this ABI: raised whenever a type or a function changes
- * incompatibly. Compare it with `sigretire_abi_version()` at start-up.
+ * The version of this ABI (the header's): a program checks at start-up
+ * that `sigretire_abi_version()` (the library's) equals it, and refuses to
+ * run with another. It is raised by any incompatible change: a function
+ * removed or changed in meaning, a struct field removed, moved or
+ * retyped, a constant changed. Additions keep it: new functions, new
+ * constants and status values, fields appended at the end of a struct
+ * (its `size` field tells the library which layout a caller has).
+ * Version 2: every struct carries its size; `sigretire_timestamps.state`;
+ * `sigretire_wait_policy.device_spin_ns`.
  */
-#define SIGRETIRE_ABI_VERSION 1
+#define SIGRETIRE_ABI_VERSION 2
 
 /**
  * `sigretire_ticket.flags`: the use's timestamps are harvested.
@@ -173,9 +201,12 @@ enum sigretire_status
      */
     SIGRETIRE_ERR_INVALID_ARGUMENT = 2,
     /**
-     * The handle is not a live handle of its kind (a destroyed one, or
-     * another kind of object). Caught on a best-effort basis only: passing
-     * anything but a live handle is the caller's error.
+     * The handle is not a live handle of the kind the function takes: one
+     * destroyed or released already, a handle of another kind, or any
+     * other pointer. The library looks every handle up in its table of
+     * live handles before it reads anything of it, so such a pointer is
+     * never read. The one mistake it cannot see: a destroyed handle whose
+     * address a new handle of the same kind was given is that new handle.
      */
     SIGRETIRE_ERR_BAD_HANDLE = 3,
     /**
@@ -218,7 +249,8 @@ enum sigretire_status
     SIGRETIRE_ERR_USE_FAILED = 11,
     /**
      * The use is not in a state the operation applies to (failing the
-     * submission of a use already done, publishing a use retired long ago).
+     * submission of a use already done, publishing a use retired long ago
+     * or one acquired before a queue change).
      */
     SIGRETIRE_ERR_INVALID_STATE = 12,
     /**
@@ -268,6 +300,14 @@ enum sigretire_status
      * answers `SIGRETIRE_ERR_PANIC` from then on and may only be destroyed.
      */
     SIGRETIRE_ERR_PANIC = 22,
+    /**
+     * A struct's `size` field is not a size this library knows for that
+     * struct: it was not set (set it to `sizeof` the struct before every
+     * call), or the program was built with a header of another version
+     * (compare `sigretire_abi_version()` with `SIGRETIRE_ABI_VERSION`).
+     * Nothing was read or written past the field.
+     */
+    SIGRETIRE_ERR_STRUCT_SIZE = 23,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -310,6 +350,42 @@ enum sigretire_use_status
 typedef enum sigretire_use_status sigretire_use_status;
 #else
 typedef uint32_t sigretire_use_status;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * What a `sigretire_timestamps` holds (`state`).
+ */
+enum sigretire_timestamps_state
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+    /**
+     * No stamps, for now or for good: the use is pending, failed, or was
+     * not timed; asked of a hold, also a complete use the tracker has not
+     * harvested yet. `start` and `end` are 0.
+     */
+    SIGRETIRE_TIMESTAMPS_NONE = 0,
+    /**
+     * `start` and `end` are the use's stamps.
+     */
+    SIGRETIRE_TIMESTAMPS_AVAILABLE = 1,
+    /**
+     * The use completed and was timed, but nothing stamped it and nothing
+     * will: its packet ran on a queue without profiling (the packet
+     * processor wrote no timestamps: a simulator queue made with
+     * `SIGRETIRE_SIM_UNPROFILED`, a ROCr queue without profiling), or its
+     * work is of a kind the backend does not stamp. `start` and `end` are
+     * 0, which are not stamps.
+     */
+    SIGRETIRE_TIMESTAMPS_UNSTAMPED = 2,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum sigretire_timestamps_state sigretire_timestamps_state;
+#else
+typedef uint32_t sigretire_timestamps_state;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
@@ -558,6 +634,11 @@ typedef struct sigretire_tracker sigretire_tracker;
  */
 typedef struct sigretire_config {
     /**
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise): `sigretire_config_default` needs it too.
+     */
+    uint32_t size;
+    /**
      * Signals in the ring at start (default 64).
      */
     uint64_t initial_size;
@@ -592,7 +673,9 @@ typedef struct sigretire_config {
      * for their tickets (about 64 bytes each; 0: `stamp_history` plus the
      * most uses in flight). An older ticket still answers its status; its
      * timestamps answer `SIGRETIRE_ERR_EXPIRED`; it can no longer be
-     * published. At least the most uses in flight.
+     * published. The record of a use a `sigretire_hold` holds is kept
+     * until the last such hold is released. At least the most uses in
+     * flight.
      */
     uint64_t ticket_history;
     /**
@@ -612,12 +695,21 @@ typedef struct sigretire_config {
 
 /**
  * How a CPU wait spends its time (`WaitPolicy`): spin, then yield, then
- * sleep with a back-off doubling from 1 us. Start from
- * `sigretire_wait_policy_spin` or `sigretire_wait_policy_blocking`.
+ * sleep with a back-off doubling from 1 us. The spin depends on where the
+ * use's signal lives: each poll of a device-memory signal is a read
+ * across PCIe (about 1 us), so a policy may spin less there, or not at
+ * all. Start from `sigretire_wait_policy_spin` or
+ * `sigretire_wait_policy_blocking`.
  */
 typedef struct sigretire_wait_policy {
     /**
-     * Poll back to back for this long, nanoseconds.
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise): the `sigretire_wait_policy_*` functions need it too.
+     */
+    uint32_t size;
+    /**
+     * Poll back to back for this long, nanoseconds, where the use's signal
+     * is in host memory.
      */
     uint64_t spin_ns;
     /**
@@ -628,13 +720,29 @@ typedef struct sigretire_wait_policy {
      * Then sleep between polls, doubling up to this, nanoseconds.
      */
     uint64_t max_sleep_ns;
+    /**
+     * In place of `spin_ns` where the use's signal is in device memory:
+     * poll back to back for this long, nanoseconds.
+     */
+    uint64_t device_spin_ns;
 } sigretire_wait_policy;
 
 /**
  * A use's start and end timestamps, in ticks of the tracker's clock
- * (`sigretire_tracker_timestamp_frequency`).
+ * (`sigretire_tracker_timestamp_frequency`), and whether it has any.
  */
 typedef struct sigretire_timestamps {
+    /**
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise).
+     */
+    uint32_t size;
+    /**
+     * A `sigretire_timestamps_state`: whether `start` and `end` are the
+     * use's stamps (`SIGRETIRE_TIMESTAMPS_AVAILABLE`), or why there are
+     * none.
+     */
+    sigretire_timestamps_state state;
     /**
      * When the packet processor launched the packet.
      */
@@ -643,17 +751,13 @@ typedef struct sigretire_timestamps {
      * When the packet completed.
      */
     uint64_t end;
-    /**
-     * 1 if `start` and `end` hold the use's stamps; 0 if there are none
-     * (the use is pending, failed, was not timed, or no work stamped it).
-     */
-    uint32_t available;
 } sigretire_timestamps;
 
 /**
  * The functions and data of a runtime's own signal memory and queue.
- * Copied at creation. Required: `allocate`, `load`, `store`, `store_fence`,
- * `hdp_flush`, `read_index`; the others may be NULL.
+ * Copied at creation. Required (non-NULL): `allocate`, `load`, `store`,
+ * `store_fence`, `hdp_flush`, `read_index` and `queue_user`; `user` and
+ * the other hooks may be NULL.
  *
  * Every hook may be called from any thread, and several at once (a CPU
  * wait loads a signal while the tracker's owner stores another): they must
@@ -662,6 +766,11 @@ typedef struct sigretire_timestamps {
  * touch GPU memory only with atomic or volatile accesses.
  */
 typedef struct sigretire_hooks {
+    /**
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise).
+     */
+    uint32_t size;
     /**
      * Passed to every memory hook and to `release`.
      */
@@ -726,8 +835,9 @@ typedef struct sigretire_hooks {
      */
     uint64_t timestamp_frequency;
     /**
-     * Passed to the queue hooks (`sigretire_hooks_note_queue_change`
-     * replaces it).
+     * Names the hardware queue to the queue hooks, which get it with every
+     * call (`sigretire_hooks_note_queue_change` gives the new queue's).
+     * Must not be NULL (`SIGRETIRE_ERR_NULL`).
      */
     void *queue_user;
     /**
@@ -749,6 +859,11 @@ typedef struct sigretire_hooks {
  */
 typedef struct sigretire_rocr_adopt_options {
     /**
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise): `sigretire_rocr_adopt_options_default` needs it too.
+     */
+    uint32_t size;
+    /**
      * `SIGRETIRE_ROCR_*` bits (default: profiling).
      */
     uint32_t flags;
@@ -765,6 +880,11 @@ typedef struct sigretire_rocr_adopt_options {
  * `queues` AQL queues, numbered from 0.
  */
 typedef struct sigretire_sim_options {
+    /**
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise): `sigretire_sim_options_default` needs it too.
+     */
+    uint32_t size;
     /**
      * How many queues, 1 to `SIGRETIRE_SIM_MAX_QUEUES` (0 is taken as 1).
      */
@@ -788,14 +908,19 @@ typedef struct sigretire_sim_options {
  */
 typedef struct sigretire_request {
     /**
-     * The packet's AQL index (for a use of several operations, the last
-     * one's). Ignored by `sigretire_tracker_submit`, which reserves it.
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise).
      */
-    uint64_t aql_index;
+    uint32_t size;
     /**
      * How many operations decrement the signal (0 is taken as 1).
      */
     uint32_t ops;
+    /**
+     * The packet's AQL index (for a use of several operations, the last
+     * one's). Ignored by `sigretire_tracker_submit`, which reserves it.
+     */
+    uint64_t aql_index;
     /**
      * `SIGRETIRE_REQUEST_*` bits.
      */
@@ -850,6 +975,11 @@ typedef struct sigretire_ticket {
  */
 typedef struct sigretire_acquired {
     /**
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise).
+     */
+    uint32_t size;
+    /**
      * The use's name: ask about it, wait for it, hold or pin it.
      */
     struct sigretire_ticket ticket;
@@ -899,6 +1029,11 @@ typedef struct sigretire_acquired {
  * set `kind`, then the fields that kind reads.
  */
 typedef struct sigretire_work {
+    /**
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise).
+     */
+    uint32_t size;
     /**
      * A `sigretire_work_kind`.
      */
@@ -992,6 +1127,11 @@ typedef struct sigretire_accesses {
  */
 typedef struct sigretire_stats {
     /**
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise).
+     */
+    uint32_t size;
+    /**
      * Accesses to host-memory signals.
      */
     struct sigretire_accesses host;
@@ -1079,6 +1219,11 @@ typedef struct sigretire_stats {
  */
 typedef struct sigretire_census {
     /**
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise).
+     */
+    uint32_t size;
+    /**
      * Signals serving a use in flight.
      */
     uint64_t in_flight;
@@ -1107,15 +1252,16 @@ typedef struct sigretire_census {
 /**
  * Every status, in value order.
  */
-#define sigretire_status_ALL { SIGRETIRE_OK, SIGRETIRE_ERR_NULL, SIGRETIRE_ERR_INVALID_ARGUMENT, SIGRETIRE_ERR_BAD_HANDLE, SIGRETIRE_ERR_BAD_TICKET, SIGRETIRE_ERR_INVALID_CONFIG, SIGRETIRE_ERR_BACKPRESSURE, SIGRETIRE_ERR_TIMED_OUT, SIGRETIRE_ERR_INDEX_ORDER, SIGRETIRE_ERR_SIGNALS_HELD, SIGRETIRE_ERR_OUT_OF_SIGNALS, SIGRETIRE_ERR_USE_FAILED, SIGRETIRE_ERR_INVALID_STATE, SIGRETIRE_ERR_EXPIRED, SIGRETIRE_ERR_UNSUPPORTED, SIGRETIRE_ERR_WRONG_BACKEND, SIGRETIRE_ERR_QUEUE_FULL, SIGRETIRE_ERR_QUEUE_FAILED, SIGRETIRE_ERR_LOAD, SIGRETIRE_ERR_NO_GPU, SIGRETIRE_ERR_BACKEND, SIGRETIRE_ERR_BUFFER_TOO_SMALL, SIGRETIRE_ERR_PANIC, }
+#define sigretire_status_ALL { SIGRETIRE_OK, SIGRETIRE_ERR_NULL, SIGRETIRE_ERR_INVALID_ARGUMENT, SIGRETIRE_ERR_BAD_HANDLE, SIGRETIRE_ERR_BAD_TICKET, SIGRETIRE_ERR_INVALID_CONFIG, SIGRETIRE_ERR_BACKPRESSURE, SIGRETIRE_ERR_TIMED_OUT, SIGRETIRE_ERR_INDEX_ORDER, SIGRETIRE_ERR_SIGNALS_HELD, SIGRETIRE_ERR_OUT_OF_SIGNALS, SIGRETIRE_ERR_USE_FAILED, SIGRETIRE_ERR_INVALID_STATE, SIGRETIRE_ERR_EXPIRED, SIGRETIRE_ERR_UNSUPPORTED, SIGRETIRE_ERR_WRONG_BACKEND, SIGRETIRE_ERR_QUEUE_FULL, SIGRETIRE_ERR_QUEUE_FAILED, SIGRETIRE_ERR_LOAD, SIGRETIRE_ERR_NO_GPU, SIGRETIRE_ERR_BACKEND, SIGRETIRE_ERR_BUFFER_TOO_SMALL, SIGRETIRE_ERR_PANIC, SIGRETIRE_ERR_STRUCT_SIZE, }
 
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
 
 /**
- * The ABI version of the library actually loaded: compare it with
- * `SIGRETIRE_ABI_VERSION`, the header's.
+ * The ABI version of the library actually loaded: check at start-up that
+ * it equals `SIGRETIRE_ABI_VERSION`, the header's (the shared library's
+ * file name carries no version).
  *
  * Thread safety: any thread.
  *
@@ -1139,11 +1285,21 @@ sigretire_status sigretire_status_name(int32_t status, const char **name);
 /**
  * Copies this thread's last error message (what the last failed call on
  * this thread said went wrong, and what to do) into `buffer`,
- * NUL-terminated, and its length in bytes (without the NUL) into
- * `*length`. With a buffer too small (`capacity` may be 0, and `buffer`
- * then NULL) as much as fits is written and `SIGRETIRE_ERR_BUFFER_TOO_SMALL`
- * returned; `*length` says how much room it needs. An empty message if no
- * call failed on this thread yet. Successful calls leave it as it was.
+ * NUL-terminated, and writes to `*length` the size of the buffer the
+ * whole message needs, its NUL included (1 for an empty message): a
+ * buffer of `*length` bytes always takes it. With a smaller buffer
+ * (`capacity` may be 0, and `buffer` then NULL: a size query) as much as
+ * fits is written, NUL-terminated when `capacity` is at least 1, and
+ * `SIGRETIRE_ERR_BUFFER_TOO_SMALL` returned; the message is kept for the
+ * retry. The message is empty if no call failed on this thread yet.
+ * Successful calls leave it as it was.
+ *
+ * ```c
+ * size_t length = 0;
+ * sigretire_last_error(NULL, 0, &length);   // SIGRETIRE_ERR_BUFFER_TOO_SMALL
+ * char *message = malloc(length);
+ * sigretire_last_error(message, length, &length);   // SIGRETIRE_OK
+ * ```
  *
  * Thread safety: any thread; each thread has its own message.
  *
@@ -1165,8 +1321,9 @@ sigretire_status sigretire_last_error(char *buffer, size_t capacity, size_t *len
 sigretire_status sigretire_config_default(struct sigretire_config *config);
 
 /**
- * The spinning wait policy (a default HIP event's: spin 50 us, yield up to
- * 1 ms, then sleep up to 500 us at a time).
+ * The spinning wait policy (a default HIP event's): spin 50 us, wherever
+ * the signal lives (`spin_ns` and `device_spin_ns` 50000), then yield up
+ * to 1 ms, then sleep up to 500 us at a time.
  *
  * Thread safety: any thread.
  *
@@ -1176,8 +1333,12 @@ sigretire_status sigretire_config_default(struct sigretire_config *config);
 sigretire_status sigretire_wait_policy_spin(struct sigretire_wait_policy *policy);
 
 /**
- * The blocking wait policy (a blocking-sync event's: no spin, yield 20 us,
- * then sleep up to 200 us at a time).
+ * The blocking wait policy (a blocking-sync event's): spin 10 us on a
+ * host-memory signal (`spin_ns` 10000: work that was nearly done costs
+ * less to spin for than to sleep through) and not at all on a
+ * device-memory one (`device_spin_ns` 0: each poll there is a PCIe read,
+ * and not issuing them is the point), then yield 20 us, then sleep up to
+ * 200 us at a time.
  *
  * Thread safety: any thread.
  *
@@ -1211,8 +1372,10 @@ sigretire_status sigretire_hold_known_status(const struct sigretire_hold *hold,
 
 /**
  * The held use's timestamps once the tracker harvested them (no signal
- * read): `out->available` is 0 until then. A held use keeps its stamps
- * for as long as it is held.
+ * read): `out->state` is `SIGRETIRE_TIMESTAMPS_NONE` until then, then
+ * `SIGRETIRE_TIMESTAMPS_AVAILABLE`, or `SIGRETIRE_TIMESTAMPS_UNSTAMPED` if
+ * its packet was never stamped (a queue without profiling). A held use
+ * keeps its stamps for as long as it is held.
  *
  * Thread safety: any thread, concurrently.
  *
@@ -1319,6 +1482,10 @@ sigretire_status sigretire_hooks_tracker_create(const struct sigretire_hooks *ho
 /**
  * The runtime moved the stream to another hardware queue: a new
  * generation begins, and the queue hooks get `queue_user` from now on.
+ * Write the packets of every use acquired before the change on the old
+ * queue, where their indices were reserved, before calling this.
+ * `queue_user` names the new queue and must not be NULL
+ * (`SIGRETIRE_ERR_NULL`, nothing changed), as at creation.
  *
  * Thread safety: takes the tracker's lock.
  *
@@ -1411,7 +1578,10 @@ sigretire_status sigretire_rocr_tracker_adopt(const struct sigretire_rocr *rocr,
 /**
  * Moves a ROCr tracker to another queue of the runtime's on the same GPU
  * (`queue`, an `hsa_queue_t *`): a new generation begins. `options` may be
- * NULL (the defaults).
+ * NULL (the defaults). Publish every slot reserved on the old queue first:
+ * from now on the tracker publishes on the new queue, and
+ * `sigretire_tracker_publish` refuses a use acquired before the change
+ * (`SIGRETIRE_ERR_INVALID_STATE`).
  *
  * Thread safety: takes the tracker's lock.
  *
@@ -1490,7 +1660,10 @@ sigretire_status sigretire_sim_tracker_create(const struct sigretire_sim *sim,
 
 /**
  * Moves a simulator tracker to another queue of the same simulator (the
- * runtime moved its stream): a new generation begins.
+ * runtime moved its stream): a new generation begins. Publish every slot
+ * reserved on the old queue first: from now on the tracker publishes on
+ * the new queue, and `sigretire_tracker_publish` refuses a use acquired
+ * before the change (`SIGRETIRE_ERR_INVALID_STATE`).
  *
  * Thread safety: takes the tracker's lock.
  *
@@ -1602,6 +1775,18 @@ sigretire_status sigretire_sim_violations(const struct sigretire_sim *sim, uint6
  * the last hold or pin of it is released). Sets `*tracker` to NULL. A NULL
  * `*tracker` is a no-op.
  *
+ * The pins this tracker keeps for its consumer uses
+ * (`sigretire_tracker_attach`) outlive it while those uses' packets have
+ * not run: destroying a consumer queue's tracker while its packets still
+ * wait on other queues' signals is safe. The producer keeps each such
+ * signal parked, not re-armed, until the consumer's packet completed
+ * (or failed); the library sees that with at most one load of the
+ * consumer's signal (kept allocated meanwhile) at each later
+ * `sigretire_tracker_poll` or `sigretire_tracker_reclaim` of any tracker,
+ * the producer's included, and at this call. It never reads this
+ * tracker's queue after this call: the runtime may destroy the queue
+ * next.
+ *
  * Thread safety: the last call on the tracker; no other call on it may run
  * concurrently or follow.
  *
@@ -1678,6 +1863,18 @@ sigretire_status sigretire_tracker_reserve(struct sigretire_tracker *tracker, ui
  * signal, then rings the doorbell. The header comes from the tracker's
  * record, so it cannot disagree with it. The simulator's and ROCr's
  * trackers only.
+ *
+ * A use known complete or failed already answers
+ * `SIGRETIRE_ERR_INVALID_STATE`, as does a use retired long ago.
+ *
+ * A use acquired before a queue change (`sigretire_sim_note_queue_change`,
+ * `sigretire_rocr_note_queue_change`) answers
+ * `SIGRETIRE_ERR_INVALID_STATE` and nothing is written: its index was
+ * reserved on the old queue, and the tracker now publishes on the new one,
+ * which never reserved it. Publish every reserved slot before a queue
+ * change; a use that missed it cannot complete through the tracker: fail
+ * it (`sigretire_tracker_fail_submission` with 0 issued) and fill its slot
+ * on the old queue yourself, or that queue stalls there.
  *
  * Thread safety: Locks.
  *
@@ -1799,10 +1996,12 @@ sigretire_status sigretire_tracker_pin(struct sigretire_tracker *tracker,
 
 /**
  * Keeps the pin `*pin` until the use `consumer` of this tracker (the
- * packet that waits on it) has retired, or this queue drained. On
- * `SIGRETIRE_OK` the tracker owns the pin: the handle is freed and
- * `*pin` set to NULL (released at once if the consumer already retired).
- * On failure the pin stays the caller's, still pinned.
+ * packet that waits on it) has retired, or this queue drained, or, if this
+ * tracker is destroyed first, until the consumer's packet completed (see
+ * `sigretire_tracker_destroy`). On `SIGRETIRE_OK` the tracker owns the
+ * pin: the handle is freed and `*pin` set to NULL (released at once if
+ * the consumer already retired). On failure the pin stays the caller's,
+ * still pinned.
  *
  * Thread safety: Locks. No other call on the same pin handle may run
  * concurrently.
@@ -1830,7 +2029,8 @@ sigretire_status sigretire_tracker_probe(struct sigretire_tracker *tracker, bool
 /**
  * Probes, then reclaims: `*rearmed` is the number of signals re-armed. A
  * runtime calls it now and then (after a batch of submissions, from a
- * completion thread).
+ * completion thread). First lets go of the pins of destroyed trackers
+ * whose consumer packets ran (see `sigretire_tracker_destroy`).
  *
  * Thread safety: Locks.
  *
@@ -1840,8 +2040,10 @@ sigretire_status sigretire_tracker_probe(struct sigretire_tracker *tracker, bool
 sigretire_status sigretire_tracker_poll(struct sigretire_tracker *tracker, size_t *rearmed);
 
 /**
- * Re-arms retired signals, oldest use first, reading no signal memory:
- * `*rearmed` is the number re-armed.
+ * Re-arms retired signals, oldest use first, reading no signal memory of
+ * this tracker: `*rearmed` is the number re-armed. First lets go of the
+ * pins of destroyed trackers whose consumer packets ran (one load of each
+ * such consumer's signal; see `sigretire_tracker_destroy`).
  *
  * Thread safety: Locks.
  *
@@ -1851,11 +2053,16 @@ sigretire_status sigretire_tracker_poll(struct sigretire_tracker *tracker, size_
 sigretire_status sigretire_tracker_reclaim(struct sigretire_tracker *tracker, size_t *rearmed);
 
 /**
- * The use's timestamps, harvested once into host memory: `out->available`
- * is 0 while the use is pending, if it was not timed, if it failed, or if
- * no work stamped it. `SIGRETIRE_ERR_EXPIRED` once they are no longer kept
- * (hold the use to keep them). Ticks of
- * `sigretire_tracker_timestamp_frequency`.
+ * The use's timestamps, harvested once into host memory, in ticks of
+ * `sigretire_tracker_timestamp_frequency`. `out->state` says what it got:
+ * `SIGRETIRE_TIMESTAMPS_AVAILABLE` (`start` and `end` are the stamps);
+ * `SIGRETIRE_TIMESTAMPS_NONE` while the use is pending, or if it was not
+ * timed or failed; `SIGRETIRE_TIMESTAMPS_UNSTAMPED` for a timed use that
+ * completed but was never stamped and never will be (a queue without
+ * profiling, work the backend does not stamp). `SIGRETIRE_ERR_EXPIRED`
+ * once they are no longer kept: the last `stamp_history` timed uses keep
+ * them, and a use keeps them for as long as a `sigretire_hold` of it
+ * lives (its ticket answers as long as that).
  *
  * Thread safety: Locks.
  *

@@ -15,19 +15,75 @@
 //! (every use older than the most uses in flight is, since the ring holds
 //! every use that has not retired). A dropped use still answers its
 //! outcome: complete, unless it is in the list of failed ranges kept here.
+//! The record of a use that a C hold (`sigretire_hold`) still holds is kept
+//! past that window, until the last such hold is released, so that its
+//! ticket keeps answering what the tracker keeps for a held use (its
+//! timestamps).
 
 use crate::status::{Outcome, SIGRETIRE_ERR_BAD_TICKET, fail};
 use crate::types::{SIGRETIRE_TICKET_TIMED, sigretire_ticket};
 use ::sigretire_tracker::{Publication, Status, Ticket};
-use std::collections::VecDeque;
+use parking_lot::Mutex;
 use std::collections::hash_map::RandomState;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::BuildHasher;
+use std::sync::Arc;
+
+/// The uses of one tracker that C holds (`sigretire_hold` handles) keep,
+/// by sequence number, with how many holds each.
+#[derive(Debug, Default)]
+pub(crate) struct HeldUses(Mutex<HashMap<u64, usize>>);
+
+impl HeldUses {
+    fn contains(&self, seq: u64) -> bool {
+        self.0.lock().contains_key(&seq)
+    }
+}
+
+/// One hold's mark on its use: while any mark of a use lives, the book
+/// keeps the use's record. Made under the tracker's lock, with the hold.
+#[derive(Debug)]
+pub(crate) struct HeldMark {
+    uses: Arc<HeldUses>,
+    seq: u64,
+}
+
+impl HeldMark {
+    pub(crate) fn new(uses: &Arc<HeldUses>, seq: u64) -> Self {
+        *uses.0.lock().entry(seq).or_insert(0) += 1;
+        Self {
+            uses: uses.clone(),
+            seq,
+        }
+    }
+}
+
+impl Clone for HeldMark {
+    fn clone(&self) -> Self {
+        Self::new(&self.uses, self.seq)
+    }
+}
+
+impl Drop for HeldMark {
+    fn drop(&mut self) {
+        let mut uses = self.uses.0.lock();
+        if let Some(count) = uses.get_mut(&self.seq) {
+            *count -= 1;
+            if *count == 0 {
+                uses.remove(&self.seq);
+            }
+        }
+    }
+}
 
 /// What the book knows of one recorded use.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Entry {
     pub(crate) ticket: Ticket,
     pub(crate) publication: Publication,
+    /// How many queue changes the tracker had taken when it handed the use
+    /// out: its slots were reserved on the queue of that count.
+    pub(crate) queue_changes: u64,
 }
 
 /// What a valid C ticket names.
@@ -50,16 +106,24 @@ pub(crate) struct Book {
     limit: usize,
     /// Dropped uses that failed, as inclusive ranges in increasing order.
     failed: Vec<(u64, u64)>,
+    /// The uses C holds.
+    held: Arc<HeldUses>,
+    /// Records older than `first` kept because their uses were held when
+    /// they left the window; each goes once no hold of its use is left.
+    kept: BTreeMap<u64, Entry>,
 }
 
 impl Book {
-    /// An empty book keeping the newest `limit` records.
-    pub(crate) fn new(limit: usize) -> Self {
+    /// An empty book keeping the newest `limit` records, and those of the
+    /// uses `held` names.
+    pub(crate) fn new(limit: usize, held: Arc<HeldUses>) -> Self {
         Self {
             first: 1,
             entries: VecDeque::new(),
             limit: limit.max(1),
             failed: Vec::new(),
+            held,
+            kept: BTreeMap::new(),
         }
     }
 
@@ -90,6 +154,10 @@ impl Book {
         }
         self.entries.push_back(Some(entry));
         while self.entries.len() > self.limit && self.pop_front_if_done(&known) {}
+        if !self.kept.is_empty() {
+            let held = &self.held;
+            self.kept.retain(|&seq, _| held.contains(seq));
+        }
     }
 
     /// Drops the oldest record if its use is known done; false if not.
@@ -98,10 +166,14 @@ impl Book {
             return false;
         };
         if let Some(entry) = front {
+            let seq = entry.ticket.seq();
             match known(&entry.ticket) {
                 Some(Status::Complete) => {}
-                Some(Status::Failed) => self.remember_failure(entry.ticket.seq()),
+                Some(Status::Failed) => self.remember_failure(seq),
                 Some(Status::Pending) | None => return false,
+            }
+            if self.held.contains(seq) {
+                self.kept.insert(seq, entry);
             }
         }
         self.entries.pop_front();
@@ -123,6 +195,9 @@ impl Book {
             return None;
         }
         if seq < self.first {
+            if let Some(entry) = self.kept.get(&seq) {
+                return Some(Found::Live(*entry));
+            }
             let failed = self
                 .failed
                 .binary_search_by(|&(a, b)| {
@@ -224,7 +299,7 @@ mod tests {
     #[test]
     fn records_beyond_the_limit_go_once_their_uses_are_done() {
         let (mut tracker, queue) = sim_backend::stepped_tracker(Config::default()).unwrap();
-        let mut book = Book::new(8);
+        let mut book = Book::new(8, Arc::default());
         let waiter = tracker.waiter();
         let mut tickets = Vec::new();
         for _ in 0..20 {
@@ -237,6 +312,7 @@ mod tests {
                 Entry {
                     ticket: acquired.ticket,
                     publication: acquired.publication,
+                    queue_changes: 0,
                 },
                 |t| waiter.known_status(t).ok().flatten(),
             );
@@ -251,6 +327,7 @@ mod tests {
             Entry {
                 ticket: last.ticket,
                 publication: last.publication,
+                queue_changes: 0,
             },
             |t| waiter.known_status(t).ok().flatten(),
         );
@@ -299,8 +376,50 @@ mod tests {
     }
 
     #[test]
+    fn a_held_record_outlives_the_window_until_its_last_hold_goes() {
+        let (mut tracker, queue) = sim_backend::stepped_tracker(Config::default()).unwrap();
+        let held = Arc::new(HeldUses::default());
+        let mut book = Book::new(2, held.clone());
+        let waiter = tracker.waiter();
+        let mut record = |book: &mut Book| {
+            let index = queue.reserve().unwrap();
+            let acquired = tracker
+                .acquire(Request::packet(index).barrier(true))
+                .unwrap();
+            sim_backend::submit_barrier(&queue, index, acquired.signal);
+            queue.run_until_idle();
+            tracker.poll();
+            book.record(
+                Entry {
+                    ticket: acquired.ticket,
+                    publication: acquired.publication,
+                    queue_changes: 0,
+                },
+                |t| waiter.known_status(t).ok().flatten(),
+            );
+        };
+        record(&mut book);
+        let mark = HeldMark::new(&held, 1);
+        let copy = mark.clone();
+        for _ in 0..4 {
+            record(&mut book);
+        }
+        assert!(matches!(book.find(1, false), Some(Found::Live(_))), "held");
+        assert!(matches!(book.find(2, false), Some(Found::Gone { .. })));
+        drop(mark);
+        record(&mut book);
+        assert!(
+            matches!(book.find(1, false), Some(Found::Live(_))),
+            "a copy holds"
+        );
+        drop(copy);
+        record(&mut book);
+        assert!(matches!(book.find(1, false), Some(Found::Gone { .. })));
+    }
+
+    #[test]
     fn failed_ranges_merge() {
-        let mut book = Book::new(1);
+        let mut book = Book::new(1, Arc::default());
         for seq in [3, 4, 5, 9] {
             book.remember_failure(seq);
         }

@@ -118,6 +118,9 @@ pub(crate) trait Core: Send {
     fn timestamps(&mut self, ticket: &Ticket) -> Result<Option<Timestamps>, TimestampsError>;
     /// Moves to `queue`, a `Box` of this tracker's queue type.
     fn note_queue_change(&mut self, queue: Box<dyn Any>) -> Outcome;
+    /// How many queue changes the tracker took: the slots reserved on its
+    /// queue since the last one are the ones it may still publish.
+    fn queue_changes(&self) -> u64;
     fn note_drained(&mut self);
     fn fail_queue(&mut self) -> usize;
     fn fail_submission(&mut self, ticket: &Ticket, issued: u32) -> Result<(), FailSubmissionError>;
@@ -130,8 +133,8 @@ pub(crate) trait Core: Send {
     fn queue(&self) -> &dyn Any;
 }
 
-/// A tracker behind the C handle.
-pub(crate) struct Engine<T>(pub(crate) T);
+/// A tracker behind the C handle, and how many queue changes it took.
+pub(crate) struct Engine<T>(pub(crate) T, pub(crate) u64);
 
 impl<T> Core for Engine<T>
 where
@@ -225,7 +228,12 @@ where
             );
         }
         self.0.note_queue_change(*queue);
+        self.1 += 1;
         Ok(())
+    }
+
+    fn queue_changes(&self) -> u64 {
+        self.1
     }
 
     fn note_drained(&mut self) {

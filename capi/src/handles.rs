@@ -1,7 +1,9 @@
 //! Holds (counted references that keep a use's signal from being re-armed)
 //! and pins (a use's signal lent to a GPU waiter on another queue).
 
+use crate::book::HeldMark;
 use crate::engine::{HoldObject, PinObject};
+use crate::registry::{self, Kind};
 use crate::status::*;
 use crate::types::*;
 
@@ -14,39 +16,32 @@ use crate::types::*;
 /// Thread safety: the query functions may be called from any thread,
 /// concurrently; `sigretire_hold_release` is the last call on a handle.
 pub struct sigretire_hold {
-    magic: u64,
     inner: Box<dyn HoldObject>,
+    /// Keeps the use's record in its tracker's book, so that its ticket
+    /// answers as long as the use is held.
+    mark: Option<HeldMark>,
 }
 
-const HOLD_MAGIC: u64 = u64::from_be_bytes(*b"sigrHOLD");
-
 impl sigretire_hold {
-    pub(crate) fn into_raw(inner: Box<dyn HoldObject>) -> *mut sigretire_hold {
-        Box::into_raw(Box::new(sigretire_hold {
-            magic: HOLD_MAGIC,
-            inner,
-        }))
+    pub(crate) fn into_raw(
+        inner: Box<dyn HoldObject>,
+        mark: Option<HeldMark>,
+    ) -> *mut sigretire_hold {
+        let ptr = Box::into_raw(Box::new(sigretire_hold { inner, mark }));
+        registry::register(ptr, Kind::Hold);
+        ptr
     }
 }
 
 /// The hold behind `ptr`, checked.
 ///
 /// # Safety
-/// A non-null, aligned `ptr` is a live hold handle.
+/// A live hold handle in the table of live handles is a live hold; no
+/// other call releases it meanwhile (the caller's contract).
 unsafe fn hold_ref<'a>(ptr: *const sigretire_hold) -> Outcome<&'a sigretire_hold> {
-    check_pointer(ptr, "hold")?;
-    // SAFETY: non-null and aligned (checked), and by the caller's contract a
-    // live handle, so its magic word is readable. It is read through a raw
-    // place: no reference to the handle exists before the word matches
-    // (the word catches common mistakes, such as a handle already
-    // destroyed or another kind of object, not every one).
-    if unsafe { (&raw const (*ptr).magic).read() } != HOLD_MAGIC {
-        return fail(
-            SIGRETIRE_ERR_BAD_HANDLE,
-            "`hold` is not a live sigretire_hold (released, or another kind of object)",
-        );
-    }
-    // SAFETY: a live hold (the magic matched; the caller's contract).
+    registry::check(ptr, Kind::Hold, "hold")?;
+    // SAFETY: a live hold (the table says so; nothing of `ptr` was read
+    // before it did), not released while this call runs (contract).
     Ok(unsafe { &*ptr })
 }
 
@@ -61,42 +56,39 @@ unsafe fn hold_ref<'a>(ptr: *const sigretire_hold) -> Outcome<&'a sigretire_hold
 /// concurrently; `sigretire_tracker_attach` and `sigretire_pin_release`
 /// consume it and must not run concurrently with any other call on it.
 pub struct sigretire_pin {
-    magic: u64,
     /// `None` only inside `sigretire_tracker_attach`.
     inner: Option<Box<dyn PinObject>>,
+    /// A hold of the same use, the library's own reference to the signal:
+    /// it goes to the consumer's tracker handle with the pin, and outlives
+    /// that tracker while the consumer's packet has not run (orphans.rs).
+    shadow: Option<Box<dyn HoldObject>>,
 }
 
-const PIN_MAGIC: u64 = u64::from_be_bytes(*b"sigrPIN_");
-
 impl sigretire_pin {
-    pub(crate) fn into_raw(inner: Box<dyn PinObject>) -> *mut sigretire_pin {
-        Box::into_raw(Box::new(sigretire_pin {
-            magic: PIN_MAGIC,
+    pub(crate) fn into_raw(
+        inner: Box<dyn PinObject>,
+        shadow: Option<Box<dyn HoldObject>>,
+    ) -> *mut sigretire_pin {
+        let ptr = Box::into_raw(Box::new(sigretire_pin {
             inner: Some(inner),
-        }))
+            shadow,
+        }));
+        registry::register(ptr, Kind::Pin);
+        ptr
     }
 
     /// The pin behind `ptr`, checked, for a consuming call.
     ///
     /// # Safety
-    /// A non-null, aligned `ptr` is a live pin handle no other call uses.
+    /// A live pin handle in the table of live handles is a live pin that
+    /// no other call uses meanwhile (the caller's contract).
     pub(crate) unsafe fn get_mut<'a>(
         ptr: *mut sigretire_pin,
         name: &str,
     ) -> Outcome<&'a mut sigretire_pin> {
-        check_pointer(ptr.cast_const(), name)?;
-        // SAFETY: non-null and aligned (checked), and by the caller's contract a
-        // live handle, so its magic word is readable. It is read through a raw
-        // place: no reference to the handle exists before the word matches
-        // (the word catches common mistakes, such as a handle already
-        // destroyed or another kind of object, not every one).
-        if unsafe { (&raw const (*ptr).magic).read() } != PIN_MAGIC {
-            return fail(
-                SIGRETIRE_ERR_BAD_HANDLE,
-                format!("`{name}` is not a live sigretire_pin (released or attached already?)"),
-            );
-        }
-        // SAFETY: a live pin no other call uses (the caller's contract).
+        registry::check(ptr.cast_const(), Kind::Pin, name)?;
+        // SAFETY: a live pin (the table says so; nothing of `ptr` was read
+        // before it did) that no other call uses (contract).
         Ok(unsafe { &mut *ptr })
     }
 
@@ -104,21 +96,41 @@ impl sigretire_pin {
         self.inner.take()
     }
 
-    pub(crate) fn put_back(&mut self, inner: Box<dyn PinObject>) {
+    /// Gives back the pin [`take`](Self::take) took.
+    pub(crate) fn put_back_pin(&mut self, inner: Box<dyn PinObject>) {
         self.inner = Some(inner);
     }
 
-    /// Frees a handle.
+    /// Gives back the pin and the shadow [`take`](Self::take) and
+    /// [`take_shadow`](Self::take_shadow) took.
+    pub(crate) fn put_back(
+        &mut self,
+        inner: Box<dyn PinObject>,
+        shadow: Option<Box<dyn HoldObject>>,
+    ) {
+        self.inner = Some(inner);
+        self.shadow = shadow;
+    }
+
+    pub(crate) fn take_shadow(&mut self) -> Option<Box<dyn HoldObject>> {
+        self.shadow.take()
+    }
+
+    /// Takes a handle out of the table of live handles and frees it;
+    /// fails, freeing nothing, if it is not a live pin (`name`).
     ///
     /// # Safety
-    /// `ptr` came from [`sigretire_pin::into_raw`] and is not used after.
-    pub(crate) unsafe fn free(ptr: *mut sigretire_pin) {
-        // SAFETY: the caller's guarantee; the magic is cleared first so a
-        // later use of the stale pointer is more likely caught.
-        unsafe {
-            (*ptr).magic = 0;
-            drop(Box::from_raw(ptr));
-        }
+    /// A live pin handle in the table came from
+    /// [`sigretire_pin::into_raw`]; no other call uses it (contract), and
+    /// nothing uses it after.
+    pub(crate) unsafe fn free(ptr: *mut sigretire_pin, name: &str) -> Outcome {
+        // Out of the table first: of two calls freeing the same handle,
+        // only the one that took it out frees it.
+        registry::unregister(ptr.cast_const(), Kind::Pin, name)?;
+        // SAFETY: it was a live pin from `into_raw` (the table said so),
+        // now out of the table: freed once, here.
+        drop(unsafe { Box::from_raw(ptr) });
+        Ok(())
     }
 
     fn object(&self) -> Outcome<&dyn PinObject> {
@@ -135,21 +147,12 @@ impl sigretire_pin {
 /// The pin behind `ptr`, checked, for a query.
 ///
 /// # Safety
-/// A non-null, aligned `ptr` is a live pin handle.
+/// A live pin handle in the table of live handles is a live pin; no other
+/// call releases or attaches it meanwhile (the caller's contract).
 unsafe fn pin_ref<'a>(ptr: *const sigretire_pin) -> Outcome<&'a sigretire_pin> {
-    check_pointer(ptr, "pin")?;
-    // SAFETY: non-null and aligned (checked), and by the caller's contract a
-    // live handle, so its magic word is readable. It is read through a raw
-    // place: no reference to the handle exists before the word matches
-    // (the word catches common mistakes, such as a handle already
-    // destroyed or another kind of object, not every one).
-    if unsafe { (&raw const (*ptr).magic).read() } != PIN_MAGIC {
-        return fail(
-            SIGRETIRE_ERR_BAD_HANDLE,
-            "`pin` is not a live sigretire_pin (released, attached, or another kind of object)",
-        );
-    }
-    // SAFETY: a live pin (the magic matched; the caller's contract).
+    registry::check(ptr, Kind::Pin, "pin")?;
+    // SAFETY: a live pin (the table says so; nothing of `ptr` was read
+    // before it did), not released while this call runs (contract).
     Ok(unsafe { &*ptr })
 }
 
@@ -195,8 +198,10 @@ pub unsafe extern "C" fn sigretire_hold_known_status(
 }
 
 /// The held use's timestamps once the tracker harvested them (no signal
-/// read): `out->available` is 0 until then. A held use keeps its stamps
-/// for as long as it is held.
+/// read): `out->state` is `SIGRETIRE_TIMESTAMPS_NONE` until then, then
+/// `SIGRETIRE_TIMESTAMPS_AVAILABLE`, or `SIGRETIRE_TIMESTAMPS_UNSTAMPED` if
+/// its packet was never stamped (a queue without profiling). A held use
+/// keeps its stamps for as long as it is held.
 ///
 /// Thread safety: any thread, concurrently.
 ///
@@ -208,10 +213,16 @@ pub unsafe extern "C" fn sigretire_hold_timestamps(
     out: *mut sigretire_timestamps,
 ) -> sigretire_status {
     guard("sigretire_hold_timestamps", || {
-        let out = Out::new(out, "out")?;
+        // SAFETY: forwarded caller guarantee.
+        let out = unsafe { StructOut::new(out, "out") }?;
         // SAFETY: forwarded caller guarantee.
         let hold = unsafe { hold_ref(hold) }?;
-        out.write(sigretire_timestamps::from_rust(hold.inner.timestamps()));
+        // No stamps before the harvest says nothing yet: only zeros read
+        // from the signal say it was never stamped.
+        out.write(sigretire_timestamps::from_rust(
+            hold.inner.timestamps(),
+            false,
+        ));
         Ok(())
     })
 }
@@ -262,7 +273,10 @@ pub unsafe extern "C" fn sigretire_hold_clone(
         let out = Out::new(copy, "copy")?;
         // SAFETY: forwarded caller guarantee.
         let hold = unsafe { hold_ref(hold) }?;
-        out.write(sigretire_hold::into_raw(hold.inner.clone_box()));
+        out.write(sigretire_hold::into_raw(
+            hold.inner.clone_box(),
+            hold.mark.clone(),
+        ));
         Ok(())
     })
 }
@@ -287,12 +301,12 @@ pub unsafe extern "C" fn sigretire_hold_release(
         if handle.is_null() {
             return Ok(());
         }
-        // SAFETY: a live handle by contract, checked as far as it can be.
-        unsafe { hold_ref(handle) }?;
-        // SAFETY: live, from `into_raw`, used by nothing else (contract);
-        // freed once, the variable cleared, the magic cleared first.
+        // Out of the table first: of two calls releasing the same handle,
+        // only the one that took it out frees it.
+        registry::unregister(handle.cast_const(), Kind::Hold, "*hold")?;
+        // SAFETY: a live hold from `into_raw` (the table said so), now out
+        // of the table: freed once, here; the caller's variable cleared.
         unsafe {
-            (*handle).magic = 0;
             *hold = std::ptr::null_mut();
             drop(Box::from_raw(handle));
         }
@@ -356,12 +370,11 @@ pub unsafe extern "C" fn sigretire_pin_release(pin: *mut *mut sigretire_pin) -> 
         if handle.is_null() {
             return Ok(());
         }
-        // SAFETY: a live handle by contract, checked as far as it can be.
-        unsafe { sigretire_pin::get_mut(handle, "*pin") }?;
-        // SAFETY: live, from `into_raw`, used by nothing else; freed once.
+        // SAFETY: a pin handle of the table is a live pin nothing else uses
+        // (contract); the caller's variable is cleared once it is freed.
         unsafe {
+            sigretire_pin::free(handle, "*pin")?;
             *pin = std::ptr::null_mut();
-            sigretire_pin::free(handle);
         }
         Ok(())
     })

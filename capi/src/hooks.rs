@@ -18,8 +18,9 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 /// The functions and data of a runtime's own signal memory and queue.
-/// Copied at creation. Required: `allocate`, `load`, `store`, `store_fence`,
-/// `hdp_flush`, `read_index`; the others may be NULL.
+/// Copied at creation. Required (non-NULL): `allocate`, `load`, `store`,
+/// `store_fence`, `hdp_flush`, `read_index` and `queue_user`; `user` and
+/// the other hooks may be NULL.
 ///
 /// Every hook may be called from any thread, and several at once (a CPU
 /// wait loads a signal while the tracker's owner stores another): they must
@@ -29,6 +30,9 @@ use std::sync::Arc;
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct sigretire_hooks {
+    /// `sizeof` this struct, set by the caller before every call that
+    /// takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise).
+    pub size: u32,
     /// Passed to every memory hook and to `release`.
     pub user: *mut c_void,
     /// Makes `count` new signals: writes their handles to `signals[0..count]`
@@ -78,8 +82,9 @@ pub struct sigretire_hooks {
     pub release: Option<unsafe extern "C" fn(user: *mut c_void)>,
     /// Ticks per second of the timestamps (0: nanoseconds).
     pub timestamp_frequency: u64,
-    /// Passed to the queue hooks (`sigretire_hooks_note_queue_change`
-    /// replaces it).
+    /// Names the hardware queue to the queue hooks, which get it with every
+    /// call (`sigretire_hooks_note_queue_change` gives the new queue's).
+    /// Must not be NULL (`SIGRETIRE_ERR_NULL`).
     pub queue_user: *mut c_void,
     /// The packet processor's read index (acquire load): which packets were
     /// consumed. The tracker uses it only to nominate a fence, whose signal
@@ -90,6 +95,9 @@ pub struct sigretire_hooks {
     /// NULL, or an unknown value: host memory, which is always safe.
     pub ring_placement: Option<unsafe extern "C" fn(queue_user: *mut c_void) -> u32>,
 }
+
+sized_structs!(sigretire_hooks);
+caller_filled!(sigretire_hooks);
 
 type AllocateHook = unsafe extern "C" fn(*mut c_void, usize, u32, *mut u64, *mut u32) -> i32;
 type LoadHook = unsafe extern "C" fn(*mut c_void, u64) -> i64;
@@ -339,11 +347,12 @@ pub unsafe extern "C" fn sigretire_hooks_tracker_create(
     guard("sigretire_hooks_tracker_create", || {
         let out = Out::new(tracker, "tracker")?;
         // SAFETY: forwarded caller guarantees.
-        let hooks = unsafe { read_in(hooks, "hooks") }?;
+        let hooks = unsafe { read_struct(hooks, "hooks") }?;
         // From here on the library owns `user`: any failure releases it.
         let release = ReleaseOnDrop(hooks.release, hooks.user);
         // SAFETY: as above.
-        let config = unsafe { read_optional(config, "config", sigretire_config::default_values) }?;
+        let config =
+            unsafe { read_optional_struct(config, "config", sigretire_config::default_values) }?;
         let settings = config.to_rust()?;
         let memory = HookMemory {
             user: hooks.user,
@@ -359,6 +368,12 @@ pub unsafe extern "C" fn sigretire_hooks_tracker_create(
             clock: TimestampClock::from_frequency(hooks.timestamp_frequency)
                 .unwrap_or(TimestampClock::NANOSECONDS),
         };
+        if hooks.queue_user.is_null() {
+            return fail(
+                SIGRETIRE_ERR_NULL,
+                "hooks `queue_user` is NULL: it names the queue to the queue hooks",
+            );
+        }
         let queue = HookQueue {
             user: hooks.queue_user,
             read_index: required(hooks.read_index, "read_index")?,
@@ -374,6 +389,10 @@ pub unsafe extern "C" fn sigretire_hooks_tracker_create(
 
 /// The runtime moved the stream to another hardware queue: a new
 /// generation begins, and the queue hooks get `queue_user` from now on.
+/// Write the packets of every use acquired before the change on the old
+/// queue, where their indices were reserved, before calling this.
+/// `queue_user` names the new queue and must not be NULL
+/// (`SIGRETIRE_ERR_NULL`, nothing changed), as at creation.
 ///
 /// Thread safety: takes the tracker's lock.
 ///
@@ -386,6 +405,12 @@ pub unsafe extern "C" fn sigretire_hooks_note_queue_change(
     queue_user: *mut c_void,
 ) -> sigretire_status {
     guard("sigretire_hooks_note_queue_change", || {
+        if queue_user.is_null() {
+            return fail(
+                SIGRETIRE_ERR_NULL,
+                "`queue_user` is NULL: it names the new queue to the queue hooks",
+            );
+        }
         // SAFETY: forwarded caller guarantee.
         let tracker = unsafe { tracker_ref(tracker) }?;
         require_backend(tracker, "hooks", |b| b == Backend::Hooks)?;

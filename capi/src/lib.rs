@@ -35,6 +35,8 @@ mod book;
 mod engine;
 mod handles;
 mod hooks;
+mod orphans;
+mod registry;
 mod rocr;
 mod sim;
 mod status;
@@ -64,11 +66,12 @@ pub use tracker::{
 };
 pub use types::*;
 
-use status::{Out, fail, guard};
+use status::{Out, StructOut, fail, guard};
 use std::ffi::c_char;
 
-/// The ABI version of the library actually loaded: compare it with
-/// `SIGRETIRE_ABI_VERSION`, the header's.
+/// The ABI version of the library actually loaded: check at start-up that
+/// it equals `SIGRETIRE_ABI_VERSION`, the header's (the shared library's
+/// file name carries no version).
 ///
 /// Thread safety: any thread.
 ///
@@ -112,11 +115,21 @@ pub unsafe extern "C" fn sigretire_status_name(
 
 /// Copies this thread's last error message (what the last failed call on
 /// this thread said went wrong, and what to do) into `buffer`,
-/// NUL-terminated, and its length in bytes (without the NUL) into
-/// `*length`. With a buffer too small (`capacity` may be 0, and `buffer`
-/// then NULL) as much as fits is written and `SIGRETIRE_ERR_BUFFER_TOO_SMALL`
-/// returned; `*length` says how much room it needs. An empty message if no
-/// call failed on this thread yet. Successful calls leave it as it was.
+/// NUL-terminated, and writes to `*length` the size of the buffer the
+/// whole message needs, its NUL included (1 for an empty message): a
+/// buffer of `*length` bytes always takes it. With a smaller buffer
+/// (`capacity` may be 0, and `buffer` then NULL: a size query) as much as
+/// fits is written, NUL-terminated when `capacity` is at least 1, and
+/// `SIGRETIRE_ERR_BUFFER_TOO_SMALL` returned; the message is kept for the
+/// retry. The message is empty if no call failed on this thread yet.
+/// Successful calls leave it as it was.
+///
+/// ```c
+/// size_t length = 0;
+/// sigretire_last_error(NULL, 0, &length);   // SIGRETIRE_ERR_BUFFER_TOO_SMALL
+/// char *message = malloc(length);
+/// sigretire_last_error(message, length, &length);   // SIGRETIRE_OK
+/// ```
 ///
 /// Thread safety: any thread; each thread has its own message.
 ///
@@ -140,9 +153,11 @@ pub unsafe extern "C" fn sigretire_last_error(
             status::check_pointer(buffer.cast_const(), "buffer")?;
         }
         let bytes = message.as_bytes();
-        out.write(bytes.len());
+        // The room the message takes: its bytes and the NUL.
+        let needed = bytes.len() + 1;
+        out.write(needed);
+        truncated = capacity < needed;
         if capacity == 0 {
-            truncated = !bytes.is_empty();
             return Ok(());
         }
         let fits = bytes.len().min(capacity - 1);
@@ -153,7 +168,6 @@ pub unsafe extern "C" fn sigretire_last_error(
             std::ptr::copy_nonoverlapping(bytes.as_ptr().cast::<c_char>(), buffer, fits);
             buffer.add(fits).write(0);
         }
-        truncated = fits < bytes.len();
         Ok(())
     });
     if status == SIGRETIRE_OK && truncated {
@@ -175,13 +189,15 @@ pub unsafe extern "C" fn sigretire_config_default(
     config: *mut sigretire_config,
 ) -> sigretire_status {
     guard("sigretire_config_default", || {
-        Out::new(config, "config")?.write(sigretire_config::default_values());
+        // SAFETY: forwarded caller guarantee.
+        unsafe { StructOut::new(config, "config") }?.write(sigretire_config::default_values());
         Ok(())
     })
 }
 
-/// The spinning wait policy (a default HIP event's: spin 50 us, yield up to
-/// 1 ms, then sleep up to 500 us at a time).
+/// The spinning wait policy (a default HIP event's): spin 50 us, wherever
+/// the signal lives (`spin_ns` and `device_spin_ns` 50000), then yield up
+/// to 1 ms, then sleep up to 500 us at a time.
 ///
 /// Thread safety: any thread.
 ///
@@ -192,15 +208,20 @@ pub unsafe extern "C" fn sigretire_wait_policy_spin(
     policy: *mut sigretire_wait_policy,
 ) -> sigretire_status {
     guard("sigretire_wait_policy_spin", || {
-        Out::new(policy, "policy")?.write(sigretire_wait_policy::from_rust(
+        // SAFETY: forwarded caller guarantee.
+        unsafe { StructOut::new(policy, "policy") }?.write(sigretire_wait_policy::from_rust(
             ::sigretire_tracker::WaitPolicy::spin(),
         ));
         Ok(())
     })
 }
 
-/// The blocking wait policy (a blocking-sync event's: no spin, yield 20 us,
-/// then sleep up to 200 us at a time).
+/// The blocking wait policy (a blocking-sync event's): spin 10 us on a
+/// host-memory signal (`spin_ns` 10000: work that was nearly done costs
+/// less to spin for than to sleep through) and not at all on a
+/// device-memory one (`device_spin_ns` 0: each poll there is a PCIe read,
+/// and not issuing them is the point), then yield 20 us, then sleep up to
+/// 200 us at a time.
 ///
 /// Thread safety: any thread.
 ///
@@ -211,7 +232,8 @@ pub unsafe extern "C" fn sigretire_wait_policy_blocking(
     policy: *mut sigretire_wait_policy,
 ) -> sigretire_status {
     guard("sigretire_wait_policy_blocking", || {
-        Out::new(policy, "policy")?.write(sigretire_wait_policy::from_rust(
+        // SAFETY: forwarded caller guarantee.
+        unsafe { StructOut::new(policy, "policy") }?.write(sigretire_wait_policy::from_rust(
             ::sigretire_tracker::WaitPolicy::blocking(),
         ));
         Ok(())

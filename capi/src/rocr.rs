@@ -2,6 +2,7 @@
 //! `hsa_queue_t` the C runtime created and keeps owning.
 
 use crate::engine::{CQueue, queue_failure};
+use crate::registry::{self, Kind};
 use crate::status::*;
 use crate::tracker::{Backend, build, give, require_backend, sigretire_tracker, tracker_ref};
 use crate::types::*;
@@ -46,30 +47,18 @@ fn rocr_failure<T>(error: Error) -> Outcome<T> {
 /// Thread safety: any function on it from any thread, concurrently, except
 /// `sigretire_rocr_close` (the last call).
 pub struct sigretire_rocr {
-    magic: u64,
     runtime: Arc<Runtime>,
 }
-
-const ROCR_MAGIC: u64 = u64::from_be_bytes(*b"sigrROCR");
 
 /// The runtime behind `ptr`, checked.
 ///
 /// # Safety
-/// A non-null, aligned `ptr` is a live ROCr handle.
+/// A `sigretire_rocr` handle in the table of live handles is a live ROCr
+/// handle, not closed while the call runs (the caller's contract).
 unsafe fn rocr_ref<'a>(ptr: *const sigretire_rocr) -> Outcome<&'a sigretire_rocr> {
-    check_pointer(ptr, "rocr")?;
-    // SAFETY: non-null and aligned (checked), and by the caller's contract a
-    // live handle, so its magic word is readable. It is read through a raw
-    // place: no reference to the handle exists before the word matches
-    // (the word catches common mistakes, such as a handle already
-    // destroyed or another kind of object, not every one).
-    if unsafe { (&raw const (*ptr).magic).read() } != ROCR_MAGIC {
-        return fail(
-            SIGRETIRE_ERR_BAD_HANDLE,
-            "`rocr` is not a live sigretire_rocr (closed, or another kind of object)",
-        );
-    }
-    // SAFETY: a live handle (the magic matched; the caller's contract).
+    registry::check(ptr, Kind::Rocr, "rocr")?;
+    // SAFETY: a live handle (the table says so; nothing of `ptr` was read
+    // before it did), not destroyed while this call runs (contract).
     Ok(unsafe { &*ptr })
 }
 
@@ -86,6 +75,9 @@ pub const SIGRETIRE_ROCR_RING_IN_DEVICE_MEMORY: u32 = 2;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct sigretire_rocr_adopt_options {
+    /// `sizeof` this struct, set by the caller before every call that
+    /// takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise): `sigretire_rocr_adopt_options_default` needs it too.
+    pub size: u32,
     /// `SIGRETIRE_ROCR_*` bits (default: profiling).
     pub flags: u32,
     /// How long destroying the tracker waits for the packets it published
@@ -97,11 +89,15 @@ pub struct sigretire_rocr_adopt_options {
 impl Default for sigretire_rocr_adopt_options {
     fn default() -> Self {
         Self {
+            size: size_of::<Self>() as u32,
             flags: SIGRETIRE_ROCR_PROFILING,
             drain_timeout_ns: 1_000_000_000,
         }
     }
 }
+
+sized_structs!(sigretire_rocr_adopt_options);
+caller_filled!(sigretire_rocr_adopt_options);
 
 impl sigretire_rocr_adopt_options {
     fn to_rust(self) -> Outcome<AdoptOptions> {
@@ -131,7 +127,9 @@ pub unsafe extern "C" fn sigretire_rocr_adopt_options_default(
     options: *mut sigretire_rocr_adopt_options,
 ) -> sigretire_status {
     guard("sigretire_rocr_adopt_options_default", || {
-        Out::new(options, "options")?.write(sigretire_rocr_adopt_options::default());
+        // SAFETY: forwarded caller guarantee.
+        unsafe { StructOut::new(options, "options") }?
+            .write(sigretire_rocr_adopt_options::default());
         Ok(())
     })
 }
@@ -165,10 +163,9 @@ pub unsafe extern "C" fn sigretire_rocr_open(
             Runtime::load_from(path_of(name)?)
         };
         let runtime = runtime.or_else(rocr_failure)?;
-        out.write(Box::into_raw(Box::new(sigretire_rocr {
-            magic: ROCR_MAGIC,
-            runtime,
-        })));
+        let handle = Box::into_raw(Box::new(sigretire_rocr { runtime }));
+        registry::register(handle, Kind::Rocr);
+        out.write(handle);
         Ok(())
     })
 }
@@ -203,11 +200,13 @@ pub unsafe extern "C" fn sigretire_rocr_close(rocr: *mut *mut sigretire_rocr) ->
         if handle.is_null() {
             return Ok(());
         }
-        // SAFETY: a live handle by contract, checked as far as it can be.
-        unsafe { rocr_ref(handle) }?;
-        // SAFETY: live, from `Box::into_raw`, used by nothing else; freed once.
+        // Out of the table first: of two calls closing the same handle,
+        // only the one that took it out frees it.
+        registry::unregister(handle.cast_const(), Kind::Rocr, "*rocr")?;
+        // SAFETY: a live handle from `Box::into_raw` (the table said so),
+        // now out of the table, used by nothing else (contract): freed
+        // once, here; the caller's variable cleared.
         unsafe {
-            (*handle).magic = 0;
             *rocr = std::ptr::null_mut();
             drop(Box::from_raw(handle));
         }
@@ -270,11 +269,13 @@ pub unsafe extern "C" fn sigretire_rocr_tracker_adopt(
             return fail(SIGRETIRE_ERR_NULL, "`queue` is NULL");
         }
         // SAFETY: forwarded caller guarantees.
-        let options =
-            unsafe { read_optional(options, "options", sigretire_rocr_adopt_options::default) }?
-                .to_rust()?;
+        let options = unsafe {
+            read_optional_struct(options, "options", sigretire_rocr_adopt_options::default)
+        }?
+        .to_rust()?;
         // SAFETY: as above.
-        let config = unsafe { read_optional(config, "config", sigretire_config::default_values) }?;
+        let config =
+            unsafe { read_optional_struct(config, "config", sigretire_config::default_values) }?;
         let settings = config.to_rust()?;
         // SAFETY: as above.
         let rocr = unsafe { rocr_ref(rocr) }?;
@@ -297,7 +298,10 @@ fn adopt(device: &Device, queue: *mut c_void, options: AdoptOptions) -> Outcome<
 
 /// Moves a ROCr tracker to another queue of the runtime's on the same GPU
 /// (`queue`, an `hsa_queue_t *`): a new generation begins. `options` may be
-/// NULL (the defaults).
+/// NULL (the defaults). Publish every slot reserved on the old queue first:
+/// from now on the tracker publishes on the new queue, and
+/// `sigretire_tracker_publish` refuses a use acquired before the change
+/// (`SIGRETIRE_ERR_INVALID_STATE`).
 ///
 /// Thread safety: takes the tracker's lock.
 ///
@@ -315,9 +319,10 @@ pub unsafe extern "C" fn sigretire_rocr_note_queue_change(
             return fail(SIGRETIRE_ERR_NULL, "`queue` is NULL");
         }
         // SAFETY: forwarded caller guarantees.
-        let options =
-            unsafe { read_optional(options, "options", sigretire_rocr_adopt_options::default) }?
-                .to_rust()?;
+        let options = unsafe {
+            read_optional_struct(options, "options", sigretire_rocr_adopt_options::default)
+        }?
+        .to_rust()?;
         // SAFETY: as above.
         let tracker = unsafe { tracker_ref(tracker) }?;
         require_backend(tracker, "ROCr", |b| b == Backend::Rocr)?;

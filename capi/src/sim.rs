@@ -3,6 +3,7 @@
 //! drive the "GPU" itself (stepped mode: nothing runs until it says so).
 
 use crate::engine::{CQueue, queue_failure};
+use crate::registry::{self, Kind};
 use crate::status::*;
 use crate::tracker::{Backend, build, give, require_backend, sigretire_tracker, tracker_ref};
 use crate::types::*;
@@ -60,6 +61,9 @@ pub const SIGRETIRE_SIM_MAX_QUEUES: u32 = 16;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct sigretire_sim_options {
+    /// `sizeof` this struct, set by the caller before every call that
+    /// takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise): `sigretire_sim_options_default` needs it too.
+    pub size: u32,
     /// How many queues, 1 to `SIGRETIRE_SIM_MAX_QUEUES` (0 is taken as 1).
     pub queues: u32,
     /// Packets per ring: a power of two from 2 to 131072 (0: 16384).
@@ -73,6 +77,7 @@ pub struct sigretire_sim_options {
 impl Default for sigretire_sim_options {
     fn default() -> Self {
         Self {
+            size: size_of::<Self>() as u32,
             queues: 1,
             queue_size: STEPPED_QUEUE_SIZE,
             flags: 0,
@@ -80,6 +85,9 @@ impl Default for sigretire_sim_options {
         }
     }
 }
+
+sized_structs!(sigretire_sim_options);
+caller_filled!(sigretire_sim_options);
 
 /// A simulated GPU system (opaque): signal memory, AQL queues and a packet
 /// processor, stepped or threaded. Made by `sigretire_sim_create`,
@@ -89,31 +97,19 @@ impl Default for sigretire_sim_options {
 /// Thread safety: every function on it may be called from any thread,
 /// concurrently, except `sigretire_sim_destroy` (the last call).
 pub struct sigretire_sim {
-    magic: u64,
     sim: Sim,
     queues: Vec<Queue>,
 }
 
-const SIM_MAGIC: u64 = u64::from_be_bytes(*b"sigrSIM_");
-
 /// The simulator behind `ptr`, checked.
 ///
 /// # Safety
-/// A non-null, aligned `ptr` is a live simulator handle.
+/// A `sigretire_sim` handle in the table of live handles is a live
+/// simulator, not destroyed while the call runs (the caller's contract).
 unsafe fn sim_ref<'a>(ptr: *const sigretire_sim) -> Outcome<&'a sigretire_sim> {
-    check_pointer(ptr, "sim")?;
-    // SAFETY: non-null and aligned (checked), and by the caller's contract a
-    // live handle, so its magic word is readable. It is read through a raw
-    // place: no reference to the handle exists before the word matches
-    // (the word catches common mistakes, such as a handle already
-    // destroyed or another kind of object, not every one).
-    if unsafe { (&raw const (*ptr).magic).read() } != SIM_MAGIC {
-        return fail(
-            SIGRETIRE_ERR_BAD_HANDLE,
-            "`sim` is not a live sigretire_sim (destroyed, or another kind of object)",
-        );
-    }
-    // SAFETY: a live handle (the magic matched; the caller's contract).
+    registry::check(ptr, Kind::Sim, "sim")?;
+    // SAFETY: a live handle (the table says so; nothing of `ptr` was read
+    // before it did), not destroyed while this call runs (contract).
     Ok(unsafe { &*ptr })
 }
 
@@ -144,7 +140,8 @@ pub unsafe extern "C" fn sigretire_sim_options_default(
     options: *mut sigretire_sim_options,
 ) -> sigretire_status {
     guard("sigretire_sim_options_default", || {
-        Out::new(options, "options")?.write(sigretire_sim_options::default());
+        // SAFETY: forwarded caller guarantee.
+        unsafe { StructOut::new(options, "options") }?.write(sigretire_sim_options::default());
         Ok(())
     })
 }
@@ -164,7 +161,8 @@ pub unsafe extern "C" fn sigretire_sim_create(
     guard("sigretire_sim_create", || {
         let out = Out::new(sim, "sim")?;
         // SAFETY: forwarded caller guarantee.
-        let options = unsafe { read_optional(options, "options", sigretire_sim_options::default) }?;
+        let options =
+            unsafe { read_optional_struct(options, "options", sigretire_sim_options::default) }?;
         if options.flags & !SIM_FLAGS != 0 {
             return fail(
                 SIGRETIRE_ERR_INVALID_ARGUMENT,
@@ -230,11 +228,12 @@ pub unsafe extern "C" fn sigretire_sim_create(
                 Err(error) => return fail(SIGRETIRE_ERR_BACKEND, error.to_string()),
             }
         }
-        out.write(Box::into_raw(Box::new(sigretire_sim {
-            magic: SIM_MAGIC,
+        let handle = Box::into_raw(Box::new(sigretire_sim {
             sim: simulator,
             queues,
-        })));
+        }));
+        registry::register(handle, Kind::Sim);
+        out.write(handle);
         Ok(())
     })
 }
@@ -256,11 +255,13 @@ pub unsafe extern "C" fn sigretire_sim_destroy(sim: *mut *mut sigretire_sim) -> 
         if handle.is_null() {
             return Ok(());
         }
-        // SAFETY: a live handle by contract, checked as far as it can be.
-        unsafe { sim_ref(handle) }?;
-        // SAFETY: live, from `Box::into_raw`, used by nothing else; freed once.
+        // Out of the table first: of two calls destroying the same handle,
+        // only the one that took it out frees it.
+        registry::unregister(handle.cast_const(), Kind::Sim, "*sim")?;
+        // SAFETY: a live handle from `Box::into_raw` (the table said so),
+        // now out of the table, used by nothing else (contract): freed
+        // once, here; the caller's variable cleared.
         unsafe {
-            (*handle).magic = 0;
             *sim = std::ptr::null_mut();
             drop(Box::from_raw(handle));
         }
@@ -286,7 +287,8 @@ pub unsafe extern "C" fn sigretire_sim_tracker_create(
     guard("sigretire_sim_tracker_create", || {
         let out = Out::new(tracker, "tracker")?;
         // SAFETY: forwarded caller guarantees.
-        let config = unsafe { read_optional(config, "config", sigretire_config::default_values) }?;
+        let config =
+            unsafe { read_optional_struct(config, "config", sigretire_config::default_values) }?;
         let settings = config.to_rust()?;
         // SAFETY: as above.
         let sim = unsafe { sim_ref(sim) }?;
@@ -301,7 +303,10 @@ pub unsafe extern "C" fn sigretire_sim_tracker_create(
 }
 
 /// Moves a simulator tracker to another queue of the same simulator (the
-/// runtime moved its stream): a new generation begins.
+/// runtime moved its stream): a new generation begins. Publish every slot
+/// reserved on the old queue first: from now on the tracker publishes on
+/// the new queue, and `sigretire_tracker_publish` refuses a use acquired
+/// before the change (`SIGRETIRE_ERR_INVALID_STATE`).
 ///
 /// Thread safety: takes the tracker's lock.
 ///

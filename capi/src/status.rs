@@ -21,9 +21,12 @@ pub enum sigretire_status {
     /// An argument is out of range: an unknown flag or enumeration value, a
     /// misaligned pointer, a count too large.
     SIGRETIRE_ERR_INVALID_ARGUMENT = 2,
-    /// The handle is not a live handle of its kind (a destroyed one, or
-    /// another kind of object). Caught on a best-effort basis only: passing
-    /// anything but a live handle is the caller's error.
+    /// The handle is not a live handle of the kind the function takes: one
+    /// destroyed or released already, a handle of another kind, or any
+    /// other pointer. The library looks every handle up in its table of
+    /// live handles before it reads anything of it, so such a pointer is
+    /// never read. The one mistake it cannot see: a destroyed handle whose
+    /// address a new handle of the same kind was given is that new handle.
     SIGRETIRE_ERR_BAD_HANDLE = 3,
     /// The ticket was not issued by this tracker: another tracker's, one
     /// whose fields were altered, or one never issued (a zeroed ticket).
@@ -48,7 +51,8 @@ pub enum sigretire_status {
     /// failed): nothing can wait on it.
     SIGRETIRE_ERR_USE_FAILED = 11,
     /// The use is not in a state the operation applies to (failing the
-    /// submission of a use already done, publishing a use retired long ago).
+    /// submission of a use already done, publishing a use retired long ago
+    /// or one acquired before a queue change).
     SIGRETIRE_ERR_INVALID_STATE = 12,
     /// The use's timestamps are no longer kept: hold the use to keep them.
     SIGRETIRE_ERR_EXPIRED = 13,
@@ -77,13 +81,19 @@ pub enum sigretire_status {
     /// text). The panic did not cross into C; the tracker it happened on
     /// answers `SIGRETIRE_ERR_PANIC` from then on and may only be destroyed.
     SIGRETIRE_ERR_PANIC = 22,
+    /// A struct's `size` field is not a size this library knows for that
+    /// struct: it was not set (set it to `sizeof` the struct before every
+    /// call), or the program was built with a header of another version
+    /// (compare `sigretire_abi_version()` with `SIGRETIRE_ABI_VERSION`).
+    /// Nothing was read or written past the field.
+    SIGRETIRE_ERR_STRUCT_SIZE = 23,
 }
 
 pub use sigretire_status::*;
 
 impl sigretire_status {
     /// Every status, in value order.
-    pub const ALL: [sigretire_status; 23] = [
+    pub const ALL: [sigretire_status; 24] = [
         SIGRETIRE_OK,
         SIGRETIRE_ERR_NULL,
         SIGRETIRE_ERR_INVALID_ARGUMENT,
@@ -107,6 +117,7 @@ impl sigretire_status {
         SIGRETIRE_ERR_BACKEND,
         SIGRETIRE_ERR_BUFFER_TOO_SMALL,
         SIGRETIRE_ERR_PANIC,
+        SIGRETIRE_ERR_STRUCT_SIZE,
     ];
 
     /// The status of value `value`, if there is one.
@@ -142,6 +153,7 @@ impl sigretire_status {
             SIGRETIRE_ERR_BACKEND => c"SIGRETIRE_ERR_BACKEND",
             SIGRETIRE_ERR_BUFFER_TOO_SMALL => c"SIGRETIRE_ERR_BUFFER_TOO_SMALL",
             SIGRETIRE_ERR_PANIC => c"SIGRETIRE_ERR_PANIC",
+            SIGRETIRE_ERR_STRUCT_SIZE => c"SIGRETIRE_ERR_STRUCT_SIZE",
         }
     }
 }
@@ -283,11 +295,79 @@ pub(crate) unsafe fn read_in<T: Copy>(ptr: *const T, name: &str) -> Outcome<T> {
     Ok(unsafe { ptr.read() })
 }
 
-/// As [`read_in`], but NULL means `default`.
+/// A struct of the ABI that begins with its size: a `uint32_t size` the
+/// caller sets to the size its header declares, before passing the struct
+/// in or out. The library checks it before it reads or writes anything
+/// else of the struct (`SIGRETIRE_ERR_STRUCT_SIZE`).
 ///
 /// # Safety
-/// As for [`read_in`].
-pub(crate) unsafe fn read_optional<T: Copy>(
+/// Implemented only for `#[repr(C)]` structs whose first field is
+/// `size: u32`.
+pub(crate) unsafe trait Sized32: Copy {
+    /// The C type's name, for messages.
+    const NAME: &'static str;
+    /// The sizes this library accepts. A struct's fields are only ever
+    /// appended; a later library also accepts the sizes of earlier
+    /// headers, reading and writing that prefix only. This is the first
+    /// layout of each, so the one size is the struct's.
+    const SIZE: u32;
+    /// The struct's `size` field.
+    fn size_mut(&mut self) -> &mut u32;
+}
+
+/// Fails unless the size field at `ptr`, a non-null, aligned pointer to a
+/// `T` (the argument `name`), says `T`'s size.
+///
+/// # Safety
+/// `ptr` points to at least a readable `uint32_t`, initialised.
+unsafe fn check_size<T: Sized32>(ptr: *const T, name: &str) -> Outcome {
+    // SAFETY: non-null and aligned (checked by the callers), and the
+    // caller's contract: the first 4 bytes of a `T` are its size field.
+    let size = unsafe { ptr.cast::<u32>().read() };
+    if size != T::SIZE {
+        return fail(
+            SIGRETIRE_ERR_STRUCT_SIZE,
+            format!(
+                "`{name}->size` is {size}: a struct {} of this library is {} bytes. Set `size` to \
+                 sizeof(struct {}) before the call; a header of another version than the \
+                 library's (sigretire_abi_version) has other sizes",
+                T::NAME,
+                T::SIZE,
+                T::NAME
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// A struct a caller fills and the library reads.
+///
+/// # Safety
+/// Made only of integers (and nullable pointers), so that any bytes a
+/// caller wrote are a valid value.
+pub(crate) unsafe trait AnyBits: Sized32 {}
+
+/// The struct an input pointer points to, copied, after the null,
+/// alignment and size checks.
+///
+/// # Safety
+/// A non-null, aligned `ptr` points to a readable, initialised `uint32_t`,
+/// and to a readable, initialised `T` when that says `T`'s size.
+pub(crate) unsafe fn read_struct<T: AnyBits>(ptr: *const T, name: &str) -> Outcome<T> {
+    check_pointer(ptr, name)?;
+    // SAFETY: forwarded caller guarantee.
+    unsafe { check_size(ptr, name) }?;
+    // SAFETY: checked non-null, aligned and of `T`'s size; readable and
+    // initialised by the caller's contract; any bytes are a valid `T`
+    // (`Sized32`'s contract).
+    Ok(unsafe { ptr.read() })
+}
+
+/// As [`read_struct`], but NULL means `default`.
+///
+/// # Safety
+/// As for [`read_struct`].
+pub(crate) unsafe fn read_optional_struct<T: AnyBits>(
     ptr: *const T,
     name: &str,
     default: impl FnOnce() -> T,
@@ -296,7 +376,31 @@ pub(crate) unsafe fn read_optional<T: Copy>(
         return Ok(default());
     }
     // SAFETY: forwarded caller guarantee.
-    unsafe { read_in(ptr, name) }
+    unsafe { read_struct(ptr, name) }
+}
+
+/// A struct out-parameter: checked for null, alignment and its size field
+/// (which the caller set) before the call does anything.
+pub(crate) struct StructOut<T: Sized32>(Out<T>);
+
+impl<T: Sized32> StructOut<T> {
+    /// Checks `ptr` (the out-parameter `name`).
+    ///
+    /// # Safety
+    /// A non-null, aligned `ptr` points to a `T` whose size field the
+    /// caller initialised, writable for as many bytes as that says.
+    pub(crate) unsafe fn new(ptr: *mut T, name: &str) -> Outcome<Self> {
+        let out = Out::new(ptr, name)?;
+        // SAFETY: forwarded caller guarantee.
+        unsafe { check_size(ptr.cast_const(), name) }?;
+        Ok(Self(out))
+    }
+
+    /// Writes the result, its size field set.
+    pub(crate) fn write(self, mut value: T) {
+        *value.size_mut() = T::SIZE;
+        self.0.write(value);
+    }
 }
 
 #[cfg(test)]
@@ -333,7 +437,7 @@ mod tests {
             assert!(status.name().to_str().unwrap().starts_with("SIGRETIRE_"));
         }
         assert_eq!(sigretire_status::from_value(-1), None);
-        assert_eq!(sigretire_status::from_value(23), None);
+        assert_eq!(sigretire_status::from_value(24), None);
     }
 
     #[test]

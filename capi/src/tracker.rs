@@ -1,8 +1,12 @@
 //! The tracker handle and the functions every backend's tracker answers.
 
-use crate::book::{Book, Entry, Found, Seal};
-use crate::engine::{CQueue, Core, Engine, HoldObject, PinObject, WaitSide, foreign_is_a_bug};
+use crate::book::{Book, Entry, Found, HeldMark, HeldUses, Seal};
+use crate::engine::{
+    CQueue, Core, Engine, HoldObject, PinObject, Refused, WaitSide, foreign_is_a_bug,
+};
 use crate::handles::{sigretire_hold, sigretire_pin};
+use crate::orphans::{self, Shadow, sweep_shadows};
+use crate::registry::{self, Kind};
 use crate::status::*;
 use crate::types::*;
 use ::sigretire_tracker::{
@@ -11,6 +15,7 @@ use ::sigretire_tracker::{
 };
 use hsa_sys::PacketHeader;
 use parking_lot::{Mutex, RwLock};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// A completion-signal tracker for one hardware queue (opaque). Made by
@@ -26,21 +31,27 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// short. `sigretire_tracker_wait` takes no tracker lock: a thread waiting
 /// for the GPU never holds up a thread submitting to the same queue.
 pub struct sigretire_tracker {
-    /// [`TRACKER_MAGIC`] while live.
-    magic: u64,
     pub(crate) backend: Backend,
     seal: Seal,
-    core: Mutex<Box<dyn Core>>,
+    core: Mutex<Locked>,
     waits: Box<dyn WaitSide>,
     /// Records of the newest uses; written under `core`'s lock (so in
     /// acquire order), read by lock-free waits.
     book: RwLock<Book>,
+    /// The uses C holds: the book keeps their records.
+    held: Arc<HeldUses>,
     /// Set when a call panicked inside the tracker: its state may be
     /// inconsistent, so it answers nothing more.
     poisoned: AtomicBool,
 }
 
-const TRACKER_MAGIC: u64 = u64::from_be_bytes(*b"sigrTRAK");
+/// What the tracker's lock guards: the tracker, and the library's own
+/// references to the signals its consumer uses wait on (`orphans.rs`).
+struct Locked {
+    core: Box<dyn Core>,
+    /// One per pin attached to a consumer use not known done yet.
+    shadows: Vec<Shadow>,
+}
 
 /// Which backend a tracker runs on, for the backend-specific calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,22 +85,38 @@ impl sigretire_tracker {
         T::Queue: CQueue,
     {
         let waits: Box<dyn WaitSide> = Box::new(tracker.waiter());
+        let held = Arc::new(HeldUses::default());
         Box::new(Self {
-            magic: TRACKER_MAGIC,
             backend,
             seal: Seal::new(NEXT_TRACKER_ID.fetch_add(1, Ordering::Relaxed)),
-            core: Mutex::new(Box::new(Engine(tracker))),
+            core: Mutex::new(Locked {
+                core: Box::new(Engine(tracker, 0)),
+                shadows: Vec::new(),
+            }),
             waits,
-            book: RwLock::new(Book::new(ticket_history)),
+            book: RwLock::new(Book::new(ticket_history, held.clone())),
+            held,
             poisoned: AtomicBool::new(false),
         })
     }
 
     /// Runs `f` on the tracker under its lock.
     pub(crate) fn with_core<R>(&self, f: impl FnOnce(&mut dyn Core) -> R) -> R {
+        self.with_shadows(|core, _| f(core))
+    }
+
+    /// Runs `f` on the tracker and its shadows under its lock, then lets go
+    /// of the shadows whose consumer is known done now (as the tracker lets
+    /// their pins go).
+    fn with_shadows<R>(&self, f: impl FnOnce(&mut dyn Core, &mut Vec<Shadow>) -> R) -> R {
         let _poison = PoisonOnPanic(&self.poisoned);
-        let mut core = self.core.lock();
-        f(&mut **core)
+        let mut locked = self.core.lock();
+        let Locked { core, shadows } = &mut *locked;
+        let result = f(&mut **core, shadows);
+        if !shadows.is_empty() {
+            sweep_shadows(&**core, shadows);
+        }
+        result
     }
 
     /// Runs `f` without the tracker's lock, poisoning the tracker if it panics.
@@ -111,11 +138,13 @@ impl sigretire_tracker {
         }
     }
 
-    /// Records a use just handed out (under the core lock, so in order).
-    fn record(&self, acquired: &Acquired) {
+    /// Records a use `core` just handed out (under the core lock, so in
+    /// order).
+    fn record(&self, core: &dyn Core, acquired: &Acquired) {
         let entry = Entry {
             ticket: acquired.ticket,
             publication: acquired.publication,
+            queue_changes: core.queue_changes(),
         };
         self.book
             .write()
@@ -132,6 +161,7 @@ impl sigretire_tracker {
             flags |= SIGRETIRE_ACQUIRED_COPY_ENGINE;
         }
         sigretire_acquired {
+            size: size_of::<sigretire_acquired>() as u32,
             ticket: self.seal.seal(&acquired.ticket),
             completion_signal: acquired.signal,
             aql_index: p.index(),
@@ -153,7 +183,7 @@ impl sigretire_tracker {
         request: Request,
     ) -> Result<sigretire_acquired, AcquireError> {
         let acquired = core.acquire(request)?;
-        self.record(&acquired);
+        self.record(core, &acquired);
         Ok(self.c_acquired(&acquired))
     }
 
@@ -189,7 +219,7 @@ impl sigretire_tracker {
 /// Writes what a failed acquire says into `*out` where it says something,
 /// and returns the failure.
 fn report_acquire_failure(
-    out: Out<sigretire_acquired>,
+    out: StructOut<sigretire_acquired>,
     (failure, answer): (Fail, sigretire_acquired),
 ) -> Outcome {
     if matches!(
@@ -204,23 +234,14 @@ fn report_acquire_failure(
 /// The tracker behind `ptr`, checked.
 ///
 /// # Safety
-/// A non-null, aligned `ptr` is a live tracker handle.
+/// A live tracker handle in the table of live handles is a live tracker,
+/// not destroyed while the call runs (the caller's contract).
 pub(crate) unsafe fn tracker_ref<'a>(
     ptr: *const sigretire_tracker,
 ) -> Outcome<&'a sigretire_tracker> {
-    check_pointer(ptr, "tracker")?;
-    // SAFETY: non-null and aligned (checked), and by the caller's contract a
-    // live handle, so its magic word is readable. It is read through a raw
-    // place: no reference to the handle exists before the word matches
-    // (the word catches common mistakes, such as a handle already
-    // destroyed or another kind of object, not every one).
-    if unsafe { (&raw const (*ptr).magic).read() } != TRACKER_MAGIC {
-        return fail(
-            SIGRETIRE_ERR_BAD_HANDLE,
-            "`tracker` is not a live sigretire_tracker (destroyed, or another kind of object)",
-        );
-    }
-    // SAFETY: a live tracker (the magic matched; the caller's contract).
+    registry::check(ptr, Kind::Tracker, "tracker")?;
+    // SAFETY: a live tracker (the table says so; nothing of `ptr` was read
+    // before it did), not destroyed while this call runs (contract).
     let tracker = unsafe { &*ptr };
     if tracker.poisoned.load(Ordering::Acquire) {
         return fail(
@@ -233,13 +254,27 @@ pub(crate) unsafe fn tracker_ref<'a>(
 
 /// Hands a new tracker handle to C.
 pub(crate) fn give(out: Out<*mut sigretire_tracker>, tracker: Box<sigretire_tracker>) {
-    out.write(Box::into_raw(tracker));
+    let ptr = Box::into_raw(tracker);
+    registry::register(ptr, Kind::Tracker);
+    out.write(ptr);
 }
 
 /// Destroys a tracker: its uses are forgotten (packets still in flight
 /// complete on the GPU as usual; the tracker's signal memory is kept until
 /// the last hold or pin of it is released). Sets `*tracker` to NULL. A NULL
 /// `*tracker` is a no-op.
+///
+/// The pins this tracker keeps for its consumer uses
+/// (`sigretire_tracker_attach`) outlive it while those uses' packets have
+/// not run: destroying a consumer queue's tracker while its packets still
+/// wait on other queues' signals is safe. The producer keeps each such
+/// signal parked, not re-armed, until the consumer's packet completed
+/// (or failed); the library sees that with at most one load of the
+/// consumer's signal (kept allocated meanwhile) at each later
+/// `sigretire_tracker_poll` or `sigretire_tracker_reclaim` of any tracker,
+/// the producer's included, and at this call. It never reads this
+/// tracker's queue after this call: the runtime may destroy the queue
+/// next.
 ///
 /// Thread safety: the last call on the tracker; no other call on it may run
 /// concurrently or follow.
@@ -257,26 +292,28 @@ pub unsafe extern "C" fn sigretire_tracker_destroy(
         if handle.is_null() {
             return Ok(());
         }
-        check_pointer(handle.cast_const(), "*tracker")?;
-        // SAFETY: non-null and aligned (checked), and by the caller's contract a
-        // live handle, so its magic word is readable. It is read through a raw
-        // place: no reference to the handle exists before the word matches
-        // (the word catches common mistakes, such as a handle already
-        // destroyed or another kind of object, not every one).
-        if unsafe { (&raw const (*handle).magic).read() } != TRACKER_MAGIC {
-            return fail(
-                SIGRETIRE_ERR_BAD_HANDLE,
-                "`*tracker` is not a live sigretire_tracker (destroyed twice?)",
-            );
-        }
-        // SAFETY: as above; nothing else uses the handle any more
-        // (contract). The magic is cleared first, so a use after this call
-        // is more likely to be caught.
-        unsafe {
-            (*handle).magic = 0;
+        // Out of the table first: of two calls destroying the same handle,
+        // only the one that took it out frees it.
+        registry::unregister(handle.cast_const(), Kind::Tracker, "*tracker")?;
+        // SAFETY: a live tracker from `give` (the table said so), now out of
+        // the table, used by nothing else any more (contract): taken back
+        // once, here, and freed below; the caller's variable cleared.
+        let owned = unsafe {
             *tracker = std::ptr::null_mut();
-            drop(Box::from_raw(handle));
+            Box::from_raw(handle)
+        };
+        // The pins of consumer uses that have not run yet go with the
+        // tracker: keep their signals from being re-armed until the
+        // consumers' packets ran (orphans.rs). A tracker that panicked is
+        // not asked which those are.
+        let sigretire_tracker { core, poisoned, .. } = *owned;
+        let Locked { mut core, shadows } = core.into_inner();
+        let poisoned = poisoned.into_inner();
+        if !shadows.is_empty() {
+            orphans::adopt((!poisoned).then_some(&mut *core), shadows);
         }
+        drop(core);
+        orphans::sweep();
         Ok(())
     })
 }
@@ -304,9 +341,10 @@ pub unsafe extern "C" fn sigretire_tracker_acquire(
     out: *mut sigretire_acquired,
 ) -> sigretire_status {
     guard("sigretire_tracker_acquire", || {
-        let out = Out::new(out, "out")?;
         // SAFETY: forwarded caller guarantees.
-        let request = unsafe { read_in(request, "request") }?.to_rust()?;
+        let out = unsafe { StructOut::new(out, "out") }?;
+        // SAFETY: as above.
+        let request = unsafe { read_struct(request, "request") }?.to_rust()?;
         // SAFETY: as above.
         let tracker = unsafe { tracker_ref(tracker) }?;
         match tracker.with_core(|core| tracker.acquire_locked(core, request)) {
@@ -347,11 +385,12 @@ pub unsafe extern "C" fn sigretire_tracker_submit(
     out: *mut sigretire_acquired,
 ) -> sigretire_status {
     guard("sigretire_tracker_submit", || {
-        let out = Out::new(out, "out")?;
         // SAFETY: forwarded caller guarantees.
-        let request = unsafe { read_in(request, "request") }?;
+        let out = unsafe { StructOut::new(out, "out") }?;
         // SAFETY: as above.
-        let work = unsafe { read_in(work, "work") }?;
+        let request = unsafe { read_struct(request, "request") }?;
+        // SAFETY: as above.
+        let work = unsafe { read_struct(work, "work") }?;
         let body = work.as_work()?;
         request.to_rust()?;
         if request.ops > 1 || request.flags & SIGRETIRE_REQUEST_COPY_ENGINE != 0 {
@@ -379,7 +418,7 @@ pub unsafe extern "C" fn sigretire_tracker_submit(
                     return report_acquire_failure(out, tracker.acquire_failure(error));
                 }
             };
-            tracker.record(&acquired);
+            tracker.record(core, &acquired);
             let answer = tracker.c_acquired(&acquired);
             if let Err(failure) = core.publish(acquired.publication, body) {
                 let _ = core.fail_submission(&acquired.ticket, 0);
@@ -422,6 +461,18 @@ pub unsafe extern "C" fn sigretire_tracker_reserve(
 /// record, so it cannot disagree with it. The simulator's and ROCr's
 /// trackers only.
 ///
+/// A use known complete or failed already answers
+/// `SIGRETIRE_ERR_INVALID_STATE`, as does a use retired long ago.
+///
+/// A use acquired before a queue change (`sigretire_sim_note_queue_change`,
+/// `sigretire_rocr_note_queue_change`) answers
+/// `SIGRETIRE_ERR_INVALID_STATE` and nothing is written: its index was
+/// reserved on the old queue, and the tracker now publishes on the new one,
+/// which never reserved it. Publish every reserved slot before a queue
+/// change; a use that missed it cannot complete through the tracker: fail
+/// it (`sigretire_tracker_fail_submission` with 0 issued) and fill its slot
+/// on the old queue yourself, or that queue stalls there.
+///
 /// Thread safety: Locks.
 ///
 /// # Safety
@@ -438,7 +489,7 @@ pub unsafe extern "C" fn sigretire_tracker_publish(
         // SAFETY: forwarded caller guarantees.
         let ticket = unsafe { read_in(ticket, "ticket") }?;
         // SAFETY: as above.
-        let work = unsafe { read_in(work, "work") }?;
+        let work = unsafe { read_struct(work, "work") }?;
         let body = work.as_work()?;
         // SAFETY: as above.
         let tracker = unsafe { tracker_ref(tracker) }?;
@@ -464,7 +515,36 @@ pub unsafe extern "C" fn sigretire_tracker_publish(
                 ),
             );
         };
-        tracker.with_core(|core| core.publish(part, body))
+        tracker.with_core(|core| {
+            if entry.queue_changes != core.queue_changes() {
+                return fail(
+                    SIGRETIRE_ERR_INVALID_STATE,
+                    format!(
+                        "use {} was acquired before a queue change: its index {} was reserved \
+                         on the old queue, not on the tracker's queue now. Fail it \
+                         (sigretire_tracker_fail_submission, 0 issued) and fill that slot of \
+                         the old queue yourself",
+                        ticket.seq,
+                        part.index()
+                    ),
+                );
+            }
+            if let Some(done) = core.known_status(&entry.ticket).or_else(foreign_is_a_bug)? {
+                return fail(
+                    SIGRETIRE_ERR_INVALID_STATE,
+                    format!(
+                        "use {} is {} already: it cannot be published (again)",
+                        ticket.seq,
+                        if done == Status::Failed {
+                            "failed"
+                        } else {
+                            "complete"
+                        }
+                    ),
+                );
+            }
+            core.publish(part, body)
+        })
     })
 }
 
@@ -487,7 +567,7 @@ pub unsafe extern "C" fn sigretire_tracker_publish_unsignalled(
 ) -> sigretire_status {
     guard("sigretire_tracker_publish_unsignalled", || {
         // SAFETY: forwarded caller guarantee.
-        let work = unsafe { read_in(work, "work") }?;
+        let work = unsafe { read_struct(work, "work") }?;
         let body = work.as_work()?;
         if flags & !SIGRETIRE_REQUEST_BARRIER != 0 {
             return fail(
@@ -608,7 +688,7 @@ pub unsafe extern "C" fn sigretire_tracker_wait(
         let ticket = unsafe { read_in(ticket, "ticket") }?;
         // SAFETY: as above.
         let policy = unsafe {
-            read_optional(policy, "policy", || {
+            read_optional_struct(policy, "policy", || {
                 sigretire_wait_policy::from_rust(WaitPolicy::spin())
             })
         }?;
@@ -660,13 +740,22 @@ pub unsafe extern "C" fn sigretire_tracker_hold(
         let ticket = unsafe { read_in(ticket, "ticket") }?;
         // SAFETY: as above.
         let tracker = unsafe { tracker_ref(tracker) }?;
-        let held: Option<Box<dyn HoldObject>> = match tracker.find(&ticket)? {
+        let held: Option<(Box<dyn HoldObject>, HeldMark)> = match tracker.find(&ticket)? {
+            // The mark is made under the lock, with the hold: the book
+            // drops records only under it too, so it cannot drop this one
+            // in between.
             Found::Live(entry) => tracker
-                .with_core(|core| core.hold(&entry.ticket))
+                .with_core(|core| {
+                    Ok(core
+                        .hold(&entry.ticket)?
+                        .map(|hold| (hold, HeldMark::new(&tracker.held, ticket.seq))))
+                })
                 .or_else(foreign_is_a_bug)?,
             Found::Gone { .. } => None,
         };
-        out.write(held.map_or(std::ptr::null_mut(), sigretire_hold::into_raw));
+        out.write(held.map_or(std::ptr::null_mut(), |(hold, mark)| {
+            sigretire_hold::into_raw(hold, Some(mark))
+        }));
         Ok(())
     })
 }
@@ -701,8 +790,17 @@ pub unsafe extern "C" fn sigretire_tracker_pin(
                 format!("use {seq} failed: nothing can wait on it"),
             )
         };
-        let pinned: Option<Box<dyn PinObject>> = match tracker.find(&ticket)? {
-            Found::Live(entry) => match tracker.with_core(|core| core.pin(&entry.ticket)) {
+        type Pinned = (Box<dyn PinObject>, Option<Box<dyn HoldObject>>);
+        let pinned: Option<Pinned> = match tracker.find(&ticket)? {
+            // With the pin, a hold of the same use: the library's own
+            // reference, which outlives the consumer's tracker if need be
+            // (orphans.rs).
+            Found::Live(entry) => match tracker.with_core(|core| {
+                let Some(pin) = core.pin(&entry.ticket)? else {
+                    return Ok(None);
+                };
+                Ok(Some((pin, core.hold(&entry.ticket)?)))
+            }) {
                 Ok(pinned) => pinned,
                 Err(PinError::Failed { seq }) => return failed(seq),
                 Err(PinError::Foreign(foreign)) => foreign_is_a_bug(foreign)?,
@@ -713,16 +811,20 @@ pub unsafe extern "C" fn sigretire_tracker_pin(
             } => return failed(ticket.seq),
             Found::Gone { .. } => None,
         };
-        out.write(pinned.map_or(std::ptr::null_mut(), sigretire_pin::into_raw));
+        out.write(pinned.map_or(std::ptr::null_mut(), |(pin, shadow)| {
+            sigretire_pin::into_raw(pin, shadow)
+        }));
         Ok(())
     })
 }
 
 /// Keeps the pin `*pin` until the use `consumer` of this tracker (the
-/// packet that waits on it) has retired, or this queue drained. On
-/// `SIGRETIRE_OK` the tracker owns the pin: the handle is freed and
-/// `*pin` set to NULL (released at once if the consumer already retired).
-/// On failure the pin stays the caller's, still pinned.
+/// packet that waits on it) has retired, or this queue drained, or, if this
+/// tracker is destroyed first, until the consumer's packet completed (see
+/// `sigretire_tracker_destroy`). On `SIGRETIRE_OK` the tracker owns the
+/// pin: the handle is freed and `*pin` set to NULL (released at once if
+/// the consumer already retired). On failure the pin stays the caller's,
+/// still pinned.
 ///
 /// Thread safety: Locks. No other call on the same pin handle may run
 /// concurrently.
@@ -753,7 +855,7 @@ pub unsafe extern "C" fn sigretire_tracker_attach(
             );
         };
         if !tracker.with_core(|core| core.accepts(object.as_ref())) {
-            pinned.put_back(object);
+            pinned.put_back_pin(object);
             return fail(
                 SIGRETIRE_ERR_WRONG_BACKEND,
                 "the pin is of a tracker of another backend: attach it to a tracker of the same \
@@ -763,24 +865,39 @@ pub unsafe extern "C" fn sigretire_tracker_attach(
         let found = match tracker.find(&consumer) {
             Ok(found) => found,
             Err(failure) => {
-                pinned.put_back(object);
+                pinned.put_back_pin(object);
                 return Err(failure);
             }
         };
         match found {
             Found::Live(entry) => {
-                if let Err(refused) = tracker.with_core(|core| core.attach(&entry.ticket, object)) {
-                    pinned.put_back(refused.pin);
+                let mut shadow = pinned.take_shadow();
+                let attached: Result<(), Refused> = tracker.with_shadows(|core, shadows| {
+                    core.attach(&entry.ticket, object)?;
+                    // The library's own reference to the signal goes with
+                    // the pin (dropped by the sweep if the consumer is
+                    // known done already).
+                    if let Some(producer) = shadow.take() {
+                        shadows.push(Shadow {
+                            consumer: entry.ticket,
+                            producer,
+                        });
+                    }
+                    Ok(())
+                });
+                if let Err(refused) = attached {
+                    pinned.put_back(refused.pin, shadow);
                     return Err(refused.failure);
                 }
             }
             // The consumer retired long ago: the pin is no longer needed.
             Found::Gone { .. } => drop(object),
         }
-        // SAFETY: the handle is live and now empty; freed once, here, and the
-        // caller's variable cleared.
+        // SAFETY: the handle is live (checked above) and now empty; no other
+        // call uses it (contract): freed once, here, and the caller's
+        // variable cleared.
         unsafe {
-            sigretire_pin::free(handle);
+            sigretire_pin::free(handle, "*pin")?;
             *pin = std::ptr::null_mut();
         }
         Ok(())
@@ -811,7 +928,8 @@ pub unsafe extern "C" fn sigretire_tracker_probe(
 
 /// Probes, then reclaims: `*rearmed` is the number of signals re-armed. A
 /// runtime calls it now and then (after a batch of submissions, from a
-/// completion thread).
+/// completion thread). First lets go of the pins of destroyed trackers
+/// whose consumer packets ran (see `sigretire_tracker_destroy`).
 ///
 /// Thread safety: Locks.
 ///
@@ -826,13 +944,18 @@ pub unsafe extern "C" fn sigretire_tracker_poll(
         let out = Out::new(rearmed, "rearmed")?;
         // SAFETY: forwarded caller guarantee.
         let tracker = unsafe { tracker_ref(tracker) }?;
+        // First the pins of destroyed trackers' consumers that ran: their
+        // signals may be this tracker's.
+        orphans::sweep();
         out.write(tracker.with_core(|core| core.poll()));
         Ok(())
     })
 }
 
-/// Re-arms retired signals, oldest use first, reading no signal memory:
-/// `*rearmed` is the number re-armed.
+/// Re-arms retired signals, oldest use first, reading no signal memory of
+/// this tracker: `*rearmed` is the number re-armed. First lets go of the
+/// pins of destroyed trackers whose consumer packets ran (one load of each
+/// such consumer's signal; see `sigretire_tracker_destroy`).
 ///
 /// Thread safety: Locks.
 ///
@@ -847,16 +970,23 @@ pub unsafe extern "C" fn sigretire_tracker_reclaim(
         let out = Out::new(rearmed, "rearmed")?;
         // SAFETY: forwarded caller guarantee.
         let tracker = unsafe { tracker_ref(tracker) }?;
+        // As in sigretire_tracker_poll.
+        orphans::sweep();
         out.write(tracker.with_core(|core| core.reclaim()));
         Ok(())
     })
 }
 
-/// The use's timestamps, harvested once into host memory: `out->available`
-/// is 0 while the use is pending, if it was not timed, if it failed, or if
-/// no work stamped it. `SIGRETIRE_ERR_EXPIRED` once they are no longer kept
-/// (hold the use to keep them). Ticks of
-/// `sigretire_tracker_timestamp_frequency`.
+/// The use's timestamps, harvested once into host memory, in ticks of
+/// `sigretire_tracker_timestamp_frequency`. `out->state` says what it got:
+/// `SIGRETIRE_TIMESTAMPS_AVAILABLE` (`start` and `end` are the stamps);
+/// `SIGRETIRE_TIMESTAMPS_NONE` while the use is pending, or if it was not
+/// timed or failed; `SIGRETIRE_TIMESTAMPS_UNSTAMPED` for a timed use that
+/// completed but was never stamped and never will be (a queue without
+/// profiling, work the backend does not stamp). `SIGRETIRE_ERR_EXPIRED`
+/// once they are no longer kept: the last `stamp_history` timed uses keep
+/// them, and a use keeps them for as long as a `sigretire_hold` of it
+/// lives (its ticket answers as long as that).
 ///
 /// Thread safety: Locks.
 ///
@@ -870,7 +1000,8 @@ pub unsafe extern "C" fn sigretire_tracker_timestamps(
     out: *mut sigretire_timestamps,
 ) -> sigretire_status {
     guard("sigretire_tracker_timestamps", || {
-        let out = Out::new(out, "out")?;
+        // SAFETY: forwarded caller guarantees.
+        let out = unsafe { StructOut::new(out, "out") }?;
         // SAFETY: forwarded caller guarantees.
         let ticket = unsafe { read_in(ticket, "ticket") }?;
         // SAFETY: as above.
@@ -883,19 +1014,29 @@ pub unsafe extern "C" fn sigretire_tracker_timestamps(
                 ),
             )
         };
-        let stamps = match tracker.find(&ticket)? {
-            Found::Live(entry) => match tracker.with_core(|core| core.timestamps(&entry.ticket)) {
-                Ok(stamps) => stamps,
-                Err(TimestampsError::Expired { seq }) => return expired(seq),
-                Err(TimestampsError::Foreign(foreign)) => foreign_is_a_bug(foreign)?,
-            },
+        let answer = match tracker.find(&ticket)? {
+            Found::Live(entry) => {
+                let harvested = tracker.with_core(|core| {
+                    let stamps = core.timestamps(&entry.ticket)?;
+                    // Asked after the harvest, which proves completion
+                    // when it can: a timed use known complete without
+                    // stamps has none to come.
+                    let complete = core.known_status(&entry.ticket)? == Some(Status::Complete);
+                    Ok((stamps, complete && entry.ticket.is_timed()))
+                });
+                match harvested {
+                    Ok((stamps, done)) => sigretire_timestamps::from_rust(stamps, done),
+                    Err(TimestampsError::Expired { seq }) => return expired(seq),
+                    Err(TimestampsError::Foreign(foreign)) => foreign_is_a_bug(foreign)?,
+                }
+            }
             Found::Gone {
                 status: Status::Complete,
                 timed: true,
             } => return expired(ticket.seq),
-            Found::Gone { .. } => None,
+            Found::Gone { .. } => sigretire_timestamps::default(),
         };
-        out.write(sigretire_timestamps::from_rust(stamps));
+        out.write(answer);
         Ok(())
     })
 }
@@ -1035,7 +1176,8 @@ pub unsafe extern "C" fn sigretire_tracker_stats(
     stats: *mut sigretire_stats,
 ) -> sigretire_status {
     guard("sigretire_tracker_stats", || {
-        let out = Out::new(stats, "stats")?;
+        // SAFETY: forwarded caller guarantee.
+        let out = unsafe { StructOut::new(stats, "stats") }?;
         // SAFETY: forwarded caller guarantee.
         let tracker = unsafe { tracker_ref(tracker) }?;
         out.write(sigretire_stats::from_rust(
@@ -1058,7 +1200,8 @@ pub unsafe extern "C" fn sigretire_tracker_census(
     census: *mut sigretire_census,
 ) -> sigretire_status {
     guard("sigretire_tracker_census", || {
-        let out = Out::new(census, "census")?;
+        // SAFETY: forwarded caller guarantee.
+        let out = unsafe { StructOut::new(census, "census") }?;
         // SAFETY: forwarded caller guarantee.
         let tracker = unsafe { tracker_ref(tracker) }?;
         out.write(sigretire_census::from_rust(

@@ -14,9 +14,16 @@ use ::sigretire_tracker::{
 };
 use std::time::Duration;
 
-/// The version of this ABI: raised whenever a type or a function changes
-/// incompatibly. Compare it with `sigretire_abi_version()` at start-up.
-pub const SIGRETIRE_ABI_VERSION: u32 = 1;
+/// The version of this ABI (the header's): a program checks at start-up
+/// that `sigretire_abi_version()` (the library's) equals it, and refuses to
+/// run with another. It is raised by any incompatible change: a function
+/// removed or changed in meaning, a struct field removed, moved or
+/// retyped, a constant changed. Additions keep it: new functions, new
+/// constants and status values, fields appended at the end of a struct
+/// (its `size` field tells the library which layout a caller has).
+/// Version 2: every struct carries its size; `sigretire_timestamps.state`;
+/// `sigretire_wait_policy.device_spin_ns`.
+pub const SIGRETIRE_ABI_VERSION: u32 = 2;
 
 /// The name of one use of a signal (one packet, or one submission of
 /// several operations). Plain data: copy it, store it, compare it; keeping
@@ -141,13 +148,16 @@ const REQUEST_FLAGS: u32 =
 
 /// A request for a signal: the packet it completes and what for.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct sigretire_request {
+    /// `sizeof` this struct, set by the caller before every call that
+    /// takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise).
+    pub size: u32,
+    /// How many operations decrement the signal (0 is taken as 1).
+    pub ops: u32,
     /// The packet's AQL index (for a use of several operations, the last
     /// one's). Ignored by `sigretire_tracker_submit`, which reserves it.
     pub aql_index: u64,
-    /// How many operations decrement the signal (0 is taken as 1).
-    pub ops: u32,
     /// `SIGRETIRE_REQUEST_*` bits.
     pub flags: u32,
     /// A `sigretire_purpose`.
@@ -206,8 +216,11 @@ pub const SIGRETIRE_ACQUIRED_COPY_ENGINE: u32 = 2;
 /// A packet published with another barrier bit than the one recorded here
 /// breaks the tracker's proofs.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct sigretire_acquired {
+    /// `sizeof` this struct, set by the caller before every call that
+    /// takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise).
+    pub size: u32,
     /// The use's name: ask about it, wait for it, hold or pin it.
     pub ticket: sigretire_ticket,
     /// The packet's `completion_signal` (an `hsa_signal_t` handle), armed,
@@ -253,6 +266,9 @@ pub use sigretire_tracker_kind::*;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct sigretire_config {
+    /// `sizeof` this struct, set by the caller before every call that
+    /// takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise): `sigretire_config_default` needs it too.
+    pub size: u32,
     /// Signals in the ring at start (default 64).
     pub initial_size: u64,
     /// The ring grows up to this many times `initial_size` (default 16).
@@ -273,7 +289,9 @@ pub struct sigretire_config {
     /// for their tickets (about 64 bytes each; 0: `stamp_history` plus the
     /// most uses in flight). An older ticket still answers its status; its
     /// timestamps answer `SIGRETIRE_ERR_EXPIRED`; it can no longer be
-    /// published. At least the most uses in flight.
+    /// published. The record of a use a `sigretire_hold` holds is kept
+    /// until the last such hold is released. At least the most uses in
+    /// flight.
     pub ticket_history: u64,
     /// A `sigretire_tracker_kind` (default retiring).
     pub kind: u32,
@@ -289,6 +307,7 @@ impl sigretire_config {
     pub(crate) fn default_values() -> Self {
         let config = Config::default();
         Self {
+            size: size_of::<Self>() as u32,
             initial_size: config.initial_size as u64,
             growth_limit: config.growth_limit as u64,
             refill_batch: config.refill_batch as u64,
@@ -377,64 +396,133 @@ pub(crate) struct Settings {
 }
 
 /// How a CPU wait spends its time (`WaitPolicy`): spin, then yield, then
-/// sleep with a back-off doubling from 1 us. Start from
-/// `sigretire_wait_policy_spin` or `sigretire_wait_policy_blocking`.
+/// sleep with a back-off doubling from 1 us. The spin depends on where the
+/// use's signal lives: each poll of a device-memory signal is a read
+/// across PCIe (about 1 us), so a policy may spin less there, or not at
+/// all. Start from `sigretire_wait_policy_spin` or
+/// `sigretire_wait_policy_blocking`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct sigretire_wait_policy {
-    /// Poll back to back for this long, nanoseconds.
+    /// `sizeof` this struct, set by the caller before every call that
+    /// takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise): the `sigretire_wait_policy_*` functions need it too.
+    pub size: u32,
+    /// Poll back to back for this long, nanoseconds, where the use's signal
+    /// is in host memory.
     pub spin_ns: u64,
     /// Then poll with a yield between polls for this long, nanoseconds.
     pub yield_ns: u64,
     /// Then sleep between polls, doubling up to this, nanoseconds.
     pub max_sleep_ns: u64,
+    /// In place of `spin_ns` where the use's signal is in device memory:
+    /// poll back to back for this long, nanoseconds.
+    pub device_spin_ns: u64,
+}
+
+impl Default for sigretire_wait_policy {
+    /// The spinning policy, as `sigretire_wait_policy_spin` gives it.
+    fn default() -> Self {
+        Self::from_rust(WaitPolicy::spin())
+    }
 }
 
 impl sigretire_wait_policy {
     pub(crate) fn from_rust(policy: WaitPolicy) -> Self {
         let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         Self {
+            size: size_of::<Self>() as u32,
             spin_ns: ns(policy.spin),
             yield_ns: ns(policy.yield_for),
             max_sleep_ns: ns(policy.max_sleep),
+            device_spin_ns: ns(policy.device_spin),
         }
     }
 
     pub(crate) fn to_rust(self) -> WaitPolicy {
         // From the spin policy, so any field the C struct does not carry
-        // keeps the spin policy's value (a tracker's own waits publish
-        // nothing, so they cannot arrange a GPU wake-up anyway).
-        // The C struct has one spin, for signals wherever they live.
-        let mut policy = WaitPolicy::spin().with_spin(Duration::from_nanos(self.spin_ns));
+        // keeps the spin policy's value (`interrupt`: a tracker's own waits
+        // publish nothing, so they cannot arrange a GPU wake-up anyway).
+        let mut policy = WaitPolicy::spin();
+        policy.spin = Duration::from_nanos(self.spin_ns);
+        policy.device_spin = Duration::from_nanos(self.device_spin_ns);
         policy.yield_for = Duration::from_nanos(self.yield_ns);
         policy.max_sleep = Duration::from_nanos(self.max_sleep_ns);
         policy
     }
 }
 
+/// What a `sigretire_timestamps` holds (`state`).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum sigretire_timestamps_state {
+    /// No stamps, for now or for good: the use is pending, failed, or was
+    /// not timed; asked of a hold, also a complete use the tracker has not
+    /// harvested yet. `start` and `end` are 0.
+    SIGRETIRE_TIMESTAMPS_NONE = 0,
+    /// `start` and `end` are the use's stamps.
+    SIGRETIRE_TIMESTAMPS_AVAILABLE = 1,
+    /// The use completed and was timed, but nothing stamped it and nothing
+    /// will: its packet ran on a queue without profiling (the packet
+    /// processor wrote no timestamps: a simulator queue made with
+    /// `SIGRETIRE_SIM_UNPROFILED`, a ROCr queue without profiling), or its
+    /// work is of a kind the backend does not stamp. `start` and `end` are
+    /// 0, which are not stamps.
+    SIGRETIRE_TIMESTAMPS_UNSTAMPED = 2,
+}
+
+pub use sigretire_timestamps_state::*;
+
 /// A use's start and end timestamps, in ticks of the tracker's clock
-/// (`sigretire_tracker_timestamp_frequency`).
+/// (`sigretire_tracker_timestamp_frequency`), and whether it has any.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct sigretire_timestamps {
+    /// `sizeof` this struct, set by the caller before every call that
+    /// takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise).
+    pub size: u32,
+    /// A `sigretire_timestamps_state`: whether `start` and `end` are the
+    /// use's stamps (`SIGRETIRE_TIMESTAMPS_AVAILABLE`), or why there are
+    /// none.
+    pub state: sigretire_timestamps_state,
     /// When the packet processor launched the packet.
     pub start: u64,
     /// When the packet completed.
     pub end: u64,
-    /// 1 if `start` and `end` hold the use's stamps; 0 if there are none
-    /// (the use is pending, failed, was not timed, or no work stamped it).
-    pub available: u32,
+}
+
+impl Default for sigretire_timestamps {
+    fn default() -> Self {
+        Self {
+            size: size_of::<Self>() as u32,
+            start: 0,
+            end: 0,
+            state: SIGRETIRE_TIMESTAMPS_NONE,
+        }
+    }
 }
 
 impl sigretire_timestamps {
-    pub(crate) fn from_rust(stamps: Option<Timestamps>) -> Self {
+    /// The answer for `stamps`, as the tracker or a hold gave them;
+    /// `done_unstamped` says the use is known complete and timed, so that
+    /// no stamps means none will come.
+    pub(crate) fn from_rust(stamps: Option<Timestamps>, done_unstamped: bool) -> Self {
+        let none = |state| Self {
+            state,
+            ..Self::default()
+        };
         match stamps {
+            // A backend reads stamps the packet processor never wrote as
+            // zeros (the simulator, ROCr's amd_signal_t on a queue without
+            // profiling): no packet that ran has an end stamp of 0.
+            Some(t) if t.start == 0 && t.end == 0 => none(SIGRETIRE_TIMESTAMPS_UNSTAMPED),
             Some(t) => Self {
                 start: t.start,
                 end: t.end,
-                available: 1,
+                state: SIGRETIRE_TIMESTAMPS_AVAILABLE,
+                ..Self::default()
             },
-            None => Self::default(),
+            None if done_unstamped => none(SIGRETIRE_TIMESTAMPS_UNSTAMPED),
+            None => none(SIGRETIRE_TIMESTAMPS_NONE),
         }
     }
 }
@@ -472,8 +560,11 @@ impl sigretire_accesses {
 
 /// Everything a tracker counts (the Rust `Stats`, field for field).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct sigretire_stats {
+    /// `sizeof` this struct, set by the caller before every call that
+    /// takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise).
+    pub size: u32,
     /// Accesses to host-memory signals.
     pub host: sigretire_accesses,
     /// Accesses to device-memory signals.
@@ -519,6 +610,7 @@ pub struct sigretire_stats {
 impl sigretire_stats {
     pub(crate) fn from_rust(s: Stats) -> Self {
         Self {
+            size: size_of::<Self>() as u32,
             host: sigretire_accesses::from_rust(s.host()),
             device: sigretire_accesses::from_rust(s.device()),
             signals_created: s.signals_created,
@@ -546,8 +638,11 @@ impl sigretire_stats {
 /// Where every signal a tracker created is: a tracker that loses none
 /// always has `in_flight + armed + parked + retired == created`.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct sigretire_census {
+    /// `sizeof` this struct, set by the caller before every call that
+    /// takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise).
+    pub size: u32,
     /// Signals serving a use in flight.
     pub in_flight: u64,
     /// Armed signals ready for the next uses.
@@ -565,6 +660,7 @@ pub struct sigretire_census {
 impl sigretire_census {
     pub(crate) fn from_rust(c: Census) -> Self {
         Self {
+            size: size_of::<Self>() as u32,
             in_flight: c.in_flight as u64,
             armed: c.armed as u64,
             parked: c.parked as u64,
@@ -621,8 +717,11 @@ pub const SIGRETIRE_MAX_DEPENDENCIES: u32 = 5;
 /// and the completion signal, which come from the tracker's record. Zero it,
 /// set `kind`, then the fields that kind reads.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct sigretire_work {
+    /// `sizeof` this struct, set by the caller before every call that
+    /// takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise).
+    pub size: u32,
     /// A `sigretire_work_kind`.
     pub kind: u32,
     /// WAIT_ALL, WAIT_ANY: how many of `dependencies` are used.
@@ -736,7 +835,94 @@ impl sigretire_work {
     }
 }
 
+/// The ABI's structs, and the sizes their `size` fields must say.
+macro_rules! sized_structs {
+    ($($t:ident),* $(,)?) => {$(
+        // SAFETY: `#[repr(C)]`, `size: u32` its first field.
+        unsafe impl crate::status::Sized32 for $t {
+            const NAME: &'static str = stringify!($t);
+            const SIZE: u32 = size_of::<$t>() as u32;
+            fn size_mut(&mut self) -> &mut u32 {
+                &mut self.size
+            }
+        }
+    )*};
+}
+pub(crate) use sized_structs;
+
+/// The structs a caller fills, which the library reads.
+macro_rules! caller_filled {
+    ($($t:ident),* $(,)?) => {$(
+        // SAFETY: integers (and nullable pointers) only: any bytes are a
+        // valid value.
+        unsafe impl crate::status::AnyBits for $t {}
+    )*};
+}
+pub(crate) use caller_filled;
+
+/// `Default`: zeroed, `size` set (what a caller gets with
+/// `{.size = sizeof x}`).
+macro_rules! zeroed_with_size {
+    ($($t:ident),* $(,)?) => {$(
+        impl Default for $t {
+            fn default() -> Self {
+                // SAFETY: a struct of integers (and nullable pointers or
+                // enums whose value 0 exists): all-zero is a valid value.
+                let mut value: Self = unsafe { std::mem::zeroed() };
+                value.size = size_of::<Self>() as u32;
+                value
+            }
+        }
+    )*};
+}
+
+sized_structs!(
+    sigretire_request,
+    sigretire_acquired,
+    sigretire_config,
+    sigretire_wait_policy,
+    sigretire_timestamps,
+    sigretire_stats,
+    sigretire_census,
+    sigretire_work,
+);
+caller_filled!(
+    sigretire_request,
+    sigretire_config,
+    sigretire_wait_policy,
+    sigretire_work,
+);
+zeroed_with_size!(
+    sigretire_request,
+    sigretire_acquired,
+    sigretire_stats,
+    sigretire_census,
+    sigretire_work,
+);
+
 /// A duration of `ns` nanoseconds.
 pub(crate) fn nanos(ns: u64) -> Duration {
     Duration::from_nanos(ns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ::sigretire_tracker::Placement;
+
+    #[test]
+    fn a_c_wait_policy_spins_as_the_rust_policy_it_came_from() {
+        for policy in [WaitPolicy::spin(), WaitPolicy::blocking()] {
+            let back = sigretire_wait_policy::from_rust(policy).to_rust();
+            for placement in [Placement::Host, Placement::Device] {
+                assert_eq!(
+                    back.spin_for(placement),
+                    policy.spin_for(placement),
+                    "{policy:?}: the spin on {placement:?}-memory signals"
+                );
+            }
+            assert_eq!(back.yield_for, policy.yield_for);
+            assert_eq!(back.max_sleep, policy.max_sleep);
+        }
+    }
 }

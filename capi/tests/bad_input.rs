@@ -22,6 +22,7 @@ impl Rig {
         let mut sim = null_mut();
         let mut tracker = null_mut();
         let options = sigretire_sim_options {
+            size: size_of::<sigretire_sim_options>() as u32,
             queues,
             queue_size: 0,
             flags: 0,
@@ -122,7 +123,8 @@ fn last_error() -> String {
     // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
     // or live handles of this test; the library checks each before use.
     unsafe { sigretire_last_error(buffer.as_mut_ptr(), buffer.len(), &mut length) };
-    let bytes: Vec<u8> = buffer[..length.min(1023)]
+    // `length` counts the NUL.
+    let bytes: Vec<u8> = buffer[..length.saturating_sub(1).min(1023)]
         .iter()
         .map(|&c| c as u8)
         .collect();
@@ -250,7 +252,11 @@ fn the_last_error_reports_a_small_buffer_and_keeps_the_message() {
             sigretire_last_error(small.as_mut_ptr(), small.len(), &mut length),
             SIGRETIRE_ERR_BUFFER_TOO_SMALL
         );
-        assert_eq!(length, full.len());
+        assert_eq!(
+            length,
+            full.len() + 1,
+            "the room it needs, its NUL included"
+        );
         assert_eq!(small[7], 0, "NUL-terminated");
         assert_eq!(
             sigretire_last_error(null_mut(), 0, &mut length),
@@ -259,6 +265,30 @@ fn the_last_error_reports_a_small_buffer_and_keeps_the_message() {
     }
     assert_eq!(last_error(), full, "a size query leaves the message");
     assert_eq!(version, SIGRETIRE_ABI_VERSION);
+}
+
+#[test]
+fn a_buffer_of_the_reported_length_holds_the_whole_message() {
+    // SAFETY: a call with a NULL pointer (under test): it fails.
+    unsafe { assert_eq!(sigretire_abi_version(null_mut()), SIGRETIRE_ERR_NULL) };
+    let mut length = 0;
+    // SAFETY: a size query: NULL buffer of capacity 0, a local length.
+    let query = unsafe { sigretire_last_error(null_mut(), 0, &mut length) };
+    assert_eq!(query, SIGRETIRE_ERR_BUFFER_TOO_SMALL);
+    let mut buffer = vec![1 as c_char; length];
+    let mut written = 0;
+    // SAFETY: `buffer` has `length` writable bytes, as passed.
+    let status = unsafe { sigretire_last_error(buffer.as_mut_ptr(), length, &mut written) };
+    assert_eq!(
+        status, SIGRETIRE_OK,
+        "a buffer of the length the size query reported takes the message and its NUL"
+    );
+    assert_eq!(written, length);
+    assert_eq!(buffer[length - 1], 0, "NUL-terminated");
+    let text: Vec<u8> = buffer[..length - 1].iter().map(|&c| c as u8).collect();
+    let text = String::from_utf8(text).unwrap();
+    assert!(text.starts_with("sigretire_abi_version: "), "{text}");
+    assert!(!text.contains('\0'), "the whole message, no NUL inside");
 }
 
 #[test]
@@ -272,6 +302,7 @@ fn simulator_functions_refuse_bad_arguments() {
     let words = [0u32; 16];
     let options = |f: fn(&mut sigretire_sim_options)| {
         let mut o = sigretire_sim_options {
+            size: size_of::<sigretire_sim_options>() as u32,
             queues: 1,
             queue_size: 0,
             flags: 0,
@@ -422,6 +453,7 @@ fn invalid_configurations_are_refused() {
     let rig = Rig::new(1);
     let mut tracker = null_mut();
     let mut base = sigretire_config {
+        size: size_of::<sigretire_config>() as u32,
         initial_size: 0,
         growth_limit: 0,
         refill_batch: 0,
@@ -1169,6 +1201,7 @@ fn host_hooks() -> HostHooks {
     let user = memory.cast::<c_void>();
     HostHooks {
         hooks: sigretire_hooks {
+            size: size_of::<sigretire_hooks>() as u32,
             user,
             allocate: Some(allocate),
             load: Some(load),
@@ -1232,7 +1265,8 @@ fn hooks_functions_refuse_missing_hooks_and_give_the_memory_back() {
             kind: 7,
             ..{
                 let mut c = std::mem::zeroed::<sigretire_config>();
-                sigretire_config_default(&mut c);
+                c.size = size_of::<sigretire_config>() as u32;
+                assert_eq!(sigretire_config_default(&mut c), SIGRETIRE_OK);
                 c
             }
         };
@@ -1269,7 +1303,7 @@ fn hooks_functions_refuse_missing_hooks_and_give_the_memory_back() {
             f,
         );
         expect(
-            sigretire_hooks_note_queue_change(rig.tracker, null_mut()),
+            sigretire_hooks_note_queue_change(rig.tracker, hooks.hooks.queue_user),
             SIGRETIRE_ERR_WRONG_BACKEND,
             f,
         );
@@ -1315,6 +1349,53 @@ fn hooks_functions_refuse_missing_hooks_and_give_the_memory_back() {
                 .load(std::sync::atomic::Ordering::Relaxed),
             1
         );
+    }
+}
+
+#[test]
+fn a_hooks_tracker_refuses_a_null_queue() {
+    let hooks = host_hooks();
+    let mut tracker = null_mut();
+    // SAFETY: C ABI calls with locals and live handles of this test, or
+    // NULL under test; the library checks each before use.
+    unsafe {
+        let mut no_queue = hooks.hooks;
+        no_queue.queue_user = null_mut();
+        expect(
+            sigretire_hooks_tracker_create(&no_queue, null(), &mut tracker),
+            SIGRETIRE_ERR_NULL,
+            "sigretire_hooks_tracker_create",
+        );
+        assert!(tracker.is_null());
+        assert_eq!(
+            hooks
+                .memory()
+                .released
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1,
+            "a refused creation gives the memory back"
+        );
+        assert_eq!(
+            sigretire_hooks_tracker_create(&hooks.hooks, null(), &mut tracker),
+            SIGRETIRE_OK
+        );
+        let mut generation = 0;
+        assert_eq!(
+            sigretire_tracker_generation(tracker, &mut generation),
+            SIGRETIRE_OK
+        );
+        expect(
+            sigretire_hooks_note_queue_change(tracker, null_mut()),
+            SIGRETIRE_ERR_NULL,
+            "sigretire_hooks_note_queue_change",
+        );
+        let mut after = 0;
+        assert_eq!(
+            sigretire_tracker_generation(tracker, &mut after),
+            SIGRETIRE_OK
+        );
+        assert_eq!(after, generation, "a refused queue change changes nothing");
+        assert_eq!(sigretire_tracker_destroy(&mut tracker), SIGRETIRE_OK);
     }
 }
 
@@ -1388,6 +1469,7 @@ fn rocr_functions_refuse_bad_arguments_without_rocm() {
             f,
         );
         let bad_options = sigretire_rocr_adopt_options {
+            size: size_of::<sigretire_rocr_adopt_options>() as u32,
             flags: 1 << 9,
             drain_timeout_ns: 0,
         };
@@ -1434,6 +1516,7 @@ fn rocr_functions_refuse_bad_arguments_without_rocm() {
 fn stale_tickets_keep_their_answers_after_their_records_are_dropped() {
     let config = {
         let mut c = sigretire_config {
+            size: size_of::<sigretire_config>() as u32,
             initial_size: 0,
             growth_limit: 0,
             refill_batch: 0,
@@ -1505,7 +1588,9 @@ fn stale_tickets_keep_their_answers_after_their_records_are_dropped() {
     let mut hold = null_mut();
     let mut pin = null_mut();
     let mut stamps = sigretire_timestamps {
-        available: 9,
+        start: 9,
+        end: 9,
+        state: SIGRETIRE_TIMESTAMPS_AVAILABLE,
         ..Default::default()
     };
     let work = kernel();
@@ -1535,12 +1620,15 @@ fn stale_tickets_keep_their_answers_after_their_records_are_dropped() {
             sigretire_tracker_timestamps(t, &first, &mut stamps),
             SIGRETIRE_OK
         );
-        assert_eq!(stamps.available, 0, "not timed");
+        assert_eq!(stamps, sigretire_timestamps::default(), "not timed");
         assert_eq!(
             sigretire_tracker_timestamps(t, &failed, &mut stamps),
             SIGRETIRE_OK
         );
-        assert_eq!(stamps.available, 0, "failed: never stamped");
+        assert_eq!(
+            stamps.state, SIGRETIRE_TIMESTAMPS_NONE,
+            "failed: never stamped"
+        );
         expect(
             sigretire_tracker_fail_submission(t, &first, 0),
             SIGRETIRE_ERR_INVALID_STATE,
@@ -1562,4 +1650,441 @@ fn stale_tickets_keep_their_answers_after_their_records_are_dropped() {
         )
     };
     assert_eq!(violations, 0);
+}
+
+/// Eight readable, zeroed bytes whose next byte is in a page that is not
+/// readable: a call that reads past them faults, so a test that passes
+/// them survives only if the library reads nothing past what it was given.
+struct GuardedWord {
+    base: *mut c_void,
+    length: usize,
+}
+
+impl GuardedWord {
+    fn new() -> Self {
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap();
+        let length = 2 * page;
+        // SAFETY: an anonymous private mapping of two pages; the second is
+        // then made inaccessible. Both calls only touch that new mapping.
+        let base = unsafe {
+            let base = libc::mmap(
+                null_mut(),
+                length,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(base, libc::MAP_FAILED);
+            assert_eq!(
+                libc::mprotect(base.cast::<u8>().add(page).cast(), page, libc::PROT_NONE),
+                0
+            );
+            base
+        };
+        Self { base, length }
+    }
+
+    /// The word: the last 8 bytes of the readable page (zeroed by mmap).
+    fn word<T>(&self) -> *mut T {
+        self.base
+            .cast::<u8>()
+            .wrapping_add(self.length / 2 - 8)
+            .cast()
+    }
+}
+
+impl Drop for GuardedWord {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once.
+        unsafe { libc::munmap(self.base, self.length) };
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "maps memory with mmap, which Miri does not model")]
+fn a_handle_is_checked_without_reading_the_memory_passed() {
+    let rig = Rig::new(1);
+    let ticket = rig
+        .submit(sigretire_purpose::SIGRETIRE_PURPOSE_EVENT)
+        .ticket;
+    let guarded = GuardedWord::new();
+    let mut hold = null_mut();
+    let mut pin = null_mut();
+    let mut status = SIGRETIRE_USE_UNKNOWN;
+    let mut n = 0usize;
+    let mut handle = 0u64;
+    let mut proved = false;
+    // SAFETY: C ABI calls with locals and live handles of this test, or
+    // pointers that are not live handles (under test: the library must
+    // refuse them without reading them); the guarded word is 8 readable
+    // bytes.
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_hold(rig.tracker, &ticket, &mut hold),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_tracker_pin(rig.tracker, &ticket, &mut pin),
+            SIGRETIRE_OK
+        );
+        let bad = SIGRETIRE_ERR_BAD_HANDLE;
+        // Eight bytes at the end of readable memory, as every kind of handle:
+        // reading past them would fault.
+        let word = guarded.word::<u8>();
+        expect(
+            sigretire_tracker_poll(word.cast(), &mut n),
+            bad,
+            "sigretire_tracker_poll",
+        );
+        expect(
+            sigretire_tracker_probe(word.cast(), &mut proved),
+            bad,
+            "sigretire_tracker_probe",
+        );
+        expect(
+            sigretire_hold_status(word.cast(), &mut status),
+            bad,
+            "sigretire_hold_status",
+        );
+        expect(
+            sigretire_pin_status(word.cast(), &mut status),
+            bad,
+            "sigretire_pin_status",
+        );
+        expect(
+            sigretire_sim_run_until_idle(word.cast()),
+            bad,
+            "sigretire_sim_run_until_idle",
+        );
+        expect(
+            sigretire_rocr_gpu_count(word.cast(), &mut n),
+            bad,
+            "sigretire_rocr_gpu_count",
+        );
+        let mut fake_tracker = word.cast::<sigretire_tracker>();
+        expect(
+            sigretire_tracker_destroy(&mut fake_tracker),
+            bad,
+            "sigretire_tracker_destroy",
+        );
+        let mut fake_hold = word.cast::<sigretire_hold>();
+        expect(
+            sigretire_hold_release(&mut fake_hold),
+            bad,
+            "sigretire_hold_release",
+        );
+        let mut fake_pin = word.cast::<sigretire_pin>();
+        expect(
+            sigretire_tracker_attach(rig.tracker, &ticket, &mut fake_pin),
+            bad,
+            "sigretire_tracker_attach",
+        );
+        expect(
+            sigretire_pin_release(&mut fake_pin),
+            bad,
+            "sigretire_pin_release",
+        );
+        let mut fake_sim = word.cast::<sigretire_sim>();
+        expect(
+            sigretire_sim_destroy(&mut fake_sim),
+            bad,
+            "sigretire_sim_destroy",
+        );
+        let mut fake_rocr = word.cast::<sigretire_rocr>();
+        expect(
+            sigretire_rocr_close(&mut fake_rocr),
+            bad,
+            "sigretire_rocr_close",
+        );
+
+        // Live handles of one kind passed as another.
+        expect(
+            sigretire_tracker_poll(hold.cast(), &mut n),
+            bad,
+            "sigretire_tracker_poll",
+        );
+        expect(
+            sigretire_tracker_poll(pin.cast(), &mut n),
+            bad,
+            "sigretire_tracker_poll",
+        );
+        expect(
+            sigretire_hold_status(pin.cast(), &mut status),
+            bad,
+            "sigretire_hold_status",
+        );
+        expect(
+            sigretire_pin_packet_handle(hold.cast(), &mut handle),
+            bad,
+            "sigretire_pin_packet_handle",
+        );
+        expect(
+            sigretire_sim_run_until_idle(rig.tracker.cast()),
+            bad,
+            "sigretire_sim_run_until_idle",
+        );
+        expect(
+            sigretire_hold_status(rig.sim.cast(), &mut status),
+            bad,
+            "sigretire_hold_status",
+        );
+
+        // A released handle is no longer live, and is not read either.
+        let stale = hold;
+        assert_eq!(sigretire_hold_release(&mut hold), SIGRETIRE_OK);
+        expect(
+            sigretire_hold_status(stale, &mut status),
+            bad,
+            "sigretire_hold_status",
+        );
+        let mut stale_slot = stale;
+        expect(
+            sigretire_hold_release(&mut stale_slot),
+            bad,
+            "sigretire_hold_release",
+        );
+        assert_eq!(sigretire_pin_release(&mut pin), SIGRETIRE_OK);
+    }
+}
+
+/// The sizes a caller may wrongly declare for a struct of `size` bytes:
+/// unset, smaller (an older or made-up layout), larger (a newer header).
+fn wrong_sizes(size: usize) -> [u32; 4] {
+    let size = size as u32;
+    [0, 4, size - 8, size + 8]
+}
+
+#[test]
+fn a_struct_of_another_size_is_refused_before_anything_happens() {
+    let rig = Rig::new(2);
+    let ticket = rig
+        .submit(sigretire_purpose::SIGRETIRE_PURPOSE_EVENT)
+        .ticket;
+    let uses = rig.stats().uses;
+    let e = SIGRETIRE_ERR_STRUCT_SIZE;
+    let mut hold = null_mut();
+    let mut sim = null_mut();
+    let mut tracker = null_mut();
+    let mut status = SIGRETIRE_USE_UNKNOWN;
+    let fake = 0x1000usize as *mut c_void; // never read: refused first
+    // SAFETY: C ABI calls with locals, live handles of this test, NULL, or
+    // pointers the library refuses before it reads them (under test).
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_hold(rig.tracker, &ticket, &mut hold),
+            SIGRETIRE_OK
+        );
+        for (i, wrong) in wrong_sizes(size_of::<sigretire_request>())
+            .into_iter()
+            .enumerate()
+        {
+            let request = sigretire_request {
+                size: wrong,
+                ..Default::default()
+            };
+            let work = sigretire_work {
+                size: wrong_sizes(size_of::<sigretire_work>())[i],
+                ..kernel()
+            };
+            let mut acquired = sigretire_acquired {
+                size: wrong_sizes(size_of::<sigretire_acquired>())[i],
+                ..Default::default()
+            };
+            let mut good_acquired = sigretire_acquired::default();
+            let untouched = acquired;
+            expect_each!(
+                e,
+                "sigretire_tracker_acquire",
+                sigretire_tracker_acquire(rig.tracker, &request, &mut good_acquired),
+                sigretire_tracker_acquire(
+                    rig.tracker,
+                    &sigretire_request::default(),
+                    &mut acquired
+                ),
+            );
+            expect_each!(
+                e,
+                "sigretire_tracker_submit",
+                sigretire_tracker_submit(rig.tracker, &request, &kernel(), &mut good_acquired),
+                sigretire_tracker_submit(
+                    rig.tracker,
+                    &sigretire_request::default(),
+                    &work,
+                    &mut good_acquired
+                ),
+                sigretire_tracker_submit(
+                    rig.tracker,
+                    &sigretire_request::default(),
+                    &kernel(),
+                    &mut acquired
+                ),
+            );
+            assert_eq!(
+                acquired, untouched,
+                "an out struct of another size is not written"
+            );
+            expect(
+                sigretire_tracker_publish(rig.tracker, &ticket, 0, &work),
+                e,
+                "sigretire_tracker_publish",
+            );
+            expect(
+                sigretire_tracker_publish_unsignalled(rig.tracker, 0, 0, &work),
+                e,
+                "sigretire_tracker_publish_unsignalled",
+            );
+            let policy = sigretire_wait_policy {
+                size: wrong_sizes(size_of::<sigretire_wait_policy>())[i],
+                ..Default::default()
+            };
+            expect(
+                sigretire_tracker_wait(rig.tracker, &ticket, 0, &policy, &mut status),
+                e,
+                "sigretire_tracker_wait",
+            );
+            let mut policy_out = policy;
+            expect_each!(
+                e,
+                "sigretire_wait_policy_",
+                sigretire_wait_policy_spin(&mut policy_out),
+                sigretire_wait_policy_blocking(&mut policy_out),
+            );
+            assert_eq!(policy_out, policy, "not written");
+            let mut stamps = sigretire_timestamps {
+                size: wrong_sizes(size_of::<sigretire_timestamps>())[i],
+                ..Default::default()
+            };
+            expect(
+                sigretire_tracker_timestamps(rig.tracker, &ticket, &mut stamps),
+                e,
+                "sigretire_tracker_timestamps",
+            );
+            expect(
+                sigretire_hold_timestamps(hold, &mut stamps),
+                e,
+                "sigretire_hold_timestamps",
+            );
+            let mut stats = sigretire_stats {
+                size: wrong_sizes(size_of::<sigretire_stats>())[i],
+                ..Default::default()
+            };
+            expect(
+                sigretire_tracker_stats(rig.tracker, &mut stats),
+                e,
+                "sigretire_tracker_stats",
+            );
+            let mut census = sigretire_census {
+                size: wrong_sizes(size_of::<sigretire_census>())[i],
+                ..Default::default()
+            };
+            expect(
+                sigretire_tracker_census(rig.tracker, &mut census),
+                e,
+                "sigretire_tracker_census",
+            );
+            let mut config = std::mem::zeroed::<sigretire_config>();
+            config.size = wrong_sizes(size_of::<sigretire_config>())[i];
+            expect(
+                sigretire_config_default(&mut config),
+                e,
+                "sigretire_config_default",
+            );
+            expect(
+                sigretire_sim_tracker_create(rig.sim, 1, &config, &mut tracker),
+                e,
+                "sigretire_sim_tracker_create",
+            );
+            let mut options = sigretire_sim_options {
+                size: wrong_sizes(size_of::<sigretire_sim_options>())[i],
+                queues: 1,
+                queue_size: 0,
+                flags: 0,
+                costs: 0,
+            };
+            expect(
+                sigretire_sim_options_default(&mut options),
+                e,
+                "sigretire_sim_options_default",
+            );
+            expect(
+                sigretire_sim_create(&options, &mut sim),
+                e,
+                "sigretire_sim_create",
+            );
+            let mut adopt = sigretire_rocr_adopt_options {
+                size: wrong_sizes(size_of::<sigretire_rocr_adopt_options>())[i],
+                flags: 0,
+                drain_timeout_ns: 0,
+            };
+            expect(
+                sigretire_rocr_adopt_options_default(&mut adopt),
+                e,
+                "sigretire_rocr_adopt_options_default",
+            );
+            expect(
+                sigretire_rocr_tracker_adopt(fake.cast(), 0, fake, &adopt, null(), &mut tracker),
+                e,
+                "sigretire_rocr_tracker_adopt",
+            );
+            expect(
+                sigretire_rocr_tracker_adopt(fake.cast(), 0, fake, null(), &config, &mut tracker),
+                e,
+                "sigretire_rocr_tracker_adopt",
+            );
+            expect(
+                sigretire_rocr_note_queue_change(rig.tracker, fake, &adopt),
+                e,
+                "sigretire_rocr_note_queue_change",
+            );
+            let hooks = host_hooks();
+            let mut wrong_hooks = hooks.hooks;
+            wrong_hooks.size = wrong_sizes(size_of::<sigretire_hooks>())[i];
+            expect(
+                sigretire_hooks_tracker_create(&wrong_hooks, null(), &mut tracker),
+                e,
+                "sigretire_hooks_tracker_create",
+            );
+            expect(
+                sigretire_hooks_tracker_create(&hooks.hooks, &config, &mut tracker),
+                e,
+                "sigretire_hooks_tracker_create",
+            );
+            assert!(tracker.is_null() && sim.is_null(), "nothing was made");
+        }
+        assert_eq!(sigretire_hold_release(&mut hold), SIGRETIRE_OK);
+    }
+    assert_eq!(rig.stats().uses, uses, "no call went ahead");
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "maps memory with mmap, which Miri does not model")]
+fn a_struct_declared_smaller_is_not_read_past_its_size() {
+    let rig = Rig::new(1);
+    let guarded = GuardedWord::new();
+    let word = guarded.word::<u32>();
+    let mut acquired = sigretire_acquired::default();
+    // SAFETY: the guarded word is 8 readable, writable bytes; the calls get
+    // it as a struct whose size field (its first 4 bytes) says 8 bytes, so
+    // the library may read those only; other pointers are locals and live
+    // handles.
+    unsafe {
+        word.write(8);
+        expect(
+            sigretire_tracker_acquire(rig.tracker, word.cast(), &mut acquired),
+            SIGRETIRE_ERR_STRUCT_SIZE,
+            "sigretire_tracker_acquire",
+        );
+        expect(
+            sigretire_tracker_stats(rig.tracker, word.cast()),
+            SIGRETIRE_ERR_STRUCT_SIZE,
+            "sigretire_tracker_stats",
+        );
+        expect(
+            sigretire_sim_create(word.cast(), &mut null_mut()),
+            SIGRETIRE_ERR_STRUCT_SIZE,
+            "sigretire_sim_create",
+        );
+    }
 }

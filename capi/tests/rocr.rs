@@ -90,6 +90,7 @@ fn open(standin: &Standin) -> *mut sigretire_rocr {
 fn device_config() -> sigretire_config {
     // SAFETY: all-zero is a valid sigretire_config (plain integers).
     let mut config = unsafe { std::mem::zeroed::<sigretire_config>() };
+    config.size = size_of::<sigretire_config>() as u32;
     // SAFETY: a C ABI call with locals, live handles of this test, or NULL
     // where the call allows it.
     unsafe { assert_eq!(sigretire_config_default(&mut config), SIGRETIRE_OK) };

@@ -112,6 +112,7 @@ impl Drop for Rig {
 
 fn options() -> sigretire_sim_options {
     let mut options = sigretire_sim_options {
+        size: size_of::<sigretire_sim_options>() as u32,
         queues: 0,
         queue_size: 0,
         flags: 0,
@@ -126,6 +127,7 @@ fn config() -> sigretire_config {
     // SAFETY: all-zero is a valid `sigretire_config` (plain integers),
     // overwritten at once by the defaults.
     let mut config = unsafe { std::mem::zeroed::<sigretire_config>() };
+    config.size = size_of::<sigretire_config>() as u32;
     // SAFETY: as above.
     unsafe { assert_eq!(sigretire_config_default(&mut config), SIGRETIRE_OK) };
     config
@@ -155,7 +157,10 @@ fn a_timed_use_has_its_stamps_for_its_ticket_and_its_holders() {
             SIGRETIRE_OK
         );
     }
-    assert_eq!(stamps.available, 0, "pending: no stamps yet");
+    assert_eq!(
+        stamps.state, SIGRETIRE_TIMESTAMPS_NONE,
+        "pending: no stamps yet"
+    );
     rig.run();
     assert_eq!(rig.query(&timed.ticket), SIGRETIRE_USE_COMPLETE);
     let mut hz = 0;
@@ -179,13 +184,144 @@ fn a_timed_use_has_its_stamps_for_its_ticket_and_its_holders() {
         );
         assert_eq!(sigretire_hold_release(&mut hold), SIGRETIRE_OK);
     }
-    assert_eq!(stamps.available, 1);
+    assert_eq!(stamps.state, SIGRETIRE_TIMESTAMPS_AVAILABLE);
     assert!(stamps.end > stamps.start, "{stamps:?}");
     assert_eq!(held, stamps, "the holder sees the same harvest");
     assert_eq!(handle, timed.completion_signal);
     assert_eq!(placement, SIGRETIRE_PLACEMENT_HOST);
     assert_eq!(hz, 100_000_000, "the simulator's MI300X-like 100 MHz clock");
     assert_eq!(rig.stats().harvests, 1);
+}
+
+#[test]
+fn a_held_use_keeps_answering_its_stamps_for_its_ticket() {
+    // The library keeps the records of the newest uses only: at least the
+    // most uses in flight (4 here), by default that plus `stamp_history`.
+    for (stamp_history, ticket_history) in [(16384, 4), (1, 0)] {
+        let mut small = config();
+        small.initial_size = 4;
+        small.growth_limit = 1;
+        small.stamp_history = stamp_history;
+        small.ticket_history = ticket_history;
+        let rig = Rig::new(options(), small);
+        let timed = rig.submit(
+            SIGRETIRE_REQUEST_BARRIER | SIGRETIRE_REQUEST_TIMED,
+            sigretire_work_kind::SIGRETIRE_WORK_EMPTY,
+        );
+        let mut hold = null_mut();
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(
+                sigretire_tracker_hold(rig.tracker, &timed.ticket, &mut hold),
+                SIGRETIRE_OK
+            );
+        }
+        rig.run();
+        for _ in 0..12 {
+            rig.submit(
+                SIGRETIRE_REQUEST_BARRIER | SIGRETIRE_REQUEST_TIMED,
+                sigretire_work_kind::SIGRETIRE_WORK_EMPTY,
+            );
+            rig.run();
+            let mut rearmed = 0;
+            // SAFETY: as above.
+            unsafe {
+                assert_eq!(
+                    sigretire_tracker_poll(rig.tracker, &mut rearmed),
+                    SIGRETIRE_OK
+                )
+            };
+        }
+        let mut stamps = sigretire_timestamps::default();
+        let mut held = sigretire_timestamps::default();
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(sigretire_hold_timestamps(hold, &mut held), SIGRETIRE_OK);
+            assert_eq!(
+                sigretire_tracker_timestamps(rig.tracker, &timed.ticket, &mut stamps),
+                SIGRETIRE_OK,
+                "stamp_history {stamp_history}, ticket_history {ticket_history}: the use is \
+                 held, 12 uses later"
+            );
+        }
+        assert_eq!(held.state, SIGRETIRE_TIMESTAMPS_AVAILABLE);
+        assert_eq!(stamps, held, "the ticket answers what the holder sees");
+        assert_eq!(rig.query(&timed.ticket), SIGRETIRE_USE_COMPLETE);
+        // Its record is kept for its stamps, not so it can run again.
+        let work = sigretire_work {
+            kind: sigretire_work_kind::SIGRETIRE_WORK_EMPTY as u32,
+            ..Default::default()
+        };
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(
+                sigretire_tracker_publish(rig.tracker, &timed.ticket, 0, &work),
+                SIGRETIRE_ERR_INVALID_STATE,
+                "a complete use is not published again"
+            );
+        }
+        // Let go: a few uses later its stamps are no longer kept.
+        // SAFETY: as above.
+        unsafe { assert_eq!(sigretire_hold_release(&mut hold), SIGRETIRE_OK) };
+        for _ in 0..12 {
+            rig.submit(
+                SIGRETIRE_REQUEST_BARRIER | SIGRETIRE_REQUEST_TIMED,
+                sigretire_work_kind::SIGRETIRE_WORK_EMPTY,
+            );
+            rig.run();
+        }
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(
+                sigretire_tracker_timestamps(rig.tracker, &timed.ticket, &mut stamps),
+                SIGRETIRE_ERR_EXPIRED
+            );
+        }
+        assert_eq!(rig.query(&timed.ticket), SIGRETIRE_USE_COMPLETE);
+    }
+}
+
+#[test]
+fn a_timed_use_on_an_unprofiled_queue_says_it_has_no_stamps() {
+    let mut unprofiled = options();
+    unprofiled.flags |= SIGRETIRE_SIM_UNPROFILED;
+    let rig = Rig::new(unprofiled, config());
+    let timed = rig.submit(
+        SIGRETIRE_REQUEST_BARRIER | SIGRETIRE_REQUEST_TIMED,
+        sigretire_work_kind::SIGRETIRE_WORK_EMPTY,
+    );
+    let mut hold = null_mut();
+    let mut stamps = sigretire_timestamps::default();
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_hold(rig.tracker, &timed.ticket, &mut hold),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_tracker_timestamps(rig.tracker, &timed.ticket, &mut stamps),
+            SIGRETIRE_OK
+        );
+    }
+    assert_eq!(stamps.state, SIGRETIRE_TIMESTAMPS_NONE, "pending: none yet");
+    rig.run();
+    let mut held = sigretire_timestamps::default();
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_timestamps(rig.tracker, &timed.ticket, &mut stamps),
+            SIGRETIRE_OK
+        );
+        assert_eq!(sigretire_hold_timestamps(hold, &mut held), SIGRETIRE_OK);
+        assert_eq!(sigretire_hold_release(&mut hold), SIGRETIRE_OK);
+    }
+    assert_eq!(rig.query(&timed.ticket), SIGRETIRE_USE_COMPLETE);
+    assert_eq!(
+        stamps.state, SIGRETIRE_TIMESTAMPS_UNSTAMPED,
+        "complete, timed, and never stamped: not stamps of 0 and 0: {stamps:?}"
+    );
+    assert_eq!((stamps.start, stamps.end), (0, 0));
+    assert_eq!(held, stamps, "the holder hears the same");
 }
 
 #[test]
@@ -208,6 +344,7 @@ fn a_use_of_two_operations_is_published_part_by_part() {
         ops: 2,
         flags: SIGRETIRE_REQUEST_BARRIER,
         purpose: sigretire_purpose::SIGRETIRE_PURPOSE_CPU_SYNC as u32,
+        ..Default::default()
     };
     let mut acquired = sigretire_acquired::default();
     let work = sigretire_work {
@@ -351,6 +488,7 @@ fn a_submission_that_failed_half_way_retires_once_its_issued_part_ran() {
             ops: 2,
             flags: SIGRETIRE_REQUEST_BARRIER,
             purpose: 0,
+            ..Default::default()
         };
         assert_eq!(
             sigretire_tracker_acquire(rig.tracker, &request, &mut acquired),
@@ -438,6 +576,79 @@ fn a_queue_change_starts_a_generation_and_keeps_old_answers() {
         );
     }
     assert!(completed, "the new use ran on queue 1");
+}
+
+#[test]
+fn a_use_acquired_before_a_queue_change_cannot_be_published_after_it() {
+    let mut three = options();
+    three.queues = 3;
+    let mut one_bit = config();
+    one_bit.generation_bits = 1; // two changes bring generation 0 back
+    let rig = Rig::new(three, one_bit);
+    let mut index = 0;
+    let mut acquired = sigretire_acquired::default();
+    let request = sigretire_request {
+        flags: SIGRETIRE_REQUEST_BARRIER,
+        ..Default::default()
+    };
+    let work = sigretire_work {
+        kind: sigretire_work_kind::SIGRETIRE_WORK_KERNEL as u32,
+        ..Default::default()
+    };
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_reserve(rig.tracker, &mut index),
+            SIGRETIRE_OK
+        );
+        let request = sigretire_request {
+            aql_index: index,
+            ..request
+        };
+        assert_eq!(
+            sigretire_tracker_acquire(rig.tracker, &request, &mut acquired),
+            SIGRETIRE_OK
+        );
+        assert_eq!(acquired.ticket.generation, 0);
+        for (queue, generation) in [(1, 1), (2, 0)] {
+            assert_eq!(
+                sigretire_sim_note_queue_change(rig.tracker, rig.sim, queue),
+                SIGRETIRE_OK
+            );
+            let mut now = 9;
+            assert_eq!(
+                sigretire_tracker_generation(rig.tracker, &mut now),
+                SIGRETIRE_OK
+            );
+            assert_eq!(now, generation);
+            // Its index was reserved on queue 0: the tracker's queue now is
+            // another, which never reserved it.
+            assert_eq!(
+                sigretire_tracker_publish(rig.tracker, &acquired.ticket, 0, &work),
+                SIGRETIRE_ERR_INVALID_STATE,
+                "queue {queue}, generation {generation}"
+            );
+            let mut completed = false;
+            assert_eq!(
+                sigretire_sim_packet_completed(rig.sim, queue, index, &mut completed),
+                SIGRETIRE_ERR_INVALID_ARGUMENT,
+                "nothing was written on queue {queue}"
+            );
+        }
+        // The caller fails the use it could not publish.
+        assert_eq!(
+            sigretire_tracker_fail_submission(rig.tracker, &acquired.ticket, 0),
+            SIGRETIRE_OK
+        );
+    }
+    assert_eq!(rig.query(&acquired.ticket), SIGRETIRE_USE_FAILED);
+    // The tracker's own queue takes new work as usual.
+    let after = rig.submit(
+        SIGRETIRE_REQUEST_BARRIER,
+        sigretire_work_kind::SIGRETIRE_WORK_KERNEL,
+    );
+    rig.run();
+    assert_eq!(rig.query(&after.ticket), SIGRETIRE_USE_COMPLETE);
 }
 
 #[test]
@@ -532,9 +743,11 @@ fn threads_wait_on_a_threaded_simulator_while_another_submits() {
             .map(|chunk| {
                 scope.spawn(move || {
                     let mut policy = sigretire_wait_policy {
+                        size: size_of::<sigretire_wait_policy>() as u32,
                         spin_ns: 0,
                         yield_ns: 0,
                         max_sleep_ns: 0,
+                        device_spin_ns: 0,
                     };
                     // SAFETY: as above.
                     unsafe { sigretire_wait_policy_blocking(&mut policy) };
@@ -620,4 +833,204 @@ fn a_copy_engine_use_is_acquired_but_not_published_on_the_aql_queue() {
         );
     }
     assert_eq!(rig.query(&acquired.ticket), SIGRETIRE_USE_FAILED);
+}
+
+/// Two trackers on two queues of one stepped simulator.
+struct Pair {
+    sim: *mut sigretire_sim,
+    producer: *mut sigretire_tracker,
+    consumer: *mut sigretire_tracker,
+}
+
+impl Pair {
+    fn new() -> Self {
+        let mut two = options();
+        two.queues = 2;
+        let (mut sim, mut producer, mut consumer) = (null_mut(), null_mut(), null_mut());
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(sigretire_sim_create(&two, &mut sim), SIGRETIRE_OK);
+            assert_eq!(
+                sigretire_sim_tracker_create(sim, 0, null(), &mut producer),
+                SIGRETIRE_OK
+            );
+            assert_eq!(
+                sigretire_sim_tracker_create(sim, 1, null(), &mut consumer),
+                SIGRETIRE_OK
+            );
+        }
+        Self {
+            sim,
+            producer,
+            consumer,
+        }
+    }
+
+    fn violations(&self) -> u64 {
+        let mut count = u64::MAX;
+        // SAFETY: as above.
+        unsafe { assert_eq!(sigretire_sim_violations(self.sim, &mut count), SIGRETIRE_OK) };
+        count
+    }
+
+    fn producer_census(&self) -> sigretire_census {
+        let mut census = sigretire_census::default();
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(
+                sigretire_tracker_census(self.producer, &mut census),
+                SIGRETIRE_OK
+            )
+        };
+        census
+    }
+
+    fn poll_producer(&self) {
+        let mut rearmed = 0;
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(
+                sigretire_tracker_poll(self.producer, &mut rearmed),
+                SIGRETIRE_OK
+            );
+            assert_eq!(
+                sigretire_tracker_reclaim(self.producer, &mut rearmed),
+                SIGRETIRE_OK
+            );
+        }
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        // SAFETY: as above (a NULL consumer is a no-op).
+        unsafe {
+            assert_eq!(sigretire_tracker_destroy(&mut self.consumer), SIGRETIRE_OK);
+            assert_eq!(sigretire_tracker_destroy(&mut self.producer), SIGRETIRE_OK);
+            assert_eq!(sigretire_sim_destroy(&mut self.sim), SIGRETIRE_OK);
+        }
+    }
+}
+
+#[test]
+fn a_destroyed_consumer_tracker_keeps_its_pins_until_its_packets_ran() {
+    let mut pair = Pair::new();
+    let kernel = sigretire_work {
+        kind: sigretire_work_kind::SIGRETIRE_WORK_KERNEL as u32,
+        ..Default::default()
+    };
+    let fence = sigretire_request {
+        flags: SIGRETIRE_REQUEST_BARRIER,
+        purpose: sigretire_purpose::SIGRETIRE_PURPOSE_GPU_WAITER as u32,
+        ..Default::default()
+    };
+    let mut produced = sigretire_acquired::default();
+    let mut blocker = sigretire_acquired::default();
+    let mut consumed = sigretire_acquired::default();
+    let mut pin = null_mut();
+    let mut handle = 0;
+    // SAFETY: as above.
+    unsafe {
+        // The producer's packet, and a use after it whose packet is not
+        // published yet: the consumer waits on both, so it outlasts the
+        // first.
+        assert_eq!(
+            sigretire_tracker_submit(pair.producer, &fence, &kernel, &mut produced),
+            SIGRETIRE_OK
+        );
+        let mut index = 0;
+        assert_eq!(
+            sigretire_tracker_reserve(pair.producer, &mut index),
+            SIGRETIRE_OK
+        );
+        let later = sigretire_request {
+            aql_index: index,
+            ..fence
+        };
+        assert_eq!(
+            sigretire_tracker_acquire(pair.producer, &later, &mut blocker),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_tracker_pin(pair.producer, &produced.ticket, &mut pin),
+            SIGRETIRE_OK
+        );
+        assert_eq!(sigretire_pin_packet_handle(pin, &mut handle), SIGRETIRE_OK);
+
+        // The consumer's barrier-AND waits on the pinned signal (and the
+        // blocker's); its tracker takes the pin, then is destroyed while
+        // the packet waits.
+        let mut wait = sigretire_work {
+            kind: sigretire_work_kind::SIGRETIRE_WORK_WAIT_ALL as u32,
+            dependency_count: 2,
+            ..Default::default()
+        };
+        wait.dependencies[0] = handle;
+        wait.dependencies[1] = blocker.completion_signal;
+        let consume = sigretire_request {
+            flags: SIGRETIRE_REQUEST_BARRIER,
+            ..Default::default()
+        };
+        assert_eq!(
+            sigretire_tracker_submit(pair.consumer, &consume, &wait, &mut consumed),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_tracker_attach(pair.consumer, &consumed.ticket, &mut pin),
+            SIGRETIRE_OK
+        );
+        assert!(pin.is_null());
+        assert_eq!(sigretire_tracker_destroy(&mut pair.consumer), SIGRETIRE_OK);
+        assert!(pair.consumer.is_null());
+    }
+
+    // The producer's packet runs; the consumer's still waits (on the
+    // blocker). The producer retires its use but must not re-arm the
+    // signal the consumer's packet waits on.
+    // SAFETY: as above.
+    unsafe { assert_eq!(sigretire_sim_run_until_idle(pair.sim), SIGRETIRE_OK) };
+    let mut completed = true;
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            sigretire_sim_packet_completed(pair.sim, 1, consumed.aql_index, &mut completed),
+            SIGRETIRE_OK
+        );
+    }
+    assert!(!completed, "the consumer's packet still waits");
+    pair.poll_producer();
+    assert_eq!(
+        pair.violations(),
+        0,
+        "the producer re-armed a signal a waiting packet names"
+    );
+    assert_eq!(pair.producer_census().parked, 1, "parked, not re-armed");
+
+    // The blocker is published: the consumer's packet runs. The next poll
+    // sees it done and lets go: the signal comes back.
+    let marker = sigretire_work {
+        kind: sigretire_work_kind::SIGRETIRE_WORK_MARKER as u32,
+        ..Default::default()
+    };
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            sigretire_tracker_publish(pair.producer, &blocker.ticket, 0, &marker),
+            SIGRETIRE_OK
+        );
+        assert_eq!(sigretire_sim_run_until_idle(pair.sim), SIGRETIRE_OK);
+        assert_eq!(
+            sigretire_sim_packet_completed(pair.sim, 1, consumed.aql_index, &mut completed),
+            SIGRETIRE_OK
+        );
+    }
+    assert!(completed);
+    pair.poll_producer();
+    let census = pair.producer_census();
+    assert_eq!(census.parked, 0, "unparked once the consumer's packet ran");
+    assert_eq!(
+        census.in_flight + census.armed + census.parked + census.retired,
+        census.created
+    );
+    assert_eq!(pair.violations(), 0);
 }

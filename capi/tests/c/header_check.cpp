@@ -5,6 +5,7 @@
 
 #include "sigretire.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -18,17 +19,36 @@ static_assert(std::is_trivially_copyable<sigretire_stats>::value, "stats are pla
 static_assert(std::is_trivially_copyable<sigretire_census>::value, "census is plain data");
 static_assert(SIGRETIRE_OK == 0, "success is 0");
 
+// Every struct passed by pointer but the ticket begins with its size.
+#define SIZE_FIRST(type) \
+    static_assert(offsetof(type, size) == 0 && sizeof(((type *)nullptr)->size) == 4, \
+                  #type " begins with uint32_t size")
+SIZE_FIRST(sigretire_request);
+SIZE_FIRST(sigretire_acquired);
+SIZE_FIRST(sigretire_config);
+SIZE_FIRST(sigretire_wait_policy);
+SIZE_FIRST(sigretire_timestamps);
+SIZE_FIRST(sigretire_stats);
+SIZE_FIRST(sigretire_census);
+SIZE_FIRST(sigretire_work);
+SIZE_FIRST(sigretire_sim_options);
+SIZE_FIRST(sigretire_rocr_adopt_options);
+SIZE_FIRST(sigretire_hooks);
+
 namespace {
 
 // Calls through the header's declarations, so their C++ linkage is checked
 // too (extern "C" comes from the header's cpp_compat guards).
 sigretire_status first_use(sigretire_tracker *tracker, sigretire_ticket *ticket) {
     sigretire_request request = {};
+    request.size = sizeof request;
     request.flags = SIGRETIRE_REQUEST_BARRIER;
     request.purpose = SIGRETIRE_PURPOSE_EVENT;
     sigretire_work work = {};
+    work.size = sizeof work;
     work.kind = SIGRETIRE_WORK_MARKER;
     sigretire_acquired acquired = {};
+    acquired.size = sizeof acquired;
     sigretire_status status = sigretire_tracker_submit(tracker, &request, &work, &acquired);
     *ticket = acquired.ticket;
     return status;

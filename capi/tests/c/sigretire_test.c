@@ -2,10 +2,13 @@
  * The C test of the sigretire C ABI: compiled with the system's C compiler
  * against include/sigretire.h and the built library, it runs the
  * repository README's 64-fence example on the simulator (one load retires
- * 64 uses), a hold/pin scenario across two queues, back-pressure, a
+ * 64 uses), a hold/pin scenario across two queues, a consumer's tracker
+ * destroyed while its packet waits on a pinned signal, the timestamps of a
+ * held use and of an unprofiled one, the wait policies, back-pressure, a
  * runtime's own packets written by hand, backend hooks implemented here in
  * C, threads waiting while another submits, and bad input. It exits 1 on
- * any wrong answer.
+ * any wrong answer. It also runs clean under AddressSanitizer (gcc
+ * -fsanitize=address, with the library built with -Zsanitizer=address).
  *
  * -DPLANT_WRONG_ANSWER makes it expect a wrong value (two loads for the 64
  * fences instead of one), so a build can show the program does fail when
@@ -37,11 +40,14 @@ static void check(int ok, const char *what, const char *file, int line) {
         size_t length = 0;
         wrong++;
         fprintf(stderr, "%s:%d: WRONG: %s\n", file, line, what);
-        if (sigretire_last_error(message, sizeof message, &length) == SIGRETIRE_OK && length > 0) {
+        if (sigretire_last_error(message, sizeof message, &length) == SIGRETIRE_OK && length > 1) {
             fprintf(stderr, "    last error: %s\n", message);
         }
     }
 }
+
+/* Every struct passed to the library carries its size, set first. */
+#define SIZED(type) {.size = sizeof(struct type)}
 
 #define CHECK(cond) check((cond) ? 1 : 0, #cond, __FILE__, __LINE__)
 #define CHECK_OK(call) CHECK((call) == SIGRETIRE_OK)
@@ -52,16 +58,14 @@ static void check(int ok, const char *what, const char *file, int line) {
 #define PACKET_TYPE_BARRIER_AND 3
 
 static struct sigretire_work kernel_work(void) {
-    struct sigretire_work work;
-    memset(&work, 0, sizeof work);
+    struct sigretire_work work = SIZED(sigretire_work); /* the rest zeroed */
     work.kind = SIGRETIRE_WORK_KERNEL;
     work.kernel_object = 0; /* the simulator's empty kernel */
     return work;
 }
 
 static struct sigretire_request fence_request(uint32_t purpose) {
-    struct sigretire_request request;
-    memset(&request, 0, sizeof request);
+    struct sigretire_request request = SIZED(sigretire_request);
     request.flags = SIGRETIRE_REQUEST_BARRIER;
     request.purpose = purpose;
     return request;
@@ -72,10 +76,10 @@ static struct sigretire_request fence_request(uint32_t purpose) {
 static void sixty_four_fences(void) {
     struct sigretire_sim *sim = NULL;
     struct sigretire_tracker *tracker = NULL;
-    struct sigretire_config config;
+    struct sigretire_config config = SIZED(sigretire_config);
     struct sigretire_ticket tickets[64];
-    struct sigretire_stats stats;
-    struct sigretire_census census;
+    struct sigretire_stats stats = SIZED(sigretire_stats);
+    struct sigretire_census census = SIZED(sigretire_census);
     size_t rearmed = 0;
     uint64_t violations = 1;
     int i;
@@ -87,7 +91,7 @@ static void sixty_four_fences(void) {
     for (i = 0; i < 64; i++) {
         struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_COMPLETION);
         struct sigretire_work work = kernel_work();
-        struct sigretire_acquired acquired;
+        struct sigretire_acquired acquired = SIZED(sigretire_acquired);
         CHECK_OK(sigretire_tracker_submit(tracker, &request, &work, &acquired));
         CHECK(acquired.flags & SIGRETIRE_ACQUIRED_BARRIER);
         CHECK(acquired.placement == SIGRETIRE_PLACEMENT_DEVICE);
@@ -124,7 +128,7 @@ static void a_packet_written_by_hand(void) {
     struct sigretire_sim *sim = NULL;
     struct sigretire_tracker *tracker = NULL;
     struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_CPU_SYNC);
-    struct sigretire_acquired acquired;
+    struct sigretire_acquired acquired = SIZED(sigretire_acquired);
     uint32_t words[16];
     sigretire_use_status status = SIGRETIRE_USE_UNKNOWN;
     bool completed = false;
@@ -163,16 +167,17 @@ static void a_packet_written_by_hand(void) {
 /* An event holds a use and a GPU waiter on another queue pins it: the
  * retired signal is parked, not re-armed, until both let go. */
 static void hold_and_pin(void) {
-    struct sigretire_sim_options options;
+    struct sigretire_sim_options options = SIZED(sigretire_sim_options);
     struct sigretire_sim *sim = NULL;
     struct sigretire_tracker *producer = NULL, *consumer = NULL;
     struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_GPU_WAITER);
     struct sigretire_work work = kernel_work();
-    struct sigretire_acquired produced, consumed;
+    struct sigretire_acquired produced = SIZED(sigretire_acquired),
+                              consumed = SIZED(sigretire_acquired);
     struct sigretire_hold *hold = NULL;
     struct sigretire_pin *pin = NULL;
-    struct sigretire_census census;
-    struct sigretire_stats stats;
+    struct sigretire_census census = SIZED(sigretire_census);
+    struct sigretire_stats stats = SIZED(sigretire_stats);
     sigretire_use_status status = SIGRETIRE_USE_UNKNOWN;
     uint64_t handle = 0, index = 0, violations = 1;
     size_t rearmed = 0;
@@ -199,6 +204,7 @@ static void hold_and_pin(void) {
     request.aql_index = index;
     CHECK_OK(sigretire_tracker_acquire(consumer, &request, &consumed));
     memset(&work, 0, sizeof work);
+    work.size = sizeof work;
     work.kind = SIGRETIRE_WORK_WAIT_ALL;
     work.dependency_count = 1;
     work.dependencies[0] = handle;
@@ -248,14 +254,140 @@ static void hold_and_pin(void) {
     CHECK_OK(sigretire_sim_destroy(&sim));
 }
 
+/* A consumer queue's tracker destroyed while its packet still waits on a
+ * pinned signal: the producer keeps the signal parked until that packet
+ * ran, and the simulator sees no re-arm under the waiter. */
+static void destroying_a_consumer_keeps_its_pins(void) {
+    struct sigretire_sim_options options = SIZED(sigretire_sim_options);
+    struct sigretire_sim *sim = NULL;
+    struct sigretire_tracker *producer = NULL, *consumer = NULL;
+    struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_GPU_WAITER);
+    struct sigretire_work work = kernel_work(), wait = SIZED(sigretire_work),
+                          marker = SIZED(sigretire_work);
+    struct sigretire_acquired produced = SIZED(sigretire_acquired),
+                              blocker = SIZED(sigretire_acquired),
+                              consumed = SIZED(sigretire_acquired);
+    struct sigretire_pin *pin = NULL;
+    struct sigretire_census census = SIZED(sigretire_census);
+    uint64_t handle = 0, index = 0, violations = 1;
+    size_t rearmed = 0;
+    bool completed = true;
+
+    CHECK_OK(sigretire_sim_options_default(&options));
+    options.queues = 2;
+    CHECK_OK(sigretire_sim_create(&options, &sim));
+    CHECK_OK(sigretire_sim_tracker_create(sim, 0, NULL, &producer));
+    CHECK_OK(sigretire_sim_tracker_create(sim, 1, NULL, &consumer));
+    CHECK_OK(sigretire_tracker_submit(producer, &request, &work, &produced));
+    /* A later use whose packet is not written yet holds the consumer back. */
+    CHECK_OK(sigretire_tracker_reserve(producer, &index));
+    request.aql_index = index;
+    CHECK_OK(sigretire_tracker_acquire(producer, &request, &blocker));
+    CHECK_OK(sigretire_tracker_pin(producer, &produced.ticket, &pin));
+    CHECK_OK(sigretire_pin_packet_handle(pin, &handle));
+
+    memset(&wait, 0, sizeof wait);
+    wait.size = sizeof wait;
+    wait.kind = SIGRETIRE_WORK_WAIT_ALL;
+    wait.dependency_count = 2;
+    wait.dependencies[0] = handle;
+    wait.dependencies[1] = blocker.completion_signal;
+    request = fence_request(SIGRETIRE_PURPOSE_COMPLETION);
+    CHECK_OK(sigretire_tracker_submit(consumer, &request, &wait, &consumed));
+    CHECK_OK(sigretire_tracker_attach(consumer, &consumed.ticket, &pin));
+    CHECK_OK(sigretire_tracker_destroy(&consumer)); /* its packet still waits */
+
+    CHECK_OK(sigretire_sim_run_until_idle(sim));
+    CHECK_OK(sigretire_sim_packet_completed(sim, 1, consumed.aql_index, &completed));
+    CHECK(!completed);
+    CHECK_OK(sigretire_tracker_poll(producer, &rearmed));
+    CHECK_OK(sigretire_sim_violations(sim, &violations));
+    CHECK(violations == 0);
+    CHECK_OK(sigretire_tracker_census(producer, &census));
+    CHECK(census.parked == 1); /* not re-armed under the waiter */
+
+    memset(&marker, 0, sizeof marker);
+    marker.size = sizeof marker;
+    marker.kind = SIGRETIRE_WORK_MARKER;
+    CHECK_OK(sigretire_tracker_publish(producer, &blocker.ticket, 0, &marker));
+    CHECK_OK(sigretire_sim_run_until_idle(sim));
+    CHECK_OK(sigretire_sim_packet_completed(sim, 1, consumed.aql_index, &completed));
+    CHECK(completed);
+    CHECK_OK(sigretire_tracker_poll(producer, &rearmed));
+    CHECK_OK(sigretire_tracker_census(producer, &census));
+    CHECK(census.parked == 0); /* the consumer's packet ran: let go */
+    CHECK_OK(sigretire_sim_violations(sim, &violations));
+    CHECK(violations == 0);
+    CHECK_OK(sigretire_tracker_destroy(&producer));
+    CHECK_OK(sigretire_sim_destroy(&sim));
+}
+
+/* A held use keeps answering its stamps by its ticket, however many uses
+ * later; a timed use on a queue without profiling says it has none. */
+static void timestamps(void) {
+    struct sigretire_sim_options options = SIZED(sigretire_sim_options);
+    struct sigretire_sim *sim = NULL;
+    struct sigretire_tracker *tracker = NULL;
+    struct sigretire_config config = SIZED(sigretire_config);
+    struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_EVENT);
+    struct sigretire_work work = SIZED(sigretire_work);
+    struct sigretire_acquired timed = SIZED(sigretire_acquired),
+                              later = SIZED(sigretire_acquired);
+    struct sigretire_timestamps stamps = SIZED(sigretire_timestamps),
+                                held = SIZED(sigretire_timestamps);
+    struct sigretire_hold *hold = NULL;
+    size_t rearmed = 0;
+    int i;
+
+    memset(&work, 0, sizeof work);
+    work.size = sizeof work;
+    work.kind = SIGRETIRE_WORK_EMPTY;
+    request.flags |= SIGRETIRE_REQUEST_TIMED;
+    CHECK_OK(sigretire_sim_create(NULL, &sim));
+    CHECK_OK(sigretire_config_default(&config));
+    config.initial_size = 4;
+    config.growth_limit = 1;
+    config.ticket_history = 4; /* the fewest records: the most uses in flight */
+    CHECK_OK(sigretire_sim_tracker_create(sim, 0, &config, &tracker));
+    CHECK_OK(sigretire_tracker_submit(tracker, &request, &work, &timed));
+    CHECK_OK(sigretire_tracker_hold(tracker, &timed.ticket, &hold));
+    for (i = 0; i < 12; i++) {
+        CHECK_OK(sigretire_sim_run_until_idle(sim));
+        CHECK_OK(sigretire_tracker_submit(tracker, &request, &work, &later));
+        CHECK_OK(sigretire_tracker_poll(tracker, &rearmed));
+    }
+    CHECK_OK(sigretire_tracker_timestamps(tracker, &timed.ticket, &stamps));
+    CHECK_OK(sigretire_hold_timestamps(hold, &held));
+    CHECK(stamps.state == SIGRETIRE_TIMESTAMPS_AVAILABLE && stamps.end > stamps.start);
+    CHECK(held.state == stamps.state && held.start == stamps.start && held.end == stamps.end);
+    CHECK_OK(sigretire_hold_release(&hold));
+    CHECK_OK(sigretire_sim_run_until_idle(sim));
+    CHECK_OK(sigretire_tracker_destroy(&tracker));
+    CHECK_OK(sigretire_sim_destroy(&sim));
+
+    CHECK_OK(sigretire_sim_options_default(&options));
+    options.flags |= SIGRETIRE_SIM_UNPROFILED;
+    CHECK_OK(sigretire_sim_create(&options, &sim));
+    CHECK_OK(sigretire_sim_tracker_create(sim, 0, NULL, &tracker));
+    CHECK_OK(sigretire_tracker_submit(tracker, &request, &work, &timed));
+    CHECK_OK(sigretire_tracker_timestamps(tracker, &timed.ticket, &stamps));
+    CHECK(stamps.state == SIGRETIRE_TIMESTAMPS_NONE); /* pending */
+    CHECK_OK(sigretire_sim_run_until_idle(sim));
+    CHECK_OK(sigretire_tracker_timestamps(tracker, &timed.ticket, &stamps));
+    CHECK(stamps.state == SIGRETIRE_TIMESTAMPS_UNSTAMPED); /* complete, never stamped */
+    CHECK(stamps.start == 0 && stamps.end == 0);
+    CHECK_OK(sigretire_tracker_destroy(&tracker));
+    CHECK_OK(sigretire_sim_destroy(&sim));
+}
+
 /* A full ring answers with the use to wait for, never blocks. */
 static void back_pressure(void) {
     struct sigretire_sim *sim = NULL;
     struct sigretire_tracker *tracker = NULL;
-    struct sigretire_config config;
+    struct sigretire_config config = SIZED(sigretire_config);
     struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_COMPLETION);
     struct sigretire_work work = kernel_work();
-    struct sigretire_acquired acquired;
+    struct sigretire_acquired acquired = SIZED(sigretire_acquired);
     sigretire_use_status status = SIGRETIRE_USE_UNKNOWN;
     int i;
 
@@ -288,7 +420,7 @@ struct waiter_args {
 
 static void *wait_for_ticket(void *arg) {
     struct waiter_args *args = arg;
-    struct sigretire_wait_policy policy;
+    struct sigretire_wait_policy policy = SIZED(sigretire_wait_policy);
     sigretire_wait_policy_blocking(&policy);
     args->result =
         sigretire_tracker_wait(args->tracker, &args->ticket, 10000000000u, &policy, &args->status);
@@ -300,7 +432,7 @@ static void waits_on_other_threads(void) {
     struct sigretire_tracker *tracker = NULL;
     struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_CPU_SYNC);
     struct sigretire_work work = kernel_work();
-    struct sigretire_acquired acquired;
+    struct sigretire_acquired acquired = SIZED(sigretire_acquired);
     struct waiter_args args[4];
     pthread_t threads[4];
     int i;
@@ -402,16 +534,17 @@ static uint32_t hook_ring_placement(void *queue_user) {
 static void hooks_over_a_runtimes_own_memory(void) {
     static struct runtime_memory memory;
     static struct runtime_queue queue;
-    struct sigretire_hooks hooks;
+    struct sigretire_hooks hooks = SIZED(sigretire_hooks);
     struct sigretire_tracker *tracker = NULL;
     struct sigretire_acquired acquired[8];
-    struct sigretire_stats stats;
+    struct sigretire_stats stats = SIZED(sigretire_stats);
     struct sigretire_work work = kernel_work();
     size_t rearmed = 0;
     uint64_t index = 0;
     int i;
 
     memset(&hooks, 0, sizeof hooks);
+    hooks.size = sizeof hooks;
     pthread_mutex_init(&memory.lock, NULL);
     hooks.user = &memory;
     hooks.allocate = hook_allocate;
@@ -431,6 +564,7 @@ static void hooks_over_a_runtimes_own_memory(void) {
     for (i = 0; i < 8; i++) {
         struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_COMPLETION);
         request.aql_index = (uint64_t)i;
+        acquired[i].size = sizeof acquired[i];
         CHECK_OK(sigretire_tracker_acquire(tracker, &request, &acquired[i]));
         CHECK(hook_load(&memory, acquired[i].completion_signal) == 1); /* armed */
     }
@@ -466,7 +600,7 @@ static void bad_input(void) {
     struct sigretire_tracker *one = NULL, *other = NULL;
     struct sigretire_request request = fence_request(SIGRETIRE_PURPOSE_COMPLETION);
     struct sigretire_work work = kernel_work();
-    struct sigretire_acquired acquired;
+    struct sigretire_acquired acquired = SIZED(sigretire_acquired);
     struct sigretire_ticket forged;
     struct sigretire_rocr *rocr = NULL;
     sigretire_use_status status = SIGRETIRE_USE_UNKNOWN;
@@ -482,8 +616,22 @@ static void bad_input(void) {
     CHECK_STATUS(sigretire_tracker_query(NULL, &acquired.ticket, &status), SIGRETIRE_ERR_NULL);
     CHECK_STATUS(sigretire_tracker_query(one, NULL, &status), SIGRETIRE_ERR_NULL);
     CHECK_STATUS(sigretire_tracker_query(one, &acquired.ticket, NULL), SIGRETIRE_ERR_NULL);
-    CHECK(sigretire_last_error(message, sizeof message, &length) == SIGRETIRE_OK && length > 0);
+    CHECK(sigretire_last_error(message, sizeof message, &length) == SIGRETIRE_OK && length > 1);
     CHECK(strstr(message, "sigretire_tracker_query") != NULL);
+    CHECK(length == strlen(message) + 1); /* the room it takes, its NUL included */
+    { /* a size query, then a buffer of exactly that size takes the message */
+        size_t needed = 0;
+        char *copy = NULL;
+        CHECK_STATUS(sigretire_last_error(NULL, 0, &needed), SIGRETIRE_ERR_BUFFER_TOO_SMALL);
+        CHECK(needed == length);
+        copy = malloc(needed);
+        CHECK(copy != NULL);
+        if (copy != NULL) {
+            CHECK_OK(sigretire_last_error(copy, needed, &needed));
+            CHECK(strcmp(copy, message) == 0);
+            free(copy);
+        }
+    }
     CHECK_STATUS(sigretire_tracker_query(other, &acquired.ticket, &status),
                  SIGRETIRE_ERR_BAD_TICKET); /* another tracker's */
     forged = acquired.ticket;
@@ -506,6 +654,47 @@ static void bad_input(void) {
     CHECK(name != NULL && strcmp(name, "SIGRETIRE_ERR_BAD_TICKET") == 0);
     CHECK_STATUS(sigretire_status_name(-5, &name), SIGRETIRE_ERR_INVALID_ARGUMENT);
 
+    /* Handles of another kind, and a released one: refused, never read
+     * (under AddressSanitizer a read past a hold or of a freed hold aborts). */
+    {
+        struct sigretire_hold *hold = NULL, *stale = NULL;
+        struct sigretire_pin *pin = NULL;
+        size_t rearmed = 0;
+        request.purpose = SIGRETIRE_PURPOSE_EVENT;
+        work = kernel_work();
+        CHECK_OK(sigretire_tracker_submit(one, &request, &work, &acquired));
+        CHECK_OK(sigretire_tracker_hold(one, &acquired.ticket, &hold));
+        CHECK_OK(sigretire_tracker_pin(one, &acquired.ticket, &pin));
+        CHECK(hold != NULL && pin != NULL);
+        CHECK_STATUS(sigretire_tracker_poll((struct sigretire_tracker *)(void *)hold, &rearmed),
+                     SIGRETIRE_ERR_BAD_HANDLE);
+        CHECK_STATUS(sigretire_tracker_poll((struct sigretire_tracker *)(void *)pin, &rearmed),
+                     SIGRETIRE_ERR_BAD_HANDLE);
+        CHECK_STATUS(sigretire_hold_status((struct sigretire_hold *)(void *)pin, &status),
+                     SIGRETIRE_ERR_BAD_HANDLE);
+        stale = hold;
+        CHECK_OK(sigretire_hold_release(&hold));
+        CHECK_STATUS(sigretire_hold_status(stale, &status), SIGRETIRE_ERR_BAD_HANDLE);
+        CHECK_OK(sigretire_pin_release(&pin));
+        request.purpose = SIGRETIRE_PURPOSE_COMPLETION;
+    }
+
+    /* A struct whose size is unset or another header's is refused before
+     * anything of it but the size is read or written. */
+    {
+        struct sigretire_stats stats = SIZED(sigretire_stats);
+        struct sigretire_request unsized;
+        memset(&unsized, 0, sizeof unsized);
+        CHECK_STATUS(sigretire_tracker_acquire(one, &unsized, &acquired),
+                     SIGRETIRE_ERR_STRUCT_SIZE);
+        stats.size = sizeof stats + 8; /* a newer header's, say */
+        stats.uses = 12345;
+        CHECK_STATUS(sigretire_tracker_stats(one, &stats), SIGRETIRE_ERR_STRUCT_SIZE);
+        CHECK(stats.uses == 12345); /* not written */
+        CHECK_STATUS(sigretire_status_name(SIGRETIRE_ERR_STRUCT_SIZE, &name), SIGRETIRE_OK);
+        CHECK(strcmp(name, "SIGRETIRE_ERR_STRUCT_SIZE") == 0);
+    }
+
     /* No ROCm at this path: a load error, not a crash or a hang. */
     CHECK_STATUS(sigretire_rocr_open("/nonexistent/libhsa-runtime64.so.1", &rocr), SIGRETIRE_ERR_LOAD);
     CHECK(rocr == NULL);
@@ -516,14 +705,30 @@ static void bad_input(void) {
     CHECK_OK(sigretire_sim_destroy(&sim));
 }
 
+/* The two wait policies, as the header describes them. */
+static void wait_policies(void) {
+    struct sigretire_wait_policy policy = SIZED(sigretire_wait_policy);
+    CHECK_OK(sigretire_wait_policy_spin(&policy));
+    CHECK(policy.spin_ns == 50000 && policy.device_spin_ns == 50000);
+    CHECK(policy.yield_ns == 1000000 && policy.max_sleep_ns == 500000);
+    CHECK_OK(sigretire_wait_policy_blocking(&policy));
+    CHECK(policy.spin_ns == 10000);     /* on host-memory signals */
+    CHECK(policy.device_spin_ns == 0);  /* no PCIe reads back to back */
+    CHECK(policy.yield_ns == 20000 && policy.max_sleep_ns == 200000);
+}
+
 int main(void) {
     uint32_t version = 0;
     CHECK_OK(sigretire_abi_version(&version));
     CHECK(version == SIGRETIRE_ABI_VERSION);
 
+    wait_policies();
+
     sixty_four_fences();
     a_packet_written_by_hand();
     hold_and_pin();
+    destroying_a_consumer_keeps_its_pins();
+    timestamps();
     back_pressure();
     waits_on_other_threads();
     hooks_over_a_runtimes_own_memory();
