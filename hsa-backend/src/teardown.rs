@@ -35,9 +35,10 @@
 //! A queue adopted from the runtime and let go of without a drain that
 //! proved its packets finished is never destroyed here, so its record stays
 //! until the runtime shuts down: a pool its packets named waits for one of
-//! its fences, or for the shutdown. A packet a runtime writes into its own
-//! queue, past the backend, naming a signal it was lent (a pin), is not
-//! recorded: the runtime keeps the pin until that packet has passed.
+//! its fences, or for the shutdown. A packet a runtime writes into a queue
+//! past the backend, or a kernel it hands a signal in its arguments, naming
+//! a signal it was lent (a pin), is not recorded: the runtime keeps the pin
+//! until that packet has passed.
 
 use hsa_sys::{
     HSA_AMD_PACKET_TYPE_BARRIER_VALUE, HSA_PACKET_TYPE_BARRIER_AND, HSA_PACKET_TYPE_BARRIER_OR,
