@@ -899,8 +899,10 @@ impl Drop for QueueInner {
             drop(unsafe { Arc::from_raw(Arc::as_ptr(&self.errors)) });
         } else if !(failed || drained) {
             // The runtime's queue may still run packets naming the
-            // backend's memory: its record stays (a pool its packets named
-            // waits for one of its fences, or for the runtime's shutdown).
+            // backend's memory: its record stays while they name any (a
+            // pool they named waits for one of its fences, or for the
+            // runtime's shutdown).
+            self.device.runtime().teardown.queue_lost(api, &self.record);
             return;
         }
         self.device.runtime().teardown.queue_gone(api, &self.record);

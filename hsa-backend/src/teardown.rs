@@ -48,7 +48,7 @@ use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 /// Memory to give back to ROCr.
 #[derive(Debug)]
@@ -194,6 +194,10 @@ impl Names {
 /// The teardown's record of one queue (made with the queue).
 pub(crate) struct QueueRecord {
     names: Mutex<Names>,
+    /// An adopted queue the backend let go of without knowing its packets
+    /// finished (set under the teardown's lock): kept while a packet there
+    /// may name memory of the backend's.
+    lost: AtomicBool,
     /// A publication at this index or later looks again at the pools that
     /// wait for the queue (`u64::MAX`: none waits).
     recheck_at: AtomicU64,
@@ -281,6 +285,7 @@ impl Teardown {
     pub(crate) fn queue_created(&self, api: &HsaApi) -> Arc<QueueRecord> {
         let record = Arc::new(QueueRecord {
             names: Mutex::new(Names::new()),
+            lost: AtomicBool::new(false),
             recheck_at: AtomicU64::new(u64::MAX),
         });
         let mut state = self.state.lock();
@@ -300,6 +305,18 @@ impl Teardown {
         for pending in &mut state.pending {
             pending.waits.retain(|(q, _)| !Arc::ptr_eq(q, record));
         }
+        let ready = self.settle(&mut state, api);
+        drop(state);
+        ready.into_iter().for_each(|r| r.perform(api));
+    }
+
+    /// An adopted queue was let go of while its packets may still run: its
+    /// record stays while they may name memory of the backend's (its
+    /// fences may still prove them complete), and goes as `queue_gone`
+    /// once none does.
+    pub(crate) fn queue_lost(&self, api: &HsaApi, record: &Arc<QueueRecord>) {
+        let mut state = self.state.lock();
+        record.lost.store(true, Ordering::Relaxed);
         let ready = self.settle(&mut state, api);
         drop(state);
         ready.into_iter().for_each(|r| r.perform(api));
@@ -430,6 +447,16 @@ impl Teardown {
     /// more out of the registry and returns them, to be performed once the
     /// lock is let go.
     fn settle(&self, state: &mut State, api: &HsaApi) -> Vec<Release> {
+        // A lost queue whose packets name nothing of the backend's that is
+        // still alive, and that nothing waits for, is forgotten.
+        state.queues.retain(|queue| {
+            !queue.lost.load(Ordering::Relaxed)
+                || !queue.names.lock().named.is_empty()
+                || state
+                    .pending
+                    .iter()
+                    .any(|p| p.waits.iter().any(|(q, _)| Arc::ptr_eq(q, queue)))
+        });
         if state.pending.is_empty() {
             return Vec::new();
         }
