@@ -816,9 +816,10 @@ impl QueueInner {
             unsafe { api.hsa_amd_signal_create(1, 0, std::ptr::null(), 0, &raw mut signal) };
         self.device.check("hsa_amd_signal_create", status)?;
         // The signal is released as a pool's memory is: at once if the
-        // barrier completed, failed or was never published; after a timeout,
-        // when the barrier may still complete it later, once it did or the
-        // queue is destroyed.
+        // barrier completed (its signal below 1, failed included) or was
+        // never published (a failed queue refuses it); else (a timeout, or a
+        // queue that failed once the barrier was in it) once the barrier is
+        // seen complete or the queue is gone.
         let teardown = &self.device.runtime().teardown;
         let owner = teardown.new_owner();
         teardown.register(owner, signal.handle, 64, Kind::Rocr);
