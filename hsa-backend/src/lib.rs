@@ -22,8 +22,11 @@
 //! - [`AqlQueue`] is the tracker's [`QueueView`](sigretire_tracker::QueueView) and the
 //!   queue layer's [`HardwareQueue`](sigretire_tracker::HardwareQueue): a profiled AQL
 //!   queue that publishes packets in HSA order and rings its doorbell.
-//! - Teardown never frees memory the GPU may still touch: a pool's memory is
-//!   released once the runtime's queues are destroyed, and a queue drains
+//! - Teardown never frees memory the GPU may still touch, and holds it no
+//!   longer than a packet may: a dropped pool's memory is released at once
+//!   if no packet named its signals, else once every queue whose packets
+//!   did is destroyed or has completed a fence after them (each queue
+//!   records what its packets name as it publishes them); a queue drains
 //!   within a bound before it is destroyed.
 //!
 //! No GPU is needed to run any of it: the `rocr-standin` crate builds a

@@ -23,7 +23,7 @@
 //! only those replay the interrupt-event protocol that wakes sleeping waiters.
 
 use crate::device::{Device, MemoryPool};
-use crate::teardown::Release;
+use crate::teardown::{Kind, Owner, Release};
 use crate::timing::to_system_domain;
 use crate::visibility::store_fence;
 use crate::wait::{poll_until_change, rocr_wait_until_change};
@@ -149,6 +149,31 @@ impl HsaSignal {
         // the 8-byte aligned word at offset 8 of a 64-byte aligned block, and
         // every party (host and packet processor) accesses it atomically.
         unsafe { AtomicI64::from_ptr((self.handle as usize + 8) as *mut i64) }
+    }
+
+    /// The block's arm epoch: the runtime's count of arming stores when the
+    /// signal was last armed (see `teardown.rs`), in `reserved3` (offset
+    /// 56), which the packet processor neither reads nor writes in a USER
+    /// signal, and which ROCr never sees (the block is the backend's).
+    ///
+    /// # Safety
+    /// As for `value`.
+    unsafe fn arm_epoch(&self) -> &AtomicU64 {
+        // SAFETY: the caller guarantees the block is allocated; offset 56 of
+        // a 64-byte aligned block is 8-byte aligned, and the host accesses
+        // it only atomically (the GPU not at all).
+        unsafe { AtomicU64::from_ptr((self.handle as usize + 56) as *mut u64) }
+    }
+
+    /// Arms a batch block: its epoch, then its value.
+    ///
+    /// # Safety
+    /// As for `value`.
+    unsafe fn arm(&self, value: i64, epoch: u64) {
+        // SAFETY: forwarded caller guarantee.
+        let (word, stamp) = unsafe { (self.value(), self.arm_epoch()) };
+        stamp.store(epoch, Ordering::Relaxed);
+        word.store(value, Ordering::Release);
     }
 
     /// The block's `start_ts` (offset 32) or `end_ts` (offset 40).
@@ -305,7 +330,10 @@ struct PoolState {
 ///
 /// Allocation is a cold path (a lock and ROCr calls); loads, stores, fences,
 /// flushes and waits take no lock and allocate nothing. Dropping the pool
-/// gives its memory back once no queue of the runtime can touch it.
+/// gives its memory back (batches, ROCr signals, wake signals and their KFD
+/// events) at once if no packet named its signals, else once no packet that
+/// did can still run: its queue destroyed, or a fence after it known
+/// complete. Other queues of the runtime do not hold it up.
 ///
 /// ```
 /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
@@ -327,6 +355,8 @@ struct PoolState {
 /// ```
 pub struct SignalPool {
     device: Device,
+    /// Who the runtime's teardown knows the pool's memory by.
+    owner: Owner,
     state: Mutex<PoolState>,
     counters: CounterCells,
 }
@@ -353,6 +383,7 @@ impl SignalPool {
     pub fn new(device: &Device) -> Self {
         Self {
             device: device.clone(),
+            owner: device.runtime().teardown.new_owner(),
             state: Mutex::new(PoolState::default()),
             counters: CounterCells::default(),
         }
@@ -490,12 +521,20 @@ impl SignalPool {
             placement,
         };
         state.batches.push(batch);
+        self.register(batch.base, (len * BLOCK) as u64, Kind::Block);
         Ok((0..len)
             .map(|i| HsaSignal {
                 handle: batch.base + (i * BLOCK) as u64,
                 origin: Origin::Batch(placement),
             })
             .collect())
+    }
+
+    /// Tells the runtime's teardown that `bytes` at `start` are the pool's,
+    /// so a queue that publishes a packet naming them knows whose they are.
+    fn register(&self, start: u64, bytes: u64, kind: Kind) {
+        let teardown = &self.device.runtime().teardown;
+        teardown.register(self.owner, start, bytes, kind);
     }
 
     /// Takes up to `count` signals placed at `placement`: leftovers first,
@@ -568,6 +607,7 @@ impl SignalPool {
             }
             bump(&self.counters.rocr_signals);
             state.rocr_signals.push(signal);
+            self.register(signal.handle, BLOCK as u64, Kind::Rocr);
             out.push((
                 HsaSignal {
                     handle: signal.handle,
@@ -648,8 +688,17 @@ impl SignalMemory for SignalPool {
     /// when arming (no waiter waits for a positive value, and a store that
     /// wakes waiters costs a system call on an interrupt signal), with a
     /// wake-up otherwise.
+    ///
+    /// Arming a block (a positive value) also stamps it with a new arm
+    /// epoch, so the teardown can tell a fence's signal re-armed for a later
+    /// use (its use retired) from one still pending.
     unsafe fn store(&self, signal: HsaSignal, value: i64) {
         match signal.origin {
+            Origin::Batch(_) if value > 0 => {
+                let epoch = self.device.runtime().teardown.next_arm_epoch();
+                // SAFETY: as in `load`.
+                unsafe { signal.arm(value, epoch) }
+            }
             // SAFETY: as in `load`.
             Origin::Batch(_) => unsafe { signal.value() }.store(value, Ordering::Release),
             Origin::Rocr if value > 0 => {
@@ -669,6 +718,27 @@ impl SignalMemory for SignalPool {
                     .api()
                     .hsa_signal_store_screlease(signal.handle(), value)
             },
+        }
+    }
+
+    /// As [`store`](SignalMemory::store) for each, with one arm epoch for
+    /// the blocks a batched re-arm arms.
+    unsafe fn store_many(&self, signals: &[HsaSignal], value: i64) {
+        if value <= 0 {
+            // SAFETY: forwarded caller guarantee, for each.
+            signals
+                .iter()
+                .for_each(|s| unsafe { self.store(*s, value) });
+            return;
+        }
+        let epoch = self.device.runtime().teardown.next_arm_epoch();
+        for &signal in signals {
+            match signal.origin {
+                // SAFETY: as in `load`.
+                Origin::Batch(_) => unsafe { signal.arm(value, epoch) },
+                // SAFETY: as in `load`.
+                Origin::Rocr => unsafe { self.store(signal, value) },
+            }
         }
     }
 
@@ -794,6 +864,7 @@ impl SignalMemory for SignalPool {
         }
         bump(&self.counters.wake_signals);
         state.rocr_signals.push(signal);
+        self.register(signal.handle, BLOCK as u64, Kind::Rocr);
         Ok(Some(HsaSignal {
             handle: signal.handle,
             origin: Origin::Rocr,
@@ -822,7 +893,11 @@ impl Drop for SignalPool {
             .map(|b| Release::PoolBlock(b.base as usize))
             .chain(state.rocr_signals.into_iter().map(Release::Signal))
             .collect();
+        // Freed at once, or once no packet that named the pool's signals
+        // can still run (see `teardown.rs`).
         let runtime = self.device.runtime();
-        runtime.teardown.release(runtime.api(), memory);
+        runtime
+            .teardown
+            .owner_dropped(runtime.api(), self.owner, memory);
     }
 }

@@ -5,7 +5,7 @@
 use crate::device::Device;
 use crate::error::Error;
 use crate::packet;
-use crate::teardown::Release;
+use crate::teardown::{Kind, QueueRecord, Release};
 use crate::visibility::store_fence;
 use crate::wait::system_ticks;
 use hsa_sys::*;
@@ -83,9 +83,10 @@ pub struct AdoptOptions {
     /// Whether the ring is in VRAM, as for [`QueueOptions::ring_in_device_memory`].
     pub ring_in_device_memory: bool,
     /// How long dropping the last handle waits for the packets published so
-    /// far to finish. Until they are known finished, memory the backend
-    /// releases waits for the runtime to shut down, as the runtime's queue
-    /// may still run packets that name it (0: never wait, so always that).
+    /// far to finish. Unless they are known finished then, memory the
+    /// backend releases that they name waits for one of the queue's fences
+    /// to be seen complete, or for the runtime to shut down, as the
+    /// runtime's queue may still run them (0: never wait, so always that).
     pub drain_timeout: Duration,
 }
 
@@ -168,6 +169,9 @@ struct QueueInner {
     /// Made by [`AqlQueue::new`] (destroyed with the last handle), not
     /// adopted from the runtime (never destroyed here).
     owned: bool,
+    /// What the runtime's teardown knows of the queue: which pools' signals
+    /// its packets named (see `teardown.rs`).
+    record: Arc<QueueRecord>,
 }
 
 // SAFETY: the queue descriptor and ring belong to ROCr and stay mapped until
@@ -222,7 +226,7 @@ impl AqlQueue {
         let errors = Arc::new(ErrorCell::default());
         let data = Arc::into_raw(errors.clone()).cast_mut().cast::<c_void>();
         let teardown = &device.runtime().teardown;
-        teardown.queue_created();
+        let record = teardown.queue_created(api);
         // Undoes the creation: destroys the queue, if there is one, then
         // takes back `data` and balances `queue_created`.
         let abandon = |queue: Option<NonNull<hsa_queue_t>>, error: Error| {
@@ -235,7 +239,7 @@ impl AqlQueue {
             // after hsa_queue_destroy returned, so ROCr holds no copy of the
             // reference `Arc::into_raw` made.
             drop(unsafe { Arc::from_raw(data.cast::<ErrorCell>()) });
-            teardown.queue_gone(api);
+            teardown.queue_gone(api, &record);
             error
         };
         let unusable = |text: &str| Error::Call {
@@ -295,6 +299,7 @@ impl AqlQueue {
                 errors,
                 store_fences: AtomicU64::new(0),
                 owned: true,
+                record,
             }),
         })
     }
@@ -374,9 +379,9 @@ impl AqlQueue {
             let status = unsafe { api.hsa_amd_profiling_set_profiler_enabled(queue.as_ptr(), 1) };
             device.check("hsa_amd_profiling_set_profiler_enabled", status)?;
         }
-        // Counted as live, so memory the backend releases waits while the
-        // queue may still run packets naming it (see `Drop`).
-        device.runtime().teardown.queue_created();
+        // Recorded as live, so memory its packets name waits while the
+        // queue may still run them (see `Drop`).
+        let record = device.runtime().teardown.queue_created(api);
         Ok(AqlQueue {
             inner: Arc::new(QueueInner {
                 device: device.clone(),
@@ -394,6 +399,7 @@ impl AqlQueue {
                 errors: Arc::new(ErrorCell::default()),
                 store_fences: AtomicU64::new(0),
                 owned: false,
+                record,
             }),
         })
     }
@@ -669,8 +675,8 @@ impl AqlQueue {
     /// a signal ROCr creates for the purpose, and waits for it through ROCr.
     ///
     /// # Errors
-    /// [`Error::TimedOut`] (the signal then lives until the runtime's queues
-    /// are gone, as the barrier may still complete it);
+    /// [`Error::TimedOut`] (the signal then lives until the barrier
+    /// completed it or the queue is gone, as it may still complete it);
     /// [`Error::QueueFailed`] if the queue failed before or during the wait;
     /// [`Error::Call`] if ROCr cannot make the signal.
     ///
@@ -783,6 +789,13 @@ impl QueueInner {
                 .api()
                 .hsa_signal_store_screlease(self.doorbell, index as i64)
         };
+        // Which pools the packet names, so none of them is freed while it
+        // may run. After the doorbell: the caller holds what it names until
+        // this returns.
+        let runtime = self.device.runtime();
+        runtime
+            .teardown
+            .record(runtime.api(), &self.record, index, &packet);
         match self.failed() {
             Some(failed) => Err(failed),
             None => Ok(()),
@@ -802,18 +815,16 @@ impl QueueInner {
         let status =
             unsafe { api.hsa_amd_signal_create(1, 0, std::ptr::null(), 0, &raw mut signal) };
         self.device.check("hsa_amd_signal_create", status)?;
+        // The signal is released as a pool's memory is: at once if the
+        // barrier completed (its signal below 1, failed included) or was
+        // never published (a failed queue refuses it); else (a timeout, or a
+        // queue that failed once the barrier was in it) once the barrier is
+        // seen complete or the queue is gone.
+        let teardown = &self.device.runtime().teardown;
+        let owner = teardown.new_owner();
+        teardown.register(owner, signal.handle, 64, Kind::Rocr);
         let outcome = self.drain_with(signal, start, timeout);
-        if matches!(outcome, Err(Error::TimedOut(_))) {
-            // The barrier packet may still complete the signal later, so it
-            // must outlive the queue: it is released with the memory that
-            // waits for the runtime's queues to be destroyed.
-            let runtime = self.device.runtime();
-            runtime.teardown.release(api, vec![Release::Signal(signal)]);
-        } else {
-            // SAFETY: the barrier completed, failed, or was never published:
-            // nothing will write the signal any more.
-            unsafe { api.hsa_signal_destroy(signal) };
-        }
+        teardown.owner_dropped(api, owner, vec![Release::Signal(signal)]);
         outcome
     }
 
@@ -871,8 +882,8 @@ impl Drop for QueueInner {
     /// failed, when nothing more will complete). A queue of the backend's
     /// own is then destroyed; an adopted one is left to the runtime, and
     /// counts as gone for the teardown only if its packets are known
-    /// finished (drained, or failed), else memory whose release waits for
-    /// queues keeps waiting until the runtime shuts down.
+    /// finished (drained, or failed), else memory its packets named keeps
+    /// waiting, for one of its fences or the runtime's shutdown.
     fn drop(&mut self) {
         let failed = self.error().is_some();
         let drained = !failed
@@ -889,10 +900,13 @@ impl Drop for QueueInner {
             drop(unsafe { Arc::from_raw(Arc::as_ptr(&self.errors)) });
         } else if !(failed || drained) {
             // The runtime's queue may still run packets naming the
-            // backend's memory: it stays counted as live.
+            // backend's memory: its record stays while they name any (a
+            // pool they named waits for one of its fences, or for the
+            // runtime's shutdown).
+            self.device.runtime().teardown.queue_lost(api, &self.record);
             return;
         }
-        self.device.runtime().teardown.queue_gone(api);
+        self.device.runtime().teardown.queue_gone(api, &self.record);
     }
 }
 

@@ -44,7 +44,7 @@ impl Default for InitOptions {
 /// ROCr, initialised: the loaded function table, the agents, the system
 /// clock. Shared (`Arc`) by every [`Device`], queue and signal pool made from
 /// it; the last one to go shuts ROCr down (`hsa_shut_down`), after freeing
-/// any memory whose release waited for the queues (see `teardown.rs`).
+/// any memory whose release still waited for packets (see `teardown.rs`).
 ///
 /// ```
 /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
@@ -314,23 +314,34 @@ impl Runtime {
         self.system_info(HSA_SYSTEM_INFO_TIMESTAMP, "hsa_system_get_info")
     }
 
-    /// How many blocks and signals of dropped pools wait for the runtime's
-    /// queues to be destroyed before they are given back (see `teardown.rs`).
+    /// How many blocks and signals of dropped pools wait before they are
+    /// given back, because a packet that names them may still run: until
+    /// its queue is destroyed, or a fence after it is seen complete (see
+    /// `teardown.rs`).
     ///
     /// ```
-    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
-    /// use sigretire_hsa::{AqlQueue, Runtime, SignalPool};
-    /// use sigretire_tracker::{Placement, SignalMemory};
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::stepped())?;
+    /// use sigretire_hsa::{AqlQueue, QueueOptions, Runtime, SignalPool};
+    /// use sigretire_tracker::{HardwareQueue, Placement, Publication, SignalMemory, Work};
+    /// use std::time::Duration;
     ///
     /// let runtime = Runtime::load_from(standin.library_path())?;
     /// let device = runtime.device(0)?;
-    /// let queue = AqlQueue::new(&device, Default::default())?;
-    /// let pool = SignalPool::new(&device);
+    /// let options = QueueOptions { drain_timeout: Duration::ZERO, ..QueueOptions::default() };
+    /// let queue = AqlQueue::new(&device, options)?; // stepped: runs when told
+    /// let (named, unnamed) = (SignalPool::new(&device), SignalPool::new(&device));
     /// let mut signals = Vec::new();
-    /// pool.allocate(8, Placement::Device, &mut signals)?;
-    /// drop(pool); // a queue might still name its signals: freed later
+    /// named.allocate(8, Placement::Device, &mut signals)?;
+    /// unnamed.allocate(8, Placement::Device, &mut signals)?;
+    /// // A packet waits on one of `named`'s signals.
+    /// let index = queue.reserve()?;
+    /// let handle = named.packet_handle(signals[0].0);
+    /// queue.publish(Publication::unsignalled(index, true), Work::Wait(&[handle]))?;
+    /// drop(unnamed); // no packet names its signals: freed now
+    /// assert_eq!(runtime.deferred_releases(), 0);
+    /// drop(named); // the queue may still read it: freed later
     /// assert_eq!(runtime.deferred_releases(), 1);
-    /// drop(queue); // the last queue is gone: freed now
+    /// drop(queue); // its queue is gone: freed now
     /// assert_eq!(runtime.deferred_releases(), 0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -358,7 +369,8 @@ impl Runtime {
 impl Drop for Runtime {
     fn drop(&mut self) {
         // Every queue and pool holds an `Arc` of the runtime, so all queues
-        // are destroyed by now: memory whose release waited for them can go.
+        // are destroyed (or, adopted, left to the runtime, which is shutting
+        // down): memory whose release waited for their packets can go.
         self.teardown.release_all(&self.api);
         // SAFETY: balances the hsa_init of `init_with`; nothing made from
         // this runtime is alive any more.

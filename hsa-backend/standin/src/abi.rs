@@ -205,8 +205,9 @@ pub struct SimCounters {
 }
 
 /// What the interrupt signals did: ROCr's signals are interrupt signals
-/// (an event mailbox each, from KFD's budget of 4094 events) unless made
-/// with `HSA_AMD_SIGNAL_AMD_GPU_ONLY` or past the budget.
+/// (an event mailbox each, holding one of KFD's 4094 events until the
+/// signal is destroyed) unless made with `HSA_AMD_SIGNAL_AMD_GPU_ONLY` or
+/// while every event is held.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct InterruptCounters {
@@ -214,6 +215,9 @@ pub struct InterruptCounters {
     pub created: u64,
     /// Signals that asked for one past the budget and poll instead.
     pub degraded: u64,
+    /// Interrupt signals alive, each holding one of the process's events
+    /// until `hsa_signal_destroy` gives it back.
+    pub live: u64,
     /// Writes to interrupt signals that woke their sleepers.
     pub wakes: u64,
     /// Times a thread went to sleep in `hsa_signal_wait_scacquire`.

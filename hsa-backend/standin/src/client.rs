@@ -310,7 +310,9 @@ impl Standin {
     }
 
     /// Leaves `left` of the process's KFD events for new interrupt signals
-    /// (a test spending the budget); false before `hsa_init`.
+    /// (a test spending the budget); the events live signals hold stay
+    /// theirs, and each comes back when its signal is destroyed. False
+    /// before `hsa_init`.
     pub fn set_event_budget(&self, left: u32) -> bool {
         // SAFETY: a plain value.
         unsafe { (self.control.rocr_standin_set_event_budget)(left) }

@@ -201,12 +201,15 @@ control! {
     fn rocr_standin_interrupts(out: *mut InterruptCounters, size: usize) -> bool = false => {
         let Some(i) = instance() else { return false };
         let stats = i.sim.interrupt_stats();
+        let events = i.memory.events.lock();
         let counters = InterruptCounters {
             created: stats.created,
-            degraded: stats.degraded,
+            degraded: events.degraded,
+            live: events.live(),
             wakes: stats.wakes,
             sleeps: stats.sleeps,
         };
+        drop(events);
         // SAFETY: forwarded caller contract.
         unsafe { write_sized(out, size, counters) }
     }
@@ -214,7 +217,7 @@ control! {
     /// Sets how many KFD events are left for new interrupt signals.
     fn rocr_standin_set_event_budget(left: u32) -> bool = false => {
         let Some(i) = instance() else { return false };
-        i.sim.set_interrupt_budget(left);
+        i.memory.set_event_budget(left);
         true
     }
 

@@ -60,8 +60,9 @@
 //!   and stores of its own signals cost what host memory costs.
 //! - **Interrupt signals and sleeping waits.** ROCr's own signals are
 //!   interrupt signals (the simulator's event mailboxes) unless made with
-//!   `HSA_AMD_SIGNAL_AMD_GPU_ONLY`, from a budget of 4094 events, past which
-//!   they poll as ROCr's silently do; `hsa_signal_wait_scacquire` with
+//!   `HSA_AMD_SIGNAL_AMD_GPU_ONLY`, each holding one of a budget of 4094
+//!   events until it is destroyed, past which they poll as ROCr's silently
+//!   do; `hsa_signal_wait_scacquire` with
 //!   `HSA_WAIT_STATE_BLOCKED` sleeps on one until a write wakes it (any
 //!   other wait polls). The interrupt's own latency in the kernel is not
 //!   modelled: the sleeper wakes as soon as the host thread is scheduled.

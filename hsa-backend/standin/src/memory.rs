@@ -15,7 +15,7 @@ use crate::state::Instance;
 use hsa_sys::*;
 use parking_lot::{Mutex, RwLock};
 use sigretire_sim::{AgentId, Placement};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 /// How far past a 64-byte boundary a misaligned block starts
@@ -50,12 +50,46 @@ impl Allocation {
     }
 }
 
+/// KFD's events: each interrupt signal ROCr makes holds one of the
+/// process's events until it is destroyed (ROCr's `hsa_signal_destroy`
+/// destroys the signal's event), and past the budget of live events ROCr
+/// makes polling signals. The stand-in keeps the book itself, as the
+/// simulator's budget only counts down.
+#[derive(Debug)]
+pub(crate) struct Events {
+    /// Events left for new interrupt signals.
+    left: u32,
+    /// Live signals holding an event, by handle.
+    holders: HashSet<u64>,
+    /// Interrupt signals asked for past the budget, made polling.
+    pub(crate) degraded: u64,
+}
+
+impl Default for Events {
+    fn default() -> Self {
+        Self {
+            left: sigretire_sim::EVENT_BUDGET,
+            holders: HashSet::new(),
+            degraded: 0,
+        }
+    }
+}
+
+impl Events {
+    /// Interrupt signals alive, each holding an event.
+    pub(crate) fn live(&self) -> u64 {
+        self.holders.len() as u64
+    }
+}
+
 /// The memory of one runtime instance.
 #[derive(Default)]
 pub(crate) struct Memory {
     allocations: Mutex<BTreeMap<u64, Allocation>>,
     /// Live signals ROCr created, by handle.
     signals: RwLock<HashMap<u64, sigretire_sim::Signal>>,
+    /// The process's KFD events.
+    pub(crate) events: Mutex<Events>,
     /// Handles of signals ROCr created and later destroyed.
     destroyed: Mutex<Vec<u64>>,
     /// Failure injection, per [`PoolKind`]: allocations fail with
@@ -237,7 +271,11 @@ impl Memory {
         if injected {
             return Err(HSA_STATUS_ERROR_OUT_OF_RESOURCES);
         }
-        let signal = if interrupt {
+        // The book is held until the signal is listed, so an event taken is
+        // either held by a listed signal or given back.
+        let mut events = self.events.lock();
+        let with_event = interrupt && events.left > 0;
+        let signal = if with_event {
             instance.sim.create_interrupt_signal(AgentId(0))
         } else {
             instance
@@ -253,7 +291,19 @@ impl Memory {
         unsafe { store_value(signal.handle().handle, initial) };
         let handle = signal.handle();
         self.signals.write().insert(handle.handle, signal);
+        if with_event {
+            events.left -= 1;
+            events.holders.insert(handle.handle);
+        } else if interrupt {
+            events.degraded += 1;
+        }
         Ok(handle)
+    }
+
+    /// Leaves `left` events for new interrupt signals (a test spending the
+    /// budget); those already held stay held, and come back when destroyed.
+    pub(crate) fn set_event_budget(&self, left: u32) {
+        self.events.lock().left = left;
     }
 
     /// `hsa_signal_destroy`.
@@ -269,6 +319,11 @@ impl Memory {
             );
             return HSA_STATUS_ERROR_INVALID_SIGNAL;
         }
+        let mut events = self.events.lock();
+        if events.holders.remove(&signal.handle) {
+            events.left = events.left.saturating_add(1);
+        }
+        drop(events);
         self.destroyed.lock().push(signal.handle);
         instance.checker.lock().on_release(
             instance,
