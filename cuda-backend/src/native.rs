@@ -23,11 +23,13 @@
 //! ```
 
 use crate::context::CudaContext;
-use crate::driver::{CudaVersion, kernel_module_version};
+use crate::driver::kernel_module_version;
 use crate::error::{Result, check};
 use crate::queue::CudaQueue;
+use crate::version::CudaVersion;
 use core::fmt;
 use cudarc::driver::sys::{self, CUevent, CUevent_flags};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How an event is created.
@@ -98,7 +100,7 @@ impl EventFlags {
 #[derive(Debug)]
 pub struct Event {
     raw: CUevent,
-    context: CudaContext,
+    context: Arc<CudaContext>,
 }
 
 // SAFETY: an event handle may be used from any thread on which its context
@@ -121,7 +123,7 @@ impl Event {
     /// assert!(event.is_complete()?); // an event never recorded counts as complete
     /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
-    pub fn new(context: &CudaContext, flags: EventFlags) -> Result<Self> {
+    pub fn new(context: &Arc<CudaContext>, flags: EventFlags) -> Result<Self> {
         context.bind()?;
         let mut raw = core::ptr::null_mut();
         // SAFETY: the context is bound; `raw` is a live local.
@@ -407,6 +409,29 @@ impl fmt::Display for SystemReport {
             self.cuda_driver,
             self.built_against,
         )
+    }
+}
+
+/// What a context's figures were measured on.
+impl CudaContext {
+    /// What to print next to a measurement: device, driver, kernel module,
+    /// and the CUDA API this crate was built against.
+    ///
+    /// ```
+    /// # use sigretire_cuda::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use sigretire_cuda::CudaVersion;
+    /// let report = context.report();
+    /// assert_eq!(report.device, context.info().name);
+    /// assert_eq!(report.built_against, CudaVersion::BUILT_AGAINST);
+    /// println!("{report}");
+    /// # Ok::<(), sigretire_cuda::Error>(())
+    /// ```
+    pub fn report(&self) -> SystemReport {
+        SystemReport::of(self)
     }
 }
 

@@ -79,7 +79,7 @@ const BLOCK: u32 = 256;
 const SPIN: Duration = Duration::from_millis(2);
 const ROUNDS: usize = 5;
 
-fn gpu() -> Option<CudaContext> {
+fn gpu() -> Option<Arc<CudaContext>> {
     support::gpu("adopted-stream")
 }
 
@@ -87,14 +87,14 @@ fn gpu() -> Option<CudaContext> {
 /// in device memory. Everything is made with raw driver calls on the
 /// calling thread, with the library's (the device's primary) context bound.
 struct Runtime {
-    context: CudaContext,
+    context: Arc<CudaContext>,
     module: CUmodule,
     kernel: CUfunction,
     out: CUdeviceptr,
 }
 
 impl Runtime {
-    fn new(context: &CudaContext) -> Self {
+    fn new(context: &Arc<CudaContext>) -> Self {
         context.bind().unwrap();
         let mut module = core::ptr::null_mut();
         // SAFETY: the context is bound; the image is NUL-terminated PTX text
@@ -226,12 +226,12 @@ impl Drop for Runtime {
 
 /// A CUDA event of the runtime's, recorded with raw driver calls.
 struct RawEvent {
-    context: CudaContext,
+    context: Arc<CudaContext>,
     raw: CUevent,
 }
 
 impl RawEvent {
-    fn new(context: &CudaContext) -> Self {
+    fn new(context: &Arc<CudaContext>) -> Self {
         context.bind().unwrap();
         let mut raw = core::ptr::null_mut();
         // SAFETY: the context is bound; `raw` is a live local.
@@ -300,7 +300,7 @@ impl Drop for OwnedStream {
     }
 }
 
-fn destroy(context: &CudaContext, stream: CUstream) {
+fn destroy(context: &Arc<CudaContext>, stream: CUstream) {
     context.bind().unwrap();
     // SAFETY: made by `Runtime::stream`, destroyed once; no clone of a queue
     // adopting it is left (the caller's).
@@ -310,7 +310,7 @@ fn destroy(context: &CudaContext, stream: CUstream) {
     .unwrap();
 }
 
-fn tracker_on(context: &CudaContext, queue: &CudaQueue) -> Retiring {
+fn tracker_on(context: &Arc<CudaContext>, queue: &CudaQueue) -> Retiring {
     let memory = Arc::new(CudaMemory::new(context));
     RetiringTracker::new(memory, queue.clone(), Config::default()).unwrap()
 }
@@ -762,7 +762,7 @@ fn a_cudarc_stream_is_adopted_safely_and_kept_alive_by_the_queue() {
 }
 
 /// A queue layer device on `queue` (adopted or owned), waits bounded.
-fn layer_device(context: &CudaContext, queue: &CudaQueue) -> Device<Retiring> {
+fn layer_device(context: &Arc<CudaContext>, queue: &CudaQueue) -> Device<Retiring> {
     let config = QueueConfig {
         wait_timeout: Some(WAIT),
         ..QueueConfig::default()
