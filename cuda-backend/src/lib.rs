@@ -50,6 +50,14 @@
 //! context makes), `trackers` (a tracker and its queue in one call), and
 //! [`native`] (CUDA's own events, for comparison).
 //!
+//! **CUDA versions.** The program that links this crate picks the CUDA
+//! headers cudarc binds, with one of cudarc's `cuda-*` features; this crate
+//! passes its own `cuda-*` features on to cudarc (`cuda-12080` by default)
+//! and needs nothing newer than CUDA 12.0's API. A program that depends on
+//! cudarc itself with another version turns the default off
+//! (`default-features = false`) and enables the matching feature here, or
+//! none (its own cudarc feature then applies to both).
+//!
 //! ```no_run
 //! use sigretire_cuda::CudaContext;
 //! use sigretire_tracker::{Config, HardwareQueue, Purpose, Request, Status, Tracker, Work};

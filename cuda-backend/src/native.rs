@@ -29,6 +29,7 @@ use crate::queue::CudaQueue;
 use crate::version::CudaVersion;
 use core::fmt;
 use cudarc::driver::sys::{self, CUevent, CUevent_flags};
+use cudarc::driver::{DriverError, result};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -299,12 +300,16 @@ impl Event {
     /// ```
     pub fn elapsed_since(&self, start: &Event) -> Result<Duration> {
         self.context.bind()?;
-        let mut milliseconds = 0f32;
-        // SAFETY: both events are alive and of the bound context;
-        // `milliseconds` is a live local.
-        check("cuEventElapsedTime", unsafe {
-            sys::cuEventElapsedTime(&mut milliseconds, start.raw, self.raw)
-        })?;
+        // cudarc's wrapper, which calls the entry point the build's CUDA
+        // headers have (`cuEventElapsedTime` up to 12.x, only `_v2` from
+        // 13.0 on): the headers are the program's choice, not this crate's.
+        // SAFETY: both events are alive and of the bound context.
+        let milliseconds = match unsafe { result::event::elapsed(start.raw, self.raw) } {
+            Ok(milliseconds) => milliseconds,
+            Err(DriverError(code)) => {
+                return check("cuEventElapsedTime", code).map(|()| Duration::ZERO);
+            }
+        };
         Ok(Duration::from_secs_f64(
             f64::from(milliseconds.max(0.0)) / 1e3,
         ))

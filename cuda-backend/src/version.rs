@@ -32,15 +32,23 @@ impl CudaVersion {
     /// ```
     pub const MINIMUM: CudaVersion = CudaVersion::new(12, 0);
 
-    /// The CUDA headers cudarc's bindings were generated from (its
-    /// `cuda-12080` feature): the API this crate was built against.
+    /// The CUDA headers cudarc's bindings were generated from: the API
+    /// this crate was built against, chosen by the one `cuda-*` feature of
+    /// cudarc the build enabled (this crate's own `cuda-*` features pass
+    /// theirs on; `cuda-12080` by default).
     ///
     /// ```
     /// use sigretire_cuda::CudaVersion;
+    /// # #[cfg(feature = "cuda-12080")]
     /// assert_eq!(CudaVersion::BUILT_AGAINST, CudaVersion::from_encoded(12080));
+    /// assert_eq!(
+    ///     CudaVersion::BUILT_AGAINST,
+    ///     CudaVersion::from_encoded(cudarc::driver::sys::CUDA_VERSION as i32)
+    /// );
     /// assert!(CudaVersion::BUILT_AGAINST >= CudaVersion::MINIMUM);
     /// ```
-    pub const BUILT_AGAINST: CudaVersion = CudaVersion::new(12, 8);
+    pub const BUILT_AGAINST: CudaVersion =
+        CudaVersion::from_encoded(cudarc::driver::sys::CUDA_VERSION as i32);
 
     /// A version from its parts.
     ///

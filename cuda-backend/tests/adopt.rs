@@ -264,12 +264,11 @@ impl RawEvent {
     /// GPU time from `start` to `self` (`cuEventElapsedTime`).
     fn since(&self, start: &RawEvent) -> Duration {
         self.context.bind().unwrap();
-        let mut ms = 0f32;
+        // cudarc's wrapper: the entry point of the build's CUDA headers
+        // (`cuEventElapsedTime`, only `_v2` from CUDA 13.0 on).
         // SAFETY: both events are live, recorded and complete (the caller's).
-        check("cuEventElapsedTime", unsafe {
-            sys::cuEventElapsedTime(&mut ms, start.raw, self.raw)
-        })
-        .unwrap();
+        let ms = unsafe { cudarc::driver::result::event::elapsed(start.raw, self.raw) }
+            .unwrap_or_else(|error| panic!("cuEventElapsedTime: {error:?}"));
         Duration::from_secs_f64(f64::from(ms) / 1e3)
     }
 }
@@ -610,10 +609,7 @@ fn default_streams_and_streams_of_other_contexts_are_typed_errors() {
     let mut other = core::ptr::null_mut();
     // SAFETY: `device` is valid; `other` is a live local. The new context
     // becomes current on this thread, and is popped below.
-    check("cuCtxCreate_v2", unsafe {
-        sys::cuCtxCreate_v2(&mut other, 0, device)
-    })
-    .unwrap();
+    check("cuCtxCreate", unsafe { create_context(&mut other, device) }).unwrap();
     let mut stream = core::ptr::null_mut();
     // SAFETY: `other` is current; `stream` is a live local.
     check("cuStreamCreate", unsafe {
@@ -921,4 +917,37 @@ fn work_enqueued_beside_the_layer_on_an_owned_stream_is_not_skipped() {
     }
     println!("owned streams: {rounds} rounds, early answers: {early}");
     assert_eq!(early, 0);
+}
+
+/// `cuCtxCreate` of the build's CUDA headers: `_v2` up to 12.x, `_v4` (with
+/// no creation parameters) from 13.0 on, which dropped the others.
+///
+/// # Safety
+/// `device` is a device handle; `context` is writable.
+#[cfg(not(any(
+    feature = "cuda-13000",
+    feature = "cuda-13010",
+    feature = "cuda-13020",
+    feature = "cuda-13030",
+    feature = "cuda-13040"
+)))]
+unsafe fn create_context(context: &mut sys::CUcontext, device: sys::CUdevice) -> sys::CUresult {
+    // SAFETY: the caller's contract.
+    unsafe { sys::cuCtxCreate_v2(context, 0, device) }
+}
+
+/// As above, for CUDA 13's headers.
+///
+/// # Safety
+/// As above.
+#[cfg(any(
+    feature = "cuda-13000",
+    feature = "cuda-13010",
+    feature = "cuda-13020",
+    feature = "cuda-13030",
+    feature = "cuda-13040"
+))]
+unsafe fn create_context(context: &mut sys::CUcontext, device: sys::CUdevice) -> sys::CUresult {
+    // SAFETY: the caller's contract; no creation parameters is allowed.
+    unsafe { sys::cuCtxCreate_v4(context, core::ptr::null_mut(), 0, device) }
 }
