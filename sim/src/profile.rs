@@ -8,7 +8,7 @@
 //! the processor thread honours them in real time; in stepped mode the caller
 //! decides when everything happens.
 
-use crate::memory::Placement;
+use crate::place::Placement;
 use std::time::{Duration, Instant};
 
 /// What each simulated operation costs.
