@@ -61,7 +61,7 @@ const _: () = {
 
 /// A signal: the host and device addresses of its block.
 ///
-/// Cheap to copy; meaningful only to the [`CudaMemory`] that allocated it.
+/// Cheap to copy; meaningful only to the [`CudaMemory`](crate::CudaMemory) that allocated it.
 ///
 /// ```
 /// # use sigretire_cuda::{CudaContext, Error};
