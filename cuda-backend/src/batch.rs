@@ -6,7 +6,7 @@
 //! pure (the allocation itself is a closure), so it is tested without a GPU.
 
 use crate::error::{Error, Result};
-use crate::memory::{CudaSignal, SignalBlock};
+use crate::signal::{CudaSignal, SignalBlock};
 use core::ptr::NonNull;
 
 /// A run of contiguous signal blocks in one pinned allocation.

@@ -7,8 +7,9 @@
 //! ([`DeviceInfo::require_signal_support`]) so that a device without them is
 //! a typed error, never a failure in the middle of a submission.
 
-use crate::driver::{CudaVersion, initialize};
+use crate::driver::initialize;
 use crate::error::{Error, Result, check};
+use crate::version::CudaVersion;
 use cudarc::driver::sys::{self, CUdevice, CUdevice_attribute};
 
 /// What the backend knows about a device.

@@ -23,6 +23,14 @@ use cudarc::driver::sys::{self, CUevent, CUresult, CUstream};
 use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
+/// How long the library waits for a stream's work before giving up on it:
+/// dropping an owned stream drains it this long, and the context waits this
+/// long for the fences of adopted ones. A stream still blocked after this
+/// (a `cuStreamWaitValue64` nobody satisfies) is destroyed (or left) anyway,
+/// and the context then keeps its pinned memory rather than free memory the
+/// stream may still write.
+pub(crate) const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// A recorded event marking the end of the library's work on one stream.
 #[derive(Debug)]
 struct Fence(CUevent);

@@ -5,7 +5,7 @@
 //! Nothing in this crate panics or hangs on a missing library, a missing
 //! device or a driver error: it returns one of these.
 
-use crate::driver::CudaVersion;
+use crate::version::CudaVersion;
 use cudarc::driver::sys::CUresult;
 
 /// What went wrong, and what to do about it (the `Display` text says).

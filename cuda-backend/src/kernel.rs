@@ -14,7 +14,7 @@
 //! - `sigpool_busy(block, ns)`: spins on `%globaltimer` for `ns` nanoseconds
 //!   (work of a known duration, for timing tests and benchmarks);
 //! - `sigpool_spin_until(block, flag, timeout_ns)`: spins until the host sets
-//!   a [`HostFlag`] (the queue layer's regression test: a kernel that runs
+//!   a [`HostFlag`](crate::HostFlag) (the queue layer's regression test: a kernel that runs
 //!   until the host releases it). It gives up after `timeout_ns` and says so
 //!   in the flag, so a test that forgets to release it cannot hang the GPU.
 //!
@@ -40,12 +40,9 @@
 //! # Ok::<(), sigretire_cuda::Error>(())
 //! ```
 
-use crate::context::CudaContext;
 use crate::error::{Error, Result, check};
-use crate::memory::SignalBlock;
-use crate::pinned::Pinned;
+use crate::signal::SignalBlock;
 use core::ffi::{CStr, c_void};
-use core::sync::atomic::{AtomicU64, Ordering};
 use cudarc::driver::sys::{self, CUfunction, CUjit_option, CUmodule};
 use parking_lot::RwLock;
 use sigretire_tracker::Work;
@@ -354,152 +351,6 @@ impl Registry {
     pub(crate) fn get(&self, handle: u64) -> Option<Launch> {
         let index = usize::try_from(handle.checked_sub(1)?).ok()?;
         self.launches.read().get(index).copied()
-    }
-}
-
-/// What a [`HostFlag`] says.
-///
-/// ```
-/// # use sigretire_cuda::{CudaContext, Error};
-/// # let context = match CudaContext::new(0) {
-/// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
-/// #     context => context?,
-/// # };
-/// use sigretire_cuda::FlagState;
-///
-/// let flag = context.host_flag()?;
-/// assert_eq!(flag.state(), FlagState::Held); // a new flag holds its spin kernels
-/// flag.release();
-/// assert_eq!(flag.state(), FlagState::Released);
-/// # Ok::<(), sigretire_cuda::Error>(())
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FlagState {
-    /// Set by no one: spin kernels on it keep spinning.
-    Held,
-    /// Released by the host.
-    Released,
-    /// A spin kernel gave up waiting (its timeout passed) and said so.
-    GaveUp,
-}
-
-/// A word in pinned host memory that spin kernels poll: the host releases
-/// them by setting it.
-///
-/// ```no_run
-/// # use sigretire_tracker::Publication;
-/// use std::time::Duration;
-/// use sigretire_cuda::{CudaContext, FlagState};
-/// use sigretire_tracker::{HardwareQueue, QueueView};
-///
-/// let context = CudaContext::new(0)?;
-/// let flag = context.host_flag()?;
-/// let spin = context.register_spin_kernel(&flag, Duration::from_secs(5));
-/// let queue = context.create_queue()?;
-/// let index = queue.reserve().unwrap();
-/// queue.publish(Publication::unsignalled(index, true), spin.work()).unwrap();
-/// assert_eq!(queue.read_index(), 0); // still spinning
-/// flag.release();
-/// queue.synchronize()?;
-/// assert_eq!(flag.state(), FlagState::Released);
-/// # Ok::<(), sigretire_cuda::Error>(())
-/// ```
-#[derive(Debug)]
-pub struct HostFlag {
-    _context: CudaContext,
-    word: Pinned,
-}
-
-impl HostFlag {
-    pub(crate) fn new(context: CudaContext, word: Pinned) -> Self {
-        Self {
-            _context: context,
-            word,
-        }
-    }
-
-    fn word(&self) -> &AtomicU64 {
-        // SAFETY: the word is 8 bytes of a page-aligned pinned allocation
-        // that the context's arena keeps alive while `_context` is held; it
-        // is only ever accessed atomically (by the host) or by volatile
-        // 64-bit accesses (by the GPU).
-        unsafe { AtomicU64::from_ptr(self.word.host.as_ptr().cast()) }
-    }
-
-    /// Releases every spin kernel on this flag.
-    ///
-    /// ```
-    /// # use sigretire_cuda::{CudaContext, Error};
-    /// # let context = match CudaContext::new(0) {
-    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
-    /// #     context => context?,
-    /// # };
-    /// use sigretire_cuda::FlagState;
-    /// let flag = context.host_flag()?;
-    /// flag.release();
-    /// assert_eq!(flag.state(), FlagState::Released);
-    /// # Ok::<(), sigretire_cuda::Error>(())
-    /// ```
-    pub fn release(&self) {
-        self.word().store(1, Ordering::Release);
-    }
-
-    /// Holds later spin kernels again.
-    ///
-    /// ```
-    /// # use sigretire_cuda::{CudaContext, Error};
-    /// # let context = match CudaContext::new(0) {
-    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
-    /// #     context => context?,
-    /// # };
-    /// use sigretire_cuda::FlagState;
-    /// let flag = context.host_flag()?;
-    /// flag.release();
-    /// flag.reset();
-    /// assert_eq!(flag.state(), FlagState::Held);
-    /// # Ok::<(), sigretire_cuda::Error>(())
-    /// ```
-    pub fn reset(&self) {
-        self.word().store(0, Ordering::Release);
-    }
-
-    /// What the flag says now.
-    ///
-    /// ```
-    /// # use sigretire_cuda::{CudaContext, Error};
-    /// # let context = match CudaContext::new(0) {
-    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
-    /// #     context => context?,
-    /// # };
-    /// use sigretire_cuda::FlagState;
-    /// let flag = context.host_flag()?;
-    /// assert_eq!(flag.state(), FlagState::Held);
-    /// # Ok::<(), sigretire_cuda::Error>(())
-    /// ```
-    pub fn state(&self) -> FlagState {
-        match self.word().load(Ordering::Acquire) {
-            0 => FlagState::Held,
-            2 => FlagState::GaveUp,
-            _ => FlagState::Released,
-        }
-    }
-
-    /// The flag's address as the GPU sees it.
-    ///
-    /// ```
-    /// # use sigretire_cuda::{CudaContext, Error};
-    /// # let context = match CudaContext::new(0) {
-    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
-    /// #     context => context?,
-    /// # };
-    /// let flag = context.host_flag()?;
-    /// // What a spin kernel polls: a 64-bit word, so 8-byte aligned.
-    /// assert_eq!(flag.device_address() % 8, 0);
-    /// assert_ne!(flag.device_address(), 0);
-    /// # Ok::<(), sigretire_cuda::Error>(())
-    /// ```
-    pub fn device_address(&self) -> u64 {
-        self.word.device
     }
 }
 

@@ -31,17 +31,32 @@
 //! ([`Error::LibraryMissing`], [`Error::NoDevice`],
 //! [`Error::MissingCapability`], ...) instead of panicking, as cudarc would.
 //!
-//! Layout, one idea per module: [`error`](Error) (the error enum), `driver`
-//! (library guard, versions), `device` (capabilities), `context` (primary
-//! context, arena, registered launches), `pinned` (pinned allocations and
-//! their lifetime), `batch` (carving signals out of batches), `memory` (the
-//! [`SignalMemory`](sigretire_tracker::SignalMemory) implementation), [`kernel`] (the
-//! PTX), `ops` (the memory operations a publication enqueues), `order`
-//! (index-ordered publication), `stream` (an owned or adopted stream),
-//! `drain` (the fences the context waits for before freeing what adopted
-//! streams may still write), `queue` (the
-//! [`HardwareQueue`](sigretire_tracker::HardwareQueue)), and [`native`] (CUDA's own
-//! events, for comparison).
+//! Layout, one idea per module, each importing only modules below it (the
+//! context is a leaf: queues, memory, streams, events and flags hold an
+//! `Arc` of it, and what builds them on a context lives with them):
+//! `version` ([`CudaVersion`]), [`error`](Error) (the error enum), `driver`
+//! (library guard, versions the driver reports), `device` (capabilities),
+//! `signal` (a signal's block and addresses), `pinned` (pinned allocations
+//! and their lifetime), `batch` (carving signals out of batches), `drain`
+//! (the fences the context waits for before freeing what adopted streams
+//! may still write), `wake` (wake signals and their mailbox), [`kernel`]
+//! (the PTX and registered launches), `context` ([`CudaContext`]: primary
+//! context, arena, registry), `flag` ([`HostFlag`]), `memory` (the
+//! [`SignalMemory`](sigretire_tracker::SignalMemory) implementation), `ops`
+//! (the memory operations a publication enqueues), `order` (index-ordered
+//! publication), `stream` (an owned or adopted stream), `relay` (where
+//! wakes' host functions run), `queue` (the
+//! [`HardwareQueue`](sigretire_tracker::HardwareQueue), and the queues a
+//! context makes), `trackers` (a tracker and its queue in one call), and
+//! [`native`] (CUDA's own events, for comparison).
+//!
+//! **CUDA versions.** The program that links this crate picks the CUDA
+//! headers cudarc binds, with one of cudarc's `cuda-*` features; this crate
+//! passes its own `cuda-*` features on to cudarc (`cuda-12080` by default)
+//! and needs nothing newer than CUDA 12.0's API. A program that depends on
+//! cudarc itself with another version turns the default off
+//! (`default-features = false`) and enables the matching feature here, or
+//! none (its own cudarc feature then applies to both).
 //!
 //! ```no_run
 //! use sigretire_cuda::CudaContext;
@@ -80,6 +95,7 @@ mod device;
 mod drain;
 mod driver;
 mod error;
+mod flag;
 pub mod kernel;
 mod memory;
 pub mod native;
@@ -88,7 +104,10 @@ mod order;
 mod pinned;
 mod queue;
 mod relay;
+mod signal;
 mod stream;
+mod trackers;
+mod version;
 mod wake;
 
 /// The cudarc this crate is built on, whose types its API names (`CUstream`,
@@ -98,9 +117,12 @@ pub use cudarc;
 
 pub use context::CudaContext;
 pub use device::{DeviceInfo, device_count};
-pub use driver::{CudaVersion, driver_version, kernel_module_version, library_present};
+pub use driver::{driver_version, kernel_module_version, library_present};
 pub use error::{Error, Result, check};
-pub use kernel::{FlagState, HostFlag, KernelHandle};
-pub use memory::{CudaMemory, CudaSignal, SignalBlock};
+pub use flag::{FlagState, HostFlag};
+pub use kernel::KernelHandle;
+pub use memory::CudaMemory;
 pub use queue::{CudaQueue, QueueFailure};
+pub use signal::{CudaSignal, SignalBlock};
+pub use version::CudaVersion;
 pub use wake::WakeStats;

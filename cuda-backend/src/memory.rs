@@ -23,164 +23,12 @@
 
 use crate::batch::{Carver, Chunk};
 use crate::context::CudaContext;
-use core::ptr::NonNull;
-use core::sync::atomic::{AtomicI64, AtomicU64, Ordering, fence};
+use crate::signal::{CudaSignal, SignalBlock};
+use core::sync::atomic::{AtomicU64, Ordering, fence};
 use parking_lot::Mutex;
 use sigretire_tracker::{AllocError, Placement, SignalMemory, TimestampClock, Timestamps};
+use std::sync::Arc;
 use std::time::Duration;
-
-/// The memory behind one signal: 32 bytes, 32-byte aligned.
-///
-/// The kernels write `start_ns` and `end_ns` at byte offsets 8 and 16 of the
-/// block whose address they are given (the signal's packet handle), so the
-/// layout is part of the PTX's contract; it is asserted at compile time.
-///
-/// ```
-/// use sigretire_cuda::{CudaMemory, SignalBlock};
-/// assert_eq!((SignalBlock::SIZE, core::mem::align_of::<SignalBlock>()), (32, 32));
-/// assert_eq!(CudaMemory::DEFAULT_BATCH * SignalBlock::SIZE, 4096); // one page per batch
-/// ```
-#[repr(C, align(32))]
-#[derive(Debug, Default)]
-pub struct SignalBlock {
-    /// The signal's value: 1 armed, 0 complete.
-    pub(crate) value: AtomicI64,
-    /// `%globaltimer` when the use's kernel started (ns).
-    pub(crate) start_ns: AtomicU64,
-    /// `%globaltimer` when the use's kernel finished (ns).
-    pub(crate) end_ns: AtomicU64,
-    _reserved: AtomicU64,
-}
-
-impl SignalBlock {
-    /// Bytes per block.
-    ///
-    /// ```
-    /// assert_eq!(sigretire_cuda::SignalBlock::SIZE, 32);
-    /// ```
-    pub const SIZE: usize = core::mem::size_of::<SignalBlock>();
-
-    /// Where the kernels write the start stamp.
-    ///
-    /// ```
-    /// assert_eq!(sigretire_cuda::SignalBlock::START_OFFSET, 8); // right after the value
-    /// ```
-    pub const START_OFFSET: usize = core::mem::offset_of!(SignalBlock, start_ns);
-
-    /// Where the kernels write the end stamp.
-    ///
-    /// ```
-    /// assert_eq!(sigretire_cuda::SignalBlock::END_OFFSET, 16);
-    /// ```
-    pub const END_OFFSET: usize = core::mem::offset_of!(SignalBlock, end_ns);
-}
-
-const _: () = {
-    assert!(SignalBlock::SIZE == 32);
-    assert!(core::mem::align_of::<SignalBlock>() == 32);
-    assert!(core::mem::offset_of!(SignalBlock, value) == 0);
-    assert!(SignalBlock::START_OFFSET == 8);
-    assert!(SignalBlock::END_OFFSET == 16);
-};
-
-/// A signal: the host and device addresses of its block.
-///
-/// Cheap to copy; meaningful only to the [`CudaMemory`] that allocated it.
-///
-/// ```
-/// # use sigretire_cuda::{CudaContext, Error};
-/// # let context = match CudaContext::new(0) {
-/// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
-/// #     context => context?,
-/// # };
-/// use sigretire_cuda::{CudaMemory, SignalBlock};
-/// use sigretire_tracker::{Placement, SignalMemory};
-///
-/// let memory = CudaMemory::new(&context);
-/// let mut signals = Vec::new();
-/// memory.allocate(2, Placement::Host, &mut signals).unwrap();
-/// let (first, second) = (signals[0].0, signals[1].0);
-/// // Consecutive blocks of one pinned batch.
-/// assert_eq!(second.device_address() - first.device_address(), SignalBlock::SIZE as u64);
-/// # Ok::<(), sigretire_cuda::Error>(())
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct CudaSignal {
-    block: NonNull<SignalBlock>,
-    device: u64,
-}
-
-// SAFETY: a signal is two addresses; it grants access only through
-// `SignalMemory`'s unsafe methods, whose contract keeps the memory alive.
-unsafe impl Send for CudaSignal {}
-// SAFETY: as for `Send`.
-unsafe impl Sync for CudaSignal {}
-
-impl CudaSignal {
-    pub(crate) fn new(block: NonNull<SignalBlock>, device: u64) -> Self {
-        Self { block, device }
-    }
-
-    /// The value word's address as the GPU sees it: what a stream memory
-    /// operation writes or waits on, and the signal's packet handle.
-    ///
-    /// ```
-    /// # use sigretire_cuda::{CudaContext, Error};
-    /// # let context = match CudaContext::new(0) {
-    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
-    /// #     context => context?,
-    /// # };
-    /// use sigretire_cuda::CudaMemory;
-    /// use sigretire_tracker::{Placement, SignalMemory};
-    ///
-    /// let memory = CudaMemory::new(&context);
-    /// let mut signals = Vec::new();
-    /// memory.allocate(1, Placement::Host, &mut signals).unwrap();
-    /// let signal = signals[0].0;
-    /// // What a stream writes is what a packet names.
-    /// assert_eq!(memory.packet_handle(signal), signal.device_address());
-    /// # Ok::<(), sigretire_cuda::Error>(())
-    /// ```
-    pub fn device_address(&self) -> u64 {
-        self.device
-    }
-
-    /// The block's address as the host sees it.
-    ///
-    /// ```
-    /// # use sigretire_cuda::{CudaContext, Error};
-    /// # let context = match CudaContext::new(0) {
-    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
-    /// #     context => context?,
-    /// # };
-    /// use sigretire_cuda::{CudaMemory, SignalBlock};
-    /// use sigretire_tracker::{Placement, SignalMemory};
-    ///
-    /// let memory = CudaMemory::new(&context);
-    /// let mut signals = Vec::new();
-    /// memory.allocate(1, Placement::Host, &mut signals).unwrap();
-    /// let signal = signals[0].0;
-    /// assert_eq!(signal.host_address() as usize % SignalBlock::SIZE, 0);
-    /// if context.info().unified_addressing {
-    ///     // One address space: the GPU's address of the word is the host's.
-    ///     assert_eq!(signal.host_address() as u64, signal.device_address());
-    /// }
-    /// # Ok::<(), sigretire_cuda::Error>(())
-    /// ```
-    pub fn host_address(&self) -> *const SignalBlock {
-        self.block.as_ptr()
-    }
-
-    /// The block.
-    ///
-    /// # Safety
-    /// The memory that allocated the signal is alive.
-    unsafe fn block(&self) -> &SignalBlock {
-        // SAFETY: the caller keeps the allocation alive; every field is an
-        // atomic, so a shared reference is sound while the GPU writes it.
-        unsafe { self.block.as_ref() }
-    }
-}
 
 /// Completion signals in pinned, device-mapped host memory, allocated in
 /// batches: the tracker's [`SignalMemory`] on CUDA.
@@ -200,7 +48,7 @@ impl CudaSignal {
 /// ```
 #[derive(Debug)]
 pub struct CudaMemory {
-    context: CudaContext,
+    context: Arc<CudaContext>,
     carver: Mutex<Carver>,
     device_requests: AtomicU64,
 }
@@ -227,7 +75,7 @@ impl CudaMemory {
     /// assert_eq!(memory.batches_allocated(), 0); // nothing is pinned until signals are asked for
     /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
-    pub fn new(context: &CudaContext) -> Self {
+    pub fn new(context: &Arc<CudaContext>) -> Self {
         Self::with_batch(context, Self::DEFAULT_BATCH)
     }
 
@@ -250,7 +98,7 @@ impl CudaMemory {
     /// assert_eq!(memory.batches_allocated(), 2);
     /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
-    pub fn with_batch(context: &CudaContext, blocks: usize) -> Self {
+    pub fn with_batch(context: &Arc<CudaContext>, blocks: usize) -> Self {
         Self {
             context: context.clone(),
             carver: Mutex::new(Carver::new(blocks)),
@@ -271,7 +119,7 @@ impl CudaMemory {
     /// assert_eq!(memory.context().as_raw(), context.as_raw());
     /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
-    pub fn context(&self) -> &CudaContext {
+    pub fn context(&self) -> &Arc<CudaContext> {
         &self.context
     }
 
@@ -405,7 +253,7 @@ impl SignalMemory for CudaMemory {
     }
 
     fn packet_handle(&self, signal: CudaSignal) -> u64 {
-        signal.device
+        signal.device_address()
     }
 
     /// A pinned signal whose completions also run a host function that
@@ -415,7 +263,7 @@ impl SignalMemory for CudaMemory {
         let mut out = Vec::with_capacity(1);
         self.allocate_signals(1, &mut out)?;
         let (signal, _) = out[0];
-        self.context.wakes().register(signal.device);
+        self.context.wakes().register(signal.device_address());
         Ok(Some(signal))
     }
 

@@ -23,11 +23,14 @@
 //! ```
 
 use crate::context::CudaContext;
-use crate::driver::{CudaVersion, kernel_module_version};
+use crate::driver::kernel_module_version;
 use crate::error::{Result, check};
 use crate::queue::CudaQueue;
+use crate::version::CudaVersion;
 use core::fmt;
 use cudarc::driver::sys::{self, CUevent, CUevent_flags};
+use cudarc::driver::{DriverError, result};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How an event is created.
@@ -98,7 +101,7 @@ impl EventFlags {
 #[derive(Debug)]
 pub struct Event {
     raw: CUevent,
-    context: CudaContext,
+    context: Arc<CudaContext>,
 }
 
 // SAFETY: an event handle may be used from any thread on which its context
@@ -121,7 +124,7 @@ impl Event {
     /// assert!(event.is_complete()?); // an event never recorded counts as complete
     /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
-    pub fn new(context: &CudaContext, flags: EventFlags) -> Result<Self> {
+    pub fn new(context: &Arc<CudaContext>, flags: EventFlags) -> Result<Self> {
         context.bind()?;
         let mut raw = core::ptr::null_mut();
         // SAFETY: the context is bound; `raw` is a live local.
@@ -297,12 +300,16 @@ impl Event {
     /// ```
     pub fn elapsed_since(&self, start: &Event) -> Result<Duration> {
         self.context.bind()?;
-        let mut milliseconds = 0f32;
-        // SAFETY: both events are alive and of the bound context;
-        // `milliseconds` is a live local.
-        check("cuEventElapsedTime", unsafe {
-            sys::cuEventElapsedTime(&mut milliseconds, start.raw, self.raw)
-        })?;
+        // cudarc's wrapper, which calls the entry point the build's CUDA
+        // headers have (`cuEventElapsedTime` up to 12.x, only `_v2` from
+        // 13.0 on): the headers are the program's choice, not this crate's.
+        // SAFETY: both events are alive and of the bound context.
+        let milliseconds = match unsafe { result::event::elapsed(start.raw, self.raw) } {
+            Ok(milliseconds) => milliseconds,
+            Err(DriverError(code)) => {
+                return check("cuEventElapsedTime", code).map(|()| Duration::ZERO);
+            }
+        };
         Ok(Duration::from_secs_f64(
             f64::from(milliseconds.max(0.0)) / 1e3,
         ))
@@ -407,6 +414,29 @@ impl fmt::Display for SystemReport {
             self.cuda_driver,
             self.built_against,
         )
+    }
+}
+
+/// What a context's figures were measured on.
+impl CudaContext {
+    /// What to print next to a measurement: device, driver, kernel module,
+    /// and the CUDA API this crate was built against.
+    ///
+    /// ```
+    /// # use sigretire_cuda::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use sigretire_cuda::CudaVersion;
+    /// let report = context.report();
+    /// assert_eq!(report.device, context.info().name);
+    /// assert_eq!(report.built_against, CudaVersion::BUILT_AGAINST);
+    /// println!("{report}");
+    /// # Ok::<(), sigretire_cuda::Error>(())
+    /// ```
+    pub fn report(&self) -> SystemReport {
+        SystemReport::of(self)
     }
 }
 

@@ -24,7 +24,7 @@
 //! The plan is pure data, tested without a GPU; [`encode`] turns it into the
 //! driver's parameter unions.
 
-use crate::memory::SignalBlock;
+use crate::signal::SignalBlock;
 use cudarc::driver::sys::{
     CUstreamBatchMemOpParams, CUstreamBatchMemOpType, CUstreamWaitValue_flags,
     CUstreamWriteValue_flags,

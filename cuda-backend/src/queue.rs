@@ -2,6 +2,8 @@
 
 use crate::context::CudaContext;
 use crate::error::{Error, Result};
+use crate::flag::HostFlag;
+use crate::kernel::Launch;
 use crate::ops::{self, MemOp, encode, plan, progress_after};
 use crate::order::{Admission, AlreadyPublished, Reorder};
 use crate::pinned::Pinned;
@@ -90,7 +92,7 @@ pub struct CudaQueue {
 }
 
 struct QueueInner {
-    context: CudaContext,
+    context: Arc<CudaContext>,
     stream: Stream,
     /// The progress word: `index + 1` of the newest publication whose
     /// completion was written.
@@ -187,12 +189,12 @@ pub struct QueueFailure {
 
 impl CudaQueue {
     /// A queue on a new stream of its own.
-    pub(crate) fn new(context: &CudaContext) -> Result<Self> {
+    pub(crate) fn new(context: &Arc<CudaContext>) -> Result<Self> {
         Self::on(context, Stream::new(context)?)
     }
 
     /// A queue on `stream`, owned or adopted.
-    pub(crate) fn on(context: &CudaContext, stream: Stream) -> Result<Self> {
+    pub(crate) fn on(context: &Arc<CudaContext>, stream: Stream) -> Result<Self> {
         let progress = context.allocate_pinned(8)?;
         Ok(Self {
             inner: Arc::new(QueueInner {
@@ -225,7 +227,7 @@ impl CudaQueue {
     /// assert_eq!(queue.context().as_raw(), context.as_raw());
     /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
-    pub fn context(&self) -> &CudaContext {
+    pub fn context(&self) -> &Arc<CudaContext> {
         &self.inner.context
     }
 
@@ -515,7 +517,7 @@ impl CudaQueue {
     /// assert_eq!(flag.state(), FlagState::Released);
     /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
-    pub fn launch_flag_writer(&self, flag: &crate::HostFlag) -> Result<()> {
+    pub fn launch_flag_writer(&self, flag: &HostFlag) -> Result<()> {
         self.launch_untracked_empty(flag.device_address(), 1)
     }
 
@@ -602,10 +604,10 @@ impl CudaQueue {
             }
             Work::Kernel(handle) => {
                 match self.inner.context.launch(handle) {
-                    Some(crate::kernel::Launch::Busy { nanos, threads }) => {
+                    Some(Launch::Busy { nanos, threads }) => {
                         stream.launch(kernels.busy, threads, &[completion, nanos])?
                     }
-                    Some(crate::kernel::Launch::SpinUntil {
+                    Some(Launch::SpinUntil {
                         flag,
                         timeout_nanos,
                     }) => {
@@ -784,5 +786,249 @@ impl fmt::Debug for CudaQueue {
             .field("read_index", &self.read_index())
             .field("failed", &self.inner.failed.load(Ordering::Relaxed))
             .finish_non_exhaustive()
+    }
+}
+
+/// Queues on a context's streams: a new stream of its own, or a runtime's,
+/// adopted.
+impl CudaContext {
+    /// A new queue: a stream of this context (see [`CudaQueue`]).
+    ///
+    /// ```
+    /// # use sigretire_cuda::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use sigretire_tracker::QueueView;
+    /// let queue = context.create_queue()?;
+    /// assert_eq!((queue.reserved(), queue.read_index()), (0, 0));
+    /// assert!(queue.is_idle()?);
+    /// # Ok::<(), sigretire_cuda::Error>(())
+    /// ```
+    pub fn create_queue(self: &Arc<Self>) -> Result<CudaQueue> {
+        CudaQueue::new(self)
+    }
+
+    /// A queue on a stream the runtime created and owns, so that a CUDA
+    /// runtime keeps launching its own work on its own stream
+    /// (`cuLaunchKernel`, cuBLAS, copies, its own `cuStreamWaitValue64`s)
+    /// and uses the library only for completion, events and synchronize.
+    ///
+    /// A stream runs in the order its driver calls were made, so a
+    /// publication (a [`Work::Marker`](sigretire_tracker::Work::Marker): the
+    /// completion and progress writes, stream memory operations and nothing
+    /// else) lands after everything the runtime enqueued on the stream
+    /// before the `publish` call: on the same thread, or on one the call is
+    /// ordered after (by a lock, a channel, a join). Its signal completing
+    /// therefore proves the runtime's work before it finished, and the
+    /// tracker, the waiter and the queue layer work on it unchanged. The
+    /// library's own work ([`Work::Empty`](sigretire_tracker::Work::Empty),
+    /// registered kernels, GPU waits) runs on the stream too, in the same
+    /// order. [`CudaQueue::synchronize`] and [`CudaQueue::is_idle`] see the
+    /// runtime's work as well.
+    ///
+    /// **Never destroyed.** Dropping the last clone of the queue does not
+    /// destroy the stream, synchronise it or wait for the runtime's work:
+    /// it records a CUDA event behind the library's last operation on the
+    /// stream and leaves it with the context. The queue frees nothing (its
+    /// progress word and the signals belong to the context's pinned-memory
+    /// arena), and the context, before it frees the arena, waits for every
+    /// such event, as long as it waits for an owned stream to drain; one that
+    /// does not complete in that time makes it keep the arena (leaked, not
+    /// freed under a GPU that may still write it).
+    ///
+    /// **Graphs.** The stream must not be captured into a CUDA graph while
+    /// the queue is in use: the library's writes would be captured instead of
+    /// run, so no completion would land (and a launch of the graph would
+    /// later write signals the tracker has since reused). A capture in
+    /// progress is refused here, and every publication on an adopted stream
+    /// first asks the driver (`cuStreamIsCapturing`, one call) and fails the
+    /// queue with [`Error::StreamCapturing`](crate::Error::StreamCapturing)
+    /// rather than enqueue into a capture; a capture begun on another thread
+    /// between that question and the enqueue cannot be caught.
+    ///
+    /// # Errors
+    /// [`Error::DefaultStream`](crate::Error::DefaultStream) for the null
+    /// stream, `CU_STREAM_LEGACY` or `CU_STREAM_PER_THREAD`;
+    /// [`Error::ForeignStream`](crate::Error::ForeignStream) for a stream
+    /// of another context (`cuStreamGetCtx`); [`Error::StreamCapturing`](crate::Error::StreamCapturing)
+    /// for a stream being captured; [`Error::Driver`](crate::Error::Driver)
+    /// if the driver refuses those questions or the progress word's
+    /// allocation. Never a panic.
+    ///
+    /// # Safety
+    /// `stream` is null or a default-stream handle (both refused), or a live
+    /// stream, of any context (another context's is refused), that the
+    /// runtime does not destroy until every clone of the returned queue is
+    /// dropped: the clones held by trackers, and by the queue layer's queues,
+    /// which may let go of their last one later, on a thread of their own
+    /// (then hand the stream's lifetime over with
+    /// [`adopt_stream_with`](CudaContext::adopt_stream_with), or use
+    /// [`adopt_cudarc_stream`](CudaContext::adopt_cudarc_stream)). Destroying
+    /// it after that is sound even with the library's work still pending on
+    /// it: CUDA runs a destroyed stream's work to completion, and the
+    /// context waits for it as described above.
+    ///
+    /// ```no_run
+    /// use cudarc::driver::sys;
+    /// use sigretire_cuda::{CudaContext, CudaMemory, check};
+    /// use sigretire_tracker::{
+    ///     Config, HardwareQueue, Request, RetiringTracker, Status, Tracker, WaitPolicy, Work,
+    /// };
+    /// use std::{sync::Arc, time::Duration};
+    ///
+    /// let context = CudaContext::new(0)?;
+    /// context.bind()?;
+    /// // The runtime's own stream and buffer.
+    /// let (mut stream, mut buffer) = (std::ptr::null_mut(), 0);
+    /// // SAFETY: the context is bound; both outputs are live locals.
+    /// unsafe {
+    ///     let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
+    ///     check("cuStreamCreate", sys::cuStreamCreate(&mut stream, flags))?;
+    ///     check("cuMemAlloc", sys::cuMemAlloc_v2(&mut buffer, 1 << 20))?;
+    /// }
+    /// // SAFETY: a live stream, destroyed below only once the queue and the
+    /// // tracker (which holds a clone of it) are gone.
+    /// let queue = unsafe { context.adopt_stream(stream)? };
+    /// let memory = Arc::new(CudaMemory::new(&context));
+    /// let mut tracker = RetiringTracker::new(memory, queue.clone(), Config::default())?;
+    ///
+    /// // The runtime's work, enqueued by the runtime itself ...
+    /// // SAFETY: `buffer` holds 1 MiB of device memory; the stream is live.
+    /// check("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buffer, 7, 1 << 20, stream) })?;
+    /// // ... then the library's completion behind it.
+    /// let index = queue.reserve()?;
+    /// let done = tracker.acquire(Request::packet(index).barrier(true))?;
+    /// queue.publish(done.publication, Work::Marker)?;
+    /// let waited = tracker.waiter().wait(&done.ticket, Duration::from_secs(10), WaitPolicy::spin());
+    /// assert_eq!(waited?, Status::Complete); // so the memset has finished too
+    ///
+    /// drop((tracker, queue)); // leaves the stream alone
+    /// // SAFETY: no clone of the queue is left; the buffer's last user is done.
+    /// unsafe {
+    ///     check("cuMemFree", sys::cuMemFree_v2(buffer))?;
+    ///     check("cuStreamDestroy", sys::cuStreamDestroy_v2(stream))?;
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// Refusals are typed, and need no live stream:
+    ///
+    /// ```
+    /// # use sigretire_cuda::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// // SAFETY: the null stream is refused before any driver call.
+    /// let refused = unsafe { context.adopt_stream(std::ptr::null_mut()) };
+    /// assert!(matches!(refused, Err(Error::DefaultStream { handle: 0 })));
+    /// # Ok::<(), sigretire_cuda::Error>(())
+    /// ```
+    pub unsafe fn adopt_stream(self: &Arc<Self>, stream: CUstream) -> Result<CudaQueue> {
+        // SAFETY: the caller's contract is `Stream::adopt`'s.
+        let stream = unsafe { Stream::adopt(self, stream, None)? };
+        CudaQueue::on(self, stream)
+    }
+
+    /// [`adopt_stream`](CudaContext::adopt_stream), handing the stream's
+    /// lifetime to the queue: `keeper` (the runtime's own reference-counted
+    /// stream object, or a guard whose `Drop` destroys the stream) is
+    /// dropped once the last clone of the queue is gone, right after the
+    /// queue has recorded its drain event, on the thread that drops that
+    /// clone, with this context current. The runtime then need not know
+    /// when that is, which the queue layer (dropping its last clone on a
+    /// thread of its own) makes hard to know. If the adoption fails,
+    /// `keeper` is dropped before this returns.
+    ///
+    /// # Safety
+    /// `stream` is null or a default-stream handle (both refused), or a live
+    /// stream that stays live until `keeper` is dropped (at the latest: the
+    /// runtime may hold it longer). The runtime may keep using the stream's
+    /// handle itself while it holds a clone of the queue, or anything that
+    /// keeps one (a tracker, the queue layer's `Device` or `HostQueue`).
+    ///
+    /// ```no_run
+    /// use cudarc::driver::sys;
+    /// use sigretire_cuda::{CudaContext, check};
+    ///
+    /// /// The runtime's stream, destroyed when the library is done with it.
+    /// struct OwnedStream(sys::CUstream);
+    /// // SAFETY: a stream handle may be used from any thread.
+    /// unsafe impl Send for OwnedStream {}
+    /// impl Drop for OwnedStream {
+    ///     fn drop(&mut self) {
+    ///         // SAFETY: created below, destroyed once, here (the queue drops
+    ///         // its keeper with the stream's context current).
+    ///         unsafe { sys::cuStreamDestroy_v2(self.0) };
+    ///     }
+    /// }
+    ///
+    /// let context = CudaContext::new(0)?;
+    /// context.bind()?;
+    /// let mut stream = std::ptr::null_mut();
+    /// // SAFETY: the context is bound; `stream` is a live local.
+    /// check("cuStreamCreate", unsafe { sys::cuStreamCreate(&mut stream, 0) })?;
+    /// // SAFETY: a live stream, destroyed only by the keeper.
+    /// let queue = unsafe { context.adopt_stream_with(stream, OwnedStream(stream))? };
+    /// assert!(queue.is_adopted());
+    /// # Ok::<(), sigretire_cuda::Error>(())
+    /// ```
+    pub unsafe fn adopt_stream_with<K: Send + 'static>(
+        self: &Arc<Self>,
+        stream: CUstream,
+        keeper: K,
+    ) -> Result<CudaQueue> {
+        // SAFETY: the caller's contract is `Stream::adopt`'s: the stream is
+        // live until the `Stream` drops its keeper, its last act.
+        let stream = unsafe { Stream::adopt(self, stream, Some(Box::new(keeper)))? };
+        CudaQueue::on(self, stream)
+    }
+
+    /// [`adopt_stream`](CudaContext::adopt_stream) for a stream of cudarc's
+    /// safe API: the queue holds the `Arc`, so the stream lives (cudarc
+    /// destroys a stream it created only when its last `Arc` goes) until the
+    /// last clone of the queue is gone, and no `unsafe` is needed. The
+    /// runtime may keep enqueueing on it through cudarc meanwhile, as the
+    /// stream's other user. cudarc's default streams
+    /// (`CudaContext::default_stream`, `per_thread_stream`) are refused
+    /// ([`Error::DefaultStream`](crate::Error::DefaultStream)), and so is a
+    /// stream of another context; cudarc's contexts are the device's primary
+    /// context, as this one is.
+    ///
+    /// ```
+    /// # use sigretire_cuda::{CudaContext, Error};
+    /// # let context = match CudaContext::new(0) {
+    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
+    /// #     context => context?,
+    /// # };
+    /// use sigretire_tracker::{HardwareQueue, Publication, Work};
+    ///
+    /// // The driver is there (`CudaContext::new` said so), so cudarc can open it.
+    /// let runtime = cudarc::driver::CudaContext::new(0).expect("cudarc's context");
+    /// let stream = runtime.new_stream().expect("a cudarc stream");
+    /// let queue = context.adopt_cudarc_stream(stream.clone())?;
+    /// assert_eq!(queue.as_raw(), stream.cu_stream());
+    /// let index = queue.reserve().unwrap();
+    /// queue.publish(Publication::unsignalled(index, true), Work::Marker).unwrap();
+    /// queue.synchronize()?;
+    /// // The default stream is no stream of the runtime's own.
+    /// let refused = context.adopt_cudarc_stream(runtime.default_stream());
+    /// assert!(matches!(refused, Err(Error::DefaultStream { handle: 0 })));
+    /// # Ok::<(), sigretire_cuda::Error>(())
+    /// ```
+    pub fn adopt_cudarc_stream(
+        self: &Arc<Self>,
+        stream: Arc<cudarc::driver::CudaStream>,
+    ) -> Result<CudaQueue> {
+        let raw = stream.cu_stream();
+        // SAFETY: a `CudaStream`'s handle is null, a default-stream handle,
+        // or a live stream for as long as the `CudaStream` lives (cudarc
+        // destroys a stream it created only in `CudaStream`'s `Drop`, and
+        // `wrap_borrowed_stream`'s caller promised as much for a borrowed
+        // one); the keeper holds the `Arc` until the `Stream` is done.
+        let stream = unsafe { Stream::adopt(self, raw, Some(Box::new(stream)))? };
+        CudaQueue::on(self, stream)
     }
 }

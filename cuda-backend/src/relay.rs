@@ -11,14 +11,16 @@
 //!
 //! One event serves every wake: `cuStreamWaitEvent` waits for the record
 //! made before it, and the queue's publisher lock orders each record with
-//! its wait.
+//! its wait. The event is the driver's own, without timing (the cheapest
+//! to record), not a [`native::Event`](crate::native::Event): those are
+//! recorded on queues, and a queue is what holds this relay.
 
 use crate::context::CudaContext;
 use crate::error::{Result, check};
-use crate::native::{Event, EventFlags};
 use crate::stream::Stream;
 use crate::wake::Wakes;
-use cudarc::driver::sys::{self, CUstream};
+use cudarc::driver::sys::{self, CUevent, CUevent_flags, CUstream};
+use std::sync::Arc;
 
 /// A queue's stream for its wakes' host functions, and the event that
 /// hands each wake over to it. Made with the queue (a stream and an event
@@ -26,20 +28,47 @@ use cudarc::driver::sys::{self, CUstream};
 #[derive(Debug)]
 pub(crate) struct WakeRelay {
     stream: Stream,
-    handed_over: Event,
+    handed_over: HandOver,
+}
+
+/// The relay's event, destroyed with it.
+#[derive(Debug)]
+struct HandOver {
+    raw: CUevent,
+    context: Arc<CudaContext>,
+}
+
+// SAFETY: an event handle may be used from any thread on which its context
+// is current; the relay uses it with the context bound, under the queue's
+// publisher lock.
+unsafe impl Send for HandOver {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for HandOver {}
+
+impl Drop for HandOver {
+    fn drop(&mut self) {
+        if self.context.bind().is_ok() {
+            // SAFETY: the event is ours and destroyed once; a record still
+            // pending is released by the driver once it completes.
+            unsafe { sys::cuEventDestroy_v2(self.raw) };
+        }
+    }
 }
 
 impl WakeRelay {
-    pub(crate) fn new(context: &CudaContext) -> Result<Self> {
+    pub(crate) fn new(context: &Arc<CudaContext>) -> Result<Self> {
+        let stream = Stream::new(context)?;
+        let mut raw = core::ptr::null_mut();
+        // SAFETY: `Stream::new` bound the context; `raw` is a live local.
+        check("cuEventCreate", unsafe {
+            sys::cuEventCreate(&mut raw, CUevent_flags::CU_EVENT_DISABLE_TIMING as u32)
+        })?;
         Ok(Self {
-            stream: Stream::new(context)?,
-            handed_over: Event::new(
-                context,
-                EventFlags {
-                    timing: false,
-                    blocking_sync: false,
-                },
-            )?,
+            stream,
+            handed_over: HandOver {
+                raw,
+                context: context.clone(),
+            },
         })
     }
 
@@ -49,11 +78,11 @@ impl WakeRelay {
     pub(crate) fn relay(&self, from: CUstream, wakes: &Wakes) -> Result<()> {
         // SAFETY: both handles are alive and of the bound context.
         check("cuEventRecord", unsafe {
-            sys::cuEventRecord(self.handed_over.as_raw(), from)
+            sys::cuEventRecord(self.handed_over.raw, from)
         })?;
         // SAFETY: as above; the wait is for the record just made.
         check("cuStreamWaitEvent", unsafe {
-            sys::cuStreamWaitEvent(self.stream.raw(), self.handed_over.as_raw(), 0)
+            sys::cuStreamWaitEvent(self.stream.raw(), self.handed_over.raw, 0)
         })?;
         let (function, data) = wakes.host_function();
         // SAFETY: the relay's stream is live and of the bound context; the

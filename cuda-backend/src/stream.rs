@@ -9,6 +9,7 @@
 //! error, never undefined behaviour.
 
 use crate::context::CudaContext;
+use crate::drain::DRAIN_TIMEOUT;
 use crate::error::{Error, Result, check};
 use crate::ops::MAX_OPS_PER_CALL;
 use core::ffi::c_void;
@@ -17,20 +18,15 @@ use cudarc::driver::sys::{
     self, CUfunction, CUstream, CUstreamBatchMemOpParams, CUstreamCaptureStatus,
 };
 use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// How long dropping a stream waits for its work before giving up on it. A
-/// stream still blocked after this (a `cuStreamWaitValue64` nobody satisfies)
-/// is destroyed anyway, and the context then keeps its pinned memory rather
-/// than free memory the stream may still write.
-pub(crate) const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Most arguments a signal kernel takes.
 const MAX_KERNEL_ARGS: usize = 4;
 
 pub(crate) struct Stream {
     raw: CUstream,
-    context: CudaContext,
+    context: Arc<CudaContext>,
     ownership: Ownership,
 }
 
@@ -63,7 +59,7 @@ unsafe impl Sync for Stream {}
 impl Stream {
     /// A new non-blocking stream (it does not synchronise with the legacy
     /// default stream).
-    pub(crate) fn new(context: &CudaContext) -> Result<Self> {
+    pub(crate) fn new(context: &Arc<CudaContext>) -> Result<Self> {
         context.bind()?;
         let mut raw = core::ptr::null_mut();
         // SAFETY: the context is bound; `raw` is a live local.
@@ -85,7 +81,7 @@ impl Stream {
     /// `raw` is null, a default-stream handle, or a live stream, and stays
     /// live until this `Stream` is dropped.
     pub(crate) unsafe fn adopt(
-        context: &CudaContext,
+        context: &Arc<CudaContext>,
         raw: CUstream,
         keeper: Option<Box<dyn Send>>,
     ) -> Result<Self> {

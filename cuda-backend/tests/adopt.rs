@@ -79,7 +79,7 @@ const BLOCK: u32 = 256;
 const SPIN: Duration = Duration::from_millis(2);
 const ROUNDS: usize = 5;
 
-fn gpu() -> Option<CudaContext> {
+fn gpu() -> Option<Arc<CudaContext>> {
     support::gpu("adopted-stream")
 }
 
@@ -87,14 +87,14 @@ fn gpu() -> Option<CudaContext> {
 /// in device memory. Everything is made with raw driver calls on the
 /// calling thread, with the library's (the device's primary) context bound.
 struct Runtime {
-    context: CudaContext,
+    context: Arc<CudaContext>,
     module: CUmodule,
     kernel: CUfunction,
     out: CUdeviceptr,
 }
 
 impl Runtime {
-    fn new(context: &CudaContext) -> Self {
+    fn new(context: &Arc<CudaContext>) -> Self {
         context.bind().unwrap();
         let mut module = core::ptr::null_mut();
         // SAFETY: the context is bound; the image is NUL-terminated PTX text
@@ -226,12 +226,12 @@ impl Drop for Runtime {
 
 /// A CUDA event of the runtime's, recorded with raw driver calls.
 struct RawEvent {
-    context: CudaContext,
+    context: Arc<CudaContext>,
     raw: CUevent,
 }
 
 impl RawEvent {
-    fn new(context: &CudaContext) -> Self {
+    fn new(context: &Arc<CudaContext>) -> Self {
         context.bind().unwrap();
         let mut raw = core::ptr::null_mut();
         // SAFETY: the context is bound; `raw` is a live local.
@@ -264,12 +264,11 @@ impl RawEvent {
     /// GPU time from `start` to `self` (`cuEventElapsedTime`).
     fn since(&self, start: &RawEvent) -> Duration {
         self.context.bind().unwrap();
-        let mut ms = 0f32;
+        // cudarc's wrapper: the entry point of the build's CUDA headers
+        // (`cuEventElapsedTime`, only `_v2` from CUDA 13.0 on).
         // SAFETY: both events are live, recorded and complete (the caller's).
-        check("cuEventElapsedTime", unsafe {
-            sys::cuEventElapsedTime(&mut ms, start.raw, self.raw)
-        })
-        .unwrap();
+        let ms = unsafe { cudarc::driver::result::event::elapsed(start.raw, self.raw) }
+            .unwrap_or_else(|error| panic!("cuEventElapsedTime: {error:?}"));
         Duration::from_secs_f64(f64::from(ms) / 1e3)
     }
 }
@@ -300,7 +299,7 @@ impl Drop for OwnedStream {
     }
 }
 
-fn destroy(context: &CudaContext, stream: CUstream) {
+fn destroy(context: &Arc<CudaContext>, stream: CUstream) {
     context.bind().unwrap();
     // SAFETY: made by `Runtime::stream`, destroyed once; no clone of a queue
     // adopting it is left (the caller's).
@@ -310,7 +309,7 @@ fn destroy(context: &CudaContext, stream: CUstream) {
     .unwrap();
 }
 
-fn tracker_on(context: &CudaContext, queue: &CudaQueue) -> Retiring {
+fn tracker_on(context: &Arc<CudaContext>, queue: &CudaQueue) -> Retiring {
     let memory = Arc::new(CudaMemory::new(context));
     RetiringTracker::new(memory, queue.clone(), Config::default()).unwrap()
 }
@@ -610,10 +609,7 @@ fn default_streams_and_streams_of_other_contexts_are_typed_errors() {
     let mut other = core::ptr::null_mut();
     // SAFETY: `device` is valid; `other` is a live local. The new context
     // becomes current on this thread, and is popped below.
-    check("cuCtxCreate_v2", unsafe {
-        sys::cuCtxCreate_v2(&mut other, 0, device)
-    })
-    .unwrap();
+    check("cuCtxCreate", unsafe { create_context(&mut other, device) }).unwrap();
     let mut stream = core::ptr::null_mut();
     // SAFETY: `other` is current; `stream` is a live local.
     check("cuStreamCreate", unsafe {
@@ -762,7 +758,7 @@ fn a_cudarc_stream_is_adopted_safely_and_kept_alive_by_the_queue() {
 }
 
 /// A queue layer device on `queue` (adopted or owned), waits bounded.
-fn layer_device(context: &CudaContext, queue: &CudaQueue) -> Device<Retiring> {
+fn layer_device(context: &Arc<CudaContext>, queue: &CudaQueue) -> Device<Retiring> {
     let config = QueueConfig {
         wait_timeout: Some(WAIT),
         ..QueueConfig::default()
@@ -921,4 +917,37 @@ fn work_enqueued_beside_the_layer_on_an_owned_stream_is_not_skipped() {
     }
     println!("owned streams: {rounds} rounds, early answers: {early}");
     assert_eq!(early, 0);
+}
+
+/// `cuCtxCreate` of the build's CUDA headers: `_v2` up to 12.x, `_v4` (with
+/// no creation parameters) from 13.0 on, which dropped the others.
+///
+/// # Safety
+/// `device` is a device handle; `context` is writable.
+#[cfg(not(any(
+    feature = "cuda-13000",
+    feature = "cuda-13010",
+    feature = "cuda-13020",
+    feature = "cuda-13030",
+    feature = "cuda-13040"
+)))]
+unsafe fn create_context(context: &mut sys::CUcontext, device: sys::CUdevice) -> sys::CUresult {
+    // SAFETY: the caller's contract.
+    unsafe { sys::cuCtxCreate_v2(context, 0, device) }
+}
+
+/// As above, for CUDA 13's headers.
+///
+/// # Safety
+/// As above.
+#[cfg(any(
+    feature = "cuda-13000",
+    feature = "cuda-13010",
+    feature = "cuda-13020",
+    feature = "cuda-13030",
+    feature = "cuda-13040"
+))]
+unsafe fn create_context(context: &mut sys::CUcontext, device: sys::CUdevice) -> sys::CUresult {
+    // SAFETY: the caller's contract; no creation parameters is allowed.
+    unsafe { sys::cuCtxCreate_v4(context, core::ptr::null_mut(), 0, device) }
 }

@@ -20,6 +20,7 @@ use sigretire_cuda::native::{Event as CudaEvent, EventFlags};
 use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, Error, FlagState, HostFlag};
 use sigretire_queue::{Device, DeviceConfig, HostQueue, QueueConfig};
 use sigretire_tracker::{Config, HardwareQueue, Publication, RetiringTracker, Tracker as _};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::WAIT;
 
@@ -36,7 +37,7 @@ const HOLD: Duration = Duration::from_micros(200);
 const SPIN_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// GPUs 0 and 1, or `None` (said on stderr) with fewer than two.
-fn two_gpus() -> Option<(CudaContext, CudaContext)> {
+fn two_gpus() -> Option<(Arc<CudaContext>, Arc<CudaContext>)> {
     let first = support::gpu("cross-device")?;
     match CudaContext::new(1) {
         Ok(second) => Some((first, second)),
@@ -48,7 +49,7 @@ fn two_gpus() -> Option<(CudaContext, CudaContext)> {
     }
 }
 
-fn device(context: &CudaContext) -> Device<Tracker> {
+fn device(context: &Arc<CudaContext>) -> Device<Tracker> {
     let (tracker, _) = context
         .retiring_tracker(Config::default())
         .expect("a tracker");

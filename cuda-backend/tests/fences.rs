@@ -23,11 +23,11 @@ type Tracker = RetiringTracker<CudaMemory, CudaQueue>;
 /// test, so a deadlock ends and is reported rather than hanging.
 const SPIN_TIMEOUT: Duration = Duration::from_secs(3);
 
-fn gpu() -> Option<CudaContext> {
+fn gpu() -> Option<Arc<CudaContext>> {
     support::gpu("queue-layer")
 }
 
-fn tracker(context: &CudaContext) -> Tracker {
+fn tracker(context: &Arc<CudaContext>) -> Tracker {
     context
         .retiring_tracker(Config::default())
         .expect("a tracker")
@@ -42,7 +42,7 @@ fn config(sync_wait: SyncWait) -> QueueConfig {
     }
 }
 
-fn device(context: &CudaContext, sync_wait: SyncWait) -> Device<Tracker> {
+fn device(context: &Arc<CudaContext>, sync_wait: SyncWait) -> Device<Tracker> {
     Device::new(DeviceConfig::default(), tracker(context), config(sync_wait)).expect("a device")
 }
 

@@ -41,7 +41,7 @@ struct Rig<T> {
 
 type Retiring = RetiringTracker<CudaMemory, CudaQueue>;
 
-fn retiring(context: &CudaContext, config: Config) -> Rig<Retiring> {
+fn retiring(context: &Arc<CudaContext>, config: Config) -> Rig<Retiring> {
     let (tracker, queue) = context.retiring_tracker(config).unwrap();
     Rig { tracker, queue }
 }

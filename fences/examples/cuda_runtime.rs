@@ -87,7 +87,7 @@ fn main() -> ExitCode {
     cuda_support::on_gpu("cuda_runtime", run)
 }
 
-fn run(context: &CudaContext) -> Result<(), Failure> {
+fn run(context: &Arc<CudaContext>) -> Result<(), Failure> {
     println!("{}", context.report());
     let runtime = Runtime::new(context)?;
     let stream = runtime.stream()?;
@@ -155,14 +155,14 @@ fn run(context: &CudaContext) -> Result<(), Failure> {
 
 /// The runtime: its module, its kernel, its output buffer in device memory.
 struct Runtime {
-    context: CudaContext,
+    context: Arc<CudaContext>,
     module: CUmodule,
     kernel: CUfunction,
     out: CUdeviceptr,
 }
 
 impl Runtime {
-    fn new(context: &CudaContext) -> Result<Self, CudaError> {
+    fn new(context: &Arc<CudaContext>) -> Result<Self, CudaError> {
         context.bind()?;
         let mut module = core::ptr::null_mut();
         // SAFETY: the context is bound; the image is NUL-terminated PTX text

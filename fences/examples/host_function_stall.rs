@@ -43,7 +43,7 @@ fn main() -> ExitCode {
 /// Does nothing: the cost is the stream's wait for the driver to run it.
 extern "C" fn nothing(_: *mut c_void) {}
 
-fn run(context: &CudaContext) -> Result<(), Failure> {
+fn run(context: &Arc<CudaContext>) -> Result<(), Failure> {
     println!("{}", context.report());
     context.bind()?;
     let mut stream: CUstream = core::ptr::null_mut();
@@ -130,7 +130,7 @@ fn run(context: &CudaContext) -> Result<(), Failure> {
 /// The launches on a queue of the queue layer's own whose batches close
 /// every `batch` commands, with `wake_signals`, warmed up first.
 fn batches(
-    context: &CudaContext,
+    context: &Arc<CudaContext>,
     kernel: &sigretire_cuda::KernelHandle,
     batch: usize,
     wake_signals: usize,

@@ -1,4 +1,7 @@
-//! The AQL packets the backend publishes, built as [`PacketWords`].
+//! The AQL packets the backend publishes, built as [`PacketWords`] by
+//! `hsa-sys`'s one encoder ([`hsa_sys::encode`]), which the simulator's
+//! tracker adapter uses too: this module maps the tracker's [`Work`] onto
+//! it ([`for_work`]) and keeps the backend's packet helpers.
 //!
 //! Every header has system-scope acquire and release fences: the host reads
 //! completion signals and the results, so the packet processor must make
@@ -15,7 +18,11 @@
 //! }
 //! ```
 
-use hsa_sys::*;
+use hsa_sys::{
+    AqlWork, DispatchBody, EncodeError, HSA_SIGNAL_CONDITION_EQ, HSA_SIGNAL_CONDITION_GTE,
+    HSA_SIGNAL_CONDITION_LT, HSA_SIGNAL_CONDITION_NE, PacketWords, encode, hsa_signal_value_t,
+    with_header,
+};
 use sigretire_tracker::{Condition, Publication, QueueError, Work};
 
 /// Dependencies one barrier-AND packet holds (HSA: `dep_signal[5]`).
@@ -25,7 +32,21 @@ use sigretire_tracker::{Condition, Publication, QueueError, Work};
 /// assert!(barrier_and(&[0x40; MAX_DEPENDENCIES], false, 0).is_some());
 /// assert!(barrier_and(&[0x40; MAX_DEPENDENCIES + 1], false, 0).is_none(), "split into several packets");
 /// ```
-pub const MAX_DEPENDENCIES: usize = 5;
+pub use hsa_sys::MAX_DEPENDENCIES;
+
+/// What a barrier-value packet waits for: `(value of signal & mask)
+/// condition compare` (AMD's `hsa_amd_barrier_value_packet_t`).
+///
+/// ```
+/// use sigretire_hsa::packet::BarrierValue;
+/// use hsa_sys::{condition_holds, HSA_SIGNAL_CONDITION_LT};
+///
+/// // Until the low byte of the signal drops below 4.
+/// let wait = BarrierValue { signal: 0x1000, condition: HSA_SIGNAL_CONDITION_LT, compare: 4, mask: 0xff };
+/// assert!(!condition_holds(wait.condition, 0x1_05 & wait.mask, wait.compare));
+/// assert!(condition_holds(wait.condition, 0x1_03 & wait.mask, wait.compare));
+/// ```
+pub use hsa_sys::BarrierValue;
 
 /// A barrier-AND packet: completes once every dependency (a signal handle)
 /// is 0; with none, it is empty work that completes as soon as it runs.
@@ -41,44 +62,7 @@ pub const MAX_DEPENDENCIES: usize = 5;
 /// assert!(sigretire_hsa::packet::barrier_and(&[1; 6], false, 0).is_none());
 /// ```
 pub fn barrier_and(dependencies: &[u64], barrier: bool, completion: u64) -> Option<PacketWords> {
-    if dependencies.len() > MAX_DEPENDENCIES {
-        return None;
-    }
-    let mut packet = hsa_barrier_and_packet_t {
-        header: PacketHeader::new(HSA_PACKET_TYPE_BARRIER_AND)
-            .barrier(barrier)
-            .bits(),
-        completion_signal: hsa_signal_t { handle: completion },
-        ..Default::default()
-    };
-    for (slot, &handle) in packet.dep_signal.iter_mut().zip(dependencies) {
-        *slot = hsa_signal_t { handle };
-    }
-    Some(packet.into())
-}
-
-/// What a barrier-value packet waits for: `(value of signal & mask)
-/// condition compare` (AMD's `hsa_amd_barrier_value_packet_t`).
-///
-/// ```
-/// use sigretire_hsa::packet::BarrierValue;
-/// use hsa_sys::{condition_holds, HSA_SIGNAL_CONDITION_LT};
-///
-/// // Until the low byte of the signal drops below 4.
-/// let wait = BarrierValue { signal: 0x1000, condition: HSA_SIGNAL_CONDITION_LT, compare: 4, mask: 0xff };
-/// assert!(!condition_holds(wait.condition, 0x1_05 & wait.mask, wait.compare));
-/// assert!(condition_holds(wait.condition, 0x1_03 & wait.mask, wait.compare));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BarrierValue {
-    /// The signal handle compared.
-    pub signal: u64,
-    /// An `HSA_SIGNAL_CONDITION_*`.
-    pub condition: hsa_signal_condition_t,
-    /// The value compared with.
-    pub compare: hsa_signal_value_t,
-    /// Applied to the signal's value first (`-1` for all bits).
-    pub mask: hsa_signal_value_t,
+    encode(AqlWork::BarrierAnd(dependencies), barrier, completion).ok()
 }
 
 /// AMD's barrier-value packet: completes once the condition holds.
@@ -92,24 +76,7 @@ pub struct BarrierValue {
 /// assert_eq!(words.u64_at(8), 0x1000);
 /// ```
 pub fn barrier_value(wait: BarrierValue, barrier: bool, completion: u64) -> PacketWords {
-    hsa_amd_barrier_value_packet_t {
-        header: hsa_amd_vendor_packet_header_t {
-            header: PacketHeader::new(HSA_PACKET_TYPE_VENDOR_SPECIFIC)
-                .barrier(barrier)
-                .bits(),
-            AmdFormat: HSA_AMD_PACKET_TYPE_BARRIER_VALUE,
-            reserved: 0,
-        },
-        signal: hsa_signal_t {
-            handle: wait.signal,
-        },
-        value: wait.compare,
-        mask: wait.mask,
-        cond: wait.condition,
-        completion_signal: hsa_signal_t { handle: completion },
-        ..Default::default()
-    }
-    .into()
+    encode(AqlWork::BarrierValue(wait), barrier, completion).expect("a barrier-value packet")
 }
 
 /// A kernel dispatch of one work-item (one-dimensional grid and work-group
@@ -128,19 +95,14 @@ pub fn barrier_value(wait: BarrierValue, barrier: bool, completion: u64) -> Pack
 /// assert_eq!((packet.kernel_object, packet.grid_size_x, packet.completion_signal.handle), (0xC0DE, 1, 0x40));
 /// ```
 pub fn kernel_dispatch(kernel_object: u64, barrier: bool, completion: u64) -> PacketWords {
-    let header = PacketHeader::new(HSA_PACKET_TYPE_KERNEL_DISPATCH).barrier(barrier);
-    hsa_kernel_dispatch_packet_t::single_item(
-        header,
-        kernel_object,
-        hsa_signal_t { handle: completion },
-    )
-    .into()
+    encode(AqlWork::Kernel(kernel_object), barrier, completion).expect("a kernel dispatch")
 }
 
 /// The packet for `work`, published as `publication` says: empty work
 /// and markers are barrier-AND packets with no dependency, waits barrier-AND
 /// or barrier-OR packets, kernels and the caller's dispatches kernel
-/// dispatch packets, a value wait AMD's barrier-value packet.
+/// dispatch packets, a value wait AMD's barrier-value packet
+/// ([`aql_work`] names the [`AqlWork`] of each, [`hsa_sys::encode`] writes it).
 ///
 /// ```
 /// use sigretire_hsa::packet::for_work;
@@ -155,60 +117,60 @@ pub fn kernel_dispatch(kernel_object: u64, barrier: bool, completion: u64) -> Pa
 /// assert_eq!(packet.kernarg_address as u64, 0x7000);
 /// ```
 pub fn for_work(work: Work<'_>, publication: &Publication) -> Result<PacketWords, QueueError> {
-    let (barrier, completion) = (publication.barrier(), publication.completion());
-    let too_many = |dependencies: &[u64]| QueueError::too_many_dependencies(dependencies.len());
-    match work {
-        Work::Empty | Work::Marker => {
-            Ok(barrier_and(&[], barrier, completion).expect("no dependencies"))
+    encode(
+        aql_work(work)?,
+        publication.barrier(),
+        publication.completion(),
+    )
+    .map_err(|EncodeError::TooManyDependencies(count)| QueueError::too_many_dependencies(count))
+}
+
+/// What `work` is in AQL's terms: one [`AqlWork`] per kind of work, field
+/// for field (empty work and markers alike are [`AqlWork::Empty`]).
+///
+/// # Errors
+/// [`QueueError::Unsupported`] for a wait for any of no signal.
+///
+/// ```
+/// use hsa_sys::AqlWork;
+/// use sigretire_hsa::packet::aql_work;
+/// use sigretire_tracker::Work;
+/// assert_eq!(aql_work(Work::Marker).unwrap(), AqlWork::Empty);
+/// assert_eq!(aql_work(Work::Wait(&[0x40])).unwrap(), AqlWork::BarrierAnd(&[0x40]));
+/// assert!(aql_work(Work::WaitAny(&[])).is_err());
+/// ```
+pub fn aql_work(work: Work<'_>) -> Result<AqlWork<'_>, QueueError> {
+    Ok(match work {
+        Work::Empty | Work::Marker => AqlWork::Empty,
+        Work::Kernel(object) => AqlWork::Kernel(object),
+        Work::Wait(dependencies) => AqlWork::BarrierAnd(dependencies),
+        Work::WaitAny([]) => {
+            return Err(QueueError::Unsupported(
+                "a barrier-OR packet needs at least one dependency".into(),
+            ));
         }
-        Work::Kernel(object) => Ok(kernel_dispatch(object, barrier, completion)),
-        Work::Wait(dependencies) => {
-            barrier_and(dependencies, barrier, completion).ok_or_else(|| too_many(dependencies))
-        }
-        Work::WaitAny(dependencies) => {
-            if dependencies.is_empty() {
-                return Err(QueueError::Unsupported(
-                    "a barrier-OR packet needs at least one dependency".into(),
-                ));
-            }
-            barrier_or(dependencies, barrier, completion).ok_or_else(|| too_many(dependencies))
-        }
-        Work::Dispatch(dispatch) => Ok(hsa_kernel_dispatch_packet_t {
-            header: PacketHeader::new(HSA_PACKET_TYPE_KERNEL_DISPATCH)
-                .barrier(barrier)
-                .bits(),
-            setup: dispatch.dimensions << HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS as u16,
-            workgroup_size_x: dispatch.workgroup[0],
-            workgroup_size_y: dispatch.workgroup[1],
-            workgroup_size_z: dispatch.workgroup[2],
-            reserved0: 0,
-            grid_size_x: dispatch.grid[0],
-            grid_size_y: dispatch.grid[1],
-            grid_size_z: dispatch.grid[2],
+        Work::WaitAny(dependencies) => AqlWork::BarrierOr(dependencies),
+        Work::Dispatch(dispatch) => AqlWork::Dispatch(DispatchBody {
+            kernel_object: dispatch.kernel_object,
+            kernarg_address: dispatch.kernarg_address,
+            grid: dispatch.grid,
+            workgroup: dispatch.workgroup,
+            dimensions: dispatch.dimensions,
             private_segment_size: dispatch.private_segment_size,
             group_segment_size: dispatch.group_segment_size,
-            kernel_object: dispatch.kernel_object,
-            kernarg_address: dispatch.kernarg_address as *mut core::ffi::c_void,
-            reserved2: 0,
-            completion_signal: hsa_signal_t { handle: completion },
-        }
-        .into()),
-        Work::WaitValue(wait) => Ok(barrier_value(
-            BarrierValue {
-                signal: wait.signal,
-                condition: match wait.condition {
-                    Condition::Equal => HSA_SIGNAL_CONDITION_EQ,
-                    Condition::NotEqual => HSA_SIGNAL_CONDITION_NE,
-                    Condition::Less => HSA_SIGNAL_CONDITION_LT,
-                    Condition::GreaterEqual => HSA_SIGNAL_CONDITION_GTE,
-                },
-                compare: wait.value,
-                mask: wait.mask as hsa_signal_value_t,
+        }),
+        Work::WaitValue(wait) => AqlWork::BarrierValue(BarrierValue {
+            signal: wait.signal,
+            condition: match wait.condition {
+                Condition::Equal => HSA_SIGNAL_CONDITION_EQ,
+                Condition::NotEqual => HSA_SIGNAL_CONDITION_NE,
+                Condition::Less => HSA_SIGNAL_CONDITION_LT,
+                Condition::GreaterEqual => HSA_SIGNAL_CONDITION_GTE,
             },
-            barrier,
-            completion,
-        )),
-    }
+            compare: wait.value,
+            mask: wait.mask as hsa_signal_value_t,
+        }),
+    })
 }
 
 /// A barrier-OR packet: completes once any dependency (a signal handle) is
@@ -220,20 +182,7 @@ pub fn for_work(work: Work<'_>, publication: &Publication) -> Result<PacketWords
 /// assert_eq!(PacketHeader::from_bits(words.header()).packet_type, HSA_PACKET_TYPE_BARRIER_OR);
 /// ```
 pub fn barrier_or(dependencies: &[u64], barrier: bool, completion: u64) -> Option<PacketWords> {
-    if dependencies.len() > MAX_DEPENDENCIES {
-        return None;
-    }
-    let mut packet = hsa_barrier_or_packet_t {
-        header: PacketHeader::new(HSA_PACKET_TYPE_BARRIER_OR)
-            .barrier(barrier)
-            .bits(),
-        completion_signal: hsa_signal_t { handle: completion },
-        ..Default::default()
-    };
-    for (slot, &handle) in packet.dep_signal.iter_mut().zip(dependencies) {
-        *slot = hsa_signal_t { handle };
-    }
-    Some(packet.into())
+    encode(AqlWork::BarrierOr(dependencies), barrier, completion).ok()
 }
 
 /// A caller's packet `body` with the header and completion signal set from
@@ -254,12 +203,5 @@ pub fn barrier_or(dependencies: &[u64], barrier: bool, completion: u64) -> Optio
 /// assert_eq!(words.completion_signal().handle, 0);
 /// ```
 pub fn with_publication(body: PacketWords, publication: &Publication) -> PacketWords {
-    let mut words = body;
-    let packet_type = PacketHeader::from_bits(words.header()).packet_type;
-    let header = PacketHeader::new(packet_type).barrier(publication.barrier());
-    words.0[0] = (words.0[0] & 0xffff_0000) | u32::from(header.bits());
-    let completion = publication.completion();
-    words.0[14] = completion as u32;
-    words.0[15] = (completion >> 32) as u32;
-    words
+    with_header(body, publication.barrier(), publication.completion())
 }

@@ -33,6 +33,10 @@
 //! }
 //! ```
 //!
+//! [`encode`] is the project's one encoder of packets: what a packet does
+//! ([`AqlWork`]), its barrier bit and its completion signal in, the 64
+//! bytes out, for the simulator's tracker adapter and the ROCr backend alike.
+//!
 //! Names follow the C headers, so that code reads like the HSA specification.
 //!
 //! ```
@@ -53,6 +57,7 @@
 #![allow(non_camel_case_types, non_snake_case)]
 
 mod amd;
+mod encode;
 mod layout;
 mod loader;
 mod packet;
@@ -61,6 +66,9 @@ mod signal;
 mod status;
 
 pub use amd::*;
+pub use encode::{
+    AqlWork, BarrierValue, DispatchBody, EncodeError, MAX_DEPENDENCIES, encode, with_header,
+};
 #[doc(hidden)]
 pub use layout::{C_LAYOUTS, CLayout};
 pub use loader::{DEFAULT_LIBRARY, HsaApi, LIBRARY_ENV, LoadError, library_to_load};

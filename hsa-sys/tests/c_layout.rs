@@ -223,6 +223,9 @@ const RUST_ONLY_CONSTANTS: &[&str] = &[
     "DEFAULT_LIBRARY",
     "FUNCTION_SIGNATURES",
     "LIBRARY_ENV",
+    // The length of `dep_signal` (an array in C, no constant); the
+    // encoder's slots have this type, so it cannot differ.
+    "MAX_DEPENDENCIES",
     "NULL",
     "SYMBOLS",
 ];

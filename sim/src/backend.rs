@@ -16,11 +16,9 @@
 
 use crate::{AgentId, Queue, QueueConfig, Sim, SimConfig};
 use hsa_sys::{
-    HSA_AMD_PACKET_TYPE_BARRIER_VALUE, HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS,
-    HSA_PACKET_TYPE_BARRIER_AND, HSA_PACKET_TYPE_BARRIER_OR, HSA_PACKET_TYPE_KERNEL_DISPATCH,
-    HSA_PACKET_TYPE_VENDOR_SPECIFIC, PacketHeader, PacketWords, hsa_amd_barrier_value_packet_t,
-    hsa_amd_vendor_packet_header_t, hsa_barrier_and_packet_t, hsa_barrier_or_packet_t,
-    hsa_kernel_dispatch_packet_t, hsa_signal_t,
+    AqlWork, BarrierValue, DispatchBody, EncodeError, HSA_SIGNAL_CONDITION_EQ,
+    HSA_SIGNAL_CONDITION_GTE, HSA_SIGNAL_CONDITION_LT, HSA_SIGNAL_CONDITION_NE, PacketWords,
+    encode, hsa_signal_value_t,
 };
 use sigretire_tracker::{
     AllocError, BaselineTracker, Condition, Config, CreateError, HardwareQueue, Placement,
@@ -222,10 +220,12 @@ impl HardwareQueue for Queue {
     }
 
     /// Every packet with system-scope acquire and release fences, its
-    /// barrier bit and completion signal from `publication`: empty work and
-    /// markers as empty kernel dispatches (so a profiled queue stamps
-    /// them), waits as barrier-AND or -OR packets, a caller's dispatch as it
-    /// built it, a value wait as AMD's barrier-value packet.
+    /// barrier bit and completion signal from `publication`, as the ROCr
+    /// backend writes it: empty work and markers as barrier-AND packets
+    /// with no dependency (stamped on a profiled queue, as every packet
+    /// is), kernels as one-work-item dispatches, waits as barrier-AND or -OR
+    /// packets, a caller's dispatch as it built it, a value wait as AMD's
+    /// barrier-value packet.
     fn publish(&self, publication: Publication, work: Work<'_>) -> Result<(), QueueError> {
         QueueError::check_single(&publication)?;
         let packet = aql_packet(publication, work)?;
@@ -241,102 +241,53 @@ impl HardwareQueue for Queue {
     }
 }
 
-/// The AQL packet for `work`, published as `publication` says.
+/// The AQL packet for `work`, published as `publication` says: `hsa-sys`'s
+/// encoder ([`hsa_sys::encode`]), the one the ROCr backend uses, so both put
+/// the same packet in the ring for the same work.
 fn aql_packet(publication: Publication, work: Work<'_>) -> Result<PacketWords, QueueError> {
-    let completion = hsa_signal_t {
-        handle: publication.completion(),
-    };
-    let header = |packet_type| PacketHeader::new(packet_type).barrier(publication.barrier());
-    let dependencies = |handles: &[u64]| -> Result<[hsa_signal_t; 5], QueueError> {
-        if handles.len() > 5 {
-            return Err(QueueError::too_many_dependencies(handles.len()));
-        }
-        Ok(std::array::from_fn(|k| hsa_signal_t {
-            handle: handles.get(k).copied().unwrap_or(0),
-        }))
-    };
-    Ok(match work {
-        Work::Empty | Work::Marker => hsa_kernel_dispatch_packet_t::single_item(
-            header(HSA_PACKET_TYPE_KERNEL_DISPATCH),
-            0,
-            completion,
-        )
-        .into(),
-        Work::Kernel(object) => hsa_kernel_dispatch_packet_t::single_item(
-            header(HSA_PACKET_TYPE_KERNEL_DISPATCH),
-            object,
-            completion,
-        )
-        .into(),
-        Work::Wait(handles) => hsa_barrier_and_packet_t {
-            header: header(HSA_PACKET_TYPE_BARRIER_AND).bits(),
-            dep_signal: dependencies(handles)?,
-            completion_signal: completion,
-            ..Default::default()
-        }
-        .into(),
-        Work::WaitAny(handles) => {
-            if handles.is_empty() {
-                return Err(QueueError::Unsupported(
-                    "a barrier-OR packet needs at least one dependency".into(),
-                ));
-            }
-            hsa_barrier_or_packet_t {
-                header: header(HSA_PACKET_TYPE_BARRIER_OR).bits(),
-                dep_signal: dependencies(handles)?,
-                completion_signal: completion,
-                ..Default::default()
-            }
-            .into()
-        }
-        Work::Dispatch(dispatch) => hsa_kernel_dispatch_packet_t {
-            header: header(HSA_PACKET_TYPE_KERNEL_DISPATCH).bits(),
-            setup: dispatch.dimensions << HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS as u16,
-            workgroup_size_x: dispatch.workgroup[0],
-            workgroup_size_y: dispatch.workgroup[1],
-            workgroup_size_z: dispatch.workgroup[2],
-            reserved0: 0,
-            grid_size_x: dispatch.grid[0],
-            grid_size_y: dispatch.grid[1],
-            grid_size_z: dispatch.grid[2],
-            private_segment_size: dispatch.private_segment_size,
-            group_segment_size: dispatch.group_segment_size,
-            kernel_object: dispatch.kernel_object,
-            kernarg_address: dispatch.kernarg_address as *mut core::ffi::c_void,
-            reserved2: 0,
-            completion_signal: completion,
-        }
-        .into(),
-        Work::WaitValue(wait) => hsa_amd_barrier_value_packet_t {
-            header: hsa_amd_vendor_packet_header_t {
-                header: header(HSA_PACKET_TYPE_VENDOR_SPECIFIC).bits(),
-                AmdFormat: HSA_AMD_PACKET_TYPE_BARRIER_VALUE,
-                reserved: 0,
-            },
-            reserved0: 0,
-            signal: hsa_signal_t {
-                handle: wait.signal,
-            },
-            value: wait.value,
-            mask: wait.mask as i64,
-            cond: condition(wait.condition),
-            reserved1: 0,
-            reserved2: 0,
-            reserved3: 0,
-            completion_signal: completion,
-        }
-        .into(),
-    })
+    encode(
+        aql_work(work)?,
+        publication.barrier(),
+        publication.completion(),
+    )
+    .map_err(|EncodeError::TooManyDependencies(count)| QueueError::too_many_dependencies(count))
 }
 
-/// HSA's code for a barrier-value condition.
-fn condition(condition: Condition) -> hsa_sys::hsa_signal_condition32_t {
-    (match condition {
-        Condition::Equal => hsa_sys::HSA_SIGNAL_CONDITION_EQ,
-        Condition::NotEqual => hsa_sys::HSA_SIGNAL_CONDITION_NE,
-        Condition::Less => hsa_sys::HSA_SIGNAL_CONDITION_LT,
-        Condition::GreaterEqual => hsa_sys::HSA_SIGNAL_CONDITION_GTE,
-    }) as hsa_sys::hsa_signal_condition32_t
+/// What `work` is in AQL's terms: one [`AqlWork`] per kind of work, field
+/// for field, as the ROCr backend maps it (`sigretire_hsa::packet::aql_work`;
+/// the scenarios' `packets` test holds the two to identical packets).
+fn aql_work(work: Work<'_>) -> Result<AqlWork<'_>, QueueError> {
+    Ok(match work {
+        Work::Empty | Work::Marker => AqlWork::Empty,
+        Work::Kernel(object) => AqlWork::Kernel(object),
+        Work::Wait(dependencies) => AqlWork::BarrierAnd(dependencies),
+        Work::WaitAny([]) => {
+            return Err(QueueError::Unsupported(
+                "a barrier-OR packet needs at least one dependency".into(),
+            ));
+        }
+        Work::WaitAny(dependencies) => AqlWork::BarrierOr(dependencies),
+        Work::Dispatch(dispatch) => AqlWork::Dispatch(DispatchBody {
+            kernel_object: dispatch.kernel_object,
+            kernarg_address: dispatch.kernarg_address,
+            grid: dispatch.grid,
+            workgroup: dispatch.workgroup,
+            dimensions: dispatch.dimensions,
+            private_segment_size: dispatch.private_segment_size,
+            group_segment_size: dispatch.group_segment_size,
+        }),
+        Work::WaitValue(wait) => AqlWork::BarrierValue(BarrierValue {
+            signal: wait.signal,
+            condition: match wait.condition {
+                Condition::Equal => HSA_SIGNAL_CONDITION_EQ,
+                Condition::NotEqual => HSA_SIGNAL_CONDITION_NE,
+                Condition::Less => HSA_SIGNAL_CONDITION_LT,
+                Condition::GreaterEqual => HSA_SIGNAL_CONDITION_GTE,
+            },
+            compare: wait.value,
+            mask: wait.mask as hsa_signal_value_t,
+        }),
+    })
 }
 
 /// Packets a stepped queue made by the helpers below can hold before the
@@ -499,20 +450,17 @@ pub fn submit_kernel_object(
     barrier: bool,
     kernel_object: u64,
 ) {
-    let header = PacketHeader::new(HSA_PACKET_TYPE_KERNEL_DISPATCH).barrier(barrier);
-    let packet = hsa_kernel_dispatch_packet_t::single_item(
-        header,
-        kernel_object,
-        hsa_signal_t {
-            handle: completion_signal,
-        },
-    );
-    queue.write(index, PacketWords::from(packet));
+    let packet = encode(AqlWork::Kernel(kernel_object), barrier, completion_signal)
+        .expect("a kernel dispatch");
+    queue.write(index, packet);
     queue.ring_doorbell(index);
 }
 
 /// Publishes a barrier-AND packet at `index` that waits for up to five
 /// signals (packet handles) and completes `completion_signal`.
+///
+/// # Panics
+/// With more than five dependencies: an AQL barrier packet has five slots.
 ///
 /// ```
 /// use sigretire_tracker::{Placement, SignalMemory};
@@ -542,19 +490,13 @@ pub fn submit_wait(
     dependencies: &[u64],
     barrier: bool,
 ) {
-    let mut packet = hsa_barrier_and_packet_t {
-        header: PacketHeader::new(HSA_PACKET_TYPE_BARRIER_AND)
-            .barrier(barrier)
-            .bits(),
-        completion_signal: hsa_signal_t {
-            handle: completion_signal,
-        },
-        ..Default::default()
-    };
-    for (slot, &handle) in packet.dep_signal.iter_mut().zip(dependencies) {
-        *slot = hsa_signal_t { handle };
-    }
-    queue.write(index, PacketWords::from(packet));
+    let packet = encode(
+        AqlWork::BarrierAnd(dependencies),
+        barrier,
+        completion_signal,
+    )
+    .expect("at most five dependencies");
+    queue.write(index, packet);
     queue.ring_doorbell(index);
 }
 

@@ -3,7 +3,7 @@
 //! (the packet processor) is never counted: these are the numbers docs/design.md
 //! section 7's bars are stated in.
 
-use crate::memory::Placement;
+use crate::place::Placement;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Loads and stores of signals of one placement.

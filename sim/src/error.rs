@@ -1,7 +1,7 @@
 //! Errors: [`SimError`] for the host-facing API, [`StepError`] for the
 //! step-mode control of the packet processor.
 
-use crate::memory::AgentId;
+use crate::place::AgentId;
 use thiserror::Error;
 
 /// What a host-facing call of the simulator can fail with.

@@ -16,27 +16,28 @@
 
 use crate::memory::Signal;
 use hsa_sys::{
-    HSA_AMD_PACKET_TYPE_BARRIER_VALUE, HSA_PACKET_TYPE_BARRIER_AND, HSA_PACKET_TYPE_BARRIER_OR,
-    HSA_PACKET_TYPE_KERNEL_DISPATCH, HSA_PACKET_TYPE_VENDOR_SPECIFIC, PacketHeader, PacketWords,
-    hsa_amd_barrier_value_packet_t, hsa_amd_vendor_packet_header_t, hsa_barrier_and_packet_t,
-    hsa_barrier_or_packet_t, hsa_kernel_dispatch_packet_t, hsa_signal_condition_t, hsa_signal_t,
+    AqlWork, BarrierValue, MAX_DEPENDENCIES, PacketHeader, PacketWords, encode,
+    hsa_signal_condition_t,
 };
 
-fn handle(signal: Option<Signal>) -> hsa_signal_t {
-    signal.map_or(hsa_signal_t::NULL, |s| s.handle())
+/// The packet for `work` without the barrier bit, completing `completion`:
+/// `hsa-sys`'s encoder, the one every backend's packets come from.
+fn packet(work: AqlWork<'_>, completion: Option<Signal>) -> PacketWords {
+    encode(work, false, completion.map_or(0, |s| s.handle().handle))
+        .expect("at most five dependencies (`handles`)")
 }
 
-/// Up to five dependency handles, the rest null.
+/// The packet handles of `dependencies`, in the first slots.
 ///
 /// # Panics
 /// With more than five dependencies: an AQL barrier packet has five slots.
-fn dependency_slots(dependencies: &[Signal]) -> [hsa_signal_t; 5] {
+fn handles(dependencies: &[Signal]) -> [u64; MAX_DEPENDENCIES] {
     assert!(
-        dependencies.len() <= 5,
+        dependencies.len() <= MAX_DEPENDENCIES,
         "a barrier packet holds at most 5 dependencies, got {}",
         dependencies.len()
     );
-    std::array::from_fn(|k| handle(dependencies.get(k).copied()))
+    std::array::from_fn(|k| dependencies.get(k).map_or(0, |s| s.handle().handle))
 }
 
 /// A one-work-item kernel dispatch of `kernel_object` (0: the empty kernel,
@@ -57,8 +58,7 @@ fn dependency_slots(dependencies: &[Signal]) -> [hsa_signal_t; 5] {
 /// # Ok::<(), sigretire_sim::SimError>(())
 /// ```
 pub fn kernel(kernel_object: u64, completion: Option<Signal>) -> PacketWords {
-    let header = PacketHeader::new(HSA_PACKET_TYPE_KERNEL_DISPATCH);
-    hsa_kernel_dispatch_packet_t::single_item(header, kernel_object, handle(completion)).into()
+    packet(AqlWork::Kernel(kernel_object), completion)
 }
 
 /// A barrier-AND packet: completes when every dependency is 0. With no
@@ -86,13 +86,11 @@ pub fn kernel(kernel_object: u64, completion: Option<Signal>) -> PacketWords {
 /// # Ok::<(), sigretire_sim::SimError>(())
 /// ```
 pub fn barrier_and(dependencies: &[Signal], completion: Option<Signal>) -> PacketWords {
-    hsa_barrier_and_packet_t {
-        header: PacketHeader::new(HSA_PACKET_TYPE_BARRIER_AND).bits(),
-        dep_signal: dependency_slots(dependencies),
-        completion_signal: handle(completion),
-        ..Default::default()
-    }
-    .into()
+    let slots = handles(dependencies);
+    packet(
+        AqlWork::BarrierAnd(&slots[..dependencies.len()]),
+        completion,
+    )
 }
 
 /// A barrier-OR packet: completes when any dependency is 0.
@@ -118,13 +116,8 @@ pub fn barrier_and(dependencies: &[Signal], completion: Option<Signal>) -> Packe
 /// # Ok::<(), sigretire_sim::SimError>(())
 /// ```
 pub fn barrier_or(dependencies: &[Signal], completion: Option<Signal>) -> PacketWords {
-    hsa_barrier_or_packet_t {
-        header: PacketHeader::new(HSA_PACKET_TYPE_BARRIER_OR).bits(),
-        dep_signal: dependency_slots(dependencies),
-        completion_signal: handle(completion),
-        ..Default::default()
-    }
-    .into()
+    let slots = handles(dependencies);
+    packet(AqlWork::BarrierOr(&slots[..dependencies.len()]), completion)
 }
 
 /// AMD's barrier-value packet: completes when
@@ -158,20 +151,13 @@ pub fn barrier_value(
     mask: i64,
     completion: Option<Signal>,
 ) -> PacketWords {
-    hsa_amd_barrier_value_packet_t {
-        header: hsa_amd_vendor_packet_header_t {
-            header: PacketHeader::new(HSA_PACKET_TYPE_VENDOR_SPECIFIC).bits(),
-            AmdFormat: HSA_AMD_PACKET_TYPE_BARRIER_VALUE,
-            reserved: 0,
-        },
-        signal: signal.handle(),
-        value: compare,
+    let wait = BarrierValue {
+        signal: signal.handle().handle,
+        condition,
+        compare,
         mask,
-        cond: condition,
-        completion_signal: handle(completion),
-        ..Default::default()
-    }
-    .into()
+    };
+    packet(AqlWork::BarrierValue(wait), completion)
 }
 
 /// `packet` with its barrier bit set: it will not launch until every earlier

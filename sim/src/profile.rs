@@ -8,7 +8,7 @@
 //! the processor thread honours them in real time; in stepped mode the caller
 //! decides when everything happens.
 
-use crate::memory::Placement;
+use crate::place::Placement;
 use std::time::{Duration, Instant};
 
 /// What each simulated operation costs.
@@ -138,10 +138,12 @@ pub struct CostProfile {
     /// first table's synchronize rows constrain it, together with
     /// `kernel_execution`).
     pub launch_latency: Duration,
-    /// Execution of an empty kernel dispatch (and of a marker, which the
-    /// simulator runs as one), from launch until its completion signal may
-    /// be written: one wave, then the end-of-kernel system-scope release.
-    /// MI300X: 0.6 us, the fit (see `launch_latency`).
+    /// Execution of an empty kernel dispatch, from launch until its
+    /// completion signal may be written: one wave, then the end-of-kernel
+    /// system-scope release. MI300X: 0.6 us, the fit (see `launch_latency`),
+    /// made when the tracker adapter published empty work and markers as
+    /// empty kernels; they are barrier-AND packets now (the packets the ROCr
+    /// backend writes), which the simulator runs in no time.
     pub kernel_execution: Duration,
     /// What the packet processor spends writing a completion signal in host
     /// memory, after the packet's work: the decrement is a PCIe AtomicOp

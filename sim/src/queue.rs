@@ -3,7 +3,8 @@
 //! [`Queue`] hand over to the [processor](crate::processor) rules.
 
 use crate::error::{SimError, StepError};
-use crate::memory::{AgentId, Placement, Signal, Visibility};
+use crate::memory::{Signal, Visibility};
+use crate::place::{AgentId, Placement};
 use crate::processor::{self, Packet, QueueState, UnknownHandle, Work};
 use crate::profile::pay;
 use crate::truth::{PacketTruth, Violation};

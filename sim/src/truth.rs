@@ -5,7 +5,8 @@
 //! when [`PacketTruth::completed`] says so, and a correct tracker leaves
 //! [`Sim::violations`](crate::Sim::violations) empty.
 
-use crate::memory::{AgentId, Signal};
+use crate::memory::Signal;
+use crate::place::AgentId;
 use hsa_sys::{PacketWords, hsa_packet_type_t, hsa_signal_t};
 use parking_lot::Mutex;
 use thiserror::Error;

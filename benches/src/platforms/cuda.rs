@@ -8,11 +8,12 @@ use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, FlagState, HostFlag};
 use sigretire_tracker::{
     BaselineTracker, Config, HardwareQueue, Placement, Publication, RetiringTracker, Work,
 };
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The first CUDA device.
 pub struct CudaBench {
-    context: CudaContext,
+    context: Arc<CudaContext>,
     queue: CudaQueue,
     other: CudaQueue,
     /// The word the floor probe's kernel writes.

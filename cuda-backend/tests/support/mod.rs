@@ -3,6 +3,7 @@
 
 use sigretire_cuda::{CudaContext, Error};
 use std::io::Write;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The longest any wait in these tests may take: far above what the GPU
@@ -12,7 +13,7 @@ pub const WAIT: Duration = Duration::from_secs(10);
 /// The device, or `None` (said once on stderr) where there is no driver or
 /// no device. `suite` names the tests that skip; a driver that is present
 /// but unusable fails the test instead.
-pub fn gpu(suite: &str) -> Option<CudaContext> {
+pub fn gpu(suite: &str) -> Option<Arc<CudaContext>> {
     match CudaContext::new(0) {
         Ok(context) => Some(context),
         Err(error @ (Error::LibraryMissing | Error::NoDevice { .. })) => {

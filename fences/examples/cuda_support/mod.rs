@@ -4,12 +4,13 @@
 use sigretire_cuda::cudarc::driver::sys::{self, CUstream};
 use sigretire_cuda::{CudaContext, Error as CudaError};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 pub type Failure = Box<dyn std::error::Error>;
 
 /// Runs `run` on GPU 0. Without a driver or a device it prints the
 /// library's typed refusal and succeeds; any other failure fails.
-pub fn on_gpu(name: &str, run: impl FnOnce(&CudaContext) -> Result<(), Failure>) -> ExitCode {
+pub fn on_gpu(name: &str, run: impl FnOnce(&Arc<CudaContext>) -> Result<(), Failure>) -> ExitCode {
     let context = match CudaContext::new(0) {
         Ok(context) => context,
         // No driver or no device: the library says so with a typed error.

@@ -180,6 +180,9 @@ pub struct Truth {
     pub completed: bool,
     /// Failed with its queue.
     pub failed: bool,
+    /// The packet's 64 bytes as the packet processor fetched them
+    /// (`hsa_sys::PacketWords`; all zeros while unpublished).
+    pub packet: [u32; 16],
 }
 
 impl Truth {

@@ -305,6 +305,7 @@ control! {
             launched: truth.launched,
             completed: truth.completed,
             failed: truth.failed,
+            packet: truth.packet.0,
         };
         // SAFETY: forwarded caller contract.
         unsafe { write_sized(out, size, truth) }
