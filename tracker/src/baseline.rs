@@ -205,12 +205,31 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         self.stats.retired_by_load += 1;
     }
 
-    /// Use `seq` is known done, however it was learned (a load here, a
-    /// waiter on another thread): the pins it held as a consumer go, its
-    /// packet will not read them any more.
-    fn release_consumer(&mut self, seq: u64) {
-        if !self.attachments.is_empty() && !planted::active(Bug::BaselineKeepsPinsUntilReuse) {
+    /// Use `seq` (of `cell`) is known done, however it was learned (a load
+    /// here, a waiter on another thread): once its packets have passed, the
+    /// pins it held as a consumer go, as they will not read them any more.
+    fn release_consumer(&mut self, seq: u64, cell: CellPtr<M::Signal>) {
+        if !self.attachments.is_empty()
+            && !planted::active(Bug::BaselineKeepsPinsUntilReuse)
+            && self.consumer_passed(seq, cell)
+        {
             self.attachments.release_where(|consumer| consumer == seq);
+        }
+    }
+
+    /// Whether every packet of use `seq` (known done) that may read a pin
+    /// has passed: it completed, or it failed with nothing of it still
+    /// running. A failed submission's issued part (a barrier-AND on a
+    /// pinned producer, say) may still wait on the pins after the use is
+    /// known failed: until it finished, they stay.
+    fn consumer_passed(&mut self, seq: u64, cell: CellPtr<M::Signal>) -> bool {
+        if self.shared.cell(cell).phase_of(seq) != Some(Some(Status::Failed)) {
+            return true;
+        }
+        match self.slot_of(seq).and_then(|slot| self.slots[slot].last_use) {
+            // Its slot moved on, which releases its pins itself.
+            None => true,
+            Some(u) => self.residual_done(cell, u),
         }
     }
 
@@ -385,7 +404,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
             }
         };
         if status.is_done() {
-            self.release_consumer(seq);
+            self.release_consumer(seq, cell);
         }
         status
     }
@@ -455,12 +474,16 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
             Ok(cell) => cell,
             Err(error) => return Err(AttachError { error, pin }),
         };
-        // Complete, failed or moved on, as far as its cell recorded.
-        let done = self.shared.cell(cell).phase_of(consumer.seq).is_some();
-        if self.slot_of(consumer.seq).is_some() && !done {
+        // Still its slot's use, and not known to have passed (complete, or
+        // failed with no issued part still running): its packets may read
+        // the pin. Otherwise the consumer already finished: the pin drops
+        // here.
+        let pending = self.shared.cell(cell).phase_of(consumer.seq).is_none();
+        if self.slot_of(consumer.seq).is_some()
+            && (pending || !self.consumer_passed(consumer.seq, cell))
+        {
             self.attachments.attach(consumer.seq, pin);
         }
-        // Otherwise the consumer already finished: the pin drops here.
         Ok(())
     }
 
@@ -576,7 +599,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
                 self.note_failed(u.seq);
                 failed += 1;
             }
-            self.release_consumer(u.seq);
+            self.release_consumer(u.seq, cell);
         }
         failed
     }
