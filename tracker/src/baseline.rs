@@ -27,7 +27,7 @@ use crate::pin::{AttachError, Attachments, Pin};
 use crate::planted::{self, Bug};
 use crate::publication::Publication;
 use crate::share::{CellPtr, Shared, SignalRef};
-use crate::stamps::{Kept, StampHistory};
+use crate::stamps::{Kept, StampHistory, written};
 use crate::stats::Stats;
 use crate::sync::Arc;
 use crate::ticket::{Engine, Generation, Request, Status, Ticket, aql_before};
@@ -150,13 +150,18 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         unsafe { self.shared.memory.load(c.signal) }
     }
 
-    /// Reads a timed use's stamps from its signal (counted), as CLR does
-    /// each time they are asked for.
-    fn read_stamps(&mut self, cell: CellPtr<M::Signal>) -> Option<Timestamps> {
+    /// Reads the stamps of use `seq` (timed and complete) from its signal
+    /// (counted), as CLR does each time they are asked for, and keeps them
+    /// in its cell, where its references and, once its slot moved on, its
+    /// ticket find them: a held signal is replaced, never reused, so its
+    /// cell keeps them for as long as the use is held.
+    fn read_stamps(&mut self, seq: u64, cell: CellPtr<M::Signal>) -> Option<Timestamps> {
         let c = self.shared.cell(cell);
         self.stats.accesses[c.placement.index()].timestamp_reads += 1;
         // SAFETY: as in `load`.
-        unsafe { self.shared.memory.timestamps(c.signal) }
+        let stamps = written(unsafe { self.shared.memory.timestamps(c.signal) });
+        c.store_stamps(seq, stamps);
+        stamps
     }
 
     fn cell_of(&self, ticket: &Ticket) -> Result<CellPtr<M::Signal>, ForeignTicket> {
@@ -368,7 +373,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         if phase == Some(Some(Status::Failed)) {
             self.shared.record_failures(u.seq, u.seq);
         } else if u.timed && self.stamps.get(u.seq) == Kept::Unknown {
-            let stamps = self.read_stamps(cell);
+            let stamps = self.read_stamps(u.seq, cell);
             self.stamps.record(u.seq, stamps);
             self.stats.harvests += 1;
         }
@@ -529,22 +534,27 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
         if self.shared.known_status(ticket.seq, self.shared.cell(cell)) == Some(Status::Failed) {
             return Ok(None);
         }
+        // Slots move on in use order, each publishing its use retired.
+        if ticket.seq > self.shared.retired_through() {
+            // Still its slot's use: CLR reads the stamps from the signal
+            // each time they are asked for, once it is complete.
+            if self.observe(ticket.seq, cell) != Status::Complete {
+                return Ok(None);
+            }
+            return Ok(self.read_stamps(ticket.seq, cell));
+        }
+        // Its slot moved on, keeping its stamps: in its cell for as long as
+        // the use is held (its signal was replaced), in the history after.
+        if let Some(harvested) = self.shared.cell(cell).harvest_of(ticket.seq) {
+            return Ok(harvested);
+        }
         match self.stamps.get(ticket.seq) {
-            Kept::Stamps(stamps) => return Ok(Some(stamps)),
-            Kept::Unstamped => return Ok(None),
-            Kept::Expired => return Err(TimestampsError::Expired { seq: ticket.seq }),
-            Kept::Unknown => {}
+            Kept::Stamps(stamps) => Ok(Some(stamps)),
+            Kept::Expired => Err(TimestampsError::Expired { seq: ticket.seq }),
+            // Unstamped; or not kept when its slot moved on, which happens
+            // only to a use that failed.
+            Kept::Unstamped | Kept::Unknown => Ok(None),
         }
-        if self.shared.cell(cell).phase_of(ticket.seq) == Some(None)
-            || self.observe(ticket.seq, cell) != Status::Complete
-        {
-            // Not complete; or its signal moved on before its stamps were
-            // kept, which happens only to a use that failed.
-            return Ok(None);
-        }
-        // CLR reads the stamps from the signal each time they are asked
-        // for (and the slot keeps them when it moves on).
-        Ok(self.read_stamps(cell))
     }
 
     fn note_queue_change(&mut self, queue: Q) {

@@ -183,9 +183,12 @@ pub trait Tracker: Send {
     /// The use's timestamps, harvested once into host memory, where they
     /// stay after its signal serves later uses (for the last
     /// [`Config::stamp_history`](crate::Config::stamp_history) timed uses,
-    /// and for as long as the use is held). `None` while the use is
-    /// pending, if it was not timed, if it failed, or if no work stamped it
-    /// (a marker on a backend that stamps only the work it runs).
+    /// and, whatever that says, for as long as the use is held: a held use
+    /// answers the same on every call). `None` while the use is pending, if
+    /// it was not timed, if it failed, or if nothing stamped it: a marker on
+    /// a backend that stamps only the work it runs, or work on a queue that
+    /// writes no stamps (profiling off, which leaves a pair of zeros: never
+    /// reported as stamps).
     fn timestamps(&mut self, ticket: &Ticket) -> Result<Option<Timestamps>, TimestampsError>;
 
     /// Asks, after the use was acquired, for its timestamps to be

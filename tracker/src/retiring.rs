@@ -564,27 +564,30 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
         if !ticket.timed {
             return Ok(None);
         }
-        if let Some(stamps) = self.signals.cell(cell).stamps(ticket.seq) {
-            return Ok(Some(stamps));
-        }
-        if let Some(slot) = self.ring.get(ticket.seq).copied() {
-            // In flight: harvest it now if it is complete.
-            if slot.is(flag::HARVESTED) {
-                return self.kept(ticket.seq).unwrap_or(Ok(None));
-            }
+        if self
+            .ring
+            .get(ticket.seq)
+            .is_some_and(|slot| !slot.is(flag::HARVESTED))
+        {
+            // In flight and not harvested: harvest it now if it is complete.
             if self.query(ticket)? != Status::Complete {
                 return Ok(None);
             }
-            // The query may have reclaimed (and harvested) it already.
-            if let Some(answer) = self.kept(ticket.seq) {
-                return answer;
-            }
-            self.stamps
-                .harvest(ticket.seq, slot.cell, &mut self.signals, &mut self.stats);
-            if let Some(slot) = self.ring.get_mut(ticket.seq) {
+            // The query may have retired (and harvested) it already.
+            if let Some(slot) = self.ring.get_mut(ticket.seq)
+                && !slot.is(flag::HARVESTED)
+            {
                 slot.flags |= flag::HARVESTED;
+                let cell = slot.cell;
+                self.stamps
+                    .harvest(ticket.seq, cell, &mut self.signals, &mut self.stats);
             }
-            return self.kept(ticket.seq).unwrap_or(Ok(None));
+        }
+        // Harvested: its cell keeps the harvest for as long as its signal
+        // serves the use (in flight, or parked while held), whatever the
+        // history has room for; the history keeps it after that.
+        if let Some(harvested) = self.signals.cell(cell).harvest_of(ticket.seq) {
+            return Ok(harvested);
         }
         if self.known(ticket.seq, cell) == Some(Status::Failed)
             || planted::active(Bug::StampsOnlyInTheCell)

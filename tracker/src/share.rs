@@ -68,6 +68,10 @@ const fn unpack(word: u64) -> (u64, u64) {
 /// The bit of a cell's hold word that says it is parked.
 const PARKED: u32 = 1 << 31;
 
+/// The bit of a cell's `stamps_seq` that says its use was harvested with no
+/// stamps (sequence numbers stay below it: `pack` shifts them left by two).
+const UNSTAMPED: u64 = 1 << 63;
+
 /// A signal and the host-side state shared with other threads.
 pub(crate) struct Cell<S> {
     pub(crate) signal: S,
@@ -157,23 +161,34 @@ impl<S> Cell<S> {
         self.holds.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Publishes the harvested timestamps of use `seq` (the owner only).
+    /// Publishes the harvest of use `seq` (the owner only): its stamps, or
+    /// `None` when nothing stamped it, which the cell remembers as well, so
+    /// that a held use says "no stamps" as long as it says anything.
     ///
     /// A small seqlock: `stamps_seq` is cleared while the pair is rewritten,
     /// so a reader either sees the pair that belongs to the `seq` it asked
     /// for or gives up. Held signals are never rewritten, so readers that hold
     /// a reference never give up.
-    pub(crate) fn store_stamps(&self, seq: u64, stamps: Timestamps) {
+    pub(crate) fn store_stamps(&self, seq: u64, stamps: Option<Timestamps>) {
         self.stamps_seq.store(0, Ordering::Relaxed);
         fence(Ordering::Release);
-        self.start.store(stamps.start, Ordering::Relaxed);
-        self.end.store(stamps.end, Ordering::Relaxed);
-        self.stamps_seq.store(seq, Ordering::Release);
+        let (tag, pair) = match stamps {
+            Some(stamps) => (seq, stamps),
+            None => (seq | UNSTAMPED, Timestamps::default()),
+        };
+        self.start.store(pair.start, Ordering::Relaxed);
+        self.end.store(pair.end, Ordering::Relaxed);
+        self.stamps_seq.store(tag, Ordering::Release);
     }
 
-    /// The harvested timestamps of use `seq`, if they are the ones held.
-    pub(crate) fn stamps(&self, seq: u64) -> Option<Timestamps> {
-        if self.stamps_seq.load(Ordering::Acquire) != seq {
+    /// The harvest of use `seq`, if the cell holds it: `Some(None)` when
+    /// nothing stamped the use, `None` when the cell holds no harvest of it.
+    pub(crate) fn harvest_of(&self, seq: u64) -> Option<Option<Timestamps>> {
+        let tag = self.stamps_seq.load(Ordering::Acquire);
+        if tag == seq | UNSTAMPED {
+            return Some(None);
+        }
+        if tag != seq {
             return None;
         }
         let stamps = Timestamps {
@@ -181,7 +196,12 @@ impl<S> Cell<S> {
             end: self.end.load(Ordering::Relaxed),
         };
         fence(Ordering::Acquire);
-        (self.stamps_seq.load(Ordering::Relaxed) == seq).then_some(stamps)
+        (self.stamps_seq.load(Ordering::Relaxed) == seq).then_some(Some(stamps))
+    }
+
+    /// The harvested timestamps of use `seq`, if they are the ones held.
+    pub(crate) fn stamps(&self, seq: u64) -> Option<Timestamps> {
+        self.harvest_of(seq).flatten()
     }
 }
 
@@ -499,7 +519,11 @@ impl<M: SignalMemory> SignalRef<M> {
         self.shared.poll(self.seq, self.cell())
     }
 
-    /// The use's timestamps once the tracker harvested them (no signal read).
+    /// The use's timestamps once the tracker harvested them (no signal
+    /// read): the retiring tracker as it retires the use or answers its
+    /// ticket's [`timestamps`](crate::Tracker::timestamps); the baseline
+    /// when it answers that, or when the use's slot moves on. `None` before,
+    /// and for a use nothing stamped.
     pub fn timestamps(&self) -> Option<Timestamps> {
         self.cell().stamps(self.seq)
     }

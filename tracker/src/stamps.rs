@@ -18,6 +18,14 @@ use crate::signals::Signals;
 use crate::stats::Stats;
 use std::collections::VecDeque;
 
+/// What a signal's stamp fields say of its use: `None` when nothing wrote
+/// them. A queue that does not profile leaves them at zero (ROCr's
+/// unprofiled queues, the simulator's), and no clock reads zero at both
+/// ends of real work, so a pair of zeros is no stamps, not stamps.
+pub(crate) fn written(stamps: Option<Timestamps>) -> Option<Timestamps> {
+    stamps.filter(|&stamps| stamps != Timestamps::default())
+}
+
 /// What the history knows about a timed use's stamps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kept {
@@ -103,10 +111,8 @@ impl StampHistory {
         signals: &mut Signals<M>,
         stats: &mut Stats,
     ) {
-        let stamps = signals.read_stamps(cell);
-        if let Some(stamps) = stamps {
-            signals.cell(cell).store_stamps(seq, stamps);
-        }
+        let stamps = written(signals.read_stamps(cell));
+        signals.cell(cell).store_stamps(seq, stamps);
         self.record(seq, stamps);
         stats.harvests += 1;
     }

@@ -154,15 +154,21 @@ fn stamps_answer_only_their_own_use() {
     let cell = cell();
     assert_eq!(cell.stamps(7), None);
     let first = Timestamps { start: 10, end: 20 };
-    cell.store_stamps(7, first);
+    cell.store_stamps(7, Some(first));
     assert_eq!(cell.stamps(7), Some(first));
     assert_eq!(cell.stamps(6), None);
     assert_eq!(cell.stamps(8), None);
 
     let second = Timestamps { start: 30, end: 50 };
-    cell.store_stamps(8, second);
+    cell.store_stamps(8, Some(second));
     assert_eq!(cell.stamps(7), None, "use 7's stamps were overwritten");
     assert_eq!(cell.stamps(8), Some(second));
+    assert_eq!(cell.harvest_of(7), None, "not harvested here any more");
+
+    cell.store_stamps(9, None);
+    assert_eq!(cell.harvest_of(9), Some(None), "harvested, with no stamps");
+    assert_eq!(cell.harvest_of(8), None);
+    assert_eq!(cell.stamps(9), None);
 }
 
 #[test]
@@ -186,7 +192,7 @@ fn stamps_readers_never_see_another_uses_pair() {
         s.spawn(|| {
             let mut seq = 1;
             while !done.load(Ordering::Relaxed) {
-                cell.store_stamps(seq, pair(seq));
+                cell.store_stamps(seq, Some(pair(seq)));
                 seq += 1;
             }
         });
