@@ -371,7 +371,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         let cell = self.slots[slot].cell;
         let phase = self.shared.cell(cell).phase_of(u.seq);
         if phase == Some(Some(Status::Failed)) {
-            self.shared.record_failures(u.seq, u.seq);
+            self.shared.record_failure(u.seq);
         } else if u.timed && self.stamps.get(u.seq) == Kept::Unknown {
             let stamps = self.read_stamps(u.seq, cell);
             self.stamps.record(u.seq, stamps);

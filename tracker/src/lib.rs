@@ -92,6 +92,7 @@ mod backend;
 mod baseline;
 mod config;
 mod error;
+mod failures;
 mod host_memory;
 mod interface;
 mod mailbox;

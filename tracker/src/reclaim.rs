@@ -211,7 +211,7 @@ impl<M: SignalMemory> Reclaimer<'_, M> {
         if outcome == Outcome::Failed {
             // Before the cell can serve another use, so the use's ticket
             // keeps answering `Failed`.
-            self.prover.signals.shared().record_failures(seq, seq);
+            self.prover.signals.shared().record_failure(seq);
         }
         // Only a use that ran has stamps worth keeping.
         if outcome == Outcome::Complete

@@ -14,8 +14,9 @@
 //! tracker picks up on its next reclaim.
 
 use crate::backend::{Placement, SignalMemory, Timestamps};
+use crate::failures::Failures;
 use crate::stats::SharedCounters;
-use crate::sync::{Arc, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, fence};
+use crate::sync::{Arc, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, fence};
 use crate::ticket::{Status, Ticket};
 use core::fmt;
 use core::ptr::NonNull;
@@ -253,10 +254,8 @@ pub(crate) struct Shared<M: SignalMemory> {
     retired_through: AtomicU64,
     /// Hints that a parked signal's last holder let go.
     returns: AtomicUsize,
-    /// Failed uses, as inclusive sequence ranges; consulted only when
-    /// `has_failures` is set, which is never on the hot path.
-    failures: Mutex<Vec<(u64, u64)>>,
-    has_failures: AtomicBool,
+    /// Which retired uses failed (bounded, lock-free to read).
+    failures: Failures,
     /// Whether host-side knowledge of completions answers questions (the
     /// retiring design), or only a load of the signal does (CLR's original
     /// design, which the baseline keeps faithfully). Failures are always
@@ -283,8 +282,7 @@ impl<M: SignalMemory> Shared<M> {
             cells: Mutex::new(Vec::new()),
             retired_through: AtomicU64::new(0),
             returns: AtomicUsize::new(0),
-            failures: Mutex::new(Vec::new()),
-            has_failures: AtomicBool::new(false),
+            failures: Failures::new(),
             remembers_completions,
             counters: SharedCounters::default(),
         }
@@ -333,27 +331,29 @@ impl<M: SignalMemory> Shared<M> {
         self.retired_through.store(seq, Ordering::Release);
     }
 
-    /// Records failed uses `first..=last`. The owner calls it when it
-    /// reclaims a failed use, before the cell can serve another use, so a
-    /// ticket asked about later still answers `Failed`.
-    pub(crate) fn record_failures(&self, first: u64, last: u64) {
-        let mut failures = self.failures.lock();
-        match failures.last_mut() {
-            Some(range) if range.1 + 1 == first => range.1 = last,
-            _ => failures.push((first, last)),
-        }
-        self.has_failures.store(true, Ordering::Release);
+    /// Records that use `seq` failed. The owner calls it when it reclaims
+    /// a failed use, before the cell can serve another use, so a ticket
+    /// asked about later still answers `Failed`.
+    pub(crate) fn record_failure(&self, seq: u64) {
+        self.failures.record(seq);
+    }
+
+    /// The bytes the record of failures takes on the heap.
+    #[cfg(all(test, not(sigretire_loom)))]
+    pub(crate) fn failure_record_bytes(&self) -> usize {
+        self.failures.bytes()
+    }
+
+    /// Entries of the record of failures examined so far by lookups on
+    /// this thread.
+    #[cfg(all(test, not(sigretire_loom)))]
+    pub(crate) fn failure_entries_scanned(&self) -> usize {
+        crate::failures::scanned()
     }
 
     /// The outcome of a use known to be retired.
     pub(crate) fn outcome_of_retired(&self, seq: u64) -> Status {
-        if self.has_failures.load(Ordering::Acquire)
-            && self
-                .failures
-                .lock()
-                .iter()
-                .any(|&(a, b)| (a..=b).contains(&seq))
-        {
+        if self.failures.failed(seq) {
             Status::Failed
         } else {
             Status::Complete
