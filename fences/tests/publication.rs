@@ -168,6 +168,9 @@ impl Tracker for Refusing {
     fn fail_queue(&mut self) -> usize {
         self.inner.fail_queue()
     }
+    fn fail_queue_of(&mut self, t: &sigretire_tracker::Ticket) -> usize {
+        self.inner.fail_queue_of(t)
+    }
     fn fail_submission(
         &mut self,
         t: &sigretire_tracker::Ticket,

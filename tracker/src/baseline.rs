@@ -32,6 +32,7 @@ use crate::stats::Stats;
 use crate::sync::Arc;
 use crate::ticket::{Engine, Generation, Request, Status, Ticket, aql_before};
 use crate::wait::Waiter;
+use std::collections::VecDeque;
 
 #[derive(Clone, Copy)]
 struct SlotUse {
@@ -82,6 +83,10 @@ pub struct BaselineTracker<M: SignalMemory, Q: QueueView> {
     generation: Generation,
     /// The first sequence number of the current generation.
     generation_start: u64,
+    /// The first sequence numbers of the older generations that may still
+    /// have uses in flight, oldest first: a generation's uses run up to the
+    /// next one's first.
+    older_starts: VecDeque<u64>,
     /// The AQL index of the current generation's newest AQL use: indices
     /// must grow within a generation, as for the retiring tracker.
     last_aql: Option<u64>,
@@ -107,6 +112,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
             next_seq: 1,
             generation: Generation::new(0, config.generation_bits),
             generation_start: 1,
+            older_starts: VecDeque::new(),
             last_aql: None,
             replaced: 0,
             attachments: Attachments::default(),
@@ -381,6 +387,39 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         self.shared.publish_retired_through(u.seq);
     }
 
+    /// A queue error on the hardware queue of the uses `uses` (one
+    /// generation's): each of them in flight and pending is settled by a
+    /// load of its signal (0: it completed before the error). A copy
+    /// engine's use is not the queue's.
+    fn fail_generation(&mut self, uses: core::ops::Range<u64>) -> usize {
+        let mut failed = 0;
+        for i in 0..self.slots.len() {
+            let Some(u) = self.slots[i]
+                .last_use
+                .filter(|u| !u.copy && uses.contains(&u.seq))
+            else {
+                continue;
+            };
+            let cell = self.slots[i].cell;
+            let c = self.shared.cell(cell);
+            if self.shared.known_status(u.seq, c).is_some() {
+                continue;
+            }
+            let value = self.load(cell);
+            let c = self.shared.cell(cell);
+            if value == 0 {
+                if c.complete(u.seq) {
+                    self.note_complete(u.seq);
+                }
+            } else if c.fail(u.seq) {
+                self.note_failed(u.seq);
+                failed += 1;
+            }
+            self.release_consumer(u.seq, cell);
+        }
+        failed
+    }
+
     fn slot_of(&self, seq: u64) -> Option<usize> {
         self.slots
             .iter()
@@ -560,7 +599,28 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
     fn note_queue_change(&mut self, queue: Q) {
         self.queue = queue;
         self.generation = self.generation.next(self.config.generation_bits);
+        if self.next_seq > self.generation_start {
+            self.older_starts.push_back(self.generation_start);
+        }
         self.generation_start = self.next_seq;
+        // Forget the older generations none of whose uses is in flight.
+        let oldest = self
+            .slots
+            .iter()
+            .filter_map(|slot| slot.last_use)
+            .map(|u| u.seq)
+            .min()
+            .unwrap_or(self.next_seq);
+        while !self.older_starts.is_empty()
+            && self
+                .older_starts
+                .get(1)
+                .copied()
+                .unwrap_or(self.generation_start)
+                <= oldest
+        {
+            self.older_starts.pop_front();
+        }
         // The new queue's indices start afresh.
         self.last_aql = None;
     }
@@ -586,32 +646,31 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
     /// A queue error: each pending use of the current queue is settled by a
     /// load of its signal (0: it completed before the error).
     fn fail_queue(&mut self) -> usize {
-        let mut failed = 0;
-        for i in 0..self.slots.len() {
-            let Some(u) = self.slots[i]
-                .last_use
-                .filter(|u| !u.copy && u.seq >= self.generation_start)
-            else {
-                continue;
-            };
-            let cell = self.slots[i].cell;
-            let c = self.shared.cell(cell);
-            if self.shared.known_status(u.seq, c).is_some() {
-                continue;
-            }
-            let value = self.load(cell);
-            let c = self.shared.cell(cell);
-            if value == 0 {
-                if c.complete(u.seq) {
-                    self.note_complete(u.seq);
-                }
-            } else if c.fail(u.seq) {
-                self.note_failed(u.seq);
-                failed += 1;
-            }
-            self.release_consumer(u.seq, cell);
+        self.fail_generation(self.generation_start..u64::MAX)
+    }
+
+    fn fail_queue_of(&mut self, ticket: &Ticket) -> usize {
+        if self.cell_of(ticket).is_err() {
+            return 0;
         }
-        failed
+        if ticket.seq >= self.generation_start {
+            return self.fail_queue();
+        }
+        // The older generation it belongs to, if any of its uses is still
+        // in flight.
+        let at = self
+            .older_starts
+            .partition_point(|&start| start <= ticket.seq);
+        if at == 0 {
+            return 0;
+        }
+        let start = self.older_starts[at - 1];
+        let end = self
+            .older_starts
+            .get(at)
+            .copied()
+            .unwrap_or(self.generation_start);
+        self.fail_generation(start..end)
     }
 
     fn fail_submission(&mut self, ticket: &Ticket, issued: u32) -> Result<(), FailSubmissionError> {

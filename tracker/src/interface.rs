@@ -173,7 +173,10 @@ pub trait Tracker: Send {
     /// number of signals re-armed. With [`Config::probe_interval`](crate::Config)
     /// above 1, the probe is skipped until the read index has passed that
     /// many packets since the last one, so frequent polls still cost one load
-    /// per batch.
+    /// per batch. After a queue change it also loads, once each, the newest
+    /// fence of every older generation that still has uses in flight it
+    /// would prove (their queues' read indices are not the tracker's to
+    /// see).
     fn poll(&mut self) -> usize;
 
     /// Re-arms retired signals, oldest use first, stopping at the first use
@@ -203,7 +206,12 @@ pub trait Tracker: Send {
     /// harvests as it would a use acquired timed.
     fn time(&mut self, ticket: &Ticket) -> Result<Option<Ticket>, ForeignTicket>;
 
-    /// The runtime moved the stream to another hardware queue: a new generation.
+    /// The runtime moved the stream to another hardware queue: a new
+    /// generation. The previous queue's uses keep retiring by their own
+    /// generation's fences ([`poll`](Self::poll) probes the newest fence of
+    /// each older generation with pending uses, one load each), never by
+    /// the new queue's; a failure of the previous queue is
+    /// [`fail_queue_of`](Self::fail_queue_of)'s.
     fn note_queue_change(&mut self, queue: Self::Queue);
 
     /// The queue the tracker watches now is known idle: every packet
@@ -213,9 +221,45 @@ pub trait Tracker: Send {
     /// on another hardware queue) or a copy engine's.
     fn note_drained(&mut self);
 
-    /// The queue reported an error: every pending use on it fails (once).
-    /// Returns how many failed now.
+    /// The queue the tracker watches reported an error: every pending use
+    /// of the current generation fails (once), each settled by a load of
+    /// its signal so that none that completed is reported failed. An older
+    /// generation's uses ran on another hardware queue and do not fail
+    /// (see [`fail_queue_of`](Self::fail_queue_of)); nor does a copy
+    /// engine's use. Returns how many failed now.
     fn fail_queue(&mut self) -> usize;
+
+    /// The hardware queue that `ticket`'s use was published on reported an
+    /// error: every pending use of that use's generation fails (once), as
+    /// [`fail_queue`](Self::fail_queue) fails the current one's, and none
+    /// of another generation (whose packets run on a healthy queue and
+    /// still name their signals). A ticket of the current generation fails
+    /// what `fail_queue` fails. Returns how many failed now: 0 when none of
+    /// that generation's uses is pending any more, or for a ticket of
+    /// another tracker (nothing of this tracker's ran on its queue).
+    ///
+    /// ```
+    /// use sigretire_tracker::{Request, Status, Tracker};
+    /// use sigretire_sim::backend as sim_backend;
+    ///
+    /// let (mut tracker, old) = sim_backend::stepped_tracker(Default::default())?;
+    /// let index = old.reserve()?;
+    /// let before = tracker.acquire(Request::packet(index).barrier(true))?;
+    /// sim_backend::submit_barrier(&old, index, before.signal);
+    /// let new = old.sim().create_queue(Default::default())?;
+    /// tracker.note_queue_change(new.clone());
+    /// let index = new.reserve()?;
+    /// let after = tracker.acquire(Request::packet(index).barrier(true))?;
+    /// sim_backend::submit_barrier(&new, index, after.signal);
+    ///
+    /// old.fail(); // the previous hardware queue fails
+    /// assert_eq!(tracker.fail_queue_of(&before.ticket), 1);
+    /// assert_eq!(tracker.query(&before.ticket)?, Status::Failed);
+    /// new.run_until_idle(); // the current one is healthy
+    /// assert_eq!(tracker.query(&after.ticket)?, Status::Complete);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn fail_queue_of(&mut self, ticket: &Ticket) -> usize;
 
     /// The submission of the use failed after issuing `issued` of its
     /// operations: the use fails, and its signal is reset only once the

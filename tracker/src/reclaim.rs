@@ -147,6 +147,9 @@ impl<M: SignalMemory> Reclaimer<'_, M> {
                 .signals
                 .shared()
                 .publish_retired_through(head - 1);
+            if !self.prover.proofs.older().is_empty() {
+                self.prover.proofs.forget_retired_generations(head);
+            }
         }
         rearmed
     }

@@ -343,13 +343,16 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             // pending uses; a caller that waited for the use back-pressure
             // named may have seen it complete: either way, reclaim after it.
             self.probe_fence(1);
+            if !self.proofs.older().is_empty() {
+                self.prover().probe_older();
+            }
             if named != 0 && !planted::active(Bug::NamedFenceUnconsulted) {
                 self.prover().try_recorded_fence(named);
             }
             self.reclaimer().walk();
         }
-        // No fence of this queue can prove an older generation's use or a
-        // copy-engine use; only its own signal can.
+        // No fence can prove a copy-engine use, or an older generation's
+        // after that generation's newest fence; only its own signal can.
         let oldest = self.ring.head();
         if self.ring.is_full()
             && let Some(slot) = self.ring.oldest().copied()
@@ -535,6 +538,9 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
 
     fn poll(&mut self) -> usize {
         self.probe_fence(self.config.probe_interval as u64);
+        if !self.proofs.older().is_empty() {
+            self.prover().probe_older();
+        }
         self.reclaimer().walk()
     }
 
@@ -632,6 +638,17 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
 
     fn fail_queue(&mut self) -> usize {
         self.prover().fail_pending()
+    }
+
+    fn fail_queue_of(&mut self, ticket: &Ticket) -> usize {
+        if self.cell_of(ticket).is_err() {
+            return 0;
+        }
+        match self.proofs.generation_of(ticket.seq) {
+            Some(uses) => self.prover().fail_range(uses),
+            // Its generation has no use in flight any more.
+            None => 0,
+        }
     }
 
     fn fail_submission(&mut self, ticket: &Ticket, issued: u32) -> Result<(), FailSubmissionError> {
