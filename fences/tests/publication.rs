@@ -178,6 +178,12 @@ impl Tracker for Refusing {
     ) -> Result<(), sigretire_tracker::FailSubmissionError> {
         self.inner.fail_submission(t, issued)
     }
+    fn check_publication(
+        &self,
+        p: &sigretire_tracker::Publication,
+    ) -> Result<(), sigretire_tracker::PublishError> {
+        self.inner.check_publication(p)
+    }
     fn queue(&self) -> &sigretire_sim::Queue {
         self.inner.queue()
     }

@@ -7,8 +7,8 @@
 use sigretire_sim::backend::{SimMemory, submit_barrier};
 use sigretire_sim::{Queue, QueueConfig, Sim, SimConfig};
 use sigretire_tracker::{
-    Acquired, BaselineTracker, Config, CreateError, Placement, Request, RetiringTracker, Status,
-    Tracker,
+    Acquired, BaselineTracker, Config, CreateError, Generation, HardwareQueue, Placement,
+    PublishError, Request, RetiringTracker, Status, Tracker, Work,
 };
 use std::sync::Arc;
 
@@ -286,4 +286,90 @@ fn an_old_generations_consumer_lets_go_of_its_pin_once_its_queue_ran_it() {
     producer.reclaim();
     assert_eq!(producer.census().parked, 0, "the pin was released");
     assert!(sim.violations().is_empty(), "{:?}", sim.violations());
+}
+
+/// A use acquired before a queue change, its slot reserved on the old
+/// hardware queue: the tracker refuses to publish it on the new queue
+/// (where its index is another slot) and writes nothing there. Published
+/// on the queue it was reserved on, it runs and retires there. A current
+/// use publishes; another tracker's publication is refused.
+fn a_stale_publication_is_refused<T>(make: Make<T>, name: &str)
+where
+    T: Tracker<Memory = SimMemory, Queue = Queue>,
+{
+    let (sim, mut tracker, old) = tracker_on(make);
+    let index = old.reserve().unwrap();
+    let before = tracker
+        .acquire(Request::packet(index).barrier(true))
+        .unwrap();
+    let new = queue_on(&sim);
+    tracker.note_queue_change(new.clone());
+    let refused = tracker.publish(before.publication, Work::Kernel(0));
+    assert_eq!(
+        refused,
+        Err(PublishError::Stale {
+            index,
+            made: Generation::new(0, 32),
+            current: Generation::new(1, 32),
+        }),
+        "{name}"
+    );
+    assert!(
+        refused.unwrap_err().to_string().contains("reserved on"),
+        "{name}: says what to do"
+    );
+    assert_eq!(new.write_index(), 0, "{name}: nothing reserved there");
+    assert!(
+        !new.truth(index).is_some_and(|p| p.published),
+        "{name}: nothing written"
+    );
+
+    // Where it was reserved, it runs.
+    old.publish(before.publication, Work::Kernel(0)).unwrap();
+    let index = new.reserve().unwrap();
+    let after = tracker
+        .acquire(Request::packet(index).barrier(true))
+        .unwrap();
+    assert_eq!(
+        tracker.publish(after.publication, Work::Kernel(0)),
+        Ok(()),
+        "{name}"
+    );
+    sim.run_until_idle();
+    tracker.poll();
+    assert_eq!(
+        tracker.query(&before.ticket).unwrap(),
+        Status::Complete,
+        "{name}"
+    );
+    assert_eq!(
+        tracker.query(&after.ticket).unwrap(),
+        Status::Complete,
+        "{name}"
+    );
+
+    // Another tracker's publication.
+    let (_, mut stranger, strangers_queue) = tracker_on(make);
+    let index = strangers_queue.reserve().unwrap();
+    let foreign = stranger.acquire(Request::packet(index)).unwrap();
+    assert_eq!(
+        tracker.publish(foreign.publication, Work::Kernel(0)),
+        Err(PublishError::Foreign { index }),
+        "{name}"
+    );
+    assert!(
+        sim.violations().is_empty(),
+        "{name}: {:?}",
+        sim.violations()
+    );
+}
+
+#[test]
+fn a_stale_publication_is_refused_retiring() {
+    a_stale_publication_is_refused(retiring, "retiring");
+}
+
+#[test]
+fn a_stale_publication_is_refused_baseline() {
+    a_stale_publication_is_refused(baseline, "baseline");
 }

@@ -20,7 +20,7 @@ use crate::backend::{Placement, QueueView, SignalMemory, Timestamps};
 use crate::config::Config;
 use crate::error::{
     AcquireError, BackendError, CreateError, FailSubmissionError, ForeignTicket, PinError,
-    TimestampsError,
+    PublishError, TimestampsError,
 };
 use crate::interface::{Acquired, Census, Tracker};
 use crate::pin::{AttachError, Attachments, Pin};
@@ -363,8 +363,15 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
             signal,
             placement: c.placement,
             publication: match aql {
-                Some(index) => Publication::of_use(index, request.is_fence(), signal, request.ops),
-                None => Publication::of_copy(signal, request.ops),
+                Some(index) => Publication::of_use(
+                    index,
+                    request.is_fence(),
+                    signal,
+                    request.ops,
+                    self.shared.id,
+                    self.generation,
+                ),
+                None => Publication::of_copy(signal, request.ops, self.shared.id, self.generation),
             },
         })
     }
@@ -703,6 +710,10 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
             self.note_failed(ticket.seq);
         }
         Ok(())
+    }
+
+    fn check_publication(&self, publication: &Publication) -> Result<(), PublishError> {
+        publication.check(self.shared.id, self.generation)
     }
 
     fn queue(&self) -> &Q {

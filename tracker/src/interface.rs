@@ -1,8 +1,10 @@
 //! The interface both trackers implement, so the queue layer and every
 //! benchmark run the retiring tracker and the baseline side by side.
 
-use crate::backend::{Placement, QueueView, SignalMemory, Timestamps};
-use crate::error::{AcquireError, FailSubmissionError, ForeignTicket, PinError, TimestampsError};
+use crate::backend::{HardwareQueue, Placement, QueueView, SignalMemory, Timestamps, Work};
+use crate::error::{
+    AcquireError, FailSubmissionError, ForeignTicket, PinError, PublishError, TimestampsError,
+};
 use crate::pin::{AttachError, Pin};
 use crate::publication::Publication;
 use crate::share::SignalRef;
@@ -265,6 +267,45 @@ pub trait Tracker: Send {
     /// operations: the use fails, and its signal is reset only once the
     /// issued part has finished.
     fn fail_submission(&mut self, ticket: &Ticket, issued: u32) -> Result<(), FailSubmissionError>;
+
+    /// Whether `publication` may be published on the queue the tracker
+    /// watches now: one this tracker made in its current generation, or
+    /// one no tracker made ([`Publication::unsignalled`],
+    /// [`Publication::untracked`]). A use acquired before a queue change
+    /// reserved its index on the previous hardware queue: published on the
+    /// new one it would fill another slot, leave its own unwritten (the old
+    /// queue stalls there) and complete a use that never ran there
+    /// ([`PublishError::Stale`]). Another tracker's is
+    /// [`PublishError::Foreign`]. A copy-engine use's goes to its copy
+    /// engine, whatever the generation. Reads nothing but the publication.
+    fn check_publication(&self, publication: &Publication) -> Result<(), PublishError>;
+
+    /// Publishes `work` on the queue the tracker watches, as `publication`
+    /// says ([`HardwareQueue::publish`]), after
+    /// [`check_publication`](Self::check_publication): the checked path
+    /// for a publication the tracker made. On error nothing was written.
+    ///
+    /// ```
+    /// use sigretire_tracker::{PublishError, Request, Tracker, Work};
+    /// use sigretire_sim::backend as sim_backend;
+    ///
+    /// let (mut tracker, old) = sim_backend::stepped_tracker(Default::default())?;
+    /// let index = old.reserve()?;
+    /// let acquired = tracker.acquire(Request::packet(index).barrier(true))?;
+    /// tracker.note_queue_change(old.sim().create_queue(Default::default())?);
+    /// let refused = tracker.publish(acquired.publication, Work::Kernel(0));
+    /// assert!(matches!(refused, Err(PublishError::Stale { .. })));
+    /// // Where its index was reserved, it still goes.
+    /// sigretire_tracker::HardwareQueue::publish(&old, acquired.publication, Work::Kernel(0))?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn publish(&self, publication: Publication, work: Work<'_>) -> Result<(), PublishError>
+    where
+        Self::Queue: HardwareQueue,
+    {
+        self.check_publication(&publication)?;
+        Ok(self.queue().publish(publication, work)?)
+    }
 
     /// The queue the tracker watches.
     fn queue(&self) -> &Self::Queue;

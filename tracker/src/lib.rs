@@ -125,7 +125,7 @@ pub use baseline::BaselineTracker;
 pub use config::Config;
 pub use error::{
     AcquireError, BackendError, CreateError, Error, FailSubmissionError, ForeignTicket,
-    InvalidConfig, PinError, TimedOut, TimestampsError, WaitError,
+    InvalidConfig, PinError, PublishError, TimedOut, TimestampsError, WaitError,
 };
 pub use host_memory::HostMemory;
 pub use interface::{Acquired, Census, Tracker};

@@ -10,6 +10,14 @@
 //! [`Publication`] with every use, and
 //! [`HardwareQueue::publish`](crate::HardwareQueue::publish) takes nothing
 //! else: only the tracker can make one that names a completion signal.
+//!
+//! A publication also carries the queue generation its use was acquired
+//! in: its index was reserved on that generation's hardware queue, and
+//! [`Tracker::publish`](crate::Tracker::publish) refuses it on another
+//! ([`PublishError::Stale`]).
+
+use crate::error::PublishError;
+use crate::ticket::Generation;
 
 /// What a packet completing a use is published with: its AQL index, the
 /// barrier bit the tracker recorded, and the completion signal. Made by
@@ -34,7 +42,12 @@
 pub struct Publication {
     index: u64,
     completion: u64,
+    /// The id of the tracker that made it (0: none made it).
+    tracker: u64,
     ops: u32,
+    /// The queue generation its use was acquired in: the hardware queue
+    /// its index was reserved on.
+    generation: Generation,
     barrier: bool,
     copy: bool,
     /// The use's last operation (or its only one): the one that finishes
@@ -44,13 +57,22 @@ pub struct Publication {
 
 impl Publication {
     /// A use's: `index` is its last packet's (of `ops`), `completion` its
-    /// signal's packet handle.
+    /// signal's packet handle; made by tracker `tracker` in `generation`.
     #[inline]
-    pub(crate) const fn of_use(index: u64, barrier: bool, completion: u64, ops: u32) -> Self {
+    pub(crate) const fn of_use(
+        index: u64,
+        barrier: bool,
+        completion: u64,
+        ops: u32,
+        tracker: u64,
+        generation: Generation,
+    ) -> Self {
         Self {
             index,
             completion,
+            tracker,
             ops,
+            generation,
             barrier,
             copy: false,
             last: true,
@@ -60,15 +82,44 @@ impl Publication {
     /// A copy-engine use's: its signal is decremented by the copy engine,
     /// not by an AQL packet, so no AQL queue accepts it.
     #[inline]
-    pub(crate) const fn of_copy(completion: u64, ops: u32) -> Self {
+    pub(crate) const fn of_copy(
+        completion: u64,
+        ops: u32,
+        tracker: u64,
+        generation: Generation,
+    ) -> Self {
         Self {
             index: 0,
             completion,
+            tracker,
             ops,
+            generation,
             barrier: false,
             copy: true,
             last: true,
         }
+    }
+
+    /// Whether tracker `tracker`, whose queue generation is `current`, may
+    /// publish this on the queue it watches: a publication no tracker made
+    /// (`unsignalled`, `untracked`), or one of its own made in this
+    /// generation. A copy-engine use's goes to its copy engine, whatever
+    /// the generation.
+    pub(crate) fn check(&self, tracker: u64, current: Generation) -> Result<(), PublishError> {
+        if self.tracker == 0 || self.copy {
+            return Ok(());
+        }
+        if self.tracker != tracker {
+            return Err(PublishError::Foreign { index: self.index });
+        }
+        if self.generation != current {
+            return Err(PublishError::Stale {
+                index: self.index,
+                made: self.generation,
+                current,
+            });
+        }
+        Ok(())
     }
 
     /// A packet that completes no use (an empty packet filling a reserved
@@ -83,7 +134,9 @@ impl Publication {
         Self {
             index,
             completion: 0,
+            tracker: 0,
             ops: 1,
+            generation: Generation::ZERO,
             barrier,
             copy: false,
             last: true,
@@ -105,7 +158,9 @@ impl Publication {
         Self {
             index,
             completion,
+            tracker: 0,
             ops: 1,
+            generation: Generation::ZERO,
             barrier,
             copy: false,
             last: true,
@@ -116,6 +171,18 @@ impl Publication {
     /// last: see [`operations`](Self::operations)).
     pub const fn index(&self) -> u64 {
         self.index
+    }
+
+    /// The queue generation its use was acquired in, whose hardware queue
+    /// its index was reserved on; `None` for a publication no tracker made.
+    /// [`Tracker::publish`](crate::Tracker::publish) refuses one of an
+    /// earlier generation than the tracker's.
+    pub const fn generation(&self) -> Option<Generation> {
+        if self.tracker == 0 {
+            None
+        } else {
+            Some(self.generation)
+        }
     }
 
     /// Whether the packet carries the barrier bit.
@@ -193,32 +260,67 @@ mod tests {
 
     #[test]
     fn a_use_of_several_operations_publishes_each_once_in_order() {
-        let publication = Publication::of_use(10, true, 0xabc0, 3);
+        let publication = Publication::of_use(10, true, 0xabc0, 3, 1, Generation::ZERO);
         let parts: Vec<Publication> = publication.operations().collect();
         let expected = [8, 9, 10].map(|index| Publication {
             last: index == 10,
-            ..Publication::of_use(index, true, 0xabc0, 1)
+            ..Publication::of_use(index, true, 0xabc0, 1, 1, Generation::ZERO)
         });
         assert_eq!(parts, expected);
         assert!(parts[2].is_last_operation() && !parts[0].is_last_operation());
-        let one = Publication::of_use(4, false, 0x40, 1);
+        let one = Publication::of_use(4, false, 0x40, 1, 1, Generation::ZERO);
         assert_eq!(one.operations().collect::<Vec<_>>(), [one]);
     }
 
     #[test]
     fn indices_wrap_as_aql_indices_do() {
-        let publication = Publication::of_use(1, false, 0x40, 3);
+        let publication = Publication::of_use(1, false, 0x40, 3, 1, Generation::ZERO);
         let indices: Vec<u64> = publication.operations().map(|p| p.index()).collect();
         assert_eq!(indices, [u64::MAX, 0, 1]);
     }
 
     #[test]
+    fn only_its_own_trackers_current_generation_publishes_a_use() {
+        let (zero, one) = (Generation::ZERO, Generation::ZERO.next(32));
+        let made = Publication::of_use(7, true, 0x40, 2, 3, zero);
+        assert_eq!(made.generation(), Some(zero));
+        assert_eq!(made.check(3, zero), Ok(()));
+        for part in made.operations() {
+            assert_eq!(part.check(3, zero), Ok(()));
+            assert!(
+                matches!(part.check(3, one), Err(PublishError::Stale { index, .. }) if index == part.index()),
+                "each operation"
+            );
+        }
+        assert_eq!(
+            made.without_completion().check(3, one),
+            Err(PublishError::Stale {
+                index: 7,
+                made: zero,
+                current: one
+            }),
+            "its unissued part fills the old queue's slot, not the new one's"
+        );
+        assert_eq!(made.check(4, zero), Err(PublishError::Foreign { index: 7 }));
+        // Nobody's: nothing to be stale about.
+        for nobodys in [
+            Publication::unsignalled(7, true),
+            Publication::untracked(7, false, 0x80),
+        ] {
+            assert_eq!(nobodys.generation(), None);
+            assert_eq!(nobodys.check(3, one), Ok(()));
+        }
+        // A copy engine is no hardware queue of the tracker's.
+        assert_eq!(Publication::of_copy(0x40, 1, 3, zero).check(3, one), Ok(()));
+    }
+
+    #[test]
     fn an_unissued_operation_names_no_signal_and_keeps_its_header() {
-        let part = Publication::of_use(9, true, 0x80, 1).without_completion();
+        let part = Publication::of_use(9, true, 0x80, 1, 1, Generation::ZERO).without_completion();
         assert_eq!(
             (part.index(), part.barrier(), part.completion()),
             (9, true, 0)
         );
-        assert!(Publication::of_copy(0x80, 1).is_copy());
+        assert!(Publication::of_copy(0x80, 1, 1, Generation::ZERO).is_copy());
     }
 }

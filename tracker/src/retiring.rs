@@ -14,7 +14,7 @@ use crate::backend::{Placement, QueueView, SignalMemory, Timestamps};
 use crate::config::Config;
 use crate::error::{
     AcquireError, BackendError, CreateError, FailSubmissionError, ForeignTicket, PinError,
-    TimestampsError,
+    PublishError, TimestampsError,
 };
 use crate::interface::{Acquired, Census, Tracker};
 use crate::pin::{AttachError, Attachments, Pin};
@@ -284,9 +284,9 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             signal,
             placement: cell.placement,
             publication: if flags & flag::COPY == 0 {
-                Publication::of_use(aql, fence, signal, ops)
+                Publication::of_use(aql, fence, signal, ops, shared.id, generation)
             } else {
-                Publication::of_copy(signal, ops)
+                Publication::of_copy(signal, ops, shared.id, generation)
             },
         }
     }
@@ -654,6 +654,10 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     fn fail_submission(&mut self, ticket: &Ticket, issued: u32) -> Result<(), FailSubmissionError> {
         let cell = self.cell_of(ticket)?;
         self.prover().fail_use(ticket.seq, cell, issued)
+    }
+
+    fn check_publication(&self, publication: &Publication) -> Result<(), PublishError> {
+        publication.check(self.signals.shared().id, self.proofs.generation())
     }
 
     fn queue(&self) -> &Q {
