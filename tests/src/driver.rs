@@ -839,11 +839,15 @@ impl<T: SimTracker> Driver<T> {
         }
         let issued = packet.issued.unwrap_or(ops).min(ops);
         // A copy engine decrements a copy use's signal itself: its packets
-        // are the engine's own, not the tracker's publications.
+        // are the engine's own (no barrier bit, nothing a fence proves).
         let parts: Vec<Publication> = if packet.copy {
-            (first..=last)
-                .map(|index| Publication::untracked(index, false, acquired.signal))
-                .collect()
+            match acquired.publication.copy_engine_packets(first) {
+                Some(packets) => packets.collect(),
+                None => fail(
+                    Check::Unexpected,
+                    "a copy-engine use's publication is not a copy engine's",
+                )?,
+            }
         } else {
             acquired.publication.operations().collect()
         };

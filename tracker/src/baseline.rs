@@ -713,7 +713,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
     }
 
     fn check_publication(&self, publication: &Publication) -> Result<(), PublishError> {
-        publication.check(self.shared.id, self.generation)
+        PublishError::check(publication, self.shared.id, self.generation)
     }
 
     fn queue(&self) -> &Q {

@@ -4,6 +4,7 @@
 //! on with `?`.
 
 use crate::backend::{AllocError, QueueError};
+use crate::publication::Publication;
 use crate::ticket::{Generation, Ticket};
 use std::time::Duration;
 
@@ -201,6 +202,38 @@ pub enum PublishError {
     /// The queue refused the packet.
     #[error(transparent)]
     Queue(#[from] QueueError),
+}
+
+impl PublishError {
+    /// Whether tracker `tracker`, whose queue generation is `current`, may
+    /// publish `publication` on the queue it watches: one no tracker made
+    /// (`unsignalled`, `untracked`), or one of its own made in this
+    /// generation. A copy-engine use's goes to its copy engine, whatever
+    /// the generation.
+    pub(crate) fn check(
+        publication: &Publication,
+        tracker: u64,
+        current: Generation,
+    ) -> Result<(), PublishError> {
+        let Some(made) = publication.generation() else {
+            return Ok(());
+        };
+        if publication.is_copy() {
+            return Ok(());
+        }
+        let index = publication.index();
+        if publication.made_by() != tracker {
+            return Err(PublishError::Foreign { index });
+        }
+        if made != current {
+            return Err(PublishError::Stale {
+                index,
+                made,
+                current,
+            });
+        }
+        Ok(())
+    }
 }
 
 /// A wait ran out of time; the use may still complete later.

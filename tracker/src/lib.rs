@@ -103,6 +103,7 @@ pub mod planted;
 mod planted;
 mod publication;
 mod reclaim;
+mod registry;
 mod retire;
 mod retiring;
 mod ring;

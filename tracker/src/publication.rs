@@ -9,14 +9,18 @@
 //! complete and re-arm signals still in flight. So the tracker hands out a
 //! [`Publication`] with every use, and
 //! [`HardwareQueue::publish`](crate::HardwareQueue::publish) takes nothing
-//! else: only the tracker can make one that names a completion signal.
+//! else: only the tracker can make one that names its completion signal.
+//! A caller's own signal goes out as [`Publication::untracked`], with any
+//! header; a queue refuses that for a signal a live tracker owns
+//! ([`QueueError::check_single`](crate::QueueError::check_single), every
+//! backend's first check), so the barrier bit published with a tracker's
+//! signal is always the one its tracker recorded.
 //!
 //! A publication also carries the queue generation its use was acquired
 //! in: its index was reserved on that generation's hardware queue, and
 //! [`Tracker::publish`](crate::Tracker::publish) refuses it on another
-//! ([`PublishError::Stale`]).
+//! ([`PublishError::Stale`](crate::PublishError::Stale)).
 
-use crate::error::PublishError;
 use crate::ticket::Generation;
 
 /// What a packet completing a use is published with: its AQL index, the
@@ -100,26 +104,9 @@ impl Publication {
         }
     }
 
-    /// Whether tracker `tracker`, whose queue generation is `current`, may
-    /// publish this on the queue it watches: a publication no tracker made
-    /// (`unsignalled`, `untracked`), or one of its own made in this
-    /// generation. A copy-engine use's goes to its copy engine, whatever
-    /// the generation.
-    pub(crate) fn check(&self, tracker: u64, current: Generation) -> Result<(), PublishError> {
-        if self.tracker == 0 || self.copy {
-            return Ok(());
-        }
-        if self.tracker != tracker {
-            return Err(PublishError::Foreign { index: self.index });
-        }
-        if self.generation != current {
-            return Err(PublishError::Stale {
-                index: self.index,
-                made: self.generation,
-                current,
-            });
-        }
-        Ok(())
+    /// The id of the tracker that made it (0: none did).
+    pub(crate) const fn made_by(&self) -> u64 {
+        self.tracker
     }
 
     /// A packet that completes no use (an empty packet filling a reserved
@@ -147,7 +134,9 @@ impl Publication {
     /// own, which no tracker's record can disagree with. Never a tracker's
     /// signal: publish those with the
     /// [`Acquired::publication`](crate::Acquired::publication) the tracker
-    /// handed out with them.
+    /// handed out with them; a queue refuses an untracked publication of a
+    /// signal a live tracker owns
+    /// ([`QueueError::check_single`](crate::QueueError::check_single)).
     ///
     /// ```
     /// # use sigretire_tracker::Publication;
@@ -244,6 +233,54 @@ impl Publication {
         })
     }
 
+    /// Whether it names a completion signal but no tracker made it
+    /// ([`untracked`](Self::untracked)).
+    pub(crate) const fn names_signal_untracked(&self) -> bool {
+        self.tracker == 0 && self.completion != 0
+    }
+
+    /// A copy-engine use's operations as packets of an AQL queue that
+    /// stands in for its copy engine (a test's, a simulated engine): one
+    /// per operation, at `first_index` on, oldest first, each naming the
+    /// use's signal, none with the barrier bit (the tracker proves nothing
+    /// from a copy engine's work, and recorded none). `None` for a use
+    /// that is not a copy engine's: an AQL use is published as its
+    /// [`operations`](Self::operations).
+    ///
+    /// ```
+    /// use sigretire_tracker::{HardwareQueue, Request, Status, Tracker, Work};
+    /// use sigretire_sim::backend as sim_backend;
+    ///
+    /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default())?;
+    /// let engine = queue.sim().create_queue(Default::default())?; // stands in for SDMA
+    /// let copy = tracker.acquire(Request::copy_engine().ops(2))?;
+    /// let first = engine.reserve()?;
+    /// engine.reserve()?;
+    /// for packet in copy.publication.copy_engine_packets(first).expect("a copy-engine use") {
+    ///     engine.publish(packet, Work::Kernel(0))?;
+    /// }
+    /// engine.run_until_idle();
+    /// assert_eq!(tracker.query(&copy.ticket)?, Status::Complete);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn copy_engine_packets(
+        self,
+        first_index: u64,
+    ) -> Option<impl ExactSizeIterator<Item = Publication>> {
+        if !self.copy {
+            return None;
+        }
+        let ops = self.ops;
+        Some((0..ops).map(move |k| Publication {
+            index: first_index.wrapping_add(u64::from(k)),
+            ops: 1,
+            barrier: false,
+            copy: false,
+            last: k + 1 == ops,
+            ..self
+        }))
+    }
+
     /// This publication without its completion signal, for an operation a
     /// failed submission never issued (its packet still fills its slot).
     pub const fn without_completion(self) -> Self {
@@ -257,6 +294,7 @@ impl Publication {
 #[cfg(all(test, not(sigretire_loom)))]
 mod tests {
     use super::*;
+    use crate::error::PublishError;
 
     #[test]
     fn a_use_of_several_operations_publishes_each_once_in_order() {
@@ -284,16 +322,16 @@ mod tests {
         let (zero, one) = (Generation::ZERO, Generation::ZERO.next(32));
         let made = Publication::of_use(7, true, 0x40, 2, 3, zero);
         assert_eq!(made.generation(), Some(zero));
-        assert_eq!(made.check(3, zero), Ok(()));
+        assert_eq!(PublishError::check(&made, 3, zero), Ok(()));
         for part in made.operations() {
-            assert_eq!(part.check(3, zero), Ok(()));
+            assert_eq!(PublishError::check(&part, 3, zero), Ok(()));
             assert!(
-                matches!(part.check(3, one), Err(PublishError::Stale { index, .. }) if index == part.index()),
+                matches!(PublishError::check(&part, 3, one), Err(PublishError::Stale { index, .. }) if index == part.index()),
                 "each operation"
             );
         }
         assert_eq!(
-            made.without_completion().check(3, one),
+            PublishError::check(&made.without_completion(), 3, one),
             Err(PublishError::Stale {
                 index: 7,
                 made: zero,
@@ -301,17 +339,21 @@ mod tests {
             }),
             "its unissued part fills the old queue's slot, not the new one's"
         );
-        assert_eq!(made.check(4, zero), Err(PublishError::Foreign { index: 7 }));
+        assert_eq!(
+            PublishError::check(&made, 4, zero),
+            Err(PublishError::Foreign { index: 7 })
+        );
         // Nobody's: nothing to be stale about.
         for nobodys in [
             Publication::unsignalled(7, true),
             Publication::untracked(7, false, 0x80),
         ] {
             assert_eq!(nobodys.generation(), None);
-            assert_eq!(nobodys.check(3, one), Ok(()));
+            assert_eq!(PublishError::check(&nobodys, 3, one), Ok(()));
         }
         // A copy engine is no hardware queue of the tracker's.
-        assert_eq!(Publication::of_copy(0x40, 1, 3, zero).check(3, one), Ok(()));
+        let copy = Publication::of_copy(0x40, 1, 3, zero);
+        assert_eq!(PublishError::check(&copy, 3, one), Ok(()));
     }
 
     #[test]

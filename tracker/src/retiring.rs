@@ -657,7 +657,11 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     }
 
     fn check_publication(&self, publication: &Publication) -> Result<(), PublishError> {
-        publication.check(self.signals.shared().id, self.proofs.generation())
+        PublishError::check(
+            publication,
+            self.signals.shared().id,
+            self.proofs.generation(),
+        )
     }
 
     fn queue(&self) -> &Q {

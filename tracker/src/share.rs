@@ -15,6 +15,7 @@
 
 use crate::backend::{Placement, SignalMemory, Timestamps};
 use crate::failures::Failures;
+use crate::registry;
 use crate::stats::SharedCounters;
 use crate::sync::{Arc, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, fence};
 use crate::ticket::{Status, Ticket};
@@ -293,6 +294,7 @@ impl<M: SignalMemory> Shared<M> {
     pub(crate) fn adopt(&self, signal: M::Signal, placement: Placement) -> CellPtr<M::Signal> {
         let cell = NonNull::from(Box::leak(Box::new(Cell::new(signal, placement))));
         self.cells.lock().push(cell);
+        registry::register(self.memory.packet_handle(signal));
         CellPtr(cell)
     }
 
@@ -448,7 +450,8 @@ impl<M: SignalMemory> Drop for Shared<M> {
         for cell in self.cells.lock().drain(..) {
             // SAFETY: each pointer came from `Box::leak` in `adopt` and is
             // freed exactly once, here, when nothing can reach the cells any more.
-            drop(unsafe { Box::from_raw(cell.as_ptr()) });
+            let cell = unsafe { Box::from_raw(cell.as_ptr()) };
+            registry::unregister(self.memory.packet_handle(cell.signal));
         }
     }
 }
