@@ -25,7 +25,7 @@ use crate::error::{
 use crate::interface::{Acquired, Census, Tracker};
 use crate::pin::{AttachError, Attachments, Pin};
 use crate::planted::{self, Bug};
-use crate::publication::Publication;
+use crate::publication::{self, Publication};
 use crate::share::{CellPtr, Shared, SignalRef};
 use crate::stamps::{Kept, StampHistory, written};
 use crate::stats::Stats;
@@ -368,10 +368,13 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
                     request.is_fence(),
                     signal,
                     request.ops,
-                    self.shared.id,
-                    self.generation,
+                    publication::origin(self.shared.id, self.generation),
                 ),
-                None => Publication::of_copy(signal, request.ops, self.shared.id, self.generation),
+                None => Publication::of_copy(
+                    signal,
+                    request.ops,
+                    publication::origin(self.shared.id, self.generation),
+                ),
             },
         })
     }

@@ -222,7 +222,7 @@ impl PublishError {
             return Ok(());
         }
         let index = publication.index();
-        if publication.made_by() != tracker {
+        if !publication.made_by(tracker) {
             return Err(PublishError::Foreign { index });
         }
         if made != current {

@@ -46,67 +46,85 @@ use crate::ticket::Generation;
 pub struct Publication {
     index: u64,
     completion: u64,
-    /// The id of the tracker that made it (0: none made it).
-    tracker: u64,
+    /// Who made it, and for which hardware queue: its tracker's tag above
+    /// the queue generation its use was acquired in (see [`origin`]); 0
+    /// when no tracker made it.
+    origin: u64,
     ops: u32,
-    /// The queue generation its use was acquired in: the hardware queue
-    /// its index was reserved on.
-    generation: Generation,
-    barrier: bool,
-    copy: bool,
-    /// The use's last operation (or its only one): the one that finishes
-    /// last in an in-order queue.
-    last: bool,
+    /// [`BARRIER`], [`COPY`], [`NOT_LAST`]: one byte, so a use's
+    /// publication costs the hot path one store for all three (and for a
+    /// use of one AQL packet, the byte is its barrier bit as it comes).
+    flags: u8,
+}
+
+/// The packet carries the barrier bit (the bit a request's fence flag
+/// has).
+const BARRIER: u8 = 1;
+/// A copy engine completes the use, not an AQL packet.
+const COPY: u8 = 2;
+/// Not the use's last operation: one that finishes before its last, in an
+/// in-order queue.
+const NOT_LAST: u8 = 4;
+
+const _: () = assert!(BARRIER == crate::ticket::flag::FENCE);
+
+/// What a tracker's publications carry to say they are its own and which
+/// generation they were made in: `tag << 32 | generation`, where the tag is
+/// the tracker's id folded into 32 bits and never 0 (ids are 64-bit; two
+/// trackers' tags meet only 2^32 - 1 trackers apart). The tracker works it
+/// out once per generation, so a use's publication costs one more store.
+pub(crate) const fn origin(tracker: u64, generation: Generation) -> u64 {
+    (tag(tracker) as u64) << 32 | generation.value() as u64
+}
+
+/// Tracker `tracker`'s tag: its id folded into 1..=u32::MAX.
+const fn tag(tracker: u64) -> u32 {
+    (tracker.wrapping_sub(1) % (u32::MAX as u64) + 1) as u32
+}
+
+const fn flags(barrier: bool, copy: bool, last: bool) -> u8 {
+    (if barrier { BARRIER } else { 0 })
+        | (if copy { COPY } else { 0 })
+        | if last { 0 } else { NOT_LAST }
 }
 
 impl Publication {
     /// A use's: `index` is its last packet's (of `ops`), `completion` its
-    /// signal's packet handle; made by tracker `tracker` in `generation`.
+    /// signal's packet handle; `origin`, its tracker's [`origin`].
     #[inline]
     pub(crate) const fn of_use(
         index: u64,
         barrier: bool,
         completion: u64,
         ops: u32,
-        tracker: u64,
-        generation: Generation,
+        origin: u64,
     ) -> Self {
         Self {
             index,
             completion,
-            tracker,
+            origin,
             ops,
-            generation,
-            barrier,
-            copy: false,
-            last: true,
+            flags: flags(barrier, false, true),
         }
     }
 
     /// A copy-engine use's: its signal is decremented by the copy engine,
     /// not by an AQL packet, so no AQL queue accepts it.
     #[inline]
-    pub(crate) const fn of_copy(
-        completion: u64,
-        ops: u32,
-        tracker: u64,
-        generation: Generation,
-    ) -> Self {
+    pub(crate) const fn of_copy(completion: u64, ops: u32, origin: u64) -> Self {
         Self {
             index: 0,
             completion,
-            tracker,
+            origin,
             ops,
-            generation,
-            barrier: false,
-            copy: true,
-            last: true,
+            flags: flags(false, true, true),
         }
     }
 
-    /// The id of the tracker that made it (0: none did).
-    pub(crate) const fn made_by(&self) -> u64 {
-        self.tracker
+    /// Whether tracker `tracker` made it (a publication no tracker made is
+    /// nobody's).
+    pub(crate) const fn made_by(&self, tracker: u64) -> bool {
+        (self.origin >> 32) as u32 == tag(tracker)
     }
 
     /// A packet that completes no use (an empty packet filling a reserved
@@ -121,12 +139,9 @@ impl Publication {
         Self {
             index,
             completion: 0,
-            tracker: 0,
+            origin: 0,
             ops: 1,
-            generation: Generation::ZERO,
-            barrier,
-            copy: false,
-            last: true,
+            flags: flags(barrier, false, true),
         }
     }
 
@@ -147,12 +162,9 @@ impl Publication {
         Self {
             index,
             completion,
-            tracker: 0,
+            origin: 0,
             ops: 1,
-            generation: Generation::ZERO,
-            barrier,
-            copy: false,
-            last: true,
+            flags: flags(barrier, false, true),
         }
     }
 
@@ -167,16 +179,16 @@ impl Publication {
     /// [`Tracker::publish`](crate::Tracker::publish) refuses one of an
     /// earlier generation than the tracker's.
     pub const fn generation(&self) -> Option<Generation> {
-        if self.tracker == 0 {
+        if self.origin == 0 {
             None
         } else {
-            Some(self.generation)
+            Some(Generation::new(self.origin as u32, 32))
         }
     }
 
     /// Whether the packet carries the barrier bit.
     pub const fn barrier(&self) -> bool {
-        self.barrier
+        self.flags & BARRIER != 0
     }
 
     /// The packet's `completion_signal` (a packet handle; 0: none).
@@ -191,14 +203,14 @@ impl Publication {
 
     /// Whether the use runs on a copy engine (no AQL packet completes it).
     pub const fn is_copy(&self) -> bool {
-        self.copy
+        self.flags & COPY != 0
     }
 
     /// Whether this is the use's last operation (or its only one). A
     /// backend whose completion is a write rather than a decrement (a CUDA
     /// stream's) completes the signal with this one only.
     pub const fn is_last_operation(&self) -> bool {
-        self.last
+        self.flags & NOT_LAST == 0
     }
 
     /// The packets of the use, oldest first, one per operation, each
@@ -228,7 +240,7 @@ impl Publication {
         (0..ops).map(move |k| Publication {
             index: first.wrapping_add(u64::from(k)),
             ops: 1,
-            last: k + 1 == ops,
+            flags: (self.flags & !NOT_LAST) | if k + 1 == ops { 0 } else { NOT_LAST },
             ..self
         })
     }
@@ -236,7 +248,7 @@ impl Publication {
     /// Whether it names a completion signal but no tracker made it
     /// ([`untracked`](Self::untracked)).
     pub(crate) const fn names_signal_untracked(&self) -> bool {
-        self.tracker == 0 && self.completion != 0
+        self.origin == 0 && self.completion != 0
     }
 
     /// A copy-engine use's operations as packets of an AQL queue that
@@ -267,16 +279,14 @@ impl Publication {
         self,
         first_index: u64,
     ) -> Option<impl ExactSizeIterator<Item = Publication>> {
-        if !self.copy {
+        if !self.is_copy() {
             return None;
         }
         let ops = self.ops;
         Some((0..ops).map(move |k| Publication {
             index: first_index.wrapping_add(u64::from(k)),
             ops: 1,
-            barrier: false,
-            copy: false,
-            last: k + 1 == ops,
+            flags: flags(false, false, k + 1 == ops),
             ..self
         }))
     }
@@ -298,21 +308,21 @@ mod tests {
 
     #[test]
     fn a_use_of_several_operations_publishes_each_once_in_order() {
-        let publication = Publication::of_use(10, true, 0xabc0, 3, 1, Generation::ZERO);
+        let publication = Publication::of_use(10, true, 0xabc0, 3, origin(1, Generation::ZERO));
         let parts: Vec<Publication> = publication.operations().collect();
         let expected = [8, 9, 10].map(|index| Publication {
-            last: index == 10,
-            ..Publication::of_use(index, true, 0xabc0, 1, 1, Generation::ZERO)
+            flags: BARRIER | if index == 10 { 0 } else { NOT_LAST },
+            ..Publication::of_use(index, true, 0xabc0, 1, origin(1, Generation::ZERO))
         });
         assert_eq!(parts, expected);
         assert!(parts[2].is_last_operation() && !parts[0].is_last_operation());
-        let one = Publication::of_use(4, false, 0x40, 1, 1, Generation::ZERO);
+        let one = Publication::of_use(4, false, 0x40, 1, origin(1, Generation::ZERO));
         assert_eq!(one.operations().collect::<Vec<_>>(), [one]);
     }
 
     #[test]
     fn indices_wrap_as_aql_indices_do() {
-        let publication = Publication::of_use(1, false, 0x40, 3, 1, Generation::ZERO);
+        let publication = Publication::of_use(1, false, 0x40, 3, origin(1, Generation::ZERO));
         let indices: Vec<u64> = publication.operations().map(|p| p.index()).collect();
         assert_eq!(indices, [u64::MAX, 0, 1]);
     }
@@ -320,7 +330,7 @@ mod tests {
     #[test]
     fn only_its_own_trackers_current_generation_publishes_a_use() {
         let (zero, one) = (Generation::ZERO, Generation::ZERO.next(32));
-        let made = Publication::of_use(7, true, 0x40, 2, 3, zero);
+        let made = Publication::of_use(7, true, 0x40, 2, origin(3, zero));
         assert_eq!(made.generation(), Some(zero));
         assert_eq!(PublishError::check(&made, 3, zero), Ok(()));
         for part in made.operations() {
@@ -351,18 +361,28 @@ mod tests {
             assert_eq!(nobodys.generation(), None);
             assert_eq!(PublishError::check(&nobodys, 3, one), Ok(()));
         }
+        // Tags: never 0, and a tracker's own.
+        assert_eq!(tag(1), 1);
+        assert_eq!(
+            tag(u64::from(u32::MAX) + 1),
+            1,
+            "folded 2^32 - 1 trackers apart"
+        );
+        assert_ne!(tag(u64::from(u32::MAX)), 0);
+        assert!(made.made_by(3) && !made.made_by(4));
         // A copy engine is no hardware queue of the tracker's.
-        let copy = Publication::of_copy(0x40, 1, 3, zero);
+        let copy = Publication::of_copy(0x40, 1, origin(3, zero));
         assert_eq!(PublishError::check(&copy, 3, one), Ok(()));
     }
 
     #[test]
     fn an_unissued_operation_names_no_signal_and_keeps_its_header() {
-        let part = Publication::of_use(9, true, 0x80, 1, 1, Generation::ZERO).without_completion();
+        let part =
+            Publication::of_use(9, true, 0x80, 1, origin(1, Generation::ZERO)).without_completion();
         assert_eq!(
             (part.index(), part.barrier(), part.completion()),
             (9, true, 0)
         );
-        assert!(Publication::of_copy(0x80, 1, 1, Generation::ZERO).is_copy());
+        assert!(Publication::of_copy(0x80, 1, origin(1, Generation::ZERO)).is_copy());
     }
 }

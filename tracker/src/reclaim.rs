@@ -74,6 +74,7 @@ impl<M: SignalMemory> Reclaimer<'_, M> {
 
     /// One pass of the walk, from the oldest use to the first it cannot
     /// retire.
+    #[inline(always)]
     fn walk_from_head(&mut self) -> usize {
         let mut rearmed = 0;
         let first = self.prover.ring.head();

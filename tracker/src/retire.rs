@@ -220,6 +220,7 @@ impl Proofs {
 
     /// Of the uses `first..first + count`, how many a drain proved (for
     /// counting retirements by proof).
+    #[inline]
     pub(crate) fn drained_among(&self, first: u64, count: u64) -> u64 {
         (self.drained_through + 1).saturating_sub(first).min(count)
     }
@@ -454,19 +455,30 @@ impl<M: SignalMemory> Prover<'_, M> {
     /// Proves through fence `seq` if a CPU wait recorded it complete and
     /// it proves anything new: within its own generation (AQL indices of
     /// one hardware queue mean nothing on another).
+    #[inline]
     pub(crate) fn try_recorded_fence(&mut self, seq: u64) -> bool {
         let Some(slot) = self.ring.get(seq).copied() else {
             return false;
         };
-        if !slot.is(flag::FENCE) || !self.proofs.fences_can_prove(seq, &slot) {
+        // Most often nothing was recorded: one load of its cell says so.
+        if !slot.is(flag::FENCE)
+            || self.signals.cell(slot.cell).phase_of(seq) != Some(Some(Status::Complete))
+        {
             return false;
         }
-        let recorded = self.signals.cell(slot.cell).phase_of(seq) == Some(Some(Status::Complete));
-        if recorded && !self.proofs.fence_proves(seq, &slot) {
-            self.proofs.prove_in_generation(seq, slot.aql);
-            return true;
+        self.prove_recorded(seq, &slot)
+    }
+
+    /// Proves through fence `seq` (`slot`), which a CPU wait recorded
+    /// complete, if it can prove anything new.
+    #[cold]
+    #[inline(never)]
+    fn prove_recorded(&mut self, seq: u64, slot: &Slot<M::Signal>) -> bool {
+        if !self.proofs.fences_can_prove(seq, slot) || self.proofs.fence_proves(seq, slot) {
+            return false;
         }
-        false
+        self.proofs.prove_in_generation(seq, slot.aql);
+        true
     }
 
     /// Fence probing for the older generations (hardware queues the

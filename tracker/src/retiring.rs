@@ -19,7 +19,7 @@ use crate::error::{
 use crate::interface::{Acquired, Census, Tracker};
 use crate::pin::{AttachError, Attachments, Pin};
 use crate::planted::{self, Bug};
-use crate::publication::Publication;
+use crate::publication::{self, Publication};
 use crate::reclaim::{Parked, Reclaimer};
 use crate::retire::{Proofs, Prover};
 use crate::ring::{Ring, Spare};
@@ -73,6 +73,12 @@ pub struct RetiringTracker<M: SignalMemory, Q: QueueView> {
     /// retries finds its completion recorded in its cell, which the next
     /// `make_room` consults (0: none named since).
     named: u64,
+    /// The tracker's id, which its tickets carry (its shared state's, kept
+    /// here so that handing out a use reads it without going there).
+    id: u64,
+    /// What this generation's publications carry: this tracker, this
+    /// generation ([`publication::origin`](crate::publication::origin)).
+    origin: u64,
 }
 
 impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
@@ -84,12 +90,15 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             Arc::new(Shared::new(memory, true)),
             !queue.ring_in_device_memory(),
         );
+        let proofs = Proofs::new(config.generation_bits);
+        let id = signals.shared().id;
+        let origin = publication::origin(id, proofs.generation());
         let mut tracker = Self {
             signals,
             queue,
             config,
             ring: Ring::new(Vec::new(), config.max_in_flight()),
-            proofs: Proofs::new(config.generation_bits),
+            proofs,
             parked: Parked::default(),
             attachments: Attachments::default(),
             stamps: StampHistory::new(config.stamp_history),
@@ -99,6 +108,8 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             ),
             stats: Stats::default(),
             named: 0,
+            id,
+            origin,
         };
         tracker.allocate(config.initial_size, config.signals)?;
         if tracker.ring.fill(config.initial_size, config.signals) < config.initial_size {
@@ -197,23 +208,21 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     /// a free slot whose signal has the wanted placement and whose arming is
     /// already fenced (and flushed where needed). Anything else goes the slow
     /// way, which handles every case (this one included).
+    /// Whether `request` takes the fast path (then [`hand_out`](Self::hand_out)
+    /// records it as is, straight into the caller's result).
     #[inline(always)]
-    fn acquire_fast(&mut self, request: &Request) -> Option<Acquired> {
+    fn takes_fast_path(&mut self, request: &Request) -> bool {
         // Copy engines, several operations and timing-only placement are the
         // slow path's.
         const SLOW: u8 = flag::COPY | flag::MULTI | flag::TIMING_ONLY;
         if request.flags & SLOW != 0 || self.ring.is_full() || !self.proofs.in_order(request.index)
         {
-            return None;
+            return false;
         }
         let slot = self.ring.next_mut();
         let placement = self.signals.cell(slot.cell).placement;
         let store = slot.store;
-        if !self.keeps(placement, self.config.signals) || !self.signals.is_visible(placement, store)
-        {
-            return None;
-        }
-        Some(self.hand_out(request.index, 1, request.flags))
+        self.keeps(placement, self.config.signals) && self.signals.is_visible(placement, store)
     }
 
     /// Every case: makes room, swaps placement, arms for several operations,
@@ -270,23 +279,21 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         if flags & flag::COPY == 0 {
             self.proofs.note_packet(seq, aql, fence);
         }
-        self.stats.uses += 1;
-        let shared = self.signals.shared();
-        let signal = shared.memory.packet_handle(cell.signal);
+        let signal = self.signals.shared().memory.packet_handle(cell.signal);
         Acquired {
             ticket: Ticket {
                 seq,
                 cell: cell_ptr.erase(),
-                owner: shared.id,
+                owner: self.id,
                 generation,
                 timed: flags & flag::TIMED != 0,
             },
             signal,
             placement: cell.placement,
             publication: if flags & flag::COPY == 0 {
-                Publication::of_use(aql, fence, signal, ops, shared.id, generation)
+                Publication::of_use(aql, fence, signal, ops, self.origin)
             } else {
-                Publication::of_copy(signal, ops, shared.id, generation)
+                Publication::of_copy(signal, ops, self.origin)
             },
         }
     }
@@ -427,6 +434,16 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         added > 0
     }
 
+    /// What the tracker counts itself: its counters, its signal accesses,
+    /// and its uses, numbered 1, 2, 3... (the next one's number less one:
+    /// no counter on the hot path).
+    pub(crate) fn own_stats(&self) -> Stats {
+        let mut stats = self.stats;
+        stats.accesses = self.signals.accesses();
+        stats.uses = self.ring.tail() - 1;
+        stats
+    }
+
     /// What the history says of a timed use, as an answer; `None` if it
     /// was never harvested.
     fn kept(&self, seq: u64) -> Option<Result<Option<Timestamps>, TimestampsError>> {
@@ -447,10 +464,10 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     /// visible, record the use. No allocation and no lock in steady state.
     #[inline]
     fn acquire(&mut self, request: Request) -> Result<Acquired, AcquireError> {
-        match self.acquire_fast(&request) {
-            Some(acquired) => Ok(acquired),
-            None => self.acquire_slow(request),
+        if self.takes_fast_path(&request) {
+            return Ok(self.hand_out(request.index, 1, request.flags));
         }
+        self.acquire_slow(request)
     }
 
     fn query(&mut self, ticket: &Ticket) -> Result<Status, ForeignTicket> {
@@ -615,6 +632,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
             .set_flush_before_publish(!queue.ring_in_device_memory());
         self.queue = queue;
         self.proofs.new_generation(self.ring.tail());
+        self.origin = publication::origin(self.id, self.proofs.generation());
     }
 
     fn note_drained(&mut self) {
@@ -673,8 +691,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     }
 
     fn stats(&self) -> Stats {
-        let mut stats = self.stats;
-        stats.accesses = self.signals.accesses();
+        let mut stats = self.own_stats();
         self.signals.shared().counters.add_to(&mut stats);
         stats
     }
@@ -718,11 +735,5 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
 
     pub(crate) fn proof_procedures(&mut self) -> Prover<'_, M> {
         self.prover()
-    }
-
-    pub(crate) fn own_stats(&self) -> Stats {
-        let mut stats = self.stats;
-        stats.accesses = self.signals.accesses();
-        stats
     }
 }
