@@ -157,15 +157,48 @@ fn the_new_queue_failing_fails_only_its_uses_baseline() {
     a_queue_failure_fails_only_its_own_generation(baseline, 1, "baseline");
 }
 
-/// A ticket of the current generation fails what `fail_queue` fails.
-#[test]
-fn a_current_ticket_fails_the_queue_as_fail_queue_does() {
-    let (sim, mut tracker, queue) = tracker_on(retiring);
+/// A ticket of the current generation fails what `fail_queue` fails; a
+/// copy engine's, or another tracker's, names no hardware queue of the
+/// tracker's and fails nothing.
+fn a_current_ticket_fails_the_queue_as_fail_queue_does<T>(make: Make<T>, name: &str)
+where
+    T: Tracker<Memory = SimMemory, Queue = Queue>,
+{
+    let (sim, mut tracker, queue) = tracker_on(make);
     let uses: Vec<Acquired> = (0..3).map(|_| submit(&mut tracker, &queue)).collect();
+    let copy = tracker.acquire(Request::copy_engine()).unwrap();
+    let (_, mut stranger, strangers_queue) = tracker_on(make);
+    let foreign = submit(&mut stranger, &strangers_queue);
     queue.fail();
-    assert_eq!(tracker.fail_queue_of(&uses[2].ticket), 3);
-    assert_eq!(tracker.fail_queue(), 0, "each use fails once");
-    assert!(sim.violations().is_empty(), "{:?}", sim.violations());
+    assert_eq!(tracker.fail_queue_of(&copy.ticket), 0, "{name}");
+    assert_eq!(tracker.fail_queue_of(&foreign.ticket), 0, "{name}");
+    assert_eq!(
+        tracker.known_status(&uses[0].ticket).unwrap(),
+        None,
+        "{name}"
+    );
+    assert_eq!(tracker.fail_queue_of(&uses[2].ticket), 3, "{name}");
+    assert_eq!(tracker.fail_queue(), 0, "{name}: each use fails once");
+    assert_eq!(
+        tracker.known_status(&copy.ticket).unwrap(),
+        None,
+        "{name}: the copy engine's"
+    );
+    assert!(
+        sim.violations().is_empty(),
+        "{name}: {:?}",
+        sim.violations()
+    );
+}
+
+#[test]
+fn a_current_ticket_fails_the_queue_as_fail_queue_does_retiring() {
+    a_current_ticket_fails_the_queue_as_fail_queue_does(retiring, "retiring");
+}
+
+#[test]
+fn a_current_ticket_fails_the_queue_as_fail_queue_does_baseline() {
+    a_current_ticket_fails_the_queue_as_fail_queue_does(baseline, "baseline");
 }
 
 /// 64 fences on the old hardware queue; the queue changes; the old queue

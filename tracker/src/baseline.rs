@@ -660,7 +660,13 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
     }
 
     fn fail_queue_of(&mut self, ticket: &Ticket) -> usize {
-        if self.cell_of(ticket).is_err() {
+        let copy = self
+            .slot_of(ticket.seq)
+            .and_then(|slot| self.slots[slot].last_use)
+            .is_some_and(|u| u.copy);
+        if self.cell_of(ticket).is_err() || copy {
+            // Another tracker's, or a copy engine's use: it names no
+            // hardware queue of this tracker's.
             return 0;
         }
         if ticket.seq >= self.generation_start {

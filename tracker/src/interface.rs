@@ -237,8 +237,10 @@ pub trait Tracker: Send {
     /// of another generation (whose packets run on a healthy queue and
     /// still name their signals). A ticket of the current generation fails
     /// what `fail_queue` fails. Returns how many failed now: 0 when none of
-    /// that generation's uses is pending any more, or for a ticket of
-    /// another tracker (nothing of this tracker's ran on its queue).
+    /// that generation's uses is pending any more, and for a ticket that
+    /// names no hardware queue of this tracker's (another tracker's, or a
+    /// pending copy-engine use's: fail that one with
+    /// [`fail_submission`](Self::fail_submission)).
     ///
     /// ```
     /// use sigretire_tracker::{Request, Status, Tracker};

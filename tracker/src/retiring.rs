@@ -659,7 +659,14 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     }
 
     fn fail_queue_of(&mut self, ticket: &Ticket) -> usize {
-        if self.cell_of(ticket).is_err() {
+        if self.cell_of(ticket).is_err()
+            || self
+                .ring
+                .get(ticket.seq)
+                .is_some_and(|slot| slot.is(flag::COPY))
+        {
+            // Another tracker's, or a copy engine's use: it names no
+            // hardware queue of this tracker's.
             return 0;
         }
         match self.proofs.generation_of(ticket.seq) {
