@@ -97,10 +97,13 @@ impl Proofs {
         self.generation
     }
 
-    pub(crate) fn new_generation(&mut self, start: u64) {
-        if start > self.generation_start {
-            // Its uses run on on the old hardware queue: they keep what its
-            // fences proved, and its newest fence, to retire by.
+    /// A queue change: the generation after this one starts at use
+    /// `start`; `head` is the oldest use in flight.
+    pub(crate) fn new_generation(&mut self, start: u64, head: u64) {
+        self.forget_retired_generations(head);
+        if head.max(self.generation_start) < start {
+            // Its uses in flight run on on the old hardware queue: they keep
+            // what its fences proved, and its newest fence, to retire by.
             self.older.push_back(Older {
                 start: self.generation_start,
                 end: start,

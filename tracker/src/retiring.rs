@@ -631,7 +631,8 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
         self.signals
             .set_flush_before_publish(!queue.ring_in_device_memory());
         self.queue = queue;
-        self.proofs.new_generation(self.ring.tail());
+        self.proofs
+            .new_generation(self.ring.tail(), self.ring.head());
         self.origin = publication::origin(self.id, self.proofs.generation());
     }
 

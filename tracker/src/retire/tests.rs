@@ -153,7 +153,7 @@ fn a_new_generation_forgets_order_fences_and_proofs_drains_included() {
     proofs.probed_at = 105;
     let first = proofs.generation();
 
-    proofs.new_generation(7);
+    proofs.new_generation(7, 1);
     assert!(first.precedes(proofs.generation(), BITS));
     assert_eq!(proofs.generation_start(), 7);
     assert!(proofs.in_order(0), "the new queue's indices start afresh");
@@ -179,7 +179,7 @@ fn generations_wrap_at_their_bits() {
     let mut proofs = Proofs::new(2);
     let values: Vec<u32> = (1..=5)
         .map(|start| {
-            proofs.new_generation(start);
+            proofs.new_generation(start, 1);
             proofs.generation().value()
         })
         .collect();
@@ -192,7 +192,7 @@ fn fences_prove_only_aql_uses_of_the_current_generation() {
     let mut slot = Slot::new(cells[0], 0);
     slot.aql = 20;
     let mut proofs = Proofs::new(BITS);
-    proofs.new_generation(10);
+    proofs.new_generation(10, 1);
     assert!(
         !proofs.fences_can_prove(9, &slot),
         "an earlier generation's use"
@@ -513,7 +513,7 @@ fn the_walks_run_and_the_per_use_proof_agree() {
     // A new generation (its indices start afresh, below the old ones):
     // nothing of it is proven; the older generation keeps what its drain
     // proved, and a run from one of its uses ends at its last.
-    proofs.new_generation(13);
+    proofs.new_generation(13, 1);
     for seq in 13..=15u64 {
         let mut slot = Slot::new(cells[0], 0);
         slot.aql = seq;
@@ -539,7 +539,7 @@ fn an_older_generation_proves_its_own_uses_only() {
         proofs.note_packet(seq, 10 + seq, seq % 2 == 0);
     }
     proofs.prove(2, 12);
-    proofs.new_generation(5);
+    proofs.new_generation(5, 1);
     assert_eq!(
         proofs.older().iter().copied().collect::<Vec<_>>(),
         [Older {
@@ -563,4 +563,8 @@ fn an_older_generation_proves_its_own_uses_only() {
     proofs.forget_retired_generations(5);
     assert!(proofs.older().is_empty());
     assert_eq!(proofs.generation_of(3), None, "none of its uses in flight");
+    // A generation none of whose uses is in flight at its change is not
+    // kept at all.
+    proofs.new_generation(9, 9);
+    assert!(proofs.older().is_empty());
 }
