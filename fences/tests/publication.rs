@@ -168,12 +168,21 @@ impl Tracker for Refusing {
     fn fail_queue(&mut self) -> usize {
         self.inner.fail_queue()
     }
+    fn fail_queue_of(&mut self, t: &sigretire_tracker::Ticket) -> usize {
+        self.inner.fail_queue_of(t)
+    }
     fn fail_submission(
         &mut self,
         t: &sigretire_tracker::Ticket,
         issued: u32,
     ) -> Result<(), sigretire_tracker::FailSubmissionError> {
         self.inner.fail_submission(t, issued)
+    }
+    fn check_publication(
+        &self,
+        p: &sigretire_tracker::Publication,
+    ) -> Result<(), sigretire_tracker::PublishError> {
+        self.inner.check_publication(p)
     }
     fn queue(&self) -> &sigretire_sim::Queue {
         self.inner.queue()

@@ -645,11 +645,23 @@ impl<T: SimTracker> Driver<T> {
             } => {
                 let failing = self.pick_queue(stream, queue);
                 failing.fail();
-                // The runtime's error callback names the queue the tracker
-                // watches; a tracker learns of an older queue's error from
-                // its signals.
-                if notify && failing.id() == self.current_queue(stream.index()).id() {
-                    self.streams[stream.index()].tracker.fail_queue();
+                // The runtime's error callback names the failed queue: the
+                // one the tracker watches (`fail_queue`), or an older one,
+                // through a use published there (`fail_queue_of`). Without
+                // it a tracker learns of the error from its signals.
+                if notify {
+                    let s = stream.index();
+                    if failing.id() == self.current_queue(s).id() {
+                        self.streams[s].tracker.fail_queue();
+                    } else if let Some(ticket) = self
+                        .model
+                        .uses
+                        .iter()
+                        .find(|u| u.stream == s && !u.copy && u.queue.id() == failing.id())
+                        .map(|u| u.ticket)
+                    {
+                        self.streams[s].tracker.fail_queue_of(&ticket);
+                    }
                 }
                 Ok(())
             }
@@ -827,11 +839,15 @@ impl<T: SimTracker> Driver<T> {
         }
         let issued = packet.issued.unwrap_or(ops).min(ops);
         // A copy engine decrements a copy use's signal itself: its packets
-        // are the engine's own, not the tracker's publications.
+        // are the engine's own (no barrier bit, nothing a fence proves).
         let parts: Vec<Publication> = if packet.copy {
-            (first..=last)
-                .map(|index| Publication::untracked(index, false, acquired.signal))
-                .collect()
+            match acquired.publication.copy_engine_packets(first) {
+                Some(packets) => packets.collect(),
+                None => fail(
+                    Check::Unexpected,
+                    "a copy-engine use's publication is not a copy engine's",
+                )?,
+            }
         } else {
             acquired.publication.operations().collect()
         };

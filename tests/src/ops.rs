@@ -252,8 +252,9 @@ pub enum Op {
         stream: StreamId,
         /// Which queue.
         queue: u8,
-        /// Whether the runtime tells the tracker (only for the current
-        /// queue; otherwise the tracker learns it from a negative value).
+        /// Whether the runtime tells the tracker (`fail_queue` for the
+        /// current queue, `fail_queue_of` a use published on an older one);
+        /// otherwise the tracker learns it from a negative value.
         notify: bool,
     },
     /// The stream's copy engine (once it has one) takes one step.

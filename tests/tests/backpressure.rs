@@ -167,3 +167,54 @@ fn a_waiter_learning_every_completion_mid_acquire_is_no_hard_error() {
     assert_eq!(tracker.query(&ticket).unwrap(), Status::Complete);
     assert!(sim.violations().is_empty(), "{:?}", sim.violations());
 }
+
+/// The oldest use is done, its signal pinned only by a later use of the
+/// same tracker (the consumer of the pin), no spare can be allocated, and a
+/// waiter on another thread learns the later uses' completions while the
+/// tracker makes room (during its attempt to grow). The pin's consumer is
+/// done, so the pin goes, and with it the last hold on the oldest signal:
+/// the acquire succeeds, where it answered `SignalsHeld { held: 0 }`, an
+/// error an immediate retry did not repeat.
+#[test]
+fn a_pin_released_while_making_room_frees_its_signal_in_the_same_acquire() {
+    let (sim, queue) = sigretire_sim::backend::stepped_queue();
+    let memory = Arc::new(SimMemory::new(sim.clone(), queue.agent()));
+    let config = Config {
+        initial_size: 4,
+        growth_limit: 2,
+        refill_batch: 1,
+        signals: Placement::Device,
+        ..Config::default()
+    };
+    let mut tracker = RetiringTracker::new(memory, queue.clone(), config).unwrap();
+    let oldest = submit(&mut tracker, &queue, true).unwrap();
+    let later: Vec<Ticket> = (0..3)
+        .map(|_| submit(&mut tracker, &queue, false).unwrap())
+        .collect();
+    let pin = tracker.pin(&oldest).unwrap().expect("pending");
+    tracker.attach(&later[0], pin).unwrap();
+    queue.run_until_idle();
+
+    // The first allocation making room tries is for a spare to park the
+    // oldest signal in; the second, for growth, is when the other thread
+    // learns the later uses complete.
+    sim.fail_allocations(u64::MAX);
+    let waiter = tracker.waiter();
+    let hooks = sim.clone();
+    sim.on_next_allocation(move || {
+        hooks.on_next_allocation(move || {
+            for ticket in &later {
+                assert_eq!(waiter.status(ticket), Ok(Status::Complete));
+            }
+        });
+    });
+    let acquired = submit(&mut tracker, &queue, true);
+    assert!(acquired.is_ok(), "{acquired:?}");
+    assert_eq!(tracker.census().pins, 0);
+    assert_eq!(
+        tracker.census().parked,
+        0,
+        "re-armed in place: no spare was needed"
+    );
+    assert!(sim.violations().is_empty(), "{:?}", sim.violations());
+}

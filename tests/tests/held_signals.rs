@@ -6,7 +6,8 @@ use sigretire_sim::Sim;
 use sigretire_sim::backend::{SimMemory, submit_kernel};
 use sigretire_tracker::{AcquireError, ForeignTicket};
 use sigretire_tracker::{
-    BaselineTracker, Config, Placement, Request, RetiringTracker, Status, Tracker,
+    BaselineTracker, Config, HardwareQueue, Placement, Publication, Request, RetiringTracker,
+    Status, Tracker, Work,
 };
 use std::sync::Arc;
 
@@ -182,4 +183,122 @@ fn the_retiring_tracker_keeps_a_held_signal_when_no_spare_can_be_allocated() {
     queue.run_until_idle();
     assert_eq!(retiring.query(&next.ticket).unwrap(), Status::Complete);
     assert!(sim.violations().is_empty(), "{:?}", sim.violations());
+}
+
+/// A consumer whose submission failed after issuing its barrier-AND on a
+/// pinned producer use: asking about the failed consumer (`query`, `hold`,
+/// `pin`), or attaching the pin only after the failure (`attached_late`),
+/// lets go of nothing while that barrier still waits. The producer's use
+/// completes meanwhile: its signal stays parked, not re-armed under the
+/// barrier, until the consumer's issued packet has passed.
+fn a_failed_consumer_keeps_its_pin_while_its_issued_barrier_waits<C>(attached_late: bool)
+where
+    C: Tracker<Memory = SimMemory, Queue = sigretire_sim::Queue>,
+    C: MadeOnTheSimulator,
+{
+    let (sim, consumer_queue, memory, config) = stepped(4, 1);
+    let producer_queue = sim
+        .create_queue(sigretire_sim::QueueConfig {
+            size: 64,
+            ..sigretire_sim::QueueConfig::default()
+        })
+        .unwrap();
+    let mut producer = Retiring::new(memory.clone(), producer_queue.clone(), config).unwrap();
+    let mut consumer = C::make(memory, consumer_queue.clone(), config);
+    let produced = submit(&mut producer, &producer_queue).unwrap();
+    let pin = producer.pin(&produced.ticket).unwrap().expect("pending");
+
+    // One use of two operations on the consumer: only the first, the
+    // barrier-AND on the producer's signal, was issued.
+    let first = consumer_queue.reserve().unwrap();
+    let last = consumer_queue.reserve().unwrap();
+    let consumed = consumer.acquire(Request::packet(last).ops(2)).unwrap();
+    let parts: Vec<Publication> = consumed.publication.operations().collect();
+    assert_eq!(parts[0].index(), first);
+    consumer_queue
+        .publish(parts[0], Work::Wait(&[pin.packet_handle()]))
+        .unwrap();
+    consumer_queue
+        .publish(parts[1].without_completion(), Work::Marker)
+        .unwrap();
+    let pin = if attached_late {
+        Some(pin)
+    } else {
+        consumer.attach(&consumed.ticket, pin).unwrap();
+        None
+    };
+    consumer.fail_submission(&consumed.ticket, 1).unwrap();
+    if let Some(pin) = pin {
+        consumer.attach(&consumed.ticket, pin).unwrap();
+    }
+    assert_eq!(consumer.query(&consumed.ticket).unwrap(), Status::Failed);
+    assert!(consumer.hold(&consumed.ticket).unwrap().is_none());
+    assert!(consumer.pin(&consumed.ticket).is_err());
+    consumer.poll();
+    assert_eq!(
+        consumer.census().pins,
+        1,
+        "the issued barrier still waits on the producer's signal"
+    );
+
+    // The producer's use completes: its signal must not be re-armed while
+    // the consumer's barrier still waits on it.
+    producer_queue.run_until_idle();
+    producer.poll();
+    assert_eq!(producer.census().parked, 1, "parked under the pin");
+    let producer_signal = sim
+        .resolve(sigretire_sim::hsa_sys::hsa_signal_t {
+            handle: produced.signal,
+        })
+        .unwrap();
+    assert_eq!(
+        sim.load(producer_signal),
+        0,
+        "not re-armed under the barrier"
+    );
+
+    // The barrier passes: now the pin goes.
+    consumer_queue.run_until_idle();
+    assert_eq!(consumer.query(&consumed.ticket).unwrap(), Status::Failed);
+    consumer.poll();
+    let next = submit(&mut consumer, &consumer_queue).unwrap();
+    consumer_queue.run_until_idle();
+    assert_eq!(consumer.query(&next.ticket).unwrap(), Status::Complete);
+    assert_eq!(consumer.census().pins, 0, "its issued part passed");
+    producer.reclaim();
+    assert_eq!(producer.census().parked, 0);
+    assert!(sim.violations().is_empty(), "{:?}", sim.violations());
+}
+
+/// A tracker made on a stepped simulator, for the tests generic over both.
+trait MadeOnTheSimulator {
+    fn make(memory: Arc<SimMemory>, queue: sigretire_sim::Queue, config: Config) -> Self;
+}
+
+impl MadeOnTheSimulator for Retiring {
+    fn make(memory: Arc<SimMemory>, queue: sigretire_sim::Queue, config: Config) -> Self {
+        Retiring::new(memory, queue, config).unwrap()
+    }
+}
+
+impl MadeOnTheSimulator for Baseline {
+    fn make(memory: Arc<SimMemory>, queue: sigretire_sim::Queue, config: Config) -> Self {
+        Baseline::new(memory, queue, config).unwrap()
+    }
+}
+
+#[test]
+fn a_failed_consumer_keeps_its_pin_while_its_issued_barrier_waits_retiring() {
+    a_failed_consumer_keeps_its_pin_while_its_issued_barrier_waits::<Retiring>(false);
+    a_failed_consumer_keeps_its_pin_while_its_issued_barrier_waits::<Retiring>(true);
+}
+
+#[test]
+fn a_failed_consumer_keeps_its_pin_while_its_issued_barrier_waits_baseline() {
+    a_failed_consumer_keeps_its_pin_while_its_issued_barrier_waits::<Baseline>(false);
+}
+
+#[test]
+fn a_failed_consumer_attached_late_keeps_its_pin_baseline() {
+    a_failed_consumer_keeps_its_pin_while_its_issued_barrier_waits::<Baseline>(true);
 }

@@ -152,3 +152,134 @@ fn a_use_timed_after_acquisition_keeps_its_own_stamps_baseline() {
     let (tracker, queue) = sim_backend::stepped_baseline(Config::default()).unwrap();
     timed_after_the_fact(tracker, queue, "baseline");
 }
+
+/// A held timed use keeps answering its own stamps, through its ticket and
+/// its reference, on every call, however short the history: its ticket can
+/// still be asked. `stamp_history` 0 keeps no other use's; the later timed
+/// uses fill and overflow a history of 2.
+fn a_held_use_keeps_its_stamps<T: Tracker<Queue = Queue>>(
+    mut tracker: T,
+    queue: Queue,
+    name: &str,
+) {
+    let (held, index) = submit(&mut tracker, &queue, true);
+    let reference = tracker.hold(&held).unwrap().expect("pending");
+    queue.run_until_idle();
+    // Asked first, before anything else learned it complete.
+    let expected = Some(truth(&queue, index));
+    for call in 0..2 {
+        assert_eq!(
+            tracker.timestamps(&held),
+            Ok(expected),
+            "{name}: call {call}"
+        );
+    }
+    assert_eq!(tracker.query(&held).unwrap(), Status::Complete);
+    assert_eq!(reference.timestamps(), expected, "{name}: its reference");
+    for _ in 0..3 * Config::default().initial_size {
+        let (ticket, _) = submit(&mut tracker, &queue, true);
+        queue.run_until_idle();
+        tracker.query(&ticket).unwrap();
+        tracker.timestamps(&ticket).unwrap();
+        tracker.poll();
+    }
+    for call in 0..2 {
+        assert_eq!(
+            tracker.timestamps(&held),
+            Ok(expected),
+            "{name}: call {call}, after its signal's slot moved on"
+        );
+    }
+    assert_eq!(
+        reference.timestamps(),
+        expected,
+        "{name}: its reference, after"
+    );
+}
+
+#[test]
+fn a_held_use_keeps_its_stamps_retiring() {
+    for stamp_history in [0, 2] {
+        let config = Config {
+            stamp_history,
+            ..Config::default()
+        };
+        let (tracker, queue) = sim_backend::stepped_tracker(config).unwrap();
+        a_held_use_keeps_its_stamps(tracker, queue, &format!("history {stamp_history}"));
+    }
+}
+
+#[test]
+fn a_held_use_keeps_its_stamps_baseline() {
+    for stamp_history in [0, 2] {
+        let config = Config {
+            stamp_history,
+            ..Config::default()
+        };
+        let (tracker, queue) = sim_backend::stepped_baseline(config).unwrap();
+        a_held_use_keeps_its_stamps(tracker, queue, &format!("history {stamp_history}"));
+    }
+}
+
+/// A timed use on a queue that writes no timestamps (profiling off) has no
+/// stamps, and says so: `None`, never a pair of zeros passed off as stamps,
+/// whether asked before or after its signal's slot moved on, or held.
+fn an_unprofiled_queue_stamps_nothing<T: Tracker<Queue = Queue>>(
+    mut tracker: T,
+    queue: Queue,
+    name: &str,
+) {
+    let (held, _) = submit(&mut tracker, &queue, true);
+    let reference = tracker.hold(&held).unwrap().expect("pending");
+    let (asked_late, _) = submit(&mut tracker, &queue, true);
+    queue.run_until_idle();
+    assert!(queue.truth(0).unwrap().start_ts.is_some(), "it ran");
+    assert_eq!(tracker.query(&held).unwrap(), Status::Complete);
+    assert_eq!(tracker.timestamps(&held), Ok(None), "{name}");
+    assert_eq!(reference.timestamps(), None, "{name}");
+    for _ in 0..3 * Config::default().initial_size {
+        let (ticket, _) = submit(&mut tracker, &queue, true);
+        queue.run_until_idle();
+        tracker.query(&ticket).unwrap();
+        tracker.poll();
+    }
+    assert_eq!(tracker.timestamps(&held), Ok(None), "{name}: held, later");
+    assert_eq!(
+        tracker.timestamps(&asked_late),
+        Ok(None),
+        "{name}: asked late"
+    );
+}
+
+fn unprofiled() -> (
+    sigretire_sim::Sim,
+    Queue,
+    std::sync::Arc<sim_backend::SimMemory>,
+) {
+    let (sim, _) = sim_backend::stepped_queue();
+    let queue = sim
+        .create_queue(sigretire_sim::QueueConfig {
+            size: 1024,
+            profiling: false,
+            ..sigretire_sim::QueueConfig::default()
+        })
+        .unwrap();
+    let memory = std::sync::Arc::new(sim_backend::SimMemory::new(sim.clone(), queue.agent()));
+    (sim, queue, memory)
+}
+
+#[test]
+fn an_unprofiled_queue_stamps_nothing_retiring() {
+    let (_sim, queue, memory) = unprofiled();
+    let tracker =
+        sigretire_tracker::RetiringTracker::new(memory, queue.clone(), Config::default()).unwrap();
+    an_unprofiled_queue_stamps_nothing(tracker, queue, "retiring");
+}
+
+#[test]
+fn an_unprofiled_queue_stamps_nothing_baseline() {
+    let (_sim, queue, memory) = unprofiled();
+    let tracker =
+        sigretire_tracker::BaselineTracker::new(memory, queue.clone(), Config::default()).unwrap();
+    an_unprofiled_queue_stamps_nothing(tracker, queue, "baseline");
+}

@@ -6,6 +6,7 @@
 //! every access itself (see [`Stats`](crate::Stats)) whatever the backend.
 
 use crate::publication::Publication;
+use crate::registry;
 use core::fmt::Debug;
 use std::time::Duration;
 
@@ -551,8 +552,28 @@ pub enum QueueError {
 
 impl QueueError {
     /// Why `publication` cannot be published as one AQL packet, if it
-    /// cannot: every backend's first check.
+    /// cannot: every backend's first check. Among the reasons: an untracked
+    /// publication ([`Publication::untracked`]) naming a signal a live
+    /// tracker owns, whose header would say what its tracker never recorded.
+    ///
+    /// ```
+    /// use sigretire_tracker::{Publication, QueueError, Request, Tracker};
+    /// use sigretire_sim::backend as sim_backend;
+    /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default())?;
+    /// let acquired = tracker.acquire(Request::packet(queue.reserve()?).barrier(true))?;
+    /// let header_of_mine = Publication::untracked(acquired.publication.index(), false, acquired.signal);
+    /// assert!(matches!(QueueError::check_single(&header_of_mine), Err(QueueError::Unsupported(_))));
+    /// assert_eq!(QueueError::check_single(&acquired.publication), Ok(()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn check_single(publication: &Publication) -> Result<(), QueueError> {
+        if publication.names_signal_untracked() && registry::is_a_trackers(publication.completion())
+        {
+            return Err(QueueError::Unsupported(format!(
+                "signal {:#x} belongs to a tracker: publish its use with the Publication its acquire handed out (Acquired::publication, each of its operations()), whose barrier bit and index are the ones the tracker recorded",
+                publication.completion()
+            )));
+        }
         if publication.is_copy() {
             return Err(QueueError::Unsupported(
                 "a copy-engine use is completed by its copy engine, not by an AQL packet".into(),

@@ -20,18 +20,19 @@ use crate::backend::{Placement, QueueView, SignalMemory, Timestamps};
 use crate::config::Config;
 use crate::error::{
     AcquireError, BackendError, CreateError, FailSubmissionError, ForeignTicket, PinError,
-    TimestampsError,
+    PublishError, TimestampsError,
 };
 use crate::interface::{Acquired, Census, Tracker};
 use crate::pin::{AttachError, Attachments, Pin};
 use crate::planted::{self, Bug};
-use crate::publication::Publication;
+use crate::publication::{self, Publication};
 use crate::share::{CellPtr, Shared, SignalRef};
-use crate::stamps::{Kept, StampHistory};
+use crate::stamps::{Kept, StampHistory, written};
 use crate::stats::Stats;
 use crate::sync::Arc;
 use crate::ticket::{Engine, Generation, Request, Status, Ticket, aql_before};
 use crate::wait::Waiter;
+use std::collections::VecDeque;
 
 #[derive(Clone, Copy)]
 struct SlotUse {
@@ -82,6 +83,10 @@ pub struct BaselineTracker<M: SignalMemory, Q: QueueView> {
     generation: Generation,
     /// The first sequence number of the current generation.
     generation_start: u64,
+    /// The first sequence numbers of the older generations that may still
+    /// have uses in flight, oldest first: a generation's uses run up to the
+    /// next one's first.
+    older_starts: VecDeque<u64>,
     /// The AQL index of the current generation's newest AQL use: indices
     /// must grow within a generation, as for the retiring tracker.
     last_aql: Option<u64>,
@@ -107,6 +112,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
             next_seq: 1,
             generation: Generation::new(0, config.generation_bits),
             generation_start: 1,
+            older_starts: VecDeque::new(),
             last_aql: None,
             replaced: 0,
             attachments: Attachments::default(),
@@ -150,13 +156,18 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         unsafe { self.shared.memory.load(c.signal) }
     }
 
-    /// Reads a timed use's stamps from its signal (counted), as CLR does
-    /// each time they are asked for.
-    fn read_stamps(&mut self, cell: CellPtr<M::Signal>) -> Option<Timestamps> {
+    /// Reads the stamps of use `seq` (timed and complete) from its signal
+    /// (counted), as CLR does each time they are asked for, and keeps them
+    /// in its cell, where its references and, once its slot moved on, its
+    /// ticket find them: a held signal is replaced, never reused, so its
+    /// cell keeps them for as long as the use is held.
+    fn read_stamps(&mut self, seq: u64, cell: CellPtr<M::Signal>) -> Option<Timestamps> {
         let c = self.shared.cell(cell);
         self.stats.accesses[c.placement.index()].timestamp_reads += 1;
         // SAFETY: as in `load`.
-        unsafe { self.shared.memory.timestamps(c.signal) }
+        let stamps = written(unsafe { self.shared.memory.timestamps(c.signal) });
+        c.store_stamps(seq, stamps);
+        stamps
     }
 
     fn cell_of(&self, ticket: &Ticket) -> Result<CellPtr<M::Signal>, ForeignTicket> {
@@ -205,12 +216,31 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         self.stats.retired_by_load += 1;
     }
 
-    /// Use `seq` is known done, however it was learned (a load here, a
-    /// waiter on another thread): the pins it held as a consumer go, its
-    /// packet will not read them any more.
-    fn release_consumer(&mut self, seq: u64) {
-        if !self.attachments.is_empty() && !planted::active(Bug::BaselineKeepsPinsUntilReuse) {
+    /// Use `seq` (of `cell`) is known done, however it was learned (a load
+    /// here, a waiter on another thread): once its packets have passed, the
+    /// pins it held as a consumer go, as they will not read them any more.
+    fn release_consumer(&mut self, seq: u64, cell: CellPtr<M::Signal>) {
+        if !self.attachments.is_empty()
+            && !planted::active(Bug::BaselineKeepsPinsUntilReuse)
+            && self.consumer_passed(seq, cell)
+        {
             self.attachments.release_where(|consumer| consumer == seq);
+        }
+    }
+
+    /// Whether every packet of use `seq` (known done) that may read a pin
+    /// has passed: it completed, or it failed with nothing of it still
+    /// running. A failed submission's issued part (a barrier-AND on a
+    /// pinned producer, say) may still wait on the pins after the use is
+    /// known failed: until it finished, they stay.
+    fn consumer_passed(&mut self, seq: u64, cell: CellPtr<M::Signal>) -> bool {
+        if self.shared.cell(cell).phase_of(seq) != Some(Some(Status::Failed)) {
+            return true;
+        }
+        match self.slot_of(seq).and_then(|slot| self.slots[slot].last_use) {
+            // Its slot moved on, which releases its pins itself.
+            None => true,
+            Some(u) => self.residual_done(cell, u),
         }
     }
 
@@ -333,8 +363,18 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
             signal,
             placement: c.placement,
             publication: match aql {
-                Some(index) => Publication::of_use(index, request.is_fence(), signal, request.ops),
-                None => Publication::of_copy(signal, request.ops),
+                Some(index) => Publication::of_use(
+                    index,
+                    request.is_fence(),
+                    signal,
+                    request.ops,
+                    publication::origin(self.shared.id, self.generation),
+                ),
+                None => Publication::of_copy(
+                    signal,
+                    request.ops,
+                    publication::origin(self.shared.id, self.generation),
+                ),
             },
         })
     }
@@ -347,14 +387,47 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         let cell = self.slots[slot].cell;
         let phase = self.shared.cell(cell).phase_of(u.seq);
         if phase == Some(Some(Status::Failed)) {
-            self.shared.record_failures(u.seq, u.seq);
+            self.shared.record_failure(u.seq);
         } else if u.timed && self.stamps.get(u.seq) == Kept::Unknown {
-            let stamps = self.read_stamps(cell);
+            let stamps = self.read_stamps(u.seq, cell);
             self.stamps.record(u.seq, stamps);
             self.stats.harvests += 1;
         }
         self.attachments.release_through(u.seq);
         self.shared.publish_retired_through(u.seq);
+    }
+
+    /// A queue error on the hardware queue of the uses `uses` (one
+    /// generation's): each of them in flight and pending is settled by a
+    /// load of its signal (0: it completed before the error). A copy
+    /// engine's use is not the queue's.
+    fn fail_generation(&mut self, uses: core::ops::Range<u64>) -> usize {
+        let mut failed = 0;
+        for i in 0..self.slots.len() {
+            let Some(u) = self.slots[i]
+                .last_use
+                .filter(|u| !u.copy && uses.contains(&u.seq))
+            else {
+                continue;
+            };
+            let cell = self.slots[i].cell;
+            let c = self.shared.cell(cell);
+            if self.shared.known_status(u.seq, c).is_some() {
+                continue;
+            }
+            let value = self.load(cell);
+            let c = self.shared.cell(cell);
+            if value == 0 {
+                if c.complete(u.seq) {
+                    self.note_complete(u.seq);
+                }
+            } else if c.fail(u.seq) {
+                self.note_failed(u.seq);
+                failed += 1;
+            }
+            self.release_consumer(u.seq, cell);
+        }
+        failed
     }
 
     fn slot_of(&self, seq: u64) -> Option<usize> {
@@ -385,7 +458,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
             }
         };
         if status.is_done() {
-            self.release_consumer(seq);
+            self.release_consumer(seq, cell);
         }
         status
     }
@@ -455,12 +528,16 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
             Ok(cell) => cell,
             Err(error) => return Err(AttachError { error, pin }),
         };
-        // Complete, failed or moved on, as far as its cell recorded.
-        let done = self.shared.cell(cell).phase_of(consumer.seq).is_some();
-        if self.slot_of(consumer.seq).is_some() && !done {
+        // Still its slot's use, and not known to have passed (complete, or
+        // failed with no issued part still running): its packets may read
+        // the pin. Otherwise the consumer already finished: the pin drops
+        // here.
+        let pending = self.shared.cell(cell).phase_of(consumer.seq).is_none();
+        if self.slot_of(consumer.seq).is_some()
+            && (pending || !self.consumer_passed(consumer.seq, cell))
+        {
             self.attachments.attach(consumer.seq, pin);
         }
-        // Otherwise the consumer already finished: the pin drops here.
         Ok(())
     }
 
@@ -506,28 +583,54 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
         if self.shared.known_status(ticket.seq, self.shared.cell(cell)) == Some(Status::Failed) {
             return Ok(None);
         }
+        // Slots move on in use order, each publishing its use retired.
+        if ticket.seq > self.shared.retired_through() {
+            // Still its slot's use: CLR reads the stamps from the signal
+            // each time they are asked for, once it is complete.
+            if self.observe(ticket.seq, cell) != Status::Complete {
+                return Ok(None);
+            }
+            return Ok(self.read_stamps(ticket.seq, cell));
+        }
+        // Its slot moved on, keeping its stamps: in its cell for as long as
+        // the use is held (its signal was replaced), in the history after.
+        if let Some(harvested) = self.shared.cell(cell).harvest_of(ticket.seq) {
+            return Ok(harvested);
+        }
         match self.stamps.get(ticket.seq) {
-            Kept::Stamps(stamps) => return Ok(Some(stamps)),
-            Kept::Unstamped => return Ok(None),
-            Kept::Expired => return Err(TimestampsError::Expired { seq: ticket.seq }),
-            Kept::Unknown => {}
+            Kept::Stamps(stamps) => Ok(Some(stamps)),
+            Kept::Expired => Err(TimestampsError::Expired { seq: ticket.seq }),
+            // Unstamped; or not kept when its slot moved on, which happens
+            // only to a use that failed.
+            Kept::Unstamped | Kept::Unknown => Ok(None),
         }
-        if self.shared.cell(cell).phase_of(ticket.seq) == Some(None)
-            || self.observe(ticket.seq, cell) != Status::Complete
-        {
-            // Not complete; or its signal moved on before its stamps were
-            // kept, which happens only to a use that failed.
-            return Ok(None);
-        }
-        // CLR reads the stamps from the signal each time they are asked
-        // for (and the slot keeps them when it moves on).
-        Ok(self.read_stamps(cell))
     }
 
     fn note_queue_change(&mut self, queue: Q) {
         self.queue = queue;
         self.generation = self.generation.next(self.config.generation_bits);
+        if self.next_seq > self.generation_start {
+            self.older_starts.push_back(self.generation_start);
+        }
         self.generation_start = self.next_seq;
+        // Forget the older generations none of whose uses is in flight.
+        let oldest = self
+            .slots
+            .iter()
+            .filter_map(|slot| slot.last_use)
+            .map(|u| u.seq)
+            .min()
+            .unwrap_or(self.next_seq);
+        while !self.older_starts.is_empty()
+            && self
+                .older_starts
+                .get(1)
+                .copied()
+                .unwrap_or(self.generation_start)
+                <= oldest
+        {
+            self.older_starts.pop_front();
+        }
         // The new queue's indices start afresh.
         self.last_aql = None;
     }
@@ -553,32 +656,37 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
     /// A queue error: each pending use of the current queue is settled by a
     /// load of its signal (0: it completed before the error).
     fn fail_queue(&mut self) -> usize {
-        let mut failed = 0;
-        for i in 0..self.slots.len() {
-            let Some(u) = self.slots[i]
-                .last_use
-                .filter(|u| !u.copy && u.seq >= self.generation_start)
-            else {
-                continue;
-            };
-            let cell = self.slots[i].cell;
-            let c = self.shared.cell(cell);
-            if self.shared.known_status(u.seq, c).is_some() {
-                continue;
-            }
-            let value = self.load(cell);
-            let c = self.shared.cell(cell);
-            if value == 0 {
-                if c.complete(u.seq) {
-                    self.note_complete(u.seq);
-                }
-            } else if c.fail(u.seq) {
-                self.note_failed(u.seq);
-                failed += 1;
-            }
-            self.release_consumer(u.seq);
+        self.fail_generation(self.generation_start..u64::MAX)
+    }
+
+    fn fail_queue_of(&mut self, ticket: &Ticket) -> usize {
+        let copy = self
+            .slot_of(ticket.seq)
+            .and_then(|slot| self.slots[slot].last_use)
+            .is_some_and(|u| u.copy);
+        if self.cell_of(ticket).is_err() || copy {
+            // Another tracker's, or a copy engine's use: it names no
+            // hardware queue of this tracker's.
+            return 0;
         }
-        failed
+        if ticket.seq >= self.generation_start {
+            return self.fail_queue();
+        }
+        // The older generation it belongs to, if any of its uses is still
+        // in flight.
+        let at = self
+            .older_starts
+            .partition_point(|&start| start <= ticket.seq);
+        if at == 0 {
+            return 0;
+        }
+        let start = self.older_starts[at - 1];
+        let end = self
+            .older_starts
+            .get(at)
+            .copied()
+            .unwrap_or(self.generation_start);
+        self.fail_generation(start..end)
     }
 
     fn fail_submission(&mut self, ticket: &Ticket, issued: u32) -> Result<(), FailSubmissionError> {
@@ -611,6 +719,10 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
             self.note_failed(ticket.seq);
         }
         Ok(())
+    }
+
+    fn check_publication(&self, publication: &Publication) -> Result<(), PublishError> {
+        PublishError::check(publication, self.shared.id, self.generation)
     }
 
     fn queue(&self) -> &Q {

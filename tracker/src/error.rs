@@ -3,8 +3,9 @@
 //! do about it. [`Error`] is their union, for callers that pass any of them
 //! on with `?`.
 
-use crate::backend::AllocError;
-use crate::ticket::Ticket;
+use crate::backend::{AllocError, QueueError};
+use crate::publication::Publication;
+use crate::ticket::{Generation, Ticket};
 use std::time::Duration;
 
 /// The ticket was issued by another tracker: the one call every method that
@@ -169,6 +170,72 @@ pub enum TimestampsError {
     },
 }
 
+/// Why [`Tracker::publish`](crate::Tracker::publish) published nothing.
+/// Nothing was written to any queue.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PublishError {
+    /// The publication was made by another tracker: its slot and its
+    /// signal are that tracker's.
+    #[error(
+        "the publication (AQL index {index}) was made by another tracker: publish it through that tracker, on its queue"
+    )]
+    Foreign {
+        /// Its AQL index.
+        index: u64,
+    },
+    /// The publication was made for an earlier queue generation: its slot
+    /// was reserved on the hardware queue the tracker watched then, not on
+    /// the one it watches now, where its index means another slot.
+    #[error(
+        "the publication of AQL index {index} was made for queue generation {}, but the tracker now watches generation {} (a queue change came between): publish it on the hardware queue it was reserved on, or fail its use (Tracker::fail_submission) and fill that queue's slot with an unsignalled packet",
+        made.value(),
+        current.value()
+    )]
+    Stale {
+        /// Its AQL index, reserved on the earlier queue.
+        index: u64,
+        /// The generation it was made for.
+        made: Generation,
+        /// The tracker's generation now.
+        current: Generation,
+    },
+    /// The queue refused the packet.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+impl PublishError {
+    /// Whether tracker `tracker`, whose queue generation is `current`, may
+    /// publish `publication` on the queue it watches: one no tracker made
+    /// (`unsignalled`, `untracked`), or one of its own made in this
+    /// generation. A copy-engine use's goes to its copy engine, whatever
+    /// the generation.
+    pub(crate) fn check(
+        publication: &Publication,
+        tracker: u64,
+        current: Generation,
+    ) -> Result<(), PublishError> {
+        let Some(made) = publication.generation() else {
+            return Ok(());
+        };
+        if publication.is_copy() {
+            return Ok(());
+        }
+        let index = publication.index();
+        if !publication.made_by(tracker) {
+            return Err(PublishError::Foreign { index });
+        }
+        if made != current {
+            return Err(PublishError::Stale {
+                index,
+                made,
+                current,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// A wait ran out of time; the use may still complete later.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("timed out after {0:?}; the use has not completed (it may still)")]
@@ -219,6 +286,9 @@ pub enum Error {
     /// Timestamps were refused.
     #[error(transparent)]
     Timestamps(#[from] TimestampsError),
+    /// A publication was refused.
+    #[error(transparent)]
+    Publish(#[from] PublishError),
     /// A wait ended without an outcome.
     #[error(transparent)]
     Wait(#[from] WaitError),

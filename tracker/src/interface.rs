@@ -1,8 +1,10 @@
 //! The interface both trackers implement, so the queue layer and every
 //! benchmark run the retiring tracker and the baseline side by side.
 
-use crate::backend::{Placement, QueueView, SignalMemory, Timestamps};
-use crate::error::{AcquireError, FailSubmissionError, ForeignTicket, PinError, TimestampsError};
+use crate::backend::{HardwareQueue, Placement, QueueView, SignalMemory, Timestamps, Work};
+use crate::error::{
+    AcquireError, FailSubmissionError, ForeignTicket, PinError, PublishError, TimestampsError,
+};
 use crate::pin::{AttachError, Pin};
 use crate::publication::Publication;
 use crate::share::SignalRef;
@@ -173,7 +175,10 @@ pub trait Tracker: Send {
     /// number of signals re-armed. With [`Config::probe_interval`](crate::Config)
     /// above 1, the probe is skipped until the read index has passed that
     /// many packets since the last one, so frequent polls still cost one load
-    /// per batch.
+    /// per batch. After a queue change it also loads, once each, the newest
+    /// fence of every older generation that still has uses in flight it
+    /// would prove (their queues' read indices are not the tracker's to
+    /// see).
     fn poll(&mut self) -> usize;
 
     /// Re-arms retired signals, oldest use first, stopping at the first use
@@ -183,9 +188,12 @@ pub trait Tracker: Send {
     /// The use's timestamps, harvested once into host memory, where they
     /// stay after its signal serves later uses (for the last
     /// [`Config::stamp_history`](crate::Config::stamp_history) timed uses,
-    /// and for as long as the use is held). `None` while the use is
-    /// pending, if it was not timed, if it failed, or if no work stamped it
-    /// (a marker on a backend that stamps only the work it runs).
+    /// and, whatever that says, for as long as the use is held: a held use
+    /// answers the same on every call). `None` while the use is pending, if
+    /// it was not timed, if it failed, or if nothing stamped it: a marker on
+    /// a backend that stamps only the work it runs, or work on a queue that
+    /// writes no stamps (profiling off, which leaves a pair of zeros: never
+    /// reported as stamps).
     fn timestamps(&mut self, ticket: &Ticket) -> Result<Option<Timestamps>, TimestampsError>;
 
     /// Asks, after the use was acquired, for its timestamps to be
@@ -200,7 +208,12 @@ pub trait Tracker: Send {
     /// harvests as it would a use acquired timed.
     fn time(&mut self, ticket: &Ticket) -> Result<Option<Ticket>, ForeignTicket>;
 
-    /// The runtime moved the stream to another hardware queue: a new generation.
+    /// The runtime moved the stream to another hardware queue: a new
+    /// generation. The previous queue's uses keep retiring by their own
+    /// generation's fences ([`poll`](Self::poll) probes the newest fence of
+    /// each older generation with pending uses, one load each), never by
+    /// the new queue's; a failure of the previous queue is
+    /// [`fail_queue_of`](Self::fail_queue_of)'s.
     fn note_queue_change(&mut self, queue: Self::Queue);
 
     /// The queue the tracker watches now is known idle: every packet
@@ -210,14 +223,91 @@ pub trait Tracker: Send {
     /// on another hardware queue) or a copy engine's.
     fn note_drained(&mut self);
 
-    /// The queue reported an error: every pending use on it fails (once).
-    /// Returns how many failed now.
+    /// The queue the tracker watches reported an error: every pending use
+    /// of the current generation fails (once), each settled by a load of
+    /// its signal so that none that completed is reported failed. An older
+    /// generation's uses ran on another hardware queue and do not fail
+    /// (see [`fail_queue_of`](Self::fail_queue_of)); nor does a copy
+    /// engine's use. Returns how many failed now.
     fn fail_queue(&mut self) -> usize;
+
+    /// The hardware queue that `ticket`'s use was published on reported an
+    /// error: every pending use of that use's generation fails (once), as
+    /// [`fail_queue`](Self::fail_queue) fails the current one's, and none
+    /// of another generation (whose packets run on a healthy queue and
+    /// still name their signals). A ticket of the current generation fails
+    /// what `fail_queue` fails. Returns how many failed now: 0 when none of
+    /// that generation's uses is pending any more, and for a ticket that
+    /// names no hardware queue of this tracker's (another tracker's, or a
+    /// pending copy-engine use's: fail that one with
+    /// [`fail_submission`](Self::fail_submission)).
+    ///
+    /// ```
+    /// use sigretire_tracker::{Request, Status, Tracker};
+    /// use sigretire_sim::backend as sim_backend;
+    ///
+    /// let (mut tracker, old) = sim_backend::stepped_tracker(Default::default())?;
+    /// let index = old.reserve()?;
+    /// let before = tracker.acquire(Request::packet(index).barrier(true))?;
+    /// sim_backend::submit_barrier(&old, index, before.signal);
+    /// let new = old.sim().create_queue(Default::default())?;
+    /// tracker.note_queue_change(new.clone());
+    /// let index = new.reserve()?;
+    /// let after = tracker.acquire(Request::packet(index).barrier(true))?;
+    /// sim_backend::submit_barrier(&new, index, after.signal);
+    ///
+    /// old.fail(); // the previous hardware queue fails
+    /// assert_eq!(tracker.fail_queue_of(&before.ticket), 1);
+    /// assert_eq!(tracker.query(&before.ticket)?, Status::Failed);
+    /// new.run_until_idle(); // the current one is healthy
+    /// assert_eq!(tracker.query(&after.ticket)?, Status::Complete);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn fail_queue_of(&mut self, ticket: &Ticket) -> usize;
 
     /// The submission of the use failed after issuing `issued` of its
     /// operations: the use fails, and its signal is reset only once the
     /// issued part has finished.
     fn fail_submission(&mut self, ticket: &Ticket, issued: u32) -> Result<(), FailSubmissionError>;
+
+    /// Whether `publication` may be published on the queue the tracker
+    /// watches now: one this tracker made in its current generation, or
+    /// one no tracker made ([`Publication::unsignalled`],
+    /// [`Publication::untracked`]). A use acquired before a queue change
+    /// reserved its index on the previous hardware queue: published on the
+    /// new one it would fill another slot, leave its own unwritten (the old
+    /// queue stalls there) and complete a use that never ran there
+    /// ([`PublishError::Stale`]). Another tracker's is
+    /// [`PublishError::Foreign`]. A copy-engine use's goes to its copy
+    /// engine, whatever the generation. Reads nothing but the publication.
+    fn check_publication(&self, publication: &Publication) -> Result<(), PublishError>;
+
+    /// Publishes `work` on the queue the tracker watches, as `publication`
+    /// says ([`HardwareQueue::publish`]), after
+    /// [`check_publication`](Self::check_publication): the checked path
+    /// for a publication the tracker made. On error nothing was written.
+    ///
+    /// ```
+    /// use sigretire_tracker::{PublishError, Request, Tracker, Work};
+    /// use sigretire_sim::backend as sim_backend;
+    ///
+    /// let (mut tracker, old) = sim_backend::stepped_tracker(Default::default())?;
+    /// let index = old.reserve()?;
+    /// let acquired = tracker.acquire(Request::packet(index).barrier(true))?;
+    /// tracker.note_queue_change(old.sim().create_queue(Default::default())?);
+    /// let refused = tracker.publish(acquired.publication, Work::Kernel(0));
+    /// assert!(matches!(refused, Err(PublishError::Stale { .. })));
+    /// // Where its index was reserved, it still goes.
+    /// sigretire_tracker::HardwareQueue::publish(&old, acquired.publication, Work::Kernel(0))?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn publish(&self, publication: Publication, work: Work<'_>) -> Result<(), PublishError>
+    where
+        Self::Queue: HardwareQueue,
+    {
+        self.check_publication(&publication)?;
+        Ok(self.queue().publish(publication, work)?)
+    }
 
     /// The queue the tracker watches.
     fn queue(&self) -> &Self::Queue;

@@ -92,6 +92,7 @@ mod backend;
 mod baseline;
 mod config;
 mod error;
+mod failures;
 mod host_memory;
 mod interface;
 mod mailbox;
@@ -102,6 +103,7 @@ pub mod planted;
 mod planted;
 mod publication;
 mod reclaim;
+mod registry;
 mod retire;
 mod retiring;
 mod ring;
@@ -124,7 +126,7 @@ pub use baseline::BaselineTracker;
 pub use config::Config;
 pub use error::{
     AcquireError, BackendError, CreateError, Error, FailSubmissionError, ForeignTicket,
-    InvalidConfig, PinError, TimedOut, TimestampsError, WaitError,
+    InvalidConfig, PinError, PublishError, TimedOut, TimestampsError, WaitError,
 };
 pub use host_memory::HostMemory;
 pub use interface::{Acquired, Census, Tracker};

@@ -55,6 +55,28 @@ impl<M: SignalMemory> Reclaimer<'_, M> {
         } else {
             self.collect_returns()
         };
+        loop {
+            rearmed += self.walk_from_head();
+            // Stopped before the end of the ring (at a use not yet proven,
+            // or held with no spare to take its place): the pins of the
+            // consumers behind it that are known complete go now. If they
+            // held the use it stopped at, that use is free: walk on, or
+            // the caller would be told its signal is held by pins already
+            // gone.
+            if self.attachments.is_empty()
+                || self.prover.ring.head() == self.prover.ring.tail()
+                || !self.release_pins_of_completed_consumers()
+            {
+                return rearmed;
+            }
+        }
+    }
+
+    /// One pass of the walk, from the oldest use to the first it cannot
+    /// retire.
+    #[inline(always)]
+    fn walk_from_head(&mut self) -> usize {
+        let mut rearmed = 0;
         let first = self.prover.ring.head();
         let mut batch = self.prover.signals.rearm_batch();
         loop {
@@ -126,9 +148,9 @@ impl<M: SignalMemory> Reclaimer<'_, M> {
                 .signals
                 .shared()
                 .publish_retired_through(head - 1);
-        }
-        if !self.attachments.is_empty() && head < self.prover.ring.tail() {
-            self.release_pins_of_completed_consumers();
+            if !self.prover.proofs.older().is_empty() {
+                self.prover.proofs.forget_retired_generations(head);
+            }
         }
         rearmed
     }
@@ -140,16 +162,18 @@ impl<M: SignalMemory> Reclaimer<'_, M> {
     /// signals could keep each other's walks stopped for as long as no
     /// spare can be had. (A failed consumer keeps its pins until the walk
     /// reaches it: a failed submission's issued part may still wait on
-    /// them.) Cold: only with pins attached.
+    /// them.) Returns whether any pin went. Cold: only with pins attached.
     #[cold]
-    fn release_pins_of_completed_consumers(&mut self) {
+    fn release_pins_of_completed_consumers(&mut self) -> bool {
         let prover = &self.prover;
+        let before = self.attachments.len();
         self.attachments.release_where(|consumer| {
             prover
                 .ring
                 .get(consumer)
                 .is_some_and(|slot| prover.known(consumer, slot.cell) == Some(Status::Complete))
         });
+        self.attachments.len() < before
     }
 
     /// Re-arms a batch of signals with one backend call, as one numbered store.
@@ -191,7 +215,7 @@ impl<M: SignalMemory> Reclaimer<'_, M> {
         if outcome == Outcome::Failed {
             // Before the cell can serve another use, so the use's ticket
             // keeps answering `Failed`.
-            self.prover.signals.shared().record_failures(seq, seq);
+            self.prover.signals.shared().record_failure(seq);
         }
         // Only a use that ran has stamps worth keeping.
         if outcome == Outcome::Complete

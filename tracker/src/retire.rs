@@ -10,9 +10,13 @@
 //! A drained queue is a completed fence at its newest packet: it proves the
 //! current generation's AQL uses, as a fence would, and nothing about an
 //! older generation's or a copy engine's. Generations keep fences of one
-//! hardware queue from proving anything about another's uses: a use belongs
-//! to the current generation exactly when its sequence number is at least the
-//! generation's first, so no generation number is ever compared.
+//! hardware queue from proving anything about another's uses: a generation's
+//! uses are a run of sequence numbers (the current one's from its first on,
+//! an older one's up to the next one's first), so no generation number is
+//! ever compared. An older generation (a hardware queue the tracker no
+//! longer watches) keeps what its fences proved and its newest fence, which
+//! a poll probes with one load, until its last use retired; its queue's
+//! failure fails its uses and no other's.
 //!
 //! [`Proofs`] holds what is proven; [`Prover`] runs the procedures that
 //! prove more, over the uses in flight and the signals it may read.
@@ -25,6 +29,7 @@ use crate::share::{CellPtr, Shared};
 use crate::signals::Signals;
 use crate::stats::Stats;
 use crate::ticket::{Generation, Status, Ticket, aql_before, flag};
+use std::collections::VecDeque;
 
 /// What the tracker knows about its queue's progress.
 pub(crate) struct Proofs {
@@ -50,6 +55,25 @@ pub(crate) struct Proofs {
     drained_through: u64,
     /// The read index when a probe last loaded a fence.
     probed_at: u64,
+    /// The older generations that may still have uses in flight, oldest
+    /// first.
+    older: VecDeque<Older>,
+}
+
+/// What is known of an older generation: a hardware queue the tracker no
+/// longer watches, whose uses still retire by its own fences.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Older {
+    /// Its first use.
+    pub(crate) start: u64,
+    /// The first use of the generation after it.
+    pub(crate) end: u64,
+    /// Its newest fence (0: none), the one a poll probes.
+    newest_fence: u64,
+    /// Every AQL use of it up to this one is proven complete (0: none):
+    /// AQL indices grow along its uses, so a completed fence proves the
+    /// uses before it by their sequence numbers.
+    proven_through: u64,
 }
 
 impl Proofs {
@@ -65,6 +89,7 @@ impl Proofs {
             proven_through: 0,
             drained_through: 0,
             probed_at: 0,
+            older: VecDeque::new(),
         }
     }
 
@@ -72,7 +97,20 @@ impl Proofs {
         self.generation
     }
 
-    pub(crate) fn new_generation(&mut self, start: u64) {
+    /// A queue change: the generation after this one starts at use
+    /// `start`; `head` is the oldest use in flight.
+    pub(crate) fn new_generation(&mut self, start: u64, head: u64) {
+        self.forget_retired_generations(head);
+        if head.max(self.generation_start) < start {
+            // Its uses in flight run on on the old hardware queue: they keep
+            // what its fences proved, and its newest fence, to retire by.
+            self.older.push_back(Older {
+                start: self.generation_start,
+                end: start,
+                newest_fence: self.last_fence,
+                proven_through: self.proven_through,
+            });
+        }
         self.generation = self.generation.next(self.bits);
         self.generation_start = start;
         self.last_aql = None;
@@ -126,8 +164,50 @@ impl Proofs {
     /// none: the read index, once past the failed packet, would then
     /// nominate nothing, and probing prove nothing until a newer fence.
     pub(crate) fn forget_fence(&mut self, seq: u64, previous: u64) {
-        if self.last_fence == seq {
-            self.last_fence = previous;
+        if seq >= self.generation_start {
+            if self.last_fence == seq {
+                self.last_fence = previous;
+            }
+        } else if let Some(older) = self.older_mut(seq)
+            && older.newest_fence == seq
+        {
+            older.newest_fence = previous;
+        }
+    }
+
+    /// The older generation use `seq` belongs to, if it is an older
+    /// generation's still tracked.
+    fn older_of(&self, seq: u64) -> Option<&Older> {
+        let at = self.older.partition_point(|older| older.end <= seq);
+        self.older.get(at).filter(|older| older.start <= seq)
+    }
+
+    fn older_mut(&mut self, seq: u64) -> Option<&mut Older> {
+        let at = self.older.partition_point(|older| older.end <= seq);
+        self.older.get_mut(at).filter(|older| older.start <= seq)
+    }
+
+    /// The uses of use `seq`'s generation: `start..end` (the current
+    /// generation's end is `u64::MAX`). `None` for a use of an older
+    /// generation no longer tracked: none of its uses is in flight.
+    pub(crate) fn generation_of(&self, seq: u64) -> Option<core::ops::Range<u64>> {
+        if seq >= self.generation_start {
+            return Some(self.generation_start..u64::MAX);
+        }
+        self.older_of(seq).map(|older| older.start..older.end)
+    }
+
+    /// The older generations that may still have uses in flight.
+    pub(crate) fn older(&self) -> &VecDeque<Older> {
+        &self.older
+    }
+
+    /// Forgets the older generations none of whose uses is in flight any
+    /// more (`head`: the oldest in flight).
+    #[inline]
+    pub(crate) fn forget_retired_generations(&mut self, head: u64) {
+        while self.older.front().is_some_and(|older| older.end <= head) {
+            self.older.pop_front();
         }
     }
 
@@ -143,6 +223,7 @@ impl Proofs {
 
     /// Of the uses `first..first + count`, how many a drain proved (for
     /// counting retirements by proof).
+    #[inline]
     pub(crate) fn drained_among(&self, first: u64, count: u64) -> u64 {
         (self.drained_through + 1).saturating_sub(first).min(count)
     }
@@ -151,10 +232,24 @@ impl Proofs {
         self.generation_start
     }
 
-    /// Whether a fence of the current generation could ever prove use `seq`.
+    /// Whether a fence of use `seq`'s own generation could ever prove it:
+    /// any of the current generation's (a later fence may yet come), an
+    /// older generation's only up to its newest fence. Never a copy
+    /// engine's use.
     pub(crate) fn fences_can_prove<S>(&self, seq: u64, slot: &Slot<S>) -> bool {
-        (seq >= self.generation_start || planted::active(Bug::RetireAcrossGenerations))
-            && !slot.is(flag::COPY)
+        if slot.is(flag::COPY) {
+            return false;
+        }
+        seq >= self.generation_start
+            || planted::active(Bug::RetireAcrossGenerations)
+            || self
+                .older_of(seq)
+                .is_some_and(|older| seq <= older.newest_fence)
+    }
+
+    /// Whether uses `a` and `b` ran on one hardware queue (one generation).
+    pub(crate) fn same_generation(&self, a: u64, b: u64) -> bool {
+        self.generation_of(a).is_some_and(|uses| uses.contains(&b))
     }
 
     /// How many uses from `head` on (the oldest in flight) a completed
@@ -165,10 +260,23 @@ impl Proofs {
     /// to the proven one.
     #[inline]
     pub(crate) fn proven_run(&self, head: u64) -> u64 {
-        if head >= self.generation_start && head <= self.proven_through {
-            self.proven_through + 1 - head
-        } else {
-            0
+        if head >= self.generation_start {
+            if head <= self.proven_through {
+                return self.proven_through + 1 - head;
+            }
+            return 0;
+        }
+        self.older_proven_run(head)
+    }
+
+    /// `proven_run` where the oldest use is an older generation's: up to
+    /// the fence its own generation's proof reached (the walk forgets the
+    /// generations behind it, so its own is the first).
+    #[cold]
+    fn older_proven_run(&self, head: u64) -> u64 {
+        match self.older_of(head) {
+            Some(older) if head <= older.proven_through => older.proven_through + 1 - head,
+            _ => 0,
         }
     }
 
@@ -189,9 +297,22 @@ impl Proofs {
         self.fence_proves(seq, slot).then_some(Status::Complete)
     }
 
-    /// Whether a completed fence already proves use `seq` (proof 1).
+    /// Whether a completed fence of its own generation already proves use
+    /// `seq` (proof 1).
     pub(crate) fn fence_proves<S>(&self, seq: u64, slot: &Slot<S>) -> bool {
-        self.fences_can_prove(seq, slot) && self.is_proven(slot.aql)
+        if slot.is(flag::COPY) {
+            return false;
+        }
+        if seq >= self.generation_start || planted::active(Bug::RetireAcrossGenerations) {
+            if self.is_proven(slot.aql) {
+                return true;
+            }
+            if seq >= self.generation_start {
+                return false;
+            }
+        }
+        self.older_of(seq)
+            .is_some_and(|older| seq <= older.proven_through)
     }
 
     /// What the proofs say about uses of the current generation, as plain
@@ -201,7 +322,17 @@ impl Proofs {
         (self.generation_start, self.proven, self.drained_through)
     }
 
-    /// Fence `seq`, at AQL index `aql`, completed.
+    /// Fence `seq` (of any generation still tracked), at AQL index `aql`,
+    /// completed: it proves its own generation's earlier uses.
+    pub(crate) fn prove_in_generation(&mut self, seq: u64, aql: u64) {
+        if seq >= self.generation_start {
+            self.prove(seq, aql);
+        } else if let Some(older) = self.older_mut(seq) {
+            older.proven_through = older.proven_through.max(seq);
+        }
+    }
+
+    /// Fence `seq`, of the current generation, at AQL index `aql`, completed.
     fn prove(&mut self, seq: u64, aql: u64) {
         if self.proven.is_none_or(|p| aql_before(p, aql)) {
             self.proven = Some(aql);
@@ -325,21 +456,71 @@ impl<M: SignalMemory> Prover<'_, M> {
     }
 
     /// Proves through fence `seq` if a CPU wait recorded it complete and
-    /// it can prove anything: a fence of the current generation (an older
-    /// generation's AQL indices mean nothing on this queue).
+    /// it proves anything new: within its own generation (AQL indices of
+    /// one hardware queue mean nothing on another).
+    #[inline]
     pub(crate) fn try_recorded_fence(&mut self, seq: u64) -> bool {
         let Some(slot) = self.ring.get(seq).copied() else {
             return false;
         };
-        if !slot.is(flag::FENCE) || !self.proofs.fences_can_prove(seq, &slot) {
+        // Most often nothing was recorded: one load of its cell says so.
+        if !slot.is(flag::FENCE)
+            || self.signals.cell(slot.cell).phase_of(seq) != Some(Some(Status::Complete))
+        {
             return false;
         }
-        let recorded = self.signals.cell(slot.cell).phase_of(seq) == Some(Some(Status::Complete));
-        if recorded && !self.proofs.is_proven(slot.aql) {
-            self.proofs.prove(seq, slot.aql);
-            return true;
+        self.prove_recorded(seq, &slot)
+    }
+
+    /// Proves through fence `seq` (`slot`), which a CPU wait recorded
+    /// complete, if it can prove anything new.
+    #[cold]
+    #[inline(never)]
+    fn prove_recorded(&mut self, seq: u64, slot: &Slot<M::Signal>) -> bool {
+        if !self.proofs.fences_can_prove(seq, slot) || self.proofs.fence_proves(seq, slot) {
+            return false;
         }
-        false
+        self.proofs.prove_in_generation(seq, slot.aql);
+        true
+    }
+
+    /// Fence probing for the older generations (hardware queues the
+    /// tracker no longer watches, whose read index it cannot see): at most
+    /// one load each, of its newest fence, for those that still have uses
+    /// in flight that the fence would prove. A completed fence retires its
+    /// generation's uses before it; a negative one is its queue's failure,
+    /// which fails its generation's pending uses and no other's. Returns
+    /// whether it proved anything new. Cold: only after a queue change.
+    #[cold]
+    pub(crate) fn probe_older(&mut self) -> bool {
+        let head = self.ring.head();
+        let mut proved = false;
+        for at in 0..self.proofs.older().len() {
+            let older = self.proofs.older()[at];
+            let fence = older.newest_fence;
+            if older.end <= head || fence < head.max(older.start) {
+                continue; // nothing in flight that its fence would prove
+            }
+            let Some(slot) = self.ring.get(fence).copied() else {
+                continue;
+            };
+            if !slot.is(flag::FENCE) || self.proofs.fence_proves(fence, &slot) {
+                continue;
+            }
+            if self.try_recorded_fence(fence) {
+                proved = true;
+                continue;
+            }
+            self.stats.probes += 1;
+            let value = self.signals.load(slot.cell);
+            if value == 0 {
+                self.proofs.prove_in_generation(fence, slot.aql);
+                proved = true;
+            } else if value < 0 {
+                self.fail_range(older.start..older.end);
+            }
+        }
+        proved
     }
 
     /// Proof 4: one load of the use's own signal.
@@ -355,15 +536,22 @@ impl<M: SignalMemory> Prover<'_, M> {
                 self.stats.retired_by_load += 1;
             }
             if slot.is(flag::FENCE) && self.proofs.fences_can_prove(seq, &slot) {
-                self.proofs.prove(seq, slot.aql);
+                self.proofs.prove_in_generation(seq, slot.aql);
             }
             return Status::Complete;
         }
         if value < 0 {
-            if self.proofs.fences_can_prove(seq, &slot) {
-                self.fail_pending();
-            } else if cell.fail(seq) {
-                self.stats.failed += 1;
+            // Its hardware queue failed: its generation's pending uses fail
+            // (a copy engine's use alone).
+            match self.proofs.generation_of(seq) {
+                Some(uses) if !slot.is(flag::COPY) => {
+                    self.fail_range(uses);
+                }
+                _ => {
+                    if cell.fail(seq) {
+                        self.stats.failed += 1;
+                    }
+                }
             }
         }
         self.known(seq, slot.cell).unwrap_or(Status::Pending)
@@ -376,7 +564,7 @@ impl<M: SignalMemory> Prover<'_, M> {
             && slot.is(flag::FENCE)
             && self.proofs.fences_can_prove(seq, &slot)
         {
-            self.proofs.prove(seq, slot.aql);
+            self.proofs.prove_in_generation(seq, slot.aql);
         }
     }
 
@@ -436,16 +624,24 @@ impl<M: SignalMemory> Prover<'_, M> {
         }
     }
 
-    /// A queue error: every use of the current generation not yet known done
-    /// is settled by a load of its own signal — 0 means its packet completed
-    /// before the error, anything else that it never will — so nothing that
-    /// completed is reported failed. Cold: only after an error.
+    /// A queue error on the hardware queue the tracker watches: the current
+    /// generation's pending uses fail (see [`fail_range`](Self::fail_range)).
     pub(crate) fn fail_pending(&mut self) -> usize {
+        self.fail_range(self.proofs.generation_start()..u64::MAX)
+    }
+
+    /// A queue error on the hardware queue of the uses `uses` (one
+    /// generation's): each of them in flight and not yet known done is
+    /// settled by a load of its own signal — 0 means its packet completed
+    /// before the error, anything else that it never will — so nothing
+    /// that completed is reported failed. A copy engine's use is not the
+    /// queue's. Returns how many failed now. Cold: only after an error.
+    pub(crate) fn fail_range(&mut self, uses: core::ops::Range<u64>) -> usize {
         let mut failed = 0;
-        let first = self.ring.head().max(self.proofs.generation_start());
-        for seq in first..self.ring.tail() {
+        let first = self.ring.head().max(uses.start);
+        for seq in first..self.ring.tail().min(uses.end) {
             let slot = *self.ring.get(seq).expect("in flight");
-            if !self.proofs.fences_can_prove(seq, &slot) || self.known(seq, slot.cell).is_some() {
+            if slot.is(flag::COPY) || self.known(seq, slot.cell).is_some() {
                 continue;
             }
             let value = self.signals.load(slot.cell);
@@ -520,7 +716,7 @@ impl<M: SignalMemory> Prover<'_, M> {
         let previous = self
             .ring
             .get(seq - 1)
-            .filter(|_| seq > self.proofs.generation_start())
+            .filter(|_| self.proofs.same_generation(seq, seq - 1))
             .map_or(0, |slot| slot.last_fence);
         // The uses naming it follow it directly (the failed use first): the
         // next fence, or a new generation, ends them.
@@ -548,9 +744,10 @@ impl<M: SignalMemory> Prover<'_, M> {
     /// finished) — or, when fences can prove that use, the newest fence near
     /// it that is not known done, which retires everything before it at
     /// once (whose recorded completion the retry consults).
-    /// A fence proves nothing about a copy-engine use or an older
-    /// generation's, so for those the use itself is named. `None` if no use
-    /// in flight waits for the GPU.
+    /// A fence proves nothing about a copy-engine use or another
+    /// generation's, so it is named only for a use of its own generation
+    /// that it can prove; for the others the use itself is named. `None` if
+    /// no use in flight waits for the GPU.
     pub(crate) fn backpressure(&mut self, window: usize) -> Option<AcquireError> {
         let tail = self.ring.tail();
         let oldest = (self.ring.head()..tail).find(|&seq| self.awaits_gpu(seq))?;
@@ -562,6 +759,7 @@ impl<M: SignalMemory> Prover<'_, M> {
                 .find(|&seq| {
                     self.ring.get(seq).is_some_and(|slot| {
                         slot.is(flag::FENCE)
+                            && self.proofs.same_generation(oldest, seq)
                             && self.proofs.fences_can_prove(seq, slot)
                             && self.known(seq, slot.cell).is_none()
                     })

@@ -14,12 +14,12 @@ use crate::backend::{Placement, QueueView, SignalMemory, Timestamps};
 use crate::config::Config;
 use crate::error::{
     AcquireError, BackendError, CreateError, FailSubmissionError, ForeignTicket, PinError,
-    TimestampsError,
+    PublishError, TimestampsError,
 };
 use crate::interface::{Acquired, Census, Tracker};
 use crate::pin::{AttachError, Attachments, Pin};
 use crate::planted::{self, Bug};
-use crate::publication::Publication;
+use crate::publication::{self, Publication};
 use crate::reclaim::{Parked, Reclaimer};
 use crate::retire::{Proofs, Prover};
 use crate::ring::{Ring, Spare};
@@ -73,6 +73,12 @@ pub struct RetiringTracker<M: SignalMemory, Q: QueueView> {
     /// retries finds its completion recorded in its cell, which the next
     /// `make_room` consults (0: none named since).
     named: u64,
+    /// The tracker's id, which its tickets carry (its shared state's, kept
+    /// here so that handing out a use reads it without going there).
+    id: u64,
+    /// What this generation's publications carry: this tracker, this
+    /// generation ([`publication::origin`](crate::publication::origin)).
+    origin: u64,
 }
 
 impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
@@ -84,12 +90,15 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             Arc::new(Shared::new(memory, true)),
             !queue.ring_in_device_memory(),
         );
+        let proofs = Proofs::new(config.generation_bits);
+        let id = signals.shared().id;
+        let origin = publication::origin(id, proofs.generation());
         let mut tracker = Self {
             signals,
             queue,
             config,
             ring: Ring::new(Vec::new(), config.max_in_flight()),
-            proofs: Proofs::new(config.generation_bits),
+            proofs,
             parked: Parked::default(),
             attachments: Attachments::default(),
             stamps: StampHistory::new(config.stamp_history),
@@ -99,6 +108,8 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             ),
             stats: Stats::default(),
             named: 0,
+            id,
+            origin,
         };
         tracker.allocate(config.initial_size, config.signals)?;
         if tracker.ring.fill(config.initial_size, config.signals) < config.initial_size {
@@ -197,23 +208,21 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     /// a free slot whose signal has the wanted placement and whose arming is
     /// already fenced (and flushed where needed). Anything else goes the slow
     /// way, which handles every case (this one included).
+    /// Whether `request` takes the fast path (then [`hand_out`](Self::hand_out)
+    /// records it as is, straight into the caller's result).
     #[inline(always)]
-    fn acquire_fast(&mut self, request: &Request) -> Option<Acquired> {
+    fn takes_fast_path(&mut self, request: &Request) -> bool {
         // Copy engines, several operations and timing-only placement are the
         // slow path's.
         const SLOW: u8 = flag::COPY | flag::MULTI | flag::TIMING_ONLY;
         if request.flags & SLOW != 0 || self.ring.is_full() || !self.proofs.in_order(request.index)
         {
-            return None;
+            return false;
         }
         let slot = self.ring.next_mut();
         let placement = self.signals.cell(slot.cell).placement;
         let store = slot.store;
-        if !self.keeps(placement, self.config.signals) || !self.signals.is_visible(placement, store)
-        {
-            return None;
-        }
-        Some(self.hand_out(request.index, 1, request.flags))
+        self.keeps(placement, self.config.signals) && self.signals.is_visible(placement, store)
     }
 
     /// Every case: makes room, swaps placement, arms for several operations,
@@ -270,23 +279,21 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         if flags & flag::COPY == 0 {
             self.proofs.note_packet(seq, aql, fence);
         }
-        self.stats.uses += 1;
-        let shared = self.signals.shared();
-        let signal = shared.memory.packet_handle(cell.signal);
+        let signal = self.signals.shared().memory.packet_handle(cell.signal);
         Acquired {
             ticket: Ticket {
                 seq,
                 cell: cell_ptr.erase(),
-                owner: shared.id,
+                owner: self.id,
                 generation,
                 timed: flags & flag::TIMED != 0,
             },
             signal,
             placement: cell.placement,
             publication: if flags & flag::COPY == 0 {
-                Publication::of_use(aql, fence, signal, ops)
+                Publication::of_use(aql, fence, signal, ops, self.origin)
             } else {
-                Publication::of_copy(signal, ops)
+                Publication::of_copy(signal, ops, self.origin)
             },
         }
     }
@@ -343,13 +350,16 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             // pending uses; a caller that waited for the use back-pressure
             // named may have seen it complete: either way, reclaim after it.
             self.probe_fence(1);
+            if !self.proofs.older().is_empty() {
+                self.prover().probe_older();
+            }
             if named != 0 && !planted::active(Bug::NamedFenceUnconsulted) {
                 self.prover().try_recorded_fence(named);
             }
             self.reclaimer().walk();
         }
-        // No fence of this queue can prove an older generation's use or a
-        // copy-engine use; only its own signal can.
+        // No fence can prove a copy-engine use, or an older generation's
+        // after that generation's newest fence; only its own signal can.
         let oldest = self.ring.head();
         if self.ring.is_full()
             && let Some(slot) = self.ring.oldest().copied()
@@ -424,6 +434,16 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         added > 0
     }
 
+    /// What the tracker counts itself: its counters, its signal accesses,
+    /// and its uses, numbered 1, 2, 3... (the next one's number less one:
+    /// no counter on the hot path).
+    pub(crate) fn own_stats(&self) -> Stats {
+        let mut stats = self.stats;
+        stats.accesses = self.signals.accesses();
+        stats.uses = self.ring.tail() - 1;
+        stats
+    }
+
     /// What the history says of a timed use, as an answer; `None` if it
     /// was never harvested.
     fn kept(&self, seq: u64) -> Option<Result<Option<Timestamps>, TimestampsError>> {
@@ -444,10 +464,10 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     /// visible, record the use. No allocation and no lock in steady state.
     #[inline]
     fn acquire(&mut self, request: Request) -> Result<Acquired, AcquireError> {
-        match self.acquire_fast(&request) {
-            Some(acquired) => Ok(acquired),
-            None => self.acquire_slow(request),
+        if self.takes_fast_path(&request) {
+            return Ok(self.hand_out(request.index, 1, request.flags));
         }
+        self.acquire_slow(request)
     }
 
     fn query(&mut self, ticket: &Ticket) -> Result<Status, ForeignTicket> {
@@ -535,6 +555,9 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
 
     fn poll(&mut self) -> usize {
         self.probe_fence(self.config.probe_interval as u64);
+        if !self.proofs.older().is_empty() {
+            self.prover().probe_older();
+        }
         self.reclaimer().walk()
     }
 
@@ -564,27 +587,30 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
         if !ticket.timed {
             return Ok(None);
         }
-        if let Some(stamps) = self.signals.cell(cell).stamps(ticket.seq) {
-            return Ok(Some(stamps));
-        }
-        if let Some(slot) = self.ring.get(ticket.seq).copied() {
-            // In flight: harvest it now if it is complete.
-            if slot.is(flag::HARVESTED) {
-                return self.kept(ticket.seq).unwrap_or(Ok(None));
-            }
+        if self
+            .ring
+            .get(ticket.seq)
+            .is_some_and(|slot| !slot.is(flag::HARVESTED))
+        {
+            // In flight and not harvested: harvest it now if it is complete.
             if self.query(ticket)? != Status::Complete {
                 return Ok(None);
             }
-            // The query may have reclaimed (and harvested) it already.
-            if let Some(answer) = self.kept(ticket.seq) {
-                return answer;
-            }
-            self.stamps
-                .harvest(ticket.seq, slot.cell, &mut self.signals, &mut self.stats);
-            if let Some(slot) = self.ring.get_mut(ticket.seq) {
+            // The query may have retired (and harvested) it already.
+            if let Some(slot) = self.ring.get_mut(ticket.seq)
+                && !slot.is(flag::HARVESTED)
+            {
                 slot.flags |= flag::HARVESTED;
+                let cell = slot.cell;
+                self.stamps
+                    .harvest(ticket.seq, cell, &mut self.signals, &mut self.stats);
             }
-            return self.kept(ticket.seq).unwrap_or(Ok(None));
+        }
+        // Harvested: its cell keeps the harvest for as long as its signal
+        // serves the use (in flight, or parked while held), whatever the
+        // history has room for; the history keeps it after that.
+        if let Some(harvested) = self.signals.cell(cell).harvest_of(ticket.seq) {
+            return Ok(harvested);
         }
         if self.known(ticket.seq, cell) == Some(Status::Failed)
             || planted::active(Bug::StampsOnlyInTheCell)
@@ -605,7 +631,9 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
         self.signals
             .set_flush_before_publish(!queue.ring_in_device_memory());
         self.queue = queue;
-        self.proofs.new_generation(self.ring.tail());
+        self.proofs
+            .new_generation(self.ring.tail(), self.ring.head());
+        self.origin = publication::origin(self.id, self.proofs.generation());
     }
 
     fn note_drained(&mut self) {
@@ -631,9 +659,35 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
         self.prover().fail_pending()
     }
 
+    fn fail_queue_of(&mut self, ticket: &Ticket) -> usize {
+        if self.cell_of(ticket).is_err()
+            || self
+                .ring
+                .get(ticket.seq)
+                .is_some_and(|slot| slot.is(flag::COPY))
+        {
+            // Another tracker's, or a copy engine's use: it names no
+            // hardware queue of this tracker's.
+            return 0;
+        }
+        match self.proofs.generation_of(ticket.seq) {
+            Some(uses) => self.prover().fail_range(uses),
+            // Its generation has no use in flight any more.
+            None => 0,
+        }
+    }
+
     fn fail_submission(&mut self, ticket: &Ticket, issued: u32) -> Result<(), FailSubmissionError> {
         let cell = self.cell_of(ticket)?;
         self.prover().fail_use(ticket.seq, cell, issued)
+    }
+
+    fn check_publication(&self, publication: &Publication) -> Result<(), PublishError> {
+        PublishError::check(
+            publication,
+            self.signals.shared().id,
+            self.proofs.generation(),
+        )
     }
 
     fn queue(&self) -> &Q {
@@ -645,8 +699,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     }
 
     fn stats(&self) -> Stats {
-        let mut stats = self.stats;
-        stats.accesses = self.signals.accesses();
+        let mut stats = self.own_stats();
         self.signals.shared().counters.add_to(&mut stats);
         stats
     }
@@ -690,11 +743,5 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
 
     pub(crate) fn proof_procedures(&mut self) -> Prover<'_, M> {
         self.prover()
-    }
-
-    pub(crate) fn own_stats(&self) -> Stats {
-        let mut stats = self.stats;
-        stats.accesses = self.signals.accesses();
-        stats
     }
 }

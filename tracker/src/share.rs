@@ -14,8 +14,10 @@
 //! tracker picks up on its next reclaim.
 
 use crate::backend::{Placement, SignalMemory, Timestamps};
+use crate::failures::Failures;
+use crate::registry;
 use crate::stats::SharedCounters;
-use crate::sync::{Arc, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, fence};
+use crate::sync::{Arc, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, fence};
 use crate::ticket::{Status, Ticket};
 use core::fmt;
 use core::ptr::NonNull;
@@ -67,6 +69,10 @@ const fn unpack(word: u64) -> (u64, u64) {
 
 /// The bit of a cell's hold word that says it is parked.
 const PARKED: u32 = 1 << 31;
+
+/// The bit of a cell's `stamps_seq` that says its use was harvested with no
+/// stamps (sequence numbers stay below it: `pack` shifts them left by two).
+const UNSTAMPED: u64 = 1 << 63;
 
 /// A signal and the host-side state shared with other threads.
 pub(crate) struct Cell<S> {
@@ -157,23 +163,34 @@ impl<S> Cell<S> {
         self.holds.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Publishes the harvested timestamps of use `seq` (the owner only).
+    /// Publishes the harvest of use `seq` (the owner only): its stamps, or
+    /// `None` when nothing stamped it, which the cell remembers as well, so
+    /// that a held use says "no stamps" as long as it says anything.
     ///
     /// A small seqlock: `stamps_seq` is cleared while the pair is rewritten,
     /// so a reader either sees the pair that belongs to the `seq` it asked
     /// for or gives up. Held signals are never rewritten, so readers that hold
     /// a reference never give up.
-    pub(crate) fn store_stamps(&self, seq: u64, stamps: Timestamps) {
+    pub(crate) fn store_stamps(&self, seq: u64, stamps: Option<Timestamps>) {
         self.stamps_seq.store(0, Ordering::Relaxed);
         fence(Ordering::Release);
-        self.start.store(stamps.start, Ordering::Relaxed);
-        self.end.store(stamps.end, Ordering::Relaxed);
-        self.stamps_seq.store(seq, Ordering::Release);
+        let (tag, pair) = match stamps {
+            Some(stamps) => (seq, stamps),
+            None => (seq | UNSTAMPED, Timestamps::default()),
+        };
+        self.start.store(pair.start, Ordering::Relaxed);
+        self.end.store(pair.end, Ordering::Relaxed);
+        self.stamps_seq.store(tag, Ordering::Release);
     }
 
-    /// The harvested timestamps of use `seq`, if they are the ones held.
-    pub(crate) fn stamps(&self, seq: u64) -> Option<Timestamps> {
-        if self.stamps_seq.load(Ordering::Acquire) != seq {
+    /// The harvest of use `seq`, if the cell holds it: `Some(None)` when
+    /// nothing stamped the use, `None` when the cell holds no harvest of it.
+    pub(crate) fn harvest_of(&self, seq: u64) -> Option<Option<Timestamps>> {
+        let tag = self.stamps_seq.load(Ordering::Acquire);
+        if tag == seq | UNSTAMPED {
+            return Some(None);
+        }
+        if tag != seq {
             return None;
         }
         let stamps = Timestamps {
@@ -181,7 +198,12 @@ impl<S> Cell<S> {
             end: self.end.load(Ordering::Relaxed),
         };
         fence(Ordering::Acquire);
-        (self.stamps_seq.load(Ordering::Relaxed) == seq).then_some(stamps)
+        (self.stamps_seq.load(Ordering::Relaxed) == seq).then_some(Some(stamps))
+    }
+
+    /// The harvested timestamps of use `seq`, if they are the ones held.
+    pub(crate) fn stamps(&self, seq: u64) -> Option<Timestamps> {
+        self.harvest_of(seq).flatten()
     }
 }
 
@@ -233,10 +255,8 @@ pub(crate) struct Shared<M: SignalMemory> {
     retired_through: AtomicU64,
     /// Hints that a parked signal's last holder let go.
     returns: AtomicUsize,
-    /// Failed uses, as inclusive sequence ranges; consulted only when
-    /// `has_failures` is set, which is never on the hot path.
-    failures: Mutex<Vec<(u64, u64)>>,
-    has_failures: AtomicBool,
+    /// Which retired uses failed (bounded, lock-free to read).
+    failures: Failures,
     /// Whether host-side knowledge of completions answers questions (the
     /// retiring design), or only a load of the signal does (CLR's original
     /// design, which the baseline keeps faithfully). Failures are always
@@ -263,8 +283,7 @@ impl<M: SignalMemory> Shared<M> {
             cells: Mutex::new(Vec::new()),
             retired_through: AtomicU64::new(0),
             returns: AtomicUsize::new(0),
-            failures: Mutex::new(Vec::new()),
-            has_failures: AtomicBool::new(false),
+            failures: Failures::new(),
             remembers_completions,
             counters: SharedCounters::default(),
         }
@@ -275,6 +294,7 @@ impl<M: SignalMemory> Shared<M> {
     pub(crate) fn adopt(&self, signal: M::Signal, placement: Placement) -> CellPtr<M::Signal> {
         let cell = NonNull::from(Box::leak(Box::new(Cell::new(signal, placement))));
         self.cells.lock().push(cell);
+        registry::register(self.memory.packet_handle(signal));
         CellPtr(cell)
     }
 
@@ -313,27 +333,29 @@ impl<M: SignalMemory> Shared<M> {
         self.retired_through.store(seq, Ordering::Release);
     }
 
-    /// Records failed uses `first..=last`. The owner calls it when it
-    /// reclaims a failed use, before the cell can serve another use, so a
-    /// ticket asked about later still answers `Failed`.
-    pub(crate) fn record_failures(&self, first: u64, last: u64) {
-        let mut failures = self.failures.lock();
-        match failures.last_mut() {
-            Some(range) if range.1 + 1 == first => range.1 = last,
-            _ => failures.push((first, last)),
-        }
-        self.has_failures.store(true, Ordering::Release);
+    /// Records that use `seq` failed. The owner calls it when it reclaims
+    /// a failed use, before the cell can serve another use, so a ticket
+    /// asked about later still answers `Failed`.
+    pub(crate) fn record_failure(&self, seq: u64) {
+        self.failures.record(seq);
+    }
+
+    /// The bytes the record of failures takes on the heap.
+    #[cfg(all(test, not(sigretire_loom)))]
+    pub(crate) fn failure_record_bytes(&self) -> usize {
+        self.failures.bytes()
+    }
+
+    /// Entries of the record of failures examined so far by lookups on
+    /// this thread.
+    #[cfg(all(test, not(sigretire_loom)))]
+    pub(crate) fn failure_entries_scanned(&self) -> usize {
+        crate::failures::scanned()
     }
 
     /// The outcome of a use known to be retired.
     pub(crate) fn outcome_of_retired(&self, seq: u64) -> Status {
-        if self.has_failures.load(Ordering::Acquire)
-            && self
-                .failures
-                .lock()
-                .iter()
-                .any(|&(a, b)| (a..=b).contains(&seq))
-        {
+        if self.failures.failed(seq) {
             Status::Failed
         } else {
             Status::Complete
@@ -428,7 +450,8 @@ impl<M: SignalMemory> Drop for Shared<M> {
         for cell in self.cells.lock().drain(..) {
             // SAFETY: each pointer came from `Box::leak` in `adopt` and is
             // freed exactly once, here, when nothing can reach the cells any more.
-            drop(unsafe { Box::from_raw(cell.as_ptr()) });
+            let cell = unsafe { Box::from_raw(cell.as_ptr()) };
+            registry::unregister(self.memory.packet_handle(cell.signal));
         }
     }
 }
@@ -499,7 +522,11 @@ impl<M: SignalMemory> SignalRef<M> {
         self.shared.poll(self.seq, self.cell())
     }
 
-    /// The use's timestamps once the tracker harvested them (no signal read).
+    /// The use's timestamps once the tracker harvested them (no signal
+    /// read): the retiring tracker as it retires the use or answers its
+    /// ticket's [`timestamps`](crate::Tracker::timestamps); the baseline
+    /// when it answers that, or when the use's slot moves on. `None` before,
+    /// and for a use nothing stamped.
     pub fn timestamps(&self) -> Option<Timestamps> {
         self.cell().stamps(self.seq)
     }

@@ -97,6 +97,7 @@ impl<M: SignalMemory> Signals<M> {
     }
 
     /// One counted load of a signal.
+    #[inline]
     pub(crate) fn load(&mut self, cell: CellPtr<M::Signal>) -> i64 {
         let c = self.shared.cell(cell);
         self.accesses[c.placement.index()].loads += 1;

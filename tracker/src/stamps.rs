@@ -8,14 +8,23 @@
 //! search on the use's sequence number. Only the tracker's owner touches it.
 //! Its `limit` entries (24 bytes each) are allocated at once, at the first
 //! harvest, so a tracker that times nothing pays nothing and one that does
-//! allocates nothing per use; what falls out of it is reported as expired,
-//! never as "no stamps".
+//! allocates nothing per use (growing it as it fills would allocate in the
+//! middle of a run, up to the `limit`-th timed use); what falls out of it
+//! is reported as expired, never as "no stamps".
 
 use crate::backend::{SignalMemory, Timestamps};
 use crate::share::CellPtr;
 use crate::signals::Signals;
 use crate::stats::Stats;
 use std::collections::VecDeque;
+
+/// What a signal's stamp fields say of its use: `None` when nothing wrote
+/// them. A queue that does not profile leaves them at zero (ROCr's
+/// unprofiled queues, the simulator's), and no clock reads zero at both
+/// ends of real work, so a pair of zeros is no stamps, not stamps.
+pub(crate) fn written(stamps: Option<Timestamps>) -> Option<Timestamps> {
+    stamps.filter(|&stamps| stamps != Timestamps::default())
+}
 
 /// What the history knows about a timed use's stamps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,11 +40,52 @@ pub(crate) enum Kept {
     Unknown,
 }
 
+/// One harvested use: 24 bytes, as [`Config::stamp_history`](crate::Config)
+/// documents (an `Option<Timestamps>` beside the number would take 32).
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    /// The use's sequence number, with [`UNSTAMPED`] set when nothing
+    /// stamped it (sequence numbers stay far below that bit: a cell packs
+    /// them shifted left by two).
+    seq: u64,
+    start: u64,
+    end: u64,
+}
+
+/// The bit of [`Entry::seq`] that says the use was harvested unstamped.
+const UNSTAMPED: u64 = 1 << 63;
+
+const _: () = assert!(core::mem::size_of::<Entry>() == 24);
+
+impl Entry {
+    fn new(seq: u64, stamps: Option<Timestamps>) -> Self {
+        match stamps {
+            Some(Timestamps { start, end }) => Self { seq, start, end },
+            None => Self {
+                seq: seq | UNSTAMPED,
+                start: 0,
+                end: 0,
+            },
+        }
+    }
+
+    fn seq(&self) -> u64 {
+        self.seq & !UNSTAMPED
+    }
+
+    fn stamps(&self) -> Option<Timestamps> {
+        (self.seq & UNSTAMPED == 0).then_some(Timestamps {
+            start: self.start,
+            end: self.end,
+        })
+    }
+}
+
 /// The stamps of the most recent timed uses, by sequence number.
 #[derive(Debug)]
 pub(crate) struct StampHistory {
-    /// `(seq, stamps)`, in increasing `seq`.
-    entries: VecDeque<(u64, Option<Timestamps>)>,
+    /// In increasing sequence number.
+    entries: VecDeque<Entry>,
     limit: usize,
     /// The newest sequence number dropped to stay within `limit` (0: none).
     dropped_through: u64,
@@ -61,10 +111,8 @@ impl StampHistory {
         signals: &mut Signals<M>,
         stats: &mut Stats,
     ) {
-        let stamps = signals.read_stamps(cell);
-        if let Some(stamps) = stamps {
-            signals.cell(cell).store_stamps(seq, stamps);
-        }
+        let stamps = written(signals.read_stamps(cell));
+        signals.cell(cell).store_stamps(seq, stamps);
         self.record(seq, stamps);
         stats.harvests += 1;
     }
@@ -73,9 +121,9 @@ impl StampHistory {
     /// may harvest a later use before the walk reaches an earlier one), so
     /// the entry goes where its number belongs.
     pub(crate) fn record(&mut self, seq: u64, stamps: Option<Timestamps>) {
-        let at = match self.entries.binary_search_by_key(&seq, |&(s, _)| s) {
+        let at = match self.entries.binary_search_by_key(&seq, Entry::seq) {
             Ok(at) => {
-                self.entries[at].1 = stamps;
+                self.entries[at] = Entry::new(seq, stamps);
                 return;
             }
             Err(at) => at,
@@ -83,8 +131,8 @@ impl StampHistory {
         if self.entries.len() == self.limit {
             // Full: the oldest entry makes room, unless the new one is older
             // still (then it expires at once).
-            match self.entries.front() {
-                Some(&(oldest, _)) if oldest < seq => {
+            match self.entries.front().map(Entry::seq) {
+                Some(oldest) if oldest < seq => {
                     self.entries.pop_front();
                     self.dropped_through = self.dropped_through.max(oldest);
                 }
@@ -93,19 +141,19 @@ impl StampHistory {
                     return;
                 }
             }
-            self.entries.insert(at - 1, (seq, stamps));
+            self.entries.insert(at - 1, Entry::new(seq, stamps));
             return;
         }
         if self.entries.capacity() == 0 {
             self.entries.reserve_exact(self.limit);
         }
-        self.entries.insert(at, (seq, stamps));
+        self.entries.insert(at, Entry::new(seq, stamps));
     }
 
     /// What is kept for use `seq`.
     pub(crate) fn get(&self, seq: u64) -> Kept {
-        match self.entries.binary_search_by_key(&seq, |&(s, _)| s) {
-            Ok(at) => match self.entries[at].1 {
+        match self.entries.binary_search_by_key(&seq, Entry::seq) {
+            Ok(at) => match self.entries[at].stamps() {
                 Some(stamps) => Kept::Stamps(stamps),
                 None => Kept::Unstamped,
             },
@@ -124,6 +172,12 @@ impl StampHistory {
     #[cfg(test)]
     pub(crate) fn capacity(&self) -> usize {
         self.entries.capacity()
+    }
+
+    /// The bytes its entries take on the heap.
+    #[cfg(test)]
+    pub(crate) fn allocated_bytes(&self) -> usize {
+        self.entries.capacity() * core::mem::size_of::<Entry>()
     }
 }
 
@@ -202,6 +256,23 @@ mod tests {
             "no allocation after the first"
         );
         assert_eq!(history.len(), 100);
+    }
+
+    /// What `Config::stamp_history` documents: 24 bytes an entry, 384 KiB
+    /// for the default history, allocated at the first harvest.
+    #[test]
+    fn the_default_history_allocates_the_documented_384_kib() {
+        let mut history = StampHistory::new(crate::Config::default().stamp_history);
+        assert_eq!(history.allocated_bytes(), 0, "nothing before a harvest");
+        history.record(1, stamps(1));
+        assert_eq!(history.allocated_bytes(), 384 * 1024);
+        history.record(2, None);
+        assert_eq!(history.allocated_bytes(), 384 * 1024);
+        assert_eq!(
+            crate::Config::MAX_STAMP_HISTORY * history.allocated_bytes() / history.capacity(),
+            384 << 20,
+            "384 MiB for the largest history"
+        );
     }
 
     #[test]

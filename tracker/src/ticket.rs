@@ -216,6 +216,9 @@ const fn set(flags: u8, bit: u8, on: bool) -> u8 {
 pub struct Generation(u32);
 
 impl Generation {
+    /// The first generation.
+    pub const ZERO: Generation = Generation(0);
+
     /// A generation with the given value, masked to `bits` bits (1..=32).
     pub const fn new(value: u32, bits: u32) -> Self {
         Self(value & Self::mask(bits))

@@ -587,6 +587,53 @@ fn failure_publication_versus_lock_free_status() {
     });
 }
 
+/// The record of failures moves its window of exact outcomes (a handful of
+/// uses under loom) when a failure lands past its end, sending the older
+/// failures to its ranges, while a `Waiter` on another thread asks about a
+/// failed use the move sends there and about a completed one beside it:
+/// the failed use reads Failed every time (never Complete, never lost in
+/// the move), the completed one Complete.
+#[test]
+fn failure_record_moving_versus_lock_free_status() {
+    model(|| {
+        let memory = Arc::new(GpuMemory::new(2));
+        let (mut tracker, read) = small_tracker(&memory, 2);
+        let failed = tracker.acquire(Request::packet(0)).unwrap();
+        let done = tracker.acquire(Request::packet(1).barrier(true)).unwrap();
+        memory.fail(failed.signal);
+        memory.finish(done.signal, stamps_of(2));
+        tracker.fail_queue();
+        tracker.reclaim();
+
+        let waiter = tracker.waiter();
+        let (failed_use, done_use) = (failed.ticket, done.ticket);
+        let asking = loom::thread::spawn(move || {
+            let status = |ticket| waiter.status(ticket).unwrap();
+            assert_eq!(status(&failed_use), Status::Failed, "a failed use");
+            assert_eq!(status(&done_use), Status::Complete, "a completed use");
+            assert_eq!(status(&failed_use), Status::Failed, "asked again");
+        });
+        // Three uses complete; the fourth fails, past the window's end.
+        for index in 2..5 {
+            let acquired = tracker
+                .acquire(Request::packet(index).barrier(true))
+                .unwrap();
+            memory.finish(acquired.signal, stamps_of(index + 1));
+            read.store(index as usize + 1, Ordering::Release);
+            tracker.poll();
+        }
+        let last = tracker.acquire(Request::packet(5).barrier(true)).unwrap();
+        memory.fail(last.signal);
+        tracker.fail_queue();
+        tracker.reclaim();
+        asking.join().unwrap();
+        assert_eq!(tracker.query(&failed.ticket).unwrap(), Status::Failed);
+        assert_eq!(tracker.query(&done.ticket).unwrap(), Status::Complete);
+        assert_eq!(tracker.query(&last.ticket).unwrap(), Status::Failed);
+        assert_eq!(tracker.stats().failed, 2);
+    });
+}
+
 /// A thread sleeping on a wake signal is never left asleep after the write
 /// that changes it: in every interleaving of the sleeper's read-then-sleep
 /// with the writer's store-then-wake, the sleeper returns the new value

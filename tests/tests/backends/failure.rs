@@ -211,11 +211,14 @@ fn a_full_ring_waiting_on_a_failed_submissions_issued_part_pushes_back<B: Backen
     let index = copy_engine.reserve().unwrap();
     // The stand-in for the copy engine decrements the copy use's signal: no
     // AQL queue of the tracker's records it.
+    // Its first operation only: the second is never issued.
+    let packet = copy
+        .publication
+        .copy_engine_packets(index)
+        .and_then(|mut packets| packets.next())
+        .expect("a copy-engine use's first packet");
     copy_engine
-        .publish(
-            Publication::untracked(index, false, copy.signal),
-            Work::Kernel(rig.gpu.empty_kernel()),
-        )
+        .publish(packet, Work::Kernel(rig.gpu.empty_kernel()))
         .unwrap();
     rig.tracker.fail_submission(&copy.ticket, 1).unwrap();
     let fence = rig.submit(true, Purpose::Completion).unwrap();

@@ -87,7 +87,7 @@ fn the_baseline_fences_every_device_store<B: Backend>() {
 mod sim_only {
     use super::churn;
     use crate::support::{Backend, Rig, Simulator, device_signals};
-    use sigretire_tracker::{HardwareQueue, Publication, Request, Status, Tracker, Work};
+    use sigretire_tracker::{HardwareQueue, Request, Status, Tracker, Work};
 
     #[test]
     fn a_copy_engine_use_is_flushed_when_it_begins() {
@@ -106,12 +106,13 @@ mod sim_only {
         assert_eq!(rig.tracker.stats().hdp_flushes(), 1);
         let index = copy_engine.reserve().unwrap();
         // The stand-in for the copy engine decrements the copy use's signal.
-        copy_engine
-            .publish(
-                Publication::untracked(index, false, copy.signal),
-                Work::Kernel(0),
-            )
-            .unwrap();
+        for packet in copy
+            .publication
+            .copy_engine_packets(index)
+            .expect("a copy-engine use")
+        {
+            copy_engine.publish(packet, Work::Kernel(0)).unwrap();
+        }
         rig.gpu.run(&copy_engine);
         rig.check();
         assert_eq!(rig.tracker.query(&copy.ticket).unwrap(), Status::Complete);

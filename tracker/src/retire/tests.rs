@@ -153,7 +153,7 @@ fn a_new_generation_forgets_order_fences_and_proofs_drains_included() {
     proofs.probed_at = 105;
     let first = proofs.generation();
 
-    proofs.new_generation(7);
+    proofs.new_generation(7, 1);
     assert!(first.precedes(proofs.generation(), BITS));
     assert_eq!(proofs.generation_start(), 7);
     assert!(proofs.in_order(0), "the new queue's indices start afresh");
@@ -179,7 +179,7 @@ fn generations_wrap_at_their_bits() {
     let mut proofs = Proofs::new(2);
     let values: Vec<u32> = (1..=5)
         .map(|start| {
-            proofs.new_generation(start);
+            proofs.new_generation(start, 1);
             proofs.generation().value()
         })
         .collect();
@@ -192,7 +192,7 @@ fn fences_prove_only_aql_uses_of_the_current_generation() {
     let mut slot = Slot::new(cells[0], 0);
     slot.aql = 20;
     let mut proofs = Proofs::new(BITS);
-    proofs.new_generation(10);
+    proofs.new_generation(10, 1);
     assert!(
         !proofs.fences_can_prove(9, &slot),
         "an earlier generation's use"
@@ -471,7 +471,8 @@ mod on_a_tracker {
 /// The reclaim walk's fast path asks `proven_run` how far a fence's proof
 /// reaches from the oldest use; the slow path asks `fence_proves` use by
 /// use. Over a generation of AQL uses with increasing indices (gaps
-/// included), a new generation and a drain, the two agree on every use.
+/// included), a drain and a new generation, the two agree on every use, a
+/// run ending where its generation does.
 #[test]
 fn the_walks_run_and_the_per_use_proof_agree() {
     let (_shared, cells) = host_cells(1, true);
@@ -484,7 +485,11 @@ fn the_walks_run_and_the_per_use_proof_agree() {
             let per_use = slots
                 .iter()
                 .filter(|(seq, _)| *seq >= head)
-                .take_while(|(seq, slot)| proofs.fence_proves(*seq, slot))
+                // A run stays within one generation: the walk asks again
+                // where the next begins.
+                .take_while(|(seq, slot)| {
+                    proofs.same_generation(head, *seq) && proofs.fence_proves(*seq, slot)
+                })
                 .count() as u64;
             assert_eq!(run, per_use, "from use {head}");
         }
@@ -505,9 +510,61 @@ fn the_walks_run_and_the_per_use_proof_agree() {
     proofs.drain();
     check(&proofs, &slots);
     assert_eq!(proofs.proven_run(1), 12, "the drain proves every use");
-    // A new generation: nothing of it is proven, and nothing before it
-    // counts for a run that starts there.
-    proofs.new_generation(13);
+    // A new generation (its indices start afresh, below the old ones):
+    // nothing of it is proven; the older generation keeps what its drain
+    // proved, and a run from one of its uses ends at its last.
+    proofs.new_generation(13, 1);
+    for seq in 13..=15u64 {
+        let mut slot = Slot::new(cells[0], 0);
+        slot.aql = seq;
+        proofs.note_packet(seq, seq, true);
+        slots.push((seq, slot));
+    }
+    check(&proofs, &slots);
     assert_eq!(proofs.proven_run(13), 0);
-    assert_eq!(proofs.proven_run(5), 0, "an older generation's use");
+    assert_eq!(proofs.proven_run(5), 8, "an older generation's use");
+    // The new generation's fence proves its own uses, none of the older.
+    proofs.prove(14, 14);
+    check(&proofs, &slots);
+    assert_eq!(proofs.proven_run(13), 2);
+    assert_eq!(proofs.proven_run(12), 1, "the older run stops at its end");
+}
+
+/// An older generation keeps its newest fence and what its fences proved,
+/// until its last use retired; its own fences prove only its own uses.
+#[test]
+fn an_older_generation_proves_its_own_uses_only() {
+    let mut proofs = Proofs::new(BITS);
+    for seq in 1..=4 {
+        proofs.note_packet(seq, 10 + seq, seq % 2 == 0);
+    }
+    proofs.prove(2, 12);
+    proofs.new_generation(5, 1);
+    assert_eq!(
+        proofs.older().iter().copied().collect::<Vec<_>>(),
+        [Older {
+            start: 1,
+            end: 5,
+            newest_fence: 4,
+            proven_through: 2
+        }]
+    );
+    assert_eq!(proofs.generation_of(3), Some(1..5));
+    assert_eq!(proofs.generation_of(5), Some(5..u64::MAX));
+    assert!(proofs.same_generation(1, 4) && !proofs.same_generation(4, 5));
+    proofs.note_packet(5, 0, true);
+    proofs.prove_in_generation(4, 14);
+    assert_eq!(proofs.older()[0].proven_through, 4);
+    assert_eq!(proofs.snapshot().1, None, "nothing of the new generation");
+    proofs.prove_in_generation(5, 0);
+    assert_eq!(proofs.older()[0].proven_through, 4, "nothing of the older");
+    proofs.forget_retired_generations(4);
+    assert_eq!(proofs.older().len(), 1, "use 4 is still in flight");
+    proofs.forget_retired_generations(5);
+    assert!(proofs.older().is_empty());
+    assert_eq!(proofs.generation_of(3), None, "none of its uses in flight");
+    // A generation none of whose uses is in flight at its change is not
+    // kept at all.
+    proofs.new_generation(9, 9);
+    assert!(proofs.older().is_empty());
 }

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::HostMemory;
+use crate::sync::AtomicBool;
 use std::sync::Barrier;
 
 fn cell() -> Cell<usize> {
@@ -154,15 +155,21 @@ fn stamps_answer_only_their_own_use() {
     let cell = cell();
     assert_eq!(cell.stamps(7), None);
     let first = Timestamps { start: 10, end: 20 };
-    cell.store_stamps(7, first);
+    cell.store_stamps(7, Some(first));
     assert_eq!(cell.stamps(7), Some(first));
     assert_eq!(cell.stamps(6), None);
     assert_eq!(cell.stamps(8), None);
 
     let second = Timestamps { start: 30, end: 50 };
-    cell.store_stamps(8, second);
+    cell.store_stamps(8, Some(second));
     assert_eq!(cell.stamps(7), None, "use 7's stamps were overwritten");
     assert_eq!(cell.stamps(8), Some(second));
+    assert_eq!(cell.harvest_of(7), None, "not harvested here any more");
+
+    cell.store_stamps(9, None);
+    assert_eq!(cell.harvest_of(9), Some(None), "harvested, with no stamps");
+    assert_eq!(cell.harvest_of(8), None);
+    assert_eq!(cell.stamps(9), None);
 }
 
 #[test]
@@ -186,7 +193,7 @@ fn stamps_readers_never_see_another_uses_pair() {
         s.spawn(|| {
             let mut seq = 1;
             while !done.load(Ordering::Relaxed) {
-                cell.store_stamps(seq, pair(seq));
+                cell.store_stamps(seq, Some(pair(seq)));
                 seq += 1;
             }
         });
@@ -216,16 +223,54 @@ fn stamps_readers_never_see_another_uses_pair() {
 }
 
 #[test]
-fn failures_merge_adjacent_ranges_and_answer_for_retired_uses() {
+fn failures_answer_for_retired_uses() {
     let (shared, _cells) = host_cells(0, true);
     assert_eq!(shared.outcome_of_retired(3), Status::Complete);
-    shared.record_failures(3, 3);
-    shared.record_failures(4, 5);
-    shared.record_failures(8, 8);
-    assert_eq!(*shared.failures.lock(), [(3, 5), (8, 8)]);
+    for seq in [3, 4, 5, 8] {
+        shared.record_failure(seq);
+    }
     let outcomes: Vec<_> = (2..=9).map(|seq| shared.outcome_of_retired(seq)).collect();
     use Status::{Complete as C, Failed as F};
     assert_eq!(outcomes, [C, F, F, F, C, C, F, C]);
+}
+
+/// Failed uses, each between two that completed (a queue layer's failed
+/// submission, then its next command): asking about a retired use examines
+/// a handful of entries however many failed before, and the record's
+/// memory stays within a bound for the tracker's life. Every failed use
+/// reads Failed; the completed ones read Complete, exactly, among the most
+/// recent 65,536 uses.
+#[test]
+fn the_failure_record_is_bounded_and_answers_at_a_constant_cost() {
+    const BOUND: usize = 10 * 1024;
+    for failed in [30_000u64, 100_000] {
+        let (shared, _cells) = host_cells(0, true);
+        let last = 2 * failed;
+        for k in 1..=failed {
+            shared.record_failure(2 * k);
+        }
+        assert!(
+            shared.failure_record_bytes() <= BOUND,
+            "{failed} failures: {} bytes",
+            shared.failure_record_bytes()
+        );
+        let asked = [last, last - 1, last / 2, last / 2 + 1, 3, 2, 1];
+        let scanned = shared.failure_entries_scanned();
+        for &seq in &asked {
+            let outcome = shared.outcome_of_retired(seq);
+            if seq % 2 == 0 {
+                assert_eq!(outcome, Status::Failed, "use {seq} of {failed} failures");
+            } else if last - seq < 65_536 {
+                assert_eq!(outcome, Status::Complete, "use {seq} of {failed} failures");
+            }
+        }
+        let scanned = shared.failure_entries_scanned() - scanned;
+        assert!(
+            scanned <= 8 * asked.len(),
+            "{failed} failures: {scanned} entries scanned for {} lookups",
+            asked.len()
+        );
+    }
 }
 
 #[test]
@@ -251,7 +296,7 @@ fn known_status_uses_completions_only_where_the_design_remembers_them() {
         // A cell that moved on answers for its earlier uses.
         cell.begin_use(9);
         assert_eq!(shared.known_status(4, cell), Some(Status::Complete));
-        shared.record_failures(4, 4);
+        shared.record_failure(4);
         assert_eq!(shared.known_status(4, cell), Some(Status::Failed));
     }
 }
