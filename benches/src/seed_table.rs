@@ -383,12 +383,12 @@ impl Column {
     }
 }
 
-/// A simulator queue as CLR uses its hardware queue: every event and every
-/// synchronize publishes a marker of its own (CLR's `hipEventRecord` and
-/// `HostQueue::finish` always do). It is the simulator's queue, saying
-/// only that it may run work published by others (the trait's default):
-/// the condition under which this project's queue layer, too, publishes a
-/// marker instead of sharing the newest command's completion.
+/// A simulator queue as CLR uses its hardware queue: every event publishes
+/// a marker of its own (CLR's `hipEventRecord` always does). It is the
+/// simulator's queue, saying only that it may run work published by others
+/// (the trait's default): the condition under which this project's queue
+/// layer, too, publishes a marker instead of sharing the newest command's
+/// completion. CLR's `finish` is the CLR driver's own (`stream_sync`).
 #[derive(Clone, Debug)]
 pub struct ClrQueue(pub sigretire_sim::Queue);
 
@@ -581,6 +581,11 @@ impl<T: QueueTracker> Bench<T> {
                     marker.synchronize().map_err(fail)?;
                 }
             }
+            // That is all CLR's finish does: its queue is its own, so the
+            // finished marker proves it idle. (The queue layer's own
+            // synchronize would publish another: on a queue that says work
+            // of others may follow, as `ClrQueue` does, it trusts nothing.)
+            return Ok(());
         }
         q.synchronize().map_err(fail)
     }

@@ -1047,14 +1047,3 @@ impl<T: QueueTracker> core::fmt::Debug for HostQueue<T> {
             .finish()
     }
 }
-
-/// Until the tracker fails one hardware queue's uses: every pending use.
-trait FailQueueOf {
-    fn fail_queue_of(&mut self, ticket: &Ticket) -> usize;
-}
-
-impl<T: sigretire_tracker::Tracker> FailQueueOf for T {
-    fn fail_queue_of(&mut self, _ticket: &Ticket) -> usize {
-        self.fail_queue()
-    }
-}
