@@ -31,6 +31,7 @@ pub mod driver;
 pub mod model;
 mod observer;
 pub mod ops;
+pub mod queues;
 pub mod replay;
 pub mod search;
 pub mod setup;
