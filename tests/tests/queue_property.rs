@@ -1,17 +1,39 @@
 //! The queue layer's property test: seeded random sequences of queue-layer
 //! operations (`sigretire_scenarios::queues`), every answer judged after
 //! every step against the machine's ground truth, on the stepped simulator
-//! and on the ROCr backend over its stand-in, under every setup. A failure
-//! prints its seed and a shortened scenario.
+//! and on the ROCr backend over its stand-in (through the backends'
+//! support code), under every setup. The interesting states must be
+//! reached (coverage counters); then every class of failure found is
+//! reported, each with its seed and a scenario shortened to what still
+//! fails the same way.
 //!
 //! `QUEUE_SCENARIO_CASES` (scenarios per setup) and `QUEUE_SCENARIO_SEED`
 //! explore further than CI does: `QUEUE_SCENARIO_CASES=500
 //! QUEUE_SCENARIO_SEED=7 cargo test --release -p sigretire-scenarios --test
-//! queue_property`. `QUEUE_SCENARIO_ALL=1` reports every class of failure
-//! found instead of stopping at the first.
+//! queue_property`. `QUEUE_SCENARIO_WITHOUT=foreign,move` leaves kinds of
+//! operations out (`Op::kind`), to look for other causes of a failure;
+//! `QUEUE_LIVENESS_MS` sets how long a waiter may take to return once it
+//! must (3000 by default).
 
-use sigretire_scenarios::queues::search::{QUEUE_PROPERTY_SEED, explore, explore_all};
+// Only the stand-in of the backends' support code is used here.
+#[allow(unused_imports, unused_macros)]
+mod support;
+
+use sigretire_scenarios::queues::gpu::{MachineViolation, Refused, Release, Truth};
+use sigretire_scenarios::queues::search::{QUEUE_PROPERTY_SEED, explore_all};
 use sigretire_scenarios::queues::{Gpu, QueueCoverage, SimGpu, queue_setups};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::Duration;
+use support::{Backend, Machine, Standin};
+
+/// Scenarios per setup on the simulator in CI: a few seconds in a debug
+/// build.
+const SIM_CASES: u64 = 16;
+
+/// Scenarios per setup on the stand-in (each loads a private copy of the
+/// library).
+const STANDIN_CASES: u64 = 4;
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -20,27 +42,217 @@ fn env_or(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-fn explore_on<G: Gpu>(cases: u64) -> QueueCoverage {
+/// Every class of failure among the scenarios, after the coverage they
+/// reached (failing ones included) is checked by `reached`.
+fn explore_on<G: Gpu>(cases: u64, reached: impl FnOnce(&QueueCoverage) -> Vec<&'static str>) {
     let cases = env_or("QUEUE_SCENARIO_CASES", cases);
     let seed = env_or("QUEUE_SCENARIO_SEED", QUEUE_PROPERTY_SEED);
-    if std::env::var_os("QUEUE_SCENARIO_ALL").is_some() {
-        let (coverage, found) = explore_all::<G>(&queue_setups(), cases, seed);
-        eprintln!("{}: {coverage:?}", G::NAME);
-        let reports: Vec<String> = found.iter().map(|case| case.report::<G>()).collect();
-        assert!(reports.is_empty(), "{}", reports.join("\n"));
-        return coverage;
-    }
-    match explore::<G>(&queue_setups(), cases, seed) {
-        Ok(coverage) => {
-            eprintln!("{}: {coverage:?}", G::NAME);
-            coverage
+    let (coverage, found) = explore_all::<G>(&queue_setups(), cases, seed);
+    eprintln!("{}: {coverage:#?}", G::NAME);
+    let missed = reached(&coverage);
+    let reports: Vec<String> = found.iter().map(|case| case.report::<G>()).collect();
+    assert!(
+        missed.is_empty() && reports.is_empty(),
+        "{}: {} states never reached: {missed:?}\n{} classes of failure:\n{}",
+        G::NAME,
+        missed.len(),
+        reports.len(),
+        reports.join("\n")
+    );
+}
+
+/// The states where the queue layer's shortcuts live, and what breaks
+/// their premise: each must be reached.
+fn shortcuts_and_their_enemies(c: &QueueCoverage) -> Vec<&'static str> {
+    let mut missed = Vec::new();
+    let mut need = |reached: u64, what: &'static str| {
+        if reached == 0 {
+            missed.push(what);
         }
-        Err(case) => panic!("{}", case.report::<G>()),
-    }
+    };
+    need(c.shared_completions, "shared completions");
+    need(c.elided_dependencies, "elided dependencies");
+    need(c.lock_free_syncs, "lock-free synchronizes");
+    need(c.inline_syncs, "synchronizes on a done newest command");
+    need(
+        c.handler_syncs,
+        "synchronizes through the completion thread",
+    );
+    need(c.marker_joins, "synchronizes joining a marker in flight");
+    need(c.lock_free_event_syncs, "lock-free event synchronizes");
+    need(c.cross_waits, "cross-queue waits");
+    need(c.moves, "moves to another hardware queue");
+    need(c.order_waits, "order waits after a move");
+    need(c.foreign_packets, "the runtime's own packets");
+    need(c.gated_foreign, "the runtime's own long-running packets");
+    need(
+        c.partial_refusals,
+        "submissions refused after issuing a part",
+    );
+    need(c.queue_failures, "queue failures");
+    need(c.device_errors, "devices in the error state");
+    need(
+        c.device_error_returns,
+        "waits returning early on a device error",
+    );
+    need(c.sleeping_waits, "sleeping waits");
+    need(c.handler_sleeps, "completion-thread sleeps");
+    need(
+        c.blocked_helpers,
+        "waiters blocked while the driver went on",
+    );
+    need(c.liveness_claims, "waiters held to the bound");
+    need(c.drops, "dropped handles");
+    missed
 }
 
 #[test]
 fn the_queue_layer_answers_only_the_truth_on_the_simulator() {
-    let c = explore_on::<SimGpu>(12);
-    eprintln!("{c:#?}");
+    explore_on::<SimGpu>(SIM_CASES, shortcuts_and_their_enemies);
+}
+
+#[test]
+fn the_queue_layer_answers_only_the_truth_on_the_rocr_standin() {
+    explore_on::<Rocr<false>>(STANDIN_CASES, |c| {
+        let mut missed = Vec::new();
+        for (reached, what) in [
+            (c.shared_completions, "shared completions"),
+            (c.moves, "moves to another hardware queue"),
+            (c.foreign_packets, "the runtime's own packets"),
+            (
+                c.partial_refusals,
+                "submissions refused after issuing a part",
+            ),
+            (
+                c.blocked_helpers,
+                "waiters blocked while the driver went on",
+            ),
+        ] {
+            if reached == 0 {
+                missed.push(what);
+            }
+        }
+        missed
+    });
+}
+
+/// The ROCr backend over a private stand-in, as a machine for the queue
+/// driver: the backends' support code (`support::Standin`) behind the
+/// driver's [`Gpu`].
+#[derive(Clone)]
+struct Rocr<const ADOPTED: bool>(Standin<ADOPTED>);
+
+impl<const ADOPTED: bool> Gpu for Rocr<ADOPTED> {
+    type Memory = <Standin<ADOPTED> as Backend>::Memory;
+    type Queue = <Standin<ADOPTED> as Backend>::Queue;
+
+    const NAME: &'static str = if ADOPTED {
+        "ROCr stand-in (adopted queues)"
+    } else {
+        "ROCr stand-in"
+    };
+
+    fn new(out_of_order: bool) -> Self {
+        Self(Standin::new(Machine {
+            out_of_order,
+            ..Machine::default()
+        }))
+    }
+
+    fn queue(&self) -> Self::Queue {
+        self.0.queue()
+    }
+
+    fn memory(&self, queue: &Self::Queue) -> Arc<Self::Memory> {
+        self.0.memory(queue)
+    }
+
+    fn write_index(&self, queue: &Self::Queue) -> u64 {
+        Standin::<ADOPTED>::write_index(queue)
+    }
+
+    fn empty_kernel(&self) -> u64 {
+        self.0.empty_kernel()
+    }
+
+    fn gated_kernel(&self) -> (u64, Release) {
+        self.0.spin_kernel()
+    }
+
+    fn timed_kernel(&self, duration: Duration) -> u64 {
+        self.0.timed_kernel(duration)
+    }
+
+    fn timestamp_period(&self) -> Duration {
+        self.0.timestamp_period()
+    }
+
+    fn reported_time(&self, tick: u64) -> u64 {
+        self.0.reported_time(tick)
+    }
+
+    fn run(&self, queue: &Self::Queue) {
+        self.0.run(queue);
+    }
+
+    fn run_all(&self) {
+        self.0.run_all();
+    }
+
+    fn launch(&self, queue: &Self::Queue) -> Result<u64, Refused> {
+        self.0.launch(queue).map_err(refused)
+    }
+
+    fn complete(&self, queue: &Self::Queue, index: u64) -> Result<(), Refused> {
+        self.0.complete(queue, index).map_err(refused)
+    }
+
+    fn advance_read_index(&self, queue: &Self::Queue) -> Result<u64, Refused> {
+        self.0.advance_read_index(queue).map_err(refused)
+    }
+
+    fn fail(&self, queue: &Self::Queue) {
+        self.0.fail(queue);
+    }
+
+    fn truth(&self, queue: &Self::Queue, index: u64) -> Option<Truth> {
+        self.0.truth(queue, index).map(|t| Truth {
+            published: t.published,
+            completed: t.completed,
+            failed: t.failed,
+            barrier: t.barrier,
+            completion: t.completion,
+            start_ts: t.start_ts,
+            end_ts: t.end_ts,
+        })
+    }
+
+    fn violations(&self) -> Vec<MachineViolation> {
+        self.0
+            .violations()
+            .into_iter()
+            .map(|v| MachineViolation {
+                check: v.check,
+                text: v.text,
+            })
+            .collect()
+    }
+
+    fn tear_down(self) -> Result<(), String> {
+        // The support code asserts what the stand-in still holds.
+        catch_unwind(AssertUnwindSafe(|| self.0.tear_down())).map_err(|panic| {
+            panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "the stand-in's teardown panicked".into())
+        })
+    }
+}
+
+fn refused(refused: support::Refused) -> Refused {
+    match refused {
+        support::Refused::NotReady => Refused::NotReady,
+        support::Refused::Other(why) => Refused::Other(why),
+    }
 }

@@ -13,7 +13,8 @@ use core::fmt;
 /// stream was made to wait for on other queues, and the packets of the
 /// call itself (a command's, an event's marker). The layer's own wake
 /// packets (a barrier-AND without the barrier bit that only wakes a
-/// sleeping thread) are not work.
+/// sleeping thread) and the empty packets without a signal that fill slots
+/// of a refused submission are not work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum QueueCheck {
     /// Something was reported complete before its work truly completed: a

@@ -181,6 +181,8 @@ struct DeviceSlot<G: Gpu> {
 struct StreamSlot<G: Gpu> {
     handle: Option<Host<G>>,
     model: StreamModel,
+    /// The device's default queue: the device holds it as long as it lives.
+    default: bool,
 }
 
 struct EventSlot<G: Gpu> {
@@ -255,6 +257,8 @@ pub struct QueueDriver<G: Gpu> {
     coverage: QueueCoverage,
     /// Stats of streams whose handle was dropped, as they were then.
     dropped_stats: Vec<QueueStats>,
+    /// What the scenario reached, taken before the end lets go of handles.
+    reached: Option<QueueCoverage>,
     step: usize,
     bound: Duration,
 }
@@ -281,6 +285,7 @@ impl<G: Gpu> QueueDriver<G> {
                 ..QueueCoverage::default()
             },
             dropped_stats: Vec::new(),
+            reached: None,
             step: 0,
             bound: liveness_bound(),
         };
@@ -331,11 +336,11 @@ impl<G: Gpu> QueueDriver<G> {
         let (tracker, hw) = self.tracker()?;
         let config = self.queue_config();
         let live = self.devices.iter().rposition(|d| d.handle.is_some());
-        let (device, handle) = match live {
+        let (device, handle, default) = match live {
             Some(d) => {
                 let device = self.devices[d].handle.as_ref().expect("live");
                 match device.create_queue(tracker, config) {
-                    Ok(queue) => (d, queue),
+                    Ok(queue) => (d, queue, false),
                     Err(error) => {
                         return broke(QueueCheck::Unexpected, "create queue", format!("{error}"));
                     }
@@ -356,20 +361,30 @@ impl<G: Gpu> QueueDriver<G> {
                     handle: Some(device),
                     queues: 0,
                 });
-                (self.devices.len() - 1, queue)
+                (self.devices.len() - 1, queue, true)
             }
         };
         self.devices[device].queues += 1;
         self.streams.push(StreamSlot {
             handle: Some(handle),
             model: StreamModel::new(device, hw, 0),
+            default,
         });
         Ok(())
     }
 
-    /// What the scenario reached so far.
+    /// What the scenario reached so far (the layer's counters included).
     pub fn coverage(&self) -> QueueCoverage {
-        self.coverage
+        let mut coverage = self.coverage;
+        for slot in &self.streams {
+            if let Some(handle) = &slot.handle {
+                coverage.add_stats(&handle.stats());
+            }
+        }
+        for stats in &self.dropped_stats {
+            coverage.add_stats(stats);
+        }
+        coverage
     }
 
     // --- Picking ----------------------------------------------------------
@@ -661,7 +676,10 @@ impl<G: Gpu> QueueDriver<G> {
                 Ok(())
             }
             Op::DropQueue { stream } => {
-                if let Some(s) = self.live_stream(stream) {
+                // A device's default queue lives as long as the device.
+                if let Some(s) = self.live_stream(stream)
+                    && !self.streams[s].default
+                {
                     let handle = self.streams[s].handle.take().expect("live");
                     self.dropped_stats.push(handle.stats());
                     self.coverage.drops += 1;
@@ -682,6 +700,14 @@ impl<G: Gpu> QueueDriver<G> {
                 Ok(())
             }
         }
+    }
+
+    /// Records what a call of stream `s` published on `hw` since its write
+    /// index was `from` (whether the call succeeded or not: a refused
+    /// submission's issued operations still run).
+    fn note_published(&mut self, s: usize, hw: HwId, from: u64) {
+        let to = self.ledger.write_index(hw);
+        self.streams[s].model.own.add(hw, from..to);
     }
 
     fn gate(&mut self) -> u64 {
@@ -721,8 +747,9 @@ impl<G: Gpu> QueueDriver<G> {
             return Ok(());
         };
         let queue = self.handle(s);
-        let before = self.streams[s].model.required_now(&self.ledger);
+        let before = self.streams[s].model.required_now();
         let hw = self.streams[s].model.current();
+        let from = self.ledger.write_index(hw);
         let result = match kernel {
             KernelChoice::Empty => queue.launch(self.gpu.empty_kernel()),
             KernelChoice::Gated => {
@@ -735,6 +762,7 @@ impl<G: Gpu> QueueDriver<G> {
                 Dispatch::new(self.gpu.empty_kernel()).grid([64, 1, 1]),
             )),
         };
+        self.note_published(s, hw, from);
         match result {
             Ok(command) => {
                 let own = vec![(hw, command.aql_index())];
@@ -750,8 +778,9 @@ impl<G: Gpu> QueueDriver<G> {
             return Ok(());
         };
         let queue = self.handle(s);
-        let before = self.streams[s].model.required_now(&self.ledger);
+        let before = self.streams[s].model.required_now();
         let hw = self.streams[s].model.current();
+        let from = self.ledger.write_index(hw);
         const SIX: [u64; 6] = [0; 6];
         let result = queue.submit(match work {
             WorkChoice::Empty => Work::Empty,
@@ -760,6 +789,7 @@ impl<G: Gpu> QueueDriver<G> {
             WorkChoice::TooManyDependencies => Work::Wait(&SIX),
             WorkChoice::EmptyWaitAny => Work::WaitAny(&[]),
         });
+        self.note_published(s, hw, from);
         match result {
             Ok(command) => {
                 let own = vec![(hw, command.aql_index())];
@@ -786,7 +816,7 @@ impl<G: Gpu> QueueDriver<G> {
             return Ok(());
         };
         let queue = self.handle(s);
-        let before = self.streams[s].model.required_now(&self.ledger);
+        let before = self.streams[s].model.required_now();
         let hw = self.streams[s].model.current();
         let parts = usize::from(parts.clamp(1, 4));
         const SIX: [u64; 6] = [0; 6];
@@ -802,7 +832,10 @@ impl<G: Gpu> QueueDriver<G> {
         if let Some(k) = refused {
             works[k] = Work::Wait(&SIX);
         }
-        match queue.submit_all(&works) {
+        let from = self.ledger.write_index(hw);
+        let result = queue.submit_all(&works);
+        self.note_published(s, hw, from);
+        match result {
             Ok(command) => {
                 let last = command.aql_index();
                 let own = (0..parts as u64).map(|k| (hw, last - k)).collect();
@@ -826,9 +859,12 @@ impl<G: Gpu> QueueDriver<G> {
             return Ok(());
         };
         let queue = self.handle(s);
-        let mut required = self.streams[s].model.required_now(&self.ledger);
+        let mut required = self.streams[s].model.required_now();
         let hw = self.streams[s].model.current();
-        match queue.record_event() {
+        let from = self.ledger.write_index(hw);
+        let result = queue.record_event();
+        self.note_published(s, hw, from);
+        match result {
             Ok(event) => {
                 let own = (hw, event.aql_index());
                 required.add(hw, own.1..own.1 + 1);
@@ -1058,7 +1094,7 @@ impl<G: Gpu> QueueDriver<G> {
             return Ok(());
         };
         let model = &self.streams[s].model;
-        let required = model.required_now(&self.ledger);
+        let required = model.required_now();
         let mut evidence = required.clone();
         let hw = model.current();
         evidence.add(hw, self.ledger.write_index(hw)..u64::MAX);
@@ -1083,7 +1119,7 @@ impl<G: Gpu> QueueDriver<G> {
             return Ok(());
         };
         let model = &self.streams[s].model;
-        let required = model.required_now(&self.ledger);
+        let required = model.required_now();
         let hw = model.current();
         let mut evidence = required.clone();
         evidence.add(hw, self.ledger.write_index(hw)..u64::MAX);
@@ -1128,9 +1164,11 @@ impl<G: Gpu> QueueDriver<G> {
             dependencies.extend(required);
             truly_complete += usize::from(self.ledger.first_incomplete(required).is_none());
         }
-        let before = self.streams[s].model.required_now(&self.ledger);
+        let before = self.streams[s].model.required_now();
         let hw = self.streams[s].model.current();
+        let from = self.ledger.write_index(hw);
         let result = self.handle(s).wait_events(&refs);
+        self.note_published(s, hw, from);
         drop(refs);
         let what = format!("a wait of stream {s} on events {picked:?}");
         self.cross_wait(s, hw, before, dependencies, truly_complete, result, what)
@@ -1140,12 +1178,20 @@ impl<G: Gpu> QueueDriver<G> {
         let (Some(s), Some(p)) = (self.live_stream(stream), self.live_stream(producer)) else {
             return Ok(());
         };
-        let dependencies = self.streams[p].model.required_now(&self.ledger);
+        let dependencies = self.streams[p].model.required_now();
         let truly_complete = usize::from(self.ledger.first_incomplete(&dependencies).is_none());
-        let before = self.streams[s].model.required_now(&self.ledger);
+        let before = self.streams[s].model.required_now();
         let hw = self.streams[s].model.current();
+        let from = self.ledger.write_index(hw);
+        let producer_hw = self.streams[p].model.current();
+        let producer_from = self.ledger.write_index(producer_hw);
         let producer = self.handle(p);
         let result = self.handle(s).wait_queue(&producer);
+        // The producer's marker, if it needed one, is its own work.
+        self.note_published(p, producer_hw, producer_from);
+        if p != s {
+            self.note_published(s, hw, from);
+        }
         let what = format!("a wait of stream {s} on stream {p}");
         self.cross_wait(s, hw, before, dependencies, truly_complete, result, what)
     }
@@ -1238,7 +1284,7 @@ impl<G: Gpu> QueueDriver<G> {
         };
         let left_at = self.ledger.write_index(current);
         let start = self.ledger.write_index(target);
-        let before = self.streams[s].model.required_now(&self.ledger);
+        let before = self.streams[s].model.required_now();
         let queue = self.ledger.queue(target).clone();
         match self.handle(s).move_to(queue) {
             Ok(()) => {
@@ -1262,6 +1308,7 @@ impl<G: Gpu> QueueDriver<G> {
             return Ok(());
         };
         self.ledger.note_foreign(hw, index);
+        self.streams[s].model.own.add(hw, index..index + 1);
         let kernel = if gated {
             self.coverage.gated_foreign += 1;
             self.gate()
@@ -1591,7 +1638,7 @@ impl<G: Gpu> QueueDriver<G> {
             self.abandon();
             return Err(at_step(failure));
         }
-        let coverage = self.coverage;
+        let coverage = self.reached.unwrap_or(self.coverage);
         let Self {
             gpu,
             ledger,
@@ -1730,14 +1777,7 @@ impl<G: Gpu> QueueDriver<G> {
             self.coverage.device_errors += 1;
         }
         // Let go of every handle but the streams', then drain once more.
-        for slot in &self.streams {
-            if let Some(handle) = &slot.handle {
-                self.coverage.add_stats(&handle.stats());
-            }
-        }
-        for stats in &self.dropped_stats {
-            self.coverage.add_stats(stats);
-        }
+        self.reached = Some(self.coverage());
         for slot in &mut self.events {
             slot.handle = None;
         }
@@ -1755,7 +1795,7 @@ impl<G: Gpu> QueueDriver<G> {
                 continue;
             }
             let model = &self.streams[s].model;
-            let required = model.required_now(&self.ledger);
+            let required = model.required_now();
             let mut evidence = required.clone();
             let hw = model.current();
             evidence.add(hw, self.ledger.write_index(hw)..u64::MAX);
@@ -1794,12 +1834,41 @@ impl<G: Gpu> QueueDriver<G> {
             }
             std::thread::sleep(Duration::from_micros(200));
         }
+        // Streams whose handle was dropped go once their events, commands
+        // and batches did; their pins on other streams' signals with them.
+        for d in 0..self.devices.len() {
+            let Some(device) = &self.devices[d].handle else {
+                continue;
+            };
+            let dropped = self
+                .streams
+                .iter()
+                .filter(|s| s.model.device == d && s.handle.is_none())
+                .count() as u64;
+            while device.stats().queue_teardowns < dropped {
+                if begun.elapsed() >= self.bound {
+                    return broke(
+                        QueueCheck::Leak,
+                        "teardown",
+                        format!(
+                            "device {d}: {} of the {dropped} queues whose handles were dropped \
+                             torn down once their events and commands were",
+                            device.stats().queue_teardowns
+                        ),
+                    );
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
         for s in 0..self.streams.len() {
             let Some(handle) = self.streams[s].handle.clone() else {
                 continue;
             };
             let device = self.streams[s].model.device;
+            // One probe (a proof the layer could have made itself) and a
+            // reclaim: what a later submission would retire.
             let census = handle.with_tracker(|t| {
+                t.poll();
                 t.reclaim();
                 t.census()
             });

@@ -27,6 +27,8 @@ pub struct Truth {
     pub failed: bool,
     /// Its header's barrier bit.
     pub barrier: bool,
+    /// The completion signal it names (a packet handle; 0: none).
+    pub completion: u64,
     /// GPU time of its launch (ticks), once launched.
     pub start_ts: Option<u64>,
     /// GPU time of its completion (ticks), once completed.
@@ -219,6 +221,7 @@ impl Gpu for SimGpu {
             completed: t.completed,
             failed: t.failed,
             barrier: t.barrier,
+            completion: t.completion_signal.handle,
             start_ts: t.start_ts,
             end_ts: t.end_ts,
         })

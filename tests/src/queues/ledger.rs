@@ -32,11 +32,13 @@ struct Hw<Q> {
 }
 
 /// Whether a published packet is work: every packet the layer publishes
-/// for a command, a marker, a wait or to fill a slot carries the barrier
-/// bit (an in-order queue); its wake packets do not, and only wake a
-/// thread. The runtime's own packets are work whatever their bit.
+/// for a command, a marker or a wait carries the barrier bit (an in-order
+/// queue) and a completion signal; its wake packets carry no barrier bit
+/// (they only wake a thread), and the empty packets that fill a slot it
+/// reserved but could not use (a refused submission) carry no signal and
+/// do nothing. The runtime's own packets are work whatever they carry.
 fn is_work(truth: &Truth, foreign: bool) -> bool {
-    truth.barrier || foreign
+    foreign || (truth.barrier && truth.completion != 0)
 }
 
 /// Every hardware queue of a scenario, and what became of its packets.
@@ -308,15 +310,23 @@ pub struct Segment {
     pub end: Option<u64>,
 }
 
-/// The model of one stream: its device, where it ran, and what it was
-/// made to wait for on other queues.
+/// The model of one stream: its device, where it ran, what it published
+/// there, and what it was made to wait for on other queues.
+///
+/// A stream's work is its own: the packets its calls published and the
+/// runtime's own packets for it (published between the layer's, on the
+/// hardware queue it ran on then), not another stream's that happens to
+/// share a hardware queue with it.
 #[derive(Clone, Debug)]
 pub struct StreamModel {
     /// The device's number in the driver.
     pub device: usize,
     /// Every hardware queue it ran on, the current one last.
     pub segments: Vec<Segment>,
-    /// Work on other queues that cross-queue waits made it follow.
+    /// What it published, and the runtime published for it.
+    pub own: Required,
+    /// Work on other queues (or other streams') that cross-queue waits
+    /// made it follow.
     pub carried: Required,
 }
 
@@ -330,6 +340,7 @@ impl StreamModel {
                 start,
                 end: None,
             }],
+            own: Required::default(),
             carried: Required::default(),
         }
     }
@@ -339,16 +350,11 @@ impl StreamModel {
         self.segments.last().expect("a stream has a queue").hw
     }
 
-    /// Everything a call made now must follow: the stream's queues up to
-    /// now, and what it was made to wait for.
-    pub fn required_now<G: Gpu>(&self, ledger: &Ledger<G>) -> Required {
+    /// Everything a call made now must follow: what the stream published
+    /// so far, and what it was made to wait for.
+    pub fn required_now(&self) -> Required {
         let mut required = self.carried.clone();
-        for segment in &self.segments {
-            let end = segment
-                .end
-                .unwrap_or_else(|| ledger.write_index(segment.hw));
-            required.add(segment.hw, segment.start..end);
-        }
+        required.extend(&self.own);
         required
     }
 

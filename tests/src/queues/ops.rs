@@ -355,6 +355,47 @@ impl<'a> Arbitrary<'a> for Op {
     }
 }
 
+impl Op {
+    /// The kind of operation, by the name [`without`] takes.
+    pub const fn kind(&self) -> &'static str {
+        match self {
+            Op::Launch { .. } => "launch",
+            Op::Submit { work, .. } if work.refused() => "refusal",
+            Op::Submit { .. } => "submit",
+            Op::SubmitAll {
+                refused_at: Some(_),
+                ..
+            } => "refusal",
+            Op::SubmitAll { .. } => "submit_all",
+            Op::Record { .. } => "record",
+            Op::QueryEvent { .. } => "event-query",
+            Op::SyncEvent { .. } => "event-sync",
+            Op::Stamps { .. } => "stamps",
+            Op::DropEvent { .. } | Op::DropCommand { .. } => "drop",
+            Op::Status { .. } => "status",
+            Op::WaitCommand { .. } => "command-wait",
+            Op::Synchronize { .. } => "synchronize",
+            Op::Query { .. } => "query",
+            Op::WaitEvents { .. } | Op::WaitQueue { .. } => "cross-wait",
+            Op::MoveTo { .. } => "move",
+            Op::Foreign { .. } => "foreign",
+            Op::Step(_) => "step",
+            Op::Release { .. } => "release",
+            Op::FailQueue { .. } => "failure",
+            Op::DropQueue { .. } | Op::CreateQueue | Op::DropDevice => "streams",
+        }
+    }
+}
+
+/// `ops` without the kinds named in `kinds` (comma-separated [`Op::kind`]
+/// names): to look for other causes of a failure once one is known.
+pub fn without(ops: Vec<Op>, kinds: &str) -> Vec<Op> {
+    let kinds: Vec<&str> = kinds.split(',').map(str::trim).collect();
+    ops.into_iter()
+        .filter(|op| !kinds.contains(&op.kind()))
+        .collect()
+}
+
 /// Up to `max` operations from `u` (fewer if it runs out of bytes).
 pub fn decode_ops(u: &mut Unstructured<'_>, max: usize) -> Vec<Op> {
     let mut ops = Vec::new();

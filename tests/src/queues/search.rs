@@ -5,7 +5,7 @@
 use super::check::{QueueCheck, QueueFailure};
 use super::driver::{QueueCoverage, QueueDriver};
 use super::gpu::Gpu;
-use super::ops::{Op, QueueSetup, decode_ops};
+use super::ops::{Op, QueueSetup, decode_ops, without};
 use crate::search::quietly;
 use arbitrary::Unstructured;
 use std::cell::Cell;
@@ -22,21 +22,36 @@ pub const MAX_QUEUE_OPS: usize = 64;
 /// then its final checks. A panic (in the layer or the driver) is reported
 /// as [`QueueCheck::Unexpected`] at the step it happened.
 pub fn run<G: Gpu>(setup: QueueSetup, ops: &[Op]) -> Result<QueueCoverage, QueueFailure> {
+    let (coverage, outcome) = run_counted::<G>(setup, ops);
+    outcome.map(|()| coverage)
+}
+
+/// [`run`], with what the scenario reached even when it failed (up to the
+/// failure; nothing after a panic).
+pub fn run_counted<G: Gpu>(
+    setup: QueueSetup,
+    ops: &[Op],
+) -> (QueueCoverage, Result<(), QueueFailure>) {
     let step = Cell::new(0);
+    let reached = Cell::new(QueueCoverage::default());
     let outcome = quietly(|| {
         catch_unwind(AssertUnwindSafe(|| {
             let mut driver = QueueDriver::<G>::new(setup)?;
             for &op in ops {
-                if let Err(failure) = driver.apply(op) {
+                let applied = driver.apply(op);
+                reached.set(driver.coverage());
+                if let Err(failure) = applied {
                     driver.abandon();
                     return Err(failure);
                 }
                 step.set(step.get() + 1);
             }
-            driver.finish()
+            let coverage = driver.finish()?;
+            reached.set(coverage);
+            Ok(())
         }))
     });
-    outcome.unwrap_or_else(|panic| {
+    let outcome = outcome.unwrap_or_else(|panic| {
         let message = panic
             .downcast_ref::<String>()
             .cloned()
@@ -48,7 +63,8 @@ pub fn run<G: Gpu>(setup: QueueSetup, ops: &[Op]) -> Result<QueueCoverage, Queue
             step: step.get(),
             detail: format!("panicked: {message}"),
         })
-    })
+    });
+    (reached.get(), outcome)
 }
 
 /// SplitMix64, as the tracker's scenarios use.
@@ -60,14 +76,19 @@ fn splitmix(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The scenario a seed names: between 8 and [`MAX_QUEUE_OPS`] operations.
+/// The scenario a seed names: between 8 and [`MAX_QUEUE_OPS`] operations,
+/// less the kinds `QUEUE_SCENARIO_WITHOUT` names ([`without`]).
 pub fn generate(seed: u64) -> Vec<Op> {
     let mut state = seed;
     let len = 8 + (splitmix(&mut state) % (MAX_QUEUE_OPS as u64 - 7)) as usize;
     let bytes: Vec<u8> = (0..len * 2)
         .flat_map(|_| splitmix(&mut state).to_le_bytes())
         .collect();
-    decode_ops(&mut Unstructured::new(&bytes), len)
+    let ops = decode_ops(&mut Unstructured::new(&bytes), len);
+    match std::env::var("QUEUE_SCENARIO_WITHOUT") {
+        Ok(kinds) => without(ops, &kinds),
+        Err(_) => ops,
+    }
 }
 
 /// The seed of scenario `case` under setup `setup_index`.
@@ -166,8 +187,10 @@ pub fn explore_all<G: Gpu>(
             ran += 1;
             let seed = seed_of(base_seed, case, setup_index);
             let ops = generate(seed);
-            match run::<G>(setup, &ops) {
-                Ok(c) => coverage.add(&c),
+            let (reached, outcome) = run_counted::<G>(setup, &ops);
+            coverage.add(&reached);
+            match outcome {
+                Ok(()) => {}
                 Err(failure) => {
                     if !found.iter().any(|f| f.failure.same_class(&failure)) {
                         found.push(QueueCase {
