@@ -42,6 +42,11 @@ pub enum QueueCheck {
     /// behind the truth once everything finished, or the machine never
     /// went idle with every flag released.
     Hang,
+    /// A wait whose policy asks to sleep ([`WaitPolicy::blocking`](sigretire_tracker::WaitPolicy::blocking))
+    /// blocked past its spin without sleeping on a wake signal and without
+    /// counting that it polled instead (`QueueStats::sleeping_waits`,
+    /// `wake_fallbacks`).
+    PolicyIgnored,
     /// The machine recorded a violation: a signal re-armed while a packet,
     /// a pin or a sleeper still needed it, a re-arm not made visible before
     /// publication, a malformed packet.
@@ -66,6 +71,7 @@ impl QueueCheck {
             QueueCheck::StatusChanged => "status-changed".into(),
             QueueCheck::Timestamps => "timestamps".into(),
             QueueCheck::Hang => "hang".into(),
+            QueueCheck::PolicyIgnored => "policy-ignored".into(),
             QueueCheck::Machine(check) => format!("machine: {}", check.name()),
             QueueCheck::Leak => "leak".into(),
             QueueCheck::Unexpected => "unexpected".into(),

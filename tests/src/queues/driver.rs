@@ -7,7 +7,7 @@
 use super::check::{QueueCheck, QueueFailure, broke};
 use super::gpu::{Gpu, Release};
 use super::ledger::{HwId, Ledger, Required, StreamModel};
-use super::ops::{GpuStep, KernelChoice, MoveTarget, Op, QueueSetup, WorkChoice};
+use super::ops::{GpuStep, KernelChoice, MoveTarget, Op, Policy, QueueSetup, WorkChoice};
 use super::waiters::{Call, Ended, WaitKind, Waiter};
 use sigretire_queue::{
     BatchLimits, Command, CommandStatus, CrossWait, Device, DeviceConfig, Error, Event, HostQueue,
@@ -231,6 +231,17 @@ struct CommandSlot<G: Gpu> {
     /// Its work, its own packets included.
     required: Required,
     answered: Option<CommandStatus>,
+}
+
+/// How a new helper was left when the driver went on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Settled {
+    /// Its call returned.
+    Ended,
+    /// It started, and nothing it could change changed for a while.
+    Blocked,
+    /// Neither, within the time given (a busy machine).
+    Unknown,
 }
 
 /// A cross-queue wait that emitted packets: once its last packet passed,
@@ -533,17 +544,15 @@ impl<G: Gpu> QueueDriver<G> {
     ) -> Result<(), QueueFailure> {
         let slot = &self.commands[command];
         let (required, device) = (slot.required.clone(), slot.device);
-        let mut own = Required::default();
-        for &(hw, index) in &slot.own {
-            own.add(hw, index..index + 1);
-        }
         match status {
             CommandStatus::Pending => {}
             CommandStatus::Complete => {
                 self.judge_complete("command status", &required, &format!("command {command}"))?
             }
+            // Failed is the truth once anything of its work failed: what
+            // follows a failure on the GPU fails with it.
             CommandStatus::Failed => {
-                self.judge_failed("command status", &own, &format!("command {command}"))?
+                self.judge_failed("command status", &required, &format!("command {command}"))?
             }
             CommandStatus::DeviceError => {
                 if self.device_error(device) == Some(false) {
@@ -1073,16 +1082,12 @@ impl<G: Gpu> QueueDriver<G> {
         };
         let slot = &self.commands[c];
         let handle = slot.handle.clone().expect("live");
-        let mut own = Required::default();
-        for &(hw, index) in &slot.own {
-            own.add(hw, index..index + 1);
-        }
         let call = Call {
             kind: WaitKind::CommandWait,
             stream: slot.stream,
             device: slot.device,
             required: slot.required.clone(),
-            evidence: own,
+            evidence: slot.required.clone(),
             awaited: Some(slot.own.clone()),
             started_at: self.step,
         };
@@ -1375,9 +1380,46 @@ impl<G: Gpu> QueueDriver<G> {
         f: impl FnOnce() -> Result<(), Error> + Send + 'static,
     ) -> Result<(), QueueFailure> {
         let judge = self.ledger.judge(&call.required);
+        let (kind, stream, started_at) = (call.kind, call.stream, call.started_at);
+        // Whether the wait slept (or said it could not): the counters of
+        // the queue whose wait it is.
+        let slept = |driver: &Self| {
+            driver.streams[stream]
+                .handle
+                .as_ref()
+                .map(|h| h.stats().sleeping_waits + h.stats().wake_fallbacks)
+        };
+        let before = slept(self);
         self.waiters.push(Waiter::spawn(call, judge, f));
         self.coverage.helpers += 1;
-        self.settle();
+        let settled = self.settle();
+        // A wait that asks to sleep and blocks past its spin sleeps on a
+        // wake signal, or counts that it polled instead. (A synchronize
+        // through the completion thread waits on the thread's verdict.)
+        let sleeps = self.setup.policy == Policy::Sleep
+            && matches!(kind, WaitKind::CommandWait | WaitKind::EventSync);
+        if sleeps && settled == Settled::Blocked && before.is_some() {
+            let begun = Instant::now();
+            loop {
+                let newest = self.waiters.last().expect("just started");
+                if newest.has_ended() || slept(self) > before {
+                    break;
+                }
+                if begun.elapsed() >= Duration::from_millis(200) {
+                    return broke(
+                        QueueCheck::PolicyIgnored,
+                        kind.subject(),
+                        format!(
+                            "{} of stream {stream} started at step {started_at} under a \
+                             sleeping policy blocked for 200 ms without sleeping or counting a \
+                             fallback",
+                            kind.subject()
+                        ),
+                    );
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
         Ok(())
     }
 
@@ -1417,27 +1459,27 @@ impl<G: Gpu> QueueDriver<G> {
     /// on, so its publications land where its call was made: until it
     /// returned, or it started and nothing it could change changed for a
     /// while.
-    fn settle(&mut self) {
+    fn settle(&mut self) -> Settled {
         let begun = Instant::now();
         let mut last = self.fingerprint();
         let mut stable_since = Instant::now();
         loop {
             let newest = self.waiters.last().expect("just started");
             if newest.has_ended() {
-                return;
+                return Settled::Ended;
             }
             std::thread::sleep(Duration::from_micros(50));
             let print = self.fingerprint();
+            let stable = stable_since.elapsed() >= Duration::from_micros(400);
             if print != last {
                 last = print;
                 stable_since = Instant::now();
-            } else if newest.has_started() && stable_since.elapsed() >= Duration::from_micros(400) {
+            } else if newest.has_started() && stable {
                 self.coverage.blocked_helpers += 1;
-                return;
+                return Settled::Blocked;
             }
             if begun.elapsed() >= Duration::from_millis(50) {
-                self.coverage.blocked_helpers += 1;
-                return;
+                return Settled::Unknown;
             }
         }
     }

@@ -396,10 +396,11 @@ pub fn without(ops: Vec<Op>, kinds: &str) -> Vec<Op> {
         .collect()
 }
 
-/// Up to `max` operations from `u` (fewer if it runs out of bytes).
+/// Up to `max` operations from `u`, fewer if it runs out of bytes (the
+/// rest would all be the same default operation).
 pub fn decode_ops(u: &mut Unstructured<'_>, max: usize) -> Vec<Op> {
     let mut ops = Vec::new();
-    while ops.len() < max {
+    while ops.len() < max && !u.is_empty() {
         match Op::arbitrary(u) {
             Ok(op) => ops.push(op),
             Err(_) => break,
