@@ -233,6 +233,7 @@ impl<const ADOPTED: bool> Gpu for Rocr<ADOPTED> {
             .into_iter()
             .map(|v| MachineViolation {
                 check: v.check,
+                subject: "the stand-in",
                 text: v.text,
             })
             .collect()

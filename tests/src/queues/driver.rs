@@ -1620,7 +1620,7 @@ impl<G: Gpu> QueueDriver<G> {
             None => Ok(()),
             Some(violation) => broke(
                 QueueCheck::Machine(violation.check),
-                "the machine",
+                violation.subject,
                 violation.text.clone(),
             ),
         }
@@ -1742,6 +1742,8 @@ impl<G: Gpu> QueueDriver<G> {
         loop {
             self.gpu.run_all();
             self.ledger.refresh();
+            // A violation explains what hangs after it.
+            self.check_machine()?;
             self.judge_ended()?;
             let busy = (0..self.ledger.len()).find(|&hw| !self.ledger.idle(hw));
             if busy.is_none() && self.waiters.is_empty() {
@@ -1760,12 +1762,13 @@ impl<G: Gpu> QueueDriver<G> {
                         )
                     })
                     .collect();
+                let stuck = busy.map(|hw| self.ledger.open(hw));
                 return broke(
                     QueueCheck::Hang,
                     "the end",
                     format!(
                         "with every gate released, after {:?}: hardware queue {busy:?} is not \
-                         idle, waiters still blocked: {waiters:?}",
+                         idle ({stuck:?}), waiters still blocked: {waiters:?}",
                         self.bound
                     ),
                 );

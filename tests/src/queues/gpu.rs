@@ -58,6 +58,10 @@ pub enum Refused {
 pub struct MachineViolation {
     /// The invariant.
     pub check: Check,
+    /// What it is about, where the machine's kind of violation says more
+    /// than the invariant (a re-arm under the use's own packet, or under a
+    /// GPU waiter's): for grouping failures into classes.
+    pub subject: &'static str,
     /// The machine's words.
     pub text: String,
 }
@@ -233,6 +237,7 @@ impl Gpu for SimGpu {
             .iter()
             .map(|v| MachineViolation {
                 check: Check::of_simulator(v),
+                subject: subject_of(v),
                 text: v.to_string(),
             })
             .collect()
@@ -246,6 +251,20 @@ impl Gpu for SimGpu {
         } else {
             Err(format!("the simulator saw: {violations:?}"))
         }
+    }
+}
+
+/// What a simulator violation is about (see [`MachineViolation::subject`]).
+fn subject_of(violation: &sigretire_sim::Violation) -> &'static str {
+    use sigretire_sim::Violation;
+    match violation {
+        Violation::StoreWhileInFlight { barriers: 0, .. } => "re-arm under its own packet",
+        Violation::StoreWhileInFlight { completions: 0, .. } => "re-arm under a GPU waiter",
+        Violation::StoreWhileInFlight { .. } => "re-arm under its packet and a GPU waiter",
+        Violation::Unfenced { .. } | Violation::Unflushed { .. } => "re-arm not visible",
+        Violation::UnknownSignal { .. } => "unknown signal",
+        Violation::MalformedPacket { .. } => "malformed packet",
+        Violation::InvalidWrite { .. } => "invalid write",
     }
 }
 

@@ -144,6 +144,17 @@ impl<G: Gpu> Ledger<G> {
         self.hws[hw].open.is_empty()
     }
 
+    /// The packets of `hw` that may still change, oldest first, with what
+    /// the machine says of them (for reports).
+    pub fn open(&self, hw: HwId) -> Vec<(u64, Option<Truth>)> {
+        let record = &self.hws[hw];
+        record
+            .open
+            .iter()
+            .map(|&index| (index, self.gpu.truth(&record.queue, index)))
+            .collect()
+    }
+
     /// Launched, unfinished packets of `hw`, oldest first.
     pub fn running(&self, hw: HwId) -> Vec<u64> {
         let hw = &self.hws[hw];
