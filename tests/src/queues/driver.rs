@@ -432,6 +432,15 @@ impl<G: Gpu> QueueDriver<G> {
             .expect("a live stream's handle")
     }
 
+    /// Whether a hardware queue the stream ran on failed.
+    fn stream_failed(&self, stream: usize) -> bool {
+        self.streams[stream]
+            .model
+            .queues()
+            .iter()
+            .any(|&hw| self.ledger.has_failed(hw))
+    }
+
     /// The device's error state: `None` once its handle is gone.
     fn device_error(&self, device: usize) -> Option<bool> {
         self.devices[device]
@@ -509,10 +518,12 @@ impl<G: Gpu> QueueDriver<G> {
 
     /// An error from a call on the driver's thread: the truth allows it,
     /// or it breaks a check.
+    #[allow(clippy::too_many_arguments)]
     fn judge_call_error(
         &self,
         subject: &'static str,
         stream: usize,
+        producer: Option<usize>,
         error: &Error,
         refused_work: bool,
         failure_evidence: Option<&Required>,
@@ -523,7 +534,11 @@ impl<G: Gpu> QueueDriver<G> {
                 self.judge_device_error(subject, model.device, error, "a submission")
             }
             Error::Queue(QueueError::Unsupported(_)) if refused_work => Ok(()),
-            Error::Queue(QueueError::Failed(_)) if self.ledger.has_failed(model.current()) => {
+            Error::Queue(QueueError::Failed(_)) if self.stream_failed(stream) => Ok(()),
+            // A cross-queue wait publishes a marker on its producer.
+            Error::Queue(QueueError::Failed(_))
+                if producer.is_some_and(|p| self.stream_failed(p)) =>
+            {
                 Ok(())
             }
             Error::QueueFailed { .. } if failure_evidence.is_some() => {
@@ -778,7 +793,7 @@ impl<G: Gpu> QueueDriver<G> {
                 self.push_command(CommandHandle::Own(Arc::new(command)), s, own, before);
                 Ok(())
             }
-            Err(error) => self.judge_call_error("launch", s, &error, false, None),
+            Err(error) => self.judge_call_error("launch", s, None, &error, false, None),
         }
     }
 
@@ -809,7 +824,7 @@ impl<G: Gpu> QueueDriver<G> {
                 if work.refused() {
                     self.coverage.refusals += 1;
                 }
-                self.judge_call_error("submit", s, &error, work.refused(), None)
+                self.judge_call_error("submit", s, None, &error, work.refused(), None)
             }
         }
     }
@@ -858,7 +873,7 @@ impl<G: Gpu> QueueDriver<G> {
                         self.coverage.partial_refusals += 1;
                     }
                 }
-                self.judge_call_error("submit_all", s, &error, refused.is_some(), None)
+                self.judge_call_error("submit_all", s, None, &error, refused.is_some(), None)
             }
         }
     }
@@ -894,7 +909,7 @@ impl<G: Gpu> QueueDriver<G> {
                 }
                 Ok(())
             }
-            Err(error) => self.judge_call_error("record event", s, &error, false, None),
+            Err(error) => self.judge_call_error("record event", s, None, &error, false, None),
         }
     }
 
@@ -1176,7 +1191,16 @@ impl<G: Gpu> QueueDriver<G> {
         self.note_published(s, hw, from);
         drop(refs);
         let what = format!("a wait of stream {s} on events {picked:?}");
-        self.cross_wait(s, hw, before, dependencies, truly_complete, result, what)
+        self.cross_wait(
+            s,
+            None,
+            hw,
+            before,
+            dependencies,
+            truly_complete,
+            result,
+            what,
+        )
     }
 
     fn wait_queue(&mut self, stream: u8, producer: u8) -> Result<(), QueueFailure> {
@@ -1198,7 +1222,16 @@ impl<G: Gpu> QueueDriver<G> {
             self.note_published(s, hw, from);
         }
         let what = format!("a wait of stream {s} on stream {p}");
-        self.cross_wait(s, hw, before, dependencies, truly_complete, result, what)
+        self.cross_wait(
+            s,
+            Some(p),
+            hw,
+            before,
+            dependencies,
+            truly_complete,
+            result,
+            what,
+        )
     }
 
     /// Judges a cross-queue wait's answer and records what the consumer
@@ -1207,6 +1240,7 @@ impl<G: Gpu> QueueDriver<G> {
     fn cross_wait(
         &mut self,
         s: usize,
+        producer: Option<usize>,
         hw: HwId,
         before: Required,
         dependencies: Required,
@@ -1219,7 +1253,14 @@ impl<G: Gpu> QueueDriver<G> {
         let wait = match result {
             Ok(wait) => wait,
             Err(error) => {
-                return self.judge_call_error(subject, s, &error, false, Some(&dependencies));
+                return self.judge_call_error(
+                    subject,
+                    s,
+                    producer,
+                    &error,
+                    false,
+                    Some(&dependencies),
+                );
             }
         };
         if wait.elided() > truly_complete {
@@ -1297,7 +1338,7 @@ impl<G: Gpu> QueueDriver<G> {
                 self.coverage.moves += 1;
                 Ok(())
             }
-            Err(error) => self.judge_call_error("move", s, &error, false, Some(&before)),
+            Err(error) => self.judge_call_error("move", s, None, &error, false, Some(&before)),
         }
     }
 
@@ -1522,6 +1563,9 @@ impl<G: Gpu> QueueDriver<G> {
                 self.judge_complete(subject, &waiter.required, &what)
             }
             Err(Error::QueueFailed { .. }) => self.judge_failed(subject, &waiter.evidence, &what),
+            // A backend whose failed queue refuses new packets (ROCr)
+            // refuses the marker.
+            Err(Error::Queue(QueueError::Failed(_))) if self.stream_failed(waiter.stream) => Ok(()),
             Err(error @ (Error::DeviceError { .. } | Error::Aborted { .. })) => {
                 self.judge_device_error(subject, waiter.device, error, &what)
             }
