@@ -29,7 +29,7 @@ use support::{Backend, Machine, Standin};
 
 /// Scenarios per setup on the simulator in CI: a few seconds in a debug
 /// build.
-const SIM_CASES: u64 = 16;
+const SIM_CASES: u64 = 20;
 
 /// Scenarios per setup on the stand-in (each loads a private copy of the
 /// library).
@@ -91,10 +91,7 @@ fn shortcuts_and_their_enemies(c: &QueueCoverage) -> Vec<&'static str> {
     );
     need(c.queue_failures, "queue failures");
     need(c.device_errors, "devices in the error state");
-    need(
-        c.device_error_returns,
-        "waits returning early on a device error",
-    );
+    need(c.early_returns, "waits returning early on a device error");
     need(c.sleeping_waits, "sleeping waits");
     need(c.handler_sleeps, "completion-thread sleeps");
     need(

@@ -100,8 +100,12 @@ pub struct QueueCoverage {
     pub queue_failures: u64,
     /// Scenarios whose device entered the error state.
     pub device_errors: u64,
-    /// Waits that returned early in the device error state.
+    /// Waits that returned early in the device error state (the layer's
+    /// count: synchronizes and event synchronizes).
     pub device_error_returns: u64,
+    /// Waits of any kind (a command's too) the driver saw return early
+    /// with the device's error.
+    pub early_returns: u64,
     /// Helper threads started (blocking calls).
     pub helpers: u64,
     /// Of those, still blocked when the driver went on.
@@ -148,6 +152,7 @@ impl QueueCoverage {
             queue_failures,
             device_errors,
             device_error_returns,
+            early_returns,
             helpers,
             blocked_helpers,
             liveness_claims,
@@ -231,6 +236,21 @@ struct CommandSlot<G: Gpu> {
     /// Its work, its own packets included.
     required: Required,
     answered: Option<CommandStatus>,
+}
+
+/// One of `live` (oldest first): half the picks among the newest three, so
+/// the same handles are asked, waited for and waited on again; the others
+/// among all.
+fn recent(live: &[usize], pick: u8) -> Option<usize> {
+    if live.is_empty() {
+        return None;
+    }
+    let pick = usize::from(pick);
+    Some(if pick < 128 {
+        live[live.len() - 1 - (pick % live.len().min(3))]
+    } else {
+        live[pick % live.len()]
+    })
 }
 
 /// How a new helper was left when the driver went on.
@@ -395,6 +415,8 @@ impl<G: Gpu> QueueDriver<G> {
         for stats in &self.dropped_stats {
             coverage.add_stats(stats);
         }
+        let in_error = (0..self.devices.len()).any(|d| self.device_error(d) == Some(true));
+        coverage.device_errors = coverage.device_errors.max(u64::from(in_error));
         coverage
     }
 
@@ -411,14 +433,14 @@ impl<G: Gpu> QueueDriver<G> {
         let live: Vec<usize> = (0..self.events.len())
             .filter(|&e| self.events[e].handle.is_some())
             .collect();
-        (!live.is_empty()).then(|| live[usize::from(pick) % live.len()])
+        recent(&live, pick)
     }
 
     fn live_command(&self, pick: u8) -> Option<usize> {
         let live: Vec<usize> = (0..self.commands.len())
             .filter(|&c| self.commands[c].handle.is_some())
             .collect();
-        (!live.is_empty()).then(|| live[usize::from(pick) % live.len()])
+        recent(&live, pick)
     }
 
     fn hw(&self, pick: u8) -> HwId {
@@ -1348,34 +1370,43 @@ impl<G: Gpu> QueueDriver<G> {
         }
         let s = usize::from(stream) % self.streams.len();
         let hw = self.streams[s].model.current();
-        let queue = self.ledger.queue(hw).clone();
-        let Ok(index) = queue.reserve() else {
-            // A failed queue takes nothing.
-            return Ok(());
-        };
-        self.ledger.note_foreign(hw, index);
-        self.streams[s].model.own.add(hw, index..index + 1);
-        let kernel = if gated {
+        let first = if gated {
             self.coverage.gated_foreign += 1;
             self.gate()
         } else {
             self.gpu.empty_kernel()
         };
-        let work = if kernel == 0 {
-            Work::Empty
+        // Without the barrier bit, a second kernel that may run beside the
+        // first (and, out of order, finish before it).
+        let kernels = if barrier {
+            vec![first]
         } else {
-            Work::Kernel(kernel)
+            vec![first, self.gpu.empty_kernel()]
         };
-        if let Err(error) = queue.publish(Publication::unsignalled(index, barrier), work)
-            && !self.ledger.has_failed(hw)
-        {
-            return broke(
-                QueueCheck::Unexpected,
-                "the runtime's own packet",
-                format!("the hardware queue refused it: {error}"),
-            );
+        let queue = self.ledger.queue(hw).clone();
+        for kernel in kernels {
+            let Ok(index) = queue.reserve() else {
+                // A failed queue takes nothing.
+                return Ok(());
+            };
+            self.ledger.note_foreign(hw, index);
+            self.streams[s].model.own.add(hw, index..index + 1);
+            let work = if kernel == 0 {
+                Work::Empty
+            } else {
+                Work::Kernel(kernel)
+            };
+            if let Err(error) = queue.publish(Publication::unsignalled(index, barrier), work)
+                && !self.ledger.has_failed(hw)
+            {
+                return broke(
+                    QueueCheck::Unexpected,
+                    "the runtime's own packet",
+                    format!("the hardware queue refused it: {error}"),
+                );
+            }
+            self.coverage.foreign_packets += 1;
         }
-        self.coverage.foreign_packets += 1;
         Ok(())
     }
 
@@ -1387,6 +1418,11 @@ impl<G: Gpu> QueueDriver<G> {
             }
             GpuStep::Complete { hw, pick } => {
                 let hw = self.hw(hw);
+                if self.setup.out_of_order {
+                    // Everything that can run at once runs, so any of it may
+                    // finish first.
+                    while self.gpu.launch(self.ledger.queue(hw)).is_ok() {}
+                }
                 let running = self.ledger.running(hw);
                 if running.is_empty() {
                     return Ok(());
@@ -1567,6 +1603,7 @@ impl<G: Gpu> QueueDriver<G> {
             // refuses the marker.
             Err(Error::Queue(QueueError::Failed(_))) if self.stream_failed(waiter.stream) => Ok(()),
             Err(error @ (Error::DeviceError { .. } | Error::Aborted { .. })) => {
+                self.coverage.early_returns += 1;
                 self.judge_device_error(subject, waiter.device, error, &what)
             }
             Err(Error::TimedOut(after)) => broke(
@@ -1862,9 +1899,6 @@ impl<G: Gpu> QueueDriver<G> {
         }
         // Every stream synchronizes (on helpers, the machine idle).
         self.synchronize_all()?;
-        if (0..self.devices.len()).any(|d| self.device_error(d) == Some(true)) {
-            self.coverage.device_errors += 1;
-        }
         // Let go of every handle but the streams', then drain once more.
         self.reached = Some(self.coverage());
         for slot in &mut self.events {
