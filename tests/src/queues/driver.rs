@@ -1999,7 +1999,7 @@ impl<G: Gpu> QueueDriver<G> {
             if !census.is_balanced() || created != census.created {
                 return broke(
                     QueueCheck::Leak,
-                    "census",
+                    "census: unbalanced",
                     format!(
                         "stream {s}: a signal is unaccounted for: {census:?}, {created} created"
                     ),
@@ -2010,17 +2010,29 @@ impl<G: Gpu> QueueDriver<G> {
                 .queues()
                 .iter()
                 .any(|&hw| self.ledger.has_failed(hw));
-            let holds = census.in_flight > 0 || census.parked > 0 || census.pins > 0;
-            if self.device_error(device) == Some(false) && !failed && holds {
-                return broke(
-                    QueueCheck::Leak,
-                    "census",
-                    format!(
-                        "stream {s} synchronized with nothing held, yet its tracker holds \
-                         {census:?} (moves: {})",
-                        self.streams[s].model.segments.len() - 1
-                    ),
-                );
+            if self.device_error(device) == Some(false) && !failed {
+                // The most telling first: uses never retired, then pins
+                // kept, then signals kept parked.
+                let held = if census.in_flight > 0 {
+                    Some("census: uses in flight")
+                } else if census.pins > 0 {
+                    Some("census: pins kept")
+                } else if census.parked > 0 {
+                    Some("census: signals parked")
+                } else {
+                    None
+                };
+                if let Some(subject) = held {
+                    return broke(
+                        QueueCheck::Leak,
+                        subject,
+                        format!(
+                            "stream {s} synchronized with nothing held, yet its tracker holds \
+                             {census:?} (moves: {})",
+                            self.streams[s].model.segments.len() - 1
+                        ),
+                    );
+                }
             }
         }
         Ok(())
