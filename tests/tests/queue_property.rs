@@ -254,3 +254,304 @@ fn refused(refused: support::Refused) -> Refused {
         support::Refused::Other(why) => Refused::Other(why),
     }
 }
+
+/// The classes of failure the driver found on the queue layer as of its
+/// first run, each as the shortest scenario it shrank to, under the setup
+/// it fails in: each must keep every check once the layer is fixed.
+mod found {
+    use sigretire_scenarios::queues::ops::{
+        GpuStep, KernelChoice as K, MoveTarget, Op, Op::*, WorkChoice,
+    };
+    use sigretire_scenarios::queues::{SimGpu, queue_setups, search};
+
+    /// Runs `ops` under setup `setup` (an index into `queue_setups()`).
+    #[track_caller]
+    fn keeps_every_check(setup: usize, ops: &[Op]) {
+        let setup = queue_setups()[setup];
+        if let Err(failure) = search::run::<SimGpu>(setup, ops) {
+            panic!("setup \"{}\": {failure}\n{ops:#?}", setup.name);
+        }
+    }
+
+    const RUN: Op = Step(GpuStep::RunAll);
+    /// A `submit_all` of three: a gated kernel issued, the second refused.
+    const REFUSED_AFTER_A_PART: Op = SubmitAll {
+        stream: 0,
+        parts: 3,
+        refused_at: Some(1),
+        gated: true,
+    };
+    /// The runtime's own kernel, gated, with the barrier bit.
+    const RUNTIME_PACKET: Op = Foreign {
+        stream: 0,
+        gated: true,
+        barrier: true,
+    };
+
+    #[test]
+    fn a_part_issued_before_a_refusal_is_synchronized() {
+        keeps_every_check(
+            0,
+            &[
+                REFUSED_AFTER_A_PART,
+                Synchronize {
+                    stream: 0,
+                    threads: 1,
+                },
+            ],
+        );
+    }
+
+    #[test]
+    fn a_part_issued_before_a_refusal_is_queried() {
+        keeps_every_check(0, &[REFUSED_AFTER_A_PART, Query { stream: 0 }]);
+    }
+
+    #[test]
+    fn a_part_issued_before_a_refusal_is_waited_for_across_queues() {
+        keeps_every_check(
+            0,
+            &[
+                REFUSED_AFTER_A_PART,
+                WaitQueue {
+                    stream: 1,
+                    producer: 0,
+                },
+            ],
+        );
+    }
+
+    #[test]
+    fn a_drain_leaves_a_part_issued_before_a_refusal_its_signal() {
+        let refused_after_two = SubmitAll {
+            stream: 0,
+            parts: 3,
+            refused_at: Some(2),
+            gated: true,
+        };
+        keeps_every_check(
+            1,
+            &[
+                Record { stream: 0 },
+                refused_after_two,
+                RUN,
+                Synchronize {
+                    stream: 0,
+                    threads: 1,
+                },
+            ],
+        );
+    }
+
+    #[test]
+    fn the_runtimes_packet_after_the_newest_command_is_queried() {
+        keeps_every_check(
+            0,
+            &[
+                Launch {
+                    stream: 0,
+                    kernel: K::Empty,
+                },
+                RUN,
+                RUNTIME_PACKET,
+                Query { stream: 0 },
+            ],
+        );
+    }
+
+    #[test]
+    fn the_runtimes_packet_after_the_newest_command_is_synchronized() {
+        keeps_every_check(
+            0,
+            &[
+                Launch {
+                    stream: 0,
+                    kernel: K::Empty,
+                },
+                RUN,
+                RUNTIME_PACKET,
+                Synchronize {
+                    stream: 0,
+                    threads: 1,
+                },
+            ],
+        );
+    }
+
+    #[test]
+    fn the_runtimes_packet_is_waited_for_across_queues() {
+        keeps_every_check(
+            0,
+            &[
+                RUNTIME_PACKET,
+                WaitQueue {
+                    stream: 1,
+                    producer: 0,
+                },
+            ],
+        );
+    }
+
+    #[test]
+    fn a_moved_stream_stays_behind_the_runtimes_packet_on_the_old_queue() {
+        keeps_every_check(
+            0,
+            &[
+                Launch {
+                    stream: 0,
+                    kernel: K::Empty,
+                },
+                RUNTIME_PACKET,
+                MoveTo {
+                    stream: 0,
+                    to: MoveTarget::Fresh,
+                },
+                Launch {
+                    stream: 0,
+                    kernel: K::Empty,
+                },
+                RUN,
+                Status { command: 0 },
+            ],
+        );
+    }
+
+    #[test]
+    fn an_untimed_event_after_a_failed_command_fails() {
+        keeps_every_check(
+            2,
+            &[
+                Launch {
+                    stream: 0,
+                    kernel: K::Empty,
+                },
+                FailQueue { hw: 0 },
+                Status { command: 0 },
+                Record { stream: 0 },
+                QueryEvent { event: 0 },
+            ],
+        );
+    }
+
+    #[test]
+    fn a_failure_on_the_new_queue_says_nothing_of_the_old_queues_work() {
+        keeps_every_check(
+            0,
+            &[
+                Launch {
+                    stream: 0,
+                    kernel: K::Gated,
+                },
+                MoveTo {
+                    stream: 0,
+                    to: MoveTarget::Fresh,
+                },
+                Synchronize {
+                    stream: 0,
+                    threads: 1,
+                },
+                FailQueue { hw: 2 },
+                // The query finds the marker failed: the device enters the
+                // error state, and the synchronize must return.
+                Query { stream: 0 },
+                Status { command: 0 },
+            ],
+        );
+    }
+
+    #[test]
+    fn the_old_queues_uses_retire_after_a_move() {
+        keeps_every_check(
+            0,
+            &[
+                Record { stream: 1 },
+                WaitEvents {
+                    stream: 0,
+                    first: 0,
+                    count: 1,
+                },
+                Submit {
+                    stream: 0,
+                    work: WorkChoice::Marker,
+                },
+                Synchronize {
+                    stream: 0,
+                    threads: 1,
+                },
+                MoveTo {
+                    stream: 0,
+                    to: MoveTarget::Fresh,
+                },
+            ],
+        );
+    }
+
+    #[test]
+    fn a_move_keeps_no_signal_once_the_old_queue_finished() {
+        keeps_every_check(
+            0,
+            &[
+                Submit {
+                    stream: 0,
+                    work: WorkChoice::Marker,
+                },
+                MoveTo {
+                    stream: 0,
+                    to: MoveTarget::Fresh,
+                },
+            ],
+        );
+    }
+
+    #[test]
+    fn a_dropped_consumer_keeps_its_pins_until_its_wait_passed() {
+        keeps_every_check(
+            0,
+            &[
+                Launch {
+                    stream: 0,
+                    kernel: K::Empty,
+                },
+                RUN,
+                WaitQueue {
+                    stream: 1,
+                    producer: 0,
+                },
+                DropQueue { stream: 1 },
+                Query { stream: 0 },
+            ],
+        );
+    }
+
+    #[test]
+    fn a_command_wait_sleeps_under_a_sleeping_policy() {
+        keeps_every_check(
+            1,
+            &[
+                Launch {
+                    stream: 0,
+                    kernel: K::Gated,
+                },
+                WaitCommand { command: 0 },
+            ],
+        );
+    }
+
+    #[test]
+    fn a_sleeping_wait_behind_the_runtimes_packet_wakes_once_its_event_completed() {
+        let runtime_packet_beside = Foreign {
+            stream: 0,
+            gated: true,
+            barrier: false,
+        };
+        keeps_every_check(
+            1,
+            &[
+                Record { stream: 0 },
+                runtime_packet_beside,
+                SyncEvent { event: 0 },
+                RUN,
+            ],
+        );
+    }
+}

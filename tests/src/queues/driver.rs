@@ -454,6 +454,18 @@ impl<G: Gpu> QueueDriver<G> {
             .expect("a live stream's handle")
     }
 
+    /// Where the stream's time on its current hardware queue began: a
+    /// failure there since (its own markers' too) fails what it asks for
+    /// all of (a synchronize, a query).
+    fn segment_start(&self, stream: usize) -> u64 {
+        self.streams[stream]
+            .model
+            .segments
+            .last()
+            .expect("a stream has a queue")
+            .start
+    }
+
     /// Whether a hardware queue the stream ran on failed.
     fn stream_failed(&self, stream: usize) -> bool {
         self.streams[stream]
@@ -480,6 +492,10 @@ impl<G: Gpu> QueueDriver<G> {
         what: &str,
     ) -> Result<(), QueueFailure> {
         self.coverage.completions_judged += 1;
+        // Helpers publish at any time; only the driver moves the GPU, so
+        // what the machine says now is what it said when the answer was
+        // made, plus publications (which complete nothing).
+        self.ledger.refresh();
         match self.ledger.first_incomplete(required) {
             None => Ok(()),
             Some((hw, index)) => broke(
@@ -495,11 +511,14 @@ impl<G: Gpu> QueueDriver<G> {
     }
 
     fn judge_failed(
-        &self,
+        &mut self,
         subject: &'static str,
         evidence: &Required,
         what: &str,
     ) -> Result<(), QueueFailure> {
+        // As in `judge_complete`: a failure a helper's late publication
+        // shows counts.
+        self.ledger.refresh();
         match self.ledger.first_failed(evidence) {
             Some(_) => Ok(()),
             None => broke(
@@ -542,7 +561,7 @@ impl<G: Gpu> QueueDriver<G> {
     /// or it breaks a check.
     #[allow(clippy::too_many_arguments)]
     fn judge_call_error(
-        &self,
+        &mut self,
         subject: &'static str,
         stream: usize,
         producer: Option<usize>,
@@ -550,6 +569,7 @@ impl<G: Gpu> QueueDriver<G> {
         refused_work: bool,
         failure_evidence: Option<&Required>,
     ) -> Result<(), QueueFailure> {
+        self.ledger.refresh();
         let model = &self.streams[stream].model;
         match error {
             Error::Aborted { .. } => {
@@ -1139,7 +1159,7 @@ impl<G: Gpu> QueueDriver<G> {
         let required = model.required_now();
         let mut evidence = required.clone();
         let hw = model.current();
-        evidence.add(hw, self.ledger.write_index(hw)..u64::MAX);
+        evidence.add(hw, self.segment_start(s)..u64::MAX);
         for _ in 0..threads.clamp(1, 3) {
             let queue = self.handle(s);
             let call = Call {
@@ -1164,7 +1184,7 @@ impl<G: Gpu> QueueDriver<G> {
         let required = model.required_now();
         let hw = model.current();
         let mut evidence = required.clone();
-        evidence.add(hw, self.ledger.write_index(hw)..u64::MAX);
+        evidence.add(hw, self.segment_start(s)..u64::MAX);
         match self.handle(s).query() {
             Ok(Status::Complete) => {
                 self.judge_complete("queue query", &required, &format!("stream {s}"))
@@ -1921,7 +1941,7 @@ impl<G: Gpu> QueueDriver<G> {
             let required = model.required_now();
             let mut evidence = required.clone();
             let hw = model.current();
-            evidence.add(hw, self.ledger.write_index(hw)..u64::MAX);
+            evidence.add(hw, self.segment_start(s)..u64::MAX);
             let queue = self.handle(s);
             let call = Call {
                 kind: WaitKind::Synchronize,
