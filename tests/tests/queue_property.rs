@@ -12,6 +12,7 @@
 //! QUEUE_SCENARIO_SEED=7 cargo test --release -p sigretire-scenarios --test
 //! queue_property`. `QUEUE_SCENARIO_WITHOUT=foreign,move` leaves kinds of
 //! operations out (`Op::kind`), to look for other causes of a failure;
+//! `QUEUE_SCENARIO_SETUPS=0,2` runs only those setups (`queue_setups()`);
 //! `QUEUE_LIVENESS_MS` sets how long a waiter may take to return once it
 //! must (3000 by default).
 
@@ -47,7 +48,15 @@ fn env_or(name: &str, default: u64) -> u64 {
 fn explore_on<G: Gpu>(cases: u64, reached: impl FnOnce(&QueueCoverage) -> Vec<&'static str>) {
     let cases = env_or("QUEUE_SCENARIO_CASES", cases);
     let seed = env_or("QUEUE_SCENARIO_SEED", QUEUE_PROPERTY_SEED);
-    let (coverage, found) = explore_all::<G>(&queue_setups(), cases, seed);
+    let setups: Vec<_> = match std::env::var("QUEUE_SCENARIO_SETUPS") {
+        Ok(picked) => picked
+            .split(',')
+            .filter_map(|i| i.trim().parse::<usize>().ok())
+            .map(|i| queue_setups()[i])
+            .collect(),
+        Err(_) => queue_setups(),
+    };
+    let (coverage, found) = explore_all::<G>(&setups, cases, seed);
     eprintln!("{}: {coverage:#?}", G::NAME);
     let missed = reached(&coverage);
     let reports: Vec<String> = found.iter().map(|case| case.report::<G>()).collect();
@@ -487,23 +496,6 @@ mod found {
     }
 
     #[test]
-    fn a_move_keeps_no_signal_once_the_old_queue_finished() {
-        keeps_every_check(
-            0,
-            &[
-                Submit {
-                    stream: 0,
-                    work: WorkChoice::Marker,
-                },
-                MoveTo {
-                    stream: 0,
-                    to: MoveTarget::Fresh,
-                },
-            ],
-        );
-    }
-
-    #[test]
     fn a_dropped_consumer_keeps_its_pins_until_its_wait_passed() {
         keeps_every_check(
             0,
@@ -533,6 +525,54 @@ mod found {
                     kernel: K::Gated,
                 },
                 WaitCommand { command: 0 },
+            ],
+        );
+    }
+
+    /// The completion thread, about to sleep on a closed batch's fence
+    /// (behind a gated kernel), lends itself a wake signal whose packet
+    /// just completed, before the event synchronize sleeping on it woke:
+    /// the sleeper then sleeps until the thread's packet completes. Timing
+    /// decides who is first: this scenario lost the race in 3 of 3 runs of
+    /// the driver alone here, about 1 in 3 in the test binary; on a layer
+    /// without the defect it passes every time.
+    #[test]
+    fn a_sleeping_wait_wakes_though_its_wake_signal_is_lent_again() {
+        keeps_every_check(
+            1,
+            &[
+                Record { stream: 239 },
+                QueryEvent { event: 29 },
+                Launch {
+                    stream: 162,
+                    kernel: K::Empty,
+                },
+                QueryEvent { event: 53 },
+                Record { stream: 205 },
+                SyncEvent { event: 34 },
+                SyncEvent { event: 59 },
+                Synchronize {
+                    stream: 88,
+                    threads: 3,
+                },
+                Status { command: 87 },
+                Launch {
+                    stream: 83,
+                    kernel: K::Gated,
+                },
+                Record { stream: 158 },
+                WaitEvents {
+                    stream: 133,
+                    first: 94,
+                    count: 2,
+                },
+                SubmitAll {
+                    stream: 56,
+                    parts: 2,
+                    refused_at: None,
+                    gated: false,
+                },
+                Step(GpuStep::Run { hw: 163 }),
             ],
         );
     }

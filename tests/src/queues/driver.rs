@@ -1502,13 +1502,13 @@ impl<G: Gpu> QueueDriver<G> {
                 if newest.has_ended() || slept(self) > before {
                     break;
                 }
-                if begun.elapsed() >= Duration::from_millis(200) {
+                if begun.elapsed() >= Duration::from_millis(500) {
                     return broke(
                         QueueCheck::PolicyIgnored,
                         kind.subject(),
                         format!(
                             "{} of stream {stream} started at step {started_at} under a \
-                             sleeping policy blocked for 200 ms without sleeping or counting a \
+                             sleeping policy blocked for 500 ms without sleeping or counting a \
                              fallback",
                             kind.subject()
                         ),
@@ -1677,14 +1677,22 @@ impl<G: Gpu> QueueDriver<G> {
             let begun = Instant::now();
             while !self.waiters[k].has_ended() {
                 if begun.elapsed() >= self.bound {
+                    self.ledger.refresh();
                     let waiter = &self.waiters[k];
+                    let open: Vec<_> = self.streams[waiter.stream]
+                        .model
+                        .queues()
+                        .into_iter()
+                        .map(|hw| (hw, self.ledger.open(hw)))
+                        .collect();
                     return broke(
                         QueueCheck::Hang,
                         waiter.kind.subject(),
                         format!(
                             "{} of stream {} started at step {} did not return within {:?} \
                              although it had to (its device is in the error state: {:?}; its \
-                             queues {queues:?} idle or its own packets {:?} final)",
+                             queues {queues:?} idle or its own packets {:?} final; still open on \
+                             its queues: {open:?})",
                             waiter.kind.subject(),
                             waiter.stream,
                             waiter.started_at,
@@ -1926,6 +1934,32 @@ impl<G: Gpu> QueueDriver<G> {
         }
         for slot in &mut self.commands {
             slot.handle = None;
+        }
+        self.synchronize_all()?;
+        // One more round trip on every healthy stream: a synchronize that
+        // finds nothing new returns without the lock, and what the layer
+        // lets go of only at its next publication or drain (a wake
+        // packet's pin, a move's order wait) goes then.
+        for s in 0..self.streams.len() {
+            let Some(handle) = self.streams[s].handle.clone() else {
+                continue;
+            };
+            if self.device_error(self.streams[s].model.device) != Some(false)
+                || self.stream_failed(s)
+            {
+                continue;
+            }
+            let hw = self.streams[s].model.current();
+            let from = self.ledger.write_index(hw);
+            let result = handle.launch(self.gpu.empty_kernel());
+            self.note_published(s, hw, from);
+            if let Err(error) = result {
+                return broke(
+                    QueueCheck::Unexpected,
+                    "the end",
+                    format!("stream {s}: a launch on a healthy stream failed: {error:?}"),
+                );
+            }
         }
         self.synchronize_all()?;
         self.check_census()?;
