@@ -15,6 +15,12 @@
 //! - under planted bugs, by the `teeth` binary (`.ci/teeth`), to show which
 //!   check catches each and how fast.
 //!
+//! The queue layer has a driver of its own, [`queues`]: random sequences
+//! of queue-layer operations on the stepped simulator (and, in
+//! `tests/queue_property.rs`, on the ROCr stand-in), every answer judged
+//! against the ground truth; `tests/queue_property.rs` runs it in `cargo
+//! test` and `fuzz/fuzz_targets/queue.rs` under cargo-fuzz.
+//!
 //! A scenario replays from its seed:
 //!
 //! ```
@@ -31,6 +37,7 @@ pub mod driver;
 pub mod model;
 mod observer;
 pub mod ops;
+pub mod queues;
 pub mod replay;
 pub mod search;
 pub mod setup;

@@ -92,7 +92,7 @@ thread_local! {
 
 /// Runs `f` with the panic message of this thread suppressed (a caught
 /// panic is reported as a failure; shrinking would print hundreds).
-fn quietly<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn quietly<R>(f: impl FnOnce() -> R) -> R {
     static HOOK: Once = Once::new();
     HOOK.call_once(|| {
         let previous = std::panic::take_hook();

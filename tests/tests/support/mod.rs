@@ -133,6 +133,8 @@ pub enum Refused {
 /// The ground truth of one packet, from the packet processor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Truth {
+    /// Its header was written (the packet reached the processor).
+    pub published: bool,
     /// Its completion signal was decremented.
     pub completed: bool,
     /// It failed with its queue.

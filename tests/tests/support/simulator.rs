@@ -125,6 +125,7 @@ impl Backend for Simulator {
 
     fn truth(&self, queue: &Queue, index: u64) -> Option<Truth> {
         queue.truth(index).map(|t| Truth {
+            published: t.published,
             completed: t.completed,
             failed: t.failed,
             start_ts: t.start_ts,

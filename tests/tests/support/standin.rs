@@ -216,6 +216,7 @@ impl<const ADOPTED: bool> Backend for Standin<ADOPTED> {
     fn truth(&self, queue: &AqlQueue, index: u64) -> Option<Truth> {
         let truth = self.0.standin.queue(queue.raw()).truth(index)?;
         Some(Truth {
+            published: truth.published,
             completed: truth.completed,
             failed: truth.failed,
             start_ts: truth.launched.then_some(truth.start_ts),
