@@ -46,7 +46,7 @@ pub(crate) fn queue_failure<T>(error: QueueError) -> Outcome<T> {
 pub(crate) trait HoldObject: Send + Sync {
     fn status(&self) -> Status;
     fn known_status(&self) -> Option<Status>;
-    fn timestamps(&self) -> Option<Timestamps>;
+    fn harvest(&self) -> Option<Option<Timestamps>>;
     fn packet_handle(&self) -> u64;
     fn placement(&self) -> Placement;
     fn clone_box(&self) -> Box<dyn HoldObject>;
@@ -59,8 +59,8 @@ impl<M: SignalMemory> HoldObject for SignalRef<M> {
     fn known_status(&self) -> Option<Status> {
         SignalRef::known_status(self)
     }
-    fn timestamps(&self) -> Option<Timestamps> {
-        SignalRef::timestamps(self)
+    fn harvest(&self) -> Option<Option<Timestamps>> {
+        SignalRef::harvest(self)
     }
     fn packet_handle(&self) -> u64 {
         SignalRef::packet_handle(self)

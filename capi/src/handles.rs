@@ -217,11 +217,12 @@ pub unsafe extern "C" fn sigretire_hold_timestamps(
         let out = unsafe { StructOut::new(out, "out") }?;
         // SAFETY: forwarded caller guarantee.
         let hold = unsafe { hold_ref(hold) }?;
-        // No stamps before the harvest says nothing yet: only zeros read
-        // from the signal say it was never stamped.
+        // No stamps before the harvest says nothing yet; a harvest that
+        // found none says the use was never stamped.
+        let harvest = hold.inner.harvest();
         out.write(sigretire_timestamps::from_rust(
-            hold.inner.timestamps(),
-            false,
+            harvest.flatten(),
+            matches!(harvest, Some(None)),
         ));
         Ok(())
     })

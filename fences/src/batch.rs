@@ -118,6 +118,9 @@ pub(crate) struct Entry {
     pub(crate) ticket: Ticket,
     /// Its timestamps are harvested when its batch's timing is processed.
     pub(crate) timed: bool,
+    /// The hardware queue it was published on: the stream's count of moves
+    /// then (a failure there says nothing of another's commands).
+    pub(crate) hardware_queue: u32,
     pub(crate) state: Arc<CommandState>,
 }
 
@@ -174,11 +177,15 @@ impl Batch {
         self.entries
     }
 
-    /// Completes the batch: settles every command by the outcome. A
-    /// completed fence proves every command complete; otherwise each command
-    /// is asked about (one load at most) so only real completions are
-    /// reported.
+    /// Completes the batch: settles every command by the outcome of the
+    /// fence that ends it (its last command). A completed fence proves
+    /// every command complete; otherwise each command is asked about (one
+    /// load at most) so only real completions are reported. A command still
+    /// pending when the fence failed failed with it only if it ran on the
+    /// fence's hardware queue: one the stream left before is settled by its
+    /// own signal, and stays unsettled here.
     pub(crate) fn complete<M: SignalMemory>(&self, outcome: &Outcome, waiter: &Waiter<M>) {
+        let fence_queue = self.entries.last().map(|fence| fence.hardware_queue);
         for entry in &self.entries {
             let status = match outcome {
                 Outcome::Complete => CommandStatus::Complete,
@@ -187,6 +194,9 @@ impl Batch {
                         Status::Complete => CommandStatus::Complete,
                         Status::Failed => CommandStatus::Failed,
                         Status::Pending if matches!(outcome, Outcome::Failed) => {
+                            if Some(entry.hardware_queue) != fence_queue {
+                                continue;
+                            }
                             CommandStatus::Failed
                         }
                         Status::Pending => CommandStatus::DeviceError,
@@ -394,6 +404,7 @@ mod tests {
             index,
             ticket: acquired.ticket,
             timed: false,
+            hardware_queue: 0,
             state: Arc::new(CommandState::default()),
         }
     }

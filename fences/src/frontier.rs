@@ -68,6 +68,8 @@ pub(crate) struct Frontier {
     /// wake packets, fillers) the layer published on the current hardware
     /// queue; [`NO_PACKET`] before any.
     last_packet: u64,
+    /// Which hardware queue is current: the stream's count of moves.
+    hardware_queue: u32,
 }
 
 impl Default for Frontier {
@@ -76,6 +78,7 @@ impl Default for Frontier {
             newest: None,
             newest_here: false,
             last_packet: NO_PACKET,
+            hardware_queue: 0,
         }
     }
 }
@@ -157,6 +160,13 @@ impl Frontier {
     pub(crate) fn note_move(&mut self) {
         self.newest_here = false;
         self.last_packet = NO_PACKET;
+        self.hardware_queue = self.hardware_queue.wrapping_add(1);
+    }
+
+    /// Which hardware queue is current (the stream's count of moves, for a
+    /// command to record where it ran).
+    pub(crate) fn hardware_queue(&self) -> u32 {
+        self.hardware_queue
     }
 }
 

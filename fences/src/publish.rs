@@ -317,6 +317,7 @@ impl<T: QueueTracker> Inner<T> {
                 index: acquired.publication.index(),
                 ticket: acquired.ticket,
                 timed: packet.timed,
+                hardware_queue: self.frontier.hardware_queue(),
                 state: self.states.fresh(CommandState::default()),
             },
             signal,

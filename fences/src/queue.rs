@@ -102,6 +102,9 @@ pub(crate) struct QueueCore<T: QueueTracker> {
     pub(crate) horizon: Arc<Horizon<T::Queue>>,
     pub(crate) stats: Counters,
     pub(crate) jobs: Arc<JobCount>,
+    /// The user's handles of the queue ([`HostQueue`]s; its events and
+    /// the completion thread's jobs hold the core, not a handle).
+    handles: AtomicU64,
     /// The queue failed and the tracker has not been told yet (see the
     /// module docs): the next thread to take the lock tells it.
     failure_pending: AtomicBool,
@@ -457,6 +460,52 @@ impl<T: QueueTracker> QueueCore<T> {
         Ok(Some(Step::Done(ticket)))
     }
 
+    /// The user let go of the queue's last handle while its work may still
+    /// run (`hipStreamDestroy` returns at once, and the stream's resources
+    /// go once its work is done): a marker after everything, and the open
+    /// batch with it, go to the completion thread, whose job holds the
+    /// queue, its tracker, and the pins its packets wait on, until the
+    /// marker completed. Nothing waits for the GPU here.
+    fn last_handle_gone(this: &Arc<Self>) {
+        let handoff = {
+            let mut inner = this.lock();
+            if !this.may_still_run(&mut inner) || this.state().check_accepting().is_err() {
+                return;
+            }
+            let packet = Packet::new(Work::Marker, Purpose::CpuSync).hold();
+            let Ok(Step::Done(published)) = inner.publish(&this.stats, packet) else {
+                // No room or no signal now: a later drop of the queue's last
+                // reference ends the tracker as before.
+                return;
+            };
+            let last_seq = published.entry.seq;
+            this.push_command(&mut inner, published.entry, false);
+            this.progress.note_taken(last_seq);
+            Handoff {
+                batch: this.take_batch(&mut inner),
+                signal: published.signal,
+                last_seq,
+                marker: None,
+                wake: None,
+            }
+        };
+        let _ = QueueCore::hand_to_handler(this, handoff, Some(Duration::ZERO));
+    }
+
+    /// Whether anything the layer published may still run (under the
+    /// lock): a command not known complete, or a wake packet still waiting.
+    fn may_still_run(&self, inner: &mut Inner<T>) -> bool {
+        if inner.frontier.newest().is_none() && inner.order_debt.is_none() {
+            return false;
+        }
+        let newest_done = match inner.frontier.trusted().copied() {
+            Some(newest) => inner.tracker.query(&newest.ticket).ok() == Some(Status::Complete),
+            None => false,
+        };
+        let memory = self.waiter.memory();
+        !newest_done || inner.order_debt.is_some() || inner.wakes.release_done(memory)
+    }
+
     /// Waits for `ticket`'s use outside the lock (back-pressure).
     fn wait_outside_lock(&self, ticket: &Ticket) -> Result<(), Error> {
         let end = cpu_wait::wait_for(
@@ -471,11 +520,16 @@ impl<T: QueueTracker> QueueCore<T> {
     pub(crate) fn dispatch_closed(this: &Arc<Self>, closed: &mut Vec<Handoff<T::Memory>>) {
         for handoff in closed.drain(..) {
             if handoff.signal.is_none() {
-                // Its fence is already known complete: nothing to wait for.
+                // Its fence is already known done: nothing to wait for.
                 let Handoff {
                     batch, last_seq, ..
                 } = handoff;
-                this.finish_batch(batch, last_seq, &Outcome::Complete, this.state(), false);
+                let fence = batch.last().map(|fence| this.waiter.status(&fence.ticket));
+                let outcome = match fence {
+                    Some(Ok(Status::Failed)) => Outcome::Failed,
+                    _ => Outcome::Complete,
+                };
+                this.finish_batch(batch, last_seq, &outcome, this.state(), false);
                 continue;
             }
             // A submission never waits for the GPU: if the batch must be
@@ -667,8 +721,18 @@ pub struct HostQueue<T: QueueTracker> {
 
 impl<T: QueueTracker> Clone for HostQueue<T> {
     fn clone(&self) -> Self {
+        self.core.handles.fetch_add(1, Ordering::Relaxed);
         Self {
             core: self.core.clone(),
+        }
+    }
+}
+
+impl<T: QueueTracker> Drop for HostQueue<T> {
+    fn drop(&mut self) {
+        // AcqRel: the last handle sees everything the others published.
+        if self.core.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            QueueCore::last_handle_gone(&self.core);
         }
     }
 }
@@ -714,6 +778,7 @@ impl<T: QueueTracker> HostQueue<T> {
             progress: Progress::default(),
             stats,
             jobs: Arc::new(JobCount::default()),
+            handles: AtomicU64::new(1),
             failure_pending: AtomicBool::new(false),
             failed_uses: Mutex::new(Vec::new()),
             wakes_to_release: AtomicBool::new(false),
@@ -840,12 +905,16 @@ impl<T: QueueTracker> HostQueue<T> {
                 Err(retry) => return Ok(retry),
             };
             let entry = published.entry;
-            if published.refused.is_some() {
+            let refused = published.refused.is_some();
+            if refused {
                 // Its issued packets run: it joins the batch (so what
                 // completes the batch waits for them), failed from now on.
                 entry.state.settle(CommandStatus::Failed);
             }
-            core.push_command(inner, entry.clone(), true);
+            // A refused command is no fence for its batch (its signal may
+            // be known done before its issued packets are): the batch
+            // closes at a later command.
+            core.push_command(inner, entry.clone(), !refused);
             Ok(Step::Done((entry, published.refused)))
         })?;
         match refused {
@@ -967,26 +1036,36 @@ impl<T: QueueTracker> HostQueue<T> {
         {
             return Ok(Status::Complete);
         }
-        let (status, ticket) = QueueCore::with_publication(core, |core, inner| {
-            Ok(match core.plan_query(inner)? {
-                QueryPlan::Known(status, ticket) => Step::Done((status, ticket)),
-                QueryPlan::Marker => {
-                    // Nothing the layer published stands for the queue: a
-                    // marker after everything on it does, now and for the
-                    // queries after it while nothing else follows.
-                    let published = match inner
-                        .publish(&core.stats, Packet::new(Work::Marker, Purpose::CpuSync))?
-                        .or_retry()
-                    {
-                        Ok(published) => published,
-                        Err(retry) => return Ok(retry),
-                    };
-                    let ticket = published.entry.ticket;
-                    core.push_command(inner, published.entry, true);
-                    Step::Done((inner.tracker.query(&ticket)?, Some(ticket)))
-                }
-            })
-        })?;
+        // Known without a marker: answered without asking whether the
+        // device accepts work (a failed device still answers queries).
+        let known = match core.plan_query(&mut core.lock())? {
+            QueryPlan::Known(status, ticket) => Some((status, ticket)),
+            QueryPlan::Marker => None,
+        };
+        let (status, ticket) = match known {
+            Some(known) => known,
+            None => QueueCore::with_publication(core, |core, inner| {
+                Ok(match core.plan_query(inner)? {
+                    QueryPlan::Known(status, ticket) => Step::Done((status, ticket)),
+                    QueryPlan::Marker => {
+                        // Nothing the layer published stands for the
+                        // queue: a marker after everything on it does, now
+                        // and for the queries after it while nothing else
+                        // follows.
+                        let published = match inner
+                            .publish(&core.stats, Packet::new(Work::Marker, Purpose::CpuSync))?
+                            .or_retry()
+                        {
+                            Ok(published) => published,
+                            Err(retry) => return Ok(retry),
+                        };
+                        let ticket = published.entry.ticket;
+                        core.push_command(inner, published.entry, true);
+                        Step::Done((inner.tracker.query(&ticket)?, Some(ticket)))
+                    }
+                })
+            })?,
+        };
         if status == Status::Failed
             && let Some(ticket) = ticket
         {

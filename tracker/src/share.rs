@@ -531,6 +531,14 @@ impl<M: SignalMemory> SignalRef<M> {
         self.cell().stamps(self.seq)
     }
 
+    /// What the tracker harvested for the use (no signal read): `None`
+    /// before the harvest, `Some(None)` once it found nothing stamped the
+    /// use (a queue without profiling), `Some(Some(stamps))` after it read
+    /// them.
+    pub fn harvest(&self) -> Option<Option<Timestamps>> {
+        self.cell().harvest_of(self.seq)
+    }
+
     pub(crate) fn shared(&self) -> &Arc<Shared<M>> {
         &self.shared
     }

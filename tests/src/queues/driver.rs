@@ -1193,11 +1193,11 @@ impl<G: Gpu> QueueDriver<G> {
                 self.judge_failed("queue query", &evidence, &format!("stream {s}"))
             }
             Ok(Status::Pending) => Ok(()),
-            Err(error) => broke(
-                QueueCheck::Unexpected,
-                "queue query",
-                format!("stream {s}: {error:?}"),
-            ),
+            // Where nothing the layer published stands for the queue, a
+            // query publishes a marker: it answers as a submission would.
+            Err(error) => {
+                self.judge_call_error("queue query", s, None, &error, false, Some(&evidence))
+            }
         }
     }
 
