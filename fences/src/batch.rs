@@ -239,7 +239,35 @@ pub struct Command<M: SignalMemory> {
     pub(crate) states: Arc<StatePool>,
     /// Its queue, where the policy sleeps: a sleeping wait has the GPU
     /// complete one of the queue's wake signals.
-    pub(crate) sleeper: Option<Arc<dyn SleepingWaits<M>>>,
+    pub(crate) sleeper: Option<QueueLink<M>>,
+}
+
+/// A command's link to its queue's sleeping waits: a std `Arc` of the
+/// queue, so that it can be a trait object (the queue's tracker type is not
+/// the command's business).
+pub(crate) type QueueLink<M> = std::sync::Arc<dyn SleepingWaits<M>>;
+
+/// The link to `queue`: the queue's own `Arc`, with no allocation.
+#[cfg(not(sigretire_loom))]
+pub(crate) fn link<M: SignalMemory, Q: SleepingWaits<M> + 'static>(queue: &Arc<Q>) -> QueueLink<M> {
+    queue.clone()
+}
+
+/// The link to `queue`: loom's modelled `Arc` cannot be a trait object, so
+/// the models pay one allocation per command for a std one around it.
+#[cfg(sigretire_loom)]
+pub(crate) fn link<M: SignalMemory, Q: SleepingWaits<M> + 'static>(queue: &Arc<Q>) -> QueueLink<M> {
+    struct Linked<Q>(Arc<Q>);
+    impl<M: SignalMemory, Q: SleepingWaits<M>> SleepingWaits<M> for Linked<Q> {
+        fn wait_sleeping(
+            &self,
+            ticket: &Ticket,
+            wait_slice: &mut dyn FnMut(Duration, WaitPolicy) -> Result<Status, WaitError>,
+        ) -> Result<WaitEnd, Error> {
+            self.0.wait_sleeping(ticket, wait_slice)
+        }
+    }
+    std::sync::Arc::new(Linked(queue.clone()))
 }
 
 /// A queue's waits that sleep on its wake signals, for a command's handle

@@ -20,7 +20,7 @@
 //! to take it, before that thread touches the tracker. Nothing uses the
 //! tracker without the lock, so no use of it can miss the failure.
 
-use crate::batch::{Batch, Command, CommandStatus, Entry, SleepingWaits, StatePool};
+use crate::batch::{Batch, Command, CommandStatus, Entry, StatePool};
 use crate::config::QueueConfig;
 use crate::cpu_wait::{self, Outcome, WaitSettings};
 use crate::device_state::DeviceState;
@@ -243,10 +243,7 @@ impl<T: QueueTracker> QueueCore<T> {
             waiter: this.waiter.clone(),
             device: this.device.state.clone(),
             // Only a wait that sleeps needs the queue (its wake signals).
-            sleeper: settings
-                .policy
-                .interrupt
-                .then(|| this.clone() as Arc<dyn SleepingWaits<T::Memory>>),
+            sleeper: settings.policy.interrupt.then(|| crate::batch::link(this)),
             settings,
             states: this.states.clone(),
         }

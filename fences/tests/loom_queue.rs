@@ -65,6 +65,11 @@ impl HardwareQueue for LoomQueue {
         self.0.packets.lock().unwrap()[index] = Some(publication.completion());
         Ok(())
     }
+
+    /// Nobody else reserves slots here: from the write index.
+    fn foreign_work_after(&self, newest: u64) -> bool {
+        self.0.write.load(Ordering::Acquire) != newest.wrapping_add(1)
+    }
 }
 
 impl LoomQueue {
@@ -130,11 +135,18 @@ struct Teardowns {
     elsewhere: AtomicBool,
 }
 
-/// The hardware queue as the tracker owns it: dropped exactly when the
-/// tracker is, that is when the queue (`QueueCore`) is torn down.
+/// The hardware queue as the queue layer owns it: its last clone (the
+/// tracker's, the layer's own for its lock-free answers) goes exactly when
+/// the queue (`QueueCore`) is torn down.
 #[derive(Clone)]
 struct OwnedQueue {
     hw: LoomQueue,
+    /// Held for its drop only.
+    _owner: Arc<QueueOwner>,
+}
+
+/// Counts the teardown of an [`OwnedQueue`] as its last clone goes.
+struct QueueOwner {
     teardowns: Arc<Teardowns>,
 }
 
@@ -156,9 +168,13 @@ impl HardwareQueue for OwnedQueue {
     fn publish(&self, publication: Publication, work: Work<'_>) -> Result<(), QueueError> {
         self.hw.publish(publication, work)
     }
+
+    fn foreign_work_after(&self, newest: u64) -> bool {
+        self.hw.foreign_work_after(newest)
+    }
 }
 
-impl Drop for OwnedQueue {
+impl Drop for QueueOwner {
     fn drop(&mut self) {
         check_not_on_completion_thread("a queue");
         if loom::thread::current().name() == Some("fences-teardown") {
@@ -263,7 +279,9 @@ fn device(
     });
     let owned = OwnedQueue {
         hw: hw.clone(),
-        teardowns: teardowns.clone(),
+        _owner: Arc::new(QueueOwner {
+            teardowns: teardowns.clone(),
+        }),
     };
     let tracker = RetiringTracker::new(
         memory,
@@ -377,13 +395,22 @@ fn completion_thread_versus_dropping_the_device() {
         drop(device.default_queue().launch(0).unwrap());
         assert_eq!(device.default_queue().batches_in_completion(), 1);
 
-        let gpu = loom::thread::spawn(move || hw.run_until(1));
+        let gpu = {
+            let hw = hw.clone();
+            loom::thread::spawn(move || hw.run_until(1))
+        };
         // The owner lets go of the device (and its default queue) while the
         // job may still be pending, finishing, or done.
         drop(device);
         gpu.join().unwrap();
-        // The teardown may run on a detached teardown thread.
-        while teardowns.memories.load(Ordering::Acquire) == 0 {
+        // A last handle dropped while the launch may run publishes a marker
+        // the completion thread holds the queue for: the GPU runs it.
+        while hw.complete_next() {}
+        // The teardown may run on a detached teardown thread (the queue's
+        // last clone and the signal memory go one after the other there).
+        while teardowns.memories.load(Ordering::Acquire) == 0
+            || teardowns.queues.load(Ordering::Acquire) == 0
+        {
             loom::thread::yield_now();
         }
         assert_eq!(teardowns.queues.load(Ordering::Acquire), 1);
@@ -560,5 +587,10 @@ fn a_status_cell_is_reused_only_once_unreferenced() {
         assert_eq!(fresh.status(), CommandStatus::Pending);
         assert!(kept.is_released());
         assert_eq!(kept.status(), CommandStatus::Complete);
+        // The queue's last handle goes with `fresh` pending: a marker after
+        // it holds the queue on the completion thread until the GPU ran
+        // both (packets 2 and 3), and the thread then ends.
+        drop((fresh, kept, queue, device));
+        hw.run_until(4);
     });
 }

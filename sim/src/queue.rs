@@ -429,6 +429,7 @@ impl Queue {
     }
 
     /// The id of the simulator the queue runs on ([`Sim::id`]).
+    #[cfg(feature = "tracker")]
     pub(crate) fn sim_id(&self) -> u64 {
         self.sim.id()
     }
