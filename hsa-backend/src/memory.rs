@@ -26,7 +26,7 @@ use crate::device::{Device, MemoryPool};
 use crate::teardown::{Kind, Owner, Release};
 use crate::timing::to_system_domain;
 use crate::visibility::store_fence;
-use crate::wait::{poll_until_change, rocr_wait_until_change};
+use crate::wait::{poll_at, rocr_wait_until_change};
 use hsa_sys::*;
 use parking_lot::Mutex;
 use sigretire_tracker::{AllocError, Placement, SignalMemory, TimestampClock, Timestamps};
@@ -810,11 +810,16 @@ impl SignalMemory for SignalPool {
     /// (`hsa_signal_wait_scacquire`, which may sleep).
     unsafe fn wait_change(&self, signal: HsaSignal, observed: i64, timeout: Duration) -> i64 {
         match signal.origin {
-            Origin::Batch(_) => {
+            Origin::Batch(placement) => {
                 bump(&self.counters.polled_waits);
                 // SAFETY: as in `load`.
                 let value = unsafe { signal.value() };
-                poll_until_change(|| value.load(Ordering::Acquire), observed, timeout)
+                poll_at(
+                    placement,
+                    || value.load(Ordering::Acquire),
+                    observed,
+                    timeout,
+                )
             }
             Origin::Rocr => {
                 bump(&self.counters.rocr_waits);

@@ -137,7 +137,9 @@ pub use retiring::RetiringTracker;
 pub use share::SignalRef;
 pub use stats::{Accesses, Stats};
 pub use ticket::{Generation, Purpose, Request, Status, Ticket};
-pub use wait::{WaitPolicy, Waiter};
+pub use wait::{
+    NoWake, Pause, Wait, WaitCounts, WaitGauge, WaitPolicy, WaitStop, Waiter, WakeSource,
+};
 
 /// The repository README's example, run as a doctest so it cannot go stale.
 #[cfg(doctest)]
