@@ -17,7 +17,7 @@ use cudarc::driver::sys::{
     self, CUdeviceptr, CUevent, CUfunction, CUmodule, CUresult, CUstream, CUstreamCaptureMode,
 };
 use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, Error, check};
-use sigretire_queue::{Device, DeviceConfig, QueueConfig, SyncWait};
+use sigretire_queue::{Device, DeviceConfig, QueueConfig};
 use sigretire_tracker::{
     Config, HardwareQueue, QueueError, Request, RetiringTracker, Status, Tracker, WaitPolicy, Work,
 };
@@ -397,7 +397,6 @@ fn the_queue_layer_times_and_synchronizes_a_runtimes_own_work_on_its_adopted_str
     // SAFETY: a live stream of this context, destroyed only by the keeper.
     let queue = unsafe { context.adopt_stream_with(stream, OwnedStream(stream)) }.unwrap();
     let config = QueueConfig {
-        sync_wait: SyncWait::OutsideLock,
         wait_timeout: Some(WAIT),
         ..QueueConfig::default()
     };

@@ -10,12 +10,26 @@
 mod support;
 
 use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, FlagState};
-use sigretire_queue::{Device, DeviceConfig, HostQueue, QueueConfig, SyncWait};
+use sigretire_queue::{Device, DeviceConfig, HostQueue, QueueConfig};
 use sigretire_tracker::{Config, RetiringTracker, Status};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use support::WAIT;
+
+#[path = "../../fences/tests/support/old_synchronize.rs"]
+mod old_synchronize;
+use old_synchronize::OldSynchronize;
+
+/// How the regression scenario's threads synchronize.
+#[derive(Clone, Copy, Debug)]
+enum Synchronize {
+    /// The queue layer's synchronize.
+    Fixed,
+    /// The old behaviour's (the GPU wait under the execution lock), as a
+    /// test double: the queue layer has no such mode.
+    Old,
+}
 
 type Tracker = RetiringTracker<CudaMemory, CudaQueue>;
 
@@ -34,22 +48,21 @@ fn tracker(context: &Arc<CudaContext>) -> Tracker {
         .0
 }
 
-fn config(sync_wait: SyncWait) -> QueueConfig {
+fn config() -> QueueConfig {
     QueueConfig {
-        sync_wait,
         wait_timeout: Some(WAIT),
         ..QueueConfig::default()
     }
 }
 
-fn device(context: &Arc<CudaContext>, sync_wait: SyncWait) -> Device<Tracker> {
-    Device::new(DeviceConfig::default(), tracker(context), config(sync_wait)).expect("a device")
+fn device(context: &Arc<CudaContext>) -> Device<Tracker> {
+    Device::new(DeviceConfig::default(), tracker(context), config()).expect("a device")
 }
 
 #[test]
 fn events_record_query_synchronize_and_time_real_kernels() {
     let Some(context) = gpu() else { return };
-    let device = device(&context, SyncWait::OutsideLock);
+    let device = device(&context);
     let queue = device.default_queue();
     let busy = context.register_busy_kernel(Duration::from_micros(200), 1);
     let start = queue.record_event().unwrap();
@@ -83,10 +96,8 @@ fn events_record_query_synchronize_and_time_real_kernels() {
 #[test]
 fn a_cross_stream_wait_holds_the_consumer_until_the_producer_completes() {
     let Some(context) = gpu() else { return };
-    let device = device(&context, SyncWait::OutsideLock);
-    let producer = device
-        .create_queue(tracker(&context), config(SyncWait::OutsideLock))
-        .unwrap();
+    let device = device(&context);
+    let producer = device.create_queue(tracker(&context), config()).unwrap();
     let consumer = device.default_queue();
     let flag = context.host_flag().unwrap();
     let spin = context.register_spin_kernel(&flag, SPIN_TIMEOUT);
@@ -134,15 +145,16 @@ struct Outcome {
 
 const ROUNDS: usize = 5;
 
-fn regression(default_queue: bool, extra_syncers: usize, sync_wait: SyncWait) -> Option<Outcome> {
+fn regression(default_queue: bool, extra_syncers: usize, how: Synchronize) -> Option<Outcome> {
     let context = gpu()?;
-    let device = device(&context, sync_wait);
-    let created = device
-        .create_queue(tracker(&context), config(sync_wait))
-        .unwrap();
-    let producer = device
-        .create_queue(tracker(&context), config(sync_wait))
-        .unwrap();
+    let device = device(&context);
+    let created = device.create_queue(tracker(&context), config()).unwrap();
+    let producer = device.create_queue(tracker(&context), config()).unwrap();
+    let old = OldSynchronize::default();
+    let synchronize = |queue: &HostQueue<Tracker>| match how {
+        Synchronize::Fixed => queue.synchronize(),
+        Synchronize::Old => old.synchronize(queue),
+    };
     let queue: HostQueue<Tracker> = if default_queue {
         device.default_queue().clone()
     } else {
@@ -154,28 +166,31 @@ fn regression(default_queue: bool, extra_syncers: usize, sync_wait: SyncWait) ->
     let produced = producer.record_event().unwrap();
     queue.launch(spin.raw()).unwrap();
 
-    let started_waiting = |q: &HostQueue<Tracker>| q.stats().cpu_waits_in_progress;
+    let started_waiting = |q: &HostQueue<Tracker>| q.stats().cpu_waits_in_progress + old.waiting();
     let gave_up = Arc::new(AtomicBool::new(false));
     let ((main, extra), (queries, dependencies, longest_call, other_saw_give_up)) =
         std::thread::scope(|scope| {
             let extra: Vec<_> = (0..extra_syncers)
                 .map(|_| {
-                    let queue = &queue;
+                    let (queue, started_waiting, synchronize) =
+                        (&queue, &started_waiting, &synchronize);
                     scope.spawn(move || {
                         let begun = Instant::now();
                         while started_waiting(queue) == 0 && begun.elapsed() < WAIT {
                             std::thread::yield_now();
                         }
-                        queue.synchronize()
+                        synchronize(queue)
                     })
                 })
                 .collect();
             let other = {
-                let (queue, produced, flag) = (&queue, &produced, &flag);
+                let (queue, produced, flag, started_waiting) =
+                    (&queue, &produced, &flag, &started_waiting);
                 scope.spawn(move || {
-                    // Wait until every synchronizer is waiting (the old
-                    // behaviour waits under the lock without saying so: give up
-                    // on the handshake well before the kernel's own timeout).
+                    // Wait until every synchronizer is waiting (an old
+                    // synchronize behind the lock holder's is not counted:
+                    // give up on the handshake well before the kernel's own
+                    // timeout).
                     let begun = Instant::now();
                     while started_waiting(queue) < 1 + extra_syncers as u64
                         && begun.elapsed() < SPIN_TIMEOUT / 10
@@ -200,7 +215,7 @@ fn regression(default_queue: bool, extra_syncers: usize, sync_wait: SyncWait) ->
                     (queries, dependencies, longest, gave_up)
                 })
             };
-            let main = queue.synchronize();
+            let main = synchronize(&queue);
             let extra: Vec<_> = extra.into_iter().map(|t| t.join().unwrap()).collect();
             ((main, extra), other.join().unwrap())
         });
@@ -222,7 +237,7 @@ fn regression(default_queue: bool, extra_syncers: usize, sync_wait: SyncWait) ->
 }
 
 fn fixed_passes(default_queue: bool, extra_syncers: usize) {
-    let Some(outcome) = regression(default_queue, extra_syncers, SyncWait::OutsideLock) else {
+    let Some(outcome) = regression(default_queue, extra_syncers, Synchronize::Fixed) else {
         return;
     };
     assert!(!outcome.deadlocked, "deadlock: {outcome:?}");
@@ -262,7 +277,7 @@ fn regression_fixed_created_queue_three_extra_synchronizers() {
 
 #[test]
 fn regression_old_behaviour_deadlocks_until_the_kernel_gives_up() {
-    let Some(outcome) = regression(true, 0, SyncWait::UnderLock) else {
+    let Some(outcome) = regression(true, 0, Synchronize::Old) else {
         return;
     };
     assert!(
@@ -285,7 +300,7 @@ fn regression_old_behaviour_deadlocks_until_the_kernel_gives_up() {
 fn elapsed_time_agrees_with_cuda_events_within_five_percent() {
     use sigretire_cuda::native::{Event as CudaEvent, EventFlags};
     let Some(context) = gpu() else { return };
-    let device = device(&context, SyncWait::OutsideLock);
+    let device = device(&context);
     let queue = device.default_queue();
     let stream = queue.with_tracker(|t| sigretire_tracker::Tracker::queue(t).clone());
     for work in [Duration::from_millis(1), Duration::from_micros(100)] {
@@ -390,7 +405,7 @@ fn a_blocking_event_synchronize_sleeps_until_the_driver_wakes_it() {
     let Some(context) = gpu() else { return };
     let blocking = QueueConfig {
         wait_policy: sigretire_tracker::WaitPolicy::blocking(),
-        ..config(SyncWait::OutsideLock)
+        ..config()
     };
     let device = Device::new(DeviceConfig::default(), tracker(&context), blocking).unwrap();
     let queue = device.default_queue();
@@ -441,7 +456,7 @@ fn the_completion_thread_sleeps_on_a_spinning_queues_batches_until_the_driver_wa
             host_signals: 2,
             device_signals: 2,
         },
-        ..config(SyncWait::OutsideLock)
+        ..config()
     };
     let device = Device::new(DeviceConfig::default(), tracker(&context), spinning).unwrap();
     let queue = device.default_queue();

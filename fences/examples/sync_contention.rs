@@ -10,7 +10,8 @@
 //! queue `i`. Every call but synchronize is timed: the longest is how long
 //! a thread was blocked. With the fix no such call waits for the GPU; with
 //! the old behaviour (the small-batch marker waited for under the queue's
-//! lock) a cross-queue wait blocks for about as long as the other thread's
+//! lock: a test double, `OldSynchronize`, as the queue layer has no such
+//! mode) a cross-queue wait blocks for about as long as the other thread's
 //! GPU wait.
 //!
 //! ```text
@@ -28,10 +29,23 @@
 //! simulator must also report no protocol violation.
 
 use sigretire_queue::sim::SimPlatform;
-use sigretire_queue::{DeviceConfig, QueueConfig, SyncWait};
+use sigretire_queue::{DeviceConfig, QueueConfig};
 use sigretire_tracker::{Config, Placement, WaitPolicy};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
+
+#[path = "../tests/support/old_synchronize.rs"]
+mod old_synchronize;
+use old_synchronize::OldSynchronize;
+
+/// How the threads synchronize their queues.
+#[derive(Clone, Copy, Debug)]
+enum Synchronize {
+    /// The queue layer's synchronize: the fix.
+    Fixed,
+    /// The old behaviour's, as a test double.
+    Old,
+}
 
 const THREADS: usize = 8;
 /// The longest the fixed behaviour may block a non-synchronize call (the
@@ -144,7 +158,7 @@ fn timed<R>(measured: &mut Measured, kind: &'static str, call: impl FnOnce() -> 
 
 fn run(
     name: &str,
-    sync_wait: SyncWait,
+    how: Synchronize,
     options: &Options,
 ) -> Result<Measured, sigretire_queue::Error> {
     let platform =
@@ -153,7 +167,6 @@ fn run(
             ..Config::default()
         });
     let config = QueueConfig {
-        sync_wait,
         // Waiting threads give their core away early: the measurement is
         // about locks, not about CPU starvation.
         wait_policy: WaitPolicy::blocking(),
@@ -171,11 +184,13 @@ fn run(
         .sim()
         .register_kernel(sigretire_sim::Kernel::Duration(options.copy));
     let queues = Arc::new(queues);
+    let old = Arc::new(OldSynchronize::default());
     let start_line = Arc::new(Barrier::new(THREADS));
     let started = Instant::now();
     let threads: Vec<_> = (0..THREADS)
         .map(|i| {
             let queues = queues.clone();
+            let old = old.clone();
             let start_line = start_line.clone();
             let rounds = options.rounds;
             let name = name.to_string();
@@ -191,7 +206,10 @@ fn run(
                     timed(&mut measured, "wait_event", || next.wait_event(&event))?;
                     timed(&mut measured, "query", || mine.query())?;
                     let sync_start = Instant::now();
-                    mine.synchronize()?;
+                    match how {
+                        Synchronize::Fixed => mine.synchronize()?,
+                        Synchronize::Old => old.synchronize(mine)?,
+                    }
                     measured.syncs += 1;
                     measured.longest_sync = measured.longest_sync.max(sync_start.elapsed());
                     if i == 0 && (round + 1) % 5 == 0 {
@@ -236,10 +254,7 @@ fn main() {
         options.rounds, options.hold, options.copy
     );
     let mut results = Vec::new();
-    for (name, behaviour) in [
-        ("fixed", SyncWait::OutsideLock),
-        ("old", SyncWait::UnderLock),
-    ] {
+    for (name, behaviour) in [("fixed", Synchronize::Fixed), ("old", Synchronize::Old)] {
         eprintln!("{name} ({behaviour:?}):");
         match run(name, behaviour, &options) {
             Ok(measured) => results.push((name, measured)),

@@ -4,26 +4,6 @@ use crate::error::Error;
 use sigretire_tracker::{Placement, WaitPolicy};
 use std::time::Duration;
 
-/// Where a synchronizing thread waits for its small-batch marker.
-///
-/// ```
-/// use sigretire_queue::SyncWait;
-/// assert_eq!(SyncWait::default(), SyncWait::OutsideLock);
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum SyncWait {
-    /// The fix (CLR #13532): the marker is submitted under the execution
-    /// lock, the calling thread waits for it after releasing the lock, then
-    /// takes the lock once more to process timing and reset queue state.
-    #[default]
-    OutsideLock,
-    /// The old behaviour, kept to prove the regression test catches it: the
-    /// calling thread waits for the GPU while holding the execution lock, so
-    /// every other thread that submits to or queries the queue blocks for as
-    /// long as the GPU takes (and deadlocks if the GPU waits for one of them).
-    UnderLock,
-}
-
 /// When a submission batch closes and is handed to the completion thread.
 ///
 /// ```
@@ -74,10 +54,9 @@ impl BatchLimits {
 /// How a [`HostQueue`](crate::HostQueue) batches, synchronizes and waits.
 ///
 /// ```
-/// use sigretire_queue::{QueueConfig, SyncWait};
+/// use sigretire_queue::QueueConfig;
 /// let config = QueueConfig::default();
 /// assert_eq!(config.cpu_sync_batch, 8);
-/// assert_eq!(config.sync_wait, SyncWait::OutsideLock);
 /// assert!(config.validate().is_ok());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,10 +67,8 @@ pub struct QueueConfig {
     /// for its marker on the calling thread (CLR's
     /// `DEBUG_CLR_BATCH_CPU_SYNC_SIZE`, 8); a larger batch completes through
     /// the completion thread. 0 sends every batch to the completion thread.
+    /// Either way the wait runs after the execution lock is released.
     pub cpu_sync_batch: usize,
-    /// Where the small-batch wait happens: outside the lock (the fix) or
-    /// under it (the old behaviour).
-    pub sync_wait: SyncWait,
     /// The hardware queue writes timestamps: events recorded on it are timed.
     pub profiling: bool,
     /// How CPU waits spend their time (spin, yield, sleep).
@@ -122,7 +99,6 @@ impl Default for QueueConfig {
         Self {
             batch_limits: BatchLimits::default(),
             cpu_sync_batch: 8,
-            sync_wait: SyncWait::OutsideLock,
             profiling: true,
             wait_policy: WaitPolicy::spin(),
             wait_timeout: None,

@@ -258,7 +258,7 @@ impl<T: QueueTracker> Event<T> {
             return Ok(());
         }
         let end = match &self.signal {
-            Some(signal) => core.wait_maybe_sleeping(&self.ticket(), None, |slice, policy| {
+            Some(signal) => core.wait_maybe_sleeping(&self.ticket(), |slice, policy| {
                 Ok(signal.wait(slice, policy)?)
             })?,
             None => WaitEnd::Done(Status::Complete),

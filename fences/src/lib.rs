@@ -89,7 +89,7 @@ mod wait;
 mod wake;
 
 pub use batch::{Command, CommandStatus};
-pub use config::{BatchLimits, DeviceConfig, MAX_WAKE_SIGNALS, QueueConfig, SyncWait};
+pub use config::{BatchLimits, DeviceConfig, MAX_WAKE_SIGNALS, QueueConfig};
 pub use device::{Device, DeviceStats};
 pub use error::Error;
 pub use event::Event;

@@ -4,9 +4,7 @@
 //! the open batch, the last command, the marker in flight, and the tracker
 //! (which is `&mut` under it). No thread ever waits for the GPU while holding
 //! it — CPU waits use the tracker's lock-free [`Waiter`] or a
-//! [`SignalRef`](crate::tracker::SignalRef) — except in the old behaviour
-//! ([`SyncWait::UnderLock`](crate::SyncWait)) kept to prove the regression
-//! test catches it.
+//! [`SignalRef`](crate::tracker::SignalRef).
 //!
 //! What other threads read without the lock lives in `Progress` (three
 //! counters of command numbers) and in the stats: that is what lets a

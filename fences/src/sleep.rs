@@ -28,7 +28,7 @@
 use crate::batch::SleepingWaits;
 use crate::cpu_wait::{self, WaitEnd};
 use crate::error::Error;
-use crate::publish::{Inner, QueueTracker};
+use crate::publish::QueueTracker;
 use crate::queue::QueueCore;
 use crate::stats::bump;
 use sigretire_tracker::{SignalMemory, Status, Ticket, WaitError, WaitPolicy};
@@ -38,13 +38,9 @@ impl<T: QueueTracker> QueueCore<T> {
     /// Waits for `ticket`'s use with `wait_slice` (a tracker wait bounded by
     /// its first argument), sleeping on a wake signal after the policy's
     /// spin if the policy asks for it and one is free.
-    /// `locked`: the execution lock, where the caller holds it (the old
-    /// behaviour, [`SyncWait::UnderLock`](crate::SyncWait)): the wake is
-    /// armed and given back through it, not by taking the lock again.
     pub(crate) fn wait_maybe_sleeping(
         &self,
         ticket: &Ticket,
-        mut locked: Option<&mut Inner<T>>,
         mut wait_slice: impl FnMut(Duration, WaitPolicy) -> Result<Status, WaitError>,
     ) -> Result<WaitEnd, Error> {
         // The spin that suits where the use's signal lives, for the whole
@@ -74,10 +70,7 @@ impl<T: QueueTracker> QueueCore<T> {
             return Ok(WaitEnd::Done(status));
         }
         let memory = self.waiter.memory();
-        let armed = match locked.as_deref_mut() {
-            Some(inner) => inner.arm_wake(&self.stats, memory, ticket)?,
-            None => self.lock().arm_wake(&self.stats, memory, ticket)?,
-        };
+        let armed = self.lock().arm_wake(&self.stats, memory, ticket)?;
         let Some(armed) = armed else {
             bump(&self.stats.wake_fallbacks);
             return cpu_wait::wait_for(wait_slice, self.state(), &settings);
@@ -97,12 +90,7 @@ impl<T: QueueTracker> QueueCore<T> {
         // this thread): let go of it now if the lock is free, else its next
         // holder does (`apply_pending`).
         drop(armed);
-        match locked {
-            Some(inner) => {
-                inner.wakes.release_done(memory);
-            }
-            None => self.release_wakes_soon(),
-        }
+        self.release_wakes_soon();
         end
     }
 }
@@ -113,6 +101,6 @@ impl<T: QueueTracker> SleepingWaits<T::Memory> for QueueCore<T> {
         ticket: &Ticket,
         wait_slice: &mut dyn FnMut(Duration, WaitPolicy) -> Result<Status, WaitError>,
     ) -> Result<WaitEnd, Error> {
-        self.wait_maybe_sleeping(ticket, None, wait_slice)
+        self.wait_maybe_sleeping(ticket, wait_slice)
     }
 }

@@ -78,10 +78,11 @@ counters! {
         batches_closed,
         /// Batches completed (by any thread).
         batches_completed,
-        /// Of those, completed by a thread holding an execution lock: 0
-        /// unless the old behaviour ([`SyncWait::UnderLock`](crate::SyncWait))
-        /// is configured, as every batch (a synchronize marker's included)
-        /// is completed after the lock is released.
+        /// Of those, completed by a thread holding an execution lock (of
+        /// any queue): 0 unless a caller synchronizes inside another
+        /// queue's [`HostQueue::with_tracker`](crate::HostQueue::with_tracker),
+        /// as the layer completes every batch (a synchronize marker's
+        /// included) after the lock is released.
         batches_completed_under_lock,
         /// Of those, by the completion thread.
         handler_batches,

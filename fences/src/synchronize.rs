@@ -27,7 +27,6 @@
 //! lock.
 
 use crate::batch::Batch;
-use crate::config::SyncWait;
 use crate::cpu_wait::{Outcome, WaitEnd};
 use crate::error::Error;
 use crate::handler::Handoff;
@@ -41,8 +40,7 @@ use std::time::Duration;
 
 /// What synchronize does once the lock is released.
 pub(crate) enum SyncPlan<M: SignalMemory> {
-    /// Nothing left to do (nothing submitted, or the old behaviour did it
-    /// all under the lock).
+    /// Nothing left to do (nothing submitted).
     Done(Result<(), Error>),
     /// The newest command was already done: complete its batch.
     Inline {
@@ -60,14 +58,6 @@ pub(crate) enum SyncPlan<M: SignalMemory> {
         marker: Arc<Marker>,
         batch: Batch,
         signal: Option<SignalRef<M>>,
-    },
-    /// The wait under the lock timed out: the completion thread takes the
-    /// batch over, and synchronize reports the timeout.
-    HandOff {
-        marker: Arc<Marker>,
-        batch: Batch,
-        signal: Option<SignalRef<M>>,
-        error: Error,
     },
 }
 
@@ -152,23 +142,16 @@ impl<T: QueueTracker> QueueCore<T> {
                 signal,
             }));
         }
-        Ok(Step::Done(match self.config.sync_wait {
-            SyncWait::OutsideLock => SyncPlan::Own { marker, batch },
-            SyncWait::UnderLock => self.complete_cpu_wait_under_lock(inner, marker, batch),
-        }))
+        Ok(Step::Done(SyncPlan::Own { marker, batch }))
     }
 
     /// The CPU wait for a marker, counted while it runs.
-    fn wait_for_marker(
-        &self,
-        marker: &Marker,
-        locked: Option<&mut Inner<T>>,
-    ) -> Result<WaitEnd, Error> {
+    fn wait_for_marker(&self, marker: &Marker) -> Result<WaitEnd, Error> {
         bump(&self.stats.cpu_waits);
         self.stats
             .cpu_waits_in_progress
             .fetch_add(1, Ordering::AcqRel);
-        let end = self.wait_maybe_sleeping(&marker.ticket, locked, |slice, policy| {
+        let end = self.wait_maybe_sleeping(&marker.ticket, |slice, policy| {
             self.waiter.wait(&marker.ticket, slice, policy)
         });
         self.stats
@@ -179,7 +162,7 @@ impl<T: QueueTracker> QueueCore<T> {
 
     /// Steps 2-4 (CLR's CompleteCpuWait), called without the lock.
     fn complete_cpu_wait(this: &Arc<Self>, marker: Arc<Marker>, batch: Batch) -> Result<(), Error> {
-        let end = this.wait_for_marker(&marker, None)?;
+        let end = this.wait_for_marker(&marker)?;
         let Some(outcome) = end.outcome() else {
             // The wait used up its time: the completion thread takes the
             // batch over, with no more waiting here.
@@ -226,48 +209,11 @@ impl<T: QueueTracker> QueueCore<T> {
         end.into_result(Some(&this.stats), || this.report_failure(&ticket))
     }
 
-    /// The old behaviour: steps 2-4 with the lock held throughout.
-    fn complete_cpu_wait_under_lock(
-        &self,
-        inner: &mut Inner<T>,
-        marker: Arc<Marker>,
-        batch: Batch,
-    ) -> SyncPlan<T::Memory> {
-        let end = match self.wait_for_marker(&marker, Some(inner)) {
-            Ok(end) => end,
-            Err(error) => return SyncPlan::Done(Err(error)),
-        };
-        let Some(outcome) = end.outcome() else {
-            let signal = inner.tracker.hold(&marker.ticket).ok().flatten();
-            return SyncPlan::HandOff {
-                marker,
-                batch,
-                signal,
-                error: end
-                    .into_result(None, || unreachable!("timed out"))
-                    .unwrap_err(),
-            };
-        };
-        match outcome {
-            Outcome::Complete => {
-                self.process_timing(inner, &batch);
-                self.reset_state(inner);
-                inner.in_flight_marker = None;
-            }
-            // This thread holds the lock: tell the tracker now.
-            Outcome::Failed => self.apply_pending_failure(inner),
-            Outcome::DeviceError(_) => {}
-        }
-        self.finish_batch(batch, marker.seq, &outcome, self.state(), false);
-        marker.finish(outcome);
-        SyncPlan::Done(end.into_result(Some(&self.stats), || self.report_failure(&marker.ticket)))
-    }
-
     /// A second synchronizing thread: waits on the marker in flight, without
     /// the lock. The marker's owner completes its batch.
     fn join_marker(&self, marker: &Marker) -> Result<(), Error> {
         bump(&self.stats.marker_joins);
-        let end = self.wait_for_marker(marker, None)?;
+        let end = self.wait_for_marker(marker)?;
         if end.outcome() == Some(Outcome::Complete) {
             self.progress.note_synced(marker.seq);
         }
@@ -310,8 +256,7 @@ impl<T: QueueTracker> QueueCore<T> {
 impl<T: QueueTracker> HostQueue<T> {
     /// Waits until everything submitted to the queue so far completed
     /// (`hipStreamSynchronize`), never holding the execution lock while it
-    /// waits for the GPU (unless configured with the old
-    /// [`SyncWait::UnderLock`]).
+    /// waits for the GPU.
     ///
     /// - Nothing submitted since a completed marker: returns at once,
     ///   without the lock.
@@ -376,27 +321,6 @@ impl<T: QueueTracker> HostQueue<T> {
                 batch,
                 signal,
             } => QueueCore::sync_through_handler(core, marker, batch, signal),
-            SyncPlan::HandOff {
-                marker,
-                batch,
-                signal,
-                error,
-            } => {
-                let seq = marker.seq;
-                // The wait under the lock already used up its time.
-                let _ = QueueCore::hand_to_handler(
-                    core,
-                    Handoff {
-                        batch,
-                        signal,
-                        last_seq: seq,
-                        marker: Some(marker),
-                        wake: None,
-                    },
-                    Some(Duration::ZERO),
-                );
-                Err(error)
-            }
         }
     }
 }

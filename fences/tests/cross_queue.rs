@@ -7,7 +7,7 @@
 mod support;
 
 use sigretire_queue::sim::{SimPlatform, SimTracker};
-use sigretire_queue::{CommandStatus, Device, Error, Event, HostQueue, QueueConfig, SyncWait};
+use sigretire_queue::{CommandStatus, Device, Error, Event, HostQueue, QueueConfig};
 use sigretire_sim::hsa_sys::HSA_PACKET_TYPE_BARRIER_AND;
 use sigretire_tracker::{Status, Tracker};
 use std::thread::JoinHandle;
@@ -192,9 +192,10 @@ fn queues_waiting_on_each_other_never_deadlock_on_the_host() {
 
 /// A producer queue whose synchronize is in progress on another thread: it
 /// waits for a kernel that spins until `flag`, on a stepped GPU nobody
-/// drives, so its GPU wait cannot end until the test ends it. With
-/// `SyncWait::UnderLock` (the old behaviour) every test below fails by its
-/// watchdog: each call needs the producer's lock.
+/// drives, so its GPU wait cannot end until the test ends it. With the old
+/// behaviour (support's `OldSynchronize`, which waits holding the lock)
+/// every test below fails by its watchdog: each call needs the producer's
+/// lock.
 struct Synchronizing {
     platform: SimPlatform,
     _device: Device<SimTracker>,
@@ -207,9 +208,8 @@ struct Synchronizing {
     sync: JoinHandle<Result<(), Error>>,
 }
 
-fn synchronizing(sync_wait: SyncWait) -> Synchronizing {
+fn synchronizing() -> Synchronizing {
     let config = QueueConfig {
-        sync_wait,
         // Longer than the watchdog, so a call stuck behind the synchronize
         // is caught by the watchdog, not freed by the synchronize's timeout.
         wait_timeout: Some(HANDSHAKE * 3),
@@ -280,7 +280,7 @@ impl Synchronizing {
 
 #[test]
 fn record_event_returns_while_its_queue_is_being_synchronized() {
-    let s = synchronizing(SyncWait::OutsideLock);
+    let s = synchronizing();
     let producer = s.producer.clone();
     let event = returns_promptly(
         "record_event on a queue being synchronized",
@@ -297,7 +297,7 @@ fn record_event_returns_while_its_queue_is_being_synchronized() {
 
 #[test]
 fn wait_event_returns_while_the_producer_is_being_synchronized() {
-    let mut s = synchronizing(SyncWait::OutsideLock);
+    let mut s = synchronizing();
     let (consumer, before) = (s.consumer.clone(), s.before.take().unwrap());
     // Pinning the producer's use takes the producer's lock.
     let wait = returns_promptly(
@@ -312,7 +312,7 @@ fn wait_event_returns_while_the_producer_is_being_synchronized() {
 
 #[test]
 fn wait_queue_returns_while_the_producer_is_being_synchronized() {
-    let s = synchronizing(SyncWait::OutsideLock);
+    let s = synchronizing();
     let (consumer, producer) = (s.consumer.clone(), s.producer.clone());
     // Pins the producer's newest command, under its lock.
     let wait = returns_promptly(

@@ -374,32 +374,6 @@ fn one_wake_signal_serves_every_batch_in_turn() {
 }
 
 #[test]
-fn the_old_synchronize_under_the_lock_sleeps_without_taking_the_lock_again() {
-    // SyncWait::UnderLock waits for the marker holding the execution lock;
-    // a sleeping wait arms its wake packet through that held lock.
-    let platform = platform();
-    let config = QueueConfig {
-        sync_wait: sigretire_queue::SyncWait::UnderLock,
-        ..blocking()
-    };
-    let device = device(&platform, config);
-    let long = platform
-        .sim()
-        .register_kernel(Kernel::Duration(Duration::from_millis(2)));
-    let queue = device.default_queue().clone();
-    queue.launch(long).unwrap();
-    let waiter = queue.clone();
-    returns_promptly(
-        "a synchronize under the lock",
-        move || waiter.synchronize(),
-        || {},
-    )
-    .unwrap();
-    assert_eq!(queue.query().unwrap(), Status::Complete);
-    assert_eq!(queue.stats().sleeping_waits, 1);
-}
-
-#[test]
 fn wake_signals_are_made_with_the_queue_and_zero_spends_none_of_the_budget() {
     // A spinning queue's waits never sleep, but its completion thread does:
     // it gets the configured five, made once; `wake_signals: 0` makes none.

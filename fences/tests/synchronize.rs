@@ -7,7 +7,7 @@
 
 mod support;
 
-use sigretire_queue::{CommandStatus, Error, QueueConfig, QueueStats, SyncWait};
+use sigretire_queue::{CommandStatus, Error, QueueConfig, QueueStats};
 use sigretire_tracker::{Status, Tracker};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -47,19 +47,22 @@ fn the_reset_runs_when_nothing_followed_the_marker_and_the_lock_is_retaken_once(
 }
 
 /// Synchronizes a queue whose pending small batch waits for a spinning
-/// kernel; returns the queue's counters afterwards.
-fn synchronize_small_batch(sync_wait: SyncWait) -> QueueStats {
-    let (platform, device) = stepped_with(
-        Default::default(),
-        QueueConfig {
-            sync_wait,
-            ..bounded()
-        },
-    );
+/// kernel, from a thread that holds another queue's execution lock
+/// throughout when `under_a_lock` (a test double of the old behaviour,
+/// which waited and completed its batch under the lock); returns the
+/// queue's counters afterwards.
+fn synchronize_small_batch(under_a_lock: bool) -> QueueStats {
+    let (platform, device) = stepped_with(Default::default(), bounded());
     let queue = device.default_queue().clone();
     let flag = sigretire_sim::HostFlag::new();
     let kernel = queue.launch(spin_kernel(&platform, &flag)).unwrap();
-    let sync = spawn_synchronize(&queue);
+    let sync = if under_a_lock {
+        let holder = platform.create_queue(&device, bounded()).unwrap();
+        let queue = queue.clone();
+        spawn(move || holder.with_tracker(|_| queue.synchronize()))
+    } else {
+        spawn_synchronize(&queue)
+    };
     wait_until("the synchronizer waits", || waiting(&queue) == 1);
     flag.set();
     assert_eq!(drive(&platform, sync), Ok(()));
@@ -69,11 +72,11 @@ fn synchronize_small_batch(sync_wait: SyncWait) -> QueueStats {
 
 #[test]
 fn the_marker_batch_is_completed_without_the_lock() {
-    let stats = synchronize_small_batch(SyncWait::OutsideLock);
+    let stats = synchronize_small_batch(false);
     assert_eq!(stats.batches_completed, 1);
     assert_eq!(stats.batches_completed_under_lock, 0);
-    // The counter sees a completion under the lock: the old behaviour's.
-    let old = synchronize_small_batch(SyncWait::UnderLock);
+    // The counter sees a completion under a lock: the old behaviour's.
+    let old = synchronize_small_batch(true);
     assert_eq!(old.batches_completed, 1);
     assert_eq!(old.batches_completed_under_lock, 1);
 }
@@ -243,18 +246,16 @@ fn cpu_sync_batch_zero_sends_every_batch_to_the_completion_thread() {
 
 #[test]
 fn the_old_behaviour_holds_the_lock_across_the_gpu_wait() {
-    let (platform, device) = stepped_with(
-        Default::default(),
-        QueueConfig {
-            sync_wait: SyncWait::UnderLock,
-            ..bounded()
-        },
-    );
+    let (platform, device) = stepped();
     let queue = device.default_queue().clone();
     let flag = sigretire_sim::HostFlag::new();
     queue.launch(spin_kernel(&platform, &flag)).unwrap();
-    let sync = spawn_synchronize(&queue);
-    wait_until("the synchronizer waits", || waiting(&queue) == 1);
+    let old = std::sync::Arc::new(OldSynchronize::default());
+    let sync = {
+        let (queue, old) = (queue.clone(), old.clone());
+        spawn(move || old.synchronize(&queue))
+    };
+    wait_until("the synchronizer waits", || old.waiting() == 1);
     let query = {
         let queue = queue.clone();
         spawn(move || queue.query())

@@ -1,6 +1,10 @@
 //! Shared test helpers: platforms, deterministic handshakes.
 #![allow(dead_code)]
 
+pub mod old_synchronize;
+
+#[allow(unused_imports)] // not every test uses it
+pub use old_synchronize::OldSynchronize;
 use sigretire_queue::sim::{SimPlatform, SimTracker};
 use sigretire_queue::{Device, DeviceConfig, HostQueue, QueueConfig};
 use std::thread::JoinHandle;

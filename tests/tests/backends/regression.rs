@@ -8,19 +8,34 @@
 //! cross-queue waits on the same queue; only when all those calls have
 //! returned is the kernel released. With the fix the calls never wait for
 //! the GPU and the test passes. With the old behaviour (waiting for the
-//! marker while holding the execution lock) the calls block on the lock
-//! while the lock holder waits for a kernel that only they can release: a
-//! deadlock, which the watchdog turns into a test result by releasing the
-//! kernel itself (as the seed's device-side watchdog ends its kernel).
+//! marker while holding the execution lock: the test double
+//! `OldSynchronize`, as the layer has no such mode) the calls block on the
+//! lock while the lock holder waits for a kernel that only they can
+//! release: a deadlock, which the watchdog turns into a test result by
+//! releasing the kernel itself (as the seed's device-side watchdog ends its
+//! kernel).
 //!
 //! Runs on a threaded machine, on the default queue and on a created queue,
 //! with 0 and 3 extra synchronizing threads. (cuda-backend/tests/fences.rs
 //! runs it on an NVIDIA GPU.)
 
-use crate::support::{Backend, Platform, Watchdog, on_every_backend, waiting};
-use sigretire_queue::{Error, QueueConfig, SyncWait};
+use crate::support::{Backend, Platform, Retiring, Watchdog, on_every_backend, waiting};
+use sigretire_queue::{Error, HostQueue, QueueConfig};
 use sigretire_tracker::Status;
 use std::time::{Duration, Instant};
+
+#[path = "../../../fences/tests/support/old_synchronize.rs"]
+mod old_synchronize;
+use old_synchronize::OldSynchronize;
+
+/// How the test's threads synchronize.
+#[derive(Clone, Copy, Debug)]
+enum Synchronize {
+    /// The queue layer's synchronize.
+    Fixed,
+    /// The old behaviour's, as a test double.
+    Old,
+}
 
 on_every_backend! {
     adopted;
@@ -66,12 +81,17 @@ struct Outcome {
 fn run<B: Backend>(
     kind: QueueKind,
     extra_syncers: usize,
-    sync_wait: SyncWait,
+    how: Synchronize,
     watchdog: Duration,
 ) -> Outcome {
+    let old = OldSynchronize::default();
+    let synchronize = |queue: &HostQueue<Retiring<B>>| match how {
+        Synchronize::Fixed => queue.synchronize(),
+        Synchronize::Old => old.synchronize(queue),
+    };
+    let waiting = |queue: &HostQueue<Retiring<B>>| waiting(queue) + old.waiting();
     let platform = Platform::<B>::threaded();
     let config = QueueConfig {
-        sync_wait,
         wait_timeout: Some(Duration::from_secs(30)),
         ..QueueConfig::default()
     };
@@ -98,18 +118,20 @@ fn run<B: Backend>(
     let (extra, other) = std::thread::scope(|scope| {
         let extra: Vec<_> = (0..extra_syncers)
             .map(|_| {
-                let (queue, watchdog) = (&queue, &watchdog);
+                let (queue, watchdog, synchronize, waiting) =
+                    (&queue, &watchdog, &synchronize, &waiting);
                 scope.spawn(move || {
                     // Start once the main thread is inside synchronize.
                     while waiting(queue) == 0 && !watchdog.fired() {
                         std::thread::yield_now();
                     }
-                    queue.synchronize()
+                    synchronize(queue)
                 })
             })
             .collect();
         let other = {
-            let (queue, watchdog, produced, release) = (&queue, &watchdog, &produced, &release);
+            let (queue, watchdog, produced, release, waiting) =
+                (&queue, &watchdog, &produced, &release, &waiting);
             scope.spawn(move || {
                 // Start once every synchronizing thread is waiting.
                 while waiting(queue) < 1 + extra_syncers as u64 && !watchdog.fired() {
@@ -132,7 +154,7 @@ fn run<B: Backend>(
             })
         };
         // The main thread synchronizes.
-        let main = queue.synchronize();
+        let main = synchronize(&queue);
         let extra: Vec<_> = extra.into_iter().map(|t| t.join().unwrap()).collect();
         let other = other.join().unwrap();
         ((main, extra), other)
@@ -160,7 +182,7 @@ fn run<B: Backend>(
 }
 
 fn fixed_passes<B: Backend>(kind: QueueKind, extra_syncers: usize) {
-    let outcome = run::<B>(kind, extra_syncers, SyncWait::OutsideLock, WATCHDOG);
+    let outcome = run::<B>(kind, extra_syncers, Synchronize::Fixed, WATCHDOG);
     assert!(!outcome.watchdog_fired, "deadlock: {outcome:?}");
     assert_eq!(outcome.main, Ok(()));
     assert!(outcome.extra.iter().all(|r| r.is_ok()), "{outcome:?}");
@@ -179,7 +201,7 @@ fn old_behaviour_deadlocks<B: Backend>(kind: QueueKind, extra_syncers: usize) {
     let outcome = run::<B>(
         kind,
         extra_syncers,
-        SyncWait::UnderLock,
+        Synchronize::Old,
         OLD_BEHAVIOUR_WATCHDOG,
     );
     assert!(
