@@ -1,23 +1,35 @@
-//! CPU waits, always outside the execution lock (except in the old
-//! behaviour this crate keeps for its regression test).
+//! The queue layer's waits for a use, always outside the execution lock, on
+//! the tracker's wait engine ([`Wait`]).
 //!
-//! A wait runs the tracker's own lock-free wait ([`crate::tracker::Waiter::wait`] or
-//! [`crate::tracker::SignalRef::wait`]) in slices of
-//! [`QueueConfig::error_check_interval`], so that between slices it can
-//! notice the device error state (and return early, without completion) and
-//! its deadline. The spin and yield phases of the wait policy are spent once
-//! over the whole wait, not once per slice.
+//! A wait looks at the use (what the host knows, else one load of its
+//! signal), and between looks spins, then, where the policy asks to sleep
+//! ([`WaitPolicy::interrupt`](sigretire_tracker::WaitPolicy::interrupt)) and
+//! the queue has a wake signal free, sleeps on it: the queue publishes a
+//! barrier-AND on the use's signal, pinned, whose completion signal is that
+//! wake signal ([`Wakes`]), and the GPU wakes the thread as the use
+//! completes (or fails), with no poll of the use's signal meanwhile (each
+//! one a PCIe read in device memory). The barrier-AND carries no barrier
+//! bit: it waits for the use, not for what was submitted after it; where
+//! later work runs before it anyway, the thread looks at the use after
+//! every sleep. With no wake signal free, no room in the ring, or none at
+//! all, it yields and sleep-polls as the policy says. Every slice
+//! ([`QueueConfig::error_check_interval`]) it checks the device error state
+//! (and returns early, without completion) and its deadline.
 
 use crate::config::QueueConfig;
 use crate::device_state::DeviceState;
 use crate::error::Error;
-use crate::stats::{Counters, bump};
-#[cfg(test)]
-use sigretire_tracker::TimedOut;
-use sigretire_tracker::{Status, WaitError, WaitPolicy};
-use std::time::{Duration, Instant};
+use crate::status::CommandStatus;
+use crate::wake::Armed;
+use sigretire_tracker::{
+    ForeignTicket, SignalMemory, Status, Ticket, TimedOut, Wait, WaitPolicy, WaitStop, Waiter,
+    WakeSource,
+};
+use std::cell::Cell;
+use std::time::Duration;
 
-/// How long and how a wait runs.
+/// How a queue's waits run: its policy, its timeout, and the slice between
+/// two checks of the device error state.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct WaitSettings {
     pub(crate) policy: WaitPolicy,
@@ -35,178 +47,147 @@ impl From<&QueueConfig> for WaitSettings {
     }
 }
 
-/// How a batch ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    /// Its fence completed: every command in it completed.
-    Complete,
-    /// Its fence failed (a queue error).
-    Failed,
-    /// The device entered the error state before the fence was seen done.
-    DeviceError(Error),
+/// How a wait for a use ended: as the use did (`Complete`, `Failed`), or
+/// released early by the device error state (`DeviceError`); out of time,
+/// without an outcome.
+pub(crate) type Ended = Result<CommandStatus, TimedOut>;
+
+/// Where a waiting thread gets a wake to sleep on: its queue, which
+/// publishes a packet completing one of its wake signals.
+pub(crate) trait Wakes<M: SignalMemory>: Send + Sync {
+    /// A wake for `ticket`'s use, its packet published (taking the queue's
+    /// lock briefly); `None` when the queue has none free or no room.
+    fn arm(&self, ticket: &Ticket) -> Result<Option<Armed<M>>, Error>;
+
+    /// A sleeper let go of its wake: the queue lets go of the wake packet's
+    /// pin once the packet ran (now if its lock is free, else its next
+    /// holder), never waiting for the lock.
+    fn released(&self);
 }
 
-/// How a wait ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum WaitEnd {
-    /// The use completed or failed.
-    Done(Status),
-    /// The device entered the error state first: the wait returns early.
-    DeviceError(Error),
-    /// The deadline passed first.
-    TimedOut(Duration),
+/// A wake signal a sleeping wait holds, and the memory it lives in.
+struct Sleeper<'a, M: SignalMemory> {
+    armed: Armed<M>,
+    memory: &'a M,
 }
 
-impl WaitEnd {
-    /// How the batch the wait was for completes: as its fence ended, or
-    /// released by the device error; `None` after the deadline (the batch
-    /// is not done, and the caller hands it on).
-    pub(crate) fn outcome(&self) -> Option<Outcome> {
-        match self {
-            WaitEnd::Done(Status::Complete) => Some(Outcome::Complete),
-            WaitEnd::Done(_) => Some(Outcome::Failed),
-            WaitEnd::DeviceError(error) => Some(Outcome::DeviceError(error.clone())),
-            WaitEnd::TimedOut(_) => None,
-        }
+impl<M: SignalMemory> WakeSource for Sleeper<'_, M> {
+    fn sleep(&mut self, timeout: Duration) -> bool {
+        // SAFETY: the queue lent the signal from a pool made from its
+        // tracker's memory, which `memory` is (the waiter's).
+        unsafe { self.armed.sleep(self.memory, timeout) }
     }
 
-    /// What the caller returns: every wait of the crate reads its end here.
-    /// A failure is `failed()` (the caller knows whether the queue failure
-    /// is still to be reported or already was); an early return in the
-    /// device error state is counted in `counters` (the queue's, where the
-    /// caller has them).
-    pub(crate) fn into_result(
-        self,
-        counters: Option<&Counters>,
-        failed: impl FnOnce() -> Error,
-    ) -> Result<(), Error> {
-        match self {
-            WaitEnd::Done(Status::Complete) => Ok(()),
-            WaitEnd::Done(_) => Err(failed()),
-            WaitEnd::DeviceError(error) => {
-                if let Some(counters) = counters {
-                    bump(&counters.device_error_returns);
+    fn look_after_every_sleep(&self) -> bool {
+        self.armed.behind()
+    }
+}
+
+/// Why a wait stopped early.
+enum Stop {
+    DeviceError,
+    /// The queue could not arm a wake for a reason other than having none.
+    Arming(Error),
+}
+
+/// A wait for a use of one tracker: what it needs besides the use.
+pub(crate) struct UseWait<'a, M: SignalMemory> {
+    pub(crate) settings: WaitSettings,
+    pub(crate) device: &'a DeviceState,
+    pub(crate) waiter: &'a Waiter<M>,
+}
+
+impl<M: SignalMemory> UseWait<'_, M> {
+    /// Waits for `ticket`'s use, looking with `look` (its status, with at
+    /// most one load), sleeping on a wake from `wakes` once the spin is
+    /// spent if the policy asks to.
+    pub(crate) fn run(
+        &self,
+        ticket: &Ticket,
+        mut look: impl FnMut() -> Result<Status, ForeignTicket>,
+        wakes: Option<&dyn Wakes<M>>,
+    ) -> Result<Ended, Error> {
+        let policy = self.settings.policy;
+        let mut wait = Wait::new(policy)
+            .timeout(self.settings.timeout)
+            .slice(self.settings.slice);
+        // No lookup where the spin is the same everywhere (`WaitPolicy::spin()`).
+        if policy.spin != policy.device_spin {
+            wait = wait.at(self.waiter.placement(ticket)?);
+        }
+        let wakes = wakes.filter(|_| policy.interrupt);
+        let foreign = Cell::new(None);
+        let arming_failed = Cell::new(None);
+        let slept = Cell::new(false);
+        let ended = wait.until_woken(
+            || match look() {
+                Ok(status) => status.is_done().then_some(status),
+                Err(error) => {
+                    foreign.set(Some(error));
+                    Some(Status::Pending)
                 }
-                Err(error)
-            }
-            WaitEnd::TimedOut(timeout) => Err(Error::TimedOut(timeout)),
-        }
-    }
-}
-
-/// What is left of `policy`'s spin and yield phases after `elapsed`.
-fn remaining(policy: WaitPolicy, elapsed: Duration) -> WaitPolicy {
-    let spin = policy.spin.saturating_sub(elapsed);
-    let yield_for = (policy.spin + policy.yield_for)
-        .saturating_sub(elapsed)
-        .saturating_sub(spin);
-    WaitPolicy {
-        spin,
-        yield_for,
-        ..policy
-    }
-}
-
-/// Waits with `wait_slice` (a tracker wait bounded by its first argument)
-/// until the use is done, the device is in the error state, or the deadline.
-pub(crate) fn wait_for(
-    mut wait_slice: impl FnMut(Duration, WaitPolicy) -> Result<Status, WaitError>,
-    device: &DeviceState,
-    settings: &WaitSettings,
-) -> Result<WaitEnd, Error> {
-    let start = Instant::now();
-    loop {
-        let elapsed = start.elapsed();
-        let mut slice = settings.slice;
-        if let Some(timeout) = settings.timeout {
-            slice = slice.min(timeout.saturating_sub(elapsed));
-        }
-        if device.has_error() {
-            // Look once, then return early if the work is not done.
-            slice = Duration::ZERO;
-        }
-        match wait_slice(slice, remaining(settings.policy, elapsed)) {
-            Ok(status) if status.is_done() => return Ok(WaitEnd::Done(status)),
-            Ok(_) | Err(WaitError::TimedOut(_)) => {}
-            Err(WaitError::Foreign(error)) => {
-                return Err(sigretire_tracker::Error::from(error).into());
-            }
-        }
-        if let Some(error) = device.wait_error() {
-            return Ok(WaitEnd::DeviceError(error));
-        }
-        if let Some(timeout) = settings.timeout
-            && start.elapsed() >= timeout
+            },
+            || match arming_failed.take() {
+                Some(error) => Some(Stop::Arming(error)),
+                None => self.device.has_error().then_some(Stop::DeviceError),
+            },
+            || {
+                let armed = match wakes?.arm(ticket) {
+                    Ok(armed) => armed?,
+                    Err(error) => {
+                        arming_failed.set(Some(error));
+                        return None;
+                    }
+                };
+                slept.set(true);
+                Some(Sleeper {
+                    armed,
+                    memory: self.waiter.memory(),
+                })
+            },
+        );
+        // Done reading the wake signal (the engine dropped it): it may be
+        // lent again once its packet ran, and the pin goes then too.
+        if slept.get()
+            && let Some(wakes) = wakes
         {
-            return Ok(WaitEnd::TimedOut(timeout));
+            wakes.released();
+        }
+        if let Some(error) = foreign.take() {
+            return Err(sigretire_tracker::Error::from(error).into());
+        }
+        match ended {
+            Ok(status) => Ok(Ok(CommandStatus::from(status))),
+            Err(WaitStop::Halted(Stop::DeviceError)) => Ok(Ok(CommandStatus::DeviceError)),
+            Err(WaitStop::Halted(Stop::Arming(error))) => Err(error),
+            Err(WaitStop::TimedOut(timeout)) => Ok(Err(TimedOut(timeout))),
         }
     }
 }
 
-/// As [`wait_for`], for a wait that sleeps, having just looked at the use:
-/// `sleep` sleeps, at most its argument, until the GPU wakes the thread,
-/// and says whether it did. The use is looked at (`wait_slice` given no
-/// time) after every wake and, with `look_each_slice`, after every sleep;
-/// the device error state and the deadline are checked first and after
-/// every sleep.
-pub(crate) fn sleep_for(
-    mut wait_slice: impl FnMut(Duration, WaitPolicy) -> Result<Status, WaitError>,
-    mut sleep: impl FnMut(Duration) -> bool,
-    look_each_slice: bool,
-    device: &DeviceState,
-    settings: &WaitSettings,
-) -> Result<WaitEnd, Error> {
-    let start = Instant::now();
-    let mut look = false;
-    loop {
-        if look {
-            match wait_slice(Duration::ZERO, settings.policy) {
-                Ok(status) if status.is_done() => return Ok(WaitEnd::Done(status)),
-                Ok(_) | Err(WaitError::TimedOut(_)) => {}
-                Err(WaitError::Foreign(error)) => {
-                    return Err(sigretire_tracker::Error::from(error).into());
-                }
-            }
-        }
-        if let Some(error) = device.wait_error() {
-            return Ok(WaitEnd::DeviceError(error));
-        }
-        let elapsed = start.elapsed();
-        let mut slice = settings.slice;
-        if let Some(timeout) = settings.timeout {
-            if elapsed >= timeout {
-                return Ok(WaitEnd::TimedOut(timeout));
-            }
-            slice = slice.min(timeout - elapsed);
-        }
-        look = sleep(slice) || look_each_slice;
-    }
-}
-
-#[cfg(test)]
+#[cfg(all(test, feature = "sim"))]
 mod tests {
     use super::*;
     use crate::config::DeviceConfig;
+    use sigretire_tracker::{Request, Tracker};
+    use std::cell::Cell;
 
-    #[test]
-    fn the_policy_is_spent_once_over_the_wait() {
-        let policy = WaitPolicy {
-            spin: Duration::from_micros(50),
-            device_spin: Duration::from_micros(50),
-            yield_for: Duration::from_micros(100),
-            max_sleep: Duration::from_micros(7),
-            interrupt: false,
-        };
-        assert_eq!(remaining(policy, Duration::ZERO), policy);
-        let later = remaining(policy, Duration::from_micros(80));
-        assert_eq!(later.spin, Duration::ZERO);
-        assert_eq!(later.yield_for, Duration::from_micros(70));
-        let done = remaining(policy, Duration::from_millis(1));
-        assert_eq!(
-            (done.spin, done.yield_for),
-            (Duration::ZERO, Duration::ZERO)
-        );
-        assert_eq!(done.max_sleep, policy.max_sleep);
+    /// A use of a tracker on a stepped simulator nobody drives: it never
+    /// completes by itself.
+    fn pending_use() -> (Waiter<sigretire_sim::backend::SimMemory>, Ticket) {
+        let (mut tracker, queue) =
+            sigretire_sim::backend::stepped_tracker(Default::default()).unwrap();
+        let index = queue.reserve().unwrap();
+        let ticket = tracker.acquire(Request::packet(index)).unwrap().ticket;
+        (tracker.waiter(), ticket)
+    }
+
+    fn settings(timeout: Option<Duration>, slice: Duration) -> WaitSettings {
+        WaitSettings {
+            policy: WaitPolicy::blocking(),
+            timeout,
+            slice,
+        }
     }
 
     #[test]
@@ -214,63 +195,73 @@ mod tests {
         let device = DeviceState::new(DeviceConfig {
             skip_abort_on_error: true,
         });
-        let settings = WaitSettings {
-            policy: WaitPolicy::blocking(),
-            timeout: None,
-            slice: Duration::from_micros(100),
+        let (waiter, ticket) = pending_use();
+        let wait = UseWait {
+            settings: settings(None, Duration::from_micros(100)),
+            device: &device,
+            waiter: &waiter,
         };
-        let mut polls = 0;
-        let end = wait_for(
-            |slice, _| {
-                polls += 1;
-                if polls == 3 {
-                    device.report("injected".into());
-                }
-                Err(WaitError::TimedOut(TimedOut(slice)))
-            },
-            &device,
-            &settings,
-        )
-        .unwrap();
+        let looks = Cell::new(0);
+        let ended = wait
+            .run(
+                &ticket,
+                || {
+                    looks.set(looks.get() + 1);
+                    if looks.get() == 3 {
+                        device.report("injected".into());
+                    }
+                    Ok(Status::Pending)
+                },
+                None,
+            )
+            .unwrap();
+        assert_eq!(ended, Ok(CommandStatus::DeviceError));
+        assert_eq!(looks.get(), 3);
         assert_eq!(
-            end,
-            WaitEnd::DeviceError(Error::DeviceError {
+            device.wait_error(),
+            Some(Error::DeviceError {
                 reason: "injected".into()
             })
         );
-        assert_eq!(polls, 3);
     }
 
     #[test]
     fn a_done_use_wins_over_a_device_error() {
         let device = DeviceState::new(DeviceConfig::default());
         device.report("injected".into());
-        let settings = WaitSettings {
-            policy: WaitPolicy::blocking(),
-            timeout: Some(Duration::from_secs(1)),
-            slice: Duration::from_millis(1),
+        let (waiter, ticket) = pending_use();
+        let wait = UseWait {
+            settings: settings(Some(Duration::from_secs(1)), Duration::from_millis(1)),
+            device: &device,
+            waiter: &waiter,
         };
-        let end = wait_for(|_, _| Ok(Status::Complete), &device, &settings).unwrap();
-        assert_eq!(end, WaitEnd::Done(Status::Complete));
+        let ended = wait.run(&ticket, || Ok(Status::Complete), None).unwrap();
+        assert_eq!(ended, Ok(CommandStatus::Complete));
     }
 
     #[test]
     fn a_wait_times_out() {
         let device = DeviceState::new(DeviceConfig::default());
-        let settings = WaitSettings {
-            policy: WaitPolicy::blocking(),
-            timeout: Some(Duration::from_millis(3)),
-            slice: Duration::from_millis(1),
+        let (waiter, ticket) = pending_use();
+        let wait = UseWait {
+            settings: settings(Some(Duration::from_millis(3)), Duration::from_millis(1)),
+            device: &device,
+            waiter: &waiter,
         };
-        let end = wait_for(
-            |slice, _| {
-                std::thread::sleep(slice);
-                Err(WaitError::TimedOut(TimedOut(slice)))
-            },
-            &device,
-            &settings,
-        )
-        .unwrap();
-        assert_eq!(end, WaitEnd::TimedOut(Duration::from_millis(3)));
+        let ended = wait.run(&ticket, || Ok(Status::Pending), None).unwrap();
+        assert_eq!(ended, Err(TimedOut(Duration::from_millis(3))));
+    }
+
+    #[test]
+    fn a_failed_use_ends_the_wait_failed() {
+        let device = DeviceState::new(DeviceConfig::default());
+        let (waiter, ticket) = pending_use();
+        let wait = UseWait {
+            settings: settings(None, Duration::from_millis(1)),
+            device: &device,
+            waiter: &waiter,
+        };
+        let ended = wait.run(&ticket, || Ok(Status::Failed), None).unwrap();
+        assert_eq!(ended, Ok(CommandStatus::Failed));
     }
 }

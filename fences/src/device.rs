@@ -9,10 +9,10 @@
 //! it the device refuses all further work ([`Error::Aborted`]) where CLR
 //! would abort the process.
 
+use crate::completion::DeviceShared;
 use crate::config::{DeviceConfig, QueueConfig};
 use crate::device_state::DeviceState;
 use crate::error::Error;
-use crate::handler::{DeviceShared, Handler};
 use crate::publish::QueueTracker;
 use crate::queue::HostQueue;
 use crate::sync::{Arc, Ordering};
@@ -56,7 +56,7 @@ pub struct DeviceStats {
 /// # Ok::<(), sigretire_queue::Error>(())
 /// ```
 pub struct Device<T: QueueTracker> {
-    shared: Arc<DeviceShared>,
+    shared: Arc<DeviceShared<T>>,
     default_queue: HostQueue<T>,
 }
 
@@ -80,10 +80,7 @@ impl<T: QueueTracker> Device<T> {
     ) -> Result<Self, Error> {
         default_config.validate()?;
         let state = Arc::new(DeviceState::new(config));
-        let shared = Arc::new(DeviceShared {
-            handler: Handler::new(state.clone()),
-            state,
-        });
+        let shared = Arc::new(DeviceShared::new(state));
         let default_queue = HostQueue::create(shared.clone(), default_tracker, default_config)?;
         Ok(Self {
             shared,
@@ -132,7 +129,7 @@ impl<T: QueueTracker> Device<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn set_error(&self, reason: impl Into<String>) {
-        self.shared.state.report(reason.into());
+        self.shared.state().report(reason.into());
     }
 
     /// Why the device is in the error state, if it is.
@@ -144,7 +141,7 @@ impl<T: QueueTracker> Device<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn error(&self) -> Option<String> {
-        self.shared.state.reason()
+        self.shared.state().reason()
     }
 
     /// The device's configuration.
@@ -156,7 +153,7 @@ impl<T: QueueTracker> Device<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn config(&self) -> DeviceConfig {
-        self.shared.state.config
+        self.shared.state().config
     }
 
     /// The device's counters.
@@ -168,7 +165,7 @@ impl<T: QueueTracker> Device<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn stats(&self) -> DeviceStats {
-        let state = &self.shared.state;
+        let state = self.shared.state();
         DeviceStats {
             queue_teardowns: state.queue_teardowns.load(Ordering::Relaxed),
             teardowns_on_completion_thread: state.teardowns_on_handler.load(Ordering::Relaxed),
@@ -181,7 +178,7 @@ impl<T: QueueTracker> Device<T> {
 impl<T: QueueTracker> core::fmt::Debug for Device<T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Device")
-            .field("config", &self.shared.state.config)
+            .field("config", &self.shared.state().config)
             .field("error", &self.error())
             .field("default_queue", &self.default_queue.id())
             .finish()

@@ -15,12 +15,13 @@
 //! until the batch limit. Once that is done, synchronizing the event again
 //! takes no lock at all.
 
-use crate::cpu_wait::{Outcome, WaitEnd};
+use crate::completion::Completion;
+use crate::cpu_wait::Wakes;
 use crate::error::Error;
-use crate::publish::QueueTracker;
-use crate::publish::{CompletionPoint, Packet, Step};
-use crate::queue::{HostQueue, QueueCore};
+use crate::publish::{Packet, QueueTracker, Step};
 use crate::stats::bump;
+use crate::status::CommandStatus;
+use crate::submission::{CompletionPoint, Held, Submission};
 use crate::sync::Arc;
 use sigretire_tracker::{Purpose, SignalMemory, SignalRef, Status, Ticket, Timestamps, Work};
 use std::time::Duration;
@@ -44,7 +45,8 @@ use std::time::Duration;
 /// # Ok::<(), sigretire_queue::Error>(())
 /// ```
 pub struct Event<T: QueueTracker> {
-    queue: Arc<QueueCore<T>>,
+    submission: Arc<Submission<T>>,
+    completion: Arc<Completion<T>>,
     seq: u64,
     index: u64,
     ticket: Ticket,
@@ -53,82 +55,60 @@ pub struct Event<T: QueueTracker> {
     timed: bool,
 }
 
-impl<T: QueueTracker> HostQueue<T> {
-    /// Records an event: a marker after everything submitted so far. Right
-    /// after a command, on a queue that runs only what it publishes
-    /// (nothing it did not publish follows: [`HardwareQueue::foreign_work_after`](sigretire_tracker::HardwareQueue::foreign_work_after)),
-    /// no marker is published: the event completes with that command (which
-    /// a marker would wait for anyway), and a timed event reports its
-    /// stamps, so elapsed time runs from end to end of the two points as it
-    /// would with markers ([`QueueStats::shared_completions`](crate::QueueStats)).
-    ///
-    /// ```
-    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
-    /// # let device = platform.device(Default::default(), Default::default())?;
-    /// let queue = device.default_queue();
-    /// let kernel = queue.launch(0)?;
-    /// let event = queue.record_event()?;
-    /// assert_eq!(event.seq(), kernel.seq(), "the kernel's completion is the event's");
-    /// assert_eq!((queue.stats().markers, queue.stats().shared_completions), (0, 1));
-    /// # Ok::<(), sigretire_queue::Error>(())
-    /// ```
-    ///
-    /// With nothing before it, an event is a marker of its own:
-    ///
-    /// ```
-    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
-    /// # let device = platform.device(Default::default(), Default::default())?;
-    /// let event = device.default_queue().record_event()?;
-    /// assert!(event.is_timed()); // queues profile by default
-    /// assert_eq!(device.default_queue().stats().markers, 1);
-    /// # Ok::<(), sigretire_queue::Error>(())
-    /// ```
-    pub fn record_event(&self) -> Result<Event<T>, Error> {
-        let core = self.core();
-        let timed = core.config.profiling;
-        let (point, signal) = QueueCore::with_publication(core, |core, inner| {
-            if let Some(newest) = inner.newest_to_share(timed)? {
-                // Right after a command: its completion is the event's.
-                let signal = inner.tracker.hold(&newest.ticket)?;
-                bump(&core.stats.shared_completions);
-                return Ok(Step::Done((newest, signal)));
-            }
-            let published = match inner
-                .publish(
-                    &core.stats,
-                    // A timed event needs work that writes timestamps.
-                    Packet::new(
-                        if timed { Work::Empty } else { Work::Marker },
-                        Purpose::Event,
-                    )
-                    .timed(timed)
-                    .hold(),
-                )?
-                .or_retry()
-            {
-                Ok(published) => published,
-                Err(retry) => return Ok(retry),
-            };
-            let point = CompletionPoint {
-                seq: published.entry.seq,
-                index: published.entry.index,
-                ticket: published.entry.ticket,
-            };
-            core.push_command(inner, published.entry, true);
-            Ok(Step::Done((point, published.signal)))
-        })?;
-        Ok(Event {
-            queue: core.clone(),
+/// What recording an event found: the point it completes with, and a
+/// reference to its signal (`None` only if it is known complete already).
+pub(crate) type Recorded<M> = (CompletionPoint, Option<SignalRef<M>>);
+
+/// Under the lock: the point an event recorded now completes with, and a
+/// reference to its signal. Right after a command whose completion a marker
+/// would share (the frontier says), that command; else a marker of its own
+/// (timed work where `timed`: a marker writes no stamps).
+pub(crate) fn record<T: QueueTracker>(
+    held: &mut Held<'_, T>,
+    submission: &Submission<T>,
+    timed: bool,
+) -> Result<Step<Recorded<T::Memory>>, Error> {
+    if let Some(newest) = held.share_newest(timed)? {
+        // Right after a command: its completion is the event's.
+        let signal = held.tracker().hold(&newest.ticket)?;
+        bump(&submission.stats().shared_completions);
+        return Ok(Step::Done((newest, signal)));
+    }
+    let work = if timed { Work::Empty } else { Work::Marker };
+    let packet = Packet::new(work, Purpose::Event).timed(timed).hold();
+    let published = match held.publish(packet)?.or_retry() {
+        Ok(published) => published,
+        Err(retry) => return Ok(retry),
+    };
+    let point = CompletionPoint {
+        seq: published.entry.seq,
+        index: published.entry.index,
+        ticket: published.entry.ticket,
+    };
+    held.push(published.entry, true);
+    Ok(Step::Done((point, published.signal)))
+}
+
+impl<T: QueueTracker> Event<T> {
+    /// The event of `point`, recorded on the queue of `submission`.
+    pub(crate) fn new(
+        submission: Arc<Submission<T>>,
+        completion: Arc<Completion<T>>,
+        point: CompletionPoint,
+        signal: Option<SignalRef<T::Memory>>,
+        timed: bool,
+    ) -> Self {
+        Self {
+            submission,
+            completion,
             seq: point.seq,
             index: point.index,
             ticket: point.ticket,
             signal,
             timed,
-        })
+        }
     }
-}
 
-impl<T: QueueTracker> Event<T> {
     /// The queue the event was recorded on.
     ///
     /// ```
@@ -139,7 +119,7 @@ impl<T: QueueTracker> Event<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn queue_id(&self) -> u64 {
-        self.queue.id
+        self.submission.id()
     }
 
     /// The command number on its queue of the marker, or of the command
@@ -195,8 +175,9 @@ impl<T: QueueTracker> Event<T> {
         self.timed
     }
 
-    pub(crate) fn queue_core(&self) -> &Arc<QueueCore<T>> {
-        &self.queue
+    /// The submission of the queue it was recorded on.
+    pub(crate) fn submission(&self) -> &Arc<Submission<T>> {
+        &self.submission
     }
 
     /// What is known without reading signal memory.
@@ -226,7 +207,7 @@ impl<T: QueueTracker> Event<T> {
             None => Status::Complete,
         };
         if status == Status::Failed {
-            self.queue.report_failure(&self.ticket);
+            self.submission.report_failure(&self.ticket);
         }
         status
     }
@@ -250,47 +231,50 @@ impl<T: QueueTracker> Event<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn synchronize(&self) -> Result<(), Error> {
-        let core = &self.queue;
+        let submission = &self.submission;
         if self.known_status() == Some(Status::Complete)
-            && core.progress.taken_through() >= self.seq
+            && submission.progress().taken_through() >= self.seq
         {
-            bump(&core.stats.event_syncs_without_lock);
+            bump(&submission.stats().event_syncs_without_lock);
             return Ok(());
         }
-        let end = match &self.signal {
-            Some(signal) => core.wait_maybe_sleeping(&self.ticket(), |slice, policy| {
-                Ok(signal.wait(slice, policy)?)
-            })?,
-            None => WaitEnd::Done(Status::Complete),
+        let ended = match &self.signal {
+            Some(signal) => {
+                let wakes: &dyn Wakes<T::Memory> = &**submission;
+                submission
+                    .use_wait()
+                    .run(&self.ticket, || Ok(signal.status()), Some(wakes))?
+            }
+            None => Ok(CommandStatus::Complete),
         };
-        if let Some(outcome) = end.outcome() {
+        if let Ok(outcome) = ended {
             // Released in the error state too, so nobody waiting on its
             // commands hangs; after a timeout the batch stays open.
-            self.complete_batch_through(&outcome);
+            self.complete_batch_through(outcome);
         }
-        end.into_result(Some(&core.stats), || core.report_failure(&self.ticket))
+        submission.wait_result(ended, || submission.report_failure(&self.ticket))
     }
 
     /// Completes the open batch's commands up to the event's marker.
-    fn complete_batch_through(&self, outcome: &Outcome) {
-        let core = &self.queue;
-        if core.progress.taken_through() >= self.seq {
+    fn complete_batch_through(&self, outcome: CommandStatus) {
+        let progress = self.submission.progress();
+        if progress.taken_through() >= self.seq {
             // Someone else took (and completes) that part of the batch.
-            if *outcome == Outcome::Complete {
-                core.progress.note_synced(self.seq);
+            if outcome == CommandStatus::Complete {
+                progress.note_synced(self.seq);
             }
             return;
         }
         let batch = {
-            let mut inner = core.lock();
-            let batch = core.take_batch_through(&mut inner, self.seq);
-            core.progress.note_taken(self.seq);
-            if *outcome == Outcome::Complete {
-                core.process_timing(&mut inner, &batch);
+            let mut held = self.submission.lock();
+            let batch = held.take_batch_through(self.seq);
+            progress.note_taken(self.seq);
+            if outcome == CommandStatus::Complete {
+                held.process_timing(&batch);
             }
             batch
         };
-        core.finish_batch(batch, self.seq, outcome, core.state(), false);
+        self.completion.finish(batch, self.seq, outcome, false);
     }
 
     /// The marker's timestamps, harvested once into host memory: no PCIe
@@ -328,7 +312,7 @@ impl<T: QueueTracker> Event<T> {
 
     /// Asks the tracker (under the lock) to harvest the stamps.
     fn harvest(&self) -> Result<Timestamps, Error> {
-        let stamps = self.queue.lock().tracker.timestamps(&self.ticket)?;
+        let stamps = self.submission.lock().tracker().timestamps(&self.ticket)?;
         stamps.ok_or(Error::NotReady)
     }
 
@@ -358,7 +342,7 @@ impl<T: QueueTracker> Event<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn elapsed_to<P: QueueTracker>(&self, stop: &Event<P>) -> Result<Duration, Error> {
-        if !Arc::ptr_eq(&self.queue.device, &stop.queue.device) {
+        if !Arc::ptr_eq(self.submission.device(), stop.submission.device()) {
             return Err(Error::DifferentDevices);
         }
         // What can never be timed is refused before anything is read: a
@@ -373,7 +357,7 @@ impl<T: QueueTracker> Event<T> {
                 ticks: start.end - end.end,
             });
         };
-        let clock = self.queue.waiter.memory().timestamp_clock();
+        let clock = self.submission.memory().timestamp_clock();
         Ok(clock.duration(ticks))
     }
 }
@@ -381,7 +365,7 @@ impl<T: QueueTracker> Event<T> {
 impl<T: QueueTracker> core::fmt::Debug for Event<T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Event")
-            .field("queue", &self.queue.id)
+            .field("queue", &self.submission.id())
             .field("seq", &self.seq)
             .field("aql_index", &self.index)
             .field("timed", &self.timed)

@@ -1,12 +1,12 @@
 //! What the queue knows about its hardware queue: the newest command it
-//! published there, the newest packet of any kind, and so whether that
-//! command's completion proves the hardware queue idle.
+//! published there, the newest packet of any kind, and so which shortcuts
+//! are sound. Every shortcut of the queue layer asks this module, and
+//! nothing else decides one.
 //!
-//! Every shortcut of the queue layer rests on one premise: *nothing that
-//! could still run follows the newest command this layer published, on
-//! this hardware queue, and that command succeeded*. Then its completion
-//! (every packet carries the barrier bit) proves everything before it done,
-//! so
+//! Every shortcut rests on one premise: *nothing that could still run
+//! follows the newest command this layer published, on this hardware queue,
+//! and that command succeeded*. Then its completion (every packet carries
+//! the barrier bit) proves everything before it done, so
 //!
 //! - a synchronize may return, or a query answer, from that command alone;
 //! - an event, a synchronize or a cross-queue wait may share its completion
@@ -27,14 +27,22 @@
 //! - the stream moved to another hardware queue and published nothing there
 //!   yet: the old queue's commands prove nothing about the new one.
 //!
-//! [`Frontier::standing`] answers the premise for the shortcuts under the
-//! execution lock; [`Horizon`] answers it without the lock for the
-//! lock-free synchronize and query. Where it cannot be shown, the caller
-//! publishes a marker (which then is the newest command, and usually
-//! stands) or waits.
+//! Under the execution lock, [`Outlook::verdict`] (of the
+//! [`Frontier::outlook`] on the hardware queue) answers what the newest
+//! command proves about the stream (the synchronize, the query, a
+//! cross-queue wait on the queue, a move, a shared completion all read it);
+//! [`Outlook::standing`] whether it stands for the hardware queue (a
+//! second synchronize joining a marker in flight), [`Frontier::shares_stamps`]
+//! whether a timed event may share its end, [`Frontier::published_work_done`]
+//! whether anything the layer published may still run, and
+//! [`Frontier::behind`] whether a wake packet follows later work. Without
+//! the lock, [`Horizon::all_done`] answers for the lock-free synchronize and
+//! query. Where nothing known answers, the caller publishes a marker (which
+//! then is the newest command, and usually stands) or waits.
 
+use crate::progress::Progress;
 use crate::sync::{AtomicU64, Ordering, RwLock};
-use sigretire_tracker::{HardwareQueue, Placement, Ticket};
+use sigretire_tracker::{HardwareQueue, Placement, Status, Ticket};
 
 /// "No packet published on this hardware queue yet": the index before 0,
 /// as [`HardwareQueue::foreign_work_after`] takes it.
@@ -55,6 +63,84 @@ pub(crate) struct Newest {
     /// The backend refused part of it after issuing the rest: it failed,
     /// and its issued packets may still run.
     pub(crate) refused: bool,
+}
+
+/// What the newest command proves about the stream, from its status.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Verdict {
+    /// The layer never published a command and nothing else runs on the
+    /// hardware queue: nothing to wait for.
+    Idle,
+    /// The newest command is done and stands for the hardware queue:
+    /// everything on it is done.
+    Done(Newest),
+    /// The newest command is not known done. It answers "pending" for the
+    /// stream whatever follows it; where it `stands` for the hardware
+    /// queue, its completion will prove everything on it done, and a marker
+    /// published now would complete with it.
+    Running { newest: Newest, stands: bool },
+    /// The newest command failed: the stream failed, whatever follows it.
+    Failed(Newest),
+    /// Nothing the layer knows answers (work it did not publish may follow
+    /// a finished command, the stream moved since, the newest command was
+    /// refused in part): only a marker after everything does.
+    Unknown,
+}
+
+/// What the frontier sees on the hardware queue at one moment: the
+/// newest command if it is the stream's word up to it, and whether anything
+/// the layer did not publish may follow it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Outlook {
+    trusted: Option<Newest>,
+    /// Nothing the layer did not publish follows its newest packet.
+    stands: bool,
+    /// No command was ever published and nothing else runs.
+    idle: bool,
+}
+
+impl Outlook {
+    /// What the newest command proves about the stream, given its status:
+    /// `status` is asked about it once at most (the tracker's word: `None`
+    /// where it does not know without a load), and only if it is the
+    /// stream's word up to it (on this hardware queue, not refused in part).
+    pub(crate) fn verdict<E>(
+        self,
+        status: impl FnOnce(&Ticket) -> Result<Option<Status>, E>,
+    ) -> Result<Verdict, E> {
+        let Some(newest) = self.trusted else {
+            return Ok(if self.idle {
+                Verdict::Idle
+            } else {
+                Verdict::Unknown
+            });
+        };
+        let stands = self.stands;
+        Ok(match status(&newest.ticket)? {
+            Some(Status::Failed) => Verdict::Failed(newest),
+            Some(Status::Complete) if stands => Verdict::Done(newest),
+            // Done, but what follows it may not be.
+            Some(Status::Complete) => Verdict::Unknown,
+            Some(Status::Pending) | None => Verdict::Running { newest, stands },
+        })
+    }
+
+    /// The newest command, if its completion will prove everything on the
+    /// stream's hardware queue done and it is not known failed (`known`:
+    /// the tracker's word without a load).
+    pub(crate) fn standing<E>(
+        self,
+        known: impl FnOnce(&Ticket) -> Result<Option<Status>, E>,
+    ) -> Result<Option<Newest>, E> {
+        Ok(match self.verdict(known)? {
+            Verdict::Done(newest)
+            | Verdict::Running {
+                newest,
+                stands: true,
+            } => Some(newest),
+            _ => None,
+        })
+    }
 }
 
 /// What the queue knows of its hardware queue (under the execution lock).
@@ -84,48 +170,77 @@ impl Default for Frontier {
 }
 
 impl Frontier {
-    /// The stream's newest command, wherever it runs: what a synchronize
-    /// must cover at least.
-    pub(crate) fn newest(&self) -> Option<&Newest> {
-        self.newest.as_ref()
-    }
-
     /// The newest command's number (0: none yet).
     pub(crate) fn newest_seq(&self) -> u64 {
         self.newest.map_or(0, |newest| newest.seq)
     }
 
+    /// Which hardware queue is current (the stream's count of moves, for a
+    /// command to record where it ran).
+    pub(crate) fn hardware_queue(&self) -> u32 {
+        self.hardware_queue
+    }
+
     /// The newest command, if its outcome is the stream's up to it: it is on
-    /// the current hardware queue and was not refused in part. A failure of
-    /// it is then the stream's; its completion proves the hardware queue
-    /// idle only where nothing follows it ([`standing`](Self::standing)).
-    pub(crate) fn trusted(&self) -> Option<&Newest> {
+    /// the current hardware queue and was not refused in part.
+    fn trusted(&self) -> Option<Newest> {
         self.newest
-            .as_ref()
             .filter(|newest| self.newest_here && !newest.refused)
     }
 
     /// Whether work the layer did not publish may follow its newest packet
     /// on `queue` (the current hardware queue).
-    pub(crate) fn followed_by_foreign_work<Q: HardwareQueue>(&self, queue: &Q) -> bool {
+    fn followed_by_foreign_work<Q: HardwareQueue>(&self, queue: &Q) -> bool {
         queue.foreign_work_after(self.last_packet)
     }
 
-    /// The newest command, if its completion proves everything on the
-    /// stream's hardware queue done (see the module docs): it is
-    /// [`trusted`](Self::trusted) and nothing the layer did not publish
-    /// follows it. Whether it failed is the tracker's to say: a caller that
-    /// shares or trusts it asks.
-    pub(crate) fn standing<Q: HardwareQueue>(&self, queue: &Q) -> Option<&Newest> {
-        self.trusted()
-            .filter(|_| !self.followed_by_foreign_work(queue))
+    /// What the frontier sees on `queue` (the current hardware queue) now,
+    /// to judge by the newest command's status ([`Outlook::verdict`]).
+    pub(crate) fn outlook<Q: HardwareQueue>(&self, queue: &Q) -> Outlook {
+        let foreign = self.followed_by_foreign_work(queue);
+        Outlook {
+            trusted: self.trusted(),
+            stands: !foreign,
+            idle: self.newest.is_none() && !foreign,
+        }
     }
 
-    /// Whether nothing at all runs on the stream's hardware queue that a
-    /// synchronize must wait for: the layer published no command since the
-    /// stream was made, and nobody else put work on the queue.
-    pub(crate) fn idle_since_creation<Q: HardwareQueue>(&self, queue: &Q) -> bool {
-        self.newest.is_none() && !self.followed_by_foreign_work(queue)
+    /// Whether a timed marker may share `newest`'s completion (it stands;
+    /// `status` is its status now): its end is when the GPU would have
+    /// reached the marker only if it ran work a profiled queue stamps, its
+    /// signal is in host memory (in device memory the stamps cost PCIe
+    /// reads, and a marker of its own is cheaper), and it is still running
+    /// (an event recorded long after a finished kernel must not report the
+    /// kernel's end).
+    pub(crate) fn shares_stamps(newest: &Newest, status: Status) -> bool {
+        newest.stamped && newest.placement == Placement::Host && status == Status::Pending
+    }
+
+    /// Whether everything the layer published is done, as far as its
+    /// newest command says (`status`: its status, asked only if it is the
+    /// stream's word): none published, or the newest done. Work the layer
+    /// did not publish is not the layer's to wait for.
+    pub(crate) fn published_work_done<E>(
+        &self,
+        status: impl FnOnce(&Ticket) -> Result<Status, E>,
+    ) -> Result<bool, E> {
+        if self.newest.is_none() {
+            return Ok(true);
+        }
+        match self.trusted() {
+            Some(newest) => Ok(status(&newest.ticket)? == Status::Complete),
+            None => Ok(false),
+        }
+    }
+
+    /// Whether later work runs between `ticket`'s use and a packet
+    /// published now, which then completes only after that work too: the
+    /// use is not the newest command, or work the layer did not publish
+    /// follows.
+    pub(crate) fn behind<Q: HardwareQueue>(&self, queue: &Q, ticket: &Ticket) -> bool {
+        self.newest
+            .is_none_or(|newest| newest.ticket.seq() != ticket.seq())
+            || self.followed_by_foreign_work(queue)
     }
 
     /// A packet of any kind was published at `index` on the current
@@ -155,18 +270,13 @@ impl Frontier {
         }
     }
 
-    /// The stream moved to another hardware queue: nothing published there
-    /// yet, and the old queue's commands prove nothing about it.
-    pub(crate) fn note_move(&mut self) {
+    /// The stream moved to `queue`: nothing published there yet, and the
+    /// old queue's commands prove nothing about it.
+    pub(crate) fn note_move<Q: HardwareQueue>(&mut self, queue: Q, horizon: &Horizon<Q>) {
         self.newest_here = false;
         self.last_packet = NO_PACKET;
         self.hardware_queue = self.hardware_queue.wrapping_add(1);
-    }
-
-    /// Which hardware queue is current (the stream's count of moves, for a
-    /// command to record where it ran).
-    pub(crate) fn hardware_queue(&self) -> u32 {
-        self.hardware_queue
+        horizon.note_move(queue);
     }
 }
 
@@ -193,17 +303,22 @@ impl<Q: HardwareQueue> Horizon<Q> {
         self.last_packet.store(index, Ordering::Release);
     }
 
-    /// The stream moved to `queue` (under the execution lock).
-    pub(crate) fn note_move(&self, queue: Q) {
+    fn note_move(&self, queue: Q) {
         *self.queue.write() = queue;
         self.last_packet.store(NO_PACKET, Ordering::Release);
     }
 
-    /// Whether work the layer did not publish may follow its newest packet.
-    /// A packet the layer publishes meanwhile may make this answer `true`
-    /// where it would not (its index is noted after it was reserved): the
-    /// caller then takes the lock, which is always safe.
-    pub(crate) fn foreign_work_possible(&self) -> bool {
+    /// Whether everything is done, without the lock: every command
+    /// submitted completed and left the open batch (`progress`), and no
+    /// work the layer did not publish follows its newest packet. A packet
+    /// the layer publishes meanwhile may make this answer `false` where it
+    /// would not (its index is noted after it was reserved): the caller
+    /// then takes the lock, which is always safe.
+    pub(crate) fn all_done(&self, progress: &Progress) -> bool {
+        progress.all_synced() && !self.foreign_work_possible()
+    }
+
+    fn foreign_work_possible(&self) -> bool {
         // The index is read under the read side, so it belongs to the queue
         // read (a move replaces both under the write side; packets are
         // noted under the execution lock, which a move holds too).
@@ -211,3 +326,6 @@ impl<Q: HardwareQueue> Horizon<Q> {
         queue.foreign_work_after(self.last_packet.load(Ordering::Acquire))
     }
 }
+
+#[cfg(all(test, feature = "sim"))]
+mod tests;

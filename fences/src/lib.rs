@@ -62,34 +62,41 @@
 //! models exactly this against the real code (`RUSTFLAGS="--cfg sigretire_loom" cargo
 //! test -p sigretire-queue --release --test loom_queue`). The
 //! completion thread's protocol ("async handler versus finish") is in
-//! `handler`'s docs.
+//! `completion_thread`'s docs.
 
 #![warn(missing_docs)]
 
 mod batch;
+mod command;
+mod completion;
+mod completion_thread;
 mod config;
 mod cpu_wait;
+mod cross_wait;
 mod device;
 mod device_state;
 mod error;
 mod event;
 mod frontier;
-mod handler;
 mod marker;
+mod move_queue;
+mod progress;
 mod publish;
+mod query;
 mod queue;
 mod recycle;
 #[cfg(feature = "sim")]
 pub mod sim;
-mod sleep;
 mod stats;
+mod status;
+mod submission;
 mod sync;
 mod synchronize;
-mod wait;
 mod wake;
 
-pub use batch::{Command, CommandStatus};
+pub use command::Command;
 pub use config::{BatchLimits, DeviceConfig, MAX_WAKE_SIGNALS, QueueConfig};
+pub use cross_wait::{CrossWait, MAX_DEPENDENCIES_PER_PACKET};
 pub use device::{Device, DeviceStats};
 pub use error::Error;
 pub use event::Event;
@@ -102,7 +109,7 @@ pub use sigretire_tracker::{
     TimestampClock, Timestamps, Tracker, WaitPolicy, Work,
 };
 pub use stats::QueueStats;
-pub use wait::{CrossWait, MAX_DEPENDENCIES_PER_PACKET};
+pub use status::CommandStatus;
 
 /// The crate README's example, run as a doctest so it cannot go stale.
 #[cfg(all(doctest, feature = "sim"))]

@@ -1,24 +1,24 @@
-//! What the execution lock protects, and packet publication under it:
-//! reserve a slot, acquire a signal for that AQL index, publish.
+//! Packet publication, under the execution lock: reserve a slot, acquire a
+//! signal for that AQL index, publish; number the commands; order a new
+//! hardware queue after the old one's newest command.
 //!
 //! The tracker never blocks. When it cannot hand out a signal after the slot
 //! was reserved, the slot is filled with empty work and no completion signal
 //! (every reserved slot must be published, or the packet processor stalls
 //! at it); under back-pressure the caller then waits, outside the lock, for
-//! the use the tracker named and retries ([`QueueCore::with_publication`](crate::queue::QueueCore)).
+//! the use the tracker named and retries ([`Step`],
+//! [`Submission::publish_with`](crate::submission::Submission::publish_with)).
 
-use crate::batch::{Batch, CommandState, Entry};
+use crate::batch::{CommandState, Entry};
 use crate::error::Error;
-use crate::frontier::{Frontier, Horizon, Newest};
-use crate::handler::Handoff;
-use crate::marker::Marker;
+use crate::frontier::{Frontier, Horizon, Newest, Verdict};
 use crate::recycle::Stash;
 use crate::stats::{Counters, bump};
 use crate::sync::Arc;
-use crate::wake::Armed;
+use crate::wake::{Armed, WakePool};
 use sigretire_tracker::{
-    HardwareQueue, Placement, Publication, Purpose, QueueError, Request, SignalMemory, SignalRef,
-    Status, Ticket, Tracker, Work,
+    HardwareQueue, Pin, Placement, Publication, Purpose, QueueError, Request, SignalMemory,
+    SignalRef, Ticket, Tracker, Work,
 };
 
 /// A tracker the queue layer can drive: any [`Tracker`] whose queue accepts
@@ -36,122 +36,6 @@ where
     T: Tracker + 'static,
     T::Queue: HardwareQueue,
 {
-}
-
-/// Everything the execution lock protects.
-pub(crate) struct Inner<T: QueueTracker> {
-    pub(crate) tracker: T,
-    /// The open submission batch.
-    pub(crate) batch: Batch,
-    /// What the queue knows of its hardware queue: the newest command and
-    /// packet, and so which shortcuts are sound (`frontier`).
-    pub(crate) frontier: Frontier,
-    /// The same, for threads without the lock.
-    pub(crate) horizon: Arc<Horizon<T::Queue>>,
-    pub(crate) next_seq: u64,
-    /// The synchronize marker in flight, for a second synchronizing thread.
-    pub(crate) in_flight_marker: Option<Arc<Marker>>,
-    /// Where the queue's signals live (as the tracker hands them out).
-    pub(crate) signals: Placement,
-    /// Batches closed under the lock, handed out after it is released.
-    pub(crate) closed: Vec<Handoff<T::Memory>>,
-    /// Pins the tracker would not attach to their consumer (it cannot
-    /// happen: the consumer's ticket is the queue's own). Their packets
-    /// may already wait on them, so they are kept until the queue drains.
-    pub(crate) unattached: Vec<sigretire_tracker::Pin<T::Memory>>,
-    /// The status cells new commands get.
-    pub(crate) states: Stash<CommandState>,
-    /// After a move to another hardware queue, the old queue's newest
-    /// command (pinned) while it may still run: the next packet published
-    /// on the new queue is preceded by a barrier-AND waiting for it, so the
-    /// stream stays in order across the move.
-    pub(crate) order_debt: Option<sigretire_tracker::Pin<T::Memory>>,
-    /// Hardware queues the stream left while its work there may still run:
-    /// the queue layer's handles keep them alive (dropping a backend's last
-    /// handle may destroy the queue), until a later move finds everything
-    /// before it finished, or the host queue goes.
-    pub(crate) left_queues: Vec<T::Queue>,
-    /// The queue's wake signals, for waits that sleep (`sleep`).
-    pub(crate) wakes: crate::wake::WakePool<T::Memory>,
-}
-
-impl<T: QueueTracker> Inner<T> {
-    /// The newest command's number (0: none yet).
-    pub(crate) fn last_seq(&self) -> u64 {
-        self.frontier.newest_seq()
-    }
-
-    /// The newest command, if its completion proves everything on the
-    /// hardware queue done and it has not failed (the frontier's premise,
-    /// and the tracker's word on its outcome: no load for this).
-    pub(crate) fn standing(&self) -> Result<Option<Newest>, Error> {
-        let Some(newest) = self.frontier.standing(self.tracker.queue()).copied() else {
-            return Ok(None);
-        };
-        let failed = self.tracker.known_status(&newest.ticket)? == Some(Status::Failed);
-        Ok((!failed).then_some(newest))
-    }
-
-    /// The newest command, for a marker that would follow it at once: every
-    /// packet is a fence, so a marker published now would complete when it
-    /// does, and proves nothing more. `None` where a marker is needed: the
-    /// newest command does not stand for the hardware queue (the
-    /// frontier's premise: work the layer did not publish may follow it, it
-    /// was refused in part or failed, the stream moved since), or there is
-    /// none.
-    ///
-    /// `timed`: the marker would be timed. Shared only if the command ran
-    /// work (which a profiled queue stamps), has a host-memory signal, and
-    /// is still running, so that its end is when the GPU would have reached
-    /// the marker; the tracker then harvests its stamps ([`Tracker::time`]),
-    /// and the entry and the newest command are marked timed.
-    pub(crate) fn newest_to_share(
-        &mut self,
-        timed: bool,
-    ) -> Result<Option<CompletionPoint>, Error> {
-        let Some(newest) = self.standing()? else {
-            return Ok(None);
-        };
-        let ticket = if timed {
-            // A timed marker on an idle queue is stamped when the GPU gets to
-            // it, not when the work before it ended (an event recorded long
-            // after a finished kernel must not report the kernel's end):
-            // share only a command still running (one load at most). In
-            // device memory that load is a PCIe read, and the harvest one
-            // more: a timed marker of its own is cheaper.
-            if !newest.stamped
-                || newest.placement != Placement::Host
-                || self.tracker.query(&newest.ticket)? != Status::Pending
-            {
-                return Ok(None);
-            }
-            let Some(timed) = self.tracker.time(&newest.ticket)? else {
-                return Ok(None);
-            };
-            self.frontier.retime(newest.seq, timed);
-            if let Some(entry) = self.batch.last_mut().filter(|e| e.seq == newest.seq) {
-                entry.ticket = timed;
-                entry.timed = true;
-            }
-            timed
-        } else {
-            newest.ticket
-        };
-        Ok(Some(CompletionPoint {
-            seq: newest.seq,
-            index: newest.index,
-            ticket,
-        }))
-    }
-}
-
-/// The command an event completes with: its own marker, or the newest
-/// command it shares.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct CompletionPoint {
-    pub(crate) seq: u64,
-    pub(crate) index: u64,
-    pub(crate) ticket: Ticket,
 }
 
 /// A packet to publish: every one carries the barrier bit (an in-order
@@ -221,9 +105,123 @@ impl<R> Step<R> {
     }
 }
 
-impl<T: QueueTracker> Inner<T> {
-    /// Publishes one packet (under the lock). Returns the command entry; the
-    /// caller adds it to a batch.
+/// What a move to another hardware queue leaves behind.
+struct Moves<T: QueueTracker> {
+    /// The old queue's newest command (pinned) while it may still run: the
+    /// next packet published on the new queue is preceded by a barrier-AND
+    /// waiting for it, so the stream stays in order across the move.
+    order_debt: Option<Pin<T::Memory>>,
+    /// Hardware queues the stream left while its work there may still run:
+    /// the queue layer's handles keep them alive (dropping a backend's last
+    /// handle may destroy the queue), until a later move finds everything
+    /// before it finished, or the host queue goes.
+    left_queues: Vec<T::Queue>,
+}
+
+/// Packet publication on one hardware queue (under the execution lock).
+pub(crate) struct Publisher<T: QueueTracker> {
+    tracker: T,
+    /// What the queue knows of its hardware queue (the shortcuts' rules).
+    frontier: Frontier,
+    /// The same, for threads without the lock.
+    horizon: Arc<Horizon<T::Queue>>,
+    next_seq: u64,
+    /// Where the queue's signals live (as the tracker hands them out).
+    placement: Placement,
+    /// The status cells new commands get.
+    states: Stash<CommandState>,
+    moves: Moves<T>,
+    /// Pins the tracker would not attach to their consumer (it cannot
+    /// happen: the consumer's ticket is the queue's own). Their packets
+    /// may already wait on them, so they are kept until the queue drains.
+    unattached: Vec<Pin<T::Memory>>,
+}
+
+impl<T: QueueTracker> Publisher<T> {
+    pub(crate) fn new(
+        tracker: T,
+        horizon: Arc<Horizon<T::Queue>>,
+        states: Stash<CommandState>,
+    ) -> Self {
+        Self {
+            tracker,
+            frontier: Frontier::default(),
+            horizon,
+            next_seq: 1,
+            placement: Placement::Host,
+            states,
+            moves: Moves {
+                order_debt: None,
+                left_queues: Vec::new(),
+            },
+            unattached: Vec::new(),
+        }
+    }
+
+    /// The tracker (only the lock holder touches it).
+    pub(crate) fn tracker(&mut self) -> &mut T {
+        &mut self.tracker
+    }
+
+    /// The newest command's number (0: none yet).
+    pub(crate) fn newest_seq(&self) -> u64 {
+        self.frontier.newest_seq()
+    }
+
+    /// Where the queue's signals live.
+    pub(crate) fn placement(&self) -> Placement {
+        self.placement
+    }
+
+    /// What the newest command proves about the stream, from what the
+    /// tracker knows without a load.
+    pub(crate) fn verdict_known(&self) -> Result<Verdict, Error> {
+        let tracker = &self.tracker;
+        let outlook = self.frontier.outlook(tracker.queue());
+        Ok(outlook.verdict(|ticket| tracker.known_status(ticket))?)
+    }
+
+    /// What the newest command proves about the stream, from its status
+    /// (one load at most).
+    pub(crate) fn verdict_loaded(&mut self) -> Result<Verdict, Error> {
+        let outlook = self.frontier.outlook(self.tracker.queue());
+        Ok(outlook.verdict(|ticket| self.tracker.query(ticket).map(Some))?)
+    }
+
+    /// The newest command, if it stands for the hardware queue and is not
+    /// known failed (no load).
+    pub(crate) fn standing(&self) -> Result<Option<Newest>, Error> {
+        let tracker = &self.tracker;
+        let outlook = self.frontier.outlook(tracker.queue());
+        Ok(outlook.standing(|ticket| tracker.known_status(ticket))?)
+    }
+
+    /// Whether everything the layer published is done, as far as its
+    /// newest command says (one load at most).
+    pub(crate) fn published_work_done(&mut self) -> bool {
+        let tracker = &mut self.tracker;
+        self.frontier
+            .published_work_done(|ticket| tracker.query(ticket))
+            .unwrap_or(false)
+    }
+
+    /// Makes `newest` timed, if a timed marker may share its completion
+    /// ([`Frontier::shares_stamps`]; one load): its new ticket, whose
+    /// stamps the tracker harvests.
+    pub(crate) fn retime(&mut self, newest: &Newest) -> Result<Option<Ticket>, Error> {
+        let status = self.tracker.query(&newest.ticket)?;
+        if !Frontier::shares_stamps(newest, status) {
+            return Ok(None);
+        }
+        let Some(timed) = self.tracker.time(&newest.ticket)? else {
+            return Ok(None);
+        };
+        self.frontier.retime(newest.seq, timed);
+        Ok(Some(timed))
+    }
+
+    /// Publishes one packet. Returns the command entry; the caller adds it
+    /// to a batch.
     pub(crate) fn publish(
         &mut self,
         counters: &Counters,
@@ -295,7 +293,7 @@ impl<T: QueueTracker> Inner<T> {
     ) -> Published<T::Memory> {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.signals = acquired.placement;
+        self.placement = acquired.placement;
         self.frontier.note_command(Newest {
             seq,
             index: acquired.publication.index(),
@@ -325,12 +323,12 @@ impl<T: QueueTracker> Inner<T> {
         }
     }
 
-    /// Publishes one use of several operations (under the lock): `works`
-    /// in consecutive slots, each decrementing the use's one signal, the use
-    /// complete once all are. If a publication is refused after `k` were
-    /// issued, the rest of the slots get empty packets, the use fails with
-    /// its `k` issued operations still to finish (the tracker frees its
-    /// signal once they did), and the refusal is returned.
+    /// Publishes one use of several operations: `works` in consecutive
+    /// slots, each decrementing the use's one signal, the use complete once
+    /// all are. If a publication is refused after `k` were issued, the rest
+    /// of the slots get empty packets, the use fails with its `k` issued
+    /// operations still to finish (the tracker frees its signal once they
+    /// did), and the refusal is returned.
     pub(crate) fn publish_all(
         &mut self,
         counters: &Counters,
@@ -421,7 +419,7 @@ impl<T: QueueTracker> Inner<T> {
     /// own: the packet published right after it (a fence, as every packet
     /// here) completes only after it.
     fn pay_order_debt(&mut self, counters: &Counters) -> Result<Step<()>, Error> {
-        let Some(pin) = self.order_debt.take() else {
+        let Some(pin) = self.moves.order_debt.take() else {
             return Ok(Step::Done(()));
         };
         let handle = [pin.packet_handle()];
@@ -436,33 +434,86 @@ impl<T: QueueTracker> Inner<T> {
             Ok(published) => published,
             Err(outcome) => {
                 // Not published: still owed, by the next attempt.
-                self.order_debt = Some(pin);
+                self.moves.order_debt = Some(pin);
                 return outcome;
             }
         };
         bump(&counters.order_waits);
-        if let Err(refused) = self.tracker.attach(&published.entry.ticket, pin) {
-            // Cannot happen (the consumer is this queue's own use); the
-            // packet may read the signal all the same: keep the pin.
+        self.attach(&published.entry.ticket, pin)?;
+        Ok(Step::Done(()))
+    }
+
+    /// Attaches `pin` to `consumer`, the use of a packet that waits on it:
+    /// released when that use retires. A pin the tracker refuses (it cannot
+    /// happen: the consumer is this queue's own use) is kept all the same,
+    /// as the packet is out and may read its signal.
+    pub(crate) fn attach(&mut self, consumer: &Ticket, pin: Pin<T::Memory>) -> Result<(), Error> {
+        if let Err(refused) = self.tracker.attach(consumer, pin) {
             self.unattached.push(refused.pin);
             return Err(refused.error.into());
         }
-        Ok(Step::Done(()))
+        Ok(())
+    }
+
+    /// Keeps `pin` until the queue drains: its packet is out, attached to
+    /// nothing.
+    pub(crate) fn keep_unattached(&mut self, pin: Pin<T::Memory>) {
+        self.unattached.push(pin);
+    }
+
+    /// Whether a move left an order wait to publish.
+    pub(crate) fn owes_order_wait(&self) -> bool {
+        self.moves.order_debt.is_some()
+    }
+
+    /// A move pins `owed` (the old queue's newest command, `None` when
+    /// nothing is owed) for the next packet on the new queue to wait for;
+    /// `Err` with the failed use when it failed (nothing may wait on it).
+    pub(crate) fn owe_order_wait(&mut self, owed: &Ticket) -> Result<Result<(), Ticket>, Error> {
+        // `None`: known complete, nothing to order behind.
+        self.moves.order_debt = match self.tracker.pin(owed) {
+            Ok(pin) => pin,
+            Err(sigretire_tracker::PinError::Failed { .. }) => return Ok(Err(*owed)),
+            Err(error) => return Err(error.into()),
+        };
+        Ok(Ok(()))
+    }
+
+    /// The stream moves to `queue`: later packets go there, in a new
+    /// generation of the tracker. Returns the hardware queues left earlier
+    /// whose work all finished, for the caller to drop after the lock (as
+    /// dropping one may wait for the GPU).
+    pub(crate) fn move_to(&mut self, queue: T::Queue, counters: &Counters) -> Vec<T::Queue> {
+        // Everything before the move finished: the queues left earlier run
+        // nothing of the stream any more.
+        let finished = match self.moves.order_debt {
+            None => core::mem::take(&mut self.moves.left_queues),
+            Some(_) => Vec::new(),
+        };
+        let old = self.tracker.queue().clone();
+        self.moves.left_queues.push(old);
+        // The next command pays the order debt first; until then nothing
+        // published on the old queue stands for the new one.
+        self.frontier.note_move(queue.clone(), &self.horizon);
+        self.tracker.note_queue_change(queue);
+        bump(&counters.queue_changes);
+        finished
     }
 
     /// Pins `ticket`'s use and publishes a barrier-AND on it (no barrier
     /// bit: it waits for the use, not for later work) completing a free
-    /// wake signal, for a thread to sleep on (`sleep`). `None`: nothing to
+    /// wake signal of `wakes`, for a thread to sleep on. `None`: nothing to
     /// sleep on (no wake signal free, no room in the ring, the use already
     /// known done, or the queue would not take the packet); the thread
     /// polls.
     pub(crate) fn arm_wake(
         &mut self,
+        wakes: &mut WakePool<T::Memory>,
         counters: &Counters,
         memory: &T::Memory,
         ticket: &Ticket,
     ) -> Result<Option<Armed<T::Memory>>, Error> {
-        if self.wakes.len() == 0 {
+        if wakes.len() == 0 {
             return Ok(None);
         }
         let pin = match self.tracker.pin(ticket) {
@@ -475,18 +526,14 @@ impl<T: QueueTracker> Inner<T> {
         // Work submitted after the use runs before the wake packet, which
         // may then wake the thread late: it looks at the use between
         // sleeps as well.
-        let behind = self
-            .frontier
-            .newest()
-            .is_none_or(|newest| newest.ticket.seq() != ticket.seq())
-            || self.frontier.followed_by_foreign_work(self.tracker.queue());
-        let Ok(wake) = self.wakes.lend(memory, pin) else {
+        let behind = self.frontier.behind(self.tracker.queue(), ticket);
+        let Ok(wake) = wakes.lend(memory, pin) else {
             return Ok(None);
         };
         let index = match self.tracker.queue().reserve() {
             Ok(index) => index,
             Err(_) => {
-                drop(self.wakes.give_back(wake));
+                drop(wakes.give_back(wake));
                 return Ok(None);
             }
         };
@@ -500,14 +547,21 @@ impl<T: QueueTracker> Inner<T> {
         {
             // The slot still needs a packet, or the processor stalls at it.
             let _ = self.fill_empty(counters, index);
-            drop(self.wakes.give_back(wake));
+            drop(wakes.give_back(wake));
             return Ok(None);
         }
-        Ok(Some(self.wakes.armed(wake, behind)))
+        Ok(Some(wakes.armed(wake, behind)))
+    }
+
+    /// The queue is idle: the tracker may retire everything (and release
+    /// the pins its waits held), and the pins kept unattached go.
+    pub(crate) fn note_drained(&mut self) {
+        self.tracker.note_drained();
+        self.unattached.clear();
     }
 
     /// Fills a reserved slot with empty work and no completion signal.
-    pub(crate) fn fill_empty(&mut self, counters: &Counters, index: u64) -> Result<(), Error> {
+    fn fill_empty(&mut self, counters: &Counters, index: u64) -> Result<(), Error> {
         self.tracker
             .queue()
             .publish(Publication::unsignalled(index, true), Work::Marker)?;

@@ -3,24 +3,40 @@
 //! marker in flight?) and the example can report them.
 
 use crate::sync::{AtomicU64, Ordering};
+use sigretire_tracker::WaitGauge;
 
 macro_rules! counters {
-    ($(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $field:ident,)* }) => {
-        /// The live counters, updated with relaxed atomics.
+    (
+        $(#[$doc:meta])* $name:ident {
+            $($(#[$fdoc:meta])* $field:ident,)*
+        }
+        $(#[$bdoc:meta])* $begun:ident,
+        $(#[$idoc:meta])* $in_progress:ident,
+    ) => {
+        /// The live counters, updated with relaxed atomics, and the gauge of
+        /// the synchronize marker waits.
         #[derive(Debug, Default)]
         pub(crate) struct Counters {
             $(pub(crate) $field: AtomicU64,)*
+            /// The CPU waits for a synchronize marker (owner or joiner).
+            pub(crate) sync_waits: WaitGauge,
         }
 
         $(#[$doc])*
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
         pub struct $name {
             $($(#[$fdoc])* pub $field: u64,)*
+            $(#[$bdoc])* pub $begun: u64,
+            $(#[$idoc])* pub $in_progress: u64,
         }
 
         impl Counters {
             pub(crate) fn snapshot(&self) -> $name {
-                $name { $($field: self.$field.load(Ordering::Relaxed),)* }
+                $name {
+                    $($field: self.$field.load(Ordering::Relaxed),)*
+                    $begun: self.sync_waits.begun(),
+                    $in_progress: self.sync_waits.in_progress(),
+                }
             }
         }
     };
@@ -54,10 +70,6 @@ counters! {
         backpressure_waits,
         /// Times a submission found the hardware ring full and retried.
         ring_full_retries,
-        /// CPU waits for a synchronize marker that began (owner or joiner).
-        cpu_waits,
-        /// CPU waits for a synchronize marker in progress right now.
-        cpu_waits_in_progress,
         /// Synchronizes that found a marker in flight and waited on it.
         marker_joins,
         /// Synchronizes that returned without taking the lock (a completed
@@ -115,6 +127,10 @@ counters! {
         /// free or none at all, or no room in the ring.
         wake_fallbacks,
     }
+    /// CPU waits for a synchronize marker that began (owner or joiner).
+    cpu_waits,
+    /// CPU waits for a synchronize marker in progress right now.
+    cpu_waits_in_progress,
 }
 
 /// Increments a counter.

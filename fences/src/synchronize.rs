@@ -25,29 +25,36 @@
 //! that thread's verdict (again without the lock). A marker that already
 //! completed, with nothing submitted since, answers synchronize without the
 //! lock.
+//!
+//! [`Synchronizer`] runs it; what it may skip (no marker where the newest
+//! command stands for the queue, nothing at all where it is done) is the
+//! frontier's to say.
 
-use crate::batch::Batch;
-use crate::cpu_wait::{Outcome, WaitEnd};
+use crate::batch::{Batch, Handoff};
+use crate::completion::Completion;
+use crate::cpu_wait::{Ended, Wakes};
 use crate::error::Error;
-use crate::handler::Handoff;
+use crate::frontier::Verdict;
 use crate::marker::Marker;
-use crate::publish::{Inner, Packet, QueueTracker, Step};
-use crate::queue::{HostQueue, QueueCore};
+use crate::publish::{Packet, QueueTracker, Step};
+use crate::recycle::Pool;
 use crate::stats::bump;
-use crate::sync::{Arc, Ordering};
-use sigretire_tracker::{Purpose, SignalMemory, SignalRef, Status, Ticket, Work};
+use crate::status::CommandStatus;
+use crate::submission::{Held, Submission};
+use crate::sync::Arc;
+use sigretire_tracker::{Purpose, SignalMemory, SignalRef, Ticket, Work};
 use std::time::Duration;
 
 /// What synchronize does once the lock is released.
-pub(crate) enum SyncPlan<M: SignalMemory> {
-    /// Nothing left to do (nothing submitted).
-    Done(Result<(), Error>),
-    /// The newest command was already done: complete its batch.
+enum Plan<M: SignalMemory> {
+    /// Nothing submitted: nothing to wait for.
+    Idle,
+    /// The newest command was already done (or failed): complete its batch.
     Inline {
         batch: Batch,
         newest: Ticket,
         last_seq: u64,
-        status: Status,
+        status: CommandStatus,
     },
     /// Another thread's marker is in flight and covers everything: wait on it.
     Join(Arc<Marker>),
@@ -61,55 +68,99 @@ pub(crate) enum SyncPlan<M: SignalMemory> {
     },
 }
 
-impl<T: QueueTracker> QueueCore<T> {
-    /// Step 1, under the lock: decide, and publish the marker if one is needed.
-    fn plan_sync(&self, inner: &mut Inner<T>) -> Result<Step<SyncPlan<T::Memory>>, Error> {
-        let standing = inner.standing()?;
-        if let Some(marker) = &inner.in_flight_marker
+/// A queue's synchronize: its markers, recycled.
+#[derive(Default)]
+pub(crate) struct Synchronizer {
+    markers: Pool<Arc<Marker>>,
+}
+
+impl Synchronizer {
+    /// Waits until everything submitted to the queue so far completed,
+    /// never holding the execution lock while it waits for the GPU.
+    pub(crate) fn synchronize<T: QueueTracker>(
+        &self,
+        submission: &Arc<Submission<T>>,
+        completion: &Arc<Completion<T>>,
+    ) -> Result<(), Error> {
+        if submission.all_done_without_lock() {
+            bump(&submission.stats().syncs_without_lock);
+            return Ok(());
+        }
+        let plan = Completion::publish(completion, |held| self.plan(submission, held))?;
+        match plan {
+            Plan::Idle => Ok(()),
+            Plan::Inline {
+                batch,
+                newest,
+                last_seq,
+                status,
+            } => {
+                completion.finish(batch, last_seq, status, false);
+                match status {
+                    CommandStatus::Complete => Ok(()),
+                    _ => Err(submission.report_failure(&newest)),
+                }
+            }
+            Plan::Join(marker) => self.join(submission, &marker),
+            Plan::Own { marker, batch } => {
+                self.complete_cpu_wait(submission, completion, marker, batch)
+            }
+            Plan::Handler {
+                marker,
+                batch,
+                signal,
+            } => Self::through_handler(submission, completion, marker, batch, signal),
+        }
+    }
+
+    /// Step 1, under the lock: decide, and publish the marker if one is
+    /// needed.
+    fn plan<T: QueueTracker>(
+        &self,
+        submission: &Submission<T>,
+        held: &mut Held<'_, T>,
+    ) -> Result<Step<Plan<T::Memory>>, Error> {
+        let standing = held.standing()?;
+        if let Some(marker) = held.in_flight()
             && !marker.is_finished()
             && standing.is_some_and(|newest| newest.seq == marker.seq)
         {
-            return Ok(Step::Done(SyncPlan::Join(marker.clone())));
-        }
-        if inner.frontier.newest().is_none()
-            && inner.order_debt.is_none()
-            && inner.frontier.idle_since_creation(inner.tracker.queue())
-        {
-            return Ok(Step::Done(SyncPlan::Done(Ok(()))));
+            return Ok(Step::Done(Plan::Join(marker.clone())));
         }
         // The newest command is a fence: if it stands for the hardware
         // queue and is done, everything is, and no marker is needed (at
         // most one load to find out). A failure of it is the stream's
         // whatever follows it.
-        if let Some(newest) = inner.frontier.trusted().copied() {
-            let status = inner.tracker.query(&newest.ticket)?;
-            let answers =
-                status == Status::Failed || (status == Status::Complete && standing.is_some());
-            if answers {
-                let batch = self.take_batch(inner);
-                self.progress.note_taken(newest.seq);
-                if status == Status::Complete {
-                    self.process_timing(inner, &batch);
-                    self.reset_state(inner);
-                }
-                bump(&self.stats.syncs_inline);
-                return Ok(Step::Done(SyncPlan::Inline {
-                    batch,
-                    newest: newest.ticket,
-                    last_seq: newest.seq,
-                    status,
-                }));
+        let (newest, status) = match held.publisher().verdict_loaded()? {
+            Verdict::Idle => return Ok(Step::Done(Plan::Idle)),
+            Verdict::Done(newest) => (Some(newest), CommandStatus::Complete),
+            Verdict::Failed(newest) => (Some(newest), CommandStatus::Failed),
+            Verdict::Running { .. } | Verdict::Unknown => (None, CommandStatus::Pending),
+        };
+        if let Some(newest) = newest {
+            let batch = held.take_batch();
+            submission.progress().note_taken(newest.seq);
+            if status == CommandStatus::Complete {
+                held.process_timing(&batch);
+                held.reset_state();
             }
+            bump(&submission.stats().syncs_inline);
+            return Ok(Step::Done(Plan::Inline {
+                batch,
+                newest: newest.ticket,
+                last_seq: newest.seq,
+                status,
+            }));
         }
-        let small = inner.batch.len() < self.config.cpu_sync_batch;
-        let (marker, signal) = if let Some(newest) = inner.newest_to_share(false)? {
+        let small = held.open_len() < submission.config().cpu_sync_batch;
+        let (marker, signal) = if let Some(newest) = held.share_newest(false)? {
             // The newest command is the marker: one published after it
             // would complete when it does.
-            bump(&self.stats.shared_completions);
+            bump(&submission.stats().shared_completions);
             let signal = if small {
                 None
             } else {
-                inner.tracker.hold(&newest.ticket)?
+                held.tracker().hold(&newest.ticket)?
             };
             (Marker::new(newest.seq, newest.ticket), signal)
         } else {
@@ -119,208 +170,148 @@ impl<T: QueueTracker> QueueCore<T> {
                 // The completion thread holds a reference to the marker's signal.
                 packet = packet.hold();
             }
-            let published = match inner.publish(&self.stats, packet)?.or_retry() {
+            let published = match held.publish(packet)?.or_retry() {
                 Ok(published) => published,
                 Err(retry) => return Ok(retry),
             };
             let marker = Marker::new(published.entry.seq, published.entry.ticket);
-            self.push_command(inner, published.entry, false);
+            held.push(published.entry, false);
             (marker, published.signal)
         };
         let marker = self.markers.fresh(marker);
-        let batch = self.take_batch(inner);
-        self.progress.note_taken(marker.seq);
-        if let Some(older) = inner.in_flight_marker.replace(marker.clone()) {
+        let batch = held.take_batch();
+        submission.progress().note_taken(marker.seq);
+        if let Some(older) = held.set_in_flight(marker.clone()) {
             // Its synchronize is over by now, as a rule: reuse it.
             self.markers.keep_if_last(older);
         }
         if !small {
-            bump(&self.stats.syncs_by_handler);
-            return Ok(Step::Done(SyncPlan::Handler {
+            bump(&submission.stats().syncs_by_handler);
+            return Ok(Step::Done(Plan::Handler {
                 marker,
                 batch,
                 signal,
             }));
         }
-        Ok(Step::Done(SyncPlan::Own { marker, batch }))
+        Ok(Step::Done(Plan::Own { marker, batch }))
     }
 
     /// The CPU wait for a marker, counted while it runs.
-    fn wait_for_marker(&self, marker: &Marker) -> Result<WaitEnd, Error> {
-        bump(&self.stats.cpu_waits);
-        self.stats
-            .cpu_waits_in_progress
-            .fetch_add(1, Ordering::AcqRel);
-        let end = self.wait_maybe_sleeping(&marker.ticket, |slice, policy| {
-            self.waiter.wait(&marker.ticket, slice, policy)
-        });
-        self.stats
-            .cpu_waits_in_progress
-            .fetch_sub(1, Ordering::AcqRel);
-        end
+    fn wait_for_marker<T: QueueTracker>(
+        submission: &Arc<Submission<T>>,
+        marker: &Marker,
+    ) -> Result<Ended, Error> {
+        let wakes: &dyn Wakes<T::Memory> = &**submission;
+        submission.stats().sync_waits.track(|| {
+            submission.use_wait().run(
+                &marker.ticket,
+                || submission.waiter().status(&marker.ticket),
+                Some(wakes),
+            )
+        })
     }
 
     /// Steps 2-4 (CLR's CompleteCpuWait), called without the lock.
-    fn complete_cpu_wait(this: &Arc<Self>, marker: Arc<Marker>, batch: Batch) -> Result<(), Error> {
-        let end = this.wait_for_marker(&marker)?;
-        let Some(outcome) = end.outcome() else {
+    fn complete_cpu_wait<T: QueueTracker>(
+        &self,
+        submission: &Arc<Submission<T>>,
+        completion: &Arc<Completion<T>>,
+        marker: Arc<Marker>,
+        batch: Batch,
+    ) -> Result<(), Error> {
+        let ended = Self::wait_for_marker(submission, &marker)?;
+        let Ok(outcome) = ended else {
             // The wait used up its time: the completion thread takes the
             // batch over, with no more waiting here.
-            let signal = this.lock().tracker.hold(&marker.ticket).ok().flatten();
+            let signal = submission
+                .lock()
+                .tracker()
+                .hold(&marker.ticket)
+                .ok()
+                .flatten();
+            let last_seq = marker.seq;
             let handoff = Handoff {
                 batch,
                 signal,
-                last_seq: marker.seq,
+                last_seq,
                 marker: Some(marker),
                 wake: None,
             };
-            let _ = QueueCore::hand_to_handler(this, handoff, Some(Duration::ZERO));
-            return end.into_result(Some(&this.stats), || unreachable!("timed out"));
+            let _ = Completion::hand_over(completion, handoff, Some(Duration::ZERO));
+            return submission.wait_result(ended, || unreachable!("timed out"));
         };
-        if outcome == Outcome::Complete {
+        if outcome == CommandStatus::Complete {
             // Step 3: the lock, once. (After a failure or in the error state
             // the GPU may still run: no timing, no reset.)
-            let mut inner = this.lock();
-            this.process_timing(&mut inner, &batch);
-            if inner.last_seq() == marker.seq {
-                this.reset_state(&mut inner);
+            let mut held = submission.lock();
+            held.process_timing(&batch);
+            if held.publisher().newest_seq() == marker.seq {
+                held.reset_state();
             } else {
                 // Newer work may still use the queue's state.
-                bump(&this.stats.state_resets_skipped);
-                inner.tracker.poll();
+                bump(&submission.stats().state_resets_skipped);
+                held.tracker().poll();
             }
-            if inner
-                .in_flight_marker
-                .as_ref()
-                .is_some_and(|m| Arc::ptr_eq(m, &marker))
-            {
-                inner.in_flight_marker = None;
-            }
+            held.end_in_flight(&marker);
         }
         // Step 4: the batch is private to this thread (it left the open
         // batch under the lock), so it completes without it — in the error
         // state too, so no thread waiting on its commands hangs.
-        this.finish_batch(batch, marker.seq, &outcome, this.state(), false);
+        completion.finish(batch, marker.seq, outcome, false);
         marker.finish(outcome);
         // No longer in flight: unless a joining thread still reads it, this
         // was its last reference.
         let ticket = marker.ticket;
-        this.markers.keep_if_last(marker);
-        end.into_result(Some(&this.stats), || this.report_failure(&ticket))
+        self.markers.keep_if_last(marker);
+        submission.wait_result(ended, || submission.report_failure(&ticket))
     }
 
     /// A second synchronizing thread: waits on the marker in flight, without
     /// the lock. The marker's owner completes its batch.
-    fn join_marker(&self, marker: &Marker) -> Result<(), Error> {
-        bump(&self.stats.marker_joins);
-        let end = self.wait_for_marker(marker)?;
-        if end.outcome() == Some(Outcome::Complete) {
-            self.progress.note_synced(marker.seq);
+    fn join<T: QueueTracker>(
+        &self,
+        submission: &Arc<Submission<T>>,
+        marker: &Marker,
+    ) -> Result<(), Error> {
+        bump(&submission.stats().marker_joins);
+        let ended = Self::wait_for_marker(submission, marker)?;
+        if ended == Ok(CommandStatus::Complete) {
+            submission.progress().note_synced(marker.seq);
         }
-        end.into_result(Some(&self.stats), || self.report_failure(&marker.ticket))
+        submission.wait_result(ended, || submission.report_failure(&marker.ticket))
     }
 
     /// Hands a large batch to the completion thread and waits for its verdict.
-    fn sync_through_handler(
-        this: &Arc<Self>,
+    fn through_handler<T: QueueTracker>(
+        submission: &Arc<Submission<T>>,
+        completion: &Arc<Completion<T>>,
         marker: Arc<Marker>,
         batch: Batch,
         signal: Option<SignalRef<T::Memory>>,
     ) -> Result<(), Error> {
-        let seq = marker.seq;
+        let config = *submission.config();
         // If this thread must finish the batch itself, that is its wait.
-        QueueCore::hand_to_handler(
-            this,
+        Completion::hand_over(
+            completion,
             Handoff {
                 batch,
                 signal,
-                last_seq: seq,
+                last_seq: marker.seq,
                 marker: Some(marker.clone()),
                 wake: None,
             },
-            this.config.wait_timeout,
+            config.wait_timeout,
         )?;
-        bump(&this.stats.cpu_waits);
-        this.stats
-            .cpu_waits_in_progress
-            .fetch_add(1, Ordering::AcqRel);
-        let end = marker.wait_finished(this.state(), &this.settings());
-        this.stats
-            .cpu_waits_in_progress
-            .fetch_sub(1, Ordering::AcqRel);
+        let ended = submission.stats().sync_waits.track(|| {
+            marker.wait_finished(
+                submission.device(),
+                config.wait_timeout,
+                config.error_check_interval,
+            )
+        });
         // The completion thread reported any failure already.
-        end.into_result(Some(&this.stats), || Error::QueueFailed { queue: this.id })
-    }
-}
-
-impl<T: QueueTracker> HostQueue<T> {
-    /// Waits until everything submitted to the queue so far completed
-    /// (`hipStreamSynchronize`), never holding the execution lock while it
-    /// waits for the GPU.
-    ///
-    /// - Nothing submitted since a completed marker: returns at once,
-    ///   without the lock.
-    /// - The newest command already done: completes the batch, no marker.
-    /// - A marker in flight (another thread synchronizing): waits on it.
-    /// - A small pending batch: a marker, waited for by this thread after
-    ///   the lock is released; the lock is then taken once for timing and
-    ///   the queue-state reset, and the batch completed without it.
-    /// - A larger batch: a marker completed by the completion thread.
-    ///
-    /// Returns [`Error::DeviceError`] early (without completion) when the
-    /// device enters the error state with `skip_abort_on_error`,
-    /// [`Error::Aborted`] without it, [`Error::QueueFailed`] when the
-    /// queue's work failed, [`Error::TimedOut`] past the wait timeout.
-    ///
-    /// ```
-    /// use sigretire_queue::sim::SimPlatform;
-    ///
-    /// let platform = SimPlatform::stepped();
-    /// let device = platform.device(Default::default(), Default::default())?;
-    /// let queue = device.default_queue();
-    /// let command = queue.launch(0)?;
-    /// platform.run_while(|| queue.synchronize())?; // the marker is waited for outside the lock
-    /// assert!(command.is_released());
-    /// let locks = queue.stats().lock_acquisitions;
-    /// queue.synchronize()?; // the completed marker covers everything: no lock
-    /// assert_eq!(queue.stats().lock_acquisitions, locks);
-    /// # Ok::<(), sigretire_queue::Error>(())
-    /// ```
-    pub fn synchronize(&self) -> Result<(), Error> {
-        let core = self.core();
-        if core.progress.synced_through() >= core.progress.submitted()
-            && !core.horizon.foreign_work_possible()
-        {
-            bump(&core.stats.syncs_without_lock);
-            return Ok(());
-        }
-        let plan = QueueCore::with_publication(core, |core, inner| core.plan_sync(inner))?;
-        match plan {
-            SyncPlan::Done(result) => result,
-            SyncPlan::Inline {
-                batch,
-                newest,
-                last_seq,
-                status,
-            } => {
-                let outcome = if status == Status::Complete {
-                    Outcome::Complete
-                } else {
-                    Outcome::Failed
-                };
-                core.finish_batch(batch, last_seq, &outcome, core.state(), false);
-                match outcome {
-                    Outcome::Complete => Ok(()),
-                    _ => Err(core.report_failure(&newest)),
-                }
-            }
-            SyncPlan::Join(marker) => core.join_marker(&marker),
-            SyncPlan::Own { marker, batch } => QueueCore::complete_cpu_wait(core, marker, batch),
-            SyncPlan::Handler {
-                marker,
-                batch,
-                signal,
-            } => QueueCore::sync_through_handler(core, marker, batch, signal),
-        }
+        submission.wait_result(ended, || Error::QueueFailed {
+            queue: submission.id(),
+        })
     }
 }

@@ -278,6 +278,8 @@ pub struct Wait {
     slice: Duration,
     /// The back-off's next sleep.
     next_sleep: Duration,
+    /// How a back-off sleep sleeps.
+    nap: fn(Duration),
     counts: WaitCounts,
 }
 
@@ -292,6 +294,7 @@ impl Wait {
             timeout: None,
             slice: Duration::MAX,
             next_sleep: FIRST_SLEEP,
+            nap: std::thread::sleep,
             counts: WaitCounts::default(),
         }
     }
@@ -323,6 +326,14 @@ impl Wait {
     #[must_use]
     pub fn first_sleep(mut self, sleep: Duration) -> Self {
         self.next_sleep = sleep;
+        self
+    }
+
+    /// A back-off sleep sleeps with `nap` rather than
+    /// [`std::thread::sleep`] (a model checker's scheduling point, say).
+    #[must_use]
+    pub fn naps_with(mut self, nap: fn(Duration)) -> Self {
+        self.nap = nap;
         self
     }
 
@@ -362,9 +373,9 @@ impl Wait {
     }
 
     /// Pauses once, as [`next_pause`](Self::next_pause) says for the time
-    /// waited so far: a sleep sleeps the thread.
+    /// waited so far: a sleep sleeps the thread ([`naps_with`](Self::naps_with)).
     pub fn pause(&mut self) {
-        self.pause_with(std::thread::sleep);
+        self.pause_with(self.nap);
     }
 
     /// As [`pause`](Self::pause), sleeping with `nap` where it sleeps (a

@@ -1,11 +1,13 @@
-//! The completion thread: the async-handler analogue that completes batches
-//! too large for a CPU wait on the synchronizing thread.
+//! A device's completion thread: the async-handler analogue that finishes
+//! jobs (a queue's closed batches, `completion`) once their fence says so.
 //!
 //! A job holds a reference to the signal of its batch's last packet (a
 //! fence: its completion proves the whole batch) and a reference to its
 //! queue. The thread looks at every pending job with at most one load each,
-//! completes the batches whose fence completed (or releases them early when
-//! the device is in the error state), and, while nothing moves, sleeps.
+//! finishes the jobs whose fence completed (or releases them early when the
+//! device is in the error state), and, while nothing moves, sleeps. What a
+//! job is, and how it finishes, is the job's ([`Job`]); the thread only
+//! schedules them.
 //!
 //! # Sleeping
 //!
@@ -22,8 +24,10 @@
 //! once that work is done too, so the thread then looks at the job after
 //! every sleep slice ([`MAX_WAKE_SLEEP`]). The other jobs are looked at
 //! when a job arrives and at least every [`FULL_LOOK_EVERY`]. The thread
-//! polls with a back-off only where it gets no wake signal: a backend
-//! without them, a spent event budget, a busy lock or a full ring.
+//! polls with a back-off ([`IDLE`]) only where it gets no wake signal: a
+//! backend without them, a spent event budget, a busy lock or a full ring.
+//! Each idle spell is one wait of the tracker's engine ([`Wait`]): its
+//! sleeps on a wake, and its back-off.
 //!
 //! # Teardown order
 //!
@@ -31,26 +35,31 @@
 //! defers both to the runtime's own threads). A finished job therefore drops
 //! its signal reference first — the queue it still holds keeps the tracker,
 //! and with it the signal memory, alive, so this is never the signal's last
-//! reference — and then lets go of its queue reference (`let_go`) with
+//! reference — and then lets go of its queue reference ([`let_go`]) with
 //! [`Arc::into_inner`](std::sync::Arc::into_inner): if every handle and
 //! event of the queue is already gone, that was the last reference, and the
 //! queue is handed to a short-lived teardown thread instead of being
 //! destroyed here. The thread itself holds only the device's error state,
 //! so the device, and its join of this thread, is torn down elsewhere too.
 
-use crate::batch::Batch;
-use crate::cpu_wait::Outcome;
 use crate::device_state::DeviceState;
-use crate::marker::Marker;
 use crate::sync::thread::{self, JoinHandle};
 use crate::sync::{Arc, Condvar, Mutex, Ordering, identity};
-use crate::wake::Armed;
-use sigretire_tracker::{SignalMemory, SignalRef, Status, Ticket};
+use sigretire_tracker::{Wait, WaitPolicy, WakeSource};
 use std::time::{Duration, Instant};
 
-/// The completion thread's first and longest back-off between polls.
-const MIN_BACKOFF: Duration = Duration::from_micros(5);
-const MAX_BACKOFF: Duration = Duration::from_micros(200);
+/// How the thread passes an idle spell: with no wake signal to sleep on,
+/// it polls with sleeps from 5 us doubling up to 200 us, each ended early
+/// by a new job.
+const IDLE: WaitPolicy = WaitPolicy {
+    spin: Duration::ZERO,
+    device_spin: Duration::ZERO,
+    yield_for: Duration::ZERO,
+    max_sleep: Duration::from_micros(200),
+    interrupt: true,
+};
+/// The idle back-off's first sleep.
+const FIRST_IDLE_SLEEP: Duration = Duration::from_micros(5);
 /// Jobs the thread's vectors have room for from the start, so a submission
 /// does not grow them while the device warms up.
 const JOBS_AT_ONCE: usize = 64;
@@ -61,18 +70,23 @@ const MAX_WAKE_SLEEP: Duration = Duration::from_millis(1);
 /// While it sleeps on its first job, the thread still looks at every job at
 /// least this often: one of another queue may complete before it.
 const FULL_LOOK_EVERY: Duration = Duration::from_millis(10);
-/// The back-off of a job finished on the calling thread ([`run_inline`]).
-const INLINE_BACKOFF: Duration = Duration::from_micros(50);
-
-/// What queues hold of their device: the state, and the completion thread.
-/// Dropped (on a user thread, see `handler`) after the last queue.
-pub(crate) struct DeviceShared {
-    pub(crate) state: Arc<DeviceState>,
-    pub(crate) handler: Handler,
-}
+/// How a job finished on the calling thread ([`run_inline`]) polls: every
+/// 50 us.
+const INLINE: WaitPolicy = WaitPolicy {
+    spin: Duration::ZERO,
+    device_spin: Duration::ZERO,
+    yield_for: Duration::ZERO,
+    max_sleep: Duration::from_micros(50),
+    interrupt: false,
+};
 
 /// Work the completion thread finishes once its signal says so.
 pub(crate) trait Job: Send {
+    /// What the thread sleeps on while the job is the oldest pending.
+    type Wake<'a>: WakeSource
+    where
+        Self: 'a;
+
     /// Whether the job can finish now: its signal completed or failed (one
     /// load at most), or the device is in the error state.
     fn ready(&mut self, device: &DeviceState) -> bool;
@@ -84,15 +98,10 @@ pub(crate) trait Job: Send {
     /// [`run_inline`]): drops the references, in order.
     fn abandon(self: Box<Self>, device: &DeviceState);
 
-    /// Sleeps until the GPU wakes the thread as the job's fence completes,
-    /// at most `timeout`, on a wake signal the job holds or arms now; says
-    /// whether the job is worth a look (woken, or its wake packet is behind
-    /// later work, so a slice's end is due a look too). `None` at once when
-    /// it has no wake signal and can get none: the thread polls.
-    fn sleep(&mut self, timeout: Duration) -> Option<bool> {
-        let _ = timeout;
-        None
-    }
+    /// A wake signal the GPU completes as the job's fence completes: the
+    /// one the job holds, or one it arms now; `None` when it has none and
+    /// can get none (the thread polls).
+    fn wake(&mut self) -> Option<Self::Wake<'_>>;
 }
 
 /// Counts a queue's jobs on the completion thread.
@@ -120,19 +129,19 @@ impl JobCount {
 /// empty one, so neither side allocates once both have grown (a channel
 /// would allocate a block every few dozen messages on the submitting
 /// thread).
-struct Inbox {
-    jobs: Vec<Box<dyn Job>>,
-    /// Cleared when the handler is dropped: the thread ends once it holds
-    /// no job.
+struct Inbox<J> {
+    jobs: Vec<Box<J>>,
+    /// Cleared when the thread's owner is dropped: the thread ends once it
+    /// holds no job.
     open: bool,
 }
 
-struct Mailbox {
-    inbox: Mutex<Inbox>,
+struct Mailbox<J> {
+    inbox: Mutex<Inbox<J>>,
     arrived: Condvar,
 }
 
-impl Mailbox {
+impl<J> Mailbox<J> {
     fn new() -> Self {
         Self {
             inbox: Mutex::new(Inbox {
@@ -144,7 +153,7 @@ impl Mailbox {
     }
 
     /// Delivers `job`, or gives it back if the thread is ending.
-    fn post(&self, job: Box<dyn Job>) -> Result<(), Box<dyn Job>> {
+    fn post(&self, job: Box<J>) -> Result<(), Box<J>> {
         let mut inbox = self.inbox.lock();
         if !inbox.open {
             return Err(job);
@@ -158,20 +167,24 @@ impl Mailbox {
         self.inbox.lock().open = false;
         self.arrived.notify_all();
     }
+
+    fn has_arrivals(&self) -> bool {
+        !self.inbox.lock().jobs.is_empty()
+    }
 }
 
-struct Running {
-    mailbox: Arc<Mailbox>,
+struct Running<J> {
+    mailbox: Arc<Mailbox<J>>,
     thread: JoinHandle<()>,
 }
 
 /// The completion thread of one device, started with its first job.
-pub(crate) struct Handler {
+pub(crate) struct CompletionThread<J: Job + 'static> {
     state: Arc<DeviceState>,
-    running: Mutex<Option<Running>>,
+    running: Mutex<Option<Running<J>>>,
 }
 
-impl Handler {
+impl<J: Job + 'static> CompletionThread<J> {
     pub(crate) fn new(state: Arc<DeviceState>) -> Self {
         Self {
             state,
@@ -181,7 +194,7 @@ impl Handler {
 
     /// Hands `job` to the thread, starting it if needed; gives the job back
     /// if the thread cannot start (the caller then finishes it itself).
-    pub(crate) fn submit(&self, job: Box<dyn Job>) -> Result<(), Box<dyn Job>> {
+    pub(crate) fn submit(&self, job: Box<J>) -> Result<(), Box<J>> {
         let mut running = self.running.lock();
         if running.is_none() {
             let mailbox = Arc::new(Mailbox::new());
@@ -206,7 +219,7 @@ impl Handler {
     }
 }
 
-impl Drop for Handler {
+impl<J: Job + 'static> Drop for CompletionThread<J> {
     fn drop(&mut self) {
         // The last queue and the device are gone, so no job is pending (each
         // holds its queue): closing the inbox ends the thread at once.
@@ -217,14 +230,16 @@ impl Drop for Handler {
     }
 }
 
-/// The thread's loop: take jobs, poll them, finish the ready ones, back off.
-fn run(mailbox: &Mailbox, state: &DeviceState) {
+/// The thread's loop: take jobs, poll them, finish the ready ones; while
+/// nothing moves, sleep on the first job's wake or back off.
+fn run<J: Job>(mailbox: &Mailbox<J>, state: &DeviceState) {
     if let Some(id) = identity::current() {
         let _ = state.handler_thread.set(id);
     }
-    let mut pending: Vec<Box<dyn Job>> = Vec::with_capacity(JOBS_AT_ONCE);
-    let mut arrived: Vec<Box<dyn Job>> = Vec::with_capacity(JOBS_AT_ONCE);
-    let mut backoff = MIN_BACKOFF;
+    let mut pending: Vec<Box<J>> = Vec::with_capacity(JOBS_AT_ONCE);
+    let mut arrived: Vec<Box<J>> = Vec::with_capacity(JOBS_AT_ONCE);
+    // The wait of the idle spell now, if nothing moved at the last look.
+    let mut idle: Option<Wait> = None;
     let mut last_full_look = Instant::now();
     loop {
         let open = {
@@ -248,7 +263,7 @@ fn run(mailbox: &Mailbox, state: &DeviceState) {
             progressed = true;
         }
         if progressed || pending.is_empty() {
-            backoff = MIN_BACKOFF;
+            idle = None;
             continue;
         }
         // Nothing moved. The first job may have a wake signal: sleep on it
@@ -257,54 +272,64 @@ fn run(mailbox: &Mailbox, state: &DeviceState) {
         // and every job at least every `FULL_LOOK_EVERY` (another queue's
         // may finish first); else wait for a new job or the back-off,
         // whichever first.
-        if open && sleep_on_first(&mut pending, mailbox, state, &mut last_full_look) {
-            backoff = MIN_BACKOFF;
+        let wait = idle.get_or_insert_with(|| {
+            Wait::new(IDLE)
+                .slice(MAX_WAKE_SLEEP)
+                .first_sleep(FIRST_IDLE_SLEEP)
+                .naps_with(crate::sync::sleep)
+        });
+        if open && sleep_on_first(&mut pending, mailbox, state, &mut last_full_look, wait) {
+            idle = None;
             continue;
         }
-        if open {
+        if !open {
+            wait.pause();
+            continue;
+        }
+        let mut arrived_meanwhile = false;
+        wait.pause_with(|nap| {
             let inbox = mailbox.inbox.lock();
             let inbox = if inbox.jobs.is_empty() && inbox.open {
-                mailbox.arrived.nap(&mailbox.inbox, inbox, backoff)
+                mailbox.arrived.nap(&mailbox.inbox, inbox, nap)
             } else {
                 inbox
             };
-            if !inbox.jobs.is_empty() {
-                backoff = MIN_BACKOFF;
-                continue;
-            }
-        } else {
-            crate::sync::sleep(backoff);
+            arrived_meanwhile = !inbox.jobs.is_empty();
+        });
+        if arrived_meanwhile {
+            idle = None;
         }
-        backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }
 
-/// Sleeps on the oldest pending job's wake signal (see `run`); false at
-/// once if it has none and can get none. Returns when the job is worth a
-/// look (its signal was written, or its packet is behind later work and a
-/// slice ended), a job arrived, the device is in the error state, or every
-/// job is due a look.
-fn sleep_on_first(
-    pending: &mut [Box<dyn Job>],
-    mailbox: &Mailbox,
+/// Sleeps on the oldest pending job's wake signal (see `run`), as the idle
+/// spell's wait; false at once if it has none and can get none. Returns
+/// when the job is worth a look (its signal was written, or its packet is
+/// behind later work and a slice ended), a job arrived, the device is in
+/// the error state, or every job is due a look.
+fn sleep_on_first<J: Job>(
+    pending: &mut [Box<J>],
+    mailbox: &Mailbox<J>,
     state: &DeviceState,
     last_full_look: &mut Instant,
+    idle: &mut Wait,
 ) -> bool {
-    let Some(first) = pending.first_mut() else {
+    let Some(wake) = pending.first_mut().and_then(|first| first.wake()) else {
         return false;
     };
-    loop {
-        match first.sleep(MAX_WAKE_SLEEP) {
-            None => return false,
-            Some(look) => {
-                let due = last_full_look.elapsed() >= FULL_LOOK_EVERY;
-                if look || due || state.has_error() || !mailbox.inbox.lock().jobs.is_empty() {
-                    *last_full_look = Instant::now();
-                    return true;
-                }
-            }
-        }
-    }
+    // The thread looked at every job just now: the wait's first look says
+    // nothing new; every later one comes after a wake worth a look.
+    let mut looked = false;
+    let _worth_a_look = idle.until_woken(
+        || core::mem::replace(&mut looked, true).then_some(()),
+        || {
+            let due = last_full_look.elapsed() >= FULL_LOOK_EVERY;
+            (due || state.has_error() || mailbox.has_arrivals()).then_some(())
+        },
+        || Some(wake),
+    );
+    *last_full_look = Instant::now();
+    true
 }
 
 /// Destroys `orphan` on a short-lived thread of its own. If no thread can
@@ -336,7 +361,7 @@ fn tear_down_elsewhere<C: Send + 'static>(orphan: C, device: &DeviceState) {
 /// it is torn down on another thread, not this one. The other order could
 /// make the signal reference the last owner of the signal memory, destroyed
 /// here once a teardown thread had dropped the queue.
-fn let_go<S, Q: Send + 'static>(signal: S, queue: Arc<Q>, device: &DeviceState) {
+pub(crate) fn let_go<S, Q: Send + 'static>(signal: S, queue: Arc<Q>, device: &DeviceState) {
     drop(signal);
     if let Some(orphan) = crate::sync::arc_into_inner(queue) {
         tear_down_elsewhere(orphan, device);
@@ -344,182 +369,36 @@ fn let_go<S, Q: Send + 'static>(signal: S, queue: Arc<Q>, device: &DeviceState) 
 }
 
 /// Finishes `job` on the calling thread, when the completion thread cannot
-/// start (the OS refused a thread). Polls with a short back-off until the
-/// job is ready (its fence completed or failed, or the device entered the
-/// error state) or `timeout` passed: `Some(Duration::ZERO)` looks once,
-/// `None` waits as long as the GPU takes (as every wait of this crate with
+/// start (the OS refused a thread). Polls every 50 us until the job is
+/// ready (its fence completed or failed, or the device entered the error
+/// state) or `timeout` passed: `Some(Duration::ZERO)` looks once, `None`
+/// waits as long as the GPU takes (as every wait of this crate with
 /// `wait_timeout: None` does). Past the timeout the job is abandoned: its
 /// batch is never released (its commands still answer their status, and
 /// their waits end, through their own signals) and its references are let
 /// go as [`let_go`] does. Returns whether the job finished.
-pub(crate) fn run_inline(
-    mut job: Box<dyn Job>,
+pub(crate) fn run_inline<J: Job>(
+    mut job: Box<J>,
     device: &DeviceState,
     timeout: Option<Duration>,
 ) -> bool {
-    let start = Instant::now();
-    while !job.ready(device) {
-        if timeout.is_some_and(|timeout| start.elapsed() >= timeout) {
+    let ready = Wait::new(INLINE)
+        .timeout(timeout)
+        .first_sleep(INLINE.max_sleep)
+        .naps_with(crate::sync::sleep)
+        .until(
+            || job.ready(device).then_some(()),
+            || None::<core::convert::Infallible>,
+        );
+    match ready {
+        Ok(()) => {
+            job.finish(device);
+            true
+        }
+        Err(_) => {
             job.abandon(device);
-            return false;
+            false
         }
-        crate::sync::sleep(INLINE_BACKOFF);
-    }
-    job.finish(device);
-    true
-}
-
-/// A batch that left the open batch to be completed when the fence that
-/// ends it completes: closed at its limit, or a synchronize's.
-pub(crate) struct Handoff<M: SignalMemory> {
-    pub(crate) batch: Batch,
-    /// The fence's signal; `None` when it was already known complete.
-    pub(crate) signal: Option<SignalRef<M>>,
-    /// The batch's last command (the fence).
-    pub(crate) last_seq: u64,
-    /// The synchronize waiting for this batch's verdict, if any.
-    pub(crate) marker: Option<Arc<Marker>>,
-    /// A wake signal whose packet completes with the fence, for the
-    /// completion thread to sleep on; `None` if none was free.
-    pub(crate) wake: Option<Armed<M>>,
-}
-
-/// What the completion thread completes batches for: a queue. Its jobs
-/// hold it, and hand it back its batches and their boxes.
-pub(crate) trait BatchOwner: Send + Sync + Sized + 'static {
-    type Memory: SignalMemory;
-
-    /// Completes `batch`, whose fence (its command `last_seq`) ended with
-    /// `outcome`, off the owner's lock; `poll`: the owner may take its lock,
-    /// if free, to retire what completed.
-    fn finish_batch(
-        &self,
-        batch: Batch,
-        last_seq: u64,
-        outcome: &Outcome,
-        device: &DeviceState,
-        poll: bool,
-    );
-
-    /// Takes back a finished job's box, emptied of its references.
-    fn recycle_job_box(&self, job: Box<BatchJob<Self>>);
-
-    /// Counts a batch the completion thread completed.
-    fn note_completed_here(&self);
-
-    /// Counts a sleep of the completion thread on one of the owner's wake
-    /// signals.
-    fn note_handler_sleep(&self);
-
-    /// Sleeps on `wake`, one of the owner's wake signals, until it leaves 1
-    /// or `timeout` passes; whether it left.
-    fn sleep_on(&self, wake: <Self::Memory as SignalMemory>::Signal, timeout: Duration) -> bool;
-
-    /// Arms one of the owner's wake signals for the completion thread to
-    /// sleep on until `fence`'s use is done, if one is free and the owner's
-    /// lock is (the thread never blocks on a queue's lock: a synchronize
-    /// under it may be waiting for this very thread).
-    fn arm_wake_for(&self, fence: &Ticket) -> Option<Armed<Self::Memory>>;
-}
-
-/// Completes one handed-off batch when the fence that ends it completes.
-pub(crate) struct BatchJob<O: BatchOwner> {
-    pub(crate) signal: Option<SignalRef<O::Memory>>,
-    pub(crate) batch: Batch,
-    pub(crate) last_seq: u64,
-    pub(crate) marker: Option<Arc<Marker>>,
-    pub(crate) wake: Option<Armed<O::Memory>>,
-    pub(crate) queue: Option<Arc<O>>,
-    pub(crate) jobs: Arc<JobCount>,
-    pub(crate) outcome: Option<Outcome>,
-}
-
-impl<O: BatchOwner> BatchJob<O> {
-    pub(crate) fn new(handoff: Handoff<O::Memory>, queue: Arc<O>, jobs: Arc<JobCount>) -> Self {
-        let Handoff {
-            batch,
-            signal,
-            last_seq,
-            marker,
-            wake,
-        } = handoff;
-        Self {
-            signal,
-            batch,
-            last_seq,
-            marker,
-            wake,
-            queue: Some(queue),
-            jobs,
-            outcome: None,
-        }
-    }
-}
-
-impl<O: BatchOwner> Job for BatchJob<O> {
-    fn ready(&mut self, device: &DeviceState) -> bool {
-        let status = self
-            .signal
-            .as_ref()
-            .map_or(Status::Complete, |s| s.status());
-        self.outcome = match status {
-            Status::Complete => Some(Outcome::Complete),
-            Status::Failed => Some(Outcome::Failed),
-            Status::Pending => device.wait_error().map(Outcome::DeviceError),
-        };
-        self.outcome.is_some()
-    }
-
-    fn finish(mut self: Box<Self>, device: &DeviceState) {
-        let outcome = self.outcome.take().unwrap_or(Outcome::Complete);
-        let signal = self.signal.take();
-        // Done with the wake signal: it may be lent again once its packet
-        // ran (the pin goes with the batch's `poll` below).
-        drop(self.wake.take());
-        let Some(queue) = self.queue.take() else {
-            return;
-        };
-        // The fence's signal is read no more: let go of it first, while the
-        // queue (still held) keeps its memory alive, so that the poll below
-        // retires its use instead of parking it under this reference (the
-        // order `let_go` keeps: the signal before the queue).
-        drop(signal);
-        let batch = core::mem::take(&mut self.batch);
-        queue.note_completed_here();
-        queue.finish_batch(batch, self.last_seq, &outcome, device, true);
-        if let Some(marker) = self.marker.take() {
-            marker.finish(outcome);
-        }
-        // Emptied of every reference: the queue may reuse the box. Before
-        // the job counts as done, so whoever waits for the queue's jobs to
-        // end finds everything back in place.
-        let jobs = self.jobs.clone();
-        queue.recycle_job_box(self);
-        jobs.done();
-        let_go((), queue, device);
-    }
-
-    fn abandon(mut self: Box<Self>, device: &DeviceState) {
-        let signal = self.signal.take();
-        drop(self.wake.take());
-        let Some(queue) = self.queue.take() else {
-            return;
-        };
-        self.jobs.done();
-        let_go(signal, queue, device);
-    }
-
-    fn sleep(&mut self, timeout: Duration) -> Option<bool> {
-        let queue = self.queue.as_ref()?;
-        if self.wake.is_none() {
-            // A signal already known complete never gets here (the job is
-            // ready at once), so the batch has its fence.
-            let fence = self.batch.last()?.ticket;
-            self.wake = Some(queue.arm_wake_for(&fence)?);
-        }
-        let armed = self.wake.as_ref()?;
-        queue.note_handler_sleep();
-        Some(queue.sleep_on(armed.wake, timeout) || armed.behind)
     }
 }
 
@@ -630,6 +509,12 @@ mod tests {
     }
 
     impl Job for Fake {
+        type Wake<'a> = sigretire_tracker::NoWake;
+
+        fn wake(&mut self) -> Option<Self::Wake<'_>> {
+            None
+        }
+
         fn ready(&mut self, _: &DeviceState) -> bool {
             match &mut self.polls {
                 Some(0) => true,

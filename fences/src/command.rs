@@ -1,0 +1,236 @@
+//! A command's handle: ask about the command or wait for it from any
+//! thread, with no lock.
+
+use crate::batch::{Entry, StatePool};
+use crate::cpu_wait::{UseWait, WaitSettings, Wakes};
+use crate::device_state::DeviceState;
+use crate::error::Error;
+use crate::status::CommandStatus;
+use crate::sync::Arc;
+use sigretire_tracker::{SignalMemory, Status, Ticket, Waiter};
+
+/// A submitted command: ask about it or wait for it from any thread, with
+/// no lock.
+///
+/// ```
+/// use sigretire_queue::CommandStatus;
+/// use sigretire_queue::sim::SimPlatform;
+///
+/// let platform = SimPlatform::stepped();
+/// let device = platform.device(Default::default(), Default::default())?;
+/// let command = device.default_queue().launch(0)?; // the empty kernel
+/// assert_eq!(command.status(), CommandStatus::Pending);
+/// platform.sim().run_until_idle(); // the GPU runs it
+/// assert_eq!(command.status(), CommandStatus::Complete);
+/// assert!(!command.is_released()); // its batch is still open
+/// device.default_queue().synchronize()?;
+/// assert!(command.is_released());
+/// # Ok::<(), sigretire_queue::Error>(())
+/// ```
+pub struct Command<M: SignalMemory> {
+    entry: Entry,
+    queue: u64,
+    waiter: Waiter<M>,
+    device: Arc<DeviceState>,
+    /// How its waits wait (the queue's policy, timeout and error-check
+    /// interval; not the whole configuration, which a handle per command
+    /// would copy for nothing).
+    settings: WaitSettings,
+    /// Where the status cell goes back if this handle is its last holder.
+    states: Arc<StatePool>,
+    /// Its queue, where the policy sleeps: a sleeping wait has the GPU
+    /// complete one of the queue's wake signals.
+    wakes: Option<QueueLink<M>>,
+}
+
+/// A command's link to its queue's wake signals: a std `Arc` of the
+/// queue's submission, so that it can be a trait object (the queue's
+/// tracker type is not the command's business).
+pub(crate) type QueueLink<M> = std::sync::Arc<dyn Wakes<M>>;
+
+/// The link to `queue`: the queue's own `Arc`, with no allocation.
+#[cfg(not(sigretire_loom))]
+pub(crate) fn link<M: SignalMemory, Q: Wakes<M> + 'static>(queue: &Arc<Q>) -> QueueLink<M> {
+    queue.clone()
+}
+
+/// The link to `queue`: loom's modelled `Arc` cannot be a trait object, so
+/// the models pay one allocation per command for a std one around it.
+#[cfg(sigretire_loom)]
+pub(crate) fn link<M: SignalMemory, Q: Wakes<M> + 'static>(queue: &Arc<Q>) -> QueueLink<M> {
+    struct Linked<Q>(Arc<Q>);
+    impl<M: SignalMemory, Q: Wakes<M>> Wakes<M> for Linked<Q> {
+        fn arm(&self, ticket: &Ticket) -> Result<Option<crate::wake::Armed<M>>, Error> {
+            self.0.arm(ticket)
+        }
+        fn released(&self) {
+            self.0.released();
+        }
+    }
+    std::sync::Arc::new(Linked(queue.clone()))
+}
+
+impl<M: SignalMemory> Command<M> {
+    /// A handle for `entry`, a command of queue `queue`.
+    pub(crate) fn new(
+        entry: Entry,
+        queue: u64,
+        waiter: Waiter<M>,
+        device: Arc<DeviceState>,
+        settings: WaitSettings,
+        states: Arc<StatePool>,
+        wakes: Option<QueueLink<M>>,
+    ) -> Self {
+        Self {
+            entry,
+            queue,
+            waiter,
+            device,
+            settings,
+            states,
+            wakes,
+        }
+    }
+}
+
+impl<M: SignalMemory> Drop for Command<M> {
+    fn drop(&mut self) {
+        // If the batch completed and let go first, this handle is the
+        // cell's last holder: the cell is pooled for a later command.
+        self.states.keep_if_last_in_place(&mut self.entry.state);
+    }
+}
+
+impl<M: SignalMemory> Command<M> {
+    /// The command's number on its queue (1, 2, 3... in submission order).
+    ///
+    /// ```
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let first = device.default_queue().launch(0)?;
+    /// let second = device.default_queue().launch(0)?;
+    /// assert_eq!((first.seq(), second.seq()), (1, 2));
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn seq(&self) -> u64 {
+        self.entry.seq
+    }
+
+    /// The AQL index of the command's packet.
+    ///
+    /// ```
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let command = device.default_queue().launch(0)?;
+    /// assert_eq!(command.aql_index(), 0);
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn aql_index(&self) -> u64 {
+        self.entry.index
+    }
+
+    /// The tracker's ticket for the command's signal use.
+    ///
+    /// ```
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let command = device.default_queue().launch(0)?;
+    /// assert_eq!(command.ticket().seq(), 1);
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn ticket(&self) -> Ticket {
+        self.entry.ticket
+    }
+
+    /// Whether the command's batch was completed (its status settled on the
+    /// host side).
+    ///
+    /// ```
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let command = device.default_queue().launch(0)?;
+    /// assert!(!command.is_released());
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn is_released(&self) -> bool {
+        self.entry.state.settled().is_done()
+    }
+
+    /// The command's status: settled by its batch, else from its signal
+    /// (one load at most, none once the tracker knows).
+    ///
+    /// ```
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let command = device.default_queue().launch(0)?;
+    /// assert_eq!(command.status(), sigretire_queue::CommandStatus::Pending);
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn status(&self) -> CommandStatus {
+        match self.entry.state.settled() {
+            CommandStatus::Pending => CommandStatus::from(
+                self.waiter
+                    .status(&self.entry.ticket)
+                    .unwrap_or(Status::Pending),
+            ),
+            settled => settled,
+        }
+    }
+
+    /// Waits for the command, holding no lock, until it completes, fails, or
+    /// its batch is released by a device error; bounded by the queue's
+    /// [`wait_timeout`](crate::QueueConfig::wait_timeout).
+    ///
+    /// ```
+    /// use sigretire_queue::sim::SimPlatform;
+    /// let platform = SimPlatform::stepped();
+    /// let device = platform.device(Default::default(), Default::default())?;
+    /// let command = device.default_queue().launch(0)?;
+    /// // The stepped GPU runs on this thread while the wait runs on another.
+    /// platform.run_while(|| command.wait())?;
+    /// assert_eq!(command.status(), sigretire_queue::CommandStatus::Complete);
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn wait(&self) -> Result<(), Error> {
+        let wait = UseWait {
+            settings: self.settings,
+            device: &self.device,
+            waiter: &self.waiter,
+        };
+        let ticket = &self.entry.ticket;
+        let ended = wait.run(
+            ticket,
+            || match self.entry.state.settled() {
+                CommandStatus::Complete => Ok(Status::Complete),
+                CommandStatus::Failed => Ok(Status::Failed),
+                // Released by a device error: the wait ends on the device
+                // error state, which its stop check sees.
+                CommandStatus::DeviceError => Ok(Status::Pending),
+                CommandStatus::Pending => self.waiter.status(ticket),
+            },
+            self.wakes.as_deref(),
+        )?;
+        match ended {
+            Ok(CommandStatus::Complete) => Ok(()),
+            Ok(CommandStatus::Failed) => Err(Error::QueueFailed { queue: self.queue }),
+            // A handle has no queue counters to count an early return in.
+            Ok(CommandStatus::DeviceError | CommandStatus::Pending) => {
+                Err(self.device.wait_error().unwrap_or(Error::DeviceError {
+                    reason: "the device is in the error state".into(),
+                }))
+            }
+            Err(timed_out) => Err(Error::TimedOut(timed_out.0)),
+        }
+    }
+}
+
+impl<M: SignalMemory> core::fmt::Debug for Command<M> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Command")
+            .field("queue", &self.queue)
+            .field("seq", &self.entry.seq)
+            .field("aql_index", &self.entry.index)
+            .field("settled", &self.entry.state.settled())
+            .finish()
+    }
+}
