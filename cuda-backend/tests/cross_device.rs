@@ -198,7 +198,7 @@ fn elapsed_time_between_events_of_two_gpus_is_refused() {
     stop.synchronize().unwrap();
     assert_eq!(
         start.elapsed_to(&stop),
-        Err(sigretire_queue::Error::DifferentDevices)
+        Err(sigretire_queue::ElapsedError::DifferentDevices)
     );
 }
 

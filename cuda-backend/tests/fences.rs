@@ -152,7 +152,7 @@ fn regression(default_queue: bool, extra_syncers: usize, how: Synchronize) -> Op
     let producer = device.create_queue(tracker(&context), config()).unwrap();
     let old = OldSynchronize::default();
     let synchronize = |queue: &HostQueue<Tracker>| match how {
-        Synchronize::Fixed => queue.synchronize(),
+        Synchronize::Fixed => queue.synchronize().map_err(sigretire_queue::Error::from),
         Synchronize::Old => old.synchronize(queue),
     };
     let queue: HostQueue<Tracker> = if default_queue {

@@ -2,9 +2,10 @@
 //! thread, with no lock.
 
 use crate::batch::{Entry, StatePool};
+use crate::cpu_wait;
 use crate::cpu_wait::{UseWait, WaitSettings, Wakes};
 use crate::device_state::DeviceState;
-use crate::error::Error;
+use crate::error::WaitError;
 use crate::status::CommandStatus;
 use crate::sync::Arc;
 use sigretire_tracker::{SignalMemory, Status, Ticket, Waiter};
@@ -60,7 +61,10 @@ pub(crate) fn link<M: SignalMemory, Q: Wakes<M> + 'static>(queue: &Arc<Q>) -> Qu
 pub(crate) fn link<M: SignalMemory, Q: Wakes<M> + 'static>(queue: &Arc<Q>) -> QueueLink<M> {
     struct Linked<Q>(Arc<Q>);
     impl<M: SignalMemory, Q: Wakes<M>> Wakes<M> for Linked<Q> {
-        fn arm(&self, ticket: &Ticket) -> Result<Option<crate::wake::Armed<M>>, Error> {
+        fn arm(
+            &self,
+            ticket: &Ticket,
+        ) -> Result<Option<crate::wake::Armed<M>>, sigretire_tracker::Error> {
             self.0.arm(ticket)
         }
         fn released(&self) {
@@ -191,7 +195,7 @@ impl<M: SignalMemory> Command<M> {
     /// assert_eq!(command.status(), sigretire_queue::CommandStatus::Complete);
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
-    pub fn wait(&self) -> Result<(), Error> {
+    pub fn wait(&self) -> Result<(), WaitError> {
         let wait = UseWait {
             settings: self.settings,
             device: &self.device,
@@ -210,17 +214,10 @@ impl<M: SignalMemory> Command<M> {
             },
             self.wakes.as_deref(),
         )?;
-        match ended {
-            Ok(CommandStatus::Complete) => Ok(()),
-            Ok(CommandStatus::Failed) => Err(Error::QueueFailed { queue: self.queue }),
-            // A handle has no queue counters to count an early return in.
-            Ok(CommandStatus::DeviceError | CommandStatus::Pending) => {
-                Err(self.device.wait_error().unwrap_or(Error::DeviceError {
-                    reason: "the device is in the error state".into(),
-                }))
-            }
-            Err(timed_out) => Err(Error::TimedOut(timed_out.0)),
-        }
+        // A handle has no queue counters to count an early return in.
+        cpu_wait::result(ended, &self.device, || WaitError::QueueFailed {
+            queue: self.queue,
+        })
     }
 }
 

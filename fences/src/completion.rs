@@ -15,7 +15,7 @@
 use crate::batch::{Batch, Handoff};
 use crate::completion_thread::{CompletionThread, Job, JobCount, let_go, run_inline};
 use crate::device_state::DeviceState;
-use crate::error::Error;
+use crate::error::{Fault, WaitError};
 use crate::marker::Marker;
 use crate::publish::{Packet, QueueTracker, Step};
 use crate::recycle::Pool;
@@ -78,8 +78,8 @@ impl<T: QueueTracker> Completion<T> {
     /// completion thread after each attempt.
     pub(crate) fn publish<R>(
         this: &Arc<Self>,
-        step: impl FnMut(&mut Held<'_, T>) -> Result<Step<R>, Error>,
-    ) -> Result<R, Error> {
+        step: impl FnMut(&mut Held<'_, T>) -> Result<Step<R>, Fault>,
+    ) -> Result<R, Fault> {
         this.submission
             .publish_with(step, |closed| Completion::dispatch(this, closed))
     }
@@ -112,12 +112,12 @@ impl<T: QueueTracker> Completion<T> {
     /// the calling thread finishes the batch itself (outside the lock),
     /// waiting at most `inline_wait` for its fence (`None`: as long as the
     /// GPU takes); past that the batch is abandoned ([`run_inline`]) and
-    /// this returns [`Error::TimedOut`].
+    /// this returns [`WaitError::TimedOut`].
     pub(crate) fn hand_over(
         this: &Arc<Self>,
         handoff: Handoff<T::Memory>,
         inline_wait: Option<Duration>,
-    ) -> Result<(), Error> {
+    ) -> Result<(), WaitError> {
         this.jobs.add();
         let job = BatchJob::new(handoff, this.clone());
         let job = match this.job_boxes.take() {
@@ -131,7 +131,7 @@ impl<T: QueueTracker> Completion<T> {
             // The completion thread could not start: finish the job here,
             // outside the lock.
             if !run_inline(job, this.device.state(), inline_wait) {
-                return Err(Error::TimedOut(inline_wait.unwrap_or_default()));
+                return Err(WaitError::TimedOut(inline_wait.unwrap_or_default()));
             }
         }
         Ok(())

@@ -1,6 +1,6 @@
 //! Queue and device configuration, with CLR's names and defaults.
 
-use crate::error::Error;
+use crate::error::InvalidConfig;
 use sigretire_tracker::{Placement, WaitPolicy};
 use std::time::Duration;
 
@@ -73,7 +73,7 @@ pub struct QueueConfig {
     pub profiling: bool,
     /// How CPU waits spend their time (spin, yield, sleep).
     pub wait_policy: WaitPolicy,
-    /// The longest a wait may take before [`Error::TimedOut`]; `None` waits
+    /// The longest a wait may take before [`SyncError::TimedOut`](crate::SyncError::TimedOut); `None` waits
     /// as long as the GPU takes (as HIP does). `Some(Duration::ZERO)` is
     /// refused: every wait would time out before looking at the GPU once.
     pub wait_timeout: Option<Duration>,
@@ -115,32 +115,32 @@ impl QueueConfig {
     /// [`Device::create_queue`](crate::Device::create_queue)) calls it.
     ///
     /// ```
-    /// use sigretire_queue::{BatchLimits, Error, QueueConfig};
+    /// use sigretire_queue::{BatchLimits, InvalidConfig, QueueConfig};
     /// use std::time::Duration;
     /// let bad = QueueConfig {
     ///     batch_limits: BatchLimits { host_signals: 0, device_signals: 64 },
     ///     ..QueueConfig::default()
     /// };
-    /// assert!(matches!(bad.validate(), Err(Error::InvalidConfig(_))));
+    /// assert!(matches!(bad.validate(), Err(InvalidConfig(_))));
     /// let bad = QueueConfig { wait_timeout: Some(Duration::ZERO), ..QueueConfig::default() };
-    /// assert!(matches!(bad.validate(), Err(Error::InvalidConfig(_))));
+    /// assert!(matches!(bad.validate(), Err(InvalidConfig(_))));
     /// ```
-    pub fn validate(&self) -> Result<(), Error> {
+    pub fn validate(&self) -> Result<(), InvalidConfig> {
         if self.batch_limits.host_signals == 0 || self.batch_limits.device_signals == 0 {
-            return Err(Error::InvalidConfig("batch limits must be at least 1"));
+            return Err(InvalidConfig("batch limits must be at least 1"));
         }
         if self.wake_signals > MAX_WAKE_SIGNALS {
-            return Err(Error::InvalidConfig(
+            return Err(InvalidConfig(
                 "wake_signals must be at most MAX_WAKE_SIGNALS",
             ));
         }
         if self.error_check_interval.is_zero() {
-            return Err(Error::InvalidConfig(
+            return Err(InvalidConfig(
                 "error_check_interval must be longer than zero",
             ));
         }
         if self.wait_timeout.is_some_and(|timeout| timeout.is_zero()) {
-            return Err(Error::InvalidConfig(
+            return Err(InvalidConfig(
                 "wait_timeout must be longer than zero (None waits as long as the GPU takes)",
             ));
         }
@@ -162,8 +162,8 @@ impl QueueConfig {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct DeviceConfig {
     /// Keep going after a GPU error (CLR's `HIP_SKIP_ABORT_ON_GPU_ERROR`):
-    /// waits return [`Error::DeviceError`] early and queues accept work.
-    /// Without it the device refuses all further work ([`Error::Aborted`])
+    /// waits return `DeviceError` early and queues accept work.
+    /// Without it the device refuses all further work (`Aborted`)
     /// where CLR would abort the process.
     pub skip_abort_on_error: bool,
 }

@@ -18,7 +18,7 @@
 
 use crate::config::QueueConfig;
 use crate::device_state::DeviceState;
-use crate::error::Error;
+use crate::error::WaitError;
 use crate::status::CommandStatus;
 use crate::wake::Armed;
 use sigretire_tracker::{
@@ -52,12 +52,34 @@ impl From<&QueueConfig> for WaitSettings {
 /// without an outcome.
 pub(crate) type Ended = Result<CommandStatus, TimedOut>;
 
+/// What a caller returns for a wait that ended as `ended`: `failed()` for
+/// a failure (the caller knows whether the queue failure is still to be
+/// reported or already was); the device's error for an early return in the
+/// device error state.
+pub(crate) fn result(
+    ended: Ended,
+    device: &DeviceState,
+    failed: impl FnOnce() -> WaitError,
+) -> Result<(), WaitError> {
+    match ended {
+        Ok(CommandStatus::Complete) => Ok(()),
+        Ok(CommandStatus::Failed) => Err(failed()),
+        // The error state is for good: it is there to read.
+        Ok(CommandStatus::DeviceError | CommandStatus::Pending) => {
+            Err(device.wait_error().unwrap_or(WaitError::DeviceError {
+                reason: "the device is in the error state".into(),
+            }))
+        }
+        Err(timed_out) => Err(WaitError::TimedOut(timed_out.0)),
+    }
+}
+
 /// Where a waiting thread gets a wake to sleep on: its queue, which
 /// publishes a packet completing one of its wake signals.
 pub(crate) trait Wakes<M: SignalMemory>: Send + Sync {
     /// A wake for `ticket`'s use, its packet published (taking the queue's
     /// lock briefly); `None` when the queue has none free or no room.
-    fn arm(&self, ticket: &Ticket) -> Result<Option<Armed<M>>, Error>;
+    fn arm(&self, ticket: &Ticket) -> Result<Option<Armed<M>>, sigretire_tracker::Error>;
 
     /// A sleeper let go of its wake: the queue lets go of the wake packet's
     /// pin once the packet ran (now if its lock is free, else its next
@@ -87,7 +109,7 @@ impl<M: SignalMemory> WakeSource for Sleeper<'_, M> {
 enum Stop {
     DeviceError,
     /// The queue could not arm a wake for a reason other than having none.
-    Arming(Error),
+    Arming(sigretire_tracker::Error),
 }
 
 /// A wait for a use of one tracker: what it needs besides the use.
@@ -106,7 +128,7 @@ impl<M: SignalMemory> UseWait<'_, M> {
         ticket: &Ticket,
         mut look: impl FnMut() -> Result<Status, ForeignTicket>,
         wakes: Option<&dyn Wakes<M>>,
-    ) -> Result<Ended, Error> {
+    ) -> Result<Ended, sigretire_tracker::Error> {
         let policy = self.settings.policy;
         let mut wait = Wait::new(policy)
             .timeout(self.settings.timeout)
@@ -154,7 +176,7 @@ impl<M: SignalMemory> UseWait<'_, M> {
             wakes.released();
         }
         if let Some(error) = foreign.take() {
-            return Err(sigretire_tracker::Error::from(error).into());
+            return Err(error.into());
         }
         match ended {
             Ok(status) => Ok(Ok(CommandStatus::from(status))),
@@ -218,8 +240,8 @@ mod tests {
         assert_eq!(ended, Ok(CommandStatus::DeviceError));
         assert_eq!(looks.get(), 3);
         assert_eq!(
-            device.wait_error(),
-            Some(Error::DeviceError {
+            result(ended, &device, || unreachable!("not failed")),
+            Err(WaitError::DeviceError {
                 reason: "injected".into()
             })
         );

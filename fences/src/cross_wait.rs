@@ -16,7 +16,7 @@
 
 use crate::batch::Entry;
 use crate::command::Command;
-use crate::error::Error;
+use crate::error::{Fault, WaitEventError};
 use crate::event::Event;
 use crate::frontier::Verdict;
 use crate::publish::{Packet, QueueTracker, Step};
@@ -149,11 +149,13 @@ impl<M: SignalMemory> CrossWait<M> {
 pub(crate) fn pin_on<P: QueueTracker>(
     producer: &Submission<P>,
     ticket: &Ticket,
-) -> Result<Option<Pin<P::Memory>>, Error> {
+) -> Result<Option<Pin<P::Memory>>, Fault> {
     let pinned = producer.lock().tracker().pin(ticket);
     match pinned {
         Ok(pin) => Ok(pin),
-        Err(sigretire_tracker::PinError::Failed { .. }) => Err(producer.report_failure(ticket)),
+        Err(sigretire_tracker::PinError::Failed { .. }) => {
+            Err(producer.report_failure(ticket).into())
+        }
         Err(error) => Err(error.into()),
     }
 }
@@ -165,7 +167,7 @@ pub(crate) fn pin_on<P: QueueTracker>(
 pub(crate) fn pin_events<P, M>(
     events: &[&Event<P>],
     consumer: &M,
-) -> Result<(VecDeque<Pin<M>>, usize), Error>
+) -> Result<(VecDeque<Pin<M>>, usize), WaitEventError>
 where
     P: QueueTracker + Tracker<Memory = M>,
     M: SignalMemory,
@@ -174,7 +176,7 @@ where
         .iter()
         .any(|event| !event.submission().memory().shares_signals_with(consumer))
     {
-        return Err(Error::ForeignSignalMemory);
+        return Err(WaitEventError::ForeignSignalMemory);
     }
     let mut pins = VecDeque::with_capacity(events.len());
     let mut elided = 0;
@@ -199,7 +201,7 @@ where
 pub(crate) fn pin_producer<P: QueueTracker>(
     producer: &Submission<P>,
     held: &mut Held<'_, P>,
-) -> Result<Step<Option<Pin<P::Memory>>>, Error> {
+) -> Result<Step<Option<Pin<P::Memory>>>, Fault> {
     if let Verdict::Idle | Verdict::Done(_) = held.publisher().verdict_known()? {
         return Ok(Step::Done(None));
     }
@@ -219,7 +221,9 @@ pub(crate) fn pin_producer<P: QueueTracker>(
     };
     match held.tracker().pin(&ticket) {
         Ok(pin) => Ok(Step::Done(pin)),
-        Err(sigretire_tracker::PinError::Failed { .. }) => Err(producer.report_failure(&ticket)),
+        Err(sigretire_tracker::PinError::Failed { .. }) => {
+            Err(producer.report_failure(&ticket).into())
+        }
         Err(error) => Err(error.into()),
     }
 }
@@ -233,7 +237,7 @@ pub(crate) fn publish_waits<T: QueueTracker>(
     held: &mut Held<'_, T>,
     pins: &mut VecDeque<Pin<T::Memory>>,
     entries: &mut Vec<Entry>,
-) -> Result<Step<()>, Error> {
+) -> Result<Step<()>, Fault> {
     let stats = consumer.stats();
     while !pins.is_empty() {
         let count = pins.len().min(MAX_DEPENDENCIES_PER_PACKET);

@@ -4,15 +4,15 @@
 //! a queue failure seen by any wait, query or the completion thread sets it,
 //! and so can a test ([`Device::set_error`]). With
 //! [`DeviceConfig::skip_abort_on_error`] (CLR's `HIP_SKIP_ABORT_ON_GPU_ERROR`)
-//! waits then return [`Error::DeviceError`] early, without completion, and
-//! the batches they were completing are released so nobody hangs; without
-//! it the device refuses all further work ([`Error::Aborted`]) where CLR
-//! would abort the process.
+//! waits then return `DeviceError` early ([`SyncError::DeviceError`](crate::SyncError::DeviceError)
+//! and the like), without completion, and the batches they were completing
+//! are released so nobody hangs; without it the device refuses all further
+//! work (`Aborted`) where CLR would abort the process.
 
 use crate::completion::DeviceShared;
 use crate::config::{DeviceConfig, QueueConfig};
 use crate::device_state::DeviceState;
-use crate::error::Error;
+use crate::error::InvalidConfig;
 use crate::publish::QueueTracker;
 use crate::queue::HostQueue;
 use crate::sync::{Arc, Ordering};
@@ -62,7 +62,7 @@ pub struct Device<T: QueueTracker> {
 
 impl<T: QueueTracker> Device<T> {
     /// A device whose default queue runs on `default_tracker`'s hardware queue.
-    /// Refuses an out-of-range `default_config` ([`Error::InvalidConfig`]).
+    /// Refuses an out-of-range `default_config` ([`InvalidConfig`]).
     ///
     /// ```
     /// use sigretire_queue::sim::SimPlatform;
@@ -77,7 +77,7 @@ impl<T: QueueTracker> Device<T> {
         config: DeviceConfig,
         default_tracker: T,
         default_config: QueueConfig,
-    ) -> Result<Self, Error> {
+    ) -> Result<Self, InvalidConfig> {
         default_config.validate()?;
         let state = Arc::new(DeviceState::new(config));
         let shared = Arc::new(DeviceShared::new(state));
@@ -111,21 +111,25 @@ impl<T: QueueTracker> Device<T> {
     /// assert_eq!(queue.query()?, sigretire_queue::tracker::Status::Complete); // nothing submitted
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
-    pub fn create_queue(&self, tracker: T, config: QueueConfig) -> Result<HostQueue<T>, Error> {
+    pub fn create_queue(
+        &self,
+        tracker: T,
+        config: QueueConfig,
+    ) -> Result<HostQueue<T>, InvalidConfig> {
         config.validate()?;
         HostQueue::create(self.shared.clone(), tracker, config)
     }
 
     /// Puts the device in the error state, as a GPU error would. Waits on
-    /// its queues then return early ([`Error::DeviceError`] with
-    /// `skip_abort_on_error`, else [`Error::Aborted`]).
+    /// its queues then return early (`DeviceError` with
+    /// `skip_abort_on_error`, else `Aborted`).
     ///
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// device.set_error("injected");
     /// assert_eq!(device.error().as_deref(), Some("injected"));
-    /// assert!(matches!(device.default_queue().launch(0), Err(sigretire_queue::Error::Aborted { .. })));
+    /// assert!(matches!(device.default_queue().launch(0), Err(sigretire_queue::SubmitError::Aborted { .. })));
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn set_error(&self, reason: impl Into<String>) {

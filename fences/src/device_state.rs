@@ -2,7 +2,7 @@
 //! of its queues' teardowns.
 
 use crate::config::DeviceConfig;
-use crate::error::Error;
+use crate::error::WaitError;
 use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering, identity};
 use std::sync::OnceLock;
 use std::thread::ThreadId;
@@ -54,20 +54,21 @@ impl DeviceState {
         self.reason.lock().clone()
     }
 
-    /// The error a wait returns early with, if the device is in the error state.
-    pub(crate) fn wait_error(&self) -> Option<Error> {
+    /// The error a wait returns early with, if the device is in the error
+    /// state: `DeviceError` where it was told not to abort, else `Aborted`.
+    pub(crate) fn wait_error(&self) -> Option<WaitError> {
         let reason = self.reason()?;
         Some(if self.config.skip_abort_on_error {
-            Error::DeviceError { reason }
+            WaitError::DeviceError { reason }
         } else {
-            Error::Aborted { reason }
+            WaitError::Aborted { reason }
         })
     }
 
     /// Refuses new work on an aborting device in the error state.
-    pub(crate) fn check_accepting(&self) -> Result<(), Error> {
+    pub(crate) fn check_accepting(&self) -> Result<(), WaitError> {
         match self.wait_error() {
-            Some(error @ Error::Aborted { .. }) => Err(error),
+            Some(error @ WaitError::Aborted { .. }) => Err(error),
             _ => Ok(()),
         }
     }

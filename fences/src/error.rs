@@ -1,27 +1,128 @@
-//! The queue layer's errors: each one says what the caller can do about it.
+//! The queue layer's errors, one type per operation: what `launch` can
+//! answer is not what `synchronize` can, nor what `wait_event` or
+//! `elapsed_to` can. Each variant says what the caller can do next.
+//! [`Error`] is their union, for callers that pass any of them on with `?`.
+//!
+//! | operation | error |
+//! |---|---|
+//! | [`HostQueue::launch`](crate::HostQueue::launch), [`submit`](crate::HostQueue::submit), [`submit_all`](crate::HostQueue::submit_all), [`record_event`](crate::HostQueue::record_event) | [`SubmitError`] |
+//! | [`HostQueue::synchronize`](crate::HostQueue::synchronize), [`HostQueue::query`](crate::HostQueue::query) | [`SyncError`] |
+//! | [`Event::synchronize`](crate::Event::synchronize), [`Command::wait`](crate::Command::wait) | [`WaitError`] |
+//! | [`HostQueue::wait_event`](crate::HostQueue::wait_event), [`wait_events`](crate::HostQueue::wait_events), [`wait_queue`](crate::HostQueue::wait_queue) | [`WaitEventError`] |
+//! | [`HostQueue::move_to`](crate::HostQueue::move_to) | [`MoveError`] |
+//! | [`Event::timestamps`](crate::Event::timestamps) | [`TimestampsError`] |
+//! | [`Event::elapsed_to`](crate::Event::elapsed_to) | [`ElapsedError`] |
+//! | [`QueueConfig::validate`](crate::QueueConfig::validate), [`Device::new`](crate::Device::new), [`Device::create_queue`](crate::Device::create_queue) | [`InvalidConfig`] |
 
+use sigretire_tracker::QueueError;
 use std::time::Duration;
 
-/// Everything a queue-layer call can report.
+/// A configuration value ([`QueueConfig`](crate::QueueConfig)) is out of
+/// range: the queue was not made. Fix the value the message names.
 ///
 /// ```
-/// use sigretire_queue::Error;
-/// let error = Error::DeviceError { reason: "queue 3 failed".into() };
+/// use sigretire_queue::{BatchLimits, QueueConfig};
+/// let bad = QueueConfig { batch_limits: BatchLimits { host_signals: 0, device_signals: 64 }, ..QueueConfig::default() };
+/// assert!(bad.validate().unwrap_err().to_string().contains("batch limits"));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[error("invalid queue configuration: {0}")]
+pub struct InvalidConfig(pub &'static str);
+
+/// Why a submission ([`HostQueue::launch`](crate::HostQueue::launch),
+/// [`submit`](crate::HostQueue::submit),
+/// [`submit_all`](crate::HostQueue::submit_all),
+/// [`record_event`](crate::HostQueue::record_event)) published no command.
+/// Back-pressure never surfaces here: the queue waits for the use the
+/// tracker names, outside its lock, and retries.
+///
+/// ```
+/// use sigretire_queue::SubmitError;
+/// let error = SubmitError::Aborted { reason: "queue 3 failed".into() };
+/// assert!(error.to_string().contains("recreate the device"));
+/// assert!(error.is_device_error());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SubmitError {
+    /// The device is in the error state and aborts on GPU errors: it takes
+    /// no more work ([`DeviceConfig::skip_abort_on_error`](crate::DeviceConfig)).
+    #[error(
+        "the device is in an error state ({reason}) and aborts on GPU errors: nothing was submitted; recreate the device (or set skip_abort_on_error)"
+    )]
+    Aborted {
+        /// What put the device in the error state.
+        reason: String,
+    },
+    /// The device entered the error state while the submission waited for
+    /// room: nothing was submitted.
+    #[error(
+        "the device entered an error state ({reason}) while the submission waited for room: nothing was submitted"
+    )]
+    DeviceError {
+        /// What put the device in the error state.
+        reason: String,
+    },
+    /// The use the submission waited on for room failed: the queue failed,
+    /// and the device is in the error state. Nothing was submitted.
+    #[error(
+        "queue {queue} failed while the submission waited for room: nothing was submitted; the device is in the error state"
+    )]
+    QueueFailed {
+        /// The queue's id.
+        queue: u64,
+    },
+    /// The use the submission waited on for room did not complete within
+    /// the wait timeout. Nothing was submitted; retry, or wait longer
+    /// ([`QueueConfig::wait_timeout`](crate::QueueConfig)).
+    #[error(
+        "waited {0:?} for room in the tracker's ring and none came: nothing was submitted; retry, or raise wait_timeout"
+    )]
+    TimedOut(Duration),
+    /// The hardware queue stayed full for the whole wait timeout.
+    #[error(
+        "the hardware queue stayed full for {0:?}: the GPU is not consuming packets; nothing was submitted"
+    )]
+    RingFull(Duration),
+    /// The hardware queue refused the work (the backend cannot express it)
+    /// or failed. The queue keeps working for other work; a command of
+    /// several operations refused after issuing some still runs those, and
+    /// fails.
+    #[error("the hardware queue refused the work: {0}")]
+    Queue(#[from] QueueError),
+    /// The tracker refused: out of signals, or a signal held everywhere
+    /// (let go of events and pins, then retry).
+    #[error("the tracker handed out no signal: {0}")]
+    Tracker(#[from] sigretire_tracker::Error),
+    /// [`submit_all`](crate::HostQueue::submit_all) was given no work, or
+    /// more operations than one command holds.
+    #[error("a command needs 1 to 2^32 - 1 operations, not {0}: pass at least one Work")]
+    Operations(usize),
+}
+
+/// Why [`HostQueue::synchronize`](crate::HostQueue::synchronize) (or
+/// [`HostQueue::query`](crate::HostQueue::query), which may publish a
+/// marker too) ended without completion.
+///
+/// ```
+/// use sigretire_queue::SyncError;
+/// let error = SyncError::DeviceError { reason: "queue 3 failed".into() };
 /// assert!(error.to_string().contains("returned early"));
 /// assert!(error.is_device_error());
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Error {
-    /// The tracker refused (out of signals, a foreign ticket, a bad
-    /// configuration). Back-pressure never surfaces here: the queue waits for
-    /// the named use outside its lock and retries.
-    #[error("tracker: {0}")]
-    Tracker(#[from] sigretire_tracker::Error),
-    /// The hardware queue refused work or failed.
-    #[error("hardware queue: {0}")]
-    Queue(#[from] sigretire_tracker::QueueError),
-    /// The device is in an error state and the device was configured not to
-    /// abort ([`DeviceConfig::skip_abort_on_error`](crate::DeviceConfig), CLR's
+pub enum SyncError {
+    /// The device is in the error state and aborts on GPU errors (CLR
+    /// aborts the process; a library refuses all further work on the
+    /// device instead). Recreate the device.
+    #[error(
+        "the device is in an error state ({reason}) and aborts on GPU errors: no further work is accepted; recreate the device (or set skip_abort_on_error)"
+    )]
+    Aborted {
+        /// What put the device in the error state.
+        reason: String,
+    },
+    /// The device is in the error state and was configured not to abort
+    /// ([`DeviceConfig::skip_abort_on_error`](crate::DeviceConfig), CLR's
     /// `HIP_SKIP_ABORT_ON_GPU_ERROR`): the wait returned early without
     /// completion. Timing and the queue-state reset were skipped; the batch
     /// was released so no thread waits on it forever. The GPU may still run
@@ -33,16 +134,6 @@ pub enum Error {
         /// What put the device in the error state.
         reason: String,
     },
-    /// The device is in an error state and was configured to abort (CLR
-    /// aborts the process; a library refuses all further work on the
-    /// device instead). Recreate the device.
-    #[error(
-        "the device is in an error state ({reason}) and aborts on GPU errors: no further work is accepted; recreate the device (or set skip_abort_on_error)"
-    )]
-    Aborted {
-        /// What put the device in the error state.
-        reason: String,
-    },
     /// Work on this queue failed (its completion signal went negative: a
     /// queue error). The device is now in the error state.
     #[error("queue {queue} failed: its work will not complete; the device is in the error state")]
@@ -50,26 +141,244 @@ pub enum Error {
         /// The queue's id.
         queue: u64,
     },
-    /// A wait ran out of time ([`QueueConfig::wait_timeout`](crate::QueueConfig)).
+    /// The wait ran out of time ([`QueueConfig::wait_timeout`](crate::QueueConfig)).
+    /// The work may still complete; nothing was reported complete, and the
+    /// completion thread completes the batch when it does.
+    #[error(
+        "timed out after {0:?}; the work has not completed (it may still): synchronize again, or raise wait_timeout"
+    )]
+    TimedOut(Duration),
+    /// The hardware queue stayed full for the whole wait timeout: the
+    /// marker could not be published.
+    #[error(
+        "the hardware queue stayed full for {0:?}: the GPU is not consuming packets; no marker was published"
+    )]
+    RingFull(Duration),
+    /// The hardware queue refused the marker, or failed.
+    #[error("the hardware queue refused the marker: {0}")]
+    Queue(#[from] QueueError),
+    /// The tracker refused the marker a signal.
+    #[error("the tracker handed out no signal for the marker: {0}")]
+    Tracker(#[from] sigretire_tracker::Error),
+}
+
+/// Why a wait for a command ([`Command::wait`](crate::Command::wait)) or
+/// an event ([`Event::synchronize`](crate::Event::synchronize)) ended
+/// without completion.
+///
+/// ```
+/// use sigretire_queue::WaitError;
+/// use std::time::Duration;
+/// assert!(WaitError::QueueFailed { queue: 1 }.is_device_error());
+/// assert!(!WaitError::TimedOut(Duration::from_secs(1)).is_device_error());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WaitError {
+    /// The device is in the error state and aborts on GPU errors. Recreate
+    /// the device.
+    #[error(
+        "the device is in an error state ({reason}) and aborts on GPU errors: no further work is accepted; recreate the device (or set skip_abort_on_error)"
+    )]
+    Aborted {
+        /// What put the device in the error state.
+        reason: String,
+    },
+    /// The device is in the error state (and does not abort): the wait
+    /// returned early without completion; the GPU may still run the work.
+    #[error(
+        "the device is in an error state ({reason}): the wait returned early without completion; the GPU may still be running the work"
+    )]
+    DeviceError {
+        /// What put the device in the error state.
+        reason: String,
+    },
+    /// The work failed (a queue error). The device is now in the error
+    /// state.
+    #[error("queue {queue} failed: its work will not complete; the device is in the error state")]
+    QueueFailed {
+        /// The queue's id.
+        queue: u64,
+    },
+    /// The wait ran out of time ([`QueueConfig::wait_timeout`](crate::QueueConfig)).
     /// The work may still complete; nothing was reported complete.
-    #[error("timed out after {0:?}; the work has not completed (it may still)")]
+    #[error(
+        "timed out after {0:?}; the work has not completed (it may still): wait again, or raise wait_timeout"
+    )]
+    TimedOut(Duration),
+    /// The tracker could not arrange the wait (a wake packet's pin was
+    /// refused).
+    #[error("the tracker refused the wait: {0}")]
+    Tracker(#[from] sigretire_tracker::Error),
+}
+
+/// Why a cross-queue wait ([`HostQueue::wait_event`](crate::HostQueue::wait_event),
+/// [`wait_events`](crate::HostQueue::wait_events),
+/// [`wait_queue`](crate::HostQueue::wait_queue)) was not set up.
+///
+/// ```
+/// use sigretire_queue::WaitEventError;
+/// assert!(WaitEventError::ForeignSignalMemory.to_string().contains("nothing was published"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WaitEventError {
+    /// The producer's signals live in memory the waiting queue cannot read
+    /// (another simulator, ROCr process or CUDA context). Nothing was
+    /// published.
+    #[error(
+        "the producer's signals live in memory the waiting queue cannot read (another simulator, runtime or context): nothing was published"
+    )]
+    ForeignSignalMemory,
+    /// The device is in the error state and aborts on GPU errors.
+    #[error(
+        "the device is in an error state ({reason}) and aborts on GPU errors: nothing was published; recreate the device (or set skip_abort_on_error)"
+    )]
+    Aborted {
+        /// What put the device in the error state.
+        reason: String,
+    },
+    /// The device entered the error state while the wait waited for room.
+    #[error(
+        "the device entered an error state ({reason}) while the wait waited for room: the wait packets were not all published"
+    )]
+    DeviceError {
+        /// What put the device in the error state.
+        reason: String,
+    },
+    /// A producer's work failed: nothing may wait on it. The device is in
+    /// the error state.
+    #[error(
+        "queue {queue} failed: its work will not complete, and nothing may wait on it; the device is in the error state"
+    )]
+    QueueFailed {
+        /// The failed queue's id.
+        queue: u64,
+    },
+    /// Room for the wait packets did not come within the wait timeout.
+    #[error(
+        "waited {0:?} for room in the tracker's ring and none came: the wait packets were not all published; retry"
+    )]
     TimedOut(Duration),
     /// The hardware queue stayed full for the whole wait timeout.
-    #[error("the hardware queue stayed full for {0:?}: the GPU is not consuming packets")]
+    #[error(
+        "the hardware queue stayed full for {0:?}: the GPU is not consuming packets; the wait packets were not all published"
+    )]
     RingFull(Duration),
-    /// An event's timestamps were asked for but it is not timed (its queue
-    /// does not profile).
+    /// The hardware queue refused a wait packet (or a producer's marker),
+    /// or failed.
+    #[error("the hardware queue refused a wait packet: {0}")]
+    Queue(#[from] QueueError),
+    /// A tracker refused: a pin, or a signal for a wait packet.
+    #[error("the tracker refused the wait: {0}")]
+    Tracker(#[from] sigretire_tracker::Error),
+}
+
+/// Why [`HostQueue::move_to`](crate::HostQueue::move_to) did not move the
+/// stream: it stays on its hardware queue.
+///
+/// ```
+/// use sigretire_queue::MoveError;
+/// assert!(MoveError::ForeignSignalMemory.to_string().contains("did not move"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MoveError {
+    /// The new queue cannot name the tracker's signals (another
+    /// simulator, ROCr process or CUDA context).
+    #[error(
+        "the new hardware queue cannot read the tracker's signals (another simulator, runtime or context): the stream did not move"
+    )]
+    ForeignSignalMemory,
+    /// The device is in the error state and aborts on GPU errors.
+    #[error(
+        "the device is in an error state ({reason}) and aborts on GPU errors: the stream did not move; recreate the device (or set skip_abort_on_error)"
+    )]
+    Aborted {
+        /// What put the device in the error state.
+        reason: String,
+    },
+    /// The device entered the error state while the move waited for room.
+    #[error(
+        "the device entered an error state ({reason}) while the move waited for room: the stream did not move"
+    )]
+    DeviceError {
+        /// What put the device in the error state.
+        reason: String,
+    },
+    /// The old queue's newest command failed: nothing may wait on it, so
+    /// nothing on the new queue can be ordered after it. The device is in
+    /// the error state.
+    #[error(
+        "queue {queue} failed: the new queue cannot be ordered after its work; the stream did not move, and the device is in the error state"
+    )]
+    QueueFailed {
+        /// The queue's id.
+        queue: u64,
+    },
+    /// Room for the old queue's marker did not come within the wait timeout.
+    #[error(
+        "waited {0:?} for room in the tracker's ring and none came: the stream did not move; retry"
+    )]
+    TimedOut(Duration),
+    /// The old hardware queue stayed full for the whole wait timeout.
+    #[error(
+        "the hardware queue stayed full for {0:?}: the GPU is not consuming packets; the stream did not move"
+    )]
+    RingFull(Duration),
+    /// The old hardware queue refused the marker, or failed.
+    #[error("the hardware queue refused the marker the move needs: {0}")]
+    Queue(#[from] QueueError),
+    /// The tracker refused (a pin of the old queue's newest command, or a
+    /// signal for a marker).
+    #[error("the tracker refused the move: {0}")]
+    Tracker(#[from] sigretire_tracker::Error),
+}
+
+/// Why [`Event::timestamps`](crate::Event::timestamps) has no stamps.
+///
+/// ```
+/// use sigretire_queue::TimestampsError;
+/// assert!(TimestampsError::NotReady.to_string().contains("synchronize it first"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TimestampsError {
+    /// The event is not timed (its queue does not profile).
     #[error("the event is not timed: record it on a queue with QueueConfig::profiling = true")]
     NotTimed,
-    /// An event's result was asked for before it completed.
+    /// The event has not completed.
     #[error("the event has not completed: synchronize it first")]
     NotReady,
-    /// An event's work failed, so it has no timing.
+    /// The event's work failed, so it has no timing.
     #[error("the event failed: its work did not complete")]
     EventFailed,
-    /// The stop event of an elapsed-time query completed before its start
-    /// event ([`Event::elapsed_to`](crate::Event::elapsed_to)): the elapsed
-    /// time would be negative, which a [`Duration`] cannot say (HIP returns a
+    /// The tracker no longer keeps the stamps (hold the event to keep them).
+    #[error("the tracker has no stamps for the event: {0}")]
+    Tracker(#[from] sigretire_tracker::Error),
+}
+
+/// Why [`Event::elapsed_to`](crate::Event::elapsed_to) has no elapsed time.
+///
+/// ```
+/// use sigretire_queue::ElapsedError;
+/// assert!(ElapsedError::StopBeforeStart { ticks: 3 }.to_string().contains("swap the events"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ElapsedError {
+    /// The events were recorded on two devices: their timestamps come from
+    /// unrelated clocks (HIP and CUDA refuse it too).
+    #[error(
+        "the events were recorded on two devices, whose clocks are unrelated: no elapsed time between them"
+    )]
+    DifferentDevices,
+    /// Either event is not timed (its queue does not profile).
+    #[error("an event is not timed: record both on queues with QueueConfig::profiling = true")]
+    NotTimed,
+    /// Either event has not completed.
+    #[error("an event has not completed: synchronize both first")]
+    NotReady,
+    /// Either event's work failed, so it has no timing.
+    #[error("an event failed: its work did not complete")]
+    EventFailed,
+    /// The stop event completed before the start event: the elapsed time
+    /// would be negative, which a [`Duration`] cannot say (HIP returns a
     /// negative float). Swap the events, or record them on one queue.
     #[error(
         "the stop event completed {ticks} timestamp ticks before the start event: the elapsed time is negative; swap the events"
@@ -79,52 +388,235 @@ pub enum Error {
         /// start event.
         ticks: u64,
     },
-    /// A configuration value ([`QueueConfig`](crate::QueueConfig)) is out
-    /// of range.
-    #[error("invalid configuration: {0}")]
-    InvalidConfig(&'static str),
-    /// An elapsed time between events of two devices
-    /// ([`Event::elapsed_to`](crate::Event::elapsed_to)): their timestamps
-    /// come from unrelated clocks (HIP and CUDA refuse it too).
-    #[error(
-        "the events were recorded on two devices, whose clocks are unrelated: no elapsed time between them"
-    )]
-    DifferentDevices,
-    /// A cross-queue wait on an event or a queue whose signals the waiting
-    /// queue cannot read ([`HostQueue::wait_event`](crate::HostQueue::wait_event),
-    /// [`HostQueue::wait_queue`](crate::HostQueue::wait_queue)): their
-    /// signal memory belongs to another simulator, ROCr process or CUDA
-    /// context. Nothing was published.
-    #[error(
-        "the producer's signals live in memory the waiting queue cannot read (another simulator, runtime or context): nothing was published"
-    )]
-    ForeignSignalMemory,
+    /// The tracker no longer keeps an event's stamps.
+    #[error("the tracker has no stamps for an event: {0}")]
+    Tracker(#[from] sigretire_tracker::Error),
 }
 
-/// Each of the tracker's per-operation errors passes through `?` as
-/// [`Error::Tracker`].
+impl From<TimestampsError> for ElapsedError {
+    fn from(error: TimestampsError) -> Self {
+        match error {
+            TimestampsError::NotTimed => ElapsedError::NotTimed,
+            TimestampsError::NotReady => ElapsedError::NotReady,
+            TimestampsError::EventFailed => ElapsedError::EventFailed,
+            TimestampsError::Tracker(error) => ElapsedError::Tracker(error),
+        }
+    }
+}
+
+/// What went wrong submitting or waiting, inside the layer: every
+/// operation that publishes converts it into its own error (each has all
+/// of these).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Fault {
+    Aborted { reason: String },
+    DeviceError { reason: String },
+    QueueFailed { queue: u64 },
+    TimedOut(Duration),
+    RingFull(Duration),
+    Queue(QueueError),
+    Tracker(sigretire_tracker::Error),
+}
+
+impl From<QueueError> for Fault {
+    fn from(error: QueueError) -> Self {
+        Fault::Queue(error)
+    }
+}
+
+impl From<WaitError> for Fault {
+    fn from(error: WaitError) -> Self {
+        match error {
+            WaitError::Aborted { reason } => Fault::Aborted { reason },
+            WaitError::DeviceError { reason } => Fault::DeviceError { reason },
+            WaitError::QueueFailed { queue } => Fault::QueueFailed { queue },
+            WaitError::TimedOut(timeout) => Fault::TimedOut(timeout),
+            WaitError::Tracker(error) => Fault::Tracker(error),
+        }
+    }
+}
+
+/// Each of the tracker's per-operation errors passes through `?` as a
+/// tracker error, into whichever type names one.
 macro_rules! from_tracker {
     ($($error:ty),*) => {
         $(
-            impl From<$error> for Error {
+            impl From<$error> for Fault {
                 fn from(error: $error) -> Self {
-                    Error::Tracker(error.into())
+                    Fault::Tracker(error.into())
+                }
+            }
+            impl From<$error> for WaitError {
+                fn from(error: $error) -> Self {
+                    WaitError::Tracker(error.into())
+                }
+            }
+            impl From<$error> for TimestampsError {
+                fn from(error: $error) -> Self {
+                    TimestampsError::Tracker(error.into())
                 }
             }
         )*
     };
 }
 
+impl From<sigretire_tracker::Error> for Fault {
+    fn from(error: sigretire_tracker::Error) -> Self {
+        Fault::Tracker(error)
+    }
+}
+
 from_tracker!(
     sigretire_tracker::ForeignTicket,
-    sigretire_tracker::CreateError,
     sigretire_tracker::AcquireError,
     sigretire_tracker::PinError,
-    sigretire_tracker::FailSubmissionError,
-    sigretire_tracker::TimestampsError,
-    sigretire_tracker::WaitError,
-    sigretire_tracker::InvalidConfig
+    sigretire_tracker::TimestampsError
 );
+
+/// Each operation that publishes answers every [`Fault`] as its own
+/// variant of the same name.
+macro_rules! from_fault {
+    ($($error:ident),*) => {
+        $(
+            impl From<Fault> for $error {
+                fn from(fault: Fault) -> Self {
+                    match fault {
+                        Fault::Aborted { reason } => $error::Aborted { reason },
+                        Fault::DeviceError { reason } => $error::DeviceError { reason },
+                        Fault::QueueFailed { queue } => $error::QueueFailed { queue },
+                        Fault::TimedOut(timeout) => $error::TimedOut(timeout),
+                        Fault::RingFull(timeout) => $error::RingFull(timeout),
+                        Fault::Queue(error) => $error::Queue(error),
+                        Fault::Tracker(error) => $error::Tracker(error),
+                    }
+                }
+            }
+
+            impl From<WaitError> for $error {
+                fn from(error: WaitError) -> Self {
+                    Fault::from(error).into()
+                }
+            }
+
+            impl $error {
+                /// Whether the error comes from the device error state (an
+                /// early return, an abort, or a failed queue): the device
+                /// needs attention, not the call.
+                pub fn is_device_error(&self) -> bool {
+                    matches!(
+                        self,
+                        $error::DeviceError { .. } | $error::Aborted { .. } | $error::QueueFailed { .. }
+                    )
+                }
+            }
+        )*
+    };
+}
+
+from_fault!(SubmitError, SyncError, WaitEventError, MoveError);
+
+impl WaitError {
+    /// Whether the error comes from the device error state (an early
+    /// return, an abort, or a failed queue): the device needs attention,
+    /// not the call.
+    pub fn is_device_error(&self) -> bool {
+        matches!(
+            self,
+            WaitError::DeviceError { .. }
+                | WaitError::Aborted { .. }
+                | WaitError::QueueFailed { .. }
+        )
+    }
+}
+
+/// Any queue-layer error, flattened: each operation's own error converts
+/// into it variant for variant, for a caller that passes them on with `?`
+/// (and the simulator platform's set-up answers it).
+///
+/// ```
+/// use sigretire_queue::{Error, SubmitError};
+/// fn submit(queue: &sigretire_queue::HostQueue<sigretire_queue::sim::SimTracker>) -> Result<(), Error> {
+///     queue.launch(0)?; // a SubmitError, passed on
+///     queue.synchronize()?; // a SyncError
+///     Ok(())
+/// }
+/// let error = Error::from(SubmitError::Aborted { reason: "queue 3 failed".into() });
+/// assert!(matches!(error, Error::Aborted { .. }));
+/// assert!(error.is_device_error());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// A tracker refused ([`SubmitError::Tracker`] and the like), or could
+    /// not be made.
+    #[error("tracker: {0}")]
+    Tracker(#[from] sigretire_tracker::Error),
+    /// The hardware queue refused work or failed (or could not be made).
+    #[error("hardware queue: {0}")]
+    Queue(#[from] QueueError),
+    /// The device is in the error state and does not abort: a wait
+    /// returned early without completion.
+    #[error(
+        "the device is in an error state ({reason}): the wait returned early without completion; the GPU may still be running the work"
+    )]
+    DeviceError {
+        /// What put the device in the error state.
+        reason: String,
+    },
+    /// The device is in the error state and aborts on GPU errors: no
+    /// further work is accepted. Recreate the device.
+    #[error(
+        "the device is in an error state ({reason}) and aborts on GPU errors: no further work is accepted; recreate the device (or set skip_abort_on_error)"
+    )]
+    Aborted {
+        /// What put the device in the error state.
+        reason: String,
+    },
+    /// Work on a queue failed. The device is now in the error state.
+    #[error("queue {queue} failed: its work will not complete; the device is in the error state")]
+    QueueFailed {
+        /// The queue's id.
+        queue: u64,
+    },
+    /// A wait ran out of time.
+    #[error("timed out after {0:?}; the work has not completed (it may still)")]
+    TimedOut(Duration),
+    /// The hardware queue stayed full for the whole wait timeout.
+    #[error("the hardware queue stayed full for {0:?}: the GPU is not consuming packets")]
+    RingFull(Duration),
+    /// A command was given no work, or too many operations.
+    #[error("a command needs 1 to 2^32 - 1 operations, not {0}")]
+    Operations(usize),
+    /// An event is not timed.
+    #[error("the event is not timed: record it on a queue with QueueConfig::profiling = true")]
+    NotTimed,
+    /// An event has not completed.
+    #[error("the event has not completed: synchronize it first")]
+    NotReady,
+    /// An event's work failed, so it has no timing.
+    #[error("the event failed: its work did not complete")]
+    EventFailed,
+    /// The stop event of an elapsed time completed before its start event.
+    #[error(
+        "the stop event completed {ticks} timestamp ticks before the start event: the elapsed time is negative; swap the events"
+    )]
+    StopBeforeStart {
+        /// How many ticks the stop event completed before the start event.
+        ticks: u64,
+    },
+    /// A configuration value is out of range.
+    #[error(transparent)]
+    InvalidConfig(#[from] InvalidConfig),
+    /// Events of two devices have no elapsed time between them.
+    #[error(
+        "the events were recorded on two devices, whose clocks are unrelated: no elapsed time between them"
+    )]
+    DifferentDevices,
+    /// Signals of memory the waiting (or moved-to) queue cannot read.
+    #[error(
+        "the producer's signals live in memory the waiting queue cannot read (another simulator, runtime or context): nothing was published"
+    )]
+    ForeignSignalMemory,
+}
 
 impl Error {
     /// Whether the error comes from the device error state (early return,
@@ -136,12 +628,78 @@ impl Error {
     /// assert!(Error::QueueFailed { queue: 1 }.is_device_error());
     /// assert!(Error::Aborted { reason: "queue 1 failed".into() }.is_device_error());
     /// assert!(!Error::TimedOut(Duration::from_secs(1)).is_device_error());
-    /// assert!(!Error::InvalidConfig("batch limits must be at least 1").is_device_error());
     /// ```
     pub fn is_device_error(&self) -> bool {
         matches!(
             self,
             Error::DeviceError { .. } | Error::Aborted { .. } | Error::QueueFailed { .. }
         )
+    }
+}
+
+/// The variants every publishing operation shares, into the union.
+macro_rules! into_union {
+    ($error:ident { $($own:pat => $union:expr),* }) => {
+        impl From<$error> for Error {
+            fn from(error: $error) -> Self {
+                match error {
+                    $error::Aborted { reason } => Error::Aborted { reason },
+                    $error::DeviceError { reason } => Error::DeviceError { reason },
+                    $error::QueueFailed { queue } => Error::QueueFailed { queue },
+                    $error::TimedOut(timeout) => Error::TimedOut(timeout),
+                    $error::RingFull(timeout) => Error::RingFull(timeout),
+                    $error::Queue(error) => Error::Queue(error),
+                    $error::Tracker(error) => Error::Tracker(error),
+                    $($own => $union,)*
+                }
+            }
+        }
+    };
+}
+
+into_union!(SubmitError { SubmitError::Operations(count) => Error::Operations(count) });
+into_union!(SyncError {});
+into_union!(WaitEventError { WaitEventError::ForeignSignalMemory => Error::ForeignSignalMemory });
+into_union!(MoveError { MoveError::ForeignSignalMemory => Error::ForeignSignalMemory });
+
+impl From<WaitError> for Error {
+    fn from(error: WaitError) -> Self {
+        Fault::from(error).into()
+    }
+}
+
+impl From<Fault> for Error {
+    fn from(fault: Fault) -> Self {
+        SyncError::from(fault).into()
+    }
+}
+
+impl From<TimestampsError> for Error {
+    fn from(error: TimestampsError) -> Self {
+        match error {
+            TimestampsError::NotTimed => Error::NotTimed,
+            TimestampsError::NotReady => Error::NotReady,
+            TimestampsError::EventFailed => Error::EventFailed,
+            TimestampsError::Tracker(error) => Error::Tracker(error),
+        }
+    }
+}
+
+impl From<ElapsedError> for Error {
+    fn from(error: ElapsedError) -> Self {
+        match error {
+            ElapsedError::DifferentDevices => Error::DifferentDevices,
+            ElapsedError::NotTimed => Error::NotTimed,
+            ElapsedError::NotReady => Error::NotReady,
+            ElapsedError::EventFailed => Error::EventFailed,
+            ElapsedError::StopBeforeStart { ticks } => Error::StopBeforeStart { ticks },
+            ElapsedError::Tracker(error) => Error::Tracker(error),
+        }
+    }
+}
+
+impl From<sigretire_tracker::CreateError> for Error {
+    fn from(error: sigretire_tracker::CreateError) -> Self {
+        Error::Tracker(error.into())
     }
 }

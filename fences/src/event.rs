@@ -17,7 +17,7 @@
 
 use crate::completion::Completion;
 use crate::cpu_wait::Wakes;
-use crate::error::Error;
+use crate::error::{ElapsedError, Fault, TimestampsError, WaitError};
 use crate::publish::{Packet, QueueTracker, Step};
 use crate::stats::bump;
 use crate::status::CommandStatus;
@@ -67,7 +67,7 @@ pub(crate) fn record<T: QueueTracker>(
     held: &mut Held<'_, T>,
     submission: &Submission<T>,
     timed: bool,
-) -> Result<Step<Recorded<T::Memory>>, Error> {
+) -> Result<Step<Recorded<T::Memory>>, Fault> {
     if let Some(newest) = held.share_newest(timed)? {
         // Right after a command: its completion is the event's.
         let signal = held.tracker().hold(&newest.ticket)?;
@@ -230,7 +230,7 @@ impl<T: QueueTracker> Event<T> {
     /// assert_eq!(queue.stats().lock_acquisitions, locks);
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
-    pub fn synchronize(&self) -> Result<(), Error> {
+    pub fn synchronize(&self) -> Result<(), WaitError> {
         let submission = &self.submission;
         if self.known_status() == Some(Status::Complete)
             && submission.progress().taken_through() >= self.seq
@@ -284,15 +284,15 @@ impl<T: QueueTracker> Event<T> {
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let event = device.default_queue().record_event()?;
-    /// assert_eq!(event.timestamps(), Err(sigretire_queue::Error::NotReady));
+    /// assert_eq!(event.timestamps(), Err(sigretire_queue::TimestampsError::NotReady));
     /// platform.sim().run_until_idle();
     /// let stamps = event.timestamps()?;
     /// assert!(stamps.end >= stamps.start);
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
-    pub fn timestamps(&self) -> Result<Timestamps, Error> {
+    pub fn timestamps(&self) -> Result<Timestamps, TimestampsError> {
         if !self.timed {
-            return Err(Error::NotTimed);
+            return Err(TimestampsError::NotTimed);
         }
         let Some(signal) = &self.signal else {
             // Known complete before a reference could be taken: only the
@@ -300,8 +300,8 @@ impl<T: QueueTracker> Event<T> {
             return self.harvest();
         };
         match signal.known_status().unwrap_or_else(|| signal.status()) {
-            Status::Pending => return Err(Error::NotReady),
-            Status::Failed => return Err(Error::EventFailed),
+            Status::Pending => return Err(TimestampsError::NotReady),
+            Status::Failed => return Err(TimestampsError::EventFailed),
             Status::Complete => {}
         }
         match signal.timestamps() {
@@ -311,9 +311,9 @@ impl<T: QueueTracker> Event<T> {
     }
 
     /// Asks the tracker (under the lock) to harvest the stamps.
-    fn harvest(&self) -> Result<Timestamps, Error> {
+    fn harvest(&self) -> Result<Timestamps, TimestampsError> {
         let stamps = self.submission.lock().tracker().timestamps(&self.ticket)?;
-        stamps.ok_or(Error::NotReady)
+        stamps.ok_or(TimestampsError::NotReady)
     }
 
     /// GPU time from this event to `stop` (`hipEventElapsedTime`), from the
@@ -322,10 +322,11 @@ impl<T: QueueTracker> Event<T> {
     /// nanosecond below, never saturated. An event to itself (or to one
     /// that completed at the same tick) is zero.
     ///
-    /// Errors: [`Error::DifferentDevices`] for events of two devices (their
-    /// clocks are unrelated, as HIP and CUDA say too); [`Error::NotTimed`]
-    /// or [`Error::NotReady`] or [`Error::EventFailed`] for either event (as
-    /// [`timestamps`](Self::timestamps)); [`Error::StopBeforeStart`] when
+    /// Errors: [`ElapsedError::DifferentDevices`] for events of two devices
+    /// (their clocks are unrelated, as HIP and CUDA say too);
+    /// [`ElapsedError::NotTimed`] or [`ElapsedError::NotReady`] or
+    /// [`ElapsedError::EventFailed`] for either event (as
+    /// [`timestamps`](Self::timestamps)); [`ElapsedError::StopBeforeStart`] when
     /// `stop` completed before this event (HIP would answer a negative time;
     /// a [`Duration`] cannot, and a silent 0 would hide the mistake).
     ///
@@ -338,22 +339,22 @@ impl<T: QueueTracker> Event<T> {
     /// let stop = queue.record_event()?;
     /// platform.sim().run_until_idle();
     /// assert!(start.elapsed_to(&stop)? > std::time::Duration::ZERO);
-    /// assert!(matches!(stop.elapsed_to(&start), Err(sigretire_queue::Error::StopBeforeStart { .. })));
+    /// assert!(matches!(stop.elapsed_to(&start), Err(sigretire_queue::ElapsedError::StopBeforeStart { .. })));
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
-    pub fn elapsed_to<P: QueueTracker>(&self, stop: &Event<P>) -> Result<Duration, Error> {
+    pub fn elapsed_to<P: QueueTracker>(&self, stop: &Event<P>) -> Result<Duration, ElapsedError> {
         if !Arc::ptr_eq(self.submission.device(), stop.submission.device()) {
-            return Err(Error::DifferentDevices);
+            return Err(ElapsedError::DifferentDevices);
         }
         // What can never be timed is refused before anything is read: a
         // caller would otherwise poll a pair that never answers.
         if !self.timed || !stop.timed {
-            return Err(Error::NotTimed);
+            return Err(ElapsedError::NotTimed);
         }
         let start = self.timestamps()?;
         let end = stop.timestamps()?;
         let Some(ticks) = end.end.checked_sub(start.end) else {
-            return Err(Error::StopBeforeStart {
+            return Err(ElapsedError::StopBeforeStart {
                 ticks: start.end - end.end,
             });
         };

@@ -98,7 +98,10 @@ pub use command::Command;
 pub use config::{BatchLimits, DeviceConfig, MAX_WAKE_SIGNALS, QueueConfig};
 pub use cross_wait::{CrossWait, MAX_DEPENDENCIES_PER_PACKET};
 pub use device::{Device, DeviceStats};
-pub use error::Error;
+pub use error::{
+    ElapsedError, Error, InvalidConfig, MoveError, SubmitError, SyncError, TimestampsError,
+    WaitError, WaitEventError,
+};
 pub use event::Event;
 pub use publish::QueueTracker;
 pub use queue::HostQueue;

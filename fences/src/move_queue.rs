@@ -4,7 +4,7 @@
 //! them waits, on the GPU, for what the old queue still runs.
 
 use crate::completion::Completion;
-use crate::error::Error;
+use crate::error::{Fault, MoveError};
 use crate::frontier::Verdict;
 use crate::publish::{Packet, QueueTracker, Step};
 use crate::submission::{Held, Submission};
@@ -18,13 +18,13 @@ pub(crate) fn move_to<T: QueueTracker>(
     submission: &Arc<Submission<T>>,
     completion: &Arc<Completion<T>>,
     queue: T::Queue,
-) -> Result<(), Error> {
+) -> Result<(), MoveError> {
     let memory_domain = submission.memory().signal_domain();
     if let (Some(memory), Some(reached)) = (memory_domain, queue.signal_domain())
         && memory != reached
     {
         // Its packets could never name the tracker's signals.
-        return Err(Error::ForeignSignalMemory);
+        return Err(MoveError::ForeignSignalMemory);
     }
     let finished = Completion::publish(completion, |held| {
         if !held.publisher().owes_order_wait() {
@@ -36,7 +36,7 @@ pub(crate) fn move_to<T: QueueTracker>(
             if let Some(owed) = owed
                 && let Err(failed) = held.publisher().owe_order_wait(&owed)?
             {
-                return Err(submission.report_failure(&failed));
+                return Err(submission.report_failure(&failed).into());
             }
         }
         Ok(Step::Done(
@@ -58,7 +58,7 @@ pub(crate) fn move_to<T: QueueTracker>(
 /// ever published there.
 fn owed_by_old_queue<T: QueueTracker>(
     held: &mut Held<'_, T>,
-) -> Result<Option<Step<Ticket>>, Error> {
+) -> Result<Option<Step<Ticket>>, Fault> {
     match held.publisher().verdict_known()? {
         Verdict::Idle => return Ok(None),
         Verdict::Done(newest)

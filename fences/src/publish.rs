@@ -10,7 +10,7 @@
 //! [`Submission::publish_with`](crate::submission::Submission::publish_with)).
 
 use crate::batch::{CommandState, Entry};
-use crate::error::Error;
+use crate::error::Fault;
 use crate::frontier::{Frontier, Horizon, Newest, Verdict};
 use crate::recycle::Stash;
 use crate::stats::{Counters, bump};
@@ -78,7 +78,7 @@ pub(crate) struct Published<M: SignalMemory> {
     pub(crate) signal: Option<SignalRef<M>>,
     /// Published only in part: the refusal the caller reports (the entry
     /// still joins the batch, as its issued packets run).
-    pub(crate) refused: Option<Error>,
+    pub(crate) refused: Option<Fault>,
 }
 
 /// What one step under the lock did: finished (a publication, or what a
@@ -175,7 +175,7 @@ impl<T: QueueTracker> Publisher<T> {
 
     /// What the newest command proves about the stream, from what the
     /// tracker knows without a load.
-    pub(crate) fn verdict_known(&self) -> Result<Verdict, Error> {
+    pub(crate) fn verdict_known(&self) -> Result<Verdict, Fault> {
         let tracker = &self.tracker;
         let outlook = self.frontier.outlook(tracker.queue());
         Ok(outlook.verdict(|ticket| tracker.known_status(ticket))?)
@@ -183,14 +183,14 @@ impl<T: QueueTracker> Publisher<T> {
 
     /// What the newest command proves about the stream, from its status
     /// (one load at most).
-    pub(crate) fn verdict_loaded(&mut self) -> Result<Verdict, Error> {
+    pub(crate) fn verdict_loaded(&mut self) -> Result<Verdict, Fault> {
         let outlook = self.frontier.outlook(self.tracker.queue());
         Ok(outlook.verdict(|ticket| self.tracker.query(ticket).map(Some))?)
     }
 
     /// The newest command, if it stands for the hardware queue and is not
     /// known failed (no load).
-    pub(crate) fn standing(&self) -> Result<Option<Newest>, Error> {
+    pub(crate) fn standing(&self) -> Result<Option<Newest>, Fault> {
         let tracker = &self.tracker;
         let outlook = self.frontier.outlook(tracker.queue());
         Ok(outlook.standing(|ticket| tracker.known_status(ticket))?)
@@ -208,7 +208,7 @@ impl<T: QueueTracker> Publisher<T> {
     /// Makes `newest` timed, if a timed marker may share its completion
     /// ([`Frontier::shares_stamps`]; one load): its new ticket, whose
     /// stamps the tracker harvests.
-    pub(crate) fn retime(&mut self, newest: &Newest) -> Result<Option<Ticket>, Error> {
+    pub(crate) fn retime(&mut self, newest: &Newest) -> Result<Option<Ticket>, Fault> {
         let status = self.tracker.query(&newest.ticket)?;
         if !Frontier::shares_stamps(newest, status) {
             return Ok(None);
@@ -226,7 +226,7 @@ impl<T: QueueTracker> Publisher<T> {
         &mut self,
         counters: &Counters,
         packet: Packet<'_>,
-    ) -> Result<Step<Published<T::Memory>>, Error> {
+    ) -> Result<Step<Published<T::Memory>>, Fault> {
         if let Err(retry) = self.pay_order_debt(counters)?.or_retry() {
             return Ok(retry);
         }
@@ -329,21 +329,16 @@ impl<T: QueueTracker> Publisher<T> {
     /// of the slots get empty packets, the use fails with its `k` issued
     /// operations still to finish (the tracker frees its signal once they
     /// did), and the refusal is returned.
+    /// `ops` is the number of `works`, 1 at least (the caller checked).
     pub(crate) fn publish_all(
         &mut self,
         counters: &Counters,
         works: &[Work<'_>],
-    ) -> Result<Step<Published<T::Memory>>, Error> {
+        ops: u32,
+    ) -> Result<Step<Published<T::Memory>>, Fault> {
         if let Err(retry) = self.pay_order_debt(counters)?.or_retry() {
             return Ok(retry);
         }
-        let ops =
-            u32::try_from(works.len())
-                .ok()
-                .filter(|&n| n >= 1)
-                .ok_or(Error::InvalidConfig(
-                    "a command needs 1 to 2^32 - 1 operations",
-                ))?;
         let mut first = None;
         for reserved in 0..ops {
             match self.tracker.queue().reserve() {
@@ -365,7 +360,7 @@ impl<T: QueueTracker> Publisher<T> {
                 }
             }
         }
-        let first = first.expect("at least one operation");
+        let first = first.expect("the caller passes 1 operation at least");
         let last = first + u64::from(ops) - 1;
         let request = Request::packet(last).barrier(true).ops(ops);
         let acquired = match self.tracker.acquire(request) {
@@ -418,7 +413,7 @@ impl<T: QueueTracker> Publisher<T> {
     /// while the new queue may still read it. The wait is no command of its
     /// own: the packet published right after it (a fence, as every packet
     /// here) completes only after it.
-    fn pay_order_debt(&mut self, counters: &Counters) -> Result<Step<()>, Error> {
+    fn pay_order_debt(&mut self, counters: &Counters) -> Result<Step<()>, Fault> {
         let Some(pin) = self.moves.order_debt.take() else {
             return Ok(Step::Done(()));
         };
@@ -447,10 +442,10 @@ impl<T: QueueTracker> Publisher<T> {
     /// released when that use retires. A pin the tracker refuses (it cannot
     /// happen: the consumer is this queue's own use) is kept all the same,
     /// as the packet is out and may read its signal.
-    pub(crate) fn attach(&mut self, consumer: &Ticket, pin: Pin<T::Memory>) -> Result<(), Error> {
+    pub(crate) fn attach(&mut self, consumer: &Ticket, pin: Pin<T::Memory>) -> Result<(), Fault> {
         if let Err(refused) = self.tracker.attach(consumer, pin) {
             self.unattached.push(refused.pin);
-            return Err(refused.error.into());
+            return Err(sigretire_tracker::Error::from(refused.error).into());
         }
         Ok(())
     }
@@ -469,7 +464,7 @@ impl<T: QueueTracker> Publisher<T> {
     /// A move pins `owed` (the old queue's newest command, `None` when
     /// nothing is owed) for the next packet on the new queue to wait for;
     /// `Err` with the failed use when it failed (nothing may wait on it).
-    pub(crate) fn owe_order_wait(&mut self, owed: &Ticket) -> Result<Result<(), Ticket>, Error> {
+    pub(crate) fn owe_order_wait(&mut self, owed: &Ticket) -> Result<Result<(), Ticket>, Fault> {
         // `None`: known complete, nothing to order behind.
         self.moves.order_debt = match self.tracker.pin(owed) {
             Ok(pin) => pin,
@@ -512,7 +507,7 @@ impl<T: QueueTracker> Publisher<T> {
         counters: &Counters,
         memory: &T::Memory,
         ticket: &Ticket,
-    ) -> Result<Option<Armed<T::Memory>>, Error> {
+    ) -> Result<Option<Armed<T::Memory>>, sigretire_tracker::Error> {
         if wakes.len() == 0 {
             return Ok(None);
         }
@@ -561,7 +556,7 @@ impl<T: QueueTracker> Publisher<T> {
     }
 
     /// Fills a reserved slot with empty work and no completion signal.
-    fn fill_empty(&mut self, counters: &Counters, index: u64) -> Result<(), Error> {
+    fn fill_empty(&mut self, counters: &Counters, index: u64) -> Result<(), Fault> {
         self.tracker
             .queue()
             .publish(Publication::unsignalled(index, true), Work::Marker)?;

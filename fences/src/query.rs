@@ -5,7 +5,7 @@
 //! else follows.
 
 use crate::completion::Completion;
-use crate::error::Error;
+use crate::error::{Fault, SyncError};
 use crate::frontier::Verdict;
 use crate::publish::{Packet, QueueTracker, Step};
 use crate::submission::{Held, Submission};
@@ -22,7 +22,7 @@ enum Answer {
 
 /// The queue's answer from what it knows (under the lock), or the need for
 /// a marker.
-fn known<T: QueueTracker>(held: &mut Held<'_, T>) -> Result<Answer, Error> {
+fn known<T: QueueTracker>(held: &mut Held<'_, T>) -> Result<Answer, Fault> {
     // Failed or still running, the newest command answers for the stream
     // whatever follows it; complete, only if nothing does.
     Ok(match held.publisher().verdict_loaded()? {
@@ -40,7 +40,7 @@ fn known<T: QueueTracker>(held: &mut Held<'_, T>) -> Result<Answer, Error> {
 pub(crate) fn query<T: QueueTracker>(
     submission: &Arc<Submission<T>>,
     completion: &Arc<Completion<T>>,
-) -> Result<Status, Error> {
+) -> Result<Status, SyncError> {
     if submission.all_done_without_lock() {
         return Ok(Status::Complete);
     }
@@ -65,7 +65,8 @@ pub(crate) fn query<T: QueueTracker>(
                     };
                     let ticket = published.entry.ticket;
                     held.push(published.entry, true);
-                    Step::Done((held.tracker().query(&ticket)?, Some(ticket)))
+                    let status = held.tracker().query(&ticket).map_err(Fault::from)?;
+                    Step::Done((status, Some(ticket)))
                 }
             })
         })?,

@@ -17,7 +17,7 @@ use crate::command::Command;
 use crate::completion::{Completion, DeviceShared};
 use crate::config::QueueConfig;
 use crate::cross_wait::{self, CrossWait, MAX_DEPENDENCIES_PER_PACKET};
-use crate::error::Error;
+use crate::error::{InvalidConfig, MoveError, SubmitError, SyncError, WaitEventError};
 use crate::event::{self, Event};
 use crate::move_queue;
 use crate::publish::{Packet, QueueTracker};
@@ -97,7 +97,7 @@ impl<T: QueueTracker> HostQueue<T> {
         device: Arc<DeviceShared<T>>,
         tracker: T,
         config: QueueConfig,
-    ) -> Result<Self, Error> {
+    ) -> Result<Self, InvalidConfig> {
         config.validate()?;
         let id = NEXT_QUEUE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let submission = Arc::new(Submission::new(id, tracker, config, device.state().clone()));
@@ -159,7 +159,7 @@ impl<T: QueueTracker> HostQueue<T> {
     /// assert_eq!(command.seq(), 1);
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
-    pub fn launch(&self, kernel_object: u64) -> Result<Command<T::Memory>, Error> {
+    pub fn launch(&self, kernel_object: u64) -> Result<Command<T::Memory>, SubmitError> {
         self.submit(if kernel_object == 0 {
             Work::Empty
         } else {
@@ -173,7 +173,7 @@ impl<T: QueueTracker> HostQueue<T> {
     /// query and cross-queue waits of any other. The header (with the
     /// barrier bit: an in-order queue) and the completion signal are the
     /// library's. A backend that cannot express the work refuses it
-    /// ([`Error::Queue`]); the queue keeps working.
+    /// ([`SubmitError::Queue`]); the queue keeps working.
     ///
     /// ```
     /// use sigretire_queue::tracker::{Dispatch, Work};
@@ -186,7 +186,7 @@ impl<T: QueueTracker> HostQueue<T> {
     /// assert!(command.status().is_done());
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
-    pub fn submit(&self, work: Work<'_>) -> Result<Command<T::Memory>, Error> {
+    pub fn submit(&self, work: Work<'_>) -> Result<Command<T::Memory>, SubmitError> {
         let packet = Packet::new(work, Purpose::Completion);
         let entry = Completion::publish(self.completion(), |held| held.submit(packet))?;
         Ok(Submission::command(self.submission(), entry))
@@ -210,11 +210,15 @@ impl<T: QueueTracker> HostQueue<T> {
     /// platform.run_while(|| command.wait())?;
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
-    pub fn submit_all(&self, works: &[Work<'_>]) -> Result<Command<T::Memory>, Error> {
+    pub fn submit_all(&self, works: &[Work<'_>]) -> Result<Command<T::Memory>, SubmitError> {
+        let ops = u32::try_from(works.len())
+            .ok()
+            .filter(|&ops| ops >= 1)
+            .ok_or(SubmitError::Operations(works.len()))?;
         let (entry, refused) =
-            Completion::publish(self.completion(), |held| held.submit_all(works))?;
+            Completion::publish(self.completion(), |held| held.submit_all(works, ops))?;
         match refused {
-            Some(error) => Err(error),
+            Some(error) => Err(error.into()),
             None => Ok(Submission::command(self.submission(), entry)),
         }
     }
@@ -248,7 +252,7 @@ impl<T: QueueTracker> HostQueue<T> {
     /// assert_eq!(device.default_queue().stats().markers, 1);
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
-    pub fn record_event(&self) -> Result<Event<T>, Error> {
+    pub fn record_event(&self) -> Result<Event<T>, SubmitError> {
         let (submission, completion) = (self.submission(), self.completion());
         let timed = submission.config().profiling;
         let (point, signal) =
@@ -275,10 +279,10 @@ impl<T: QueueTracker> HostQueue<T> {
     ///   the queue-state reset, and the batch completed without it.
     /// - A larger batch: a marker completed by the completion thread.
     ///
-    /// Returns [`Error::DeviceError`] early (without completion) when the
+    /// Returns [`SyncError::DeviceError`] early (without completion) when the
     /// device enters the error state with `skip_abort_on_error`,
-    /// [`Error::Aborted`] without it, [`Error::QueueFailed`] when the
-    /// queue's work failed, [`Error::TimedOut`] past the wait timeout.
+    /// [`SyncError::Aborted`] without it, [`SyncError::QueueFailed`] when the
+    /// queue's work failed, [`SyncError::TimedOut`] past the wait timeout.
     ///
     /// ```
     /// use sigretire_queue::sim::SimPlatform;
@@ -294,7 +298,7 @@ impl<T: QueueTracker> HostQueue<T> {
     /// assert_eq!(queue.stats().lock_acquisitions, locks);
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
-    pub fn synchronize(&self) -> Result<(), Error> {
+    pub fn synchronize(&self) -> Result<(), SyncError> {
         self.parts
             .synchronizer
             .synchronize(self.submission(), self.completion())
@@ -316,7 +320,7 @@ impl<T: QueueTracker> HostQueue<T> {
     /// assert_eq!(queue.query()?, sigretire_queue::tracker::Status::Complete);
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
-    pub fn query(&self) -> Result<Status, Error> {
+    pub fn query(&self) -> Result<Status, SyncError> {
         query::query(self.submission(), self.completion())
     }
 
@@ -358,10 +362,11 @@ impl<T: QueueTracker> HostQueue<T> {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Tracker`] if the tracker cannot pin the old queue's newest
-    /// command; if that command failed, the device's error (the device is
-    /// then in the error state).
-    pub fn move_to(&self, queue: T::Queue) -> Result<(), Error> {
+    /// [`MoveError::ForeignSignalMemory`] for a queue of other signal
+    /// memory; [`MoveError::Tracker`] if the tracker cannot pin the old
+    /// queue's newest command; [`MoveError::QueueFailed`] if that command
+    /// failed (the device is then in the error state).
+    pub fn move_to(&self, queue: T::Queue) -> Result<(), MoveError> {
         move_queue::move_to(self.submission(), self.completion(), queue)
     }
 
@@ -390,7 +395,7 @@ impl<T: QueueTracker> HostQueue<T> {
     /// assert_eq!(after.status(), CommandStatus::Complete);
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
-    pub fn wait_event<P>(&self, event: &Event<P>) -> Result<CrossWait<T::Memory>, Error>
+    pub fn wait_event<P>(&self, event: &Event<P>) -> Result<CrossWait<T::Memory>, WaitEventError>
     where
         P: QueueTracker + Tracker<Memory = T::Memory>,
     {
@@ -411,7 +416,10 @@ impl<T: QueueTracker> HostQueue<T> {
     /// assert_eq!((wait.packets(), wait.dependencies()), (1, 2));
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
-    pub fn wait_events<P>(&self, events: &[&Event<P>]) -> Result<CrossWait<T::Memory>, Error>
+    pub fn wait_events<P>(
+        &self,
+        events: &[&Event<P>],
+    ) -> Result<CrossWait<T::Memory>, WaitEventError>
     where
         P: QueueTracker + Tracker<Memory = T::Memory>,
     {
@@ -438,7 +446,10 @@ impl<T: QueueTracker> HostQueue<T> {
     /// assert_eq!((producer.stats().markers, producer.stats().shared_completions), (0, 1));
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
-    pub fn wait_queue<P>(&self, producer: &HostQueue<P>) -> Result<CrossWait<T::Memory>, Error>
+    pub fn wait_queue<P>(
+        &self,
+        producer: &HostQueue<P>,
+    ) -> Result<CrossWait<T::Memory>, WaitEventError>
     where
         P: QueueTracker + Tracker<Memory = T::Memory>,
     {
@@ -447,7 +458,7 @@ impl<T: QueueTracker> HostQueue<T> {
             .memory()
             .shares_signals_with(self.submission().memory())
         {
-            return Err(Error::ForeignSignalMemory);
+            return Err(WaitEventError::ForeignSignalMemory);
         }
         let pin = Completion::publish(producer.completion(), |held| {
             cross_wait::pin_producer(of_producer, held)
@@ -465,7 +476,7 @@ impl<T: QueueTracker> HostQueue<T> {
         &self,
         mut pins: VecDeque<Pin<T::Memory>>,
         elided: usize,
-    ) -> Result<CrossWait<T::Memory>, Error> {
+    ) -> Result<CrossWait<T::Memory>, WaitEventError> {
         let submission = self.submission();
         add(&submission.stats().dependencies_elided, elided as u64);
         let dependencies = pins.len();

@@ -281,7 +281,7 @@ impl SimPlatform {
         config: DeviceConfig,
         default_queue: QueueConfig,
     ) -> Result<Device<SimTracker>, Error> {
-        Device::new(config, self.tracker()?, default_queue)
+        Ok(Device::new(config, self.tracker()?, default_queue)?)
     }
 
     /// A created queue of `device` on a new hardware queue.
@@ -298,7 +298,7 @@ impl SimPlatform {
         device: &Device<SimTracker>,
         config: QueueConfig,
     ) -> Result<HostQueue<SimTracker>, Error> {
-        device.create_queue(self.tracker()?, config)
+        Ok(device.create_queue(self.tracker()?, config)?)
     }
 
     /// Runs `f` on another thread while this thread drives a stepped

@@ -25,7 +25,7 @@ use crate::command::{Command, link};
 use crate::config::QueueConfig;
 use crate::cpu_wait::{UseWait, WaitSettings, Wakes};
 use crate::device_state::DeviceState;
-use crate::error::Error;
+use crate::error::{Fault, WaitError};
 use crate::frontier::{Horizon, Newest};
 use crate::marker::Marker;
 use crate::progress::Progress;
@@ -226,9 +226,9 @@ impl<T: QueueTracker> Submission<T> {
     /// `dispatch`, outside it.
     pub(crate) fn publish_with<R>(
         &self,
-        mut step: impl FnMut(&mut Held<'_, T>) -> Result<Step<R>, Error>,
+        mut step: impl FnMut(&mut Held<'_, T>) -> Result<Step<R>, Fault>,
         mut dispatch: impl FnMut(&mut Vec<Handoff<T::Memory>>),
-    ) -> Result<R, Error> {
+    ) -> Result<R, Fault> {
         self.device.check_accepting()?;
         // Made only once the ring is found full: the common publication
         // never reads the clock.
@@ -259,7 +259,7 @@ impl<T: QueueTracker> Submission<T> {
                     bump(&self.stats.ring_full_retries);
                     if let Some(error) = self.device.wait_error() {
                         bump(&self.stats.device_error_returns);
-                        return Err(error);
+                        return Err(error.into());
                     }
                     let wait = ring_full.get_or_insert_with(|| {
                         Wait::new(RING_FULL)
@@ -267,7 +267,7 @@ impl<T: QueueTracker> Submission<T> {
                             .first_sleep(Duration::from_micros(10))
                     });
                     if let Some(timeout) = wait.timed_out() {
-                        return Err(Error::RingFull(timeout));
+                        return Err(Fault::RingFull(timeout));
                     }
                     wait.pause_with(crate::sync::sleep);
                 }
@@ -277,7 +277,7 @@ impl<T: QueueTracker> Submission<T> {
 
     /// Waits outside the lock for `ticket`'s use, which the tracker named
     /// under back-pressure: its completion frees room.
-    fn wait_for_room(&self, ticket: &Ticket) -> Result<(), Error> {
+    fn wait_for_room(&self, ticket: &Ticket) -> Result<(), WaitError> {
         let ended = self
             .use_wait()
             .run(ticket, || self.waiter.status(ticket), None)?;
@@ -291,28 +291,25 @@ impl<T: QueueTracker> Submission<T> {
     pub(crate) fn wait_result(
         &self,
         ended: crate::cpu_wait::Ended,
-        failed: impl FnOnce() -> Error,
-    ) -> Result<(), Error> {
-        match ended {
-            Ok(CommandStatus::Complete) => Ok(()),
-            Ok(CommandStatus::Failed) => Err(failed()),
-            Ok(CommandStatus::DeviceError | CommandStatus::Pending) => {
-                bump(&self.stats.device_error_returns);
-                Err(self.device.wait_error().unwrap_or(Error::DeviceError {
-                    reason: "the device is in the error state".into(),
-                }))
-            }
-            Err(timed_out) => Err(Error::TimedOut(timed_out.0)),
+        failed: impl FnOnce() -> WaitError,
+    ) -> Result<(), WaitError> {
+        let result = crate::cpu_wait::result(ended, &self.device, failed);
+        if matches!(
+            result,
+            Err(WaitError::DeviceError { .. } | WaitError::Aborted { .. })
+        ) {
+            bump(&self.stats.device_error_returns);
         }
+        result
     }
 
     /// `failed`'s use of this queue failed: the device enters the error
     /// state and the tracker is told (the pending uses of the hardware queue
     /// it ran on fail). Callable with or without the lock.
-    pub(crate) fn report_failure(&self, failed: &Ticket) -> Error {
+    pub(crate) fn report_failure(&self, failed: &Ticket) -> WaitError {
         self.device.report(format!("queue {} failed", self.id));
         self.note_queue_failed(failed);
-        Error::QueueFailed { queue: self.id }
+        WaitError::QueueFailed { queue: self.id }
     }
 
     /// Records that the hardware queue `failed`'s use ran on failed, for
@@ -374,7 +371,7 @@ impl<T: QueueTracker> Submission<T> {
 }
 
 impl<T: QueueTracker> Wakes<T::Memory> for Submission<T> {
-    fn arm(&self, ticket: &Ticket) -> Result<Option<Armed<T::Memory>>, Error> {
+    fn arm(&self, ticket: &Ticket) -> Result<Option<Armed<T::Memory>>, sigretire_tracker::Error> {
         let armed = self.lock().arm_wake(ticket)?;
         match armed {
             Some(_) => bump(&self.stats.sleeping_waits),
@@ -464,7 +461,7 @@ impl<'a, T: QueueTracker> Held<'a, T> {
     pub(crate) fn publish(
         &mut self,
         packet: Packet<'_>,
-    ) -> Result<Step<Published<T::Memory>>, Error> {
+    ) -> Result<Step<Published<T::Memory>>, Fault> {
         let stats = &self.submission.stats;
         self.guard.publisher.publish(stats, packet)
     }
@@ -474,14 +471,15 @@ impl<'a, T: QueueTracker> Held<'a, T> {
     pub(crate) fn publish_all(
         &mut self,
         works: &[Work<'_>],
-    ) -> Result<Step<Published<T::Memory>>, Error> {
+        ops: u32,
+    ) -> Result<Step<Published<T::Memory>>, Fault> {
         let stats = &self.submission.stats;
-        self.guard.publisher.publish_all(stats, works)
+        self.guard.publisher.publish_all(stats, works, ops)
     }
 
     /// Publishes one command and adds it to the open batch (closing the
     /// batch at its limit).
-    pub(crate) fn submit(&mut self, packet: Packet<'_>) -> Result<Step<Entry>, Error> {
+    pub(crate) fn submit(&mut self, packet: Packet<'_>) -> Result<Step<Entry>, Fault> {
         let published = match self.publish(packet)?.or_retry() {
             Ok(published) => published,
             Err(retry) => return Ok(retry),
@@ -490,14 +488,15 @@ impl<'a, T: QueueTracker> Held<'a, T> {
         Ok(Step::Done(published.entry))
     }
 
-    /// Publishes one command of several operations and adds it to the open
-    /// batch; with the refusal, if the backend refused one of them after
-    /// issuing the others.
+    /// Publishes one command of `ops` operations (`works`, 1 at least) and
+    /// adds it to the open batch; with the refusal, if the backend refused
+    /// one of them after issuing the others.
     pub(crate) fn submit_all(
         &mut self,
         works: &[Work<'_>],
-    ) -> Result<Step<(Entry, Option<Error>)>, Error> {
-        let published = match self.publish_all(works)?.or_retry() {
+        ops: u32,
+    ) -> Result<Step<(Entry, Option<Fault>)>, Fault> {
+        let published = match self.publish_all(works, ops)?.or_retry() {
             Ok(published) => published,
             Err(retry) => return Ok(retry),
         };
@@ -598,7 +597,7 @@ impl<'a, T: QueueTracker> Held<'a, T> {
     /// ([`Frontier::shares_stamps`](crate::frontier::Frontier::shares_stamps));
     /// the tracker then harvests them, and the entry and the newest command
     /// are marked timed.
-    pub(crate) fn share_newest(&mut self, timed: bool) -> Result<Option<CompletionPoint>, Error> {
+    pub(crate) fn share_newest(&mut self, timed: bool) -> Result<Option<CompletionPoint>, Fault> {
         let Some(newest) = self.guard.publisher.standing()? else {
             return Ok(None);
         };
@@ -622,7 +621,7 @@ impl<'a, T: QueueTracker> Held<'a, T> {
     }
 
     /// The newest command, if it stands for the hardware queue (no load).
-    pub(crate) fn standing(&self) -> Result<Option<Newest>, Error> {
+    pub(crate) fn standing(&self) -> Result<Option<Newest>, Fault> {
         self.guard.publisher.standing()
     }
 
@@ -650,7 +649,10 @@ impl<'a, T: QueueTracker> Held<'a, T> {
     }
 
     /// Arms a wake for `ticket`'s use (see [`Publisher::arm_wake`]).
-    pub(crate) fn arm_wake(&mut self, ticket: &Ticket) -> Result<Option<Armed<T::Memory>>, Error> {
+    pub(crate) fn arm_wake(
+        &mut self,
+        ticket: &Ticket,
+    ) -> Result<Option<Armed<T::Memory>>, sigretire_tracker::Error> {
         let Exclusive {
             publisher, wakes, ..
         } = &mut *self.guard;

@@ -33,7 +33,7 @@
 use crate::batch::{Batch, Handoff};
 use crate::completion::Completion;
 use crate::cpu_wait::{Ended, Wakes};
-use crate::error::Error;
+use crate::error::{Fault, SyncError, WaitError};
 use crate::frontier::Verdict;
 use crate::marker::Marker;
 use crate::publish::{Packet, QueueTracker, Step};
@@ -81,7 +81,7 @@ impl Synchronizer {
         &self,
         submission: &Arc<Submission<T>>,
         completion: &Arc<Completion<T>>,
-    ) -> Result<(), Error> {
+    ) -> Result<(), SyncError> {
         if submission.all_done_without_lock() {
             bump(&submission.stats().syncs_without_lock);
             return Ok(());
@@ -98,18 +98,20 @@ impl Synchronizer {
                 completion.finish(batch, last_seq, status, false);
                 match status {
                     CommandStatus::Complete => Ok(()),
-                    _ => Err(submission.report_failure(&newest)),
+                    _ => Err(submission.report_failure(&newest).into()),
                 }
             }
-            Plan::Join(marker) => self.join(submission, &marker),
+            Plan::Join(marker) => Ok(self.join(submission, &marker)?),
             Plan::Own { marker, batch } => {
-                self.complete_cpu_wait(submission, completion, marker, batch)
+                Ok(self.complete_cpu_wait(submission, completion, marker, batch)?)
             }
             Plan::Handler {
                 marker,
                 batch,
                 signal,
-            } => Self::through_handler(submission, completion, marker, batch, signal),
+            } => Ok(Self::through_handler(
+                submission, completion, marker, batch, signal,
+            )?),
         }
     }
 
@@ -119,7 +121,7 @@ impl Synchronizer {
         &self,
         submission: &Submission<T>,
         held: &mut Held<'_, T>,
-    ) -> Result<Step<Plan<T::Memory>>, Error> {
+    ) -> Result<Step<Plan<T::Memory>>, Fault> {
         let standing = held.standing()?;
         if let Some(marker) = held.in_flight()
             && !marker.is_finished()
@@ -200,15 +202,16 @@ impl Synchronizer {
     fn wait_for_marker<T: QueueTracker>(
         submission: &Arc<Submission<T>>,
         marker: &Marker,
-    ) -> Result<Ended, Error> {
+    ) -> Result<Ended, WaitError> {
         let wakes: &dyn Wakes<T::Memory> = &**submission;
-        submission.stats().sync_waits.track(|| {
+        let ended = submission.stats().sync_waits.track(|| {
             submission.use_wait().run(
                 &marker.ticket,
                 || submission.waiter().status(&marker.ticket),
                 Some(wakes),
             )
-        })
+        })?;
+        Ok(ended)
     }
 
     /// Steps 2-4 (CLR's CompleteCpuWait), called without the lock.
@@ -218,7 +221,7 @@ impl Synchronizer {
         completion: &Arc<Completion<T>>,
         marker: Arc<Marker>,
         batch: Batch,
-    ) -> Result<(), Error> {
+    ) -> Result<(), WaitError> {
         let ended = Self::wait_for_marker(submission, &marker)?;
         let Ok(outcome) = ended else {
             // The wait used up its time: the completion thread takes the
@@ -272,7 +275,7 @@ impl Synchronizer {
         &self,
         submission: &Arc<Submission<T>>,
         marker: &Marker,
-    ) -> Result<(), Error> {
+    ) -> Result<(), WaitError> {
         bump(&submission.stats().marker_joins);
         let ended = Self::wait_for_marker(submission, marker)?;
         if ended == Ok(CommandStatus::Complete) {
@@ -288,7 +291,7 @@ impl Synchronizer {
         marker: Arc<Marker>,
         batch: Batch,
         signal: Option<SignalRef<T::Memory>>,
-    ) -> Result<(), Error> {
+    ) -> Result<(), WaitError> {
         let config = *submission.config();
         // If this thread must finish the batch itself, that is its wait.
         Completion::hand_over(
@@ -310,7 +313,7 @@ impl Synchronizer {
             )
         });
         // The completion thread reported any failure already.
-        submission.wait_result(ended, || Error::QueueFailed {
+        submission.wait_result(ended, || WaitError::QueueFailed {
             queue: submission.id(),
         })
     }

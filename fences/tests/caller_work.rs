@@ -6,7 +6,7 @@
 mod support;
 
 use sigretire_queue::tracker::{Dispatch, Status, Work};
-use sigretire_queue::{CommandStatus, Error};
+use sigretire_queue::{CommandStatus, SubmitError};
 use support::*;
 
 #[test]
@@ -45,7 +45,7 @@ fn work_a_backend_refuses_leaves_the_queue_working() {
     let queue = device.default_queue();
     let six = [1u64; 6];
     let refused = queue.submit(Work::Wait(&six));
-    assert!(matches!(refused, Err(Error::Queue(_))), "{refused:?}");
+    assert!(matches!(refused, Err(SubmitError::Queue(_))), "{refused:?}");
     let empty: [u64; 0] = [];
     assert!(queue.submit(Work::WaitAny(&empty)).is_err());
     let after = queue.launch(0).unwrap();
@@ -85,7 +85,7 @@ fn a_command_whose_operation_is_refused_fails_after_what_was_issued() {
         Work::Kernel(0),
     ];
     let refused = queue.submit_all(&works);
-    assert!(matches!(refused, Err(Error::Queue(_))), "{refused:?}");
+    assert!(matches!(refused, Err(SubmitError::Queue(_))), "{refused:?}");
     // The slots all hold packets: the queue runs on.
     let after = queue.launch(0).unwrap();
     platform.run_while(|| queue.synchronize()).unwrap();

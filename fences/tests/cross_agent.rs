@@ -9,7 +9,7 @@ mod support;
 use sigretire_queue::sim::engine::QueueConfig as HardwareQueueConfig;
 use sigretire_queue::sim::{AgentId, HostFlag, Kernel, Sim, SimConfig, SimPlatform};
 use sigretire_queue::tracker::{Config, Placement, Status, Tracker};
-use sigretire_queue::{CommandStatus, DeviceConfig, Error};
+use sigretire_queue::{CommandStatus, DeviceConfig, ElapsedError, Error};
 use support::*;
 
 /// A stepped simulator of two agents; trackers keep their signals in
@@ -105,8 +105,8 @@ fn elapsed_time_between_events_of_two_agents_is_refused() {
     here.synchronize().unwrap();
     there.synchronize().unwrap();
     // Ordered on the GPU (agent 1 waited for agent 0), still two clocks.
-    assert_eq!(here.elapsed_to(&there), Err(Error::DifferentDevices));
-    assert_eq!(there.elapsed_to(&here), Err(Error::DifferentDevices));
+    assert_eq!(here.elapsed_to(&there), Err(ElapsedError::DifferentDevices));
+    assert_eq!(there.elapsed_to(&here), Err(ElapsedError::DifferentDevices));
     assert_eq!(there.elapsed_to(&there), Ok(std::time::Duration::ZERO));
 }
 

@@ -7,7 +7,9 @@
 mod support;
 
 use sigretire_queue::sim::{SimPlatform, SimTracker};
-use sigretire_queue::{CommandStatus, Device, Error, Event, HostQueue, QueueConfig};
+use sigretire_queue::{
+    CommandStatus, Device, Event, HostQueue, QueueConfig, SyncError, WaitEventError,
+};
 use sigretire_sim::hsa_sys::HSA_PACKET_TYPE_BARRIER_AND;
 use sigretire_tracker::{Status, Tracker};
 use std::thread::JoinHandle;
@@ -205,7 +207,7 @@ struct Synchronizing {
     /// An event recorded on the producer before the synchronize (taken by
     /// the test that waits on it).
     before: Option<Event<SimTracker>>,
-    sync: JoinHandle<Result<(), Error>>,
+    sync: JoinHandle<Result<(), SyncError>>,
 }
 
 fn synchronizing() -> Synchronizing {
@@ -341,11 +343,11 @@ fn a_wait_on_another_simulators_signals_is_refused_before_anything_is_published(
     let before = consumer.stats();
     assert_eq!(
         consumer.wait_event(&foreign).map(|w| w.packets()),
-        Err(Error::ForeignSignalMemory)
+        Err(WaitEventError::ForeignSignalMemory)
     );
     assert_eq!(
         consumer.wait_queue(foreign_queue).map(|w| w.packets()),
-        Err(Error::ForeignSignalMemory)
+        Err(WaitEventError::ForeignSignalMemory)
     );
     // Nothing was published or pinned, and both devices carry on.
     assert_eq!(consumer.stats().commands, before.commands);

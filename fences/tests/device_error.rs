@@ -7,7 +7,9 @@
 
 mod support;
 
-use sigretire_queue::{BatchLimits, CommandStatus, DeviceConfig, Error, QueueConfig};
+use sigretire_queue::{
+    BatchLimits, CommandStatus, DeviceConfig, QueueConfig, SubmitError, SyncError, WaitError,
+};
 use sigretire_tracker::{Status, Tracker};
 use support::*;
 
@@ -17,10 +19,13 @@ fn skip_abort() -> DeviceConfig {
     }
 }
 
-fn injected() -> Error {
-    Error::DeviceError {
+/// The early return of the device error state "injected", as the error
+/// of whichever operation returned it.
+fn injected<E: From<WaitError>>() -> E {
+    WaitError::DeviceError {
         reason: "injected".into(),
     }
+    .into()
 }
 
 #[test]
@@ -123,13 +128,19 @@ fn without_skip_abort_the_device_refuses_further_work() {
     let sync = spawn_synchronize(&queue);
     wait_until("the synchronize waits", || waiting(&queue) == 1);
     device.set_error("injected");
-    let aborted = Error::Aborted {
+    let aborted = WaitError::Aborted {
         reason: "injected".into(),
     };
-    assert_eq!(sync.join().unwrap(), Err(aborted.clone()));
-    assert_eq!(queue.launch(0).unwrap_err(), aborted);
-    assert_eq!(queue.record_event().unwrap_err(), aborted);
-    assert_eq!(queue.synchronize().unwrap_err(), aborted);
+    assert_eq!(sync.join().unwrap(), Err(aborted.clone().into()));
+    assert_eq!(
+        queue.launch(0).unwrap_err(),
+        SubmitError::from(aborted.clone())
+    );
+    assert_eq!(
+        queue.record_event().unwrap_err(),
+        SubmitError::from(aborted.clone())
+    );
+    assert_eq!(queue.synchronize().unwrap_err(), SyncError::from(aborted));
     flag.set();
     platform.sim().run_until_idle();
 }
@@ -153,7 +164,7 @@ fn a_queue_failure_puts_the_device_in_the_error_state() {
     failing.with_tracker(|t| t.queue().fail());
     assert_eq!(
         failing.synchronize(),
-        Err(Error::QueueFailed {
+        Err(SyncError::QueueFailed {
             queue: failing.id()
         })
     );
@@ -162,7 +173,7 @@ fn a_queue_failure_puts_the_device_in_the_error_state() {
     // The other queue's wait returns early, without completion.
     assert!(matches!(
         sync_other.join().unwrap(),
-        Err(Error::DeviceError { .. })
+        Err(SyncError::DeviceError { .. })
     ));
     flag.set();
     platform.sim().run_until_idle();

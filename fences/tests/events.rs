@@ -6,7 +6,7 @@
 
 mod support;
 
-use sigretire_queue::{DeviceConfig, Error, QueueConfig};
+use sigretire_queue::{DeviceConfig, ElapsedError, QueueConfig, TimestampsError};
 use sigretire_tracker::Tracker;
 use support::*;
 
@@ -22,13 +22,13 @@ fn untimed_and_pending_events_say_so() {
     let queue = device.default_queue();
     let event = queue.record_event().unwrap();
     assert!(!event.is_timed());
-    assert_eq!(event.timestamps(), Err(Error::NotTimed));
+    assert_eq!(event.timestamps(), Err(TimestampsError::NotTimed));
 
     let timed_queue = platform.create_queue(&device, bounded()).unwrap();
     let pending = timed_queue.record_event().unwrap();
-    assert_eq!(pending.timestamps(), Err(Error::NotReady));
-    assert_eq!(event.elapsed_to(&pending), Err(Error::NotTimed));
-    assert_eq!(pending.elapsed_to(&pending), Err(Error::NotReady));
+    assert_eq!(pending.timestamps(), Err(TimestampsError::NotReady));
+    assert_eq!(event.elapsed_to(&pending), Err(ElapsedError::NotTimed));
+    assert_eq!(pending.elapsed_to(&pending), Err(ElapsedError::NotReady));
 }
 
 #[test]
@@ -50,7 +50,7 @@ fn elapsed_time_with_the_events_reversed_is_an_error_not_zero() {
     );
     assert_eq!(
         stop.elapsed_to(&start),
-        Err(Error::StopBeforeStart {
+        Err(ElapsedError::StopBeforeStart {
             ticks: b.end - a.end
         })
     );
@@ -82,10 +82,10 @@ fn elapsed_time_between_events_of_two_devices_is_refused() {
     platform.sim().run_until_idle();
     other_platform.sim().run_until_idle();
     for (a, b) in [(&here, &there), (&there, &here)] {
-        assert_eq!(a.elapsed_to(b), Err(Error::DifferentDevices));
+        assert_eq!(a.elapsed_to(b), Err(ElapsedError::DifferentDevices));
     }
-    assert_eq!(here.elapsed_to(&far), Err(Error::DifferentDevices));
-    assert_eq!(far.elapsed_to(&here), Err(Error::DifferentDevices));
+    assert_eq!(here.elapsed_to(&far), Err(ElapsedError::DifferentDevices));
+    assert_eq!(far.elapsed_to(&here), Err(ElapsedError::DifferentDevices));
     // Each device's own events still time.
     assert_eq!(here.elapsed_to(&here), Ok(std::time::Duration::ZERO));
 }

@@ -12,7 +12,9 @@ mod support;
 
 use sigretire_queue::sim::{HostFlag, Kernel, SimPlatform, SimTracker};
 use sigretire_queue::tracker::{HardwareQueue, Publication, Status, Tracker, Work};
-use sigretire_queue::{CommandStatus, DeviceConfig, Error, HostQueue, QueueConfig};
+use sigretire_queue::{
+    CommandStatus, DeviceConfig, ElapsedError, HostQueue, MoveError, QueueConfig, SubmitError,
+};
 use std::time::Duration;
 use support::*;
 
@@ -138,7 +140,7 @@ fn partly_refused(platform: &SimPlatform, queue: &HostQueue<SimTracker>) -> (Hos
     let six = [0u64; 6];
     let written = hardware(queue).write_index();
     let refused = queue.submit_all(&[Work::Kernel(spin), Work::Wait(&six)]);
-    assert!(matches!(refused, Err(Error::Queue(_))), "{refused:?}");
+    assert!(matches!(refused, Err(SubmitError::Queue(_))), "{refused:?}");
     (flag, written)
 }
 
@@ -289,7 +291,7 @@ fn a_move_to_a_queue_of_other_signal_memory_is_refused() {
     let foreign = other.sim().create_queue(other.queue_config()).unwrap();
     let queue = device.default_queue();
     queue.launch(0).unwrap();
-    assert_eq!(queue.move_to(foreign), Err(Error::ForeignSignalMemory));
+    assert_eq!(queue.move_to(foreign), Err(MoveError::ForeignSignalMemory));
     // The stream stays where it was and keeps working.
     platform.run_while(|| queue.synchronize()).unwrap();
     assert_eq!(queue.stats().queue_changes, 0);
@@ -310,8 +312,8 @@ fn elapsed_time_to_an_untimed_event_is_refused_before_anything_runs() {
         .unwrap();
     let start = timed.record_event().unwrap();
     let stop = untimed.record_event().unwrap();
-    assert_eq!(start.elapsed_to(&stop), Err(Error::NotTimed));
-    assert_eq!(stop.elapsed_to(&start), Err(Error::NotTimed));
+    assert_eq!(start.elapsed_to(&stop), Err(ElapsedError::NotTimed));
+    assert_eq!(stop.elapsed_to(&start), Err(ElapsedError::NotTimed));
     let _ = Duration::ZERO;
 }
 

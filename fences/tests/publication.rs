@@ -6,7 +6,10 @@
 mod support;
 
 use sigretire_queue::sim::SimPlatform;
-use sigretire_queue::{BatchLimits, CommandStatus, DeviceConfig, Error, QueueConfig};
+use sigretire_queue::{
+    BatchLimits, CommandStatus, DeviceConfig, Error, InvalidConfig, QueueConfig, SubmitError,
+    SyncError,
+};
 use sigretire_tracker::{Config, Status, Tracker};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -213,7 +216,7 @@ fn a_refused_acquire_publishes_empty_work_so_the_ring_never_stalls() {
     refuse.store(true, Ordering::SeqCst);
     assert!(matches!(
         queue.launch(0),
-        Err(Error::Tracker(sigretire_tracker::Error::Acquire(
+        Err(SubmitError::Tracker(sigretire_tracker::Error::Acquire(
             sigretire_tracker::AcquireError::OutOfSignals(_)
         )))
     ));
@@ -249,7 +252,7 @@ fn a_full_hardware_ring_is_retried_outside_the_lock_until_the_timeout() {
     queue.launch(0).unwrap();
     assert_eq!(
         queue.launch(0).unwrap_err(),
-        Error::RingFull(Duration::from_millis(30))
+        SubmitError::RingFull(Duration::from_millis(30))
     );
     assert!(queue.stats().ring_full_retries > 0);
     platform.sim().run_until_idle();
@@ -268,10 +271,10 @@ fn an_unknown_kernel_fails_the_queue_not_the_host() {
     assert_eq!(bad.status(), CommandStatus::Failed);
     assert!(matches!(
         queue.synchronize(),
-        Err(Error::QueueFailed { .. } | Error::Aborted { .. })
+        Err(SyncError::QueueFailed { .. } | SyncError::Aborted { .. })
     ));
     // The device aborts on errors by default: no more work.
-    assert!(matches!(queue.launch(0), Err(Error::Aborted { .. })));
+    assert!(matches!(queue.launch(0), Err(SubmitError::Aborted { .. })));
 }
 
 #[test]
@@ -294,7 +297,7 @@ fn invalid_configurations_are_refused() {
     };
     assert!(matches!(
         device.create_queue(platform.tracker().unwrap(), bad),
-        Err(Error::InvalidConfig(_))
+        Err(InvalidConfig(_))
     ));
     let bad = QueueConfig {
         wait_timeout: Some(Duration::ZERO),

@@ -134,7 +134,10 @@ fn a_finished_launch_needs_a_marker<T: QueueTracker>(platform: &SimPlatform, mak
         (markers, Status::Complete),
         "{tracker}"
     );
-    assert_eq!(event.timestamps(), Err(sigretire_queue::Error::NotTimed));
+    assert_eq!(
+        event.timestamps(),
+        Err(sigretire_queue::TimestampsError::NotTimed)
+    );
 }
 
 #[test]

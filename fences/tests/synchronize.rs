@@ -7,7 +7,7 @@
 
 mod support;
 
-use sigretire_queue::{CommandStatus, Error, QueueConfig, QueueStats};
+use sigretire_queue::{CommandStatus, QueueConfig, QueueStats, SyncError};
 use sigretire_tracker::{Status, Tracker};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -283,7 +283,7 @@ fn a_timed_out_synchronize_leaves_its_batch_to_the_completion_thread() {
     let command = queue.launch(spin_kernel(&platform, &flag)).unwrap();
     assert_eq!(
         queue.synchronize(),
-        Err(Error::TimedOut(Duration::from_millis(20)))
+        Err(SyncError::TimedOut(Duration::from_millis(20)))
     );
     assert!(!command.is_released());
     assert_eq!(command.status(), CommandStatus::Pending);

@@ -89,7 +89,7 @@ pub fn spawn<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> JoinH
 /// `queue.synchronize()` on a new thread.
 pub fn spawn_synchronize(
     queue: &HostQueue<SimTracker>,
-) -> JoinHandle<Result<(), sigretire_queue::Error>> {
+) -> JoinHandle<Result<(), sigretire_queue::SyncError>> {
     let queue = queue.clone();
     spawn(move || queue.synchronize())
 }

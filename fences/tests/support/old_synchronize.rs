@@ -37,7 +37,7 @@ impl OldSynchronize {
         // With nothing pending the old synchronize waited for nothing (it
         // took the lock to find that out, as the query does).
         if queue.query()? == Status::Complete {
-            return queue.synchronize();
+            return Ok(queue.synchronize()?);
         }
         let marker = queue.record_event()?.ticket();
         let config = queue.config();
@@ -53,7 +53,7 @@ impl OldSynchronize {
                 .track(|| tracker.waiter().wait(&marker, timeout, policy))
         });
         match waited {
-            Ok(_) => queue.synchronize(),
+            Ok(_) => Ok(queue.synchronize()?),
             Err(WaitError::TimedOut(_)) => Err(sigretire_queue::Error::TimedOut(timeout)),
             Err(error) => Err(sigretire_queue::tracker::Error::from(error).into()),
         }

@@ -11,7 +11,7 @@ use super::ops::{GpuStep, KernelChoice, MoveTarget, Op, Policy, QueueSetup, Work
 use super::waiters::{Call, Ended, WaitKind, Waiter};
 use sigretire_queue::{
     BatchLimits, Command, CommandStatus, CrossWait, Device, DeviceConfig, Error, Event, HostQueue,
-    QueueConfig, QueueStats,
+    QueueConfig, QueueStats, WaitEventError,
 };
 use sigretire_tracker::{
     Config, Dispatch, HardwareQueue, Placement, Publication, QueueError, RetiringTracker, Status,
@@ -835,7 +835,7 @@ impl<G: Gpu> QueueDriver<G> {
                 self.push_command(CommandHandle::Own(Arc::new(command)), s, own, before);
                 Ok(())
             }
-            Err(error) => self.judge_call_error("launch", s, None, &error, false, None),
+            Err(error) => self.judge_call_error("launch", s, None, &error.into(), false, None),
         }
     }
 
@@ -866,7 +866,7 @@ impl<G: Gpu> QueueDriver<G> {
                 if work.refused() {
                     self.coverage.refusals += 1;
                 }
-                self.judge_call_error("submit", s, None, &error, work.refused(), None)
+                self.judge_call_error("submit", s, None, &error.into(), work.refused(), None)
             }
         }
     }
@@ -915,7 +915,14 @@ impl<G: Gpu> QueueDriver<G> {
                         self.coverage.partial_refusals += 1;
                     }
                 }
-                self.judge_call_error("submit_all", s, None, &error, refused.is_some(), None)
+                self.judge_call_error(
+                    "submit_all",
+                    s,
+                    None,
+                    &error.into(),
+                    refused.is_some(),
+                    None,
+                )
             }
         }
     }
@@ -951,7 +958,9 @@ impl<G: Gpu> QueueDriver<G> {
                 }
                 Ok(())
             }
-            Err(error) => self.judge_call_error("record event", s, None, &error, false, None),
+            Err(error) => {
+                self.judge_call_error("record event", s, None, &error.into(), false, None)
+            }
         }
     }
 
@@ -978,7 +987,7 @@ impl<G: Gpu> QueueDriver<G> {
             awaited: Some(vec![slot.own]),
             started_at: self.step,
         };
-        self.start(call, move || handle.synchronize())
+        self.start(call, move || Ok(handle.synchronize()?))
     }
 
     fn stamps(&mut self, event: u8, stop: u8) -> Result<(), QueueFailure> {
@@ -987,9 +996,9 @@ impl<G: Gpu> QueueDriver<G> {
         };
         let start = self.events[e].handle.clone().expect("live");
         let end = self.events[f].handle.clone().expect("live");
-        let stamps = start.timestamps();
+        let stamps = start.timestamps().map_err(Error::from);
         self.judge_stamps(e, &stamps)?;
-        let elapsed = start.elapsed_to(&end);
+        let elapsed = start.elapsed_to(&end).map_err(Error::from);
         match elapsed {
             Ok(duration) => {
                 let subject = "elapsed time";
@@ -1046,7 +1055,7 @@ impl<G: Gpu> QueueDriver<G> {
                 }
             }
             Err(error) => {
-                let stop_stamps = end.timestamps();
+                let stop_stamps = end.timestamps().map_err(Error::from);
                 self.judge_stamps(f, &stop_stamps)?;
                 // The error is one of the two events' own.
                 let explained = [&stamps, &stop_stamps]
@@ -1148,7 +1157,7 @@ impl<G: Gpu> QueueDriver<G> {
             awaited: Some(slot.own.clone()),
             started_at: self.step,
         };
-        self.start(call, move || handle.get().wait())
+        self.start(call, move || Ok(handle.get().wait()?))
     }
 
     fn synchronize(&mut self, stream: u8, threads: u8) -> Result<(), QueueFailure> {
@@ -1171,7 +1180,7 @@ impl<G: Gpu> QueueDriver<G> {
                 awaited: None,
                 started_at: self.step,
             };
-            self.start(call, move || queue.synchronize())?;
+            self.start(call, move || Ok(queue.synchronize()?))?;
         }
         Ok(())
     }
@@ -1195,9 +1204,14 @@ impl<G: Gpu> QueueDriver<G> {
             Ok(Status::Pending) => Ok(()),
             // Where nothing the layer published stands for the queue, a
             // query publishes a marker: it answers as a submission would.
-            Err(error) => {
-                self.judge_call_error("queue query", s, None, &error, false, Some(&evidence))
-            }
+            Err(error) => self.judge_call_error(
+                "queue query",
+                s,
+                None,
+                &error.into(),
+                false,
+                Some(&evidence),
+            ),
         }
     }
 
@@ -1287,7 +1301,7 @@ impl<G: Gpu> QueueDriver<G> {
         before: Required,
         dependencies: Required,
         truly_complete: usize,
-        result: Result<CrossWait<Mem<G>>, Error>,
+        result: Result<CrossWait<Mem<G>>, WaitEventError>,
         what: String,
     ) -> Result<(), QueueFailure> {
         let subject = "cross-queue wait";
@@ -1299,7 +1313,7 @@ impl<G: Gpu> QueueDriver<G> {
                     subject,
                     s,
                     producer,
-                    &error,
+                    &error.into(),
                     false,
                     Some(&dependencies),
                 );
@@ -1380,7 +1394,9 @@ impl<G: Gpu> QueueDriver<G> {
                 self.coverage.moves += 1;
                 Ok(())
             }
-            Err(error) => self.judge_call_error("move", s, None, &error, false, Some(&before)),
+            Err(error) => {
+                self.judge_call_error("move", s, None, &error.into(), false, Some(&before))
+            }
         }
     }
 
@@ -1906,7 +1922,7 @@ impl<G: Gpu> QueueDriver<G> {
                     format!("event {e} stays pending after its work completed"),
                 );
             }
-            let stamps = event.timestamps();
+            let stamps = event.timestamps().map_err(Error::from);
             self.judge_stamps(e, &stamps)?;
         }
         for c in 0..self.commands.len() {
@@ -1988,7 +2004,7 @@ impl<G: Gpu> QueueDriver<G> {
             };
             let judge = self.ledger.judge(&call.required);
             self.waiters
-                .push(Waiter::spawn(call, judge, move || queue.synchronize()));
+                .push(Waiter::spawn(call, judge, move || Ok(queue.synchronize()?)));
         }
         self.run_to_the_end()
     }

@@ -21,7 +21,7 @@
 //!   once both queues drained;
 //! - **no hang**: every wait is bounded and a watchdog watches the whole run;
 //! - elapsed time between events of the two GPUs is refused
-//!   ([`Error::DifferentDevices`]): their clocks are unrelated.
+//!   ([`ElapsedError::DifferentDevices`]): their clocks are unrelated.
 //!
 //! Violations are looked at after each publication, so a failure says which
 //! agent's packet read what (GPU 1's barrier reading an unfenced re-arm of
@@ -33,7 +33,7 @@
 use crate::support::{
     Backend, Machine, Platform, Retiring, Watchdog, bounded, on_every_backend, wait_until,
 };
-use sigretire_queue::{CommandStatus, Device, Error, HostQueue};
+use sigretire_queue::{CommandStatus, Device, ElapsedError, HostQueue};
 use sigretire_scenarios::check::Failure;
 use sigretire_tracker::{Config, Placement, Status, Tracker};
 use std::collections::BTreeSet;
@@ -529,7 +529,7 @@ fn agent_zeros_signal_stays_pinned_while_agent_one_lags_behind<B: Backend>() {
 }
 
 /// Events of two GPUs' devices, even when one waited for the other on the
-/// GPU, have no elapsed time between them: [`Error::DifferentDevices`], as
+/// GPU, have no elapsed time between them: [`ElapsedError::DifferentDevices`], as
 /// HIP and CUDA refuse it. Each device's own events still time.
 fn elapsed_time_between_events_of_two_agents_is_refused<B: Backend>() {
     let mut gpus = TwoGpus::<B>::new(false, Config::default());
@@ -538,8 +538,8 @@ fn elapsed_time_between_events_of_two_agents_is_refused<B: Backend>() {
     let there = gpus.consumer().record_event().unwrap();
     gpus.run_while(|| there.synchronize()).unwrap();
     here.synchronize().unwrap();
-    assert_eq!(here.elapsed_to(&there), Err(Error::DifferentDevices));
-    assert_eq!(there.elapsed_to(&here), Err(Error::DifferentDevices));
+    assert_eq!(here.elapsed_to(&there), Err(ElapsedError::DifferentDevices));
+    assert_eq!(there.elapsed_to(&here), Err(ElapsedError::DifferentDevices));
     let later = gpus.consumer().record_event().unwrap();
     gpus.run_while(|| later.synchronize()).unwrap();
     assert!(there.elapsed_to(&later).is_ok(), "GPU 1's own events time");

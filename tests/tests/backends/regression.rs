@@ -86,7 +86,7 @@ fn run<B: Backend>(
 ) -> Outcome {
     let old = OldSynchronize::default();
     let synchronize = |queue: &HostQueue<Retiring<B>>| match how {
-        Synchronize::Fixed => queue.synchronize(),
+        Synchronize::Fixed => queue.synchronize().map_err(Error::from),
         Synchronize::Old => old.synchronize(queue),
     };
     let waiting = |queue: &HostQueue<Retiring<B>>| waiting(queue) + old.waiting();
