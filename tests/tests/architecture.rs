@@ -18,6 +18,10 @@
 //! The cycles known today are listed, each with its reason, in [`ALLOWED`]:
 //! the check fails on any other, and on an allowed one that is gone (delete
 //! its entry then).
+//!
+//! The queue layer is held to more: its modules are layered
+//! ([`QUEUE_LAYERS`]), each naming only lower layers, with its coordinator
+//! on top of every component.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -58,6 +62,78 @@ const ALLOWED: &[(&str, &[&str], &str)] = &[
          property driver, which is where `TrackerKind` moves out",
     ),
 ];
+
+/// The queue layer's modules by layer, lowest first. A module names only
+/// modules of lower layers, so no cycle of imports can form there, and the
+/// coordinator, `queue`, sits above every component: only what builds on
+/// it (`device`, `sim`) names it. A new module of the queue layer takes its
+/// place here (the check fails on one with none).
+const QUEUE_LAYERS: &[&[&str]] = &[
+    // The loom switch; the one outcome type; the errors.
+    &["sync", "status", "error"],
+    // The counters, the pools, the configuration.
+    &["stats", "recycle", "config"],
+    // The device error state.
+    &["device_state"],
+    // The lock-free command numbers, the wake signals, a synchronize's
+    // marker, the device's completion thread (generic over its jobs).
+    &["progress", "wake", "marker", "completion_thread"],
+    // What the queue knows of its hardware queue (every shortcut's rule);
+    // batches and their hand-offs; a CPU wait on the tracker's engine.
+    &["frontier", "batch", "cpu_wait"],
+    // A command's handle; packet publication.
+    &["command", "publish"],
+    // The execution lock and what it protects.
+    &["submission"],
+    // A queue's batches on their way to completion.
+    &["completion"],
+    // The operations' protocols over submission and completion.
+    &["synchronize", "query", "event", "move_queue"],
+    &["cross_wait"],
+    // The coordinator.
+    &["queue"],
+    // What builds on it.
+    &["device"],
+    &["sim"],
+];
+
+/// Where `graph` (a crate's modules) breaks `layers`: a module with no
+/// layer, a layer's module that does not exist, or a module naming one of
+/// its own layer or a higher one. Submodules belong to their top module's
+/// layer.
+fn layering_failures(
+    graph: &BTreeMap<String, BTreeSet<String>>,
+    layers: &[&[&str]],
+) -> Vec<String> {
+    let top = |module: &str| module.split("::").next().unwrap_or("").to_string();
+    let layer_of = |module: &str| layers.iter().position(|layer| layer.contains(&module));
+    let mut failures = Vec::new();
+    for listed in layers.iter().flat_map(|layer| layer.iter()) {
+        if !graph.contains_key(*listed) {
+            failures.push(format!("{listed} is listed but is no module"));
+        }
+    }
+    for (module, named) in graph {
+        let here = top(module);
+        let Some(level) = layer_of(&here) else {
+            failures.push(format!("{module} has no layer"));
+            continue;
+        };
+        for other in named.iter().map(|other| top(other)) {
+            if other == here {
+                continue;
+            }
+            match layer_of(&other) {
+                Some(below) if below < level => {}
+                Some(at) => failures.push(format!(
+                    "{module} (layer {level}) names {other} (layer {at}): only lower layers may be named"
+                )),
+                None => failures.push(format!("{module} names {other}, which has no layer")),
+            }
+        }
+    }
+    failures
+}
 
 /// The workspace's folder.
 fn workspace() -> PathBuf {
@@ -598,6 +674,80 @@ fn no_crate_of_the_workspace_imports_in_a_circle() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The queue layer is layered ([`QUEUE_LAYERS`]): each module names only
+/// lower layers, so no cycle of imports can return there, and no component
+/// names the coordinator (`queue`) back.
+#[test]
+fn the_queue_layer_names_only_lower_layers_and_no_component_names_its_coordinator() {
+    let graph = module_graph(&workspace().join("fences/src/lib.rs"));
+    let failures = layering_failures(&graph, QUEUE_LAYERS);
+    let listing: Vec<String> = graph
+        .iter()
+        .map(|(module, named)| format!("  {module}: {named:?}"))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{}\n{}",
+        failures.join("\n"),
+        listing.join("\n")
+    );
+    let naming_the_coordinator: Vec<&String> = graph
+        .iter()
+        .filter(|(_, named)| named.contains("queue"))
+        .map(|(module, _)| module)
+        .collect();
+    assert_eq!(naming_the_coordinator, ["device", "sim"]);
+}
+
+/// The layering check fails a module that names its own layer or a higher
+/// one, one with no layer, and a listed module that does not exist.
+#[test]
+fn the_layering_check_sees_an_upward_import() {
+    let graph = |pairs: &[(&str, &[&str])]| {
+        pairs
+            .iter()
+            .map(|(module, named)| {
+                let named = named.iter().map(|n| n.to_string()).collect();
+                (module.to_string(), named)
+            })
+            .collect::<BTreeMap<String, BTreeSet<String>>>()
+    };
+    let layers: &[&[&str]] = &[&["low"], &["mid", "side"], &["top"]];
+    let fine = graph(&[
+        ("low", &[]),
+        ("mid", &["low"]),
+        ("side", &["low"]),
+        ("top", &["mid", "low"]),
+        ("top::child", &["top", "side"]),
+    ]);
+    assert_eq!(layering_failures(&fine, layers), Vec::<String>::new());
+    let upward = graph(&[
+        ("low", &["top"]),
+        ("mid", &["side"]),
+        ("side", &[]),
+        ("top", &[]),
+        ("stray", &[]),
+    ]);
+    let failures = layering_failures(&upward, layers);
+    assert_eq!(failures.len(), 3, "{failures:?}");
+    assert!(
+        failures
+            .iter()
+            .any(|f| f.starts_with("low (layer 0) names top"))
+    );
+    assert!(
+        failures
+            .iter()
+            .any(|f| f.starts_with("mid (layer 1) names side"))
+    );
+    assert!(failures.iter().any(|f| f.starts_with("stray has no layer")));
+    let missing = graph(&[("low", &[]), ("mid", &[]), ("top", &[])]);
+    assert_eq!(
+        layering_failures(&missing, layers),
+        ["side is listed but is no module"]
+    );
 }
 
 /// Every allowed cycle names a member and says why it stays.
