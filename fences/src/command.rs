@@ -3,7 +3,7 @@
 
 use crate::batch::{Entry, StatePool};
 use crate::cpu_wait;
-use crate::cpu_wait::{UseWait, WaitSettings, Wakes};
+use crate::cpu_wait::{UseWait, WaitSettings, Wakes, look};
 use crate::device_state::DeviceState;
 use crate::error::WaitError;
 use crate::status::CommandStatus;
@@ -69,6 +69,9 @@ pub(crate) fn link<M: SignalMemory, Q: Wakes<M> + 'static>(queue: &Arc<Q>) -> Qu
         }
         fn released(&self) {
             self.0.released();
+        }
+        fn release_pending(&self) {
+            self.0.release_pending();
         }
     }
     std::sync::Arc::new(Linked(queue.clone()))
@@ -205,15 +208,19 @@ impl<M: SignalMemory> Command<M> {
         let ended = wait.run(
             ticket,
             || match self.entry.state.settled() {
-                CommandStatus::Complete => Ok(Status::Complete),
-                CommandStatus::Failed => Ok(Status::Failed),
+                CommandStatus::Complete => Some(Ok(Status::Complete)),
+                CommandStatus::Failed => Some(Ok(Status::Failed)),
                 // Released by a device error: the wait ends on the device
                 // error state, which its stop check sees.
-                CommandStatus::DeviceError => Ok(Status::Pending),
-                CommandStatus::Pending => self.waiter.status(ticket),
+                CommandStatus::DeviceError => None,
+                CommandStatus::Pending => look(self.waiter.status(ticket)),
             },
             self.wakes.as_deref(),
         )?;
+        // The wake pin, if it slept: no lock is taken after a command's wait.
+        if let Some(wakes) = &self.wakes {
+            wakes.release_pending();
+        }
         // A handle has no queue counters to count an early return in.
         cpu_wait::result(ended, &self.device, || WaitError::QueueFailed {
             queue: self.queue,

@@ -52,6 +52,18 @@ impl From<&QueueConfig> for WaitSettings {
 /// without an outcome.
 pub(crate) type Ended = Result<CommandStatus, TimedOut>;
 
+/// What one look at a use found: `None` while it is pending; its status
+/// once done; or that its ticket is another tracker's.
+pub(crate) type Look = Option<Result<Status, ForeignTicket>>;
+
+/// A look from a status: `None` while pending.
+pub(crate) fn look(status: Result<Status, ForeignTicket>) -> Look {
+    match status {
+        Ok(status) if !status.is_done() => None,
+        found => Some(found),
+    }
+}
+
 /// What a caller returns for a wait that ended as `ended`: `failed()` for
 /// a failure (the caller knows whether the queue failure is still to be
 /// reported or already was); the device's error for an early return in the
@@ -81,10 +93,14 @@ pub(crate) trait Wakes<M: SignalMemory>: Send + Sync {
     /// lock briefly); `None` when the queue has none free or no room.
     fn arm(&self, ticket: &Ticket) -> Result<Option<Armed<M>>, sigretire_tracker::Error>;
 
-    /// A sleeper let go of its wake: the queue lets go of the wake packet's
-    /// pin once the packet ran (now if its lock is free, else its next
-    /// holder), never waiting for the lock.
+    /// A sleeper let go of its wake: the queue's next lock holder lets go
+    /// of the wake packet's pin once the packet ran.
     fn released(&self);
+
+    /// Lets go of released wakes' pins now if the lock is free and one is
+    /// waiting for a holder (a waiter that takes the lock after its wait
+    /// anyway has no need); never waits for the lock.
+    fn release_pending(&self);
 }
 
 /// A wake signal a sleeping wait holds, and the memory it lives in.
@@ -122,11 +138,12 @@ pub(crate) struct UseWait<'a, M: SignalMemory> {
 impl<M: SignalMemory> UseWait<'_, M> {
     /// Waits for `ticket`'s use, looking with `look` (its status, with at
     /// most one load), sleeping on a wake from `wakes` once the spin is
-    /// spent if the policy asks to.
+    /// spent if the policy asks to. A wake it slept on is released for the
+    /// queue's next lock holder ([`Wakes::released`]).
     pub(crate) fn run(
         &self,
         ticket: &Ticket,
-        mut look: impl FnMut() -> Result<Status, ForeignTicket>,
+        look: impl FnMut() -> Look,
         wakes: Option<&dyn Wakes<M>>,
     ) -> Result<Ended, sigretire_tracker::Error> {
         let policy = self.settings.policy;
@@ -138,17 +155,10 @@ impl<M: SignalMemory> UseWait<'_, M> {
             wait = wait.at(self.waiter.placement(ticket)?);
         }
         let wakes = wakes.filter(|_| policy.interrupt);
-        let foreign = Cell::new(None);
         let arming_failed = Cell::new(None);
         let slept = Cell::new(false);
         let ended = wait.until_woken(
-            || match look() {
-                Ok(status) => status.is_done().then_some(status),
-                Err(error) => {
-                    foreign.set(Some(error));
-                    Some(Status::Pending)
-                }
-            },
+            look,
             || match arming_failed.take() {
                 Some(error) => Some(Stop::Arming(error)),
                 None => self.device.has_error().then_some(Stop::DeviceError),
@@ -175,11 +185,9 @@ impl<M: SignalMemory> UseWait<'_, M> {
         {
             wakes.released();
         }
-        if let Some(error) = foreign.take() {
-            return Err(error.into());
-        }
         match ended {
-            Ok(status) => Ok(Ok(CommandStatus::from(status))),
+            Ok(Ok(status)) => Ok(Ok(CommandStatus::from(status))),
+            Ok(Err(foreign)) => Err(foreign.into()),
             Err(WaitStop::Halted(Stop::DeviceError)) => Ok(Ok(CommandStatus::DeviceError)),
             Err(WaitStop::Halted(Stop::Arming(error))) => Err(error),
             Err(WaitStop::TimedOut(timeout)) => Ok(Err(TimedOut(timeout))),
@@ -232,7 +240,7 @@ mod tests {
                     if looks.get() == 3 {
                         device.report("injected".into());
                     }
-                    Ok(Status::Pending)
+                    look(Ok(Status::Pending))
                 },
                 None,
             )
@@ -257,7 +265,9 @@ mod tests {
             device: &device,
             waiter: &waiter,
         };
-        let ended = wait.run(&ticket, || Ok(Status::Complete), None).unwrap();
+        let ended = wait
+            .run(&ticket, || look(Ok(Status::Complete)), None)
+            .unwrap();
         assert_eq!(ended, Ok(CommandStatus::Complete));
     }
 
@@ -270,7 +280,9 @@ mod tests {
             device: &device,
             waiter: &waiter,
         };
-        let ended = wait.run(&ticket, || Ok(Status::Pending), None).unwrap();
+        let ended = wait
+            .run(&ticket, || look(Ok(Status::Pending)), None)
+            .unwrap();
         assert_eq!(ended, Err(TimedOut(Duration::from_millis(3))));
     }
 
@@ -283,7 +295,9 @@ mod tests {
             device: &device,
             waiter: &waiter,
         };
-        let ended = wait.run(&ticket, || Ok(Status::Failed), None).unwrap();
+        let ended = wait
+            .run(&ticket, || look(Ok(Status::Failed)), None)
+            .unwrap();
         assert_eq!(ended, Ok(CommandStatus::Failed));
     }
 }

@@ -16,7 +16,7 @@
 //! takes no lock at all.
 
 use crate::completion::Completion;
-use crate::cpu_wait::Wakes;
+use crate::cpu_wait::{Wakes, look};
 use crate::error::{ElapsedError, Fault, TimestampsError, WaitError};
 use crate::publish::{Packet, QueueTracker, Step};
 use crate::stats::bump;
@@ -241,17 +241,22 @@ impl<T: QueueTracker> Event<T> {
         let ended = match &self.signal {
             Some(signal) => {
                 let wakes: &dyn Wakes<T::Memory> = &**submission;
-                submission
-                    .use_wait()
-                    .run(&self.ticket, || Ok(signal.status()), Some(wakes))?
+                submission.use_wait().run(
+                    &self.ticket,
+                    || look(Ok(signal.status())),
+                    Some(wakes),
+                )?
             }
             None => Ok(CommandStatus::Complete),
         };
         if let Ok(outcome) = ended {
             // Released in the error state too, so nobody waiting on its
-            // commands hangs; after a timeout the batch stays open.
+            // commands hangs; after a timeout the batch stays open. A wake
+            // pin goes with the lock this takes.
             self.complete_batch_through(outcome);
         }
+        // Unless no lock was taken, or the wake packet had not run then.
+        submission.release_pending_wakes();
         submission.wait_result(ended, || submission.report_failure(&self.ticket))
     }
 

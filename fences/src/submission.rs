@@ -23,7 +23,7 @@
 use crate::batch::{Batch, Entry, Handoff, StatePool};
 use crate::command::{Command, link};
 use crate::config::QueueConfig;
-use crate::cpu_wait::{UseWait, WaitSettings, Wakes};
+use crate::cpu_wait::{UseWait, WaitSettings, Wakes, look};
 use crate::device_state::DeviceState;
 use crate::error::{Fault, WaitError};
 use crate::frontier::{Horizon, Newest};
@@ -280,7 +280,7 @@ impl<T: QueueTracker> Submission<T> {
     fn wait_for_room(&self, ticket: &Ticket) -> Result<(), WaitError> {
         let ended = self
             .use_wait()
-            .run(ticket, || self.waiter.status(ticket), None)?;
+            .run(ticket, || look(self.waiter.status(ticket)), None)?;
         self.wait_result(ended, || self.report_failure(ticket))
     }
 
@@ -322,13 +322,21 @@ impl<T: QueueTracker> Submission<T> {
         drop(self.try_lock());
     }
 
-    /// Lets go of the pins of wake packets that ran: now if the lock is
-    /// free, else by its next holder. Never waits for the lock.
-    pub(crate) fn release_wakes_soon(&self) {
+    /// Lets go of the pins of wake packets that ran: by the lock's next
+    /// holder.
+    pub(crate) fn release_wakes_with_next_lock(&self) {
         self.deferred
             .wakes_to_release
             .store(true, Ordering::Release);
-        drop(self.try_lock());
+    }
+
+    /// Lets go of the pins of wake packets that ran, if some wait for the
+    /// lock's next holder: now if the lock is free. One load when none
+    /// does; never waits for the lock.
+    pub(crate) fn release_pending_wakes(&self) {
+        if self.deferred.wakes_to_release.load(Ordering::Acquire) {
+            drop(self.try_lock());
+        }
     }
 
     /// After a batch completed, off the submit path: lets go of the uses
@@ -381,7 +389,11 @@ impl<T: QueueTracker> Wakes<T::Memory> for Submission<T> {
     }
 
     fn released(&self) {
-        self.release_wakes_soon();
+        self.release_wakes_with_next_lock();
+    }
+
+    fn release_pending(&self) {
+        self.release_pending_wakes();
     }
 }
 

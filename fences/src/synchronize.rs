@@ -32,7 +32,7 @@
 
 use crate::batch::{Batch, Handoff};
 use crate::completion::Completion;
-use crate::cpu_wait::{Ended, Wakes};
+use crate::cpu_wait::{Ended, Wakes, look};
 use crate::error::{Fault, SyncError, WaitError};
 use crate::frontier::Verdict;
 use crate::marker::Marker;
@@ -207,7 +207,7 @@ impl Synchronizer {
         let ended = submission.stats().sync_waits.track(|| {
             submission.use_wait().run(
                 &marker.ticket,
-                || submission.waiter().status(&marker.ticket),
+                || look(submission.waiter().status(&marker.ticket)),
                 Some(wakes),
             )
         })?;
@@ -266,6 +266,9 @@ impl Synchronizer {
         // was its last reference.
         let ticket = marker.ticket;
         self.markers.keep_if_last(marker);
+        // A wake pin the lock of step 3 did not let go of (there was none,
+        // or its packet had not run then).
+        submission.release_pending_wakes();
         submission.wait_result(ended, || submission.report_failure(&ticket))
     }
 
@@ -281,6 +284,7 @@ impl Synchronizer {
         if ended == Ok(CommandStatus::Complete) {
             submission.progress().note_synced(marker.seq);
         }
+        submission.release_pending_wakes();
         submission.wait_result(ended, || submission.report_failure(&marker.ticket))
     }
 
