@@ -68,6 +68,11 @@ impl<T: QueueTracker> Completion<T> {
         }
     }
 
+    /// The submission whose batches these are.
+    pub(crate) fn submission(&self) -> &Arc<Submission<T>> {
+        &self.submission
+    }
+
     /// How many closed batches the completion thread still holds.
     pub(crate) fn pending_jobs(&self) -> usize {
         self.jobs.pending()

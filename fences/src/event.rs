@@ -45,7 +45,8 @@ use std::time::Duration;
 /// # Ok::<(), sigretire_queue::Error>(())
 /// ```
 pub struct Event<T: QueueTracker> {
-    submission: Arc<Submission<T>>,
+    /// Its queue's completion, and through it the queue's submission: one
+    /// reference, which keeps the queue alive.
     completion: Arc<Completion<T>>,
     seq: u64,
     index: u64,
@@ -92,14 +93,12 @@ pub(crate) fn record<T: QueueTracker>(
 impl<T: QueueTracker> Event<T> {
     /// The event of `point`, recorded on the queue of `submission`.
     pub(crate) fn new(
-        submission: Arc<Submission<T>>,
         completion: Arc<Completion<T>>,
         point: CompletionPoint,
         signal: Option<SignalRef<T::Memory>>,
         timed: bool,
     ) -> Self {
         Self {
-            submission,
             completion,
             seq: point.seq,
             index: point.index,
@@ -119,7 +118,7 @@ impl<T: QueueTracker> Event<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn queue_id(&self) -> u64 {
-        self.submission.id()
+        self.submission().id()
     }
 
     /// The command number on its queue of the marker, or of the command
@@ -177,7 +176,7 @@ impl<T: QueueTracker> Event<T> {
 
     /// The submission of the queue it was recorded on.
     pub(crate) fn submission(&self) -> &Arc<Submission<T>> {
-        &self.submission
+        self.completion.submission()
     }
 
     /// What is known without reading signal memory.
@@ -207,7 +206,7 @@ impl<T: QueueTracker> Event<T> {
             None => Status::Complete,
         };
         if status == Status::Failed {
-            self.submission.report_failure(&self.ticket);
+            self.submission().report_failure(&self.ticket);
         }
         status
     }
@@ -231,7 +230,7 @@ impl<T: QueueTracker> Event<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn synchronize(&self) -> Result<(), WaitError> {
-        let submission = &self.submission;
+        let submission = self.submission();
         if self.known_status() == Some(Status::Complete)
             && submission.progress().taken_through() >= self.seq
         {
@@ -262,7 +261,7 @@ impl<T: QueueTracker> Event<T> {
 
     /// Completes the open batch's commands up to the event's marker.
     fn complete_batch_through(&self, outcome: CommandStatus) {
-        let progress = self.submission.progress();
+        let progress = self.submission().progress();
         if progress.taken_through() >= self.seq {
             // Someone else took (and completes) that part of the batch.
             if outcome == CommandStatus::Complete {
@@ -271,7 +270,7 @@ impl<T: QueueTracker> Event<T> {
             return;
         }
         let batch = {
-            let mut held = self.submission.lock();
+            let mut held = self.submission().lock();
             let batch = held.take_batch_through(self.seq);
             progress.note_taken(self.seq);
             if outcome == CommandStatus::Complete {
@@ -317,7 +316,11 @@ impl<T: QueueTracker> Event<T> {
 
     /// Asks the tracker (under the lock) to harvest the stamps.
     fn harvest(&self) -> Result<Timestamps, TimestampsError> {
-        let stamps = self.submission.lock().tracker().timestamps(&self.ticket)?;
+        let stamps = self
+            .submission()
+            .lock()
+            .tracker()
+            .timestamps(&self.ticket)?;
         stamps.ok_or(TimestampsError::NotReady)
     }
 
@@ -348,7 +351,7 @@ impl<T: QueueTracker> Event<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn elapsed_to<P: QueueTracker>(&self, stop: &Event<P>) -> Result<Duration, ElapsedError> {
-        if !Arc::ptr_eq(self.submission.device(), stop.submission.device()) {
+        if !Arc::ptr_eq(self.submission().device(), stop.submission().device()) {
             return Err(ElapsedError::DifferentDevices);
         }
         // What can never be timed is refused before anything is read: a
@@ -363,7 +366,7 @@ impl<T: QueueTracker> Event<T> {
                 ticks: start.end - end.end,
             });
         };
-        let clock = self.submission.memory().timestamp_clock();
+        let clock = self.submission().memory().timestamp_clock();
         Ok(clock.duration(ticks))
     }
 }
@@ -371,7 +374,7 @@ impl<T: QueueTracker> Event<T> {
 impl<T: QueueTracker> core::fmt::Debug for Event<T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Event")
-            .field("queue", &self.submission.id())
+            .field("queue", &self.submission().id())
             .field("seq", &self.seq)
             .field("aql_index", &self.index)
             .field("timed", &self.timed)

@@ -205,15 +205,21 @@ impl Frontier {
         }
     }
 
-    /// Whether a timed marker may share `newest`'s completion (it stands;
-    /// `status` is its status now): its end is when the GPU would have
-    /// reached the marker only if it ran work a profiled queue stamps, its
-    /// signal is in host memory (in device memory the stamps cost PCIe
-    /// reads, and a marker of its own is cheaper), and it is still running
-    /// (an event recorded long after a finished kernel must not report the
-    /// kernel's end).
-    pub(crate) fn shares_stamps(newest: &Newest, status: Status) -> bool {
-        newest.stamped && newest.placement == Placement::Host && status == Status::Pending
+    /// Whether a timed marker may share `newest`'s completion (it stands):
+    /// its end is when the GPU would have reached the marker only if it ran
+    /// work a profiled queue stamps, its signal is in host memory (in device
+    /// memory the stamps cost PCIe reads, and a marker of its own is
+    /// cheaper), and it is still running (an event recorded long after a
+    /// finished kernel must not report the kernel's end). `status` (its
+    /// status now: a load) is asked last, only where the rest allows.
+    pub(crate) fn shares_stamps<E>(
+        newest: &Newest,
+        status: impl FnOnce(&Ticket) -> Result<Status, E>,
+    ) -> Result<bool, E> {
+        if !newest.stamped || newest.placement != Placement::Host {
+            return Ok(false);
+        }
+        Ok(status(&newest.ticket)? == Status::Pending)
     }
 
     /// Whether everything the layer published is done, as far as its

@@ -209,8 +209,7 @@ impl<T: QueueTracker> Publisher<T> {
     /// ([`Frontier::shares_stamps`]; one load): its new ticket, whose
     /// stamps the tracker harvests.
     pub(crate) fn retime(&mut self, newest: &Newest) -> Result<Option<Ticket>, Fault> {
-        let status = self.tracker.query(&newest.ticket)?;
-        if !Frontier::shares_stamps(newest, status) {
+        if !Frontier::shares_stamps(newest, |ticket| self.tracker.query(ticket))? {
             return Ok(None);
         }
         let Some(timed) = self.tracker.time(&newest.ticket)? else {

@@ -257,13 +257,7 @@ impl<T: QueueTracker> HostQueue<T> {
         let timed = submission.config().profiling;
         let (point, signal) =
             Completion::publish(completion, |held| event::record(held, submission, timed))?;
-        Ok(Event::new(
-            submission.clone(),
-            completion.clone(),
-            point,
-            signal,
-            timed,
-        ))
+        Ok(Event::new(completion.clone(), point, signal, timed))
     }
 
     /// Waits until everything submitted to the queue so far completed

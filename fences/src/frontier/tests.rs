@@ -248,21 +248,32 @@ fn a_timed_marker_shares_only_a_running_stamped_command_in_host_memory() {
         placement: Placement::Host,
         refused: false,
     };
-    assert!(Frontier::shares_stamps(&newest, Status::Pending));
+    let asked = Cell::new(0);
+    let shares = |newest: &Newest, status: Status| {
+        Frontier::shares_stamps(newest, |_| {
+            asked.set(asked.get() + 1);
+            Ok::<_, ()>(status)
+        })
+        .unwrap()
+    };
+    assert!(shares(&newest, Status::Pending));
     // Finished long ago: its end is not the marker's.
-    assert!(!Frontier::shares_stamps(&newest, Status::Complete));
+    assert!(!shares(&newest, Status::Complete));
+    assert_eq!(asked.get(), 2);
     // A marker or a wait writes no stamps.
     let marker = Newest {
         stamped: false,
         ..newest
     };
-    assert!(!Frontier::shares_stamps(&marker, Status::Pending));
+    assert!(!shares(&marker, Status::Pending));
     // In device memory its stamps cost PCIe reads: a marker is cheaper.
     let device = Newest {
         placement: Placement::Device,
         ..newest
     };
-    assert!(!Frontier::shares_stamps(&device, Status::Pending));
+    assert!(!shares(&device, Status::Pending));
+    // Neither was loaded to find that out.
+    assert_eq!(asked.get(), 2, "a load where none could help");
 }
 
 #[test]
