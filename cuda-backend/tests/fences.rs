@@ -1,6 +1,6 @@
 //! The queue layer (`fences`) on a real NVIDIA GPU: events, synchronize with
 //! the CPU wait outside the submission lock, cross-stream waits, and the
-//! regression test of docs/design.md section 4 (CLR #13532) with a spin kernel
+//! regression test of docs/design.md section 4 (CLR's wait under the lock) with a spin kernel
 //! that waits for a host flag.
 //!
 //! Each test skips, saying so on stderr, where there is no driver or no

@@ -1,4 +1,5 @@
-//! The pattern that hung real workloads (CLR issue #11678, fixed by #13532),
+//! The pattern that hung real workloads (until CLR waited for the marker after
+//! releasing the lock),
 //! measured for the fixed and the old behaviour in one run.
 //!
 //! 8 threads over 8 queues of one threaded simulator (MI300X costs,

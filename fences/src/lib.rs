@@ -2,7 +2,7 @@
 //! tracker, whose execution lock covers submission only.
 //!
 //! This crate reproduces AMD CLR's fix "wait for a small-batch sync marker
-//! after releasing lock" (#13532) and the queue-side parts of the retiring
+//! after releasing lock" and the queue-side parts of the retiring
 //! signal tracker work (docs/design.md section 4):
 //!
 //! - [`HostQueue`]: packet publication (reserve a slot, acquire a signal for

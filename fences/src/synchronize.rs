@@ -1,6 +1,6 @@
 //! Synchronize: markers, and CLR's CompleteCpuWait.
 //!
-//! The protocol (CLR #13532), for a pending batch smaller than
+//! The protocol (CLR's fix of the wait under the lock), for a pending batch smaller than
 //! [`QueueConfig::cpu_sync_batch`](crate::QueueConfig):
 //!
 //! 1. Under the execution lock: publish a marker (empty work, barrier bit:

@@ -1,5 +1,5 @@
 //! The regression test of docs/design.md section 4 (CLR's
-//! Unit_hipStreamSynchronize_ConcurrentSubmitFromOtherThread, #13532), on
+//! Unit_hipStreamSynchronize_ConcurrentSubmitFromOtherThread), on
 //! the queue layer over each backend.
 //!
 //! A kernel spins until the host sets a flag. While the main thread is
