@@ -33,7 +33,7 @@ use crate::recycle::{Pool, Stash};
 use crate::stats::{Counters, QueueStats, bump};
 use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering, identity};
 use sigretire_tracker::{
-    Placement, Purpose, QueueView, SignalMemory, Status, Ticket, Waiter, Work,
+    HardwareQueue, Placement, Purpose, QueueView, SignalMemory, Status, Ticket, Waiter, Work,
 };
 use std::time::{Duration, Instant};
 
@@ -404,13 +404,20 @@ impl<T: QueueTracker> QueueCore<T> {
     /// A query's answer from what the layer knows (under the lock), or the
     /// need for a marker.
     fn plan_query(&self, inner: &mut Inner<T>) -> Result<QueryPlan, Error> {
+        // Where work the layer did not publish may run, the hardware's own
+        // answer (if it has one) covers it; else a marker after it does.
+        let unknown = |inner: &Inner<T>| match HardwareQueue::idle(inner.tracker.queue()) {
+            Some(true) => QueryPlan::Known(Status::Complete, None),
+            Some(false) => QueryPlan::Known(Status::Pending, None),
+            None => QueryPlan::Marker,
+        };
         let Some(newest) = inner.frontier.trusted().copied() else {
             let idle = inner.order_debt.is_none()
                 && inner.frontier.idle_since_creation(inner.tracker.queue());
             return Ok(if idle {
                 QueryPlan::Known(Status::Complete, None)
             } else {
-                QueryPlan::Marker
+                unknown(inner)
             });
         };
         // At most one load. Failed or still running, it answers for the
@@ -423,7 +430,7 @@ impl<T: QueueTracker> QueueCore<T> {
         Ok(if answers {
             QueryPlan::Known(status, Some(newest.ticket))
         } else {
-            QueryPlan::Marker
+            unknown(inner)
         })
     }
 
