@@ -33,7 +33,7 @@
 //! publishes a marker (which then is the newest command, and usually
 //! stands) or waits.
 
-use crate::sync::{AtomicU64, Ordering, RwLock};
+use crate::sync::{AtomicBool, AtomicU64, Ordering, RwLock};
 use sigretire_tracker::{HardwareQueue, Placement, Ticket};
 
 /// "No packet published on this hardware queue yet": the index before 0,
@@ -68,6 +68,11 @@ pub(crate) struct Frontier {
     /// wake packets, fillers) the layer published on the current hardware
     /// queue; [`NO_PACKET`] before any.
     last_packet: u64,
+    /// A packet of the layer's since its newest command was not the one
+    /// right after its previous packet: someone else reserved the slots in
+    /// between (the write index after the layer's newest packet says
+    /// nothing of those).
+    foreign_since_newest: bool,
     /// Which hardware queue is current: the stream's count of moves.
     hardware_queue: u32,
 }
@@ -78,6 +83,7 @@ impl Default for Frontier {
             newest: None,
             newest_here: false,
             last_packet: NO_PACKET,
+            foreign_since_newest: false,
             hardware_queue: 0,
         }
     }
@@ -108,7 +114,7 @@ impl Frontier {
     /// Whether work the layer did not publish may follow its newest packet
     /// on `queue` (the current hardware queue).
     pub(crate) fn followed_by_foreign_work<Q: HardwareQueue>(&self, queue: &Q) -> bool {
-        queue.foreign_work_after(self.last_packet)
+        self.foreign_since_newest || queue.foreign_work_after(self.last_packet)
     }
 
     /// The newest command, if its completion proves everything on the
@@ -131,14 +137,21 @@ impl Frontier {
     /// A packet of any kind was published at `index` on the current
     /// hardware queue.
     pub(crate) fn note_packet(&mut self, index: u64, horizon: &Horizon<impl HardwareQueue>) {
+        if index != self.last_packet.wrapping_add(1) {
+            // Slots between the layer's packets are someone else's.
+            self.foreign_since_newest = true;
+        }
         self.last_packet = index;
-        horizon.note_packet(index);
+        horizon.note_packet(index, self.foreign_since_newest);
     }
 
-    /// A command was published (its last packet already noted).
-    pub(crate) fn note_command(&mut self, newest: Newest) {
+    /// A command was published (its packets already noted): a fence, it
+    /// covers whatever ran before it on the queue.
+    pub(crate) fn note_command(&mut self, newest: Newest, horizon: &Horizon<impl HardwareQueue>) {
         self.newest = Some(newest);
         self.newest_here = true;
+        self.foreign_since_newest = false;
+        horizon.note_packet(self.last_packet, false);
     }
 
     /// The newest command was refused in part after issuing the rest.
@@ -160,6 +173,7 @@ impl Frontier {
     pub(crate) fn note_move(&mut self) {
         self.newest_here = false;
         self.last_packet = NO_PACKET;
+        self.foreign_since_newest = false;
         self.hardware_queue = self.hardware_queue.wrapping_add(1);
     }
 
@@ -179,6 +193,8 @@ pub(crate) struct Horizon<Q> {
     queue: RwLock<Q>,
     /// [`Frontier::last_packet`], for readers without the lock.
     last_packet: AtomicU64,
+    /// [`Frontier::foreign_since_newest`], likewise.
+    foreign_seen: AtomicBool,
 }
 
 impl<Q: HardwareQueue> Horizon<Q> {
@@ -186,16 +202,20 @@ impl<Q: HardwareQueue> Horizon<Q> {
         Self {
             queue: RwLock::new(queue),
             last_packet: AtomicU64::new(NO_PACKET),
+            foreign_seen: AtomicBool::new(false),
         }
     }
 
-    fn note_packet(&self, index: u64) {
+    fn note_packet(&self, index: u64, foreign_seen: bool) {
+        self.foreign_seen.store(foreign_seen, Ordering::Release);
         self.last_packet.store(index, Ordering::Release);
     }
 
     /// The stream moved to `queue` (under the execution lock).
     pub(crate) fn note_move(&self, queue: Q) {
-        *self.queue.write() = queue;
+        let mut current = self.queue.write();
+        *current = queue;
+        self.foreign_seen.store(false, Ordering::Release);
         self.last_packet.store(NO_PACKET, Ordering::Release);
     }
 
@@ -208,6 +228,7 @@ impl<Q: HardwareQueue> Horizon<Q> {
         // read (a move replaces both under the write side; packets are
         // noted under the execution lock, which a move holds too).
         let queue = self.queue.read();
-        queue.foreign_work_after(self.last_packet.load(Ordering::Acquire))
+        self.foreign_seen.load(Ordering::Acquire)
+            || queue.foreign_work_after(self.last_packet.load(Ordering::Acquire))
     }
 }

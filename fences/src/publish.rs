@@ -296,17 +296,20 @@ impl<T: QueueTracker> Inner<T> {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.signals = acquired.placement;
-        self.frontier.note_command(Newest {
-            seq,
-            index: acquired.publication.index(),
-            ticket: acquired.ticket,
-            stamped: matches!(
-                packet.work,
-                Work::Empty | Work::Kernel(_) | Work::Dispatch(_)
-            ),
-            placement: acquired.placement,
-            refused: false,
-        });
+        self.frontier.note_command(
+            Newest {
+                seq,
+                index: acquired.publication.index(),
+                ticket: acquired.ticket,
+                stamped: matches!(
+                    packet.work,
+                    Work::Empty | Work::Kernel(_) | Work::Dispatch(_)
+                ),
+                placement: acquired.placement,
+                refused: false,
+            },
+            &self.horizon,
+        );
         bump(&counters.commands);
         if packet.purpose != Purpose::Completion {
             bump(&counters.markers);
@@ -441,7 +444,13 @@ impl<T: QueueTracker> Inner<T> {
             }
         };
         bump(&counters.order_waits);
-        if let Err(refused) = self.tracker.attach(&published.entry.ticket, pin) {
+        // The stream's newest fence until the next command: it joins the
+        // open batch, so that whatever completes the batch through it (a
+        // synchronize answered by it, its failure) sees it as the fence,
+        // on the queue it ran on.
+        let consumer = published.entry.ticket;
+        self.batch.push(published.entry);
+        if let Err(refused) = self.tracker.attach(&consumer, pin) {
             // Cannot happen (the consumer is this queue's own use); the
             // packet may read the signal all the same: keep the pin.
             self.unattached.push(refused.pin);

@@ -364,6 +364,12 @@ impl<T: QueueTracker> QueueCore<T> {
                     inner.tracker.poll();
                 }
                 let outcome = step(this, &mut inner);
+                // A fence published on the way (a move's order wait ahead of
+                // a refused publication) counts as submitted too: nothing
+                // lock-free may answer past it.
+                this.progress
+                    .submitted
+                    .fetch_max(inner.last_seq(), Ordering::AcqRel);
                 // Usually none closed; else a recycled list takes their place.
                 let closed = (!inner.closed.is_empty()).then(|| {
                     let empty = this.closed_lists.take().unwrap_or_default();
@@ -445,6 +451,8 @@ impl<T: QueueTracker> QueueCore<T> {
             && (inner.frontier.standing(inner.tracker.queue()).is_some()
                 || inner.tracker.known_status(&newest.ticket)? == Some(Status::Failed))
         {
+            // A failed one is refused when it is pinned: the stream's work
+            // failed, and what follows it in order may not run as if not.
             return Ok(Some(Step::Done(newest.ticket)));
         }
         if inner.frontier.newest().is_none()
@@ -452,13 +460,14 @@ impl<T: QueueTracker> QueueCore<T> {
         {
             return Ok(None);
         }
-        let published = match inner
-            .publish(&self.stats, Packet::new(Work::Marker, Purpose::GpuWaiter))?
-            .or_retry()
-        {
-            Ok(published) => published,
-            Err(retry) => return Ok(Some(retry)),
-        };
+        let published =
+            match inner.publish(&self.stats, Packet::new(Work::Marker, Purpose::GpuWaiter)) {
+                Ok(step) => match step.or_retry() {
+                    Ok(published) => published,
+                    Err(retry) => return Ok(Some(retry)),
+                },
+                Err(error) => return Err(error),
+            };
         let ticket = published.entry.ticket;
         self.push_command(inner, published.entry, true);
         Ok(Some(Step::Done(ticket)))
@@ -499,15 +508,17 @@ impl<T: QueueTracker> QueueCore<T> {
     /// Whether anything the layer published may still run (under the
     /// lock): a command not known complete, or a wake packet still waiting.
     fn may_still_run(&self, inner: &mut Inner<T>) -> bool {
-        if inner.frontier.newest().is_none() && inner.order_debt.is_none() {
-            return false;
-        }
-        let newest_done = match inner.frontier.trusted().copied() {
+        // The newest command, on whichever hardware queue, is a fence after
+        // every other packet of the layer's that names a tracker's signal
+        // (a move's order wait pins it or an earlier use): once it
+        // completed, only wake packets may still read a signal. A refused
+        // one answers Failed while its issued part may run: not done.
+        let newest_done = match inner.frontier.newest().copied() {
             Some(newest) => inner.tracker.query(&newest.ticket).ok() == Some(Status::Complete),
-            None => false,
+            None => inner.order_debt.is_none(),
         };
         let memory = self.waiter.memory();
-        !newest_done || inner.order_debt.is_some() || inner.wakes.release_done(memory)
+        !newest_done || inner.wakes.release_done(memory)
     }
 
     /// Waits for `ticket`'s use outside the lock (back-pressure).
@@ -640,6 +651,13 @@ impl<T: QueueTracker> QueueCore<T> {
         // use's signal, and keeps its pin.
         inner.wakes.release_done(self.waiter.memory());
         inner.tracker.note_drained();
+        if !inner.left_queues.is_empty() {
+            // The drain proves the current hardware queue's uses only. The
+            // queues the stream left ran its older uses: each one's newest
+            // fence, loaded once, retires them (and lets go of the pins
+            // their waits held) rather than leaving them in flight.
+            inner.tracker.poll();
+        }
         inner.unattached.clear();
         bump(&self.stats.state_resets);
     }
@@ -965,9 +983,12 @@ impl<T: QueueTracker> HostQueue<T> {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Tracker`] if the tracker cannot pin the old queue's newest
-    /// command; if that command failed, the device's error (the device is
-    /// then in the error state).
+    /// [`Error::ForeignSignalMemory`] for a queue whose packets cannot name
+    /// the tracker's signals; [`Error::Tracker`] if the tracker cannot pin
+    /// the old queue's newest command; [`Error::QueueFailed`] (the device
+    /// then in the error state) if the stream's work on the old queue
+    /// failed: work after it in stream order may not run as if it had not.
+    /// A stream whose hardware queue failed is dropped, and a new one made.
     pub fn move_to(&self, queue: T::Queue) -> Result<(), Error> {
         let core = self.core();
         let memory_domain = core.waiter.memory().signal_domain();
@@ -978,7 +999,15 @@ impl<T: QueueTracker> HostQueue<T> {
             return Err(Error::ForeignSignalMemory);
         }
         let finished = QueueCore::with_publication(core, |core, inner| {
-            if inner.order_debt.is_none() {
+            // Moved before with nothing published since, the stream still
+            // owes the queue before: that debt stands, unless work of
+            // someone else's landed on the queue it leaves now, which a
+            // marker there (paying the old debt first) must cover too.
+            let owes_more = inner.order_debt.is_none()
+                || inner
+                    .frontier
+                    .followed_by_foreign_work(inner.tracker.queue());
+            if owes_more {
                 let owed = match core.owed_by_old_queue(inner)?.map(Step::or_retry) {
                     None => None,
                     Some(Ok(owed)) => Some(owed),
