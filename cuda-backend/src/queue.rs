@@ -772,6 +772,13 @@ impl HardwareQueue for CudaQueue {
     /// index since `newest`, or work the queue did not publish was
     /// enqueued after it ([`note_foreign_work`](Self::note_foreign_work),
     /// the queue's own untracked launches).
+    /// The driver's answer (`cuStreamQuery`, which takes its lock: the
+    /// queue layer asks only where work it did not publish may run, as on
+    /// an adopted stream).
+    fn idle(&self) -> Option<bool> {
+        self.is_idle().ok()
+    }
+
     fn foreign_work_after(&self, newest: u64) -> bool {
         self.is_adopted()
             || self.inner.reserved.load(Ordering::Acquire) != newest.wrapping_add(1)

@@ -30,7 +30,9 @@
 //! Under the execution lock, [`Outlook::verdict`] (of the
 //! [`Frontier::outlook`] on the hardware queue) answers what the newest
 //! command proves about the stream (the synchronize, the query, a
-//! cross-queue wait on the queue, a move, a shared completion all read it);
+//! cross-queue wait on the queue, a move, a shared completion all read it;
+//! where it knows nothing, a query asks the hardware,
+//! [`Frontier::hardware_status`], before it publishes a marker);
 //! [`Outlook::standing`] whether it stands for the hardware queue (a
 //! second synchronize joining a marker in flight), [`Frontier::shares_stamps`]
 //! whether a timed event may share its end, [`Frontier::published_work_done`]
@@ -41,7 +43,7 @@
 //! then is the newest command, and usually stands) or waits.
 
 use crate::progress::Progress;
-use crate::sync::{AtomicU64, Ordering, RwLock};
+use crate::sync::{AtomicBool, AtomicU64, Ordering, RwLock};
 use sigretire_tracker::{HardwareQueue, Placement, Status, Ticket};
 
 /// "No packet published on this hardware queue yet": the index before 0,
@@ -154,6 +156,11 @@ pub(crate) struct Frontier {
     /// wake packets, fillers) the layer published on the current hardware
     /// queue; [`NO_PACKET`] before any.
     last_packet: u64,
+    /// A packet of the layer's since its newest command was not the one
+    /// right after its previous packet: someone else reserved the slots in
+    /// between (the write index after the layer's newest packet says
+    /// nothing of those).
+    foreign_since_newest: bool,
     /// Which hardware queue is current: the stream's count of moves.
     hardware_queue: u32,
 }
@@ -164,6 +171,7 @@ impl Default for Frontier {
             newest: None,
             newest_here: false,
             last_packet: NO_PACKET,
+            foreign_since_newest: false,
             hardware_queue: 0,
         }
     }
@@ -190,8 +198,8 @@ impl Frontier {
 
     /// Whether work the layer did not publish may follow its newest packet
     /// on `queue` (the current hardware queue).
-    fn followed_by_foreign_work<Q: HardwareQueue>(&self, queue: &Q) -> bool {
-        queue.foreign_work_after(self.last_packet)
+    pub(crate) fn followed_by_foreign_work<Q: HardwareQueue>(&self, queue: &Q) -> bool {
+        self.foreign_since_newest || queue.foreign_work_after(self.last_packet)
     }
 
     /// What the frontier sees on `queue` (the current hardware queue) now,
@@ -202,6 +210,24 @@ impl Frontier {
             trusted: self.trusted(),
             stands: !foreign,
             idle: self.newest.is_none() && !foreign,
+        }
+    }
+
+    /// Where nothing the layer knows answers ([`Verdict::Unknown`]: work
+    /// it did not publish may follow its newest command, or that command
+    /// was refused in part), the hardware's own word on everything on
+    /// `queue` (the current hardware queue), where the backend can ask it
+    /// ([`HardwareQueue::idle`]: a CUDA stream; an AQL queue cannot tell).
+    /// Pending is the answer a marker published now would give. Complete
+    /// covers the stream only where nothing of it runs elsewhere: not while
+    /// a move's order wait is still `owed` (the queue left may still run
+    /// the stream's work, which nothing on this queue waits for yet).
+    /// `None`: only a marker after everything answers.
+    pub(crate) fn hardware_status<Q: HardwareQueue>(queue: &Q, owed: bool) -> Option<Status> {
+        match queue.idle()? {
+            false => Some(Status::Pending),
+            true if owed => None,
+            true => Some(Status::Complete),
         }
     }
 
@@ -223,19 +249,22 @@ impl Frontier {
     }
 
     /// Whether everything the layer published is done, as far as its
-    /// newest command says (`status`: its status, asked only if it is the
-    /// stream's word): none published, or the newest done. Work the layer
-    /// did not publish is not the layer's to wait for.
+    /// newest command says (`status`: its status, asked only where it
+    /// could answer): none published, or the newest done. The newest
+    /// command, on whichever hardware queue, is a fence after every other
+    /// packet of the layer's that names a tracker's signal (a move's order
+    /// wait pins it or an earlier use): once it completed, only wake
+    /// packets may still read a signal. One refused in part is not done
+    /// (its issued packets may still run). Work the layer did not publish
+    /// is not the layer's to wait for.
     pub(crate) fn published_work_done<E>(
         &self,
         status: impl FnOnce(&Ticket) -> Result<Status, E>,
     ) -> Result<bool, E> {
-        if self.newest.is_none() {
-            return Ok(true);
-        }
-        match self.trusted() {
+        match self.newest {
+            None => Ok(true),
+            Some(newest) if newest.refused => Ok(false),
             Some(newest) => Ok(status(&newest.ticket)? == Status::Complete),
-            None => Ok(false),
         }
     }
 
@@ -252,14 +281,21 @@ impl Frontier {
     /// A packet of any kind was published at `index` on the current
     /// hardware queue.
     pub(crate) fn note_packet(&mut self, index: u64, horizon: &Horizon<impl HardwareQueue>) {
+        if index != self.last_packet.wrapping_add(1) {
+            // Slots between the layer's packets are someone else's.
+            self.foreign_since_newest = true;
+        }
         self.last_packet = index;
-        horizon.note_packet(index);
+        horizon.note_packet(index, self.foreign_since_newest);
     }
 
-    /// A command was published (its last packet already noted).
-    pub(crate) fn note_command(&mut self, newest: Newest) {
+    /// A command was published (its packets already noted): a fence, it
+    /// covers whatever ran before it on the queue.
+    pub(crate) fn note_command(&mut self, newest: Newest, horizon: &Horizon<impl HardwareQueue>) {
         self.newest = Some(newest);
         self.newest_here = true;
+        self.foreign_since_newest = false;
+        horizon.note_packet(self.last_packet, false);
     }
 
     /// The newest command was refused in part after issuing the rest.
@@ -281,6 +317,7 @@ impl Frontier {
     pub(crate) fn note_move<Q: HardwareQueue>(&mut self, queue: Q, horizon: &Horizon<Q>) {
         self.newest_here = false;
         self.last_packet = NO_PACKET;
+        self.foreign_since_newest = false;
         self.hardware_queue = self.hardware_queue.wrapping_add(1);
         horizon.note_move(queue);
     }
@@ -295,6 +332,8 @@ pub(crate) struct Horizon<Q> {
     queue: RwLock<Q>,
     /// [`Frontier::last_packet`], for readers without the lock.
     last_packet: AtomicU64,
+    /// [`Frontier::foreign_since_newest`], likewise.
+    foreign_seen: AtomicBool,
 }
 
 impl<Q: HardwareQueue> Horizon<Q> {
@@ -302,15 +341,21 @@ impl<Q: HardwareQueue> Horizon<Q> {
         Self {
             queue: RwLock::new(queue),
             last_packet: AtomicU64::new(NO_PACKET),
+            foreign_seen: AtomicBool::new(false),
         }
     }
 
-    fn note_packet(&self, index: u64) {
+    fn note_packet(&self, index: u64, foreign_seen: bool) {
+        self.foreign_seen.store(foreign_seen, Ordering::Release);
         self.last_packet.store(index, Ordering::Release);
     }
 
     fn note_move(&self, queue: Q) {
-        *self.queue.write() = queue;
+        // Both replaced under the write side: a reader of the queue reads
+        // the facts of that queue.
+        let mut current = self.queue.write();
+        *current = queue;
+        self.foreign_seen.store(false, Ordering::Release);
         self.last_packet.store(NO_PACKET, Ordering::Release);
     }
 
@@ -329,7 +374,8 @@ impl<Q: HardwareQueue> Horizon<Q> {
         // read (a move replaces both under the write side; packets are
         // noted under the execution lock, which a move holds too).
         let queue = self.queue.read();
-        queue.foreign_work_after(self.last_packet.load(Ordering::Acquire))
+        self.foreign_seen.load(Ordering::Acquire)
+            || queue.foreign_work_after(self.last_packet.load(Ordering::Acquire))
     }
 }
 

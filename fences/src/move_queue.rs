@@ -11,9 +11,12 @@ use crate::submission::{Held, Submission};
 use crate::sync::Arc;
 use sigretire_tracker::{Purpose, QueueView, SignalMemory, Ticket, Work};
 
-/// Moves the stream to `queue`. Publishes nothing itself: the next packet
-/// on the new queue is preceded by a wait for the old queue's newest
-/// command, if that may still run.
+/// Moves the stream to `queue`. Publishes nothing itself, unless a marker
+/// on the old queue must cover work the layer did not publish: the next
+/// packet on the new queue is preceded by a wait for the old queue's newest
+/// command (or that marker), if that may still run. A failed old queue
+/// refuses the move: work after it in stream order may not run as if it
+/// had not.
 pub(crate) fn move_to<T: QueueTracker>(
     submission: &Arc<Submission<T>>,
     completion: &Arc<Completion<T>>,
@@ -27,7 +30,11 @@ pub(crate) fn move_to<T: QueueTracker>(
         return Err(MoveError::ForeignSignalMemory);
     }
     let finished = Completion::publish(completion, |held| {
-        if !held.publisher().owes_order_wait() {
+        // Moved before with nothing published since, the stream still owes
+        // the queue before: that debt stands, unless work of someone else's
+        // landed on the queue it leaves now, which a marker there (paying
+        // the old debt first) must cover too.
+        if held.publisher().owes_more_order() {
             let owed = match owed_by_old_queue(held)?.map(Step::or_retry) {
                 None => None,
                 Some(Ok(owed)) => Some(owed),

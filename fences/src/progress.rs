@@ -41,6 +41,12 @@ impl Progress {
         self.submitted.store(seq, Ordering::Release);
     }
 
+    /// Every command up to `seq` was published, whether or not it joined a
+    /// batch yet (under the lock, after each step of publication).
+    pub(crate) fn note_submitted_through(&self, seq: u64) {
+        self.submitted.fetch_max(seq, Ordering::AcqRel);
+    }
+
     /// Every command up to `seq` left the open batch.
     pub(crate) fn note_taken(&self, seq: u64) {
         self.taken_through.fetch_max(seq, Ordering::AcqRel);

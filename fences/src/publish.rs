@@ -9,7 +9,7 @@
 //! the use the tracker named and retries ([`Step`],
 //! [`Submission::publish_with`](crate::submission::Submission::publish_with)).
 
-use crate::batch::{CommandState, Entry};
+use crate::batch::{Batch, CommandState, Entry};
 use crate::error::Fault;
 use crate::frontier::{Frontier, Horizon, Newest, Verdict};
 use crate::recycle::Stash;
@@ -188,6 +188,12 @@ impl<T: QueueTracker> Publisher<T> {
         Ok(outlook.verdict(|ticket| self.tracker.query(ticket).map(Some))?)
     }
 
+    /// Where nothing the layer knows answers, the hardware's word on the
+    /// stream ([`Frontier::hardware_status`]); `None`: a marker must.
+    pub(crate) fn hardware_status(&self) -> Option<sigretire_tracker::Status> {
+        Frontier::hardware_status(self.tracker.queue(), self.owes_order_wait())
+    }
+
     /// The newest command, if it stands for the hardware queue and is not
     /// known failed (no load).
     pub(crate) fn standing(&self) -> Result<Option<Newest>, Fault> {
@@ -197,8 +203,12 @@ impl<T: QueueTracker> Publisher<T> {
     }
 
     /// Whether everything the layer published is done, as far as its
-    /// newest command says (one load at most).
+    /// newest command, on whichever hardware queue, says (one load at
+    /// most); with none, whether no order wait is owed.
     pub(crate) fn published_work_done(&mut self) -> bool {
+        if self.frontier.newest_seq() == 0 {
+            return !self.owes_order_wait();
+        }
         let tracker = &mut self.tracker;
         self.frontier
             .published_work_done(|ticket| tracker.query(ticket))
@@ -220,13 +230,15 @@ impl<T: QueueTracker> Publisher<T> {
     }
 
     /// Publishes one packet. Returns the command entry; the caller adds it
-    /// to a batch.
+    /// to a batch. A move's order wait owed goes first, into `open` (the
+    /// open batch).
     pub(crate) fn publish(
         &mut self,
         counters: &Counters,
+        open: &mut Batch,
         packet: Packet<'_>,
     ) -> Result<Step<Published<T::Memory>>, Fault> {
-        if let Err(retry) = self.pay_order_debt(counters)?.or_retry() {
+        if let Err(retry) = self.pay_order_debt(counters, open)?.or_retry() {
             return Ok(retry);
         }
         let index = match self.tracker.queue().reserve() {
@@ -293,17 +305,21 @@ impl<T: QueueTracker> Publisher<T> {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.placement = acquired.placement;
-        self.frontier.note_command(Newest {
-            seq,
-            index: acquired.publication.index(),
-            ticket: acquired.ticket,
-            stamped: matches!(
-                packet.work,
-                Work::Empty | Work::Kernel(_) | Work::Dispatch(_)
-            ),
-            placement: acquired.placement,
-            refused: false,
-        });
+        // A fence: it covers whatever ran before it on the queue.
+        self.frontier.note_command(
+            Newest {
+                seq,
+                index: acquired.publication.index(),
+                ticket: acquired.ticket,
+                stamped: matches!(
+                    packet.work,
+                    Work::Empty | Work::Kernel(_) | Work::Dispatch(_)
+                ),
+                placement: acquired.placement,
+                refused: false,
+            },
+            &self.horizon,
+        );
         bump(&counters.commands);
         if packet.purpose != Purpose::Completion {
             bump(&counters.markers);
@@ -332,10 +348,11 @@ impl<T: QueueTracker> Publisher<T> {
     pub(crate) fn publish_all(
         &mut self,
         counters: &Counters,
+        open: &mut Batch,
         works: &[Work<'_>],
         ops: u32,
     ) -> Result<Step<Published<T::Memory>>, Fault> {
-        if let Err(retry) = self.pay_order_debt(counters)?.or_retry() {
+        if let Err(retry) = self.pay_order_debt(counters, open)?.or_retry() {
             return Ok(retry);
         }
         let mut first = None;
@@ -409,16 +426,17 @@ impl<T: QueueTracker> Publisher<T> {
     /// Publishes the barrier-AND that orders a new hardware queue after the
     /// old one's newest command, if a move left one to publish. Its pin is
     /// attached to the wait's own use, so the old signal is not re-armed
-    /// while the new queue may still read it. The wait is no command of its
-    /// own: the packet published right after it (a fence, as every packet
-    /// here) completes only after it.
-    fn pay_order_debt(&mut self, counters: &Counters) -> Result<Step<()>, Fault> {
+    /// while the new queue may still read it. The wait is a command of its
+    /// own (a fence, as every packet here), the stream's newest until the
+    /// packet published right after it: it joins the `open` batch there
+    /// and then, even where that packet is not published after all.
+    fn pay_order_debt(&mut self, counters: &Counters, open: &mut Batch) -> Result<Step<()>, Fault> {
         let Some(pin) = self.moves.order_debt.take() else {
             return Ok(Step::Done(()));
         };
         let handle = [pin.packet_handle()];
         let packet = Packet::new(Work::Wait(&handle), Purpose::Completion);
-        let not_done = match self.publish(counters, packet) {
+        let not_done = match self.publish(counters, open, packet) {
             Ok(Step::Done(published)) => Ok(published),
             Ok(Step::Backpressure(ticket)) => Err(Ok(Step::Backpressure(ticket))),
             Ok(Step::RingFull) => Err(Ok(Step::RingFull)),
@@ -433,7 +451,13 @@ impl<T: QueueTracker> Publisher<T> {
             }
         };
         bump(&counters.order_waits);
-        self.attach(&published.entry.ticket, pin)?;
+        // The stream's newest fence until the next command: it joins the
+        // open batch, so that whatever completes the batch through it (a
+        // synchronize answered by it, its failure) sees it as the fence,
+        // on the queue it ran on.
+        let consumer = published.entry.ticket;
+        open.push(published.entry);
+        self.attach(&consumer, pin)?;
         Ok(Step::Done(()))
     }
 
@@ -458,6 +482,14 @@ impl<T: QueueTracker> Publisher<T> {
     /// Whether a move left an order wait to publish.
     pub(crate) fn owes_order_wait(&self) -> bool {
         self.moves.order_debt.is_some()
+    }
+
+    /// Whether a move now must order the new queue behind more than the
+    /// stream already owes: nothing is owed yet, or work the layer did not
+    /// publish follows its packets on the queue it leaves (the old debt
+    /// covers none of that).
+    pub(crate) fn owes_more_order(&self) -> bool {
+        !self.owes_order_wait() || self.frontier.followed_by_foreign_work(self.tracker.queue())
     }
 
     /// A move pins `owed` (the old queue's newest command, `None` when
@@ -551,6 +583,13 @@ impl<T: QueueTracker> Publisher<T> {
     /// the pins its waits held), and the pins kept unattached go.
     pub(crate) fn note_drained(&mut self) {
         self.tracker.note_drained();
+        if !self.moves.left_queues.is_empty() {
+            // The drain proves the current hardware queue's uses only. The
+            // queues the stream left ran its older uses: each one's newest
+            // fence, loaded once, retires them (and lets go of the pins
+            // their waits held) rather than leaving them in flight.
+            self.tracker.poll();
+        }
         self.unattached.clear();
     }
 

@@ -1,6 +1,7 @@
 //! A queue's query (`hipStreamQuery`): whether everything submitted so far
 //! completed, from what is known (the frontier's verdict on the newest
-//! command, one load at most), else from a marker published after
+//! command, one load at most; where that knows nothing, the hardware's own
+//! answer if the backend has one), else from a marker published after
 //! everything, which then answers the queries after it too while nothing
 //! else follows.
 
@@ -30,7 +31,12 @@ fn known<T: QueueTracker>(held: &mut Held<'_, T>) -> Result<Answer, Fault> {
         Verdict::Done(newest) => Answer::Known(Status::Complete, Some(newest.ticket)),
         Verdict::Running { newest, .. } => Answer::Known(Status::Pending, Some(newest.ticket)),
         Verdict::Failed(newest) => Answer::Known(Status::Failed, Some(newest.ticket)),
-        Verdict::Unknown => Answer::Marker,
+        // Where work the layer did not publish may run, the hardware's own
+        // answer (if it has one) covers it; else a marker after it does.
+        Verdict::Unknown => match held.publisher().hardware_status() {
+            Some(status) => Answer::Known(status, None),
+            None => Answer::Marker,
+        },
     })
 }
 

@@ -356,10 +356,13 @@ impl<T: QueueTracker> HostQueue<T> {
     /// ```
     ///
     /// # Errors
-    /// [`MoveError::ForeignSignalMemory`] for a queue of other signal
-    /// memory; [`MoveError::Tracker`] if the tracker cannot pin the old
-    /// queue's newest command; [`MoveError::QueueFailed`] if that command
-    /// failed (the device is then in the error state).
+    /// [`MoveError::ForeignSignalMemory`] for a queue whose packets cannot
+    /// name the tracker's signals; [`MoveError::Tracker`] if the tracker
+    /// cannot pin the old queue's newest command; [`MoveError::QueueFailed`]
+    /// (the device then in the error state) if the stream's work on the old
+    /// queue failed: work after it in stream order may not run as if it had
+    /// not. A stream whose hardware queue failed is dropped, and a new one
+    /// made.
     pub fn move_to(&self, queue: T::Queue) -> Result<(), MoveError> {
         move_queue::move_to(self.submission(), self.completion(), queue)
     }

@@ -242,6 +242,11 @@ impl<T: QueueTracker> Submission<T> {
                     held.tracker().poll();
                 }
                 let outcome = step(&mut held);
+                // A fence published on the way (a move's order wait ahead
+                // of a refused publication) counts as submitted too:
+                // nothing lock-free may answer past it.
+                let newest = held.publisher().newest_seq();
+                self.progress.note_submitted_through(newest);
                 (outcome, held.take_closed())
             };
             if let Some(mut closed) = closed {
@@ -475,7 +480,10 @@ impl<'a, T: QueueTracker> Held<'a, T> {
         packet: Packet<'_>,
     ) -> Result<Step<Published<T::Memory>>, Fault> {
         let stats = &self.submission.stats;
-        self.guard.publisher.publish(stats, packet)
+        let Exclusive {
+            publisher, open, ..
+        } = &mut *self.guard;
+        publisher.publish(stats, open, packet)
     }
 
     /// Publishes one command of several operations (see
@@ -486,7 +494,10 @@ impl<'a, T: QueueTracker> Held<'a, T> {
         ops: u32,
     ) -> Result<Step<Published<T::Memory>>, Fault> {
         let stats = &self.submission.stats;
-        self.guard.publisher.publish_all(stats, works, ops)
+        let Exclusive {
+            publisher, open, ..
+        } = &mut *self.guard;
+        publisher.publish_all(stats, open, works, ops)
     }
 
     /// Publishes one command and adds it to the open batch (closing the
@@ -676,13 +687,12 @@ impl<'a, T: QueueTracker> Held<'a, T> {
         )
     }
 
-    /// Whether anything the layer published may still run: a command not
-    /// known complete (the frontier's word), an order wait not yet
-    /// published, or a wake packet still waiting.
+    /// Whether anything the layer published may still run: its newest
+    /// command, on whichever hardware queue, not known complete (the
+    /// frontier's word; an order wait owed pins that command), or a wake
+    /// packet still waiting.
     pub(crate) fn may_still_run(&mut self) -> bool {
-        !self.guard.publisher.published_work_done()
-            || self.guard.publisher.owes_order_wait()
-            || self.wakes_waiting()
+        !self.guard.publisher.published_work_done() || self.wakes_waiting()
     }
 
     /// Whether a wake packet has not run yet (one load per wake signal

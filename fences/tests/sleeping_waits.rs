@@ -466,9 +466,11 @@ fn a_configured_spin_on_device_memory_is_honoured_before_the_sleep() {
         };
         let device = device(&platform, config);
         let queue = device.default_queue();
+        // Far longer than the spin, so a spinning thread the OS preempts
+        // for a few milliseconds still finds it running.
         let long = platform
             .sim()
-            .register_kernel(Kernel::Duration(Duration::from_millis(5)));
+            .register_kernel(Kernel::Duration(Duration::from_millis(50)));
         queue.launch(long).unwrap();
         let event = queue.record_event().unwrap();
         let loads = device_loads(&platform);

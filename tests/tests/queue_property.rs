@@ -119,7 +119,26 @@ fn the_queue_layer_answers_only_the_truth_on_the_simulator() {
 
 #[test]
 fn the_queue_layer_answers_only_the_truth_on_the_rocr_standin() {
-    explore_on::<Rocr<false>>(STANDIN_CASES, |c| {
+    explore_on::<Rocr<false>>(STANDIN_CASES, rocr_reaches);
+}
+
+/// Every queue the runtime's own, adopted by the ROCr backend (which never
+/// destroys it), with the runtime's packets between the layer's, and
+/// cross-queue waits on them.
+#[test]
+fn the_queue_layer_answers_only_the_truth_on_adopted_rocr_queues() {
+    explore_on::<Rocr<true>>(STANDIN_CASES, |c| {
+        let mut missed = rocr_reaches(c);
+        if c.cross_waits == 0 {
+            missed.push("cross-queue waits");
+        }
+        missed
+    });
+}
+
+/// The states every stand-in exploration must reach.
+fn rocr_reaches(c: &QueueCoverage) -> Vec<&'static str> {
+    {
         let mut missed = Vec::new();
         for (reached, what) in [
             (c.shared_completions, "shared completions"),
@@ -139,7 +158,7 @@ fn the_queue_layer_answers_only_the_truth_on_the_rocr_standin() {
             }
         }
         missed
-    });
+    }
 }
 
 /// The ROCr backend over a private stand-in, as a machine for the queue
@@ -591,6 +610,104 @@ mod found {
                 runtime_packet_beside,
                 SyncEvent { event: 0 },
                 RUN,
+            ],
+        );
+    }
+    /// The runtime's packet sits before the layer's first packet (a filler
+    /// for a refused publication): nothing of the layer's covers it.
+    #[test]
+    fn the_runtimes_packet_before_a_filler_is_queried() {
+        keeps_every_check(
+            0,
+            &[
+                Foreign {
+                    stream: 0,
+                    gated: false,
+                    barrier: true,
+                },
+                Submit {
+                    stream: 0,
+                    work: WorkChoice::EmptyWaitAny,
+                },
+                Query { stream: 0 },
+            ],
+        );
+    }
+
+    /// A move's order wait ahead of a refused publication is the stream's
+    /// newest fence on the new queue: its failure is that queue's, not the
+    /// old queue's commands'.
+    #[test]
+    fn a_failed_order_wait_fails_the_new_queue_not_the_old_commands() {
+        keeps_every_check(
+            3,
+            &[
+                Launch {
+                    stream: 94,
+                    kernel: K::Gated,
+                },
+                CreateQueue,
+                MoveTo {
+                    stream: 18,
+                    to: MoveTarget::Back,
+                },
+                FailQueue { hw: 131 },
+                Submit {
+                    stream: 141,
+                    work: WorkChoice::EmptyWaitAny,
+                },
+                Synchronize {
+                    stream: 138,
+                    threads: 1,
+                },
+            ],
+        );
+    }
+
+    /// A move's order wait published ahead of a refused publication counts
+    /// as submitted: no lock-free synchronize answers past it.
+    #[test]
+    fn a_synchronize_waits_for_an_order_wait_ahead_of_a_refusal() {
+        keeps_every_check(
+            4,
+            &[
+                Record { stream: 34 },
+                Synchronize {
+                    stream: 122,
+                    threads: 3,
+                },
+                MoveTo {
+                    stream: 118,
+                    to: MoveTarget::Back,
+                },
+                Submit {
+                    stream: 246,
+                    work: WorkChoice::TooManyDependencies,
+                },
+                FailQueue { hw: 242 },
+            ],
+        );
+    }
+
+    /// A drain after a move retires the old queue's uses too, and lets go
+    /// of the pins their waits held on another stream's signals.
+    #[test]
+    fn a_drain_after_a_move_lets_go_of_the_old_queues_pins() {
+        keeps_every_check(
+            0,
+            &[
+                Record { stream: 138 },
+                WaitEvents {
+                    stream: 251,
+                    first: 131,
+                    count: 7,
+                },
+                MoveTo {
+                    stream: 41,
+                    to: MoveTarget::Fresh,
+                },
+                Record { stream: 175 },
+                SyncEvent { event: 235 },
             ],
         );
     }

@@ -528,6 +528,17 @@ pub trait HardwareQueue: QueueView + Clone + Send + Sync + 'static {
         let _ = newest;
         true
     }
+
+    /// Whether everything enqueued on the queue, by anyone, has completed,
+    /// where the backend can ask the hardware (a CUDA stream:
+    /// `cuStreamQuery`); `None` where it cannot (an AQL queue: its read
+    /// index says what was consumed, not what completed), or the question
+    /// failed. A queue layer asks this only where work it did not publish
+    /// may follow its newest command, before it publishes a marker to
+    /// find out.
+    fn idle(&self) -> Option<bool> {
+        None
+    }
 }
 
 /// A hardware queue refused work.

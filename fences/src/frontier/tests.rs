@@ -13,6 +13,8 @@ use std::sync::atomic::AtomicU64 as StdAtomicU64;
 #[derive(Clone, Default)]
 struct Ring {
     write: std::sync::Arc<StdAtomicU64>,
+    /// What the hardware says when asked ([`HardwareQueue::idle`]).
+    idle: Option<bool>,
 }
 
 impl QueueView for Ring {
@@ -38,6 +40,10 @@ impl HardwareQueue for Ring {
 
     fn foreign_work_after(&self, newest: u64) -> bool {
         self.write.load(std::sync::atomic::Ordering::Relaxed) != newest.wrapping_add(1)
+    }
+
+    fn idle(&self) -> Option<bool> {
+        self.idle
     }
 }
 
@@ -81,7 +87,7 @@ impl Stream {
             placement: Placement::Host,
             refused: false,
         };
-        self.frontier.note_command(newest);
+        self.frontier.note_command(newest, &self.horizon);
         newest
     }
 
@@ -182,6 +188,60 @@ fn a_packet_of_the_layers_own_after_the_newest_command_is_no_foreign_work() {
         stream.verdict(Some(Status::Complete)).0,
         Verdict::Done(_)
     ));
+}
+
+#[test]
+fn work_of_another_between_the_layers_packets_is_seen_after_them_too() {
+    let t = tickets(2);
+    let progress = Progress::default();
+    let mut stream = Stream::new();
+    stream.command(1, t[0]);
+    progress.note_submitted(1);
+    progress.note_synced(1);
+    // The runtime's packet, then one of the layer's that is no command (a
+    // wake packet, a filler): the write index follows the layer's packet,
+    // but the slot between is someone else's.
+    stream.foreign_packet();
+    stream.own_packet();
+    assert!(matches!(
+        stream.verdict(Some(Status::Complete)).0,
+        Verdict::Unknown
+    ));
+    assert!(!stream.horizon.all_done(&progress), "without the lock too");
+    // A command is a fence after it: known again.
+    stream.command(2, t[1]);
+    assert!(matches!(
+        stream.verdict(Some(Status::Complete)).0,
+        Verdict::Done(n) if n.seq == 2
+    ));
+    progress.note_submitted(2);
+    progress.note_synced(2);
+    assert!(stream.horizon.all_done(&progress));
+    // A move starts afresh, too.
+    stream.foreign_packet();
+    stream.own_packet();
+    assert!(!stream.horizon.all_done(&progress));
+    stream.frontier.note_move(Ring::default(), &stream.horizon);
+    assert!(stream.horizon.all_done(&progress));
+}
+
+#[test]
+fn where_nothing_known_answers_the_hardware_may_unless_a_move_is_owed() {
+    let ring = |idle| Ring {
+        idle,
+        ..Ring::default()
+    };
+    let status = |idle, owed| Frontier::hardware_status(&ring(idle), owed);
+    // An AQL queue cannot tell: a marker answers.
+    assert_eq!(status(None, false), None);
+    assert_eq!(status(None, true), None);
+    // Busy: a marker published now would be pending too.
+    assert_eq!(status(Some(false), false), Some(Status::Pending));
+    assert_eq!(status(Some(false), true), Some(Status::Pending));
+    // Idle: everything on it is done, which covers the stream unless the
+    // queue it left may still run its work.
+    assert_eq!(status(Some(true), false), Some(Status::Complete));
+    assert_eq!(status(Some(true), true), None);
 }
 
 #[test]
@@ -296,11 +356,15 @@ fn the_layers_work_is_done_when_its_newest_command_is_on_this_queue_and_done() {
     // Refused in part: its issued packets may still run.
     stream.frontier.note_refused();
     assert!(!done(&stream, Status::Complete));
-    // Moved: the old queue may still run the stream's work.
+    // Moved: the newest command, on the queue left, is a fence after all
+    // the stream's work there; while it runs, the old queue may still run
+    // the stream's work.
     let mut moved = Stream::new();
     moved.command(1, t[1]);
     moved.frontier.note_move(Ring::default(), &moved.horizon);
-    assert!(!done(&moved, Status::Complete));
+    assert!(!done(&moved, Status::Pending));
+    // Once it completed, nothing of the layer's runs there any more.
+    assert!(done(&moved, Status::Complete));
 }
 
 #[test]

@@ -127,7 +127,11 @@ impl Checker {
             let earlier = pending_uses(&mut self.completions, completion);
             // SAFETY: `is_known`: a block the simulator owns.
             let value = unsafe { peek_value(completion) };
-            if value <= earlier.len() as i64 {
+            // On a failed queue every packet fails as it is published, and
+            // the failure is in its signal: a later part of the same use
+            // then finds it negative, which no re-arm writes.
+            let failed_here = value < 0 && queue.is_failed();
+            if value <= earlier.len() as i64 && !failed_here {
                 let others: Vec<_> = earlier.iter().map(Use::describe).collect();
                 instance.violation(
                     crate::ViolationKind::RearmWhileInFlight,

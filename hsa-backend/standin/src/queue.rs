@@ -64,6 +64,11 @@ unsafe impl Send for QueueAdapter {}
 unsafe impl Sync for QueueAdapter {}
 
 impl QueueAdapter {
+    /// Whether the simulated queue behind the ring failed.
+    pub(crate) fn is_failed(&self) -> bool {
+        self.sim_queue.get().is_some_and(|queue| queue.is_failed())
+    }
+
     fn new(
         instance: &Instance,
         id: u64,

@@ -572,6 +572,16 @@ impl<G: Gpu> QueueDriver<G> {
         self.ledger.refresh();
         let model = &self.streams[stream].model;
         match error {
+            // A cross-queue wait publishes a marker on its producer, whose
+            // device may be the one refusing work.
+            Error::Aborted { .. }
+                if producer.is_some_and(|p| {
+                    let device = self.streams[p].model.device;
+                    self.device_error(device) != Some(false) && !self.setup.skip_abort
+                }) =>
+            {
+                Ok(())
+            }
             Error::Aborted { .. } => {
                 self.judge_device_error(subject, model.device, error, "a submission")
             }
@@ -1387,6 +1397,10 @@ impl<G: Gpu> QueueDriver<G> {
         let left_at = self.ledger.write_index(current);
         let start = self.ledger.write_index(target);
         let before = self.streams[s].model.required_now();
+        // A move pins the stream's newest packet on its queue (a marker
+        // perhaps, not work of its own): a failure there fails the move.
+        let mut evidence = before.clone();
+        evidence.add(current, self.segment_start(s)..u64::MAX);
         let queue = self.ledger.queue(target).clone();
         match self.handle(s).move_to(queue) {
             Ok(()) => {
@@ -1395,7 +1409,7 @@ impl<G: Gpu> QueueDriver<G> {
                 Ok(())
             }
             Err(error) => {
-                self.judge_call_error("move", s, None, &error.into(), false, Some(&before))
+                self.judge_call_error("move", s, None, &error.into(), false, Some(&evidence))
             }
         }
     }
@@ -1956,6 +1970,13 @@ impl<G: Gpu> QueueDriver<G> {
         // finds nothing new returns without the lock, and what the layer
         // lets go of only at its next publication or drain (a wake
         // packet's pin, a move's order wait) goes then.
+        self.round_trip()?;
+        self.check_census()?;
+        self.tear_down()
+    }
+
+    /// A launch on every healthy stream, then a synchronize of all.
+    fn round_trip(&mut self) -> Result<(), QueueFailure> {
         for s in 0..self.streams.len() {
             let Some(handle) = self.streams[s].handle.clone() else {
                 continue;
@@ -1977,9 +1998,7 @@ impl<G: Gpu> QueueDriver<G> {
                 );
             }
         }
-        self.synchronize_all()?;
-        self.check_census()?;
-        self.tear_down()
+        self.synchronize_all()
     }
 
     fn synchronize_all(&mut self) -> Result<(), QueueFailure> {
@@ -2125,6 +2144,9 @@ impl<G: Gpu> QueueDriver<G> {
             // The default queue lives as long as the device.
             let expected = self.devices[d].queues - 1;
             while device.stats().queue_teardowns < expected {
+                // A queue let go of with work pending goes once that work
+                // ran: the machine runs meanwhile.
+                self.gpu.run_all();
                 if begun.elapsed() >= self.bound {
                     return broke(
                         QueueCheck::Leak,
