@@ -68,6 +68,8 @@ fn owed_by_old_queue<T: QueueTracker>(
 ) -> Result<Option<Step<Ticket>>, Fault> {
     match held.publisher().verdict_known()? {
         Verdict::Idle => return Ok(None),
+        // A failed one is refused when it is pinned: the stream's work
+        // failed, and what follows it in order may not run as if not.
         Verdict::Done(newest)
         | Verdict::Failed(newest)
         | Verdict::Running {
