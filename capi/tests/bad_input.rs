@@ -176,7 +176,7 @@ fn bad_tickets(good: sigretire_ticket, foreign: sigretire_ticket) -> Vec<sigreti
             ..good
         },
         sigretire_ticket {
-            check: good.check ^ 1,
+            slot: good.slot ^ 1,
             ..good
         },
         sigretire_ticket {
@@ -461,7 +461,6 @@ fn invalid_configurations_are_refused() {
         backpressure_window: 0,
         probe_interval: 0,
         stamp_history: 0,
-        ticket_history: 0,
         kind: 0,
         signals: 0,
         generation_bits: 0,
@@ -469,7 +468,7 @@ fn invalid_configurations_are_refused() {
     // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
     // or live handles of this test; the library checks each before use.
     unsafe { assert_eq!(sigretire_config_default(&mut base), SIGRETIRE_OK) };
-    let bad: [fn(&mut sigretire_config); 9] = [
+    let bad: [fn(&mut sigretire_config); 8] = [
         |c| c.initial_size = 0,
         |c| c.growth_limit = 0,
         |c| c.initial_size = u64::MAX,
@@ -477,7 +476,6 @@ fn invalid_configurations_are_refused() {
         |c| c.refill_batch = 1 << 40,
         |c| c.kind = 2,
         |c| c.signals = 2,
-        |c| c.ticket_history = 3, // fewer than the uses that may be in flight
         |c| c.probe_interval = 0,
     ];
     for change in bad {
@@ -1524,7 +1522,6 @@ fn stale_tickets_keep_their_answers_after_their_records_are_dropped() {
             backpressure_window: 0,
             probe_interval: 0,
             stamp_history: 0,
-            ticket_history: 0,
             kind: 0,
             signals: 0,
             generation_bits: 0,
@@ -1534,7 +1531,6 @@ fn stale_tickets_keep_their_answers_after_their_records_are_dropped() {
         unsafe { sigretire_config_default(&mut c) };
         c.initial_size = 4;
         c.growth_limit = 1;
-        c.ticket_history = 4; // the fewest allowed: the uses that may be in flight
         c
     };
     let rig = Rig::with_config(1, Some(config));

@@ -195,14 +195,14 @@ fn a_timed_use_has_its_stamps_for_its_ticket_and_its_holders() {
 
 #[test]
 fn a_held_use_keeps_answering_its_stamps_for_its_ticket() {
-    // The library keeps the records of the newest uses only: at least the
-    // most uses in flight (4 here), by default that plus `stamp_history`.
-    for (stamp_history, ticket_history) in [(16384, 4), (1, 0)] {
+    // Whether or not the history of stamps still has room for it (it
+    // keeps the last timed use only with `stamp_history` 1), a held use's
+    // ticket answers its stamps: its cell keeps them while it is held.
+    for stamp_history in [16384, 1] {
         let mut small = config();
         small.initial_size = 4;
         small.growth_limit = 1;
         small.stamp_history = stamp_history;
-        small.ticket_history = ticket_history;
         let rig = Rig::new(options(), small);
         let timed = rig.submit(
             SIGRETIRE_REQUEST_BARRIER | SIGRETIRE_REQUEST_TIMED,
@@ -240,8 +240,7 @@ fn a_held_use_keeps_answering_its_stamps_for_its_ticket() {
             assert_eq!(
                 sigretire_tracker_timestamps(rig.tracker, &timed.ticket, &mut stamps),
                 SIGRETIRE_OK,
-                "stamp_history {stamp_history}, ticket_history {ticket_history}: the use is \
-                 held, 12 uses later"
+                "stamp_history {stamp_history}: the use is held, 12 uses later"
             );
         }
         assert_eq!(held.state, SIGRETIRE_TIMESTAMPS_AVAILABLE);
@@ -260,22 +259,54 @@ fn a_held_use_keeps_answering_its_stamps_for_its_ticket() {
                 "a complete use is not published again"
             );
         }
-        // Let go: a few uses later its stamps are no longer kept.
+        // Let go: 12 timed uses later its stamps are kept exactly as the
+        // tracker keeps them for a Rust caller (no record of the C
+        // library's own drops them sooner): in its history, which has room
+        // for 16384 uses' or for the newest one's; in its signal's cell
+        // until a later timed use of that signal is harvested. Each later
+        // use is held, so that its signal is parked when it retires and an
+        // armed spare takes its slot: the released signal, next in line,
+        // serves a later timed use.
         // SAFETY: as above.
         unsafe { assert_eq!(sigretire_hold_release(&mut hold), SIGRETIRE_OK) };
+        let mut later = Vec::new();
         for _ in 0..12 {
-            rig.submit(
+            let acquired = rig.submit(
                 SIGRETIRE_REQUEST_BARRIER | SIGRETIRE_REQUEST_TIMED,
                 sigretire_work_kind::SIGRETIRE_WORK_EMPTY,
             );
-            rig.run();
+            let mut kept = null_mut();
+            let mut rearmed = 0;
+            // SAFETY: as above.
+            unsafe {
+                assert_eq!(
+                    sigretire_tracker_hold(rig.tracker, &acquired.ticket, &mut kept),
+                    SIGRETIRE_OK
+                );
+                later.push(kept);
+                rig.run();
+                assert_eq!(
+                    sigretire_tracker_poll(rig.tracker, &mut rearmed),
+                    SIGRETIRE_OK
+                );
+            }
         }
+        let mut after = sigretire_timestamps::default();
         // SAFETY: as above.
-        unsafe {
+        let answer =
+            unsafe { sigretire_tracker_timestamps(rig.tracker, &timed.ticket, &mut after) };
+        if stamp_history > 12 {
+            assert_eq!(answer, SIGRETIRE_OK, "stamp_history {stamp_history}");
+            assert_eq!(after, held, "the history's copy of the same stamps");
+        } else {
             assert_eq!(
-                sigretire_tracker_timestamps(rig.tracker, &timed.ticket, &mut stamps),
-                SIGRETIRE_ERR_EXPIRED
+                answer, SIGRETIRE_ERR_EXPIRED,
+                "stamp_history {stamp_history}"
             );
+        }
+        for mut kept in later {
+            // SAFETY: as above.
+            unsafe { assert_eq!(sigretire_hold_release(&mut kept), SIGRETIRE_OK) };
         }
         assert_eq!(rig.query(&timed.ticket), SIGRETIRE_USE_COMPLETE);
     }

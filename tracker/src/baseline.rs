@@ -23,10 +23,10 @@ use crate::error::{
     PublishError, TimestampsError,
 };
 use crate::interface::{Acquired, Census, Tracker};
+use crate::keys::{CellKey, Table};
 use crate::pin::{AttachError, Attachments, Pin};
-use crate::planted::{self, Bug};
 use crate::publication::{self, Publication};
-use crate::share::{CellPtr, Shared, SignalRef};
+use crate::share::{self, Shared, SignalRef};
 use crate::stamps::{Kept, StampHistory, written};
 use crate::stats::Stats;
 use crate::sync::Arc;
@@ -38,6 +38,10 @@ use std::collections::VecDeque;
 struct SlotUse {
     seq: u64,
     generation: Generation,
+    /// Its AQL index (0 for a copy engine's) and barrier bit, for its
+    /// publication.
+    aql: u64,
+    barrier: bool,
     timed: bool,
     copy: bool,
     /// Operations that decrement the signal (its arming value).
@@ -45,8 +49,8 @@ struct SlotUse {
     residual: u32,
 }
 
-struct Slot<S> {
-    cell: CellPtr<S>,
+struct Slot {
+    cell: CellKey,
     last_use: Option<SlotUse>,
 }
 
@@ -76,7 +80,9 @@ pub struct BaselineTracker<M: SignalMemory, Q: QueueView> {
     shared: Arc<Shared<M>>,
     queue: Q,
     config: Config,
-    slots: Vec<Slot<M::Signal>>,
+    slots: Vec<Slot>,
+    /// Its cells by key.
+    cells: Table<M::Signal>,
     /// The slot of the newest use.
     current: usize,
     next_seq: u64,
@@ -108,6 +114,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
             queue,
             config,
             slots: Vec::with_capacity(config.initial_size),
+            cells: Table::default(),
             current: config.initial_size - 1,
             next_seq: 1,
             generation: Generation::new(0, config.generation_bits),
@@ -137,7 +144,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
     }
 
     /// A new signal, as CLR creates one: individually, on demand.
-    fn create_signal(&mut self) -> Result<CellPtr<M::Signal>, AcquireError> {
+    fn create_signal(&mut self) -> Result<CellKey, AcquireError> {
         self.scratch.clear();
         self.shared
             .memory
@@ -146,11 +153,14 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
             BackendError("allocate succeeded with no signal for the one asked".into())
         })?;
         self.stats.signals_created += 1;
-        Ok(self.shared.adopt(signal, placement))
+        let cell = self.shared.adopt(signal, placement)?;
+        let key = cell.key;
+        self.cells.push(key, cell);
+        Ok(key)
     }
 
-    fn load(&mut self, cell: CellPtr<M::Signal>) -> i64 {
-        let c = self.shared.cell(cell);
+    fn load(&mut self, cell: CellKey) -> i64 {
+        let c = self.cells.get(cell);
         self.stats.accesses[c.placement.index()].loads += 1;
         // SAFETY: the signal came from this memory, kept alive by `self.shared`.
         unsafe { self.shared.memory.load(c.signal) }
@@ -161,8 +171,8 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
     /// in its cell, where its references and, once its slot moved on, its
     /// ticket find them: a held signal is replaced, never reused, so its
     /// cell keeps them for as long as the use is held.
-    fn read_stamps(&mut self, seq: u64, cell: CellPtr<M::Signal>) -> Option<Timestamps> {
-        let c = self.shared.cell(cell);
+    fn read_stamps(&mut self, seq: u64, cell: CellKey) -> Option<Timestamps> {
+        let c = self.cells.get(cell);
         self.stats.accesses[c.placement.index()].timestamp_reads += 1;
         // SAFETY: as in `load`.
         let stamps = written(unsafe { self.shared.memory.timestamps(c.signal) });
@@ -170,8 +180,8 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         stamps
     }
 
-    fn cell_of(&self, ticket: &Ticket) -> Result<CellPtr<M::Signal>, ForeignTicket> {
-        self.shared.cell_ptr_of(ticket).ok_or(ForeignTicket)
+    fn cell_of(&self, ticket: &Ticket) -> Result<CellKey, ForeignTicket> {
+        self.shared.key_of(ticket).ok_or(ForeignTicket)
     }
 
     /// Whether the slot's previous use finished, by loading its signal.
@@ -180,12 +190,12 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
             return true;
         };
         let cell = self.slots[slot].cell;
-        let c = self.shared.cell(cell);
+        let c = self.cells.get(cell);
         if let Some(status) = self.shared.known_status(u.seq, c) {
             return status == Status::Complete || self.residual_done(cell, u);
         }
         let value = self.load(cell);
-        let c = self.shared.cell(cell);
+        let c = self.cells.get(cell);
         if value == 0 {
             if c.complete(u.seq) {
                 self.stats.retired += 1;
@@ -200,7 +210,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         false
     }
 
-    fn residual_done(&mut self, cell: CellPtr<M::Signal>, u: SlotUse) -> bool {
+    fn residual_done(&mut self, cell: CellKey, u: SlotUse) -> bool {
         u.residual == 0 || {
             let value = self.load(cell);
             value < 0 || value == i64::from(u.residual)
@@ -219,9 +229,9 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
     /// Use `seq` (of `cell`) is known done, however it was learned (a load
     /// here, a waiter on another thread): once its packets have passed, the
     /// pins it held as a consumer go, as they will not read them any more.
-    fn release_consumer(&mut self, seq: u64, cell: CellPtr<M::Signal>) {
+    fn release_consumer(&mut self, seq: u64, cell: CellKey) {
         if !self.attachments.is_empty()
-            && !planted::active(Bug::BaselineKeepsPinsUntilReuse)
+            && !planted!(BaselineKeepsPinsUntilReuse)
             && self.consumer_passed(seq, cell)
         {
             self.attachments.release_where(|consumer| consumer == seq);
@@ -233,8 +243,8 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
     /// running. A failed submission's issued part (a barrier-AND on a
     /// pinned producer, say) may still wait on the pins after the use is
     /// known failed: until it finished, they stay.
-    fn consumer_passed(&mut self, seq: u64, cell: CellPtr<M::Signal>) -> bool {
-        if self.shared.cell(cell).phase_of(seq) != Some(Some(Status::Failed)) {
+    fn consumer_passed(&mut self, seq: u64, cell: CellKey) -> bool {
+        if self.cells.get(cell).phase_of(seq) != Some(Some(Status::Failed)) {
             return true;
         }
         match self.slot_of(seq).and_then(|slot| self.slots[slot].last_use) {
@@ -246,13 +256,13 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
 
     fn use_ticket(&self, slot: usize, seq: u64) -> Ticket {
         let last = self.slots[slot].last_use.filter(|u| u.seq == seq);
-        Ticket {
+        Ticket::issue(
+            self.shared.id,
             seq,
-            cell: self.slots[slot].cell.erase(),
-            owner: self.shared.id,
-            generation: last.map_or(self.generation, |u| u.generation),
-            timed: last.is_some_and(|u| u.timed),
-        }
+            self.slots[slot].cell.0,
+            last.map_or(self.generation, |u| u.generation),
+            last.is_some_and(|u| u.timed),
+        )
     }
 
     /// Whether AQL index `index` may follow the generation's newest.
@@ -308,8 +318,8 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         // new signal. Made before anything changes, so that a failed
         // allocation leaves the slot, its use and its holders as they were.
         let held = self.slots[next].last_use.is_some()
-            && self.shared.cell(self.slots[next].cell).holds() > 0;
-        if planted::active(Bug::BaselineFreesBeforeReplacing)
+            && self.cells.get(self.slots[next].cell).holds() > 0;
+        if planted!(BaselineFreesBeforeReplacing)
             && let Some(u) = self.slots[next].last_use.take()
         {
             self.retire_previous(next, u);
@@ -329,7 +339,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         self.current = next;
 
         let cell = self.slots[next].cell;
-        let c = self.shared.cell(cell);
+        let c = self.cells.get(cell);
         self.stats.accesses[c.placement.index()].stores += 1;
         // SAFETY: as in `load`.
         unsafe { self.shared.memory.store(c.signal, i64::from(request.ops)) };
@@ -348,8 +358,14 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         let seq = self.next_seq;
         self.next_seq += 1;
         c.begin_use(seq);
+        c.set_label(share::label(
+            share::label_base(self.generation),
+            if request.is_timed() { Ticket::TIMED } else { 0 },
+        ));
         self.slots[next].last_use = Some(SlotUse {
             generation: self.generation,
+            aql: aql.unwrap_or(0),
+            barrier: request.is_fence(),
             seq,
             timed: request.is_timed(),
             copy,
@@ -385,7 +401,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
     fn retire_previous(&mut self, slot: usize, u: SlotUse) {
         self.stats.rearms += 1;
         let cell = self.slots[slot].cell;
-        let phase = self.shared.cell(cell).phase_of(u.seq);
+        let phase = self.cells.get(cell).phase_of(u.seq);
         if phase == Some(Some(Status::Failed)) {
             self.shared.record_failure(u.seq);
         } else if u.timed && self.stamps.get(u.seq) == Kept::Unknown {
@@ -411,12 +427,12 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
                 continue;
             };
             let cell = self.slots[i].cell;
-            let c = self.shared.cell(cell);
+            let c = self.cells.get(cell);
             if self.shared.known_status(u.seq, c).is_some() {
                 continue;
             }
             let value = self.load(cell);
-            let c = self.shared.cell(cell);
+            let c = self.cells.get(cell);
             if value == 0 {
                 if c.complete(u.seq) {
                     self.note_complete(u.seq);
@@ -436,13 +452,13 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
             .position(|s| s.last_use.is_some_and(|u| u.seq == seq))
     }
 
-    fn observe(&mut self, seq: u64, cell: CellPtr<M::Signal>) -> Status {
-        let c = self.shared.cell(cell);
+    fn observe(&mut self, seq: u64, cell: CellKey) -> Status {
+        let c = self.cells.get(cell);
         let status = match self.shared.known_status(seq, c) {
             Some(status) => status,
             None => {
                 let value = self.load(cell);
-                let c = self.shared.cell(cell);
+                let c = self.cells.get(cell);
                 if value == 0 {
                     if c.complete(seq) {
                         self.note_complete(seq);
@@ -452,7 +468,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
                     if value < 0 && c.fail(seq) {
                         self.note_failed(seq);
                     }
-                    let c = self.shared.cell(cell);
+                    let c = self.cells.get(cell);
                     self.shared.known_status(seq, c).unwrap_or(Status::Pending)
                 }
             }
@@ -480,7 +496,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
 
     fn known_status(&self, ticket: &Ticket) -> Result<Option<Status>, ForeignTicket> {
         let cell = self.cell_of(ticket)?;
-        Ok(self.shared.known_status(ticket.seq, self.shared.cell(cell)))
+        Ok(self.shared.known_status(ticket.seq, self.cells.get(cell)))
     }
 
     fn waiter(&self) -> Waiter<M> {
@@ -509,7 +525,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
             Status::Failed => Err(PinError::Failed { seq: ticket.seq }),
             Status::Pending => {
                 // The consumer may publish through a ring in system memory.
-                if self.shared.cell(cell).placement == Placement::Device {
+                if self.cells.get(cell).placement == Placement::Device {
                     self.shared.memory.hdp_flush();
                     self.stats.accesses[Placement::Device.index()].flushes += 1;
                 }
@@ -532,7 +548,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
         // failed with no issued part still running): its packets may read
         // the pin. Otherwise the consumer already finished: the pin drops
         // here.
-        let pending = self.shared.cell(cell).phase_of(consumer.seq).is_none();
+        let pending = self.cells.get(cell).phase_of(consumer.seq).is_none();
         if self.slot_of(consumer.seq).is_some()
             && (pending || !self.consumer_passed(consumer.seq, cell))
         {
@@ -557,8 +573,8 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
     }
 
     fn time(&mut self, ticket: &Ticket) -> Result<Option<Ticket>, ForeignTicket> {
-        self.cell_of(ticket)?;
-        if ticket.timed {
+        let cell = self.cell_of(ticket)?;
+        if ticket.is_timed() {
             return Ok(Some(*ticket));
         }
         // Still its slot's last use: its stamps are kept when the slot
@@ -569,18 +585,16 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
         if let Some(last) = &mut self.slots[slot].last_use {
             last.timed = true;
         }
-        Ok(Some(Ticket {
-            timed: true,
-            ..*ticket
-        }))
+        self.cells.get(cell).mark_timed_later(ticket.seq);
+        Ok(Some(ticket.timed()))
     }
 
     fn timestamps(&mut self, ticket: &Ticket) -> Result<Option<Timestamps>, TimestampsError> {
         let cell = self.cell_of(ticket)?;
-        if !ticket.timed {
+        if !ticket.is_timed() {
             return Ok(None);
         }
-        if self.shared.known_status(ticket.seq, self.shared.cell(cell)) == Some(Status::Failed) {
+        if self.shared.known_status(ticket.seq, self.cells.get(cell)) == Some(Status::Failed) {
             return Ok(None);
         }
         // Slots move on in use order, each publishing its use retired.
@@ -594,7 +608,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
         }
         // Its slot moved on, keeping its stamps: in its cell for as long as
         // the use is held (its signal was replaced), in the history after.
-        if let Some(harvested) = self.shared.cell(cell).harvest_of(ticket.seq) {
+        if let Some(harvested) = self.cells.get(cell).harvest_of(ticket.seq) {
             return Ok(harvested);
         }
         match self.stamps.get(ticket.seq) {
@@ -640,7 +654,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
     /// queue (if they are of its current generation, and not a copy
     /// engine's): their pins go.
     fn note_drained(&mut self) {
-        if planted::active(Bug::BaselineKeepsPinsUntilReuse) {
+        if planted!(BaselineKeepsPinsUntilReuse) {
             return;
         }
         let (slots, start) = (&self.slots, self.generation_start);
@@ -695,7 +709,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
             seq: ticket.seq,
             state,
         };
-        let c = self.shared.cell(cell);
+        let c = self.cells.get(cell);
         // What the cell recorded, whether or not the baseline answers from
         // it: a use it once reported done stays done.
         match c.phase_of(ticket.seq) {
@@ -723,6 +737,34 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
 
     fn check_publication(&self, publication: &Publication) -> Result<(), PublishError> {
         PublishError::check(publication, self.shared.id, self.generation)
+    }
+
+    fn publication(&self, ticket: &Ticket) -> Result<Publication, PublishError> {
+        let cell = self.cell_of(ticket)?;
+        let seq = ticket.seq;
+        let settled = |status| PublishError::Settled { seq, status };
+        if let Some(status) = self.shared.known_status(seq, self.shared.cell(cell)) {
+            return Err(settled(status));
+        }
+        let Some(u) = self.slot_of(seq).and_then(|slot| self.slots[slot].last_use) else {
+            return Err(settled(self.shared.outcome_of_retired(seq)));
+        };
+        let signal = self
+            .shared
+            .memory
+            .packet_handle(self.shared.cell(cell).signal);
+        let origin = publication::origin(self.shared.id, self.generation);
+        if u.copy {
+            return Ok(Publication::of_copy(signal, u.ops, origin));
+        }
+        if seq < self.generation_start {
+            return Err(PublishError::Stale {
+                index: u.aql,
+                made: u.generation,
+                current: self.generation,
+            });
+        }
+        Ok(Publication::of_use(u.aql, u.barrier, signal, u.ops, origin))
     }
 
     fn queue(&self) -> &Q {

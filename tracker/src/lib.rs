@@ -88,6 +88,24 @@
 
 #![warn(missing_docs)]
 
+/// Whether the planted bug `$bug` (see `planted.rs`) is on, at the one place
+/// that mistake would be made. A normal build has no planted bugs: the hook
+/// is `false` and its branch compiles away. A test build with `--cfg
+/// sigretire_planted` (`.ci/teeth`, never a build that ships; `planted.rs`
+/// is not even in the published package) asks the switch there.
+#[cfg(not(sigretire_planted))]
+macro_rules! planted {
+    ($bug:ident) => {
+        false
+    };
+}
+#[cfg(sigretire_planted)]
+macro_rules! planted {
+    ($bug:ident) => {
+        crate::planted::active(crate::planted::Bug::$bug)
+    };
+}
+
 mod backend;
 mod baseline;
 mod config;
@@ -95,12 +113,12 @@ mod error;
 mod failures;
 mod host_memory;
 mod interface;
+mod keys;
 mod mailbox;
 mod pin;
-#[cfg(feature = "planted-bugs")]
+#[cfg(sigretire_planted)]
+#[doc(hidden)]
 pub mod planted;
-#[cfg(not(feature = "planted-bugs"))]
-mod planted;
 mod publication;
 mod reclaim;
 mod registry;

@@ -13,7 +13,7 @@
 //! is reported as expired, never as "no stamps".
 
 use crate::backend::{SignalMemory, Timestamps};
-use crate::share::CellPtr;
+use crate::share::Cell;
 use crate::signals::Signals;
 use crate::stats::Stats;
 use std::collections::VecDeque;
@@ -107,12 +107,12 @@ impl StampHistory {
     pub(crate) fn harvest<M: SignalMemory>(
         &mut self,
         seq: u64,
-        cell: CellPtr<M::Signal>,
+        cell: &Cell<M::Signal>,
         signals: &mut Signals<M>,
         stats: &mut Stats,
     ) {
         let stamps = written(signals.read_stamps(cell));
-        signals.cell(cell).store_stamps(seq, stamps);
+        cell.store_stamps(seq, stamps);
         self.record(seq, stamps);
         stats.harvests += 1;
     }

@@ -1069,7 +1069,7 @@ impl<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>> Rig<B, T> {
 /// Runs the scenario `module::backend::scenario` of this test binary in a
 /// child process with `bug` planted (the switch is process-wide), asserts
 /// that it failed naming `check`, and answers what it said.
-#[cfg(feature = "planted-bugs")]
+#[cfg(sigretire_planted)]
 pub fn caught_in_child(
     bug: sigretire_tracker::planted::Bug,
     module: &str,
