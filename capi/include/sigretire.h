@@ -136,7 +136,10 @@
  * `sigretire_wait_policy.device_spin_ns`. Version 3: `sigretire_ticket`
  * is the tracker's own ticket (a slot instead of a check word, 64-bit
  * flags, `SIGRETIRE_TICKET_TIMED` 4); `sigretire_config.ticket_history`
- * is gone (no ledger of tickets is kept).
+ * is gone (no ledger of tickets is kept), and so are `kind` with
+ * `sigretire_tracker_kind` (the library builds the retiring tracker: the
+ * baseline is the benchmarks' comparison, no runtime's choice) and
+ * `generation_bits` (generations count in 32 bits).
  */
 #define SIGRETIRE_ABI_VERSION 3
 
@@ -458,31 +461,6 @@ typedef uint32_t sigretire_purpose;
 #endif // __cplusplus
 
 /**
- * Which tracker to build (`sigretire_config.kind`).
- */
-enum sigretire_tracker_kind
-#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : uint32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
- {
-    /**
-     * The retiring tracker: fence probing, batched re-arm, spares, pins.
-     */
-    SIGRETIRE_TRACKER_RETIRING = 0,
-    /**
-     * CLR's original tracker, for comparison.
-     */
-    SIGRETIRE_TRACKER_BASELINE = 1,
-};
-#ifndef __cplusplus
-#if __STDC_VERSION__ >= 202311L
-typedef enum sigretire_tracker_kind sigretire_tracker_kind;
-#else
-typedef uint32_t sigretire_tracker_kind;
-#endif // __STDC_VERSION__ >= 202311L
-#endif // __cplusplus
-
-/**
  * What a published packet does (`sigretire_work.kind`).
  */
 enum sigretire_work_kind
@@ -674,18 +652,10 @@ typedef struct sigretire_config {
      */
     uint64_t stamp_history;
     /**
-     * A `sigretire_tracker_kind` (default retiring).
-     */
-    uint32_t kind;
-    /**
      * A `sigretire_placement`: where the ring's signals live (default
      * host; device for uses a GPU waiter or a CPU sync may read).
      */
     uint32_t signals;
-    /**
-     * Width of the generation counter, 1 to 32 (default 32).
-     */
-    uint32_t generation_bits;
 } sigretire_config;
 
 /**

@@ -1110,7 +1110,7 @@ pub(crate) fn require_backend(
     }
 }
 
-/// A tracker of the kind `settings` asks for, over `memory` and `queue`.
+/// A retiring tracker as `settings` configure it, over `memory` and `queue`.
 pub(crate) fn build<M, Q>(
     memory: std::sync::Arc<M>,
     queue: Q,
@@ -1121,21 +1121,19 @@ where
     M: ::sigretire_tracker::SignalMemory,
     Q: CQueue + Send,
 {
-    let created = if settings.baseline {
-        ::sigretire_tracker::BaselineTracker::new(memory, queue, settings.config)
-            .map(|t| sigretire_tracker::from_tracker(t, backend))
-    } else {
-        ::sigretire_tracker::RetiringTracker::new(memory, queue, settings.config)
-            .map(|t| sigretire_tracker::from_tracker(t, backend))
+    ::sigretire_tracker::RetiringTracker::new(memory, queue, settings.config)
+        .map(|t| sigretire_tracker::from_tracker(t, backend))
+        .or_else(created_failure)
+}
+
+/// Why a tracker could not be made, as a status.
+pub(crate) fn created_failure<T>(error: ::sigretire_tracker::CreateError) -> Outcome<T> {
+    let status = match error {
+        ::sigretire_tracker::CreateError::InvalidConfig(_) => SIGRETIRE_ERR_INVALID_CONFIG,
+        ::sigretire_tracker::CreateError::OutOfSignals(_) => SIGRETIRE_ERR_OUT_OF_SIGNALS,
+        ::sigretire_tracker::CreateError::Backend(_) => SIGRETIRE_ERR_BACKEND,
     };
-    created.or_else(|error| {
-        let status = match error {
-            ::sigretire_tracker::CreateError::InvalidConfig(_) => SIGRETIRE_ERR_INVALID_CONFIG,
-            ::sigretire_tracker::CreateError::OutOfSignals(_) => SIGRETIRE_ERR_OUT_OF_SIGNALS,
-            ::sigretire_tracker::CreateError::Backend(_) => SIGRETIRE_ERR_BACKEND,
-        };
-        fail(status, error.to_string())
-    })
+    fail(status, error.to_string())
 }
 
 #[cfg(test)]

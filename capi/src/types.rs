@@ -25,7 +25,10 @@ use std::time::Duration;
 /// `sigretire_wait_policy.device_spin_ns`. Version 3: `sigretire_ticket`
 /// is the tracker's own ticket (a slot instead of a check word, 64-bit
 /// flags, `SIGRETIRE_TICKET_TIMED` 4); `sigretire_config.ticket_history`
-/// is gone (no ledger of tickets is kept).
+/// is gone (no ledger of tickets is kept), and so are `kind` with
+/// `sigretire_tracker_kind` (the library builds the retiring tracker: the
+/// baseline is the benchmarks' comparison, no runtime's choice) and
+/// `generation_bits` (generations count in 32 bits).
 pub const SIGRETIRE_ABI_VERSION: u32 = 3;
 
 /// The name of one use of a signal (one packet, or one submission of
@@ -240,18 +243,6 @@ pub struct sigretire_acquired {
     pub count: u64,
 }
 
-/// Which tracker to build (`sigretire_config.kind`).
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum sigretire_tracker_kind {
-    /// The retiring tracker: fence probing, batched re-arm, spares, pins.
-    SIGRETIRE_TRACKER_RETIRING = 0,
-    /// CLR's original tracker, for comparison.
-    SIGRETIRE_TRACKER_BASELINE = 1,
-}
-
-pub use sigretire_tracker_kind::*;
-
 /// How a tracker sizes its ring and places its signals. Start from
 /// `sigretire_config_default`; every field has the range of the Rust
 /// `Config` field of the same name, checked at creation
@@ -280,13 +271,9 @@ pub struct sigretire_config {
     /// older timed use's timestamps answer `SIGRETIRE_ERR_EXPIRED`, unless a
     /// `sigretire_hold` of it lives: a held use keeps its own.
     pub stamp_history: u64,
-    /// A `sigretire_tracker_kind` (default retiring).
-    pub kind: u32,
     /// A `sigretire_placement`: where the ring's signals live (default
     /// host; device for uses a GPU waiter or a CPU sync may read).
     pub signals: u32,
-    /// Width of the generation counter, 1 to 32 (default 32).
-    pub generation_bits: u32,
 }
 
 impl sigretire_config {
@@ -302,9 +289,7 @@ impl sigretire_config {
             backpressure_window: config.backpressure_window as u64,
             probe_interval: config.probe_interval as u64,
             stamp_history: config.stamp_history as u64,
-            kind: SIGRETIRE_TRACKER_RETIRING as u32,
             signals: SIGRETIRE_PLACEMENT_HOST as u32,
-            generation_bits: config.generation_bits,
         }
     }
 
@@ -328,7 +313,6 @@ impl sigretire_config {
             signals,
             refill_batch: size(self.refill_batch, "refill_batch")?,
             timing_batch: size(self.timing_batch, "timing_batch")?,
-            generation_bits: self.generation_bits,
             backpressure_window: size(self.backpressure_window, "backpressure_window")?,
             probe_interval: size(self.probe_interval, "probe_interval")?,
             stamp_history: size(self.stamp_history, "stamp_history")?,
@@ -336,19 +320,7 @@ impl sigretire_config {
         if let Err(invalid) = config.validate() {
             return fail(SIGRETIRE_ERR_INVALID_CONFIG, invalid.to_string());
         }
-        let baseline = match self.kind {
-            0 => false,
-            1 => true,
-            other => {
-                return fail(
-                    SIGRETIRE_ERR_INVALID_CONFIG,
-                    format!(
-                        "config `kind` is {other}: a sigretire_tracker_kind is 0 (retiring) or 1 (baseline)"
-                    ),
-                );
-            }
-        };
-        Ok(Settings { config, baseline })
+        Ok(Settings { config })
     }
 }
 
@@ -356,7 +328,6 @@ impl sigretire_config {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Settings {
     pub(crate) config: Config,
-    pub(crate) baseline: bool,
 }
 
 /// How a CPU wait spends its time (`WaitPolicy`): spin, then yield, then

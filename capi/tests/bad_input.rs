@@ -461,20 +461,16 @@ fn invalid_configurations_are_refused() {
         backpressure_window: 0,
         probe_interval: 0,
         stamp_history: 0,
-        kind: 0,
         signals: 0,
-        generation_bits: 0,
     };
     // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
     // or live handles of this test; the library checks each before use.
     unsafe { assert_eq!(sigretire_config_default(&mut base), SIGRETIRE_OK) };
-    let bad: [fn(&mut sigretire_config); 8] = [
+    let bad: [fn(&mut sigretire_config); 6] = [
         |c| c.initial_size = 0,
         |c| c.growth_limit = 0,
         |c| c.initial_size = u64::MAX,
-        |c| c.generation_bits = 33,
         |c| c.refill_batch = 1 << 40,
-        |c| c.kind = 2,
         |c| c.signals = 2,
         |c| c.probe_interval = 0,
     ];
@@ -1260,7 +1256,7 @@ fn hooks_functions_refuse_missing_hooks_and_give_the_memory_back() {
             );
         }
         let bad_config = sigretire_config {
-            kind: 7,
+            signals: 7,
             ..{
                 let mut c = std::mem::zeroed::<sigretire_config>();
                 c.size = size_of::<sigretire_config>() as u32;
@@ -1522,9 +1518,7 @@ fn stale_tickets_keep_their_answers_after_their_records_are_dropped() {
             backpressure_window: 0,
             probe_interval: 0,
             stamp_history: 0,
-            kind: 0,
             signals: 0,
-            generation_bits: 0,
         };
         // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
         // or live handles of this test; the library checks each before use.

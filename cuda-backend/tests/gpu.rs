@@ -10,11 +10,12 @@
 
 mod support;
 
+use sigretire_baseline::BaselineTracker;
 use sigretire_cuda::native::{Event, EventFlags};
 use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, Error, FlagState};
 use sigretire_tracker::{
-    Acquired, BaselineTracker, Config, HardwareQueue, Placement, Publication, Purpose, QueueError,
-    QueueView, Request, RetiringTracker, SignalMemory, Status, Tracker, WaitPolicy, Work,
+    Acquired, Config, HardwareQueue, Placement, Publication, Purpose, QueueError, QueueView,
+    Request, RetiringTracker, SignalMemory, Status, Tracker, WaitPolicy, Work,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -391,7 +392,7 @@ fn steady_state_creates_no_signals_and_loads_one_per_batch() {
     );
     assert!(rig.tracker.census().is_balanced());
 
-    let (tracker, queue) = context.baseline_tracker(config).unwrap();
+    let (tracker, queue) = sigretire_baseline::cuda::baseline_tracker(&context, config).unwrap();
     let mut baseline = Rig { tracker, queue };
     let (stats, elapsed) = steady_state(&mut baseline, 4096, 64);
     println!(
@@ -910,7 +911,8 @@ fn latencies_next_to_cudas_own_in_the_same_process() {
 #[test]
 fn the_baseline_runs_on_this_backend_too() {
     let context = gpu_or_skip!();
-    let (tracker, queue) = context.baseline_tracker(Config::default()).unwrap();
+    let (tracker, queue) =
+        sigretire_baseline::cuda::baseline_tracker(&context, Config::default()).unwrap();
     let mut rig: Rig<BaselineTracker<CudaMemory, CudaQueue>> = Rig { tracker, queue };
     let uses: Vec<_> = (0..100).map(|_| rig.plain(Work::Empty)).collect();
     rig.queue.synchronize().unwrap();

@@ -1,13 +1,14 @@
 //! Bad input gets a typed error, the same one from both trackers, and
 //! never a panic, an abort or a silently saturated value.
 
+use sigretire_baseline::BaselineTracker;
 use sigretire_sim::Queue;
 use sigretire_sim::backend::{self as sim_backend, SimMemory, submit_barrier};
 use sigretire_tracker::{
     AcquireError, CreateError, FailSubmissionError, ForeignTicket, HardwareQueue, InvalidConfig,
     PinError, PublishError, Ticket, TimestampsError, WaitError, WaitPolicy,
 };
-use sigretire_tracker::{BaselineTracker, Config, Request, RetiringTracker, Status, Tracker};
+use sigretire_tracker::{Config, Request, RetiringTracker, Status, Tracker};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -90,20 +91,6 @@ fn bad_configs() -> Vec<(&'static str, Config)> {
             },
         ),
         (
-            "generation_bits",
-            Config {
-                generation_bits: 0,
-                ..d
-            },
-        ),
-        (
-            "generation_bits",
-            Config {
-                generation_bits: 33,
-                ..d
-            },
-        ),
-        (
             "backpressure_window",
             Config {
                 backpressure_window: 0,
@@ -163,8 +150,8 @@ fn out_of_range_configurations_are_refused_by_both_trackers() {
             "stepped_tracker",
         );
         expect_refusal(
-            sim_backend::stepped_baseline(config).map(drop),
-            "stepped_baseline",
+            sigretire_baseline::sim::stepped(config).map(drop),
+            "sigretire_baseline::sim::stepped",
         );
     }
 }
@@ -212,7 +199,11 @@ fn indices_must_grow<T: Tracker>(mut tracker: T) {
 #[test]
 fn aql_indices_out_of_order_are_refused_by_both_trackers() {
     indices_must_grow(sim_backend::stepped_tracker(Config::default()).unwrap().0);
-    indices_must_grow(sim_backend::stepped_baseline(Config::default()).unwrap().0);
+    indices_must_grow(
+        sigretire_baseline::sim::stepped(Config::default())
+            .unwrap()
+            .0,
+    );
 }
 
 /// A use reported complete cannot have its submission failed afterwards.
@@ -259,14 +250,14 @@ fn no_failing_a_complete_use<T: Tracker<Queue = Queue>>(mut tracker: T, queue: Q
 fn failing_a_complete_use_is_refused_by_both_trackers() {
     let (tracker, queue) = sim_backend::stepped_tracker(Config::default()).unwrap();
     no_failing_a_complete_use(tracker, queue);
-    let (tracker, queue) = sim_backend::stepped_baseline(Config::default()).unwrap();
+    let (tracker, queue) = sigretire_baseline::sim::stepped(Config::default()).unwrap();
     no_failing_a_complete_use(tracker, queue);
 }
 
 #[test]
 fn a_foreign_ticket_is_refused_by_both_trackers() {
     let (mut retiring, queue) = sim_backend::stepped_tracker(Config::default()).unwrap();
-    let (mut baseline, _) = sim_backend::stepped_baseline(Config::default()).unwrap();
+    let (mut baseline, _) = sigretire_baseline::sim::stepped(Config::default()).unwrap();
     let index = queue.reserve().unwrap();
     let ticket = retiring.acquire(Request::packet(index)).unwrap().ticket;
     assert_eq!(baseline.query(&ticket), Err(ForeignTicket));
@@ -447,7 +438,7 @@ fn forged_and_altered_tickets_are_refused_by_both_trackers() {
         sim_backend::stepped_tracker(Config::default()).unwrap(),
     );
     forged_and_altered_tickets_are_refused(
-        sim_backend::stepped_baseline(Config::default()).unwrap(),
+        sigretire_baseline::sim::stepped(Config::default()).unwrap(),
     );
 }
 
@@ -517,7 +508,7 @@ fn stale_tickets_answer_for_their_own_use_on_both_trackers() {
         ..Config::default()
     };
     stale_tickets_answer_for_their_own_use(sim_backend::stepped_tracker(small).unwrap());
-    stale_tickets_answer_for_their_own_use(sim_backend::stepped_baseline(small).unwrap());
+    stale_tickets_answer_for_their_own_use(sigretire_baseline::sim::stepped(small).unwrap());
 }
 
 #[test]

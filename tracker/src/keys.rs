@@ -2,32 +2,37 @@
 //! cell, on any thread, without a lock and without a pointer anyone could
 //! forge.
 //!
-//! Every cell a tracker adopts gets the next key, 0, 1, 2..., for good. Two
-//! tables hold it, as reference-counted cells:
-//!
-//! - the [`Directory`], read by every thread (waiters, holders, the tracker
-//!   validating a ticket): pages that double in size as the tracker adopts
-//!   more signals, each created once and never moved, so a reader finds key
-//!   `k` by arithmetic and two loads, and a key no cell has yet finds
-//!   nothing;
-//! - the owner's [`Table`], a plain vector indexed by key, which the tracker
-//!   itself reads on its hot path (one bounds check and one load).
+//! Every cell a tracker adopts gets the next key, 0, 1, 2..., for good, and
+//! a place in the [`Directory`], read by every thread (waiters, holders,
+//! the tracker checking a ticket): pages that double in size as the tracker
+//! adopts more signals, each created once and never moved, so a reader
+//! finds key `k` by arithmetic and two loads, and a key no cell has yet
+//! finds nothing. The cells are reference-counted: the tracker's own hot
+//! path holds them directly (its ring's slots, its spares, its parked
+//! signals), and reaches one with no lookup at all.
 //!
 //! A key alone proves nothing: a ticket is checked against the cell it names
 //! (the use the cell serves, or that the use retired before it moved on),
 //! see [`Shared::cell_of`](crate::share::Shared::cell_of).
 
-use crate::share::Cell;
 use crate::sync::Arc;
 use std::sync::OnceLock;
 
 /// The key of a cell: its index in its tracker's tables, as a ticket
 /// carries it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct CellKey(pub(crate) u32);
+pub struct CellKey(pub(crate) u32);
 
 impl CellKey {
-    pub(crate) const fn index(self) -> usize {
+    /// The key as a ticket's slot carries it.
+    pub const fn slot(self) -> u32 {
+        self.0
+    }
+}
+
+impl CellKey {
+    /// The key as an index.
+    pub const fn index(self) -> usize {
         self.0 as usize
     }
 }
@@ -47,14 +52,15 @@ const fn locate(key: u32) -> (usize, usize) {
 
 const _: () = assert!(locate(u32::MAX).0 < PAGES);
 
-type Page<S> = Box<[OnceLock<Arc<Cell<S>>>]>;
+type Page<T> = Box<[OnceLock<Arc<T>>]>;
 
-/// Every cell a tracker adopted, by key, for readers on any thread.
-pub(crate) struct Directory<S> {
-    pages: [OnceLock<Page<S>>; PAGES],
+/// Every cell a tracker adopted (`T`: its cells' type), by key, for
+/// readers on any thread.
+pub(crate) struct Directory<T> {
+    pages: [OnceLock<Page<T>>; PAGES],
 }
 
-impl<S> Default for Directory<S> {
+impl<T> Default for Directory<T> {
     fn default() -> Self {
         Self {
             pages: [const { OnceLock::new() }; PAGES],
@@ -62,17 +68,17 @@ impl<S> Default for Directory<S> {
     }
 }
 
-impl<S> Directory<S> {
+impl<T> Directory<T> {
     /// The cell of `key`, if one was adopted under it.
     #[inline]
-    pub(crate) fn get(&self, key: u32) -> Option<&Arc<Cell<S>>> {
+    pub(crate) fn get(&self, key: u32) -> Option<&Arc<T>> {
         let (page, at) = locate(key);
         self.pages[page].get()?.get(at)?.get()
     }
 
     /// Puts `cell` under `key` (the next key: the owner adopts one at a
     /// time). False if the key was taken, which cannot happen.
-    pub(crate) fn insert(&self, key: u32, cell: Arc<Cell<S>>) -> bool {
+    pub(crate) fn insert(&self, key: u32, cell: Arc<T>) -> bool {
         let (page, at) = locate(key);
         let entries = self.pages[page].get_or_init(|| {
             (0..FIRST << page)
@@ -84,45 +90,11 @@ impl<S> Directory<S> {
     }
 
     /// Every cell, in key order (for teardown).
-    pub(crate) fn cells(&self) -> impl Iterator<Item = &Arc<Cell<S>>> {
+    pub(crate) fn cells(&self) -> impl Iterator<Item = &Arc<T>> {
         self.pages
             .iter()
             .filter_map(OnceLock::get)
             .flat_map(|page| page.iter().map_while(OnceLock::get))
-    }
-}
-
-/// The owner's view of its cells: the same cells, by key, in a vector only
-/// it reads and grows.
-pub(crate) struct Table<S> {
-    cells: Vec<Arc<Cell<S>>>,
-}
-
-impl<S> Default for Table<S> {
-    fn default() -> Self {
-        Self { cells: Vec::new() }
-    }
-}
-
-impl<S> Table<S> {
-    /// The cell of `key`, which this table's owner adopted.
-    ///
-    /// # Panics
-    /// For a key it never handed out: the owner only keeps keys its own
-    /// adoptions returned, so that is a bug of the tracker's.
-    #[inline(always)]
-    pub(crate) fn get(&self, key: CellKey) -> &Cell<S> {
-        &self.cells[key.index()]
-    }
-
-    /// Keeps a cell the shared directory just adopted under the next key.
-    pub(crate) fn push(&mut self, key: CellKey, cell: Arc<Cell<S>>) {
-        debug_assert_eq!(
-            key.index(),
-            self.cells.len(),
-            "keys are handed out in order"
-        );
-        self.cells.push(cell);
     }
 }
 

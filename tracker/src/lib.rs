@@ -14,8 +14,9 @@
 //! waiters under pins, harvests timestamps once into host memory, and never
 //! blocks: a full ring answers with the use to wait for, and waits happen on
 //! other threads through a [`Waiter`] without the tracker's lock.
-//! [`BaselineTracker`] is CLR's original design behind the same [`Tracker`]
-//! interface, so every benchmark shows both.
+//! Every tracker implements [`Tracker`]; the workspace's benchmarks and
+//! tests show CLR's original design beside this one through it (their own
+//! crate, which no runtime needs).
 //!
 //! The tracker is generic over a backend: [`SignalMemory`] (where signals live
 //! and how the host touches them) and [`QueueView`] (the queue's read index).
@@ -107,13 +108,14 @@ macro_rules! planted {
 }
 
 mod backend;
-mod baseline;
 mod config;
 mod error;
 mod failures;
 mod host_memory;
 mod interface;
 mod keys;
+#[doc(hidden)]
+pub mod kit;
 mod mailbox;
 mod pin;
 #[cfg(sigretire_planted)]
@@ -140,7 +142,6 @@ pub use backend::{
     AllocError, Condition, Dispatch, HardwareQueue, Placement, QueueError, QueueView, SignalMemory,
     TimestampClock, Timestamps, WaitValue, Work,
 };
-pub use baseline::BaselineTracker;
 pub use config::Config;
 pub use error::{
     AcquireError, BackendError, CreateError, Error, FailSubmissionError, ForeignTicket,

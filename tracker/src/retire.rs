@@ -97,6 +97,13 @@ impl Proofs {
         self.generation
     }
 
+    /// Counts generations in `bits` bits from now on (a test's: a
+    /// runtime's tracker counts in 32).
+    pub(crate) fn narrow(&mut self, bits: u32) {
+        self.bits = bits;
+        self.generation = Generation::new(self.generation.value(), bits);
+    }
+
     /// A queue change: the generation after this one starts at use
     /// `start`; `head` is the oldest use in flight.
     pub(crate) fn new_generation(&mut self, start: u64, head: u64) {

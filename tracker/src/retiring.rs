@@ -94,7 +94,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             Arc::new(Shared::new(memory, true)),
             !queue.ring_in_device_memory(),
         );
-        let proofs = Proofs::new(config.generation_bits);
+        let proofs = Proofs::new(32);
         let id = signals.shared().id;
         let origin = publication::origin(id, proofs.generation());
         let label_base = share::label_base(proofs.generation());
@@ -437,6 +437,14 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         stats.accesses = self.signals.accesses();
         stats.uses = self.ring.tail() - 1;
         stats
+    }
+
+    /// Narrows the generation counter to `bits` bits, for the tests that
+    /// make it wrap ([`kit::narrow_generations`](crate::kit::narrow_generations)).
+    pub(crate) fn narrow_generations(&mut self, bits: u32) {
+        self.proofs.narrow(bits);
+        self.origin = publication::origin(self.id, self.proofs.generation());
+        self.label_base = share::label_base(self.proofs.generation());
     }
 
     /// What the history says of a timed use, as an answer; `None` if it

@@ -92,23 +92,25 @@ const _: () = assert!(Ticket::TIMED < LABEL_TIMED_LATER);
 /// The generation part of the labels of a generation's uses, which the
 /// tracker works out once per generation.
 #[inline(always)]
-pub(crate) const fn label_base(generation: Generation) -> u64 {
+pub const fn label_base(generation: Generation) -> u64 {
     (generation.value() as u64) << 32
 }
 
 /// The label of a use of a generation whose [`label_base`] is `base` and
 /// whose ticket's flags are `ticket_flags`.
 #[inline(always)]
-pub(crate) const fn label(base: u64, ticket_flags: u64) -> u64 {
+pub const fn label(base: u64, ticket_flags: u64) -> u64 {
     base | ticket_flags
 }
 
 /// A signal and the host-side state shared with other threads.
-pub(crate) struct Cell<S> {
-    pub(crate) signal: S,
-    pub(crate) placement: Placement,
+pub struct Cell<S> {
+    /// The signal.
+    pub signal: S,
+    /// Where it lives.
+    pub placement: Placement,
     /// Its key in its tracker's tables: the slot its tickets carry.
-    pub(crate) key: CellKey,
+    pub key: CellKey,
     /// `pack(seq, phase)` of the use the signal serves or last served.
     state: AtomicU64,
     /// The [`label`] of that use.
@@ -140,20 +142,20 @@ impl<S> Cell<S> {
     }
 
     /// Marks the cell as serving use `seq` (the tracker's owner only).
-    pub(crate) fn begin_use(&self, seq: u64) {
+    pub fn begin_use(&self, seq: u64) {
         self.state.store(pack(seq, LIVE), Ordering::Release);
     }
 
     /// Labels the use [`begin_use`](Self::begin_use) just began, before its
     /// ticket leaves the tracker (the owner only): see [`label`].
     #[inline(always)]
-    pub(crate) fn set_label(&self, label: u64) {
+    pub fn set_label(&self, label: u64) {
         self.label.store(label, Ordering::Release);
     }
 
     /// Use `seq`, which the cell serves, was marked timed after it was
     /// acquired: its ticket may now say timed as well (the owner only).
-    pub(crate) fn mark_timed_later(&self, seq: u64) {
+    pub fn mark_timed_later(&self, seq: u64) {
         if unpack(self.state.load(Ordering::Acquire)).0 == seq {
             self.label.fetch_or(LABEL_TIMED_LATER, Ordering::Release);
         }
@@ -161,7 +163,7 @@ impl<S> Cell<S> {
 
     /// The generation the use the cell serves (or last served) was
     /// acquired in.
-    pub(crate) fn generation(&self) -> Generation {
+    pub fn generation(&self) -> Generation {
         Generation::new((self.label.load(Ordering::Acquire) >> 32) as u32, 32)
     }
 
@@ -177,12 +179,12 @@ impl<S> Cell<S> {
 
     /// Records that use `seq` completed. Returns false when someone (a CPU
     /// waiter) recorded it first, so each completion is counted once.
-    pub(crate) fn complete(&self, seq: u64) -> bool {
+    pub fn complete(&self, seq: u64) -> bool {
         self.transition(seq, COMPLETE)
     }
 
     /// Records that use `seq` failed; false if it was already complete or failed.
-    pub(crate) fn fail(&self, seq: u64) -> bool {
+    pub fn fail(&self, seq: u64) -> bool {
         self.transition(seq, FAILED)
     }
 
@@ -200,7 +202,7 @@ impl<S> Cell<S> {
     /// The phase of use `seq` as far as this cell knows: `None` while the cell
     /// still serves it and nobody recorded an outcome, `Some(None)` when the
     /// cell has moved on to a later use (so `seq` was retired earlier).
-    pub(crate) fn phase_of(&self, seq: u64) -> Option<Option<Status>> {
+    pub fn phase_of(&self, seq: u64) -> Option<Option<Status>> {
         let (current, phase) = unpack(self.state.load(Ordering::Acquire));
         if current > seq {
             return Some(None);
@@ -216,7 +218,8 @@ impl<S> Cell<S> {
         }
     }
 
-    pub(crate) fn holds(&self) -> u32 {
+    /// The references held on it.
+    pub fn holds(&self) -> u32 {
         // Acquire: pairs with the Release decrement in `SignalRef::drop`, so
         // every access a holder made happens before a re-arm that follows.
         self.holds.load(Ordering::Acquire) & !PARKED
@@ -237,7 +240,7 @@ impl<S> Cell<S> {
     /// so a reader either sees the pair that belongs to the `seq` it asked
     /// for or gives up. Held signals are never rewritten, so readers that hold
     /// a reference never give up.
-    pub(crate) fn store_stamps(&self, seq: u64, stamps: Option<Timestamps>) {
+    pub fn store_stamps(&self, seq: u64, stamps: Option<Timestamps>) {
         self.stamps_seq.store(0, Ordering::Relaxed);
         fence(Ordering::Release);
         let (tag, pair) = match stamps {
@@ -251,7 +254,7 @@ impl<S> Cell<S> {
 
     /// The harvest of use `seq`, if the cell holds it: `Some(None)` when
     /// nothing stamped the use, `None` when the cell holds no harvest of it.
-    pub(crate) fn harvest_of(&self, seq: u64) -> Option<Option<Timestamps>> {
+    pub fn harvest_of(&self, seq: u64) -> Option<Option<Timestamps>> {
         let tag = self.stamps_seq.load(Ordering::Acquire);
         if tag == seq | UNSTAMPED {
             return Some(None);
@@ -275,11 +278,13 @@ impl<S> Cell<S> {
 
 /// The state a tracker shares with waiters, references and pins: the signal
 /// memory, every cell, and what is known about retired uses.
-pub(crate) struct Shared<M: SignalMemory> {
-    pub(crate) id: u64,
-    pub(crate) memory: Arc<M>,
+pub struct Shared<M: SignalMemory> {
+    /// The tracker's id, which its tickets carry.
+    pub id: u64,
+    /// Where its signals live.
+    pub memory: Arc<M>,
     /// Every cell, by key, for every thread.
-    directory: Directory<M::Signal>,
+    directory: Directory<Cell<M::Signal>>,
     /// The next key. Locked only to adopt a signal.
     next_key: Mutex<u32>,
     /// Every use with a sequence number up to this one is retired (complete
@@ -302,7 +307,10 @@ pub(crate) struct Shared<M: SignalMemory> {
 static NEXT_TRACKER_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl<M: SignalMemory> Shared<M> {
-    pub(crate) fn new(memory: Arc<M>, remembers_completions: bool) -> Self {
+    /// The shared state of a new tracker on `memory`, which answers from
+    /// what it knows of completions if `remembers_completions` (else only
+    /// loads prove them, as in CLR's original design).
+    pub fn new(memory: Arc<M>, remembers_completions: bool) -> Self {
         Self {
             id: NEXT_TRACKER_ID.fetch_add(1, core::sync::atomic::Ordering::Relaxed),
             memory,
@@ -319,7 +327,7 @@ impl<M: SignalMemory> Shared<M> {
     /// Takes ownership of a new signal under the next key and returns its
     /// cell, which the caller keeps in its own [`Table`](crate::keys::Table).
     /// Fails only once 2^32 signals were adopted.
-    pub(crate) fn adopt(
+    pub fn adopt(
         &self,
         signal: M::Signal,
         placement: Placement,
@@ -345,7 +353,7 @@ impl<M: SignalMemory> Shared<M> {
     /// # Panics
     /// For a key no cell was adopted under, which only a bug here makes.
     #[inline]
-    pub(crate) fn cell(&self, key: CellKey) -> &Cell<M::Signal> {
+    pub fn cell(&self, key: CellKey) -> &Cell<M::Signal> {
         self.directory
             .get(key.0)
             .expect("a key this tracker handed out names a cell")
@@ -354,7 +362,7 @@ impl<M: SignalMemory> Shared<M> {
     /// The key of the cell `ticket` names, if the ticket is one this
     /// tracker issued, unchanged (see [`cell_of`](Self::cell_of)).
     #[inline]
-    pub(crate) fn key_of(&self, ticket: &Ticket) -> Option<CellKey> {
+    pub fn key_of(&self, ticket: &Ticket) -> Option<CellKey> {
         self.cell_of(ticket).map(|cell| cell.key)
     }
 
@@ -373,10 +381,16 @@ impl<M: SignalMemory> Shared<M> {
             return None;
         }
         let cell = self.directory.get(ticket.slot)?;
-        let (serving, _) = unpack(cell.state.load(Ordering::Acquire));
-        if serving < ticket.seq {
-            return None; // never this cell's (yet)
+        // A use retired already: what a tracker that remembers completions
+        // answers of it comes from its sequence number alone, never from a
+        // cell, so one load settles it. (One that answers from loads of the
+        // cell, CLR's design, also needs the cell to have served it.)
+        if ticket.seq <= self.retired_through() {
+            let served = self.remembers_completions
+                || unpack(cell.state.load(Ordering::Acquire)).0 >= ticket.seq;
+            return served.then_some(&**cell);
         }
+        let (serving, _) = unpack(cell.state.load(Ordering::Acquire));
         if serving == ticket.seq {
             if cell.label_fits(ticket) {
                 return Some(cell);
@@ -386,22 +400,30 @@ impl<M: SignalMemory> Shared<M> {
             if unpack(cell.state.load(Ordering::Acquire)).0 == ticket.seq {
                 return None;
             }
+        } else if serving < ticket.seq {
+            return None; // never this cell's (yet)
         }
+        // The cell serves a later use: the ticket's retired before it did,
+        // and said so before the cell moved on (a genuine ticket's use is
+        // retired by now), or the ticket names a cell its use never had.
         (ticket.seq <= self.retired_through()).then_some(&**cell)
     }
 
-    pub(crate) fn retired_through(&self) -> u64 {
+    /// Every use up to this one is retired and reclaimed.
+    pub fn retired_through(&self) -> u64 {
         self.retired_through.load(Ordering::Acquire)
     }
 
-    pub(crate) fn publish_retired_through(&self, seq: u64) {
+    /// Every use up to `seq` is retired and reclaimed (the owner only, in
+    /// increasing order, before any of their signals serves a later use).
+    pub fn publish_retired_through(&self, seq: u64) {
         self.retired_through.store(seq, Ordering::Release);
     }
 
     /// Records that use `seq` failed. The owner calls it when it reclaims
     /// a failed use, before the cell can serve another use, so a ticket
     /// asked about later still answers `Failed`.
-    pub(crate) fn record_failure(&self, seq: u64) {
+    pub fn record_failure(&self, seq: u64) {
         self.failures.record(seq);
     }
 
@@ -419,7 +441,7 @@ impl<M: SignalMemory> Shared<M> {
     }
 
     /// The outcome of a use known to be retired.
-    pub(crate) fn outcome_of_retired(&self, seq: u64) -> Status {
+    pub fn outcome_of_retired(&self, seq: u64) -> Status {
         if self.failures.failed(seq) {
             Status::Failed
         } else {
@@ -428,7 +450,7 @@ impl<M: SignalMemory> Shared<M> {
     }
 
     /// What is known about use `seq` of `cell` without reading signal memory.
-    pub(crate) fn known_status(&self, seq: u64, cell: &Cell<M::Signal>) -> Option<Status> {
+    pub fn known_status(&self, seq: u64, cell: &Cell<M::Signal>) -> Option<Status> {
         if self.remembers_completions && seq <= self.retired_through() {
             return Some(self.outcome_of_retired(seq));
         }

@@ -193,8 +193,8 @@ const fn set(flags: u8, bit: u8, on: bool) -> u8 {
 /// hardware queue) starts a new one: AQL indices and fences of different
 /// generations prove nothing about each other.
 ///
-/// The counter may be narrow (see [`Config::generation_bits`](crate::Config));
-/// [`precedes`](Self::precedes) compares with serial-number arithmetic, so it
+/// A runtime's tracker counts them in 32 bits (tests narrow the counter to
+/// see it wrap); [`precedes`](Self::precedes) compares with serial-number arithmetic, so it
 /// stays right across a wrap as long as fewer than half the counter's values
 /// are apart. The tracker's own retirement logic never compares generation
 /// numbers at all: it compares a use's sequence number with the first sequence

@@ -31,11 +31,11 @@ pub use queue_layer::{Platform, Watchdog, bounded, wait_until, waiting};
 pub use simulator::Simulator;
 pub use standin::Standin;
 
+use sigretire_baseline::BaselineTracker;
 use sigretire_scenarios::check::{Check, Failure, PacketTruth, census, judge_report, stamps_match};
 use sigretire_tracker::{
-    AcquireError, BaselineTracker, Config, CreateError, HardwareQueue, Placement, Publication,
-    Purpose, Request, RetiringTracker, SignalMemory, SignalRef, Status, Ticket, Timestamps,
-    Tracker, Work,
+    AcquireError, Config, CreateError, HardwareQueue, Placement, Publication, Purpose, Request,
+    RetiringTracker, SignalMemory, SignalRef, Status, Ticket, Timestamps, Tracker, Work,
 };
 use std::collections::HashMap;
 use std::fmt::Debug;
