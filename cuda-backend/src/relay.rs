@@ -12,8 +12,7 @@
 //! One event serves every wake: `cuStreamWaitEvent` waits for the record
 //! made before it, and the queue's publisher lock orders each record with
 //! its wait. The event is the driver's own, without timing (the cheapest
-//! to record), not a [`native::Event`](crate::native::Event): those are
-//! recorded on queues, and a queue is what holds this relay.
+//! to record), owned by the relay, which a queue holds.
 
 use crate::context::CudaContext;
 use crate::error::{Result, check};

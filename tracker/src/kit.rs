@@ -27,11 +27,7 @@ pub use crate::pin::Attachments;
 pub use crate::share::{Cell, Shared, label, label_base};
 pub use crate::stamps::{Kept, StampHistory, written};
 /// The `Arc` the cells are shared through (loom's under the loom models).
-#[cfg(sigretire_loom)]
-pub use loom::sync::Arc;
-/// The `Arc` the cells are shared through (loom's under the loom models).
-#[cfg(not(sigretire_loom))]
-pub use std::sync::Arc;
+pub use sigretire_sync::Arc;
 
 /// A waiter on `shared`'s uses.
 #[inline]

@@ -1,10 +1,10 @@
 //! NVIDIA GPUs through the CUDA driver (`cuda-backend`), with CUDA's own
 //! events and synchronize calls measured in the same process.
 
+use super::cuda_events::{Event, EventFlags};
 use crate::measure::{Sample, Timer};
 use crate::platform::{Native, Platform, Skipped};
 use sigretire_baseline::BaselineTracker;
-use sigretire_cuda::native::{Event, EventFlags};
 use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, FlagState, HostFlag};
 use sigretire_tracker::{Config, HardwareQueue, Placement, Publication, RetiringTracker, Work};
 use std::sync::Arc;
