@@ -802,6 +802,14 @@ fn threads_wait_on_a_threaded_simulator_while_another_submits() {
     // SAFETY: as for Send: the handle may be used from any thread at once.
     unsafe impl Sync for Shared {}
     let shared = Shared(rig.tracker);
+    // Ten seconds of real time is ample for the simulator's thread to run
+    // 64 packets; under Miri, which interprets every thread, it is not (the
+    // waits would end early, never wrongly: `SIGRETIRE_ERR_TIMED_OUT`).
+    let timeout_ns: u64 = if cfg!(miri) {
+        3_600_000_000_000
+    } else {
+        10_000_000_000
+    };
     let tickets: Vec<_> = (0..32)
         .map(|_| {
             rig.submit(
@@ -835,7 +843,7 @@ fn threads_wait_on_a_threaded_simulator_while_another_submits() {
                                 sigretire_tracker_wait(
                                     shared.0,
                                     ticket,
-                                    10_000_000_000,
+                                    timeout_ns,
                                     &policy,
                                     &mut status,
                                 )
