@@ -3,7 +3,7 @@
 //!
 //! A stream holds everything enqueued after a host function until the
 //! driver has run it (80-280 us of idle GPU per host function on an H200:
-//! the queue layer's example `host_function_stall`). So a publication that
+//! the benchmarks' example `host_function_stall`). So a publication that
 //! completes a wake signal records an event on its stream, right behind its
 //! memory operations, and the relay's own stream waits for that event and
 //! runs the host function: the queue's stream goes on at once, and the
