@@ -11,7 +11,7 @@ use support::*;
 fn device(platform: &SimPlatform) -> Device<SimBaselineTracker> {
     Device::new(
         DeviceConfig::default(),
-        baseline_tracker(&platform),
+        baseline_tracker(platform),
         bounded(),
     )
     .unwrap()
