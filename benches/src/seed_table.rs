@@ -42,13 +42,14 @@
 use crate::affinity;
 use crate::platform::Platform;
 use crate::platforms::sim::SimBench;
+use sigretire_baseline::BaselineTracker;
 use sigretire_queue::{Device, DeviceConfig, Event, HostQueue, QueueConfig, QueueTracker};
 use sigretire_sim::backend::SimMemory;
 use sigretire_sim::hsa_sys::hsa_signal_t;
 use sigretire_sim::{Signal, Sim};
 use sigretire_tracker::{
-    BaselineTracker, Config, HardwareQueue, Placement, Publication, QueueError, QueueView,
-    RetiringTracker, Status, WaitPolicy, Work,
+    Config, HardwareQueue, Placement, Publication, QueueError, QueueView, RetiringTracker, Status,
+    WaitPolicy, Work,
 };
 use std::fmt::Write as _;
 use std::sync::Arc;

@@ -4,9 +4,10 @@
 //! reclaim) are the measured host work; publishing packets and the simulated
 //! GPU are outside it, the same for both trackers.
 
+use sigretire_baseline::BaselineTracker;
 use sigretire_sim::backend::{SimMemory, submit_kernel};
 use sigretire_sim::{Queue, QueueConfig, Sim, SimConfig};
-use sigretire_tracker::{BaselineTracker, Config, Placement, Request, RetiringTracker, Tracker};
+use sigretire_tracker::{Config, Placement, Request, RetiringTracker, Tracker};
 use std::hint::black_box;
 use std::sync::Arc;
 

@@ -133,14 +133,20 @@
  * constants and status values, fields appended at the end of a struct
  * (its `size` field tells the library which layout a caller has).
  * Version 2: every struct carries its size; `sigretire_timestamps.state`;
- * `sigretire_wait_policy.device_spin_ns`.
+ * `sigretire_wait_policy.device_spin_ns`. Version 3: `sigretire_ticket`
+ * is the tracker's own ticket (a slot instead of a check word, 64-bit
+ * flags, `SIGRETIRE_TICKET_TIMED` 4); `sigretire_config.ticket_history`
+ * is gone (no ledger of tickets is kept), and so are `kind` with
+ * `sigretire_tracker_kind` (the library builds the retiring tracker: the
+ * baseline is the benchmarks' comparison, no runtime's choice) and
+ * `generation_bits` (generations count in 32 bits).
  */
-#define SIGRETIRE_ABI_VERSION 2
+#define SIGRETIRE_ABI_VERSION 3
 
 /**
  * `sigretire_ticket.flags`: the use's timestamps are harvested.
  */
-#define SIGRETIRE_TICKET_TIMED 1
+#define SIGRETIRE_TICKET_TIMED 4
 
 /**
  * `sigretire_request.flags`: the packet carries the barrier bit (a fence:
@@ -455,31 +461,6 @@ typedef uint32_t sigretire_purpose;
 #endif // __cplusplus
 
 /**
- * Which tracker to build (`sigretire_config.kind`).
- */
-enum sigretire_tracker_kind
-#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : uint32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
- {
-    /**
-     * The retiring tracker: fence probing, batched re-arm, spares, pins.
-     */
-    SIGRETIRE_TRACKER_RETIRING = 0,
-    /**
-     * CLR's original tracker, for comparison.
-     */
-    SIGRETIRE_TRACKER_BASELINE = 1,
-};
-#ifndef __cplusplus
-#if __STDC_VERSION__ >= 202311L
-typedef enum sigretire_tracker_kind sigretire_tracker_kind;
-#else
-typedef uint32_t sigretire_tracker_kind;
-#endif // __STDC_VERSION__ >= 202311L
-#endif // __cplusplus
-
-/**
  * What a published packet does (`sigretire_work.kind`).
  */
 enum sigretire_work_kind
@@ -665,32 +646,16 @@ typedef struct sigretire_config {
      */
     uint64_t probe_interval;
     /**
-     * How many timed uses keep their harvested stamps (default 16384).
+     * How many timed uses keep their harvested stamps (default 16384). An
+     * older timed use's timestamps answer `SIGRETIRE_ERR_EXPIRED`, unless a
+     * `sigretire_hold` of it lives: a held use keeps its own.
      */
     uint64_t stamp_history;
-    /**
-     * How many of the newest uses this library keeps the full record of,
-     * for their tickets (about 64 bytes each; 0: `stamp_history` plus the
-     * most uses in flight). An older ticket still answers its status; its
-     * timestamps answer `SIGRETIRE_ERR_EXPIRED`; it can no longer be
-     * published. The record of a use a `sigretire_hold` holds is kept
-     * until the last such hold is released. At least the most uses in
-     * flight.
-     */
-    uint64_t ticket_history;
-    /**
-     * A `sigretire_tracker_kind` (default retiring).
-     */
-    uint32_t kind;
     /**
      * A `sigretire_placement`: where the ring's signals live (default
      * host; device for uses a GPU waiter or a CPU sync may read).
      */
     uint32_t signals;
-    /**
-     * Width of the generation counter, 1 to 32 (default 32).
-     */
-    uint32_t generation_bits;
 } sigretire_config;
 
 /**
@@ -932,11 +897,18 @@ typedef struct sigretire_request {
 } sigretire_request;
 
 /**
- * The name of one use of a signal (one packet, or one submission of
- * several operations). Plain data: copy it, store it, compare it; keeping
- * one keeps nothing alive. Only the tracker that issued a ticket accepts
- * it: any other tracker, or a ticket whose fields were changed, gets
- * `SIGRETIRE_ERR_BAD_TICKET`. A zeroed ticket is never valid.
+ * The name of one use of a signal: which use, not just which signal, so a
+ * later use of the same signal can never answer for it. Plain data, cheap
+ * to copy; holds no reference, so keeping a ticket never keeps a signal
+ * from being re-armed.
+ *
+ * Its fields are numbers anyone can write, so the tracker checks every
+ * ticket it is given against its own state and refuses one it did not
+ * issue as it is: another tracker's, a zeroed or made-up one, one with a
+ * field changed. A ticket of a use that retired long ago still answers,
+ * from what the tracker keeps of its sequence number. This struct is also
+ * the C ABI's `sigretire_ticket`, which is why these docs name no Rust
+ * item (the `seq` method's Rust example shows one refused).
  */
 typedef struct sigretire_ticket {
     /**
@@ -949,18 +921,20 @@ typedef struct sigretire_ticket {
      */
     uint64_t seq;
     /**
-     * The queue generation the use belongs to.
+     * The slot of the use's signal in its tracker's table of signals.
+     */
+    uint32_t slot;
+    /**
+     * The value of the queue generation the use belongs to.
      */
     uint32_t generation;
     /**
-     * `SIGRETIRE_TICKET_*` bits.
+     * 4 when the use's timestamps are harvested (`TIMED`), else 0; no
+     * other bit.
      */
-    uint32_t flags;
-    /**
-     * A check word that ties the fields above to the issuing tracker.
-     */
-    uint64_t check;
+    uint64_t flags;
 } sigretire_ticket;
+
 
 /**
  * A signal handed out for one use, and how to publish the packet that
@@ -1253,6 +1227,8 @@ typedef struct sigretire_census {
  * Every status, in value order.
  */
 #define sigretire_status_ALL { SIGRETIRE_OK, SIGRETIRE_ERR_NULL, SIGRETIRE_ERR_INVALID_ARGUMENT, SIGRETIRE_ERR_BAD_HANDLE, SIGRETIRE_ERR_BAD_TICKET, SIGRETIRE_ERR_INVALID_CONFIG, SIGRETIRE_ERR_BACKPRESSURE, SIGRETIRE_ERR_TIMED_OUT, SIGRETIRE_ERR_INDEX_ORDER, SIGRETIRE_ERR_SIGNALS_HELD, SIGRETIRE_ERR_OUT_OF_SIGNALS, SIGRETIRE_ERR_USE_FAILED, SIGRETIRE_ERR_INVALID_STATE, SIGRETIRE_ERR_EXPIRED, SIGRETIRE_ERR_UNSUPPORTED, SIGRETIRE_ERR_WRONG_BACKEND, SIGRETIRE_ERR_QUEUE_FULL, SIGRETIRE_ERR_QUEUE_FAILED, SIGRETIRE_ERR_LOAD, SIGRETIRE_ERR_NO_GPU, SIGRETIRE_ERR_BACKEND, SIGRETIRE_ERR_BUFFER_TOO_SMALL, SIGRETIRE_ERR_PANIC, SIGRETIRE_ERR_STRUCT_SIZE, }
+
+
 
 #ifdef __cplusplus
 extern "C" {

@@ -15,8 +15,8 @@ use crate::status::{
 };
 use ::sigretire_tracker::{
     AcquireError, Acquired, Census, FailSubmissionError, ForeignTicket, Generation, Pin, PinError,
-    Placement, Publication, QueueError, QueueView, SignalMemory, SignalRef, Stats, Status, Ticket,
-    Timestamps, TimestampsError, Tracker, WaitError, WaitPolicy, Waiter, Work,
+    Placement, Publication, PublishError, QueueError, QueueView, SignalMemory, SignalRef, Stats,
+    Status, Ticket, Timestamps, TimestampsError, Tracker, WaitError, WaitPolicy, Waiter, Work,
 };
 use std::any::Any;
 use std::time::Duration;
@@ -118,9 +118,8 @@ pub(crate) trait Core: Send {
     fn timestamps(&mut self, ticket: &Ticket) -> Result<Option<Timestamps>, TimestampsError>;
     /// Moves to `queue`, a `Box` of this tracker's queue type.
     fn note_queue_change(&mut self, queue: Box<dyn Any>) -> Outcome;
-    /// How many queue changes the tracker took: the slots reserved on its
-    /// queue since the last one are the ones it may still publish.
-    fn queue_changes(&self) -> u64;
+    /// The publication of a use in flight that may still be published.
+    fn publication(&self, ticket: &Ticket) -> Result<Publication, PublishError>;
     fn note_drained(&mut self);
     fn fail_queue(&mut self) -> usize;
     fn fail_submission(&mut self, ticket: &Ticket, issued: u32) -> Result<(), FailSubmissionError>;
@@ -133,8 +132,8 @@ pub(crate) trait Core: Send {
     fn queue(&self) -> &dyn Any;
 }
 
-/// A tracker behind the C handle, and how many queue changes it took.
-pub(crate) struct Engine<T>(pub(crate) T, pub(crate) u64);
+/// A tracker behind the C handle.
+pub(crate) struct Engine<T>(pub(crate) T);
 
 impl<T> Core for Engine<T>
 where
@@ -189,7 +188,7 @@ where
             failure: crate::status::Fail {
                 status: crate::status::SIGRETIRE_ERR_BAD_TICKET,
                 message: format!(
-                    "the consumer ticket is another tracker's: {}",
+                    "the consumer ticket is not one this tracker issued as it is: {}",
                     refused.error
                 ),
             },
@@ -228,12 +227,11 @@ where
             );
         }
         self.0.note_queue_change(*queue);
-        self.1 += 1;
         Ok(())
     }
 
-    fn queue_changes(&self) -> u64 {
-        self.1
+    fn publication(&self, ticket: &Ticket) -> Result<Publication, PublishError> {
+        self.0.publication(ticket)
     }
 
     fn note_drained(&mut self) {
@@ -313,11 +311,12 @@ impl<M: SignalMemory> WaitSide for Waiter<M> {
     }
 }
 
-/// A status for a tracker error that can only mean a bug here: every
-/// ticket reaching the tracker came from the book of the same tracker.
-pub(crate) fn foreign_is_a_bug<T>(_: ForeignTicket) -> Outcome<T> {
+/// The status of a ticket the tracker refused: one it did not issue as it
+/// is (it checks every field against its own state).
+pub(crate) fn bad_ticket<T>(_: ForeignTicket) -> Outcome<T> {
     fail(
         crate::status::SIGRETIRE_ERR_BAD_TICKET,
-        "the tracker did not recognise a ticket from its own book (a bug in this library)",
+        "the ticket is not one this tracker issued as it is: another tracker's, a zeroed one, \
+         or one altered or made up",
     )
 }

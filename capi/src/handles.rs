@@ -1,7 +1,6 @@
 //! Holds (counted references that keep a use's signal from being re-armed)
 //! and pins (a use's signal lent to a GPU waiter on another queue).
 
-use crate::book::HeldMark;
 use crate::engine::{HoldObject, PinObject};
 use crate::registry::{self, Kind};
 use crate::status::*;
@@ -17,17 +16,11 @@ use crate::types::*;
 /// concurrently; `sigretire_hold_release` is the last call on a handle.
 pub struct sigretire_hold {
     inner: Box<dyn HoldObject>,
-    /// Keeps the use's record in its tracker's book, so that its ticket
-    /// answers as long as the use is held.
-    mark: Option<HeldMark>,
 }
 
 impl sigretire_hold {
-    pub(crate) fn into_raw(
-        inner: Box<dyn HoldObject>,
-        mark: Option<HeldMark>,
-    ) -> *mut sigretire_hold {
-        let ptr = Box::into_raw(Box::new(sigretire_hold { inner, mark }));
+    pub(crate) fn into_raw(inner: Box<dyn HoldObject>) -> *mut sigretire_hold {
+        let ptr = Box::into_raw(Box::new(sigretire_hold { inner }));
         registry::register(ptr, Kind::Hold);
         ptr
     }
@@ -274,10 +267,7 @@ pub unsafe extern "C" fn sigretire_hold_clone(
         let out = Out::new(copy, "copy")?;
         // SAFETY: forwarded caller guarantee.
         let hold = unsafe { hold_ref(hold) }?;
-        out.write(sigretire_hold::into_raw(
-            hold.inner.clone_box(),
-            hold.mark.clone(),
-        ));
+        out.write(sigretire_hold::into_raw(hold.inner.clone_box()));
         Ok(())
     })
 }

@@ -26,12 +26,12 @@
 //! results go to out-parameters; every pointer is checked for NULL (and
 //! alignment) before anything happens; its body runs under
 //! `std::panic::catch_unwind`, so a panic becomes `SIGRETIRE_ERR_PANIC`
-//! and never unwinds into C; a ticket is plain data that only its own
-//! tracker accepts, checked without trusting a byte of it (`book.rs`).
+//! and never unwinds into C; a ticket is the tracker's own plain-data
+//! ticket, which only its own tracker accepts, checking every field against
+//! its own state (no byte of it is trusted, no record of it kept here).
 
 #![allow(non_camel_case_types)]
 
-mod book;
 mod engine;
 mod handles;
 mod hooks;

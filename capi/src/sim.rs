@@ -5,14 +5,16 @@
 use crate::engine::{CQueue, queue_failure};
 use crate::registry::{self, Kind};
 use crate::status::*;
-use crate::tracker::{Backend, build, give, require_backend, sigretire_tracker, tracker_ref};
+use crate::tracker::{
+    Backend, build, created_failure, give, require_backend, sigretire_tracker, tracker_ref,
+};
 use crate::types::*;
 use ::sigretire_sim::backend::{STEPPED_QUEUE_SIZE, SimMemory};
 use ::sigretire_sim::{
     CostProfile, MAX_QUEUE_SIZE, Mode, Placement as SimPlacement, Queue, QueueConfig, Sim,
     SimConfig,
 };
-use ::sigretire_tracker::{HardwareQueue, Publication, Work};
+use ::sigretire_tracker::{CreateError, HardwareQueue, Publication, Tracker, Work};
 use hsa_sys::PacketWords;
 use std::sync::Arc;
 
@@ -297,6 +299,41 @@ pub unsafe extern "C" fn sigretire_sim_tracker_create(
         give(
             out,
             build(memory, queue, settings, Backend::Sim(sim.sim.id()))?,
+        );
+        Ok(())
+    })
+}
+
+/// [`sigretire_sim_tracker_create`] for a tracker the caller makes itself
+/// (`make`), on the simulator's memory and its queue `queue`: a C handle
+/// over any tracker of the simulator, for Rust code that hands C a tracker
+/// it built (this library's tests hand it the baseline tracker they compare
+/// with, and retiring trackers whose generation counter they narrow). A
+/// generic Rust function, no part of the C ABI.
+///
+/// # Safety
+/// As [`sigretire_sim_tracker_create`]'s: `sim` is a live simulator,
+/// `tracker` points to a writable handle variable.
+#[doc(hidden)]
+pub unsafe fn sigretire_sim_tracker_create_with<T>(
+    sim: *const sigretire_sim,
+    queue: u32,
+    make: impl FnOnce(Arc<SimMemory>, ::sigretire_sim::Queue) -> Result<T, CreateError>,
+    tracker: *mut *mut sigretire_tracker,
+) -> sigretire_status
+where
+    T: Tracker<Memory = SimMemory, Queue = ::sigretire_sim::Queue> + 'static,
+{
+    guard("sigretire_sim_tracker_create_with", || {
+        let out = Out::new(tracker, "tracker")?;
+        // SAFETY: forwarded caller guarantees.
+        let sim = unsafe { sim_ref(sim) }?;
+        let queue = sim.queue(queue)?.clone();
+        let memory = Arc::new(SimMemory::new(sim.sim.clone(), queue.agent()));
+        let made = make(memory, queue).or_else(created_failure)?;
+        give(
+            out,
+            sigretire_tracker::from_tracker(made, Backend::Sim(sim.sim.id())),
         );
         Ok(())
     })

@@ -1,22 +1,18 @@
 //! The tracker handle and the functions every backend's tracker answers.
 
-use crate::book::{Book, Entry, Found, HeldMark, HeldUses, Seal};
-use crate::engine::{
-    CQueue, Core, Engine, HoldObject, PinObject, Refused, WaitSide, foreign_is_a_bug,
-};
+use crate::engine::{CQueue, Core, Engine, HoldObject, PinObject, Refused, WaitSide, bad_ticket};
 use crate::handles::{sigretire_hold, sigretire_pin};
 use crate::orphans::{self, Shadow, sweep_shadows};
 use crate::registry::{self, Kind};
 use crate::status::*;
 use crate::types::*;
 use ::sigretire_tracker::{
-    AcquireError, Acquired, FailSubmissionError, PinError, Publication, Request, Status,
-    TimestampsError, Tracker, WaitError, WaitPolicy, Work,
+    AcquireError, Acquired, FailSubmissionError, PinError, Publication, PublishError, Request,
+    Status, Ticket, TimestampsError, Tracker, WaitError, WaitPolicy, Work,
 };
 use hsa_sys::PacketHeader;
-use parking_lot::{Mutex, RwLock};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A completion-signal tracker for one hardware queue (opaque). Made by
 /// `sigretire_sim_tracker_create`, `sigretire_rocr_tracker_adopt` or
@@ -32,14 +28,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// for the GPU never holds up a thread submitting to the same queue.
 pub struct sigretire_tracker {
     pub(crate) backend: Backend,
-    seal: Seal,
     core: Mutex<Locked>,
     waits: Box<dyn WaitSide>,
-    /// Records of the newest uses; written under `core`'s lock (so in
-    /// acquire order), read by lock-free waits.
-    book: RwLock<Book>,
-    /// The uses C holds: the book keeps their records.
-    held: Arc<HeldUses>,
     /// Set when a call panicked inside the tracker: its state may be
     /// inconsistent, so it answers nothing more.
     poisoned: AtomicBool,
@@ -64,8 +54,6 @@ pub(crate) enum Backend {
     Hooks,
 }
 
-static NEXT_TRACKER_ID: AtomicU64 = AtomicU64::new(1);
-
 /// Marks a tracker poisoned if dropped while the thread panics.
 struct PoisonOnPanic<'a>(&'a AtomicBool);
 
@@ -79,23 +67,19 @@ impl Drop for PoisonOnPanic<'_> {
 
 impl sigretire_tracker {
     /// A handle over `tracker`, built as `settings` say.
-    pub(crate) fn from_tracker<T>(tracker: T, backend: Backend, ticket_history: usize) -> Box<Self>
+    pub(crate) fn from_tracker<T>(tracker: T, backend: Backend) -> Box<Self>
     where
         T: Tracker + 'static,
         T::Queue: CQueue,
     {
         let waits: Box<dyn WaitSide> = Box::new(tracker.waiter());
-        let held = Arc::new(HeldUses::default());
         Box::new(Self {
             backend,
-            seal: Seal::new(NEXT_TRACKER_ID.fetch_add(1, Ordering::Relaxed)),
             core: Mutex::new(Locked {
-                core: Box::new(Engine(tracker, 0)),
+                core: Box::new(Engine(tracker)),
                 shadows: Vec::new(),
             }),
             waits,
-            book: RwLock::new(Book::new(ticket_history, held.clone())),
-            held,
             poisoned: AtomicBool::new(false),
         })
     }
@@ -125,32 +109,6 @@ impl sigretire_tracker {
         f()
     }
 
-    /// What a C ticket names, after checking it is this tracker's.
-    fn find(&self, ticket: &sigretire_ticket) -> Outcome<Found> {
-        self.seal.open(ticket)?;
-        let timed = ticket.flags & SIGRETIRE_TICKET_TIMED != 0;
-        match self.book.read().find(ticket.seq, timed) {
-            Some(found) => Ok(found),
-            None => fail(
-                SIGRETIRE_ERR_BAD_TICKET,
-                format!("this tracker issued no use {}", ticket.seq),
-            ),
-        }
-    }
-
-    /// Records a use `core` just handed out (under the core lock, so in
-    /// order).
-    fn record(&self, core: &dyn Core, acquired: &Acquired) {
-        let entry = Entry {
-            ticket: acquired.ticket,
-            publication: acquired.publication,
-            queue_changes: core.queue_changes(),
-        };
-        self.book
-            .write()
-            .record(entry, |t| self.waits.known_status(t).ok().flatten());
-    }
-
     fn c_acquired(&self, acquired: &Acquired) -> sigretire_acquired {
         let p = acquired.publication;
         let mut flags = 0;
@@ -162,7 +120,7 @@ impl sigretire_tracker {
         }
         sigretire_acquired {
             size: size_of::<sigretire_acquired>() as u32,
-            ticket: self.seal.seal(&acquired.ticket),
+            ticket: acquired.ticket,
             completion_signal: acquired.signal,
             aql_index: p.index(),
             ops: p.ops(),
@@ -171,7 +129,7 @@ impl sigretire_tracker {
             // its own packet type in.
             header: PacketHeader::new(0).barrier(p.barrier()).bits(),
             placement: sigretire_placement::from_rust(acquired.placement) as u32,
-            wait_for: sigretire_ticket::default(),
+            wait_for: Ticket::default(),
             count: 0,
         }
     }
@@ -183,7 +141,6 @@ impl sigretire_tracker {
         request: Request,
     ) -> Result<sigretire_acquired, AcquireError> {
         let acquired = core.acquire(request)?;
-        self.record(core, &acquired);
         Ok(self.c_acquired(&acquired))
     }
 
@@ -196,7 +153,7 @@ impl sigretire_tracker {
                 wait_for,
                 in_flight,
             } => {
-                answer.wait_for = self.seal.seal(wait_for);
+                answer.wait_for = *wait_for;
                 answer.count = *in_flight as u64;
                 SIGRETIRE_ERR_BACKPRESSURE
             }
@@ -418,7 +375,6 @@ pub unsafe extern "C" fn sigretire_tracker_submit(
                     return report_acquire_failure(out, tracker.acquire_failure(error));
                 }
             };
-            tracker.record(core, &acquired);
             let answer = tracker.c_acquired(&acquired);
             if let Err(failure) = core.publish(acquired.publication, body) {
                 let _ = core.fail_submission(&acquired.ticket, 0);
@@ -481,7 +437,7 @@ pub unsafe extern "C" fn sigretire_tracker_reserve(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sigretire_tracker_publish(
     tracker: *mut sigretire_tracker,
-    ticket: *const sigretire_ticket,
+    ticket: *const Ticket,
     operation: u32,
     work: *const sigretire_work,
 ) -> sigretire_status {
@@ -493,56 +449,47 @@ pub unsafe extern "C" fn sigretire_tracker_publish(
         let body = work.as_work()?;
         // SAFETY: as above.
         let tracker = unsafe { tracker_ref(tracker) }?;
-        let entry = match tracker.find(&ticket)? {
-            Found::Live(entry) => entry,
-            Found::Gone { .. } => {
-                return fail(
-                    SIGRETIRE_ERR_INVALID_STATE,
-                    format!(
-                        "use {} retired long ago (its record is dropped): it cannot be published",
-                        ticket.seq
-                    ),
-                );
-            }
-        };
-        let ops = entry.publication.ops();
-        let Some(part) = entry.publication.operations().nth(operation as usize) else {
-            return fail(
-                SIGRETIRE_ERR_INVALID_ARGUMENT,
-                format!(
-                    "operation {operation} of a use of {ops} operation(s) (0 to {})",
-                    ops - 1
-                ),
-            );
-        };
         tracker.with_core(|core| {
-            if entry.queue_changes != core.queue_changes() {
+            let publication = match core.publication(&ticket) {
+                Ok(publication) => publication,
+                Err(PublishError::Ticket(foreign)) => return bad_ticket(foreign),
+                Err(PublishError::Settled { seq, status }) => {
+                    return fail(
+                        SIGRETIRE_ERR_INVALID_STATE,
+                        format!(
+                            "use {seq} is {} already (or retired): it cannot be published (again)",
+                            if status == Status::Failed {
+                                "failed"
+                            } else {
+                                "complete"
+                            }
+                        ),
+                    );
+                }
+                Err(PublishError::Stale { index, .. }) => {
+                    return fail(
+                        SIGRETIRE_ERR_INVALID_STATE,
+                        format!(
+                            "use {} was acquired before a queue change: its index {index} was \
+                             reserved on the old queue, not on the tracker's queue now. Fail it \
+                             (sigretire_tracker_fail_submission, 0 issued) and fill that slot of \
+                             the old queue yourself",
+                            ticket.seq
+                        ),
+                    );
+                }
+                Err(other) => return fail(SIGRETIRE_ERR_INVALID_STATE, other.to_string()),
+            };
+            let ops = publication.ops();
+            let Some(part) = publication.operations().nth(operation as usize) else {
                 return fail(
-                    SIGRETIRE_ERR_INVALID_STATE,
+                    SIGRETIRE_ERR_INVALID_ARGUMENT,
                     format!(
-                        "use {} was acquired before a queue change: its index {} was reserved \
-                         on the old queue, not on the tracker's queue now. Fail it \
-                         (sigretire_tracker_fail_submission, 0 issued) and fill that slot of \
-                         the old queue yourself",
-                        ticket.seq,
-                        part.index()
+                        "operation {operation} of a use of {ops} operation(s) (0 to {})",
+                        ops - 1
                     ),
                 );
-            }
-            if let Some(done) = core.known_status(&entry.ticket).or_else(foreign_is_a_bug)? {
-                return fail(
-                    SIGRETIRE_ERR_INVALID_STATE,
-                    format!(
-                        "use {} is {} already: it cannot be published (again)",
-                        ticket.seq,
-                        if done == Status::Failed {
-                            "failed"
-                        } else {
-                            "complete"
-                        }
-                    ),
-                );
-            }
+            };
             core.publish(part, body)
         })
     })
@@ -594,7 +541,7 @@ pub unsafe extern "C" fn sigretire_tracker_publish_unsignalled(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sigretire_tracker_query(
     tracker: *mut sigretire_tracker,
-    ticket: *const sigretire_ticket,
+    ticket: *const Ticket,
     status: *mut sigretire_use_status,
 ) -> sigretire_status {
     guard("sigretire_tracker_query", || {
@@ -603,12 +550,9 @@ pub unsafe extern "C" fn sigretire_tracker_query(
         let ticket = unsafe { read_in(ticket, "ticket") }?;
         // SAFETY: as above.
         let tracker = unsafe { tracker_ref(tracker) }?;
-        let status = match tracker.find(&ticket)? {
-            Found::Live(entry) => tracker
-                .with_core(|core| core.query(&entry.ticket))
-                .or_else(foreign_is_a_bug)?,
-            Found::Gone { status, .. } => status,
-        };
+        let status = tracker
+            .with_core(|core| core.query(&ticket))
+            .or_else(bad_ticket)?;
         out.write(sigretire_use_status::from_rust(status));
         Ok(())
     })
@@ -629,7 +573,7 @@ pub unsafe extern "C" fn sigretire_tracker_query(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sigretire_tracker_known_status(
     tracker: *mut sigretire_tracker,
-    ticket: *const sigretire_ticket,
+    ticket: *const Ticket,
     status: *mut sigretire_use_status,
 ) -> sigretire_status {
     guard("sigretire_tracker_known_status", || {
@@ -638,22 +582,17 @@ pub unsafe extern "C" fn sigretire_tracker_known_status(
         let ticket = unsafe { read_in(ticket, "ticket") }?;
         // SAFETY: as above.
         let tracker = unsafe { tracker_ref(tracker) }?;
-        let known = match tracker.find(&ticket)? {
-            Found::Live(entry) => {
-                // What other threads can see first (no lock); what only the
-                // tracker's owner knows yet (a probe's proof not yet walked)
-                // under the lock.
-                match tracker
-                    .unlocked(|| tracker.waits.known_status(&entry.ticket))
-                    .or_else(foreign_is_a_bug)?
-                {
-                    Some(status) => Some(status),
-                    None => tracker
-                        .with_core(|core| core.known_status(&entry.ticket))
-                        .or_else(foreign_is_a_bug)?,
-                }
-            }
-            Found::Gone { status, .. } => Some(status),
+        // What other threads can see first (no lock, the ticket checked
+        // there too); what only the tracker's owner knows yet (a probe's
+        // proof not yet walked) under the lock.
+        let known = match tracker
+            .unlocked(|| tracker.waits.known_status(&ticket))
+            .or_else(bad_ticket)?
+        {
+            Some(status) => Some(status),
+            None => tracker
+                .with_core(|core| core.known_status(&ticket))
+                .or_else(bad_ticket)?,
         };
         out.write(sigretire_use_status::from_known(known));
         Ok(())
@@ -677,7 +616,7 @@ pub unsafe extern "C" fn sigretire_tracker_known_status(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sigretire_tracker_wait(
     tracker: *mut sigretire_tracker,
-    ticket: *const sigretire_ticket,
+    ticket: *const Ticket,
     timeout_ns: u64,
     policy: *const sigretire_wait_policy,
     status: *mut sigretire_use_status,
@@ -694,23 +633,18 @@ pub unsafe extern "C" fn sigretire_tracker_wait(
         }?;
         // SAFETY: as above.
         let tracker = unsafe { tracker_ref(tracker) }?;
-        let status = match tracker.find(&ticket)? {
-            Found::Live(entry) => {
-                let waited = tracker.unlocked(|| {
-                    tracker
-                        .waits
-                        .wait(&entry.ticket, nanos(timeout_ns), policy.to_rust())
-                });
-                match waited {
-                    Ok(status) => status,
-                    Err(WaitError::TimedOut(timed_out)) => {
-                        out.write(SIGRETIRE_USE_PENDING);
-                        return fail(SIGRETIRE_ERR_TIMED_OUT, timed_out.to_string());
-                    }
-                    Err(WaitError::Foreign(foreign)) => foreign_is_a_bug(foreign)?,
-                }
+        let waited = tracker.unlocked(|| {
+            tracker
+                .waits
+                .wait(&ticket, nanos(timeout_ns), policy.to_rust())
+        });
+        let status = match waited {
+            Ok(status) => status,
+            Err(WaitError::TimedOut(timed_out)) => {
+                out.write(SIGRETIRE_USE_PENDING);
+                return fail(SIGRETIRE_ERR_TIMED_OUT, timed_out.to_string());
             }
-            Found::Gone { status, .. } => status,
+            Err(WaitError::Foreign(foreign)) => bad_ticket(foreign)?,
         };
         out.write(sigretire_use_status::from_rust(status));
         Ok(())
@@ -731,7 +665,7 @@ pub unsafe extern "C" fn sigretire_tracker_wait(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sigretire_tracker_hold(
     tracker: *mut sigretire_tracker,
-    ticket: *const sigretire_ticket,
+    ticket: *const Ticket,
     hold: *mut *mut sigretire_hold,
 ) -> sigretire_status {
     guard("sigretire_tracker_hold", || {
@@ -740,22 +674,10 @@ pub unsafe extern "C" fn sigretire_tracker_hold(
         let ticket = unsafe { read_in(ticket, "ticket") }?;
         // SAFETY: as above.
         let tracker = unsafe { tracker_ref(tracker) }?;
-        let held: Option<(Box<dyn HoldObject>, HeldMark)> = match tracker.find(&ticket)? {
-            // The mark is made under the lock, with the hold: the book
-            // drops records only under it too, so it cannot drop this one
-            // in between.
-            Found::Live(entry) => tracker
-                .with_core(|core| {
-                    Ok(core
-                        .hold(&entry.ticket)?
-                        .map(|hold| (hold, HeldMark::new(&tracker.held, ticket.seq))))
-                })
-                .or_else(foreign_is_a_bug)?,
-            Found::Gone { .. } => None,
-        };
-        out.write(held.map_or(std::ptr::null_mut(), |(hold, mark)| {
-            sigretire_hold::into_raw(hold, Some(mark))
-        }));
+        let held: Option<Box<dyn HoldObject>> = tracker
+            .with_core(|core| core.hold(&ticket))
+            .or_else(bad_ticket)?;
+        out.write(held.map_or(std::ptr::null_mut(), sigretire_hold::into_raw));
         Ok(())
     })
 }
@@ -775,7 +697,7 @@ pub unsafe extern "C" fn sigretire_tracker_hold(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sigretire_tracker_pin(
     tracker: *mut sigretire_tracker,
-    ticket: *const sigretire_ticket,
+    ticket: *const Ticket,
     pin: *mut *mut sigretire_pin,
 ) -> sigretire_status {
     guard("sigretire_tracker_pin", || {
@@ -791,25 +713,18 @@ pub unsafe extern "C" fn sigretire_tracker_pin(
             )
         };
         type Pinned = (Box<dyn PinObject>, Option<Box<dyn HoldObject>>);
-        let pinned: Option<Pinned> = match tracker.find(&ticket)? {
-            // With the pin, a hold of the same use: the library's own
-            // reference, which outlives the consumer's tracker if need be
-            // (orphans.rs).
-            Found::Live(entry) => match tracker.with_core(|core| {
-                let Some(pin) = core.pin(&entry.ticket)? else {
-                    return Ok(None);
-                };
-                Ok(Some((pin, core.hold(&entry.ticket)?)))
-            }) {
-                Ok(pinned) => pinned,
-                Err(PinError::Failed { seq }) => return failed(seq),
-                Err(PinError::Foreign(foreign)) => foreign_is_a_bug(foreign)?,
-            },
-            Found::Gone {
-                status: Status::Failed,
-                ..
-            } => return failed(ticket.seq),
-            Found::Gone { .. } => None,
+        // With the pin, a hold of the same use: the library's own
+        // reference, which outlives the consumer's tracker if need be
+        // (orphans.rs).
+        let pinned: Option<Pinned> = match tracker.with_core(|core| {
+            let Some(pin) = core.pin(&ticket)? else {
+                return Ok(None);
+            };
+            Ok(Some((pin, core.hold(&ticket)?)))
+        }) {
+            Ok(pinned) => pinned,
+            Err(PinError::Failed { seq }) => return failed(seq),
+            Err(PinError::Foreign(foreign)) => bad_ticket(foreign)?,
         };
         out.write(pinned.map_or(std::ptr::null_mut(), |(pin, shadow)| {
             sigretire_pin::into_raw(pin, shadow)
@@ -835,7 +750,7 @@ pub unsafe extern "C" fn sigretire_tracker_pin(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sigretire_tracker_attach(
     tracker: *mut sigretire_tracker,
-    consumer: *const sigretire_ticket,
+    consumer: *const Ticket,
     pin: *mut *mut sigretire_pin,
 ) -> sigretire_status {
     guard("sigretire_tracker_attach", || {
@@ -862,36 +777,20 @@ pub unsafe extern "C" fn sigretire_tracker_attach(
                  kind of signal memory",
             );
         }
-        let found = match tracker.find(&consumer) {
-            Ok(found) => found,
-            Err(failure) => {
-                pinned.put_back_pin(object);
-                return Err(failure);
+        let mut shadow = pinned.take_shadow();
+        let attached: Result<(), Refused> = tracker.with_shadows(|core, shadows| {
+            // A consumer retired already: the tracker drops the pin at once.
+            core.attach(&consumer, object)?;
+            // The library's own reference to the signal goes with the pin
+            // (dropped by the sweep if the consumer is known done already).
+            if let Some(producer) = shadow.take() {
+                shadows.push(Shadow { consumer, producer });
             }
-        };
-        match found {
-            Found::Live(entry) => {
-                let mut shadow = pinned.take_shadow();
-                let attached: Result<(), Refused> = tracker.with_shadows(|core, shadows| {
-                    core.attach(&entry.ticket, object)?;
-                    // The library's own reference to the signal goes with
-                    // the pin (dropped by the sweep if the consumer is
-                    // known done already).
-                    if let Some(producer) = shadow.take() {
-                        shadows.push(Shadow {
-                            consumer: entry.ticket,
-                            producer,
-                        });
-                    }
-                    Ok(())
-                });
-                if let Err(refused) = attached {
-                    pinned.put_back(refused.pin, shadow);
-                    return Err(refused.failure);
-                }
-            }
-            // The consumer retired long ago: the pin is no longer needed.
-            Found::Gone { .. } => drop(object),
+            Ok(())
+        });
+        if let Err(refused) = attached {
+            pinned.put_back(refused.pin, shadow);
+            return Err(refused.failure);
         }
         // SAFETY: the handle is live (checked above) and now empty; no other
         // call uses it (contract): freed once, here, and the caller's
@@ -996,7 +895,7 @@ pub unsafe extern "C" fn sigretire_tracker_reclaim(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sigretire_tracker_timestamps(
     tracker: *mut sigretire_tracker,
-    ticket: *const sigretire_ticket,
+    ticket: *const Ticket,
     out: *mut sigretire_timestamps,
 ) -> sigretire_status {
     guard("sigretire_tracker_timestamps", || {
@@ -1014,27 +913,18 @@ pub unsafe extern "C" fn sigretire_tracker_timestamps(
                 ),
             )
         };
-        let answer = match tracker.find(&ticket)? {
-            Found::Live(entry) => {
-                let harvested = tracker.with_core(|core| {
-                    let stamps = core.timestamps(&entry.ticket)?;
-                    // Asked after the harvest, which proves completion
-                    // when it can: a timed use known complete without
-                    // stamps has none to come.
-                    let complete = core.known_status(&entry.ticket)? == Some(Status::Complete);
-                    Ok((stamps, complete && entry.ticket.is_timed()))
-                });
-                match harvested {
-                    Ok((stamps, done)) => sigretire_timestamps::from_rust(stamps, done),
-                    Err(TimestampsError::Expired { seq }) => return expired(seq),
-                    Err(TimestampsError::Foreign(foreign)) => foreign_is_a_bug(foreign)?,
-                }
-            }
-            Found::Gone {
-                status: Status::Complete,
-                timed: true,
-            } => return expired(ticket.seq),
-            Found::Gone { .. } => sigretire_timestamps::default(),
+        let harvested = tracker.with_core(|core| {
+            let stamps = core.timestamps(&ticket)?;
+            // Asked after the harvest, which proves completion when it
+            // can: a timed use known complete without stamps has none to
+            // come.
+            let complete = core.known_status(&ticket)? == Some(Status::Complete);
+            Ok((stamps, complete && ticket.is_timed()))
+        });
+        let answer = match harvested {
+            Ok((stamps, done)) => sigretire_timestamps::from_rust(stamps, done),
+            Err(TimestampsError::Expired { seq }) => return expired(seq),
+            Err(TimestampsError::Foreign(foreign)) => bad_ticket(foreign)?,
         };
         out.write(answer);
         Ok(())
@@ -1114,7 +1004,7 @@ pub unsafe extern "C" fn sigretire_tracker_fail_queue(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sigretire_tracker_fail_submission(
     tracker: *mut sigretire_tracker,
-    ticket: *const sigretire_ticket,
+    ticket: *const Ticket,
     issued: u32,
 ) -> sigretire_status {
     guard("sigretire_tracker_fail_submission", || {
@@ -1122,23 +1012,12 @@ pub unsafe extern "C" fn sigretire_tracker_fail_submission(
         let ticket = unsafe { read_in(ticket, "ticket") }?;
         // SAFETY: as above.
         let tracker = unsafe { tracker_ref(tracker) }?;
-        match tracker.find(&ticket)? {
-            Found::Live(entry) => {
-                match tracker.with_core(|core| core.fail_submission(&entry.ticket, issued)) {
-                    Ok(()) => Ok(()),
-                    Err(error @ FailSubmissionError::InvalidState { .. }) => {
-                        fail(SIGRETIRE_ERR_INVALID_STATE, error.to_string())
-                    }
-                    Err(FailSubmissionError::Foreign(foreign)) => foreign_is_a_bug(foreign),
-                }
+        match tracker.with_core(|core| core.fail_submission(&ticket, issued)) {
+            Ok(()) => Ok(()),
+            Err(error @ FailSubmissionError::InvalidState { .. }) => {
+                fail(SIGRETIRE_ERR_INVALID_STATE, error.to_string())
             }
-            Found::Gone { .. } => fail(
-                SIGRETIRE_ERR_INVALID_STATE,
-                format!(
-                    "use {} cannot fail its submission: it is already retired",
-                    ticket.seq
-                ),
-            ),
+            Err(FailSubmissionError::Foreign(foreign)) => bad_ticket(foreign),
         }
     })
 }
@@ -1231,7 +1110,7 @@ pub(crate) fn require_backend(
     }
 }
 
-/// A tracker of the kind `settings` asks for, over `memory` and `queue`.
+/// A retiring tracker as `settings` configure it, over `memory` and `queue`.
 pub(crate) fn build<M, Q>(
     memory: std::sync::Arc<M>,
     queue: Q,
@@ -1242,21 +1121,19 @@ where
     M: ::sigretire_tracker::SignalMemory,
     Q: CQueue + Send,
 {
-    let created = if settings.baseline {
-        ::sigretire_tracker::BaselineTracker::new(memory, queue, settings.config)
-            .map(|t| sigretire_tracker::from_tracker(t, backend, settings.ticket_history))
-    } else {
-        ::sigretire_tracker::RetiringTracker::new(memory, queue, settings.config)
-            .map(|t| sigretire_tracker::from_tracker(t, backend, settings.ticket_history))
+    ::sigretire_tracker::RetiringTracker::new(memory, queue, settings.config)
+        .map(|t| sigretire_tracker::from_tracker(t, backend))
+        .or_else(created_failure)
+}
+
+/// Why a tracker could not be made, as a status.
+pub(crate) fn created_failure<T>(error: ::sigretire_tracker::CreateError) -> Outcome<T> {
+    let status = match error {
+        ::sigretire_tracker::CreateError::InvalidConfig(_) => SIGRETIRE_ERR_INVALID_CONFIG,
+        ::sigretire_tracker::CreateError::OutOfSignals(_) => SIGRETIRE_ERR_OUT_OF_SIGNALS,
+        ::sigretire_tracker::CreateError::Backend(_) => SIGRETIRE_ERR_BACKEND,
     };
-    created.or_else(|error| {
-        let status = match error {
-            ::sigretire_tracker::CreateError::InvalidConfig(_) => SIGRETIRE_ERR_INVALID_CONFIG,
-            ::sigretire_tracker::CreateError::OutOfSignals(_) => SIGRETIRE_ERR_OUT_OF_SIGNALS,
-            ::sigretire_tracker::CreateError::Backend(_) => SIGRETIRE_ERR_BACKEND,
-        };
-        fail(status, error.to_string())
-    })
+    fail(status, error.to_string())
 }
 
 #[cfg(test)]

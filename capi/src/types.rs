@@ -10,7 +10,7 @@
 use crate::status::{Outcome, SIGRETIRE_ERR_INVALID_ARGUMENT, SIGRETIRE_ERR_INVALID_CONFIG, fail};
 use ::sigretire_tracker::{
     Accesses, Census, Condition, Config, Dispatch, Placement, Purpose, Request, Stats, Status,
-    Timestamps, WaitPolicy, WaitValue, Work,
+    Ticket, Timestamps, WaitPolicy, WaitValue, Work,
 };
 use std::time::Duration;
 
@@ -22,32 +22,28 @@ use std::time::Duration;
 /// constants and status values, fields appended at the end of a struct
 /// (its `size` field tells the library which layout a caller has).
 /// Version 2: every struct carries its size; `sigretire_timestamps.state`;
-/// `sigretire_wait_policy.device_spin_ns`.
-pub const SIGRETIRE_ABI_VERSION: u32 = 2;
+/// `sigretire_wait_policy.device_spin_ns`. Version 3: `sigretire_ticket`
+/// is the tracker's own ticket (a slot instead of a check word, 64-bit
+/// flags, `SIGRETIRE_TICKET_TIMED` 4); `sigretire_config.ticket_history`
+/// is gone (no ledger of tickets is kept), and so are `kind` with
+/// `sigretire_tracker_kind` (the library builds the retiring tracker: the
+/// baseline is the benchmarks' comparison, no runtime's choice) and
+/// `generation_bits` (generations count in 32 bits).
+pub const SIGRETIRE_ABI_VERSION: u32 = 3;
 
 /// The name of one use of a signal (one packet, or one submission of
-/// several operations). Plain data: copy it, store it, compare it; keeping
-/// one keeps nothing alive. Only the tracker that issued a ticket accepts
-/// it: any other tracker, or a ticket whose fields were changed, gets
-/// `SIGRETIRE_ERR_BAD_TICKET`. A zeroed ticket is never valid.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct sigretire_ticket {
-    /// The issuing tracker's id (unique in the process, never reused).
-    pub tracker: u64,
-    /// The use's sequence number: a tracker's uses are numbered 1, 2, 3...
-    /// in the order they were acquired.
-    pub seq: u64,
-    /// The queue generation the use belongs to.
-    pub generation: u32,
-    /// `SIGRETIRE_TICKET_*` bits.
-    pub flags: u32,
-    /// A check word that ties the fields above to the issuing tracker.
-    pub check: u64,
-}
+/// several operations): the tracker's own [`Ticket`], named as C names it
+/// (the header's `sigretire_ticket` is that struct). Plain data: copy it,
+/// store it, compare it; keeping one keeps nothing alive. The tracker checks
+/// every ticket against its own state: one it did not issue as it is
+/// (another tracker's, a zeroed, altered or made-up one) gets
+/// `SIGRETIRE_ERR_BAD_TICKET`, never undefined behaviour.
+pub use ::sigretire_tracker::Ticket as sigretire_ticket;
 
 /// `sigretire_ticket.flags`: the use's timestamps are harvested.
-pub const SIGRETIRE_TICKET_TIMED: u32 = 1;
+pub const SIGRETIRE_TICKET_TIMED: u64 = 4;
+
+const _: () = assert!(SIGRETIRE_TICKET_TIMED == Ticket::TIMED);
 
 /// Where a signal lives.
 #[repr(u32)]
@@ -222,7 +218,7 @@ pub struct sigretire_acquired {
     /// takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise).
     pub size: u32,
     /// The use's name: ask about it, wait for it, hold or pin it.
-    pub ticket: sigretire_ticket,
+    pub ticket: Ticket,
     /// The packet's `completion_signal` (an `hsa_signal_t` handle), armed,
     /// its arming already visible to the GPU.
     pub completion_signal: u64,
@@ -241,23 +237,11 @@ pub struct sigretire_acquired {
     pub placement: u32,
     /// On `SIGRETIRE_ERR_BACKPRESSURE` only: the use whose completion frees
     /// room. Wait for it outside your locks, then retry. Zero otherwise.
-    pub wait_for: sigretire_ticket,
+    pub wait_for: Ticket,
     /// On `SIGRETIRE_ERR_BACKPRESSURE`: the uses in flight; on
     /// `SIGRETIRE_ERR_SIGNALS_HELD`: the held signals. Zero otherwise.
     pub count: u64,
 }
-
-/// Which tracker to build (`sigretire_config.kind`).
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum sigretire_tracker_kind {
-    /// The retiring tracker: fence probing, batched re-arm, spares, pins.
-    SIGRETIRE_TRACKER_RETIRING = 0,
-    /// CLR's original tracker, for comparison.
-    SIGRETIRE_TRACKER_BASELINE = 1,
-}
-
-pub use sigretire_tracker_kind::*;
 
 /// How a tracker sizes its ring and places its signals. Start from
 /// `sigretire_config_default`; every field has the range of the Rust
@@ -283,23 +267,13 @@ pub struct sigretire_config {
     /// A poll loads a fence only once the read index passed this many
     /// packets since the last probe (default 1: every poll).
     pub probe_interval: u64,
-    /// How many timed uses keep their harvested stamps (default 16384).
+    /// How many timed uses keep their harvested stamps (default 16384). An
+    /// older timed use's timestamps answer `SIGRETIRE_ERR_EXPIRED`, unless a
+    /// `sigretire_hold` of it lives: a held use keeps its own.
     pub stamp_history: u64,
-    /// How many of the newest uses this library keeps the full record of,
-    /// for their tickets (about 64 bytes each; 0: `stamp_history` plus the
-    /// most uses in flight). An older ticket still answers its status; its
-    /// timestamps answer `SIGRETIRE_ERR_EXPIRED`; it can no longer be
-    /// published. The record of a use a `sigretire_hold` holds is kept
-    /// until the last such hold is released. At least the most uses in
-    /// flight.
-    pub ticket_history: u64,
-    /// A `sigretire_tracker_kind` (default retiring).
-    pub kind: u32,
     /// A `sigretire_placement`: where the ring's signals live (default
     /// host; device for uses a GPU waiter or a CPU sync may read).
     pub signals: u32,
-    /// Width of the generation counter, 1 to 32 (default 32).
-    pub generation_bits: u32,
 }
 
 impl sigretire_config {
@@ -315,10 +289,7 @@ impl sigretire_config {
             backpressure_window: config.backpressure_window as u64,
             probe_interval: config.probe_interval as u64,
             stamp_history: config.stamp_history as u64,
-            ticket_history: 0,
-            kind: SIGRETIRE_TRACKER_RETIRING as u32,
             signals: SIGRETIRE_PLACEMENT_HOST as u32,
-            generation_bits: config.generation_bits,
         }
     }
 
@@ -342,7 +313,6 @@ impl sigretire_config {
             signals,
             refill_batch: size(self.refill_batch, "refill_batch")?,
             timing_batch: size(self.timing_batch, "timing_batch")?,
-            generation_bits: self.generation_bits,
             backpressure_window: size(self.backpressure_window, "backpressure_window")?,
             probe_interval: size(self.probe_interval, "probe_interval")?,
             stamp_history: size(self.stamp_history, "stamp_history")?,
@@ -350,40 +320,7 @@ impl sigretire_config {
         if let Err(invalid) = config.validate() {
             return fail(SIGRETIRE_ERR_INVALID_CONFIG, invalid.to_string());
         }
-        let baseline = match self.kind {
-            0 => false,
-            1 => true,
-            other => {
-                return fail(
-                    SIGRETIRE_ERR_INVALID_CONFIG,
-                    format!(
-                        "config `kind` is {other}: a sigretire_tracker_kind is 0 (retiring) or 1 (baseline)"
-                    ),
-                );
-            }
-        };
-        let in_flight = config.max_in_flight();
-        let ticket_history = match self.ticket_history {
-            0 => config.stamp_history.saturating_add(in_flight),
-            n => {
-                let n = size(n, "ticket_history")?;
-                if n < in_flight || n > Config::MAX_IN_FLIGHT + Config::MAX_STAMP_HISTORY {
-                    return fail(
-                        SIGRETIRE_ERR_INVALID_CONFIG,
-                        format!(
-                            "config `ticket_history` ({n}) must be 0 or from the most uses in flight \
-                             ({in_flight}: initial_size * growth_limit) to 2^20 + 2^24"
-                        ),
-                    );
-                }
-                n
-            }
-        };
-        Ok(Settings {
-            config,
-            baseline,
-            ticket_history,
-        })
+        Ok(Settings { config })
     }
 }
 
@@ -391,8 +328,6 @@ impl sigretire_config {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Settings {
     pub(crate) config: Config,
-    pub(crate) baseline: bool,
-    pub(crate) ticket_history: usize,
 }
 
 /// How a CPU wait spends its time (`WaitPolicy`): spin, then yield, then

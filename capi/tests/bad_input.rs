@@ -176,7 +176,7 @@ fn bad_tickets(good: sigretire_ticket, foreign: sigretire_ticket) -> Vec<sigreti
             ..good
         },
         sigretire_ticket {
-            check: good.check ^ 1,
+            slot: good.slot ^ 1,
             ..good
         },
         sigretire_ticket {
@@ -461,23 +461,17 @@ fn invalid_configurations_are_refused() {
         backpressure_window: 0,
         probe_interval: 0,
         stamp_history: 0,
-        ticket_history: 0,
-        kind: 0,
         signals: 0,
-        generation_bits: 0,
     };
     // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
     // or live handles of this test; the library checks each before use.
     unsafe { assert_eq!(sigretire_config_default(&mut base), SIGRETIRE_OK) };
-    let bad: [fn(&mut sigretire_config); 9] = [
+    let bad: [fn(&mut sigretire_config); 6] = [
         |c| c.initial_size = 0,
         |c| c.growth_limit = 0,
         |c| c.initial_size = u64::MAX,
-        |c| c.generation_bits = 33,
         |c| c.refill_batch = 1 << 40,
-        |c| c.kind = 2,
         |c| c.signals = 2,
-        |c| c.ticket_history = 3, // fewer than the uses that may be in flight
         |c| c.probe_interval = 0,
     ];
     for change in bad {
@@ -1262,7 +1256,7 @@ fn hooks_functions_refuse_missing_hooks_and_give_the_memory_back() {
             );
         }
         let bad_config = sigretire_config {
-            kind: 7,
+            signals: 7,
             ..{
                 let mut c = std::mem::zeroed::<sigretire_config>();
                 c.size = size_of::<sigretire_config>() as u32;
@@ -1524,17 +1518,13 @@ fn stale_tickets_keep_their_answers_after_their_records_are_dropped() {
             backpressure_window: 0,
             probe_interval: 0,
             stamp_history: 0,
-            ticket_history: 0,
-            kind: 0,
             signals: 0,
-            generation_bits: 0,
         };
         // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
         // or live handles of this test; the library checks each before use.
         unsafe { sigretire_config_default(&mut c) };
         c.initial_size = 4;
         c.growth_limit = 1;
-        c.ticket_history = 4; // the fewest allowed: the uses that may be in flight
         c
     };
     let rig = Rig::with_config(1, Some(config));

@@ -3,6 +3,7 @@
 //! queue failures, failed submissions, queue changes, probes, the
 //! baseline, a threaded simulator waited on from several threads.
 
+use ::sigretire_sim::backend::SimMemory;
 use sigretire_capi::*;
 use std::ptr::{null, null_mut};
 
@@ -24,6 +25,33 @@ impl Rig {
             assert_eq!(sigretire_sim_create(&options, &mut sim), SIGRETIRE_OK);
             assert_eq!(
                 sigretire_sim_tracker_create(sim, 0, &config, &mut tracker),
+                SIGRETIRE_OK
+            );
+        }
+        Self { sim, tracker }
+    }
+
+    /// A rig whose tracker handle holds the tracker `make` builds on the
+    /// simulator's queue 0 (the baseline to compare with, a retiring
+    /// tracker with a narrowed generation counter).
+    fn with<T>(
+        options: sigretire_sim_options,
+        make: impl FnOnce(
+            std::sync::Arc<SimMemory>,
+            ::sigretire_sim::Queue,
+        ) -> Result<T, ::sigretire_tracker::CreateError>,
+    ) -> Self
+    where
+        T: ::sigretire_tracker::Tracker<Memory = SimMemory, Queue = ::sigretire_sim::Queue>
+            + 'static,
+    {
+        let mut sim = null_mut();
+        let mut tracker = null_mut();
+        // SAFETY: see the top of the file.
+        unsafe {
+            assert_eq!(sigretire_sim_create(&options, &mut sim), SIGRETIRE_OK);
+            assert_eq!(
+                sigretire_sim_tracker_create_with(sim, 0, make, &mut tracker),
                 SIGRETIRE_OK
             );
         }
@@ -195,14 +223,14 @@ fn a_timed_use_has_its_stamps_for_its_ticket_and_its_holders() {
 
 #[test]
 fn a_held_use_keeps_answering_its_stamps_for_its_ticket() {
-    // The library keeps the records of the newest uses only: at least the
-    // most uses in flight (4 here), by default that plus `stamp_history`.
-    for (stamp_history, ticket_history) in [(16384, 4), (1, 0)] {
+    // Whether or not the history of stamps still has room for it (it
+    // keeps the last timed use only with `stamp_history` 1), a held use's
+    // ticket answers its stamps: its cell keeps them while it is held.
+    for stamp_history in [16384, 1] {
         let mut small = config();
         small.initial_size = 4;
         small.growth_limit = 1;
         small.stamp_history = stamp_history;
-        small.ticket_history = ticket_history;
         let rig = Rig::new(options(), small);
         let timed = rig.submit(
             SIGRETIRE_REQUEST_BARRIER | SIGRETIRE_REQUEST_TIMED,
@@ -240,8 +268,7 @@ fn a_held_use_keeps_answering_its_stamps_for_its_ticket() {
             assert_eq!(
                 sigretire_tracker_timestamps(rig.tracker, &timed.ticket, &mut stamps),
                 SIGRETIRE_OK,
-                "stamp_history {stamp_history}, ticket_history {ticket_history}: the use is \
-                 held, 12 uses later"
+                "stamp_history {stamp_history}: the use is held, 12 uses later"
             );
         }
         assert_eq!(held.state, SIGRETIRE_TIMESTAMPS_AVAILABLE);
@@ -260,22 +287,54 @@ fn a_held_use_keeps_answering_its_stamps_for_its_ticket() {
                 "a complete use is not published again"
             );
         }
-        // Let go: a few uses later its stamps are no longer kept.
+        // Let go: 12 timed uses later its stamps are kept exactly as the
+        // tracker keeps them for a Rust caller (no record of the C
+        // library's own drops them sooner): in its history, which has room
+        // for 16384 uses' or for the newest one's; in its signal's cell
+        // until a later timed use of that signal is harvested. Each later
+        // use is held, so that its signal is parked when it retires and an
+        // armed spare takes its slot: the released signal, next in line,
+        // serves a later timed use.
         // SAFETY: as above.
         unsafe { assert_eq!(sigretire_hold_release(&mut hold), SIGRETIRE_OK) };
+        let mut later = Vec::new();
         for _ in 0..12 {
-            rig.submit(
+            let acquired = rig.submit(
                 SIGRETIRE_REQUEST_BARRIER | SIGRETIRE_REQUEST_TIMED,
                 sigretire_work_kind::SIGRETIRE_WORK_EMPTY,
             );
-            rig.run();
+            let mut kept = null_mut();
+            let mut rearmed = 0;
+            // SAFETY: as above.
+            unsafe {
+                assert_eq!(
+                    sigretire_tracker_hold(rig.tracker, &acquired.ticket, &mut kept),
+                    SIGRETIRE_OK
+                );
+                later.push(kept);
+                rig.run();
+                assert_eq!(
+                    sigretire_tracker_poll(rig.tracker, &mut rearmed),
+                    SIGRETIRE_OK
+                );
+            }
         }
+        let mut after = sigretire_timestamps::default();
         // SAFETY: as above.
-        unsafe {
+        let answer =
+            unsafe { sigretire_tracker_timestamps(rig.tracker, &timed.ticket, &mut after) };
+        if stamp_history > 12 {
+            assert_eq!(answer, SIGRETIRE_OK, "stamp_history {stamp_history}");
+            assert_eq!(after, held, "the history's copy of the same stamps");
+        } else {
             assert_eq!(
-                sigretire_tracker_timestamps(rig.tracker, &timed.ticket, &mut stamps),
-                SIGRETIRE_ERR_EXPIRED
+                answer, SIGRETIRE_ERR_EXPIRED,
+                "stamp_history {stamp_history}"
             );
+        }
+        for mut kept in later {
+            // SAFETY: as above.
+            unsafe { assert_eq!(sigretire_hold_release(&mut kept), SIGRETIRE_OK) };
         }
         assert_eq!(rig.query(&timed.ticket), SIGRETIRE_USE_COMPLETE);
     }
@@ -582,9 +641,14 @@ fn a_queue_change_starts_a_generation_and_keeps_old_answers() {
 fn a_use_acquired_before_a_queue_change_cannot_be_published_after_it() {
     let mut three = options();
     three.queues = 3;
-    let mut one_bit = config();
-    one_bit.generation_bits = 1; // two changes bring generation 0 back
-    let rig = Rig::new(three, one_bit);
+    // A 1-bit generation counter (a test's: runtimes count in 32 bits), so
+    // that two changes bring generation 0 back.
+    let rig = Rig::with(three, |memory, queue| {
+        let mut tracker =
+            ::sigretire_tracker::RetiringTracker::new(memory, queue, Default::default())?;
+        ::sigretire_tracker::kit::narrow_generations(&mut tracker, 1);
+        Ok(tracker)
+    });
     let mut index = 0;
     let mut acquired = sigretire_acquired::default();
     let request = sigretire_request {
@@ -689,11 +753,22 @@ fn a_probe_proves_without_re_arming() {
 fn the_baseline_loads_each_use_that_the_retiring_tracker_proves_by_one_fence() {
     let mut device = config();
     device.signals = SIGRETIRE_PLACEMENT_DEVICE as u32;
-    let mut baseline = device;
-    baseline.kind = sigretire_tracker_kind::SIGRETIRE_TRACKER_BASELINE as u32;
     let mut loads = Vec::new();
-    for config in [device, baseline] {
-        let rig = Rig::new(options(), config);
+    // The baseline is no configuration of this library's (no runtime picks
+    // it): the test hands a C handle the one it compares with.
+    let baseline = || {
+        Rig::with(options(), |memory, queue| {
+            ::sigretire_baseline::BaselineTracker::new(
+                memory,
+                queue,
+                ::sigretire_tracker::Config {
+                    signals: ::sigretire_tracker::Placement::Device,
+                    ..::sigretire_tracker::Config::default()
+                },
+            )
+        })
+    };
+    for rig in [Rig::new(options(), device), baseline()] {
         let tickets: Vec<_> = (0..64)
             .map(|_| {
                 rig.submit(
@@ -727,6 +802,14 @@ fn threads_wait_on_a_threaded_simulator_while_another_submits() {
     // SAFETY: as for Send: the handle may be used from any thread at once.
     unsafe impl Sync for Shared {}
     let shared = Shared(rig.tracker);
+    // Ten seconds of real time is ample for the simulator's thread to run
+    // 64 packets; under Miri, which interprets every thread, it is not (the
+    // waits would end early, never wrongly: `SIGRETIRE_ERR_TIMED_OUT`).
+    let timeout_ns: u64 = if cfg!(miri) {
+        3_600_000_000_000
+    } else {
+        10_000_000_000
+    };
     let tickets: Vec<_> = (0..32)
         .map(|_| {
             rig.submit(
@@ -760,7 +843,7 @@ fn threads_wait_on_a_threaded_simulator_while_another_submits() {
                                 sigretire_tracker_wait(
                                     shared.0,
                                     ticket,
-                                    10_000_000_000,
+                                    timeout_ns,
                                     &policy,
                                     &mut status,
                                 )

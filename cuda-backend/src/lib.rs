@@ -48,7 +48,8 @@
 //! wakes' host functions run), `queue` (the
 //! [`HardwareQueue`](sigretire_tracker::HardwareQueue), and the queues a
 //! context makes), `trackers` (a tracker and its queue in one call), and
-//! [`native`] (CUDA's own events, for comparison).
+//! `report` ([`SystemReport`]: what a measurement was taken on). CUDA's
+//! own events, which the benchmarks compare with, are the benchmarks' own.
 //!
 //! **CUDA versions.** The program that links this crate picks the CUDA
 //! headers cudarc binds, with one of cudarc's `cuda-*` features; this crate
@@ -98,12 +99,12 @@ mod error;
 mod flag;
 pub mod kernel;
 mod memory;
-pub mod native;
 mod ops;
 mod order;
 mod pinned;
 mod queue;
 mod relay;
+mod report;
 mod signal;
 mod stream;
 mod trackers;
@@ -123,6 +124,7 @@ pub use flag::{FlagState, HostFlag};
 pub use kernel::KernelHandle;
 pub use memory::CudaMemory;
 pub use queue::{CudaQueue, QueueFailure};
+pub use report::SystemReport;
 pub use signal::{CudaSignal, SignalBlock};
 pub use version::CudaVersion;
 pub use wake::WakeStats;

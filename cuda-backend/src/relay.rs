@@ -3,7 +3,7 @@
 //!
 //! A stream holds everything enqueued after a host function until the
 //! driver has run it (80-280 us of idle GPU per host function on an H200:
-//! the queue layer's example `host_function_stall`). So a publication that
+//! the benchmarks' example `host_function_stall`). So a publication that
 //! completes a wake signal records an event on its stream, right behind its
 //! memory operations, and the relay's own stream waits for that event and
 //! runs the host function: the queue's stream goes on at once, and the
@@ -12,8 +12,7 @@
 //! One event serves every wake: `cuStreamWaitEvent` waits for the record
 //! made before it, and the queue's publisher lock orders each record with
 //! its wait. The event is the driver's own, without timing (the cheapest
-//! to record), not a [`native::Event`](crate::native::Event): those are
-//! recorded on queues, and a queue is what holds this relay.
+//! to record), owned by the relay, which a queue holds.
 
 use crate::context::CudaContext;
 use crate::error::{Result, check};

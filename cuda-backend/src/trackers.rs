@@ -1,11 +1,11 @@
-//! Ready-made trackers: a tracker with its own signal memory on a new queue
-//! of a context, for programs that want one of each and nothing more.
+//! A ready-made tracker: a retiring tracker with its own signal memory on a
+//! new queue of a context, for programs that want one and nothing more.
 
 use crate::context::CudaContext;
 use crate::error::Result;
 use crate::memory::CudaMemory;
 use crate::queue::CudaQueue;
-use sigretire_tracker::{BaselineTracker, Config, RetiringTracker};
+use sigretire_tracker::{Config, RetiringTracker};
 use std::sync::Arc;
 
 /// A tracker and its queue on a context, in one call.
@@ -37,33 +37,5 @@ impl CudaContext {
         let queue = self.create_queue()?;
         let memory = Arc::new(CudaMemory::new(self));
         Ok((RetiringTracker::new(memory, queue.clone(), config)?, queue))
-    }
-
-    /// The baseline tracker with its own signal memory on a new queue, and
-    /// the queue.
-    ///
-    /// ```
-    /// # use sigretire_cuda::{CudaContext, Error};
-    /// # let context = match CudaContext::new(0) {
-    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
-    /// #     context => context?,
-    /// # };
-    /// use sigretire_tracker::{Config, HardwareQueue, Request, Status, Tracker, Work};
-    ///
-    /// let (mut baseline, queue) = context.baseline_tracker(Config::default())?;
-    /// let index = queue.reserve().unwrap();
-    /// let acquired = baseline.acquire(Request::packet(index).barrier(true)).unwrap();
-    /// queue.publish(acquired.publication, Work::Empty).unwrap();
-    /// queue.synchronize()?;
-    /// assert_eq!(baseline.query(&acquired.ticket).unwrap(), Status::Complete);
-    /// # Ok::<(), sigretire_cuda::Error>(())
-    /// ```
-    pub fn baseline_tracker(
-        self: &Arc<Self>,
-        config: Config,
-    ) -> Result<(BaselineTracker<CudaMemory, CudaQueue>, CudaQueue)> {
-        let queue = self.create_queue()?;
-        let memory = Arc::new(CudaMemory::new(self));
-        Ok((BaselineTracker::new(memory, queue.clone(), config)?, queue))
     }
 }

@@ -14,7 +14,7 @@ mod support;
 
 use core::ffi::{CStr, c_void};
 use cudarc::driver::sys::{
-    self, CUdeviceptr, CUevent, CUfunction, CUmodule, CUresult, CUstream, CUstreamCaptureMode,
+    self, CUdeviceptr, CUfunction, CUmodule, CUresult, CUstream, CUstreamCaptureMode,
 };
 use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, Error, check};
 use sigretire_queue::{Device, DeviceConfig, QueueConfig};
@@ -23,7 +23,7 @@ use sigretire_tracker::{
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::WAIT;
+use support::{RawEvent, WAIT};
 
 type Retiring = RetiringTracker<CudaMemory, CudaQueue>;
 
@@ -220,64 +220,6 @@ impl Drop for Runtime {
         unsafe {
             sys::cuMemFree_v2(self.out);
             sys::cuModuleUnload(self.module);
-        }
-    }
-}
-
-/// A CUDA event of the runtime's, recorded with raw driver calls.
-struct RawEvent {
-    context: Arc<CudaContext>,
-    raw: CUevent,
-}
-
-impl RawEvent {
-    fn new(context: &Arc<CudaContext>) -> Self {
-        context.bind().unwrap();
-        let mut raw = core::ptr::null_mut();
-        // SAFETY: the context is bound; `raw` is a live local.
-        check("cuEventCreate", unsafe {
-            sys::cuEventCreate(&mut raw, sys::CUevent_flags::CU_EVENT_DEFAULT as u32)
-        })
-        .unwrap();
-        Self {
-            context: context.clone(),
-            raw,
-        }
-    }
-
-    fn record(&self, stream: CUstream) {
-        self.context.bind().unwrap();
-        // SAFETY: the event and the stream are live, of the bound context.
-        check("cuEventRecord", unsafe {
-            sys::cuEventRecord(self.raw, stream)
-        })
-        .unwrap();
-    }
-
-    /// `cuEventQuery`'s answer, as the driver gives it.
-    fn query(&self) -> CUresult {
-        self.context.bind().unwrap();
-        // SAFETY: the event is live, of the bound context.
-        unsafe { sys::cuEventQuery(self.raw) }
-    }
-
-    /// GPU time from `start` to `self` (`cuEventElapsedTime`).
-    fn since(&self, start: &RawEvent) -> Duration {
-        self.context.bind().unwrap();
-        // cudarc's wrapper: the entry point of the build's CUDA headers
-        // (`cuEventElapsedTime`, only `_v2` from CUDA 13.0 on).
-        // SAFETY: both events are live, recorded and complete (the caller's).
-        let ms = unsafe { cudarc::driver::result::event::elapsed(start.raw, self.raw) }
-            .unwrap_or_else(|error| panic!("cuEventElapsedTime: {error:?}"));
-        Duration::from_secs_f64(f64::from(ms) / 1e3)
-    }
-}
-
-impl Drop for RawEvent {
-    fn drop(&mut self) {
-        if self.context.bind().is_ok() {
-            // SAFETY: created in `new`, destroyed once.
-            unsafe { sys::cuEventDestroy_v2(self.raw) };
         }
     }
 }
@@ -849,7 +791,6 @@ fn the_runtimes_work_after_the_newest_command_is_not_skipped_on_an_adopted_strea
 #[test]
 fn work_enqueued_beside_the_layer_on_an_owned_stream_is_not_skipped() {
     use sigretire_cuda::FlagState;
-    use sigretire_cuda::native::{Event, EventFlags};
     let Some(context) = gpu() else { return };
     let runtime = Runtime::new(&context);
     let queue = context.create_queue().unwrap();
@@ -880,12 +821,12 @@ fn work_enqueued_beside_the_layer_on_an_owned_stream_is_not_skipped() {
                 busy.work(),
             )
             .unwrap();
-        let native = Event::new(&context, EventFlags::default()).unwrap();
-        native.record(&gate_queue).unwrap();
-        native.make_wait(&queue).unwrap();
+        let native = RawEvent::new(&context);
+        native.record(gate_queue.as_raw());
+        native.make_wait(&queue);
         let event = owned.record_event().unwrap();
         event.synchronize().unwrap();
-        if !native.is_complete().unwrap() {
+        if native.query() != CUresult::CUDA_SUCCESS {
             early += 1;
             eprintln!("round {round}: the event completed before the stream's native wait");
         }

@@ -16,13 +16,12 @@
 
 mod support;
 
-use sigretire_cuda::native::{Event as CudaEvent, EventFlags};
 use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, Error, FlagState, HostFlag};
 use sigretire_queue::{Device, DeviceConfig, HostQueue, QueueConfig};
 use sigretire_tracker::{Config, HardwareQueue, Publication, RetiringTracker, Tracker as _};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::WAIT;
+use support::{RawEvent, WAIT};
 
 type Tracker = RetiringTracker<CudaMemory, CudaQueue>;
 
@@ -154,7 +153,7 @@ fn a_queue_of_gpu1_never_passes_an_event_of_gpu0_early() {
     // streams of their own.
     let producer_stream = gpu0.create_queue().unwrap();
     let consumer_stream = gpu1.create_queue().unwrap();
-    let native_event = CudaEvent::new(&gpu0, EventFlags::default()).unwrap();
+    let native_event = RawEvent::new(&gpu0);
     let mut native = Vec::with_capacity(ROUNDS);
     let mut native_early = 0;
     for round in 0..ROUNDS {
@@ -164,13 +163,13 @@ fn a_queue_of_gpu1_never_passes_an_event_of_gpu0_early() {
         producer_stream
             .publish(Publication::unsignalled(index, true), spin.work())
             .unwrap();
-        native_event.record(&producer_stream).unwrap();
-        native_event.make_wait(&consumer_stream).unwrap();
+        native_event.record(producer_stream.as_raw());
+        native_event.make_wait(&consumer_stream);
         consumer_stream.launch_flag_writer(&written).unwrap();
         let outcome = watch(&release, &written, &format!("CUDA's, round {round}"));
         native_early += usize::from(outcome.early);
         native.push(outcome.latency);
-        native_event.synchronize().unwrap();
+        native_event.synchronize();
     }
     assert_eq!(
         native_early, 0,

@@ -10,15 +10,15 @@
 
 mod support;
 
-use sigretire_cuda::native::{Event, EventFlags};
+use sigretire_baseline::BaselineTracker;
 use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, Error, FlagState};
 use sigretire_tracker::{
-    Acquired, BaselineTracker, Config, HardwareQueue, Placement, Publication, Purpose, QueueError,
-    QueueView, Request, RetiringTracker, SignalMemory, Status, Tracker, WaitPolicy, Work,
+    Acquired, Config, HardwareQueue, Placement, Publication, Purpose, QueueError, QueueView,
+    Request, RetiringTracker, SignalMemory, Status, Tracker, WaitPolicy, Work,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::WAIT;
+use support::{RawEvent, WAIT};
 
 /// Spin kernels give up after this, so a test that fails before releasing
 /// one cannot keep the GPU busy.
@@ -391,7 +391,7 @@ fn steady_state_creates_no_signals_and_loads_one_per_batch() {
     );
     assert!(rig.tracker.census().is_balanced());
 
-    let (tracker, queue) = context.baseline_tracker(config).unwrap();
+    let (tracker, queue) = sigretire_baseline::cuda::baseline_tracker(&context, config).unwrap();
     let mut baseline = Rig { tracker, queue };
     let (stats, elapsed) = steady_state(&mut baseline, 4096, 64);
     println!(
@@ -411,19 +411,16 @@ fn timestamps_are_the_gpus_own_and_in_stream_order() {
     let work = Duration::from_micros(100);
     let busy = context.register_busy_kernel(work, 1);
     let mut rig = retiring(&context, Config::default());
-    let (start_event, end_event) = (
-        Event::new(&context, EventFlags::default()).unwrap(),
-        Event::new(&context, EventFlags::default()).unwrap(),
-    );
+    let (start_event, end_event) = (RawEvent::new(&context), RawEvent::new(&context));
     let host_started = Instant::now();
-    start_event.record(&rig.queue).unwrap();
+    start_event.record(rig.queue.as_raw());
     let mut events = Vec::new();
     for _ in 0..8 {
         let u = rig.submit(busy.work(), |r| r.purpose(Purpose::Event).timed(true));
         let reference = rig.tracker.hold(&u.ticket).unwrap().unwrap();
         events.push((u, reference));
     }
-    end_event.record(&rig.queue).unwrap();
+    end_event.record(rig.queue.as_raw());
     let empty = rig.submit(Work::Empty, |r| r.purpose(Purpose::TimingOnly));
     rig.queue.synchronize().unwrap();
     let host_elapsed = host_started.elapsed();
@@ -460,7 +457,7 @@ fn timestamps_are_the_gpus_own_and_in_stream_order() {
         .unwrap()
         .unwrap();
     let gpu_span = Duration::from_nanos(previous_end - first.start);
-    let native = end_event.elapsed_since(&start_event).unwrap();
+    let native = end_event.since(&start_event);
     println!(
         "8 x 100 us kernels: stamps {spans:?} ns; first start to last end {:.1} us; \
          cuEventElapsedTime {:.1} us; host {:.1} us",
@@ -733,46 +730,6 @@ fn a_device_placement_request_is_served_from_host_memory() {
 }
 
 #[test]
-fn native_events_and_synchronization_work_through_the_same_driver() {
-    let context = gpu_or_skip!();
-    let queue = context.create_queue().unwrap();
-    let (start, end) = (
-        Event::new(&context, EventFlags::default()).unwrap(),
-        Event::new(&context, EventFlags::default()).unwrap(),
-    );
-    start.record(&queue).unwrap();
-    queue.launch_empty().unwrap();
-    end.record(&queue).unwrap();
-    end.synchronize().unwrap();
-    assert!(end.is_complete().unwrap() && start.is_complete().unwrap());
-    let elapsed = end.elapsed_since(&start).unwrap();
-    assert!(elapsed < Duration::from_millis(100), "{elapsed:?}");
-    queue.synchronize().unwrap();
-    context.synchronize().unwrap();
-    assert!(queue.is_idle().unwrap());
-
-    let untimed = Event::new(
-        &context,
-        EventFlags {
-            timing: false,
-            blocking_sync: true,
-        },
-    )
-    .unwrap();
-    untimed.record(&queue).unwrap();
-    untimed.synchronize().unwrap();
-    let error = untimed.elapsed_since(&start).unwrap_err();
-    assert!(error.code_name().is_some(), "a typed driver error: {error}");
-    println!("elapsed time of an untimed event: {error}");
-    println!(
-        "driver {}, kernel module {:?}, pinned bytes held {}",
-        sigretire_cuda::driver_version().unwrap(),
-        sigretire_cuda::kernel_module_version(),
-        context.pinned_bytes()
-    );
-}
-
-#[test]
 fn latencies_next_to_cudas_own_in_the_same_process() {
     let context = gpu_or_skip!();
     const N: usize = 2000;
@@ -805,14 +762,14 @@ fn latencies_next_to_cudas_own_in_the_same_process() {
     rig.tracker.poll();
 
     // CUDA: empty kernel + event record + cuEventSynchronize.
-    let event = Event::new(&context, EventFlags::default()).unwrap();
+    let event = RawEvent::new(&context);
     let queue = &rig.queue;
     let mut native = Vec::with_capacity(N);
     for _ in 0..N {
         let started = Instant::now();
         queue.launch_empty().unwrap();
-        event.record(queue).unwrap();
-        event.synchronize().unwrap();
+        event.record(queue.as_raw());
+        event.synchronize();
         native.push(started.elapsed());
     }
 
@@ -831,7 +788,12 @@ fn latencies_next_to_cudas_own_in_the_same_process() {
     };
     let status = per_call(&mut || assert_eq!(waiter.status(&last), Ok(Status::Complete)));
     let query = per_call(&mut || assert_eq!(rig.tracker.query(&last), Ok(Status::Complete)));
-    let event_query = per_call(&mut || assert!(event.is_complete().unwrap()));
+    let event_query = per_call(&mut || {
+        assert_eq!(
+            event.query(),
+            sigretire_cuda::cudarc::driver::sys::CUresult::CUDA_SUCCESS
+        )
+    });
     let stream_sync = per_call(&mut || rig.queue.synchronize().unwrap());
     let context_sync = per_call(&mut || context.synchronize().unwrap());
 
@@ -910,7 +872,8 @@ fn latencies_next_to_cudas_own_in_the_same_process() {
 #[test]
 fn the_baseline_runs_on_this_backend_too() {
     let context = gpu_or_skip!();
-    let (tracker, queue) = context.baseline_tracker(Config::default()).unwrap();
+    let (tracker, queue) =
+        sigretire_baseline::cuda::baseline_tracker(&context, Config::default()).unwrap();
     let mut rig: Rig<BaselineTracker<CudaMemory, CudaQueue>> = Rig { tracker, queue };
     let uses: Vec<_> = (0..100).map(|_| rig.plain(Work::Empty)).collect();
     rig.queue.synchronize().unwrap();

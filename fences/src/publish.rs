@@ -27,7 +27,6 @@ use sigretire_tracker::{
 /// ```
 /// fn takes<T: sigretire_queue::QueueTracker>() {}
 /// takes::<sigretire_queue::sim::SimTracker>();
-/// takes::<sigretire_queue::sim::SimBaselineTracker>();
 /// ```
 pub trait QueueTracker: Tracker<Queue: HardwareQueue> + 'static {}
 

@@ -31,7 +31,7 @@ use sigretire_sim::backend::SimMemory;
 pub use sigretire_sim::{
     AgentId, Compute, CostProfile, HostFlag, Kernel, KernelDispatch, Sim, SimConfig,
 };
-use sigretire_tracker::{BaselineTracker, RetiringTracker};
+use sigretire_tracker::RetiringTracker;
 /// The simulator's signal memory, as the tracker sees it.
 pub use std::sync::Arc;
 
@@ -48,23 +48,6 @@ pub use std::sync::Arc;
 /// # Ok::<(), sigretire_queue::Error>(())
 /// ```
 pub type SimTracker = RetiringTracker<SimMemory, sigretire_sim::Queue>;
-
-/// The baseline tracker (CLR's original design) on a simulated queue: what
-/// [`SimPlatform::baseline_tracker`] makes. The queue layer runs on it
-/// unchanged.
-///
-/// ```
-/// use sigretire_queue::sim::{SimBaselineTracker, SimPlatform};
-/// use sigretire_queue::{Device, DeviceConfig, QueueConfig};
-/// let platform = SimPlatform::stepped();
-/// let device: Device<SimBaselineTracker> =
-///     Device::new(DeviceConfig::default(), platform.baseline_tracker()?, QueueConfig::default())?;
-/// let command = device.default_queue().launch(0)?;
-/// platform.run_while(|| device.default_queue().synchronize())?;
-/// assert!(command.is_released());
-/// # Ok::<(), sigretire_queue::Error>(())
-/// ```
-pub type SimBaselineTracker = BaselineTracker<SimMemory, sigretire_sim::Queue>;
 
 /// A simulator and how to make trackers for new queues on it.
 ///
@@ -253,19 +236,6 @@ impl SimPlatform {
     pub fn tracker(&self) -> Result<SimTracker, Error> {
         let (queue, memory) = self.hardware_queue()?;
         Ok(RetiringTracker::new(memory, queue, self.tracker_config)?)
-    }
-
-    /// A baseline tracker (CLR's original design) on a new hardware queue.
-    ///
-    /// ```
-    /// use sigretire_queue::tracker::Tracker;
-    /// let tracker = sigretire_queue::sim::SimPlatform::stepped().baseline_tracker()?;
-    /// assert_eq!(tracker.census().in_flight, 0);
-    /// # Ok::<(), sigretire_queue::Error>(())
-    /// ```
-    pub fn baseline_tracker(&self) -> Result<SimBaselineTracker, Error> {
-        let (queue, memory) = self.hardware_queue()?;
-        Ok(BaselineTracker::new(memory, queue, self.tracker_config)?)
     }
 
     /// A device whose default queue is a new hardware queue.

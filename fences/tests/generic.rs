@@ -3,7 +3,7 @@
 
 mod support;
 
-use sigretire_queue::sim::{SimBaselineTracker, SimPlatform};
+use sigretire_queue::sim::SimPlatform;
 use sigretire_queue::{CommandStatus, Device, DeviceConfig, HostQueue};
 use sigretire_tracker::Status;
 use support::*;
@@ -11,7 +11,7 @@ use support::*;
 fn device(platform: &SimPlatform) -> Device<SimBaselineTracker> {
     Device::new(
         DeviceConfig::default(),
-        platform.baseline_tracker().unwrap(),
+        baseline_tracker(platform),
         bounded(),
     )
     .unwrap()
@@ -22,7 +22,7 @@ fn the_flows_run_on_the_baseline_tracker() {
     let platform = SimPlatform::stepped();
     let device = device(&platform);
     let producer: HostQueue<SimBaselineTracker> = device
-        .create_queue(platform.baseline_tracker().unwrap(), bounded())
+        .create_queue(baseline_tracker(&platform), bounded())
         .unwrap();
     let consumer = device.default_queue();
     let flag = sigretire_sim::HostFlag::new();

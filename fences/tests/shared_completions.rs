@@ -17,10 +17,10 @@ use support::*;
 fn on_both_trackers(
     platform: &SimPlatform,
     scenario_retiring: impl FnOnce(&dyn Fn() -> sigretire_queue::sim::SimTracker),
-    scenario_baseline: impl FnOnce(&dyn Fn() -> sigretire_queue::sim::SimBaselineTracker),
+    scenario_baseline: impl FnOnce(&dyn Fn() -> SimBaselineTracker),
 ) {
     scenario_retiring(&|| platform.tracker().unwrap());
-    scenario_baseline(&|| platform.baseline_tracker().unwrap());
+    scenario_baseline(&|| baseline_tracker(platform));
 }
 
 fn device<T: QueueTracker>(tracker: T, config: QueueConfig) -> Device<T> {

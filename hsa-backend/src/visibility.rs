@@ -13,6 +13,7 @@
 
 use hsa_sys::hsa_amd_hdp_flush_t;
 use std::ptr::NonNull;
+use std::sync::{Mutex, PoisonError};
 
 /// A store fence: every store the thread made before it reaches memory
 /// before any store it makes after it, write-combined ones included (x86
@@ -44,8 +45,11 @@ pub struct HdpFlush {
 }
 
 // SAFETY: the register is MMIO that any thread may write and read: each
-// access is one volatile 32-bit load or store, which the hardware (and the
-// stand-in's plain memory) serialises; the pointer itself never changes.
+// access is one volatile 32-bit load or store, made under the register's
+// lock (`register_lock`), so no two of this process's accesses race (a
+// volatile access is not atomic: two threads flushing at once without the
+// lock were a data race, which ThreadSanitizer reported on the stand-in,
+// whose register is memory); the pointer itself never changes.
 unsafe impl Send for HdpFlush {}
 // SAFETY: as above; `flush` takes `&self` and touches only the register.
 unsafe impl Sync for HdpFlush {}
@@ -76,9 +80,17 @@ impl HdpFlush {
     /// ```
     pub fn flush(&self) {
         let register = self.mem_flush_cntl.as_ptr();
+        // Every `HdpFlush` of this register (each `Device` of the GPU has
+        // one) takes the same lock: the flushes are serialised, as the
+        // device serialises them anyway, and the lock costs far less than
+        // the read-back's round trip.
+        let _serialised = register_lock(register)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         // SAFETY: `new`'s contract: the register is mapped while `self`
         // lives. MMIO must be accessed with volatile operations of the
-        // register's width, exactly once each, which these are.
+        // register's width, exactly once each, which these are; the lock
+        // orders them after every other access of this process.
         unsafe {
             register.write_volatile(1);
             // The read-back: a non-posted read that returns after the write
@@ -86,4 +98,12 @@ impl HdpFlush {
             let _ = register.read_volatile();
         }
     }
+}
+
+/// The lock that serialises this process's accesses to the HDP register at
+/// `register`: one of a few, chosen by address, shared by every `HdpFlush`
+/// of that register.
+fn register_lock(register: *mut u32) -> &'static Mutex<()> {
+    static LOCKS: [Mutex<()>; 8] = [const { Mutex::new(()) }; 8];
+    &LOCKS[(register as usize >> 2) % LOCKS.len()]
 }

@@ -21,9 +21,8 @@ use hsa_sys::{
     encode, hsa_signal_value_t,
 };
 use sigretire_tracker::{
-    AllocError, BaselineTracker, Condition, Config, CreateError, HardwareQueue, Placement,
-    Publication, QueueError, QueueView, RetiringTracker, SignalMemory, TimestampClock, Timestamps,
-    Work,
+    AllocError, Condition, Config, CreateError, HardwareQueue, Placement, Publication, QueueError,
+    QueueView, RetiringTracker, SignalMemory, TimestampClock, Timestamps, Work,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -353,32 +352,6 @@ pub fn stepped_tracker(
     let (sim, queue) = stepped_queue();
     let memory = Arc::new(SimMemory::new(sim, queue.agent()));
     let tracker = RetiringTracker::new(memory, queue.clone(), config)?;
-    Ok((tracker, queue))
-}
-
-/// A baseline tracker on a fresh stepped simulator, and its queue.
-///
-/// ```
-/// use sigretire_tracker::{Config, Request, Status, Tracker};
-/// use sigretire_sim::backend as sim_backend;
-///
-/// let (mut tracker, queue) = sim_backend::stepped_baseline(Config::default()).unwrap();
-/// let index = queue.reserve().unwrap();
-/// let acquired = tracker.acquire(Request::packet(index).barrier(true)).unwrap();
-/// sim_backend::submit_barrier(&queue, index, acquired.signal);
-/// queue.run_until_idle();
-/// let loads = |t: &sigretire_tracker::BaselineTracker<_, _>| t.stats().host().loads + t.stats().device().loads;
-/// let before = loads(&tracker);
-/// assert_eq!(tracker.query(&acquired.ticket).unwrap(), Status::Complete);
-/// // The baseline's only proof: a load of the use's own signal.
-/// assert_eq!(loads(&tracker) - before, 1);
-/// ```
-pub fn stepped_baseline(
-    config: Config,
-) -> Result<(BaselineTracker<SimMemory, Queue>, Queue), CreateError> {
-    let (sim, queue) = stepped_queue();
-    let memory = Arc::new(SimMemory::new(sim, queue.agent()));
-    let tracker = BaselineTracker::new(memory, queue.clone(), config)?;
     Ok((tracker, queue))
 }
 

@@ -10,13 +10,14 @@ use crate::model::{
 use crate::observer::{Observer, Watched};
 use crate::ops::{EngineStep, Op, StreamId};
 use crate::setup::{QUEUE_SIZE, Setup, TRUTH_HISTORY};
+use sigretire_baseline::BaselineTracker;
 use sigretire_sim::backend::SimMemory;
 use sigretire_sim::hsa_sys::hsa_signal_t;
 use sigretire_sim::{AgentId, Placement as RingPlacement, Queue, QueueConfig, Sim, SimConfig};
 use sigretire_tracker::{
-    AcquireError, BaselineTracker, Condition, Config, CreateError, Dispatch, ForeignTicket,
-    Generation, HardwareQueue, PinError, Publication, Purpose, Request, RetiringTracker, Status,
-    Ticket, TimestampsError, Tracker, WaitError, WaitPolicy, WaitValue, Work,
+    AcquireError, Condition, Config, CreateError, Dispatch, ForeignTicket, Generation,
+    HardwareQueue, PinError, Publication, Purpose, Request, RetiringTracker, Status, Ticket,
+    TimestampsError, Tracker, WaitError, WaitPolicy, WaitValue, Work,
 };
 use std::cell::Cell;
 use std::sync::Arc;
@@ -77,23 +78,43 @@ pub trait SimTracker: Tracker<Memory = SimMemory, Queue = Queue> + Sized {
     /// Which one it is.
     const KIND: TrackerKind;
 
-    /// A tracker for `queue` with signals from `memory`.
-    fn create(memory: Arc<SimMemory>, queue: Queue, config: Config) -> Result<Self, CreateError>;
+    /// A tracker for `queue` with signals from `memory`, its generation
+    /// counter `generation_bits` wide.
+    fn create(
+        memory: Arc<SimMemory>,
+        queue: Queue,
+        config: Config,
+        generation_bits: u32,
+    ) -> Result<Self, CreateError>;
 }
 
 impl SimTracker for RetiringTracker<SimMemory, Queue> {
     const KIND: TrackerKind = TrackerKind::Retiring;
 
-    fn create(memory: Arc<SimMemory>, queue: Queue, config: Config) -> Result<Self, CreateError> {
-        RetiringTracker::new(memory, queue, config)
+    fn create(
+        memory: Arc<SimMemory>,
+        queue: Queue,
+        config: Config,
+        generation_bits: u32,
+    ) -> Result<Self, CreateError> {
+        let mut tracker = RetiringTracker::new(memory, queue, config)?;
+        sigretire_tracker::kit::narrow_generations(&mut tracker, generation_bits);
+        Ok(tracker)
     }
 }
 
 impl SimTracker for BaselineTracker<SimMemory, Queue> {
     const KIND: TrackerKind = TrackerKind::Baseline;
 
-    fn create(memory: Arc<SimMemory>, queue: Queue, config: Config) -> Result<Self, CreateError> {
-        BaselineTracker::new(memory, queue, config)
+    fn create(
+        memory: Arc<SimMemory>,
+        queue: Queue,
+        config: Config,
+        generation_bits: u32,
+    ) -> Result<Self, CreateError> {
+        let mut tracker = BaselineTracker::new(memory, queue, config)?;
+        tracker.narrow_generations(generation_bits);
+        Ok(tracker)
     }
 }
 
@@ -254,12 +275,13 @@ impl<T: SimTracker> Driver<T> {
         for agent in [AgentId(0), AgentId(1)] {
             let queue = create_queue(&sim, &setup, agent, setup.first_ring);
             let memory = Arc::new(SimMemory::new(sim.clone(), agent));
-            let tracker = T::create(memory, queue.clone(), setup.tracker).or_else(|e| {
-                fail(
-                    Check::Unexpected,
-                    format!("creating the tracker failed: {e}"),
-                )
-            })?;
+            let tracker = T::create(memory, queue.clone(), setup.tracker, setup.generation_bits)
+                .or_else(|e| {
+                    fail(
+                        Check::Unexpected,
+                        format!("creating the tracker failed: {e}"),
+                    )
+                })?;
             streams.push(Stream {
                 tracker,
                 queues: vec![queue],
@@ -825,7 +847,7 @@ impl<T: SimTracker> Driver<T> {
         self.check_handout(stream, acquired.signal)?;
         let expected = Generation::new(
             self.model.generations[stream] as u32,
-            self.setup.tracker.generation_bits,
+            self.setup.generation_bits,
         );
         if acquired.ticket.generation() != expected {
             return fail(

@@ -12,6 +12,10 @@ pub struct Setup {
     pub name: &'static str,
     /// Both streams' tracker configuration.
     pub tracker: Config,
+    /// Width of both trackers' generation counters: narrow, so that a few
+    /// queue changes wrap it (a test-only setting, as sharded-slab's tests
+    /// use a tiny configuration; runtimes count in 32 bits).
+    pub generation_bits: u32,
     /// Where the first queue's AQL ring lives (`Host`: device-memory signal
     /// stores need an HDP flush before publication).
     pub first_ring: RingPlacement,
@@ -42,10 +46,10 @@ pub fn setups() -> Vec<Setup> {
                 signals: Placement::Device,
                 refill_batch: 1,
                 timing_batch: 1,
-                generation_bits: 1,
                 backpressure_window: 2,
                 ..Config::default()
             },
+            generation_bits: 1,
             first_ring: RingPlacement::Device,
             host_rings: false,
             out_of_order: false,
@@ -58,10 +62,10 @@ pub fn setups() -> Vec<Setup> {
                 signals: Placement::Device,
                 refill_batch: 2,
                 timing_batch: 1,
-                generation_bits: 2,
                 backpressure_window: 1,
                 ..Config::default()
             },
+            generation_bits: 2,
             first_ring: RingPlacement::Host,
             host_rings: true,
             out_of_order: true,
@@ -74,10 +78,10 @@ pub fn setups() -> Vec<Setup> {
                 signals: Placement::Host,
                 refill_batch: 3,
                 timing_batch: 2,
-                generation_bits: 2,
                 backpressure_window: 4,
                 ..Config::default()
             },
+            generation_bits: 2,
             first_ring: RingPlacement::Device,
             host_rings: true,
             out_of_order: false,
@@ -90,10 +94,10 @@ pub fn setups() -> Vec<Setup> {
                 signals: Placement::Device,
                 refill_batch: 4,
                 timing_batch: 4,
-                generation_bits: 3,
                 backpressure_window: 8,
                 ..Config::default()
             },
+            generation_bits: 3,
             first_ring: RingPlacement::Device,
             host_rings: true,
             out_of_order: true,

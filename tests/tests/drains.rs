@@ -4,11 +4,11 @@
 //! a copy engine's (another engine altogether). A drained consumer queue
 //! also lets go of the pins its uses held.
 
+use sigretire_baseline::BaselineTracker;
 use sigretire_sim::backend::{SimMemory, submit_barrier, submit_kernel};
 use sigretire_sim::{Placement as RingPlacement, Queue, QueueConfig, Sim, SimConfig};
 use sigretire_tracker::{
-    BaselineTracker, Config, CreateError as TrackerError, Request, RetiringTracker, Status, Ticket,
-    Tracker,
+    Config, CreateError as TrackerError, Request, RetiringTracker, Status, Ticket, Tracker,
 };
 use std::sync::Arc;
 

@@ -4,11 +4,12 @@
 //! another's; the previous queue's uses still retire, by their own
 //! generation's fences, and the pins they hold as consumers go with them.
 
+use sigretire_baseline::BaselineTracker;
 use sigretire_sim::backend::{SimMemory, submit_barrier};
 use sigretire_sim::{Queue, QueueConfig, Sim, SimConfig};
 use sigretire_tracker::{
-    Acquired, BaselineTracker, Config, CreateError, Generation, HardwareQueue, Placement,
-    PublishError, Request, RetiringTracker, Status, Tracker, Work,
+    Acquired, Config, CreateError, Generation, HardwareQueue, Placement, PublishError, Request,
+    RetiringTracker, Status, Tracker, Work,
 };
 use std::sync::Arc;
 

@@ -2,12 +2,12 @@
 //! is never re-armed, whatever fails around it: an allocation of its
 //! replacement, a wrong call to `attach`.
 
+use sigretire_baseline::BaselineTracker;
 use sigretire_sim::Sim;
 use sigretire_sim::backend::{SimMemory, submit_kernel};
 use sigretire_tracker::{AcquireError, ForeignTicket};
 use sigretire_tracker::{
-    BaselineTracker, Config, HardwareQueue, Placement, Publication, Request, RetiringTracker,
-    Status, Tracker, Work,
+    Config, HardwareQueue, Placement, Publication, Request, RetiringTracker, Status, Tracker, Work,
 };
 use std::sync::Arc;
 

@@ -62,7 +62,7 @@ fn stamps_survive_the_ring_wrapping_retiring() {
 
 #[test]
 fn stamps_survive_the_ring_wrapping_baseline() {
-    let (tracker, queue) = sim_backend::stepped_baseline(Config::default()).unwrap();
+    let (tracker, queue) = sigretire_baseline::sim::stepped(Config::default()).unwrap();
     stamps_survive_the_ring_wrapping(tracker, queue);
 }
 
@@ -91,7 +91,7 @@ fn an_untimed_held_use_has_no_stamps_retiring() {
 
 #[test]
 fn an_untimed_held_use_has_no_stamps_baseline() {
-    let (tracker, queue) = sim_backend::stepped_baseline(Config::default()).unwrap();
+    let (tracker, queue) = sigretire_baseline::sim::stepped(Config::default()).unwrap();
     untimed_held_use_has_no_stamps(tracker, queue);
 }
 
@@ -149,7 +149,7 @@ fn a_use_timed_after_acquisition_keeps_its_own_stamps_retiring() {
 
 #[test]
 fn a_use_timed_after_acquisition_keeps_its_own_stamps_baseline() {
-    let (tracker, queue) = sim_backend::stepped_baseline(Config::default()).unwrap();
+    let (tracker, queue) = sigretire_baseline::sim::stepped(Config::default()).unwrap();
     timed_after_the_fact(tracker, queue, "baseline");
 }
 
@@ -216,7 +216,7 @@ fn a_held_use_keeps_its_stamps_baseline() {
             stamp_history,
             ..Config::default()
         };
-        let (tracker, queue) = sim_backend::stepped_baseline(config).unwrap();
+        let (tracker, queue) = sigretire_baseline::sim::stepped(config).unwrap();
         a_held_use_keeps_its_stamps(tracker, queue, &format!("history {stamp_history}"));
     }
 }
@@ -280,6 +280,6 @@ fn an_unprofiled_queue_stamps_nothing_retiring() {
 fn an_unprofiled_queue_stamps_nothing_baseline() {
     let (_sim, queue, memory) = unprofiled();
     let tracker =
-        sigretire_tracker::BaselineTracker::new(memory, queue.clone(), Config::default()).unwrap();
+        sigretire_baseline::BaselineTracker::new(memory, queue.clone(), Config::default()).unwrap();
     an_unprofiled_queue_stamps_nothing(tracker, queue, "baseline");
 }

@@ -35,9 +35,6 @@ pub struct Config {
     /// Host signals allocated at once for the timing-only pool.
     /// 1 to [`Config::MAX_ALLOCATION_BATCH`].
     pub timing_batch: usize,
-    /// Width of the generation counter (1-32 bits). Narrow counters are for
-    /// tests: retirement never compares generation numbers.
-    pub generation_bits: u32,
     /// How far from the oldest use back-pressure looks for a fence to wait
     /// for (at most the ring, whatever it says). 1 to
     /// [`Config::MAX_IN_FLIGHT`].
@@ -66,7 +63,6 @@ impl Default for Config {
             signals: Placement::Host,
             refill_batch: 32,
             timing_batch: 16,
-            generation_bits: 32,
             backpressure_window: 32,
             probe_interval: 1,
             stamp_history: 1 << 14,
@@ -118,9 +114,6 @@ impl Config {
         }
         if !(1..=Self::MAX_ALLOCATION_BATCH).contains(&self.timing_batch) {
             return bad("timing_batch must be 1 to Config::MAX_ALLOCATION_BATCH (4096)");
-        }
-        if !(1..=32).contains(&self.generation_bits) {
-            return bad("generation_bits must be between 1 and 32");
         }
         if !(1..=Self::MAX_IN_FLIGHT).contains(&self.backpressure_window) {
             return bad("backpressure_window must be 1 to Config::MAX_IN_FLIGHT (2^20)");

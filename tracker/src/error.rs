@@ -5,11 +5,13 @@
 
 use crate::backend::{AllocError, QueueError};
 use crate::publication::Publication;
-use crate::ticket::{Generation, Ticket};
+use crate::ticket::{Generation, Status, Ticket};
 use std::time::Duration;
 
-/// The ticket was issued by another tracker: the one call every method that
-/// takes a ticket can fail with.
+/// The ticket is not one this tracker issued as it is: another tracker's,
+/// or one whose fields were changed or made up (a ticket is plain data, so
+/// the tracker checks each against its own state). The one error every
+/// method that takes a ticket can fail with.
 ///
 /// ```
 /// use sigretire_tracker::{ForeignTicket, Request, Tracker};
@@ -20,7 +22,9 @@ use std::time::Duration;
 /// assert_eq!(other.query(&ticket), Err(ForeignTicket));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
-#[error("the ticket belongs to another tracker")]
+#[error(
+    "the ticket is not one this tracker issued as it is: another tracker's, or altered or made up"
+)]
 pub struct ForeignTicket;
 
 /// A backend broke its contract ([`SignalMemory`](crate::SignalMemory)):
@@ -202,6 +206,20 @@ pub enum PublishError {
     /// The queue refused the packet.
     #[error(transparent)]
     Queue(#[from] QueueError),
+    /// The ticket is not one this tracker issued
+    /// ([`Tracker::publication`](crate::Tracker::publication)).
+    #[error(transparent)]
+    Ticket(#[from] ForeignTicket),
+    /// The use is known complete or failed, or retired already: nothing of
+    /// it is published (again)
+    /// ([`Tracker::publication`](crate::Tracker::publication)).
+    #[error("use {seq} is {status:?} already: nothing of it can be published (again)")]
+    Settled {
+        /// The use.
+        seq: u64,
+        /// What is known of it.
+        status: Status,
+    },
 }
 
 impl PublishError {

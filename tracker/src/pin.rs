@@ -117,7 +117,7 @@ impl<M: SignalMemory> std::error::Error for AttachError<M> {}
 
 /// Pins a tracker holds for its consuming uses, ordered by consumer sequence
 /// number, each released when its consumer retires.
-pub(crate) struct Attachments<M: SignalMemory> {
+pub struct Attachments<M: SignalMemory> {
     pins: VecDeque<(u64, Pin<M>)>,
 }
 
@@ -130,26 +130,30 @@ impl<M: SignalMemory> Default for Attachments<M> {
 }
 
 impl<M: SignalMemory> Attachments<M> {
-    pub(crate) fn attach(&mut self, consumer: u64, pin: Pin<M>) {
+    /// Keeps `pin` until use `consumer` retired.
+    pub fn attach(&mut self, consumer: u64, pin: Pin<M>) {
         let at = self.pins.partition_point(|&(seq, _)| seq <= consumer);
         self.pins.insert(at, (consumer, pin));
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
+    /// Whether no pin is kept.
+    pub fn is_empty(&self) -> bool {
         self.pins.is_empty()
     }
 
-    pub(crate) fn len(&self) -> usize {
+    /// How many pins are kept.
+    pub fn len(&self) -> usize {
         self.pins.len()
     }
 
     /// Drops the pins whose consumer `done` says is done.
-    pub(crate) fn release_where(&mut self, mut done: impl FnMut(u64) -> bool) {
+    pub fn release_where(&mut self, mut done: impl FnMut(u64) -> bool) {
         self.pins.retain(|&(consumer, _)| !done(consumer));
     }
 
     /// Drops the pins of every consumer up to `seq`.
-    pub(crate) fn release_through(&mut self, seq: u64) {
+    #[inline]
+    pub fn release_through(&mut self, seq: u64) {
         while self
             .pins
             .front()

@@ -1,13 +1,16 @@
 //! Planted bugs: test-only hooks that prove the test suite has teeth.
 //!
 //! Each [`Bug`] names a mistake a tracker could plausibly make. The tracker
-//! checks `planted::active(Bug::X)` at the one place that mistake would be
-//! made. Without the `planted-bugs` feature (the default, and every build
-//! that ships) `active` is a `const fn` returning `false`, so every hook
-//! compiles away. With it, at most one bug is active at a time: the one named
-//! by the environment variable `TRACKER_PLANTED_BUG` (read once), or set by
-//! [`plant`]. The `teeth` runner of the `scenarios` crate (`.ci/teeth`) runs
-//! the property scenarios once per bug and reports which check caught it.
+//! asks `planted!(X)` (lib.rs) at the one place that mistake would be made.
+//! This module exists only in a test build with `--cfg sigretire_planted`
+//! (which `.ci/teeth` sets; no cargo feature can turn it on, and the
+//! published package leaves this file out): everywhere else the hook is
+//! `false` and compiles away. Here at most one bug is active at a time: the
+//! one named by the environment variable `TRACKER_PLANTED_BUG` (read once),
+//! or set by [`plant`]. The `teeth` runner of the `scenarios` crate runs the
+//! property scenarios once per bug and reports which check caught it. The
+//! baseline tracker's two bugs are listed here too: its crate asks this
+//! switch.
 
 /// A bug that can be planted in a tracker (the retiring one unless its name
 /// says baseline).
@@ -56,17 +59,8 @@ pub enum Bug {
     BaselineKeepsPinsUntilReuse,
 }
 
-#[cfg(not(feature = "planted-bugs"))]
-/// Always `false`: no bug is ever planted in a normal build.
-#[inline(always)]
-pub(crate) const fn active(_bug: Bug) -> bool {
-    false
-}
-
-#[cfg(feature = "planted-bugs")]
 pub use switch::{active, current, plant};
 
-#[cfg(feature = "planted-bugs")]
 impl Bug {
     /// Every bug, in report order.
     pub const ALL: [Bug; 13] = [
@@ -118,11 +112,10 @@ impl Bug {
     }
 }
 
-#[cfg(feature = "planted-bugs")]
 mod switch {
     use super::Bug;
     // A process-wide switch, not a protocol under test: plain std atomics,
-    // outside the loom shim (the feature is never on under loom).
+    // outside the loom shim (never set under loom).
     use std::sync::atomic::{AtomicU8, Ordering};
 
     const UNREAD: u8 = u8::MAX;

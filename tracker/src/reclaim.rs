@@ -6,23 +6,31 @@
 
 use crate::backend::SignalMemory;
 use crate::pin::Attachments;
-use crate::planted::{self, Bug};
 use crate::retire::{Outcome, Prover};
-use crate::ring::{Slot, Spare};
-use crate::share::CellPtr;
+use crate::ring::Spare;
+use crate::share::Cell;
 use crate::stamps::StampHistory;
 use crate::supply::Supply;
+use crate::sync::Arc;
 use crate::ticket::{Status, flag};
 
 /// Signals of retired uses still held elsewhere, waiting to come back.
 pub(crate) struct Parked<S> {
-    cells: Vec<CellPtr<S>>,
+    cells: Vec<Arc<Cell<S>>>,
 }
 
 impl<S> Default for Parked<S> {
     fn default() -> Self {
         Self { cells: Vec::new() }
     }
+}
+
+/// What parking a held signal came to.
+enum Park<S> {
+    /// Set aside, its cell here; an armed spare took its slot.
+    Aside(Arc<Cell<S>>),
+    /// Its holders let go meanwhile: it stays, to be re-armed in place.
+    Stays,
 }
 
 impl<S> Parked<S> {
@@ -90,22 +98,20 @@ impl<M: SignalMemory> Reclaimer<'_, M> {
                 let Some(oldest) = self.prover.ring.oldest() else {
                     break;
                 };
-                let signals = &*self.prover.signals;
-                let placement = signals.cell(oldest.cell).placement;
+                let placement = oldest.placement;
                 batch.begin(placement);
                 let number = batch.number();
                 let taken =
                     self.prover
                         .ring
                         .take_oldest_while(batch.room().min(proven), |seq, slot| {
-                            if slot.flags & (flag::COPY | flag::TIMED) != 0 {
+                            if slot.flags & (flag::COPY | flag::TIMED) != 0
+                                || slot.placement != placement
+                            {
                                 return false;
                             }
-                            let cell = signals.cell(slot.cell);
-                            if cell.holds() != 0
-                                || cell.placement != placement
-                                || !cell.complete(seq)
-                            {
+                            let cell: &Cell<M::Signal> = &slot.cell;
+                            if cell.holds() != 0 || !cell.complete(seq) {
                                 return false;
                             }
                             slot.store = number;
@@ -124,16 +130,15 @@ impl<M: SignalMemory> Reclaimer<'_, M> {
                 }
             }
             let seq = self.prover.ring.head();
-            let Some(slot) = self.prover.ring.oldest() else {
+            if self.prover.ring.oldest().is_none() {
                 break;
-            };
-            let slot = *slot;
+            }
             // Everything else stores on its own: the batch goes first.
             self.store_batch(&mut batch);
-            let Some(outcome) = self.prover.settle(seq, &slot) else {
+            let Some(outcome) = self.prover.settle(seq) else {
                 break;
             };
-            match self.retire_special(seq, slot, outcome) {
+            match self.retire_special(seq, outcome) {
                 None => break, // held, and no spare to take its place: wait for one
                 Some(true) => rearmed += 1,
                 Some(false) => {}
@@ -171,7 +176,7 @@ impl<M: SignalMemory> Reclaimer<'_, M> {
             prover
                 .ring
                 .get(consumer)
-                .is_some_and(|slot| prover.known(consumer, slot.cell) == Some(Status::Complete))
+                .is_some_and(|slot| prover.known(consumer, &slot.cell) == Some(Status::Complete))
         });
         self.attachments.len() < before
     }
@@ -181,98 +186,96 @@ impl<M: SignalMemory> Reclaimer<'_, M> {
         self.prover.stats.rearms += self.prover.signals.store_batch(batch);
     }
 
-    fn rearm_oldest(&mut self, cell: CellPtr<M::Signal>) {
-        let store = self.prover.signals.store(cell, 1);
-        self.prover.ring.oldest_mut().expect("in flight").store = store;
+    /// Re-arms the oldest use's signal in place.
+    fn rearm_oldest(&mut self) {
+        let Prover { ring, signals, .. } = &mut self.prover;
+        let oldest = ring.oldest_mut().expect("in flight");
+        oldest.store = signals.store(&oldest.cell, 1);
         self.prover.stats.rearms += 1;
     }
 
-    /// Retires the oldest use in every case the fast path leaves out: a
-    /// failure to record, timestamps to harvest, pins to release, a held
-    /// signal to park. Returns `None` if it cannot retire yet, else whether
-    /// it re-armed.
-    fn retire_special(
-        &mut self,
-        seq: u64,
-        slot: Slot<M::Signal>,
-        outcome: Outcome,
-    ) -> Option<bool> {
+    /// Retires the oldest use (`seq`) in every case the fast path leaves
+    /// out: a failure to record, timestamps to harvest, pins to release, a
+    /// held signal to park. Returns `None` if it cannot retire yet, else
+    /// whether it re-armed.
+    fn retire_special(&mut self, seq: u64, outcome: Outcome) -> Option<bool> {
         // The use is done and every use before it retired: the pins it held
         // as a consumer go now, even if its own signal must wait for a
         // spare (two queues whose uses pin each other's signals would
         // otherwise keep each other parked while no spare can be had).
-        let consumers_done = if planted::active(Bug::DropPinEarly) {
-            seq + 1
-        } else {
-            seq
-        };
+        let consumers_done = if planted!(DropPinEarly) { seq + 1 } else { seq };
         self.attachments.release_through(consumers_done);
-        let held = !planted::active(Bug::RearmHeldSignal)
-            && self.prover.signals.cell(slot.cell).holds() > 0;
-        if held && !self.park_oldest(slot) {
-            return None;
-        }
-        if outcome == Outcome::Failed {
-            // Before the cell can serve another use, so the use's ticket
-            // keeps answering `Failed`.
-            self.prover.signals.shared().record_failure(seq);
-        }
-        // Only a use that ran has stamps worth keeping.
-        if outcome == Outcome::Complete
-            && slot.flags & (flag::TIMED | flag::HARVESTED) == flag::TIMED
-            && !planted::active(Bug::HarvestAfterRearm)
-        {
-            self.stamps
-                .harvest(seq, slot.cell, self.prover.signals, self.prover.stats);
-        }
-        if !held
-            || self
-                .prover
-                .ring
-                .oldest()
-                .is_some_and(|s| s.cell == slot.cell)
-        {
-            // Not parked (or its holders let go meanwhile): re-arm in place.
-            self.rearm_oldest(slot.cell);
-            return Some(true);
-        }
-        Some(false)
-    }
-
-    /// Sets the oldest use's held signal aside and gives its slot an armed
-    /// spare of the same placement (a new batch if there is none, the other
-    /// placement if that fails). Returns false if no spare could be found.
-    fn park_oldest(&mut self, slot: Slot<M::Signal>) -> bool {
+        let slot = self.prover.ring.oldest().expect("in flight");
+        let flags = slot.flags;
+        let held = !planted!(RearmHeldSignal) && slot.cell.holds() > 0;
+        // Its own cell, which parking moves out of the slot (a reference
+        // count, taken only on this path).
+        let parked = if held {
+            Some(self.park_oldest()?)
+        } else {
+            None
+        };
         let Prover {
             ring,
             signals,
             stats,
             ..
         } = &mut self.prover;
-        let placement = signals.cell(slot.cell).placement;
+        let cell = match &parked {
+            Some(Park::Aside(cell)) => cell,
+            _ => &ring.oldest().expect("in flight").cell,
+        };
+        if outcome == Outcome::Failed {
+            // Before the cell can serve another use, so the use's ticket
+            // keeps answering `Failed`.
+            signals.shared().record_failure(seq);
+        }
+        // Only a use that ran has stamps worth keeping.
+        if outcome == Outcome::Complete
+            && flags & (flag::TIMED | flag::HARVESTED) == flag::TIMED
+            && !planted!(HarvestAfterRearm)
+        {
+            self.stamps.harvest(seq, cell, signals, stats);
+        }
+        if matches!(parked, Some(Park::Aside(_))) {
+            return Some(false);
+        }
+        // Not parked (or its holders let go meanwhile): re-arm in place.
+        self.rearm_oldest();
+        Some(true)
+    }
+
+    /// Sets the oldest use's held signal aside and gives its slot an armed
+    /// spare of the same placement (a new batch if there is none, the other
+    /// placement if that fails). Returns `None` if no spare could be found,
+    /// and whether the signal went aside (its holders may have let go
+    /// meanwhile: then it stays, to be re-armed in place).
+    fn park_oldest(&mut self) -> Option<Park<M::Signal>> {
+        let Prover {
+            ring,
+            signals,
+            stats,
+            ..
+        } = &mut self.prover;
+        let placement = ring.oldest().expect("in flight").placement;
         if ring.spares(placement) == 0 {
             let _ =
                 self.supply
                     .allocate(self.supply.refill_batch(), placement, signals, ring, stats);
         }
-        let Some(spare) = ring
+        let spare = ring
             .take_spare(placement)
-            .or_else(|| ring.take_spare(placement.other()))
-        else {
-            return false;
-        };
-        if !signals.shared().park(signals.cell(slot.cell)) {
-            // Its holders let go meanwhile: re-arm it in place after all.
-            let placement = signals.cell(spare.cell).placement;
-            ring.put_spare(placement, spare);
-            return true;
-        }
-        self.parked.cells.push(slot.cell);
+            .or_else(|| ring.take_spare(placement.other()))?;
         let oldest = ring.oldest_mut().expect("in flight");
-        oldest.cell = spare.cell;
-        oldest.store = spare.store;
+        if !signals.shared().park(&oldest.cell) {
+            // Its holders let go meanwhile: re-arm it in place after all.
+            ring.put_spare(spare);
+            return Some(Park::Stays);
+        }
+        let aside = oldest.swap_signal(spare).cell;
+        self.parked.cells.push(aside.clone());
         stats.parks += 1;
-        true
+        Some(Park::Aside(aside))
     }
 
     /// Re-arms parked signals whose last holder let go and returns them to
@@ -291,14 +294,16 @@ impl<M: SignalMemory> Reclaimer<'_, M> {
         let mut returned = 0;
         let mut i = 0;
         while i < self.parked.cells.len() {
-            let cell = self.parked.cells[i];
-            let c = signals.cell(cell);
-            if c.holds() == 0 {
-                let placement = c.placement;
-                signals.shared().unpark(c);
-                self.parked.cells.swap_remove(i);
-                let store = signals.store(cell, 1);
-                ring.put_spare(placement, Spare { cell, store });
+            if self.parked.cells[i].holds() == 0 {
+                let cell = self.parked.cells.swap_remove(i);
+                let placement = cell.placement;
+                signals.shared().unpark(&cell);
+                let store = signals.store(&cell, 1);
+                ring.put_spare(Spare {
+                    cell,
+                    placement,
+                    store,
+                });
                 stats.rearms += 1;
                 stats.unparks += 1;
                 returned += 1;

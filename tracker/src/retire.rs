@@ -23,9 +23,9 @@
 
 use crate::backend::SignalMemory;
 use crate::error::{AcquireError, FailSubmissionError};
-use crate::planted::{self, Bug};
+use crate::keys::CellKey;
 use crate::ring::{Ring, Slot};
-use crate::share::{CellPtr, Shared};
+use crate::share::Cell;
 use crate::signals::Signals;
 use crate::stats::Stats;
 use crate::ticket::{Generation, Status, Ticket, aql_before, flag};
@@ -95,6 +95,13 @@ impl Proofs {
 
     pub(crate) fn generation(&self) -> Generation {
         self.generation
+    }
+
+    /// Counts generations in `bits` bits from now on (a test's: a
+    /// runtime's tracker counts in 32).
+    pub(crate) fn narrow(&mut self, bits: u32) {
+        self.bits = bits;
+        self.generation = Generation::new(self.generation.value(), bits);
     }
 
     /// A queue change: the generation after this one starts at use
@@ -241,7 +248,7 @@ impl Proofs {
             return false;
         }
         seq >= self.generation_start
-            || planted::active(Bug::RetireAcrossGenerations)
+            || planted!(RetireAcrossGenerations)
             || self
                 .older_of(seq)
                 .is_some_and(|older| seq <= older.newest_fence)
@@ -286,11 +293,11 @@ impl Proofs {
     pub(crate) fn known<M: SignalMemory>(
         &self,
         seq: u64,
-        cell: CellPtr<M::Signal>,
+        cell: &Cell<M::Signal>,
         ring: &Ring<M::Signal>,
-        shared: &Shared<M>,
+        signals: &Signals<M>,
     ) -> Option<Status> {
-        if let Some(status) = shared.known_status(seq, shared.cell(cell)) {
+        if let Some(status) = signals.shared().known_status(seq, cell) {
             return Some(status);
         }
         let slot = ring.get(seq)?;
@@ -303,7 +310,7 @@ impl Proofs {
         if slot.is(flag::COPY) {
             return false;
         }
-        if seq >= self.generation_start || planted::active(Bug::RetireAcrossGenerations) {
+        if seq >= self.generation_start || planted!(RetireAcrossGenerations) {
             if self.is_proven(slot.aql) {
                 return true;
             }
@@ -363,10 +370,10 @@ pub(crate) struct Prover<'a, M: SignalMemory> {
 }
 
 impl<M: SignalMemory> Prover<'_, M> {
-    /// What is known about use `seq` without reading signal memory.
-    pub(crate) fn known(&self, seq: u64, cell: CellPtr<M::Signal>) -> Option<Status> {
-        self.proofs
-            .known(seq, cell, self.ring, self.signals.shared())
+    /// What is known about use `seq` (whose cell is `cell`) without reading
+    /// signal memory.
+    pub(crate) fn known(&self, seq: u64, cell: &Cell<M::Signal>) -> Option<Status> {
+        self.proofs.known(seq, cell, self.ring, self.signals)
     }
 
     /// Fence probing (proofs 1 and 2): at most one load, of the newest fence
@@ -408,22 +415,24 @@ impl<M: SignalMemory> Prover<'_, M> {
         if fence < lo {
             return false; // already reclaimed, or of an older generation
         }
-        let slot = *self.ring.get(fence).expect("in flight");
-        if !slot.is(flag::FENCE) || self.proofs.is_proven(slot.aql) {
+        let slot = self.ring.get(fence).expect("in flight");
+        let aql = slot.aql;
+        if !slot.is(flag::FENCE) || self.proofs.is_proven(aql) {
             return false;
         }
         if self.try_recorded_fence(fence) {
             return true;
         }
-        if planted::active(Bug::TrustReadIndex) {
-            self.proofs.prove(fence, slot.aql);
+        if planted!(TrustReadIndex) {
+            self.proofs.prove(fence, aql);
             return true;
         }
         self.stats.probes += 1;
         self.proofs.probed_at = read_index;
-        let value = self.signals.load(slot.cell);
+        let cell = &self.ring.get(fence).expect("in flight").cell;
+        let value = self.signals.load(cell);
         if value == 0 {
-            self.proofs.prove(fence, slot.aql);
+            self.proofs.prove(fence, aql);
             return true;
         }
         if value < 0 {
@@ -460,28 +469,14 @@ impl<M: SignalMemory> Prover<'_, M> {
     /// one hardware queue mean nothing on another).
     #[inline]
     pub(crate) fn try_recorded_fence(&mut self, seq: u64) -> bool {
-        let Some(slot) = self.ring.get(seq).copied() else {
+        let Some(slot) = self.ring.get(seq) else {
             return false;
         };
         // Most often nothing was recorded: one load of its cell says so.
-        if !slot.is(flag::FENCE)
-            || self.signals.cell(slot.cell).phase_of(seq) != Some(Some(Status::Complete))
-        {
+        if !slot.is(flag::FENCE) || slot.cell.phase_of(seq) != Some(Some(Status::Complete)) {
             return false;
         }
-        self.prove_recorded(seq, &slot)
-    }
-
-    /// Proves through fence `seq` (`slot`), which a CPU wait recorded
-    /// complete, if it can prove anything new.
-    #[cold]
-    #[inline(never)]
-    fn prove_recorded(&mut self, seq: u64, slot: &Slot<M::Signal>) -> bool {
-        if !self.proofs.fences_can_prove(seq, slot) || self.proofs.fence_proves(seq, slot) {
-            return false;
-        }
-        self.proofs.prove_in_generation(seq, slot.aql);
-        true
+        prove_recorded(self.proofs, seq, slot)
     }
 
     /// Fence probing for the older generations (hardware queues the
@@ -501,10 +496,11 @@ impl<M: SignalMemory> Prover<'_, M> {
             if older.end <= head || fence < head.max(older.start) {
                 continue; // nothing in flight that its fence would prove
             }
-            let Some(slot) = self.ring.get(fence).copied() else {
+            let Some(slot) = self.ring.get(fence) else {
                 continue;
             };
-            if !slot.is(flag::FENCE) || self.proofs.fence_proves(fence, &slot) {
+            let aql = slot.aql;
+            if !slot.is(flag::FENCE) || self.proofs.fence_proves(fence, slot) {
                 continue;
             }
             if self.try_recorded_fence(fence) {
@@ -512,9 +508,10 @@ impl<M: SignalMemory> Prover<'_, M> {
                 continue;
             }
             self.stats.probes += 1;
-            let value = self.signals.load(slot.cell);
+            let cell = &self.ring.get(fence).expect("in flight").cell;
+            let value = self.signals.load(cell);
             if value == 0 {
-                self.proofs.prove_in_generation(fence, slot.aql);
+                self.proofs.prove_in_generation(fence, aql);
                 proved = true;
             } else if value < 0 {
                 self.fail_range(older.start..older.end);
@@ -525,17 +522,16 @@ impl<M: SignalMemory> Prover<'_, M> {
 
     /// Proof 4: one load of the use's own signal.
     pub(crate) fn load_own(&mut self, seq: u64) -> Status {
-        let Some(slot) = self.ring.get(seq).copied() else {
+        let Some(slot) = self.ring.get(seq) else {
             return self.signals.shared().outcome_of_retired(seq);
         };
-        let value = self.signals.load(slot.cell);
-        let cell = self.signals.cell(slot.cell);
+        let value = self.signals.load(&slot.cell);
         if value == 0 {
-            if cell.complete(seq) {
+            if slot.cell.complete(seq) {
                 self.stats.retired += 1;
                 self.stats.retired_by_load += 1;
             }
-            if slot.is(flag::FENCE) && self.proofs.fences_can_prove(seq, &slot) {
+            if slot.is(flag::FENCE) && self.proofs.fences_can_prove(seq, slot) {
                 self.proofs.prove_in_generation(seq, slot.aql);
             }
             return Status::Complete;
@@ -548,21 +544,22 @@ impl<M: SignalMemory> Prover<'_, M> {
                     self.fail_range(uses);
                 }
                 _ => {
-                    if cell.fail(seq) {
+                    if slot.cell.fail(seq) {
                         self.stats.failed += 1;
                     }
                 }
             }
         }
-        self.known(seq, slot.cell).unwrap_or(Status::Pending)
+        let slot = self.ring.get(seq).expect("in flight");
+        self.known(seq, &slot.cell).unwrap_or(Status::Pending)
     }
 
     /// A fence learned complete by any means proves its predecessors.
     pub(crate) fn learn_fence(&mut self, seq: u64, status: Status) {
         if status == Status::Complete
-            && let Some(slot) = self.ring.get(seq).copied()
+            && let Some(slot) = self.ring.get(seq)
             && slot.is(flag::FENCE)
-            && self.proofs.fences_can_prove(seq, &slot)
+            && self.proofs.fences_can_prove(seq, slot)
         {
             self.proofs.prove_in_generation(seq, slot.aql);
         }
@@ -571,8 +568,9 @@ impl<M: SignalMemory> Prover<'_, M> {
     /// Decides whether use `seq` (the oldest) is retired, recording the proof
     /// and counting it once. A failed submission's use is retired only once
     /// the part that was issued has finished.
-    pub(crate) fn settle(&mut self, seq: u64, slot: &Slot<M::Signal>) -> Option<Outcome> {
-        let cell = self.signals.cell(slot.cell);
+    pub(crate) fn settle(&mut self, seq: u64) -> Option<Outcome> {
+        let slot = self.ring.oldest().expect("in flight");
+        let cell = &slot.cell;
         if self.proofs.fence_proves(seq, slot) {
             if cell.complete(seq) {
                 self.stats.retired += 1;
@@ -592,33 +590,28 @@ impl<M: SignalMemory> Prover<'_, M> {
         }
         match cell.phase_of(seq) {
             Some(Some(Status::Complete)) => Some(Outcome::Complete),
-            Some(Some(Status::Failed)) if slot.residual == 0 || self.issued_part_done(slot) => {
+            Some(Some(Status::Failed))
+                if slot.residual == 0 || issued_part_done(self.signals, slot) =>
+            {
                 Some(Outcome::Failed)
             }
             _ => None,
         }
     }
 
-    /// Whether a failed submission's issued operations all finished: the
-    /// signal then holds exactly the decrements that were never issued.
-    fn issued_part_done(&mut self, slot: &Slot<M::Signal>) -> bool {
-        let value = self.signals.load(slot.cell);
-        value < 0 || value == i64::from(slot.residual)
-    }
-
     /// Whether use `seq` (in flight) still waits for the GPU: it is not
     /// known done, or it is a failed submission whose issued part may still
     /// run and that no proof settles yet (as in `settle`, one load tells).
     pub(crate) fn awaits_gpu(&mut self, seq: u64) -> bool {
-        let Some(slot) = self.ring.get(seq).copied() else {
+        let Some(slot) = self.ring.get(seq) else {
             return false;
         };
-        match self.known(seq, slot.cell) {
+        match self.proofs.known(seq, &slot.cell, self.ring, self.signals) {
             None | Some(Status::Pending) => true,
             Some(Status::Failed) => {
                 slot.residual != 0
-                    && !self.proofs.fence_proves(seq, &slot)
-                    && !self.issued_part_done(&slot)
+                    && !self.proofs.fence_proves(seq, slot)
+                    && !issued_part_done(self.signals, slot)
             }
             Some(Status::Complete) => false,
         }
@@ -640,12 +633,17 @@ impl<M: SignalMemory> Prover<'_, M> {
         let mut failed = 0;
         let first = self.ring.head().max(uses.start);
         for seq in first..self.ring.tail().min(uses.end) {
-            let slot = *self.ring.get(seq).expect("in flight");
-            if slot.is(flag::COPY) || self.known(seq, slot.cell).is_some() {
+            let slot = self.ring.get(seq).expect("in flight");
+            if slot.is(flag::COPY)
+                || self
+                    .proofs
+                    .known(seq, &slot.cell, self.ring, self.signals)
+                    .is_some()
+            {
                 continue;
             }
-            let value = self.signals.load(slot.cell);
-            let cell = self.signals.cell(slot.cell);
+            let cell = &slot.cell;
+            let value = self.signals.load(cell);
             if value == 0 {
                 if cell.complete(seq) {
                     self.stats.retired += 1;
@@ -664,8 +662,8 @@ impl<M: SignalMemory> Prover<'_, M> {
     pub(crate) fn record_fence_proofs(&mut self) {
         let first = self.ring.head().max(self.proofs.generation_start());
         for seq in first..self.ring.tail() {
-            let slot = *self.ring.get(seq).expect("in flight");
-            if self.proofs.fence_proves(seq, &slot) && self.signals.cell(slot.cell).complete(seq) {
+            let slot = self.ring.get(seq).expect("in flight");
+            if self.proofs.fence_proves(seq, slot) && slot.cell.complete(seq) {
                 self.stats.retired += 1;
                 self.stats.retired_by_fence += 1;
             }
@@ -677,11 +675,11 @@ impl<M: SignalMemory> Prover<'_, M> {
     pub(crate) fn fail_use(
         &mut self,
         seq: u64,
-        cell: CellPtr<M::Signal>,
+        cell: CellKey,
         issued: u32,
     ) -> Result<(), FailSubmissionError> {
         let invalid = |state| FailSubmissionError::InvalidState { seq, state };
-        if let Some(status) = self.known(seq, cell) {
+        if let Some(status) = self.known(seq, self.signals.shared().cell(cell)) {
             return Err(invalid(if status == Status::Complete {
                 "complete"
             } else {
@@ -696,7 +694,7 @@ impl<M: SignalMemory> Prover<'_, M> {
         let was_fence = slot.is(flag::FENCE);
         // It will never complete as a whole: it proves nothing.
         slot.flags &= !flag::FENCE;
-        if self.signals.cell(cell).fail(seq) {
+        if slot.cell.fail(seq) {
             self.stats.failed += 1;
         }
         if was_fence {
@@ -751,8 +749,8 @@ impl<M: SignalMemory> Prover<'_, M> {
     pub(crate) fn backpressure(&mut self, window: usize) -> Option<AcquireError> {
         let tail = self.ring.tail();
         let oldest = (self.ring.head()..tail).find(|&seq| self.awaits_gpu(seq))?;
-        let slot = *self.ring.get(oldest).expect("in flight");
-        let fence = if self.proofs.fences_can_prove(oldest, &slot) {
+        let slot = self.ring.get(oldest).expect("in flight");
+        let fence = if self.proofs.fences_can_prove(oldest, slot) {
             let candidates = self.backpressure_candidates(window);
             (oldest.max(candidates.start)..candidates.end)
                 .rev()
@@ -761,7 +759,7 @@ impl<M: SignalMemory> Prover<'_, M> {
                         slot.is(flag::FENCE)
                             && self.proofs.same_generation(oldest, seq)
                             && self.proofs.fences_can_prove(seq, slot)
-                            && self.known(seq, slot.cell).is_none()
+                            && self.known(seq, &slot.cell).is_none()
                     })
                 })
         } else {
@@ -769,17 +767,37 @@ impl<M: SignalMemory> Prover<'_, M> {
         };
         let seq = fence.unwrap_or(oldest);
         let slot = self.ring.get(seq).expect("in flight");
+        let cell = &slot.cell;
         Some(AcquireError::Backpressure {
-            wait_for: Ticket {
+            wait_for: Ticket::issue(
+                self.signals.shared().id,
                 seq,
-                cell: slot.cell.erase(),
-                owner: self.signals.shared().id,
-                generation: slot.generation,
-                timed: slot.is(flag::TIMED),
-            },
+                cell.key.0,
+                cell.generation(),
+                slot.is(flag::TIMED),
+            ),
             in_flight: self.ring.in_flight(),
         })
     }
+}
+
+/// Proves through fence `seq` (`slot`), which a CPU wait recorded
+/// complete, if it can prove anything new.
+#[cold]
+#[inline(never)]
+fn prove_recorded<S>(proofs: &mut Proofs, seq: u64, slot: &Slot<S>) -> bool {
+    if !proofs.fences_can_prove(seq, slot) || proofs.fence_proves(seq, slot) {
+        return false;
+    }
+    proofs.prove_in_generation(seq, slot.aql);
+    true
+}
+
+/// Whether a failed submission's issued operations all finished: the
+/// signal then holds exactly the decrements that were never issued.
+fn issued_part_done<M: SignalMemory>(signals: &mut Signals<M>, slot: &Slot<M::Signal>) -> bool {
+    let value = signals.load(&slot.cell);
+    value < 0 || value == i64::from(slot.residual)
 }
 
 #[cfg(all(test, not(sigretire_loom)))]

@@ -17,13 +17,14 @@ use crate::error::{
     PublishError, TimestampsError,
 };
 use crate::interface::{Acquired, Census, Tracker};
+use crate::keys::CellKey;
 use crate::pin::{AttachError, Attachments, Pin};
-use crate::planted::{self, Bug};
 use crate::publication::{self, Publication};
 use crate::reclaim::{Parked, Reclaimer};
 use crate::retire::{Proofs, Prover};
-use crate::ring::{Ring, Spare};
-use crate::share::{CellPtr, Shared, SignalRef};
+use crate::ring::Ring;
+use crate::share::Cell;
+use crate::share::{self, Shared, SignalRef};
 use crate::signals::{REARM_BATCH, Signals};
 use crate::stamps::{Kept, StampHistory};
 use crate::stats::Stats;
@@ -79,6 +80,9 @@ pub struct RetiringTracker<M: SignalMemory, Q: QueueView> {
     /// What this generation's publications carry: this tracker, this
     /// generation ([`publication::origin`](crate::publication::origin)).
     origin: u64,
+    /// What this generation's uses' labels start from
+    /// ([`share::label_base`]).
+    label_base: u64,
 }
 
 impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
@@ -90,9 +94,10 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             Arc::new(Shared::new(memory, true)),
             !queue.ring_in_device_memory(),
         );
-        let proofs = Proofs::new(config.generation_bits);
+        let proofs = Proofs::new(32);
         let id = signals.shared().id;
         let origin = publication::origin(id, proofs.generation());
+        let label_base = share::label_base(proofs.generation());
         let mut tracker = Self {
             signals,
             queue,
@@ -110,6 +115,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             named: 0,
             id,
             origin,
+            label_base,
         };
         tracker.allocate(config.initial_size, config.signals)?;
         if tracker.ring.fill(config.initial_size, config.signals) < config.initial_size {
@@ -123,17 +129,22 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         Ok(tracker)
     }
 
-    fn cell_of(&self, ticket: &Ticket) -> Result<CellPtr<M::Signal>, ForeignTicket> {
-        self.signals
-            .shared()
-            .cell_ptr_of(ticket)
-            .ok_or(ForeignTicket)
+    /// The key of the cell `ticket` names, if this tracker issued it as
+    /// it is ([`Shared::cell_of`](crate::share::Shared::cell_of)).
+    fn cell_of(&self, ticket: &Ticket) -> Result<CellKey, ForeignTicket> {
+        self.signals.shared().key_of(ticket).ok_or(ForeignTicket)
     }
 
-    /// What is known about use `seq` without reading signal memory.
-    fn known(&self, seq: u64, cell: CellPtr<M::Signal>) -> Option<Status> {
+    /// The cell of `key` (a checked ticket's).
+    fn cell(&self, key: CellKey) -> &Cell<M::Signal> {
+        self.signals.shared().cell(key)
+    }
+
+    /// What is known about use `seq` (whose cell's key is `cell`) without
+    /// reading signal memory.
+    fn known(&self, seq: u64, cell: CellKey) -> Option<Status> {
         self.proofs
-            .known(seq, cell, &self.ring, self.signals.shared())
+            .known(seq, self.cell(cell), &self.ring, &self.signals)
     }
 
     fn prover(&mut self) -> Prover<'_, M> {
@@ -220,8 +231,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             return false;
         }
         let slot = self.ring.next_mut();
-        let placement = self.signals.cell(slot.cell).placement;
-        let store = slot.store;
+        let (placement, store) = (slot.placement, slot.store);
         self.keeps(placement, self.config.signals) && self.signals.is_visible(placement, store)
     }
 
@@ -241,7 +251,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             self.make_room()?;
         }
         let wanted = self.placement_for(request.purpose);
-        let placement = self.signals.cell(self.ring.next_mut().cell).placement;
+        let placement = self.ring.next_mut().placement;
         if !self.keeps(placement, wanted) {
             self.swap_for(wanted);
         }
@@ -249,8 +259,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             self.arm_for_ops(request.ops);
         }
         let slot = self.ring.next_mut();
-        let placement = self.signals.cell(slot.cell).placement;
-        let store = slot.store;
+        let (placement, store) = (slot.placement, slot.store);
         self.signals.make_visible(placement, store, copy);
         Ok(self.hand_out(aql, request.ops, request.flags))
     }
@@ -270,26 +279,21 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         slot.ops = ops;
         slot.residual = 0;
         slot.last_fence = last_fence;
-        slot.generation = generation;
         slot.flags = flags;
-        let cell_ptr = slot.cell;
-        self.ring.advance_tail();
-        let cell = self.signals.cell(cell_ptr);
+        let placement = slot.placement;
+        let cell: &Cell<M::Signal> = &slot.cell;
+        let ticket = Ticket::of_flags(self.id, seq, cell.key.0, generation, flags);
         cell.begin_use(seq);
+        cell.set_label(share::label(self.label_base, ticket.flags));
+        let signal = self.signals.shared().memory.packet_handle(cell.signal);
+        self.ring.advance_tail();
         if flags & flag::COPY == 0 {
             self.proofs.note_packet(seq, aql, fence);
         }
-        let signal = self.signals.shared().memory.packet_handle(cell.signal);
         Acquired {
-            ticket: Ticket {
-                seq,
-                cell: cell_ptr.erase(),
-                owner: self.id,
-                generation,
-                timed: flags & flag::TIMED != 0,
-            },
+            ticket,
             signal,
-            placement: cell.placement,
+            placement,
             publication: if flags & flag::COPY == 0 {
                 Publication::of_use(aql, fence, signal, ops, self.origin)
             } else {
@@ -303,8 +307,8 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
     #[cold]
     #[inline(never)]
     fn arm_for_ops(&mut self, ops: u32) {
-        let cell = self.ring.next_mut().cell;
-        self.ring.next_mut().store = self.signals.store(cell, i64::from(ops));
+        let slot = self.ring.next_mut();
+        slot.store = self.signals.store(&slot.cell, i64::from(ops));
     }
 
     /// Gives the next slot a signal of `wanted` placement from the spares (a
@@ -326,15 +330,8 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         let Some(spare) = self.ring.take_spare(wanted) else {
             return;
         };
-        let slot = self.ring.next_mut();
-        let old = Spare {
-            cell: slot.cell,
-            store: slot.store,
-        };
-        slot.cell = spare.cell;
-        slot.store = spare.store;
-        let placement = self.signals.cell(old.cell).placement;
-        self.ring.put_spare(placement, old);
+        let old = self.ring.next_mut().swap_signal(spare);
+        self.ring.put_spare(old);
         self.stats.spare_swaps += 1;
     }
 
@@ -353,7 +350,7 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
             if !self.proofs.older().is_empty() {
                 self.prover().probe_older();
             }
-            if named != 0 && !planted::active(Bug::NamedFenceUnconsulted) {
+            if named != 0 && !planted!(NamedFenceUnconsulted) {
                 self.prover().try_recorded_fence(named);
             }
             self.reclaimer().walk();
@@ -362,8 +359,10 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         // after that generation's newest fence; only its own signal can.
         let oldest = self.ring.head();
         if self.ring.is_full()
-            && let Some(slot) = self.ring.oldest().copied()
-            && !self.proofs.fences_can_prove(oldest, &slot)
+            && self
+                .ring
+                .oldest()
+                .is_some_and(|slot| !self.proofs.fences_can_prove(oldest, slot))
         {
             self.prover().load_own(oldest);
             self.reclaimer().walk();
@@ -392,18 +391,14 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         // reference may have learned the last completions after the walks
         // above. Nothing undoes "done", so one more walk frees every slot
         // whose signal nobody holds.
-        if !planted::active(Bug::GiveUpWhenAllDone) {
+        if !planted!(GiveUpWhenAllDone) {
             self.reclaimer().walk();
         }
         if !self.ring.is_full() {
             return Ok(());
         }
         let held = (self.ring.head()..self.ring.tail())
-            .filter(|&seq| {
-                self.ring
-                    .get(seq)
-                    .is_some_and(|slot| self.signals.cell(slot.cell).holds() > 0)
-            })
+            .filter(|&seq| self.ring.get(seq).is_some_and(|slot| slot.cell.holds() > 0))
             .count();
         Err(AcquireError::SignalsHeld { held })
     }
@@ -442,6 +437,14 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         stats.accesses = self.signals.accesses();
         stats.uses = self.ring.tail() - 1;
         stats
+    }
+
+    /// Narrows the generation counter to `bits` bits, for the tests that
+    /// make it wrap ([`kit::narrow_generations`](crate::kit::narrow_generations)).
+    pub(crate) fn narrow_generations(&mut self, bits: u32) {
+        self.proofs.narrow(bits);
+        self.origin = publication::origin(self.id, self.proofs.generation());
+        self.label_base = share::label_base(self.proofs.generation());
     }
 
     /// What the history says of a timed use, as an answer; `None` if it
@@ -524,9 +527,8 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
                 // The consumer may publish through a ring in system memory (a
                 // copy engine's, another agent's): flush the arming as for a
                 // copy-engine use, if this queue's own publishing did not.
-                if let Some(slot) = self.ring.get(ticket.seq).copied() {
-                    let placement = self.signals.cell(cell).placement;
-                    self.signals.make_visible(placement, slot.store, true);
+                if let Some(slot) = self.ring.get(ticket.seq) {
+                    self.signals.make_visible(slot.placement, slot.store, true);
                 }
                 self.stats.pins += 1;
                 Ok(Some(Pin::new(SignalRef::new(
@@ -566,8 +568,8 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     }
 
     fn time(&mut self, ticket: &Ticket) -> Result<Option<Ticket>, ForeignTicket> {
-        self.cell_of(ticket)?;
-        if ticket.timed {
+        let cell = self.cell_of(ticket)?;
+        if ticket.is_timed() {
             return Ok(Some(*ticket));
         }
         // In the ring, the walk has not retired it: it harvests it as it
@@ -576,15 +578,14 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
             return Ok(None);
         };
         slot.flags |= flag::TIMED;
-        Ok(Some(Ticket {
-            timed: true,
-            ..*ticket
-        }))
+        slot.cell.mark_timed_later(ticket.seq);
+        debug_assert_eq!(slot.cell.key, cell);
+        Ok(Some(ticket.timed()))
     }
 
     fn timestamps(&mut self, ticket: &Ticket) -> Result<Option<Timestamps>, TimestampsError> {
         let cell = self.cell_of(ticket)?;
-        if !ticket.timed {
+        if !ticket.is_timed() {
             return Ok(None);
         }
         if self
@@ -601,25 +602,27 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
                 && !slot.is(flag::HARVESTED)
             {
                 slot.flags |= flag::HARVESTED;
-                let cell = slot.cell;
                 self.stamps
-                    .harvest(ticket.seq, cell, &mut self.signals, &mut self.stats);
+                    .harvest(ticket.seq, &slot.cell, &mut self.signals, &mut self.stats);
             }
         }
         // Harvested: its cell keeps the harvest for as long as its signal
         // serves the use (in flight, or parked while held), whatever the
         // history has room for; the history keeps it after that.
-        if let Some(harvested) = self.signals.cell(cell).harvest_of(ticket.seq) {
+        if let Some(harvested) = self.cell(cell).harvest_of(ticket.seq) {
             return Ok(harvested);
         }
-        if self.known(ticket.seq, cell) == Some(Status::Failed)
-            || planted::active(Bug::StampsOnlyInTheCell)
-        {
+        if self.known(ticket.seq, cell) == Some(Status::Failed) || planted!(StampsOnlyInTheCell) {
             return Ok(None);
         }
-        if planted::active(Bug::HarvestAfterRearm) && self.kept(ticket.seq).is_none() {
-            self.stamps
-                .harvest(ticket.seq, cell, &mut self.signals, &mut self.stats);
+        if planted!(HarvestAfterRearm) && self.kept(ticket.seq).is_none() {
+            let shared = self.signals.shared().clone();
+            self.stamps.harvest(
+                ticket.seq,
+                shared.cell(cell),
+                &mut self.signals,
+                &mut self.stats,
+            );
         }
         // Retired: harvested on the way out (a failed use has no stamps).
         self.kept(ticket.seq).unwrap_or(Ok(None))
@@ -634,13 +637,13 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
         self.proofs
             .new_generation(self.ring.tail(), self.ring.head());
         self.origin = publication::origin(self.id, self.proofs.generation());
+        self.label_base = share::label_base(self.proofs.generation());
     }
 
     fn note_drained(&mut self) {
-        if planted::active(Bug::DrainRetiresEverything) {
+        if planted!(DrainRetiresEverything) {
             for seq in self.ring.head()..self.ring.tail() {
-                let cell = self.ring.get(seq).expect("in flight").cell;
-                self.signals.cell(cell).complete(seq);
+                self.ring.get(seq).expect("in flight").cell.complete(seq);
             }
         }
         self.proofs.drain();
@@ -688,6 +691,37 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
             self.signals.shared().id,
             self.proofs.generation(),
         )
+    }
+
+    fn publication(&self, ticket: &Ticket) -> Result<Publication, PublishError> {
+        let key = self.cell_of(ticket)?;
+        let seq = ticket.seq;
+        let settled = |status| PublishError::Settled { seq, status };
+        if let Some(status) = self.known(seq, key) {
+            return Err(settled(status));
+        }
+        let Some(slot) = self.ring.get(seq) else {
+            return Err(settled(self.signals.shared().outcome_of_retired(seq)));
+        };
+        let signal = self.signals.shared().memory.packet_handle(slot.cell.signal);
+        if slot.is(flag::COPY) {
+            // A copy engine's: no AQL queue's slot, whatever the generation.
+            return Ok(Publication::of_copy(signal, slot.ops, self.origin));
+        }
+        if seq < self.proofs.generation_start() {
+            return Err(PublishError::Stale {
+                index: slot.aql,
+                made: slot.cell.generation(),
+                current: self.proofs.generation(),
+            });
+        }
+        Ok(Publication::of_use(
+            slot.aql,
+            slot.is(flag::FENCE),
+            signal,
+            slot.ops,
+            self.origin,
+        ))
     }
 
     fn queue(&self) -> &Q {

@@ -10,12 +10,17 @@
 //! signals from the spares first and then from a new batch.
 
 use crate::backend::Placement;
-use crate::share::CellPtr;
-use crate::ticket::Generation;
+use crate::share::Cell;
+use crate::sync::Arc;
 
 /// One slot: its signal, and the use it serves while the use is in flight.
 pub(crate) struct Slot<S> {
-    pub(crate) cell: CellPtr<S>,
+    /// Its signal's cell (the tracker's own reference: its hot path reaches
+    /// a cell with no lookup).
+    pub(crate) cell: Arc<Cell<S>>,
+    /// Where its signal lives (the cell's, kept beside its key so that the
+    /// acquire fast path and the walk decide without the cell).
+    pub(crate) placement: Placement,
     /// The number of the store that armed the signal; compared with the
     /// fences issued since, so a signal is fenced once before it is used.
     pub(crate) store: u64,
@@ -30,21 +35,20 @@ pub(crate) struct Slot<S> {
     /// Decrements a failed submission's signal still expects once its issued
     /// part finished (0: none).
     pub(crate) residual: u32,
-    /// The queue generation of the use.
-    pub(crate) generation: Generation,
 }
 
 impl<S> Slot<S> {
-    pub(crate) fn new(cell: CellPtr<S>, store: u64) -> Self {
+    /// A slot whose signal is `spare`'s.
+    pub(crate) fn new(spare: Spare<S>) -> Self {
         Self {
-            cell,
-            store,
+            cell: spare.cell,
+            placement: spare.placement,
+            store: spare.store,
             aql: 0,
             last_fence: 0,
             flags: 0,
             ops: 1,
             residual: 0,
-            generation: Generation::default(),
         }
     }
 
@@ -52,27 +56,27 @@ impl<S> Slot<S> {
     pub(crate) fn is(&self, flag: u8) -> bool {
         self.flags & flag != 0
     }
+
+    /// Gives the slot `spare`'s signal; returns its own as a spare.
+    pub(crate) fn swap_signal(&mut self, spare: Spare<S>) -> Spare<S> {
+        let old = Spare {
+            cell: core::mem::replace(&mut self.cell, spare.cell),
+            placement: self.placement,
+            store: self.store,
+        };
+        self.placement = spare.placement;
+        self.store = spare.store;
+        old
+    }
 }
 
-/// A spare signal and the number of the store that armed it.
+/// A spare signal, where it lives, and the number of the store that armed
+/// it.
 pub(crate) struct Spare<S> {
-    pub(crate) cell: CellPtr<S>,
+    pub(crate) cell: Arc<Cell<S>>,
+    pub(crate) placement: Placement,
     pub(crate) store: u64,
 }
-
-// Manual impls: the handle type `S` need not be `Copy` for a pointer to its cell to be.
-impl<S> Clone for Slot<S> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<S> Copy for Slot<S> {}
-impl<S> Clone for Spare<S> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<S> Copy for Spare<S> {}
 
 pub(crate) struct Ring<S> {
     slots: Vec<Slot<S>>,
@@ -181,26 +185,36 @@ impl<S> Ring<S> {
     /// Retires uses oldest first while `take` accepts them, at most `max`:
     /// the head moves past every accepted use. Returns how many it took.
     ///
-    /// The reclaim walk's inner loop: the cursor lives in locals, so a
-    /// retired use costs its own checks and little else.
+    /// The reclaim walk's inner loop: it runs over the slots as (at most
+    /// two) contiguous runs, so a retired use costs its own checks and
+    /// little else.
     #[inline]
     pub(crate) fn take_oldest_while(
         &mut self,
         max: usize,
         mut take: impl FnMut(u64, &mut Slot<S>) -> bool,
     ) -> usize {
-        let end = self.tail.min(self.head + max as u64);
-        let (mut seq, mut pos) = (self.head, self.head_pos);
-        while seq < end {
-            if !take(seq, &mut self.slots[pos]) {
+        let wanted = (self.tail - self.head).min(max as u64) as usize;
+        let mut taken = 0;
+        while taken < wanted {
+            let pos = self.head_pos;
+            let run = (wanted - taken).min(self.slots.len() - pos);
+            let first = self.head;
+            let mut seq = first;
+            for slot in &mut self.slots[pos..pos + run] {
+                if !take(seq, slot) {
+                    break;
+                }
+                seq += 1;
+            }
+            let in_run = (seq - first) as usize;
+            taken += in_run;
+            self.head = seq;
+            self.head_pos = self.wrap(pos + in_run);
+            if in_run < run {
                 break;
             }
-            seq += 1;
-            pos = self.wrap(pos + 1);
         }
-        let taken = (seq - self.head) as usize;
-        self.head = seq;
-        self.head_pos = pos;
         taken
     }
 
@@ -232,8 +246,8 @@ impl<S> Ring<S> {
         self.spares[placement.index()].pop()
     }
 
-    pub(crate) fn put_spare(&mut self, placement: Placement, spare: Spare<S>) {
-        self.spares[placement.index()].push(spare);
+    pub(crate) fn put_spare(&mut self, spare: Spare<S>) {
+        self.spares[spare.placement.index()].push(spare);
     }
 
     pub(crate) fn spares(&self, placement: Placement) -> usize {
@@ -249,16 +263,14 @@ impl<S> Ring<S> {
         if extra == 0 {
             return 0;
         }
-        // Rebuild with the oldest use at position 0, then the armed slots
-        // after the newest, then the new ones.
-        let mut slots = Vec::with_capacity(self.slots.len() + extra);
-        slots.extend(self.slots[self.head_pos..].iter().copied());
-        slots.extend(self.slots[..self.head_pos].iter().copied());
+        // The oldest use at position 0, then the armed slots after the
+        // newest, then the new ones.
+        self.slots.rotate_left(self.head_pos);
+        self.slots.reserve_exact(extra);
         for _ in 0..extra {
             let spare = self.spares[placement.index()].pop().expect("counted above");
-            slots.push(Slot::new(spare.cell, spare.store));
+            self.slots.push(Slot::new(spare));
         }
-        self.slots = slots;
         self.head_pos = 0;
         self.tail_pos = self.in_flight();
         extra
@@ -272,7 +284,7 @@ impl<S> Ring<S> {
             while self.slots.len() < count
                 && let Some(spare) = self.spares[p.index()].pop()
             {
-                self.slots.push(Slot::new(spare.cell, spare.store));
+                self.slots.push(Slot::new(spare));
             }
         }
         self.tail_pos = self.wrap(self.tail_pos);

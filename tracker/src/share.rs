@@ -13,14 +13,14 @@
 //! count and, if it was the last one on a parked signal, leaves a hint the
 //! tracker picks up on its next reclaim.
 
-use crate::backend::{Placement, SignalMemory, Timestamps};
+use crate::backend::{AllocError, Placement, SignalMemory, Timestamps};
 use crate::failures::Failures;
+use crate::keys::{CellKey, Directory};
 use crate::registry;
 use crate::stats::SharedCounters;
 use crate::sync::{Arc, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, fence};
-use crate::ticket::{Status, Ticket};
+use crate::ticket::{Generation, Status, Ticket};
 use core::fmt;
-use core::ptr::NonNull;
 
 // A cell's two packed words.
 //
@@ -51,6 +51,14 @@ use core::ptr::NonNull;
 // One word for both, so the parking RMW and the last holder's decrement are
 // ordered by the word's RMW order: one of them sees the other, never
 // neither, and no parked signal is forgotten.
+//
+// `label`: `generation << 32 | flags`, what the use `state` names was
+// handed out as (its ticket's generation and flags, with
+// [`LABEL_TIMED_LATER`] for a use marked timed afterwards), so that a
+// ticket is checked against its use without the tracker's lock. The
+// tracker stores it after `state`, with Release: a reader that loads a
+// later use's label (Acquire) then loads that later use's `state` too, so
+// it never mistakes a label for its own.
 
 /// The phase of a cell's current use, in the low two bits of its state word.
 const LIVE: u64 = 0;
@@ -74,12 +82,39 @@ const PARKED: u32 = 1 << 31;
 /// stamps (sequence numbers stay below it: `pack` shifts them left by two).
 const UNSTAMPED: u64 = 1 << 63;
 
+/// A label's bit: the use was marked timed after it was acquired
+/// ([`Tracker::time`](crate::Tracker::time)), so its ticket may say either.
+/// (A ticket's own flags sit below it.)
+const LABEL_TIMED_LATER: u64 = 1 << 31;
+
+const _: () = assert!(Ticket::TIMED < LABEL_TIMED_LATER);
+
+/// The generation part of the labels of a generation's uses, which the
+/// tracker works out once per generation.
+#[inline(always)]
+pub const fn label_base(generation: Generation) -> u64 {
+    (generation.value() as u64) << 32
+}
+
+/// The label of a use of a generation whose [`label_base`] is `base` and
+/// whose ticket's flags are `ticket_flags`.
+#[inline(always)]
+pub const fn label(base: u64, ticket_flags: u64) -> u64 {
+    base | ticket_flags
+}
+
 /// A signal and the host-side state shared with other threads.
-pub(crate) struct Cell<S> {
-    pub(crate) signal: S,
-    pub(crate) placement: Placement,
+pub struct Cell<S> {
+    /// The signal.
+    pub signal: S,
+    /// Where it lives.
+    pub placement: Placement,
+    /// Its key in its tracker's tables: the slot its tickets carry.
+    pub key: CellKey,
     /// `pack(seq, phase)` of the use the signal serves or last served.
     state: AtomicU64,
+    /// The [`label`] of that use.
+    label: AtomicU64,
     /// References held outside the tracker (events, pins, handlers), and the
     /// [`PARKED`] bit while the signal waits for them to let go. One word, so
     /// the last holder and the parking tracker agree on who saw whom through
@@ -92,11 +127,13 @@ pub(crate) struct Cell<S> {
 }
 
 impl<S> Cell<S> {
-    fn new(signal: S, placement: Placement) -> Self {
+    pub(crate) fn new(signal: S, placement: Placement, key: CellKey) -> Self {
         Self {
             signal,
             placement,
+            key,
             state: AtomicU64::new(pack(0, COMPLETE)),
+            label: AtomicU64::new(0),
             holds: AtomicU32::new(0),
             stamps_seq: AtomicU64::new(0),
             start: AtomicU64::new(0),
@@ -105,18 +142,49 @@ impl<S> Cell<S> {
     }
 
     /// Marks the cell as serving use `seq` (the tracker's owner only).
-    pub(crate) fn begin_use(&self, seq: u64) {
+    pub fn begin_use(&self, seq: u64) {
         self.state.store(pack(seq, LIVE), Ordering::Release);
+    }
+
+    /// Labels the use [`begin_use`](Self::begin_use) just began, before its
+    /// ticket leaves the tracker (the owner only): see [`label`].
+    #[inline(always)]
+    pub fn set_label(&self, label: u64) {
+        self.label.store(label, Ordering::Release);
+    }
+
+    /// Use `seq`, which the cell serves, was marked timed after it was
+    /// acquired: its ticket may now say timed as well (the owner only).
+    pub fn mark_timed_later(&self, seq: u64) {
+        if unpack(self.state.load(Ordering::Acquire)).0 == seq {
+            self.label.fetch_or(LABEL_TIMED_LATER, Ordering::Release);
+        }
+    }
+
+    /// The generation the use the cell serves (or last served) was
+    /// acquired in.
+    pub fn generation(&self) -> Generation {
+        Generation::new((self.label.load(Ordering::Acquire) >> 32) as u32, 32)
+    }
+
+    /// Whether `ticket`, which names use `seq` (the one the cell serves),
+    /// says what the use was handed out as: its generation, and timed only
+    /// if it is.
+    fn label_fits(&self, ticket: &Ticket) -> bool {
+        let label = self.label.load(Ordering::Acquire);
+        let timed = ticket.is_timed();
+        (label >> 32) as u32 == ticket.generation
+            && (timed == (label & Ticket::TIMED != 0) || (timed && label & LABEL_TIMED_LATER != 0))
     }
 
     /// Records that use `seq` completed. Returns false when someone (a CPU
     /// waiter) recorded it first, so each completion is counted once.
-    pub(crate) fn complete(&self, seq: u64) -> bool {
+    pub fn complete(&self, seq: u64) -> bool {
         self.transition(seq, COMPLETE)
     }
 
     /// Records that use `seq` failed; false if it was already complete or failed.
-    pub(crate) fn fail(&self, seq: u64) -> bool {
+    pub fn fail(&self, seq: u64) -> bool {
         self.transition(seq, FAILED)
     }
 
@@ -134,7 +202,7 @@ impl<S> Cell<S> {
     /// The phase of use `seq` as far as this cell knows: `None` while the cell
     /// still serves it and nobody recorded an outcome, `Some(None)` when the
     /// cell has moved on to a later use (so `seq` was retired earlier).
-    pub(crate) fn phase_of(&self, seq: u64) -> Option<Option<Status>> {
+    pub fn phase_of(&self, seq: u64) -> Option<Option<Status>> {
         let (current, phase) = unpack(self.state.load(Ordering::Acquire));
         if current > seq {
             return Some(None);
@@ -150,7 +218,8 @@ impl<S> Cell<S> {
         }
     }
 
-    pub(crate) fn holds(&self) -> u32 {
+    /// The references held on it.
+    pub fn holds(&self) -> u32 {
         // Acquire: pairs with the Release decrement in `SignalRef::drop`, so
         // every access a holder made happens before a re-arm that follows.
         self.holds.load(Ordering::Acquire) & !PARKED
@@ -171,7 +240,7 @@ impl<S> Cell<S> {
     /// so a reader either sees the pair that belongs to the `seq` it asked
     /// for or gives up. Held signals are never rewritten, so readers that hold
     /// a reference never give up.
-    pub(crate) fn store_stamps(&self, seq: u64, stamps: Option<Timestamps>) {
+    pub fn store_stamps(&self, seq: u64, stamps: Option<Timestamps>) {
         self.stamps_seq.store(0, Ordering::Relaxed);
         fence(Ordering::Release);
         let (tag, pair) = match stamps {
@@ -185,7 +254,7 @@ impl<S> Cell<S> {
 
     /// The harvest of use `seq`, if the cell holds it: `Some(None)` when
     /// nothing stamped the use, `None` when the cell holds no harvest of it.
-    pub(crate) fn harvest_of(&self, seq: u64) -> Option<Option<Timestamps>> {
+    pub fn harvest_of(&self, seq: u64) -> Option<Option<Timestamps>> {
         let tag = self.stamps_seq.load(Ordering::Acquire);
         if tag == seq | UNSTAMPED {
             return Some(None);
@@ -207,49 +276,17 @@ impl<S> Cell<S> {
     }
 }
 
-/// A raw pointer to a cell; the cell is owned by [`Shared`] and lives as long
-/// as it does.
-pub(crate) struct CellPtr<S>(NonNull<Cell<S>>);
-
-impl<S> Clone for CellPtr<S> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<S> Copy for CellPtr<S> {}
-impl<S> PartialEq for CellPtr<S> {
-    fn eq(&self, other: &Self) -> bool {
-        self.0 == other.0
-    }
-}
-impl<S> Eq for CellPtr<S> {}
-impl<S> fmt::Debug for CellPtr<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Cell@{:p}", self.0)
-    }
-}
-
-// SAFETY: a `CellPtr` is only dereferenced while the `Shared` that owns the
-// cell is alive (every holder of one also holds the `Shared` or is the
-// tracker that owns it), and everything in a cell other threads may touch is
-// atomic; the signal handle is `Send + Sync` by `SignalMemory`'s bounds.
-unsafe impl<S: Send + Sync> Send for CellPtr<S> {}
-// SAFETY: as above.
-unsafe impl<S: Send + Sync> Sync for CellPtr<S> {}
-
-impl<S> CellPtr<S> {
-    pub(crate) fn erase(self) -> NonNull<()> {
-        self.0.cast()
-    }
-}
-
 /// The state a tracker shares with waiters, references and pins: the signal
 /// memory, every cell, and what is known about retired uses.
-pub(crate) struct Shared<M: SignalMemory> {
-    pub(crate) id: u64,
-    pub(crate) memory: Arc<M>,
-    /// Owns every cell (as raw boxes, freed in `Drop`). Locked only to add one.
-    cells: Mutex<Vec<NonNull<Cell<M::Signal>>>>,
+pub struct Shared<M: SignalMemory> {
+    /// The tracker's id, which its tickets carry.
+    pub id: u64,
+    /// Where its signals live.
+    pub memory: Arc<M>,
+    /// Every cell, by key, for every thread.
+    directory: Directory<Cell<M::Signal>>,
+    /// The next key. Locked only to adopt a signal.
+    next_key: Mutex<u32>,
     /// Every use with a sequence number up to this one is retired (complete
     /// or failed) and has been reclaimed.
     retired_through: AtomicU64,
@@ -265,22 +302,20 @@ pub(crate) struct Shared<M: SignalMemory> {
     pub(crate) counters: SharedCounters,
 }
 
-// SAFETY: the raw cell pointers are owned boxes whose contents are `Send +
-// Sync` (atomics and a `Send + Sync` handle); they are only freed in `Drop`.
-unsafe impl<M: SignalMemory> Send for Shared<M> {}
-// SAFETY: as above; all shared mutation goes through atomics or the mutexes.
-unsafe impl<M: SignalMemory> Sync for Shared<M> {}
-
 /// Tracker ids: 64-bit, so they never wrap (2^64 trackers would take
 /// centuries at a billion a second).
 static NEXT_TRACKER_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl<M: SignalMemory> Shared<M> {
-    pub(crate) fn new(memory: Arc<M>, remembers_completions: bool) -> Self {
+    /// The shared state of a new tracker on `memory`, which answers from
+    /// what it knows of completions if `remembers_completions` (else only
+    /// loads prove them, as in CLR's original design).
+    pub fn new(memory: Arc<M>, remembers_completions: bool) -> Self {
         Self {
             id: NEXT_TRACKER_ID.fetch_add(1, core::sync::atomic::Ordering::Relaxed),
             memory,
-            cells: Mutex::new(Vec::new()),
+            directory: Directory::default(),
+            next_key: Mutex::new(0),
             retired_through: AtomicU64::new(0),
             returns: AtomicUsize::new(0),
             failures: Failures::new(),
@@ -289,54 +324,106 @@ impl<M: SignalMemory> Shared<M> {
         }
     }
 
-    /// Takes ownership of a new signal and returns its cell: the only way
-    /// a `CellPtr` is made.
-    pub(crate) fn adopt(&self, signal: M::Signal, placement: Placement) -> CellPtr<M::Signal> {
-        let cell = NonNull::from(Box::leak(Box::new(Cell::new(signal, placement))));
-        self.cells.lock().push(cell);
+    /// Takes ownership of a new signal under the next key and returns its
+    /// cell, which the caller keeps in its own [`Table`](crate::keys::Table).
+    /// Fails only once 2^32 signals were adopted.
+    pub fn adopt(
+        &self,
+        signal: M::Signal,
+        placement: Placement,
+    ) -> Result<Arc<Cell<M::Signal>>, AllocError> {
+        let mut next = self.next_key.lock();
+        let key = *next;
+        let Some(after) = key.checked_add(1) else {
+            return Err(AllocError::OutOfMemory(
+                "a tracker adopts at most 2^32 signals (its tickets' slots are 32-bit)".into(),
+            ));
+        };
+        let cell = Arc::new(Cell::new(signal, placement, CellKey(key)));
+        let inserted = self.directory.insert(key, cell.clone());
+        debug_assert!(inserted, "each key is handed out once");
+        *next = after;
         registry::register(self.memory.packet_handle(signal));
-        CellPtr(cell)
+        Ok(cell)
     }
 
-    /// The cell `ptr` names, for as long as `self` is borrowed: the one way
-    /// the crate reaches a cell.
-    #[inline(always)]
-    pub(crate) fn cell(&self, ptr: CellPtr<M::Signal>) -> &Cell<M::Signal> {
-        // SAFETY: a `CellPtr` is made only by `adopt` (above) or by
-        // `cell_ptr_of` for a ticket whose owner id is this `Shared`'s, and
-        // only ever given back to the `Shared` that made it: each tracker
-        // has exactly one, and keeps its cells' pointers (ring, spares,
-        // parked) and hands out references, pins and waiters that hold that
-        // same `Shared`. Cells are boxed, never moved, and freed only when
-        // their `Shared` drops, which the borrow of `self` prevents for the
-        // life of the returned reference.
-        unsafe { ptr.0.as_ref() }
+    /// The cell of `key`: one this `Shared` adopted (a signal reference's,
+    /// a checked ticket's).
+    ///
+    /// # Panics
+    /// For a key no cell was adopted under, which only a bug here makes.
+    #[inline]
+    pub fn cell(&self, key: CellKey) -> &Cell<M::Signal> {
+        self.directory
+            .get(key.0)
+            .expect("a key this tracker handed out names a cell")
     }
 
-    /// The pointer to the cell a ticket names, if the ticket is this
-    /// tracker's (ids are 64-bit and never reused: no wrap can make a
-    /// stranger's ticket look like one of ours).
-    pub(crate) fn cell_ptr_of(&self, ticket: &Ticket) -> Option<CellPtr<M::Signal>> {
-        (ticket.owner == self.id).then(|| CellPtr(ticket.cell.cast()))
+    /// The key of the cell `ticket` names, if the ticket is one this
+    /// tracker issued, unchanged (see [`cell_of`](Self::cell_of)).
+    #[inline]
+    pub fn key_of(&self, ticket: &Ticket) -> Option<CellKey> {
+        self.cell_of(ticket).map(|cell| cell.key)
     }
 
-    /// The cell a ticket names, if the ticket is this tracker's.
+    /// The cell `ticket` names, if the ticket is one this tracker issued,
+    /// unchanged: its tracker is this one, its slot holds a cell, and that
+    /// cell either serves the ticket's use, labelled as the ticket says
+    /// (its generation, timed only if it is), or serves a later use, the
+    /// ticket's having retired before (every use up to
+    /// [`retired_through`](Self::retired_through) has). Anything else — a
+    /// made-up or altered ticket, a use not issued yet, another tracker's —
+    /// is refused. A retired use's ticket answers from what is known of its
+    /// sequence number alone (its outcome, its kept stamps), so no field of
+    /// it that can no longer be checked can change an answer. Takes no lock.
     pub(crate) fn cell_of(&self, ticket: &Ticket) -> Option<&Cell<M::Signal>> {
-        self.cell_ptr_of(ticket).map(|ptr| self.cell(ptr))
+        if ticket.tracker != self.id || !ticket.is_well_formed() {
+            return None;
+        }
+        let cell = self.directory.get(ticket.slot)?;
+        // A use retired already: what a tracker that remembers completions
+        // answers of it comes from its sequence number alone, never from a
+        // cell, so one load settles it. (One that answers from loads of the
+        // cell, CLR's design, also needs the cell to have served it.)
+        if ticket.seq <= self.retired_through() {
+            let served = self.remembers_completions
+                || unpack(cell.state.load(Ordering::Acquire)).0 >= ticket.seq;
+            return served.then_some(&**cell);
+        }
+        let (serving, _) = unpack(cell.state.load(Ordering::Acquire));
+        if serving == ticket.seq {
+            if cell.label_fits(ticket) {
+                return Some(cell);
+            }
+            // A label that does not fit is the ticket's fault, unless the
+            // cell moved on to a later use meanwhile (whose label it read).
+            if unpack(cell.state.load(Ordering::Acquire)).0 == ticket.seq {
+                return None;
+            }
+        } else if serving < ticket.seq {
+            return None; // never this cell's (yet)
+        }
+        // The cell serves a later use: the ticket's retired before it did,
+        // and said so before the cell moved on (a genuine ticket's use is
+        // retired by now), or the ticket names a cell its use never had.
+        (ticket.seq <= self.retired_through()).then_some(&**cell)
     }
 
-    pub(crate) fn retired_through(&self) -> u64 {
+    /// Every use up to this one is retired and reclaimed.
+    pub fn retired_through(&self) -> u64 {
         self.retired_through.load(Ordering::Acquire)
     }
 
-    pub(crate) fn publish_retired_through(&self, seq: u64) {
+    /// Every use up to `seq` is retired and reclaimed (the owner only, in
+    /// increasing order, before any of their signals serves a later use).
+    pub fn publish_retired_through(&self, seq: u64) {
         self.retired_through.store(seq, Ordering::Release);
     }
 
     /// Records that use `seq` failed. The owner calls it when it reclaims
     /// a failed use, before the cell can serve another use, so a ticket
     /// asked about later still answers `Failed`.
-    pub(crate) fn record_failure(&self, seq: u64) {
+    pub fn record_failure(&self, seq: u64) {
         self.failures.record(seq);
     }
 
@@ -354,7 +441,7 @@ impl<M: SignalMemory> Shared<M> {
     }
 
     /// The outcome of a use known to be retired.
-    pub(crate) fn outcome_of_retired(&self, seq: u64) -> Status {
+    pub fn outcome_of_retired(&self, seq: u64) -> Status {
         if self.failures.failed(seq) {
             Status::Failed
         } else {
@@ -363,7 +450,7 @@ impl<M: SignalMemory> Shared<M> {
     }
 
     /// What is known about use `seq` of `cell` without reading signal memory.
-    pub(crate) fn known_status(&self, seq: u64, cell: &Cell<M::Signal>) -> Option<Status> {
+    pub fn known_status(&self, seq: u64, cell: &Cell<M::Signal>) -> Option<Status> {
         if self.remembers_completions && seq <= self.retired_through() {
             return Some(self.outcome_of_retired(seq));
         }
@@ -447,10 +534,9 @@ impl<M: SignalMemory> Shared<M> {
 
 impl<M: SignalMemory> Drop for Shared<M> {
     fn drop(&mut self) {
-        for cell in self.cells.lock().drain(..) {
-            // SAFETY: each pointer came from `Box::leak` in `adopt` and is
-            // freed exactly once, here, when nothing can reach the cells any more.
-            let cell = unsafe { Box::from_raw(cell.as_ptr()) };
+        // Nothing can name these signals any more: every reference, pin and
+        // waiter holds this `Shared`.
+        for cell in self.directory.cells() {
             registry::unregister(self.memory.packet_handle(cell.signal));
         }
     }
@@ -478,13 +564,13 @@ impl<M: SignalMemory> Drop for Shared<M> {
 /// ```
 pub struct SignalRef<M: SignalMemory> {
     shared: Arc<Shared<M>>,
-    cell: CellPtr<M::Signal>,
+    cell: CellKey,
     seq: u64,
 }
 
 impl<M: SignalMemory> SignalRef<M> {
     /// Takes a new reference on `cell` for use `seq` (the tracker's owner only).
-    pub(crate) fn new(shared: &Arc<Shared<M>>, cell: CellPtr<M::Signal>, seq: u64) -> Self {
+    pub(crate) fn new(shared: &Arc<Shared<M>>, cell: CellKey, seq: u64) -> Self {
         shared.cell(cell).add_hold();
         Self {
             shared: shared.clone(),
@@ -543,7 +629,7 @@ impl<M: SignalMemory> SignalRef<M> {
         &self.shared
     }
 
-    pub(crate) fn cell_ptr(&self) -> CellPtr<M::Signal> {
+    pub(crate) fn cell_ptr(&self) -> CellKey {
         self.cell
     }
 }
@@ -582,7 +668,7 @@ impl<M: SignalMemory> fmt::Debug for SignalRef<M> {
 pub(crate) fn host_cells(
     count: usize,
     remembers_completions: bool,
-) -> (Shared<crate::HostMemory>, Vec<CellPtr<usize>>) {
+) -> (Shared<crate::HostMemory>, Vec<CellKey>) {
     let shared = Shared::new(
         Arc::new(crate::HostMemory::new(count)),
         remembers_completions,
@@ -594,7 +680,25 @@ pub(crate) fn host_cells(
         .expect("the memory holds exactly `count` signals");
     let cells = signals
         .into_iter()
-        .map(|(signal, placement)| shared.adopt(signal, placement))
+        .map(|(signal, placement)| shared.adopt(signal, placement).expect("few").key)
+        .collect();
+    (shared, cells)
+}
+
+/// [`host_cells`], as the tracker's own references to them (what its ring
+/// and spares hold); signal `i` under key `i`.
+#[cfg(all(test, not(sigretire_loom)))]
+pub(crate) fn host_cell_refs(count: usize) -> (Shared<crate::HostMemory>, Vec<Arc<Cell<usize>>>) {
+    let (shared, keys) = host_cells(count, true);
+    let cells = keys
+        .into_iter()
+        .map(|key| {
+            shared
+                .directory
+                .get(key.0)
+                .expect("adopted just now")
+                .clone()
+        })
         .collect();
     (shared, cells)
 }

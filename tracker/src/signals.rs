@@ -11,9 +11,8 @@
 //! way (a queue ring in system memory, or a copy engine). Host memory needs
 //! neither.
 
-use crate::backend::{Placement, SignalMemory, Timestamps};
-use crate::planted::{self, Bug};
-use crate::share::{Cell, CellPtr, Shared};
+use crate::backend::{AllocError, Placement, SignalMemory, Timestamps};
+use crate::share::{Cell, Shared};
 use crate::stats::Accesses;
 use crate::sync::Arc;
 use arrayvec::ArrayVec;
@@ -58,9 +57,14 @@ impl<M: SignalMemory> Signals<M> {
         &self.shared
     }
 
-    #[inline]
-    pub(crate) fn cell(&self, ptr: CellPtr<M::Signal>) -> &Cell<M::Signal> {
-        self.shared.cell(ptr)
+    /// Takes a new signal from this memory into the cells, under the next
+    /// key.
+    pub(crate) fn adopt(
+        &mut self,
+        signal: M::Signal,
+        placement: Placement,
+    ) -> Result<Arc<Cell<M::Signal>>, AllocError> {
+        self.shared.adopt(signal, placement)
     }
 
     /// What the tracker's own accesses cost, per placement.
@@ -98,8 +102,7 @@ impl<M: SignalMemory> Signals<M> {
 
     /// One counted load of a signal.
     #[inline]
-    pub(crate) fn load(&mut self, cell: CellPtr<M::Signal>) -> i64 {
-        let c = self.shared.cell(cell);
+    pub(crate) fn load(&mut self, c: &Cell<M::Signal>) -> i64 {
         self.accesses[c.placement.index()].loads += 1;
         // SAFETY: the signal came from this memory's `allocate`, and the
         // memory lives as long as `self.shared`.
@@ -107,8 +110,7 @@ impl<M: SignalMemory> Signals<M> {
     }
 
     /// One counted store; returns its number.
-    pub(crate) fn store(&mut self, cell: CellPtr<M::Signal>, value: i64) -> u64 {
-        let c = self.shared.cell(cell);
+    pub(crate) fn store(&mut self, c: &Cell<M::Signal>, value: i64) -> u64 {
         self.accesses[c.placement.index()].stores += 1;
         self.stores_issued += 1;
         // SAFETY: as in `load`.
@@ -145,8 +147,7 @@ impl<M: SignalMemory> Signals<M> {
     }
 
     /// Reads a signal's timestamps (two loads, counted as one read).
-    pub(crate) fn read_stamps(&mut self, cell: CellPtr<M::Signal>) -> Option<Timestamps> {
-        let c = self.shared.cell(cell);
+    pub(crate) fn read_stamps(&mut self, c: &Cell<M::Signal>) -> Option<Timestamps> {
         self.accesses[c.placement.index()].timestamp_reads += 1;
         // SAFETY: the signal came from this memory, which `self.shared` keeps alive.
         unsafe { self.shared.memory.timestamps(c.signal) }
@@ -173,14 +174,14 @@ impl<M: SignalMemory> Signals<M> {
     fn fence_and_flush(&mut self, store: u64, copy_engine: bool) {
         let device = Placement::Device.index();
         if store > self.fenced_through {
-            if !planted::active(Bug::SkipStoreFence) {
+            if !planted!(SkipStoreFence) {
                 self.shared.memory.store_fence();
             }
             self.fenced_through = self.stores_issued;
             self.accesses[device].fences += 1;
         }
         if (copy_engine || self.flush_before_publish) && store > self.flushed_through {
-            if !planted::active(Bug::SkipHdpFlush) {
+            if !planted!(SkipHdpFlush) {
                 self.shared.memory.hdp_flush();
             }
             self.flushed_through = self.fenced_through;

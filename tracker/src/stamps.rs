@@ -13,7 +13,7 @@
 //! is reported as expired, never as "no stamps".
 
 use crate::backend::{SignalMemory, Timestamps};
-use crate::share::CellPtr;
+use crate::share::Cell;
 use crate::signals::Signals;
 use crate::stats::Stats;
 use std::collections::VecDeque;
@@ -22,13 +22,13 @@ use std::collections::VecDeque;
 /// them. A queue that does not profile leaves them at zero (ROCr's
 /// unprofiled queues, the simulator's), and no clock reads zero at both
 /// ends of real work, so a pair of zeros is no stamps, not stamps.
-pub(crate) fn written(stamps: Option<Timestamps>) -> Option<Timestamps> {
+pub fn written(stamps: Option<Timestamps>) -> Option<Timestamps> {
     stamps.filter(|&stamps| stamps != Timestamps::default())
 }
 
 /// What the history knows about a timed use's stamps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kept {
+pub enum Kept {
     /// The use's stamps.
     Stamps(Timestamps),
     /// The use was harvested, and nothing stamped it (no work ran).
@@ -83,7 +83,7 @@ impl Entry {
 
 /// The stamps of the most recent timed uses, by sequence number.
 #[derive(Debug)]
-pub(crate) struct StampHistory {
+pub struct StampHistory {
     /// In increasing sequence number.
     entries: VecDeque<Entry>,
     limit: usize,
@@ -92,7 +92,8 @@ pub(crate) struct StampHistory {
 }
 
 impl StampHistory {
-    pub(crate) fn new(limit: usize) -> Self {
+    /// A history keeping the stamps of the last `limit` timed uses.
+    pub fn new(limit: usize) -> Self {
         Self {
             entries: VecDeque::new(),
             limit,
@@ -107,12 +108,12 @@ impl StampHistory {
     pub(crate) fn harvest<M: SignalMemory>(
         &mut self,
         seq: u64,
-        cell: CellPtr<M::Signal>,
+        cell: &Cell<M::Signal>,
         signals: &mut Signals<M>,
         stats: &mut Stats,
     ) {
         let stamps = written(signals.read_stamps(cell));
-        signals.cell(cell).store_stamps(seq, stamps);
+        cell.store_stamps(seq, stamps);
         self.record(seq, stamps);
         stats.harvests += 1;
     }
@@ -120,7 +121,7 @@ impl StampHistory {
     /// Keeps use `seq`'s harvest. Uses are harvested in any order (a query
     /// may harvest a later use before the walk reaches an earlier one), so
     /// the entry goes where its number belongs.
-    pub(crate) fn record(&mut self, seq: u64, stamps: Option<Timestamps>) {
+    pub fn record(&mut self, seq: u64, stamps: Option<Timestamps>) {
         let at = match self.entries.binary_search_by_key(&seq, Entry::seq) {
             Ok(at) => {
                 self.entries[at] = Entry::new(seq, stamps);
@@ -151,7 +152,7 @@ impl StampHistory {
     }
 
     /// What is kept for use `seq`.
-    pub(crate) fn get(&self, seq: u64) -> Kept {
+    pub fn get(&self, seq: u64) -> Kept {
         match self.entries.binary_search_by_key(&seq, Entry::seq) {
             Ok(at) => match self.entries[at].stamps() {
                 Some(stamps) => Kept::Stamps(stamps),

@@ -63,10 +63,15 @@ impl<M: SignalMemory> Supply<M> {
             self.fell_back = true;
         }
         for (signal, actual) in self.scratch.drain(..) {
-            let cell = signals.shared().adopt(signal, actual);
+            // Out of keys (2^32 adopted): the rest of the batch stays unused.
+            let cell = signals.adopt(signal, actual)?;
             stats.signals_created += 1;
-            let store = signals.store(cell, 1);
-            ring.put_spare(actual, Spare { cell, store });
+            let store = signals.store(&cell, 1);
+            ring.put_spare(Spare {
+                cell,
+                placement: actual,
+                store,
+            });
         }
         result
     }

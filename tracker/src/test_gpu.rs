@@ -146,18 +146,6 @@ impl TestQueue {
             .read_index
             .store(packets.len() as u64, Ordering::Release);
     }
-
-    /// The queue fails: every packet not done sets its signal negative.
-    pub(crate) fn fail(&self) {
-        for packet in self.0.packets.lock().iter_mut().filter(|p| !p.done) {
-            if packet.signal != 0 {
-                let signal = packet.signal as usize - 1;
-                // SAFETY: a packet names only signals of this memory.
-                unsafe { self.0.memory.host.store(signal, -1) };
-            }
-            packet.done = true;
-        }
-    }
 }
 
 impl QueueView for TestQueue {

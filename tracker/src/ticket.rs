@@ -1,8 +1,5 @@
 //! Uses and tickets: what a caller asks for, and the name of what it got.
 
-use core::fmt;
-use core::ptr::NonNull;
-
 /// What a use of a signal is for. It decides where the signal should live:
 /// a use only the profiler reads gets a host-memory signal, everything a CPU
 /// sync or a GPU waiter may read gets the configured placement
@@ -196,8 +193,8 @@ const fn set(flags: u8, bit: u8, on: bool) -> u8 {
 /// hardware queue) starts a new one: AQL indices and fences of different
 /// generations prove nothing about each other.
 ///
-/// The counter may be narrow (see [`Config::generation_bits`](crate::Config));
-/// [`precedes`](Self::precedes) compares with serial-number arithmetic, so it
+/// A runtime's tracker counts them in 32 bits (tests narrow the counter to
+/// see it wrap); [`precedes`](Self::precedes) compares with serial-number arithmetic, so it
 /// stays right across a wrap as long as fewer than half the counter's values
 /// are apart. The tracker's own retirement logic never compares generation
 /// numbers at all: it compares a use's sequence number with the first sequence
@@ -262,62 +259,121 @@ pub(crate) const fn aql_before(a: u64, b: u64) -> bool {
 }
 
 /// The name of one use of a signal: which use, not just which signal, so a
-/// later use of the same signal can never answer for it. Cheap to copy; holds
-/// no reference, so keeping a ticket never keeps a signal from being re-armed.
+/// later use of the same signal can never answer for it. Plain data, cheap
+/// to copy; holds no reference, so keeping a ticket never keeps a signal
+/// from being re-armed.
 ///
-/// Obtained from [`Tracker::acquire`](crate::Tracker::acquire).
-///
-/// ```
-/// use sigretire_tracker::{Request, Tracker};
-/// use sigretire_sim::backend as sim_backend;
-/// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
-/// let first = tracker.acquire(Request::packet(queue.reserve().unwrap())).unwrap().ticket;
-/// let second = tracker.acquire(Request::packet(queue.reserve().unwrap())).unwrap().ticket;
-/// assert_eq!((first.seq(), second.seq()), (1, 2));
-/// assert_ne!(first, second); // the same signal may serve both; the tickets differ
-/// ```
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+/// Its fields are numbers anyone can write, so the tracker checks every
+/// ticket it is given against its own state and refuses one it did not
+/// issue as it is: another tracker's, a zeroed or made-up one, one with a
+/// field changed. A ticket of a use that retired long ago still answers,
+/// from what the tracker keeps of its sequence number. This struct is also
+/// the C ABI's `sigretire_ticket`, which is why these docs name no Rust
+/// item (the `seq` method's Rust example shows one refused).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Ticket {
-    pub(crate) seq: u64,
-    pub(crate) cell: NonNull<()>,
-    pub(crate) owner: u64,
-    pub(crate) generation: Generation,
-    /// The use's timestamps are harvested: only then can it have any.
-    pub(crate) timed: bool,
+    /// The issuing tracker's id (unique in the process, never reused).
+    pub tracker: u64,
+    /// The use's sequence number: a tracker's uses are numbered 1, 2, 3...
+    /// in the order they were acquired.
+    pub seq: u64,
+    /// The slot of the use's signal in its tracker's table of signals.
+    pub slot: u32,
+    /// The value of the queue generation the use belongs to.
+    pub generation: u32,
+    /// 4 when the use's timestamps are harvested (`TIMED`), else 0; no
+    /// other bit.
+    pub flags: u64,
 }
 
-// SAFETY: a ticket is an identifier; its pointer is only dereferenced by the
-// tracker that issued it (checked through `owner`), which keeps the cell alive.
-unsafe impl Send for Ticket {}
-// SAFETY: as above; a ticket has no interior mutability.
-unsafe impl Sync for Ticket {}
-
 impl Ticket {
+    /// [`flags`](Self::flags): the use's timestamps are harvested. (Bit 2:
+    /// a request's and a slot's timed bit, so a ticket takes it as is.)
+    pub const TIMED: u64 = flag::TIMED as u64;
+
+    /// The ticket of use `seq` of tracker `tracker`, whose signal is in
+    /// `slot` (the trackers' own constructor).
+    #[inline(always)]
+    pub(crate) const fn issue(
+        tracker: u64,
+        seq: u64,
+        slot: u32,
+        generation: Generation,
+        timed: bool,
+    ) -> Self {
+        Self::of_flags(
+            tracker,
+            seq,
+            slot,
+            generation,
+            if timed { flag::TIMED } else { 0 },
+        )
+    }
+
+    /// [`issue`](Self::issue), the use's timedness given as its slot flags
+    /// (the hot path's: no conversion).
+    #[inline(always)]
+    pub(crate) const fn of_flags(
+        tracker: u64,
+        seq: u64,
+        slot: u32,
+        generation: Generation,
+        slot_flags: u8,
+    ) -> Self {
+        Self {
+            tracker,
+            seq,
+            slot,
+            generation: generation.value(),
+            flags: (slot_flags & flag::TIMED) as u64,
+        }
+    }
+
     /// The use's sequence number: uses of one tracker are numbered 1, 2, 3...
     /// in the order they were acquired.
+    ///
+    /// Obtained from [`Tracker::acquire`](crate::Tracker::acquire); a ticket
+    /// the tracker did not issue as it is answers
+    /// [`ForeignTicket`](crate::ForeignTicket):
+    ///
+    /// ```
+    /// use sigretire_tracker::{ForeignTicket, Request, Ticket, Tracker};
+    /// use sigretire_sim::backend as sim_backend;
+    /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
+    /// let first = tracker.acquire(Request::packet(queue.reserve().unwrap())).unwrap().ticket;
+    /// let second = tracker.acquire(Request::packet(queue.reserve().unwrap())).unwrap().ticket;
+    /// assert_eq!((first.seq(), second.seq()), (1, 2));
+    /// assert_ne!(first, second); // the same signal may serve both; the tickets differ
+    /// let altered = Ticket { seq: 3, ..second };
+    /// assert_eq!(tracker.query(&altered), Err(ForeignTicket));
+    /// ```
     pub const fn seq(&self) -> u64 {
         self.seq
     }
 
     /// The queue generation the use belongs to.
     pub const fn generation(&self) -> Generation {
-        self.generation
+        Generation(self.generation)
     }
 
     /// Whether the use's timestamps are harvested (see [`Request::is_timed`]).
     pub const fn is_timed(&self) -> bool {
-        self.timed
+        self.flags & Self::TIMED != 0
     }
-}
 
-impl fmt::Debug for Ticket {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Ticket")
-            .field("seq", &self.seq)
-            .field("tracker", &self.owner)
-            .field("generation", &self.generation.0)
-            .field("timed", &self.timed)
-            .finish()
+    /// The same ticket, marked timed ([`Tracker::time`](crate::Tracker::time)).
+    pub(crate) const fn timed(self) -> Self {
+        Self {
+            flags: self.flags | Self::TIMED,
+            ..self
+        }
+    }
+
+    /// Whether its fields can be a ticket at all: a use numbered from 1,
+    /// only the flags there are.
+    pub(crate) const fn is_well_formed(&self) -> bool {
+        self.seq != 0 && self.flags & !Self::TIMED == 0
     }
 }
 

@@ -363,6 +363,45 @@ fn cpu_wait_versus_concurrent_submit() {
     });
 }
 
+/// A waiter on another thread checks a ticket (its slot, its generation and
+/// timed flag against what its signal's cell says) without the lock, while
+/// the owner retires the use and hands the one signal to a use labelled
+/// otherwise (timed): the genuine ticket is never refused, whichever label
+/// the check reads, and never answers for the later use.
+#[test]
+fn a_ticket_is_checked_without_a_lock_while_its_signal_moves_on() {
+    model(|| {
+        let memory = Arc::new(HostMemory::new(4));
+        let (mut tracker, read) = small_tracker(&memory, 1);
+        let first = tracker.acquire(Request::packet(0).barrier(true)).unwrap();
+        let waiter = tracker.waiter();
+        let checking = loom::thread::spawn(move || {
+            for _ in 0..2 {
+                match waiter.known_status(&first.ticket) {
+                    Ok(None | Some(Status::Complete)) => loom::thread::yield_now(),
+                    other => panic!("the genuine ticket answered {other:?}"),
+                }
+            }
+        });
+        memory.complete(first.signal);
+        read.store(1, Ordering::Release);
+        let second = loop {
+            match tracker.acquire(Request::packet(1).barrier(true).timed(true)) {
+                Ok(acquired) => break acquired,
+                Err(_) => loom::thread::yield_now(),
+            }
+        };
+        assert_eq!(second.signal, first.signal, "one signal, re-armed");
+        assert_eq!(second.ticket.slot, first.ticket.slot);
+        checking.join().unwrap();
+        assert_eq!(
+            tracker.known_status(&first.ticket),
+            Ok(Some(Status::Complete))
+        );
+        assert_eq!(tracker.known_status(&second.ticket), Ok(None));
+    });
+}
+
 /// A waiter on another thread records completions while the owner meets a
 /// full ring at its limit: whatever it learned, and whenever, the owner's
 /// acquire either gets a signal or names a use to wait for; it never turns
@@ -485,7 +524,7 @@ fn async_handler_reference_versus_teardown() {
 /// A held signal is never rewritten, so only the publishing half of the
 /// seqlock is exercised here. To check that the rest (the clear, the fences,
 /// the reader's second look) protects a holder on its own, run this model
-/// with `--features planted-bugs` and `TRACKER_PLANTED_BUG=rearm-held-signal`:
+/// with `--cfg sigretire_planted` too and `TRACKER_PLANTED_BUG=rearm-held-signal`:
 /// the held signal then serves use 3 and is harvested under the reader.
 #[test]
 fn timestamp_harvest_versus_reader() {

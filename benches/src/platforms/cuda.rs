@@ -1,13 +1,12 @@
 //! NVIDIA GPUs through the CUDA driver (`cuda-backend`), with CUDA's own
 //! events and synchronize calls measured in the same process.
 
+use super::cuda_events::{Event, EventFlags};
 use crate::measure::{Sample, Timer};
 use crate::platform::{Native, Platform, Skipped};
-use sigretire_cuda::native::{Event, EventFlags};
+use sigretire_baseline::BaselineTracker;
 use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, FlagState, HostFlag};
-use sigretire_tracker::{
-    BaselineTracker, Config, HardwareQueue, Placement, Publication, RetiringTracker, Work,
-};
+use sigretire_tracker::{Config, HardwareQueue, Placement, Publication, RetiringTracker, Work};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -87,8 +86,7 @@ impl Platform for CudaBench {
     }
 
     fn baseline(&self, config: Config) -> Result<Self::Baseline, String> {
-        self.context
-            .baseline_tracker(host_signals(config))
+        sigretire_baseline::cuda::baseline_tracker(&self.context, host_signals(config))
             .map(|(t, _)| t)
             .map_err(|e| e.to_string())
     }

@@ -4,8 +4,9 @@
 //! `cargo build --release -p sigretire-rocr-standin`).
 
 use crate::platform::{Platform, Skipped};
+use sigretire_baseline::BaselineTracker;
 use sigretire_hsa::{AqlQueue, Device, QueueOptions, Runtime, SignalPool};
-use sigretire_tracker::{BaselineTracker, Config, Placement, RetiringTracker};
+use sigretire_tracker::{Config, Placement, RetiringTracker};
 use std::sync::Arc;
 use std::time::Duration;
 

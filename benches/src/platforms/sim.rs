@@ -4,7 +4,8 @@
 //! thread.
 
 use crate::platform::Platform;
-use sigretire_queue::sim::{SimBaselineTracker, SimPlatform, SimTracker};
+use sigretire_baseline::sim::SimBaseline;
+use sigretire_queue::sim::{SimPlatform, SimTracker};
 use sigretire_sim::{
     CostProfile, Kernel, Mode, Placement as RingPlacement, QueueConfig, Sim, SimConfig,
 };
@@ -63,7 +64,7 @@ impl Default for SimBench {
 
 impl Platform for SimBench {
     type Retiring = SimTracker;
-    type Baseline = SimBaselineTracker;
+    type Baseline = SimBaseline;
 
     fn backend(&self) -> &'static str {
         "sim"
@@ -92,9 +93,16 @@ impl Platform for SimBench {
         self.platform(config).tracker().map_err(|e| e.to_string())
     }
 
-    fn baseline(&self, config: Config) -> Result<SimBaselineTracker, String> {
-        self.platform(config)
-            .baseline_tracker()
+    fn baseline(&self, config: Config) -> Result<SimBaseline, String> {
+        // On a new hardware queue of the platform's simulator, as its
+        // retiring trackers are.
+        let platform = self.platform(config);
+        let queue = platform
+            .sim()
+            .create_queue(platform.queue_config())
+            .map_err(|e| e.to_string())?;
+        sigretire_baseline::sim::on(platform.sim(), queue, platform.tracker_config())
+            .map(|(tracker, _)| tracker)
             .map_err(|e| e.to_string())
     }
 

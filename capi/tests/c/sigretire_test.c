@@ -347,7 +347,6 @@ static void timestamps(void) {
     CHECK_OK(sigretire_config_default(&config));
     config.initial_size = 4;
     config.growth_limit = 1;
-    config.ticket_history = 4; /* the fewest records: the most uses in flight */
     CHECK_OK(sigretire_sim_tracker_create(sim, 0, &config, &tracker));
     CHECK_OK(sigretire_tracker_submit(tracker, &request, &work, &timed));
     CHECK_OK(sigretire_tracker_hold(tracker, &timed.ticket, &hold));

@@ -23,6 +23,23 @@ pub fn bounded() -> QueueConfig {
     }
 }
 
+/// The baseline tracker (CLR's original design, `sigretire-baseline`) on a
+/// simulated queue: the queue layer runs on it unchanged.
+pub type SimBaselineTracker = sigretire_baseline::sim::SimBaseline;
+
+/// A baseline tracker on a new hardware queue of `platform`, with the
+/// platform's queue and tracker configurations (as `SimPlatform::tracker`
+/// makes a retiring one).
+pub fn baseline_tracker(platform: &SimPlatform) -> SimBaselineTracker {
+    let queue = platform
+        .sim()
+        .create_queue(platform.queue_config())
+        .unwrap();
+    sigretire_baseline::sim::on(platform.sim(), queue, platform.tracker_config())
+        .unwrap()
+        .0
+}
+
 pub fn stepped() -> (SimPlatform, Device<SimTracker>) {
     let platform = SimPlatform::stepped();
     let device = platform.device(DeviceConfig::default(), bounded()).unwrap();

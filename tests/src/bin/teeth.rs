@@ -4,21 +4,34 @@
 //! many scenarios ran until then, and how long it took.
 //!
 //! ```sh
-//! TRACKER_PLANTED_BUG=trust-read-index cargo run --release -p sigretire-scenarios --features planted-bugs --bin teeth
-//! cargo run --release -p sigretire-scenarios --features planted-bugs --bin teeth -- --list
+//! export RUSTFLAGS="--cfg sigretire_planted" CARGO_TARGET_DIR=target/teeth
+//! TRACKER_PLANTED_BUG=trust-read-index cargo run --release -p sigretire-scenarios --bin teeth
+//! cargo run --release -p sigretire-scenarios --bin teeth -- --list
 //! ```
 //!
 //! Exits 1 when the bug was not caught within `SCENARIO_TEETH_CASES`
-//! scenarios per setup (default 500), so a script notices a blunt check.
+//! scenarios per setup (default 500), so a script notices a blunt check;
+//! 2 when built without `--cfg sigretire_planted`, which has no bugs to
+//! plant.
 
-use sigretire_scenarios::search::{PROPERTY_SEED, Threads, explore_as};
-use sigretire_scenarios::setup::setups;
-use sigretire_scenarios::{Coverage, TrackerKind};
-use sigretire_tracker::planted::{self, Bug};
 use std::process::ExitCode;
-use std::time::Instant;
 
+#[cfg(not(sigretire_planted))]
 fn main() -> ExitCode {
+    eprintln!(
+        "teeth: built without --cfg sigretire_planted, the tracker has no planted bugs (run .ci/teeth)"
+    );
+    ExitCode::from(2)
+}
+
+#[cfg(sigretire_planted)]
+fn main() -> ExitCode {
+    use sigretire_scenarios::search::{PROPERTY_SEED, Threads, explore_as};
+    use sigretire_scenarios::setup::setups;
+    use sigretire_scenarios::{Coverage, TrackerKind};
+    use sigretire_tracker::planted::{self, Bug};
+    use std::time::Instant;
+
     if std::env::args().any(|a| a == "--list") {
         for bug in Bug::ALL {
             println!("{}", bug.name());

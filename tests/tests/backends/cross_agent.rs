@@ -25,8 +25,8 @@
 //!
 //! Violations are looked at after each publication, so a failure says which
 //! agent's packet read what (GPU 1's barrier reading an unfenced re-arm of
-//! GPU 0's signal is "agent 1 published its wait"). With the
-//! `planted-bugs` feature, `planted` below runs the recycling scenario with
+//! GPU 0's signal is "agent 1 published its wait"). Built with
+//! `--cfg sigretire_planted`, `planted` below runs the recycling scenario with
 //! `SkipStoreFence` and the lagging one with `DropPinEarly`, and each must
 //! fail naming the invariant its bug breaks.
 
@@ -601,7 +601,7 @@ fn the_simulator_sees_a_peer_read_an_unfenced_rearm() {
     assert!(sim.violations().is_empty(), "{:?}", sim.violations());
 }
 
-#[cfg(feature = "planted-bugs")]
+#[cfg(sigretire_planted)]
 /// The scenarios' teeth: each planted bug that breaks a cross-agent wait
 /// fails its scenario. (Named `teeth_...` so that `.ci/teeth`'s
 /// `--test backends teeth` runs them.) A planted bug is switched on for the

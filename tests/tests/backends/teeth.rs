@@ -2,11 +2,13 @@
 //! `tracker/src/planted.rs`. Each passes on the tracker as it is; with its
 //! bug planted, the rig's checks fail it, naming the invariant of docs/design.md
 //! section 6 that the bug breaks (as the property driver names it,
-//! `sigretire_scenarios::Check`). Without the `planted-bugs` feature they are plain
-//! scenarios; with it, each also runs again with its bug planted:
+//! `sigretire_scenarios::Check`). In a normal build they are plain
+//! scenarios; built with `--cfg sigretire_planted` (the planted bugs exist
+//! only there), each also runs again with its bug planted:
 //!
 //! ```sh
-//! cargo test -p sigretire-scenarios --features planted-bugs --test backends teeth
+//! RUSTFLAGS="--cfg sigretire_planted" CARGO_TARGET_DIR=target/teeth \
+//!   cargo test -p sigretire-scenarios --test backends teeth
 //! ```
 //!
 //! A planted bug is switched on for the whole process, so a scenario runs
@@ -163,7 +165,7 @@ fn a_pin_outlives_the_use_before_its_consumer<B: Backend>() {
     producer.poll();
 }
 
-#[cfg(feature = "planted-bugs")]
+#[cfg(sigretire_planted)]
 mod planted {
     use sigretire_scenarios::Check;
     use sigretire_tracker::planted::Bug;

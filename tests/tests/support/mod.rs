@@ -31,11 +31,11 @@ pub use queue_layer::{Platform, Watchdog, bounded, wait_until, waiting};
 pub use simulator::Simulator;
 pub use standin::Standin;
 
+use sigretire_baseline::BaselineTracker;
 use sigretire_scenarios::check::{Check, Failure, PacketTruth, census, judge_report, stamps_match};
 use sigretire_tracker::{
-    AcquireError, BaselineTracker, Config, CreateError, HardwareQueue, Placement, Publication,
-    Purpose, Request, RetiringTracker, SignalMemory, SignalRef, Status, Ticket, Timestamps,
-    Tracker, Work,
+    AcquireError, Config, CreateError, HardwareQueue, Placement, Publication, Purpose, Request,
+    RetiringTracker, SignalMemory, SignalRef, Status, Ticket, Timestamps, Tracker, Work,
 };
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -1069,7 +1069,7 @@ impl<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>> Rig<B, T> {
 /// Runs the scenario `module::backend::scenario` of this test binary in a
 /// child process with `bug` planted (the switch is process-wide), asserts
 /// that it failed naming `check`, and answers what it said.
-#[cfg(feature = "planted-bugs")]
+#[cfg(sigretire_planted)]
 pub fn caught_in_child(
     bug: sigretire_tracker::planted::Bug,
     module: &str,

@@ -4,7 +4,18 @@
 //! slot still waits for the GPU.
 
 use super::*;
-use crate::share::host_cells;
+use crate::ring::Spare;
+use crate::share::host_cell_refs;
+use crate::sync::Arc;
+
+/// A host spare of `cell`, armed by store 0.
+fn spare(cell: &Arc<Cell<usize>>) -> Spare<usize> {
+    Spare {
+        cell: cell.clone(),
+        placement: crate::Placement::Host,
+        store: 0,
+    }
+}
 
 const BITS: u32 = 8;
 
@@ -188,8 +199,8 @@ fn generations_wrap_at_their_bits() {
 
 #[test]
 fn fences_prove_only_aql_uses_of_the_current_generation() {
-    let (_shared, cells) = host_cells(1, true);
-    let mut slot = Slot::new(cells[0], 0);
+    let (_shared, cells) = host_cell_refs(1);
+    let mut slot = Slot::new(spare(&cells[0]));
     slot.aql = 20;
     let mut proofs = Proofs::new(BITS);
     proofs.new_generation(10, 1);
@@ -475,7 +486,7 @@ mod on_a_tracker {
 /// run ending where its generation does.
 #[test]
 fn the_walks_run_and_the_per_use_proof_agree() {
-    let (_shared, cells) = host_cells(1, true);
+    let (_shared, cells) = host_cell_refs(1);
     let mut proofs = Proofs::new(BITS);
     // seq -> AQL index, with gaps; every third use a fence.
     let mut slots = Vec::new();
@@ -497,7 +508,7 @@ fn the_walks_run_and_the_per_use_proof_agree() {
     let mut aql = 100;
     for seq in 1..=12u64 {
         aql += 1 + seq % 3;
-        let mut slot = Slot::new(cells[0], 0);
+        let mut slot = Slot::new(spare(&cells[0]));
         slot.aql = aql;
         proofs.note_packet(seq, aql, seq % 3 == 0);
         slots.push((seq, slot));
@@ -515,7 +526,7 @@ fn the_walks_run_and_the_per_use_proof_agree() {
     // proved, and a run from one of its uses ends at its last.
     proofs.new_generation(13, 1);
     for seq in 13..=15u64 {
-        let mut slot = Slot::new(cells[0], 0);
+        let mut slot = Slot::new(spare(&cells[0]));
         slot.aql = seq;
         proofs.note_packet(seq, seq, true);
         slots.push((seq, slot));

@@ -6,25 +6,22 @@
 
 use super::*;
 use crate::HostMemory;
-use crate::share::{Shared, host_cells};
+use crate::share::{Shared, host_cell_refs};
 use crate::ticket::aql_before;
 
 /// The signal a slot (or spare) holds: a cell's signal never changes, and
-/// its handle is the cell's place among `host_cells`' cells, which the
-/// pointer order gives back.
-fn id(cell: CellPtr<usize>) -> usize {
-    CELLS.with(|cells| {
-        cells
-            .borrow()
-            .iter()
-            .position(|&c| c == cell)
-            .expect("a cell of this test")
-    })
+/// `host_cell_refs` adopts signal `i` under key `i`.
+fn id(cell: &Cell<usize>) -> usize {
+    cell.key.index()
 }
 
-std::thread_local! {
-    /// The cells of the current test, in signal order.
-    static CELLS: std::cell::RefCell<Vec<CellPtr<usize>>> = const { std::cell::RefCell::new(Vec::new()) };
+/// An armed spare of `placement`.
+fn spare(cell: &Arc<Cell<usize>>, placement: Placement, store: u64) -> Spare<usize> {
+    Spare {
+        cell: cell.clone(),
+        placement,
+        store,
+    }
 }
 
 /// A ring of `size` slots (slot `i` holds signal `i`, armed by store `i`)
@@ -33,14 +30,13 @@ fn new_ring(
     size: usize,
     limit: usize,
     spares: usize,
-) -> (Shared<HostMemory>, Ring<usize>, Vec<CellPtr<usize>>) {
-    let (shared, mut cells) = host_cells(size + spares, true);
-    CELLS.with(|all| *all.borrow_mut() = cells.clone());
+) -> (Shared<HostMemory>, Ring<usize>, Vec<Arc<Cell<usize>>>) {
+    let (shared, mut cells) = host_cell_refs(size + spares);
     let rest = cells.split_off(size);
     let slots = cells
-        .into_iter()
+        .iter()
         .enumerate()
-        .map(|(i, cell)| Slot::new(cell, i as u64))
+        .map(|(i, cell)| Slot::new(spare(cell, Placement::Host, i as u64)))
         .collect();
     (shared, Ring::new(slots, limit), rest)
 }
@@ -65,7 +61,7 @@ fn fill_up(ring: &mut Ring<usize>) -> Vec<u64> {
 /// The signal of each in-flight use, oldest first.
 fn in_flight_ids(ring: &Ring<usize>) -> Vec<usize> {
     (ring.head()..ring.tail())
-        .map(|seq| id(ring.get(seq).expect("in flight").cell))
+        .map(|seq| id(&ring.get(seq).expect("in flight").cell))
         .collect()
 }
 
@@ -102,7 +98,7 @@ fn in_flight_and_full_follow_tail_and_head() {
     assert_eq!((ring.head(), ring.tail()), (2, 5));
     assert!(ring.get(1).is_none(), "reclaimed");
     assert!(ring.get_mut(1).is_none(), "reclaimed");
-    assert_eq!(id(ring.oldest().unwrap().cell), 1);
+    assert_eq!(id(&ring.oldest().unwrap().cell), 1);
     assert_eq!(in_flight_ids(&ring), [1, 2, 3]);
 }
 
@@ -112,13 +108,13 @@ fn positions_wrap_around_the_end() {
     rotate(&mut ring, 3); // uses 1..=3 came and went: the head is at position 3
     // Each new use takes the slot `next_mut` showed it.
     for (seq, expected_pos) in [(4, 3), (5, 0), (6, 1), (7, 2)] {
-        assert_eq!(id(ring.next_mut().cell), expected_pos);
+        assert_eq!(id(&ring.next_mut().cell), expected_pos);
         assert_eq!(ring.advance_tail(), seq);
         assert_eq!(ring.position(seq), expected_pos, "use {seq}");
-        assert_eq!(id(ring.get(seq).unwrap().cell), expected_pos, "use {seq}");
+        assert_eq!(id(&ring.get(seq).unwrap().cell), expected_pos, "use {seq}");
     }
     assert!(ring.is_full());
-    assert_eq!(id(ring.oldest().unwrap().cell), 3);
+    assert_eq!(id(&ring.oldest().unwrap().cell), 3);
 
     // `get_mut` reaches the same slot as `get`, across the wrap point too.
     for seq in 4..=7 {
@@ -131,7 +127,7 @@ fn positions_wrap_around_the_end() {
 
     // The head wraps the same way.
     ring.advance_head();
-    assert_eq!(id(ring.oldest().unwrap().cell), 0);
+    assert_eq!(id(&ring.oldest().unwrap().cell), 0);
     assert_eq!(ring.position(5), 0);
 }
 
@@ -143,7 +139,7 @@ fn take_oldest_while_stops_at_the_first_refused_use() {
     assert_eq!(seqs, [3, 4, 5, 6]);
     let mut visited = Vec::new();
     let taken = ring.take_oldest_while(10, |seq, slot| {
-        visited.push((seq, id(slot.cell)));
+        visited.push((seq, id(&slot.cell)));
         seq != 5
     });
     assert_eq!(taken, 2);
@@ -153,7 +149,7 @@ fn take_oldest_while_stops_at_the_first_refused_use() {
         "asked in order, up to the refusal"
     );
     assert_eq!(ring.head(), 5, "the refused use stays the oldest");
-    assert_eq!(id(ring.oldest().unwrap().cell), 0, "head_pos wrapped to 0");
+    assert_eq!(id(&ring.oldest().unwrap().cell), 0, "head_pos wrapped to 0");
     assert_eq!(in_flight_ids(&ring), [0, 1]);
     assert!(ring.get(4).is_none());
 
@@ -167,9 +163,9 @@ fn take_oldest_while_stops_at_the_first_refused_use() {
     assert!(ring.oldest().is_none());
     rotate(&mut ring, 2); // uses 7 and 8, at positions 2 and 3
     assert_eq!(ring.advance_tail(), 9);
-    assert_eq!(id(ring.get(9).unwrap().cell), 0);
+    assert_eq!(id(&ring.get(9).unwrap().cell), 0);
     assert_eq!(ring.get(9).unwrap().store, 99);
-    assert_eq!(id(ring.next_mut().cell), 1, "head_pos followed the walk");
+    assert_eq!(id(&ring.next_mut().cell), 1, "head_pos followed the walk");
 }
 
 #[test]
@@ -190,7 +186,7 @@ fn take_oldest_while_respects_max_and_the_tail() {
 
     assert_eq!(take_all(&mut ring, 2), 2);
     assert_eq!(ring.head(), 6);
-    assert_eq!(id(ring.oldest().unwrap().cell), 1);
+    assert_eq!(id(&ring.oldest().unwrap().cell), 1);
 
     // More room than uses: stops at the tail.
     assert_eq!(take_all(&mut ring, 32), 2);
@@ -260,9 +256,8 @@ fn last_where_matches_a_linear_scan_over_every_range() {
 #[test]
 fn grow_puts_the_oldest_use_first_and_keeps_order() {
     let (_shared, mut ring, spares) = new_ring(4, 8, 5);
-    for (i, &cell) in spares.iter().enumerate() {
-        let store = 100 + i as u64;
-        ring.put_spare(Placement::Host, Spare { cell, store });
+    for (i, cell) in spares.iter().enumerate() {
+        ring.put_spare(spare(cell, Placement::Host, 100 + i as u64));
     }
     rotate(&mut ring, 2);
     let seqs = fill_up(&mut ring); // uses 3..=6 at positions 2, 3, 0, 1
@@ -288,12 +283,15 @@ fn grow_puts_the_oldest_use_first_and_keeps_order() {
     // taken) with the stores that armed them.
     let mut added = Vec::new();
     while !ring.is_full() {
-        let slot = *ring.next_mut();
-        added.push((id(slot.cell), slot.store, slot.aql, slot.flags));
+        let slot = ring.next_mut();
+        added.push((id(&slot.cell), slot.store, slot.aql, slot.flags));
         ring.advance_tail();
     }
-    let spare = |i: usize| (id(spares[i]), 100 + i as u64, 0, 0);
-    assert_eq!(added, [spare(4), spare(3), spare(2), spare(1)]);
+    let from_spare = |i: usize| (id(&spares[i]), 100 + i as u64, 0, 0);
+    assert_eq!(
+        added,
+        [from_spare(4), from_spare(3), from_spare(2), from_spare(1)]
+    );
 
     // At the limit: no more growth, and nothing changes trying.
     assert!(!ring.can_grow());
@@ -306,15 +304,15 @@ fn grow_puts_the_oldest_use_first_and_keeps_order() {
     ring.advance_head();
     assert_eq!(ring.advance_tail(), 11);
     assert_eq!(ring.position(11), 0);
-    assert_eq!(id(ring.get(11).unwrap().cell), 2);
+    assert_eq!(id(&ring.get(11).unwrap().cell), 2);
 }
 
 #[test]
 fn grow_is_bounded_by_the_limit_and_the_spares_of_its_placement() {
     // The limit caps doubling.
     let (_shared, mut ring, spares) = new_ring(4, 6, 5);
-    for &cell in &spares {
-        ring.put_spare(Placement::Device, Spare { cell, store: 0 });
+    for cell in &spares {
+        ring.put_spare(spare(cell, Placement::Device, 0));
     }
     assert_eq!(ring.growth_step(), 2);
     assert_eq!(ring.grow(Placement::Device), 2);
@@ -322,8 +320,7 @@ fn grow_is_bounded_by_the_limit_and_the_spares_of_its_placement() {
 
     // Fewer spares than the step: takes what there is.
     let (_shared, mut ring, spares) = new_ring(4, 16, 1);
-    let cell = spares[0];
-    ring.put_spare(Placement::Host, Spare { cell, store: 0 });
+    ring.put_spare(spare(&spares[0], Placement::Host, 0));
     assert_eq!(ring.grow(Placement::Host), 1);
     assert_eq!(ring.capacity(), 5);
 
@@ -331,8 +328,8 @@ fn grow_is_bounded_by_the_limit_and_the_spares_of_its_placement() {
     let (_shared, mut ring, spares) = new_ring(4, 16, 2);
     rotate(&mut ring, 1);
     ring.advance_tail();
-    for &cell in &spares {
-        ring.put_spare(Placement::Device, Spare { cell, store: 0 });
+    for cell in &spares {
+        ring.put_spare(spare(cell, Placement::Device, 0));
     }
     assert_eq!(ring.grow(Placement::Host), 0);
     assert_eq!(ring.capacity(), 4);
@@ -342,14 +339,13 @@ fn grow_is_bounded_by_the_limit_and_the_spares_of_its_placement() {
 
 #[test]
 fn fill_prefers_its_placement_then_takes_the_other() {
-    let (_shared, cells) = host_cells(5, true);
-    CELLS.with(|all| *all.borrow_mut() = cells.clone());
+    let (_shared, cells) = host_cell_refs(5);
     let mut ring = Ring::new(Vec::new(), 16);
-    for &cell in &cells[..2] {
-        ring.put_spare(Placement::Host, Spare { cell, store: 7 });
+    for cell in &cells[..2] {
+        ring.put_spare(spare(cell, Placement::Host, 7));
     }
-    for &cell in &cells[2..] {
-        ring.put_spare(Placement::Device, Spare { cell, store: 9 });
+    for cell in &cells[2..] {
+        ring.put_spare(spare(cell, Placement::Device, 9));
     }
     assert_eq!(ring.fill(4, Placement::Device), 4);
     assert_eq!(ring.spares(Placement::Device), 0);
@@ -358,8 +354,8 @@ fn fill_prefers_its_placement_then_takes_the_other() {
     // slot keeps the store that armed its signal.
     let mut filled = Vec::new();
     while !ring.is_full() {
-        let slot = *ring.next_mut();
-        filled.push((id(slot.cell), slot.store));
+        let slot = ring.next_mut();
+        filled.push((id(&slot.cell), slot.store));
         ring.advance_tail();
     }
     assert_eq!(filled, [(4, 9), (3, 9), (2, 9), (1, 7)]);
@@ -369,8 +365,7 @@ fn fill_prefers_its_placement_then_takes_the_other() {
 fn fill_adds_what_is_missing_and_what_the_spares_allow() {
     // Already that big: nothing to add.
     let (_shared, mut ring, spares) = new_ring(4, 16, 1);
-    let cell = spares[0];
-    ring.put_spare(Placement::Host, Spare { cell, store: 0 });
+    ring.put_spare(spare(&spares[0], Placement::Host, 0));
     assert_eq!(ring.fill(4, Placement::Host), 4);
     assert_eq!(ring.spares(Placement::Host), 1);
     // Not enough spares: as many as there are.
@@ -380,20 +375,16 @@ fn fill_adds_what_is_missing_and_what_the_spares_allow() {
 
 #[test]
 fn spares_are_kept_per_placement() {
-    let (_shared, cells) = host_cells(3, true);
-    CELLS.with(|all| *all.borrow_mut() = cells.clone());
+    let (_shared, cells) = host_cell_refs(3);
     let mut ring: Ring<usize> = Ring::new(Vec::new(), 16);
-    let spare = |i: usize| Spare {
-        cell: cells[i],
-        store: i as u64,
-    };
-    ring.put_spare(Placement::Host, spare(0));
-    ring.put_spare(Placement::Device, spare(1));
-    ring.put_spare(Placement::Host, spare(2));
+    let numbered = |i: usize, placement| spare(&cells[i], placement, i as u64);
+    ring.put_spare(numbered(0, Placement::Host));
+    ring.put_spare(numbered(1, Placement::Device));
+    ring.put_spare(numbered(2, Placement::Host));
     assert_eq!(ring.spares(Placement::Host), 2);
     assert_eq!(ring.spares(Placement::Device), 1);
 
-    let take = |ring: &mut Ring<usize>, p| ring.take_spare(p).map(|s| (id(s.cell), s.store));
+    let take = |ring: &mut Ring<usize>, p| ring.take_spare(p).map(|s| (id(&s.cell), s.store));
     assert_eq!(take(&mut ring, Placement::Device), Some((1, 1)));
     assert_eq!(
         take(&mut ring, Placement::Device),
@@ -407,9 +398,8 @@ fn spares_are_kept_per_placement() {
 
 #[test]
 fn slot_flags_are_independent_bits() {
-    type S = Slot<usize>;
-    let (_shared, cells) = host_cells(1, true);
-    let mut slot = S::new(cells[0], 5);
+    let (_shared, cells) = host_cell_refs(1);
+    let mut slot = Slot::new(spare(&cells[0], Placement::Host, 5));
     let fields = (
         slot.store,
         slot.aql,

@@ -7,7 +7,7 @@ use crate::sync::AtomicBool;
 use std::sync::Barrier;
 
 fn cell() -> Cell<usize> {
-    Cell::new(0, Placement::Host)
+    Cell::new(0, Placement::Host, CellKey(0))
 }
 
 /// The raw hold word, PARKED bit included.
@@ -148,6 +148,82 @@ fn the_last_release_of_an_unparked_cell_leaves_no_hint() {
     shared.release(cell);
     assert_eq!(cell.holds(), 0);
     assert!(!shared.take_returns());
+}
+
+/// The ticket `shared` issued for use `seq` of `cell`, labelled as `label`
+/// says.
+fn ticket(
+    shared: &Shared<HostMemory>,
+    cell: CellKey,
+    seq: u64,
+    generation: u32,
+    timed: bool,
+) -> Ticket {
+    Ticket::issue(
+        shared.id,
+        seq,
+        cell.0,
+        Generation::new(generation, 32),
+        timed,
+    )
+}
+
+#[test]
+fn a_ticket_is_checked_against_the_use_its_cell_serves() {
+    let (shared, cells) = host_cells(2, true);
+    let (a, b) = (cells[0], cells[1]);
+    let cell_a = shared.cell(a);
+    cell_a.begin_use(3);
+    cell_a.set_label(label(label_base(Generation::new(5, 32)), Ticket::TIMED));
+    let good = ticket(&shared, a, 3, 5, true);
+    assert!(shared.cell_of(&good).is_some());
+    assert_eq!(shared.key_of(&good), Some(a));
+    let refused = [
+        ("untimed", ticket(&shared, a, 3, 5, false)),
+        ("another generation", ticket(&shared, a, 3, 4, true)),
+        (
+            "a use the cell has not served yet",
+            ticket(&shared, a, 4, 5, true),
+        ),
+        (
+            "a cell that never served it",
+            ticket(&shared, b, 3, 5, true),
+        ),
+        ("no such cell", ticket(&shared, CellKey(9), 3, 5, true)),
+        ("seq 0", Ticket { seq: 0, ..good }),
+        (
+            "an unknown flag",
+            Ticket {
+                flags: good.flags | 1,
+                ..good
+            },
+        ),
+        (
+            "another tracker",
+            Ticket {
+                tracker: good.tracker + 1,
+                ..good
+            },
+        ),
+    ];
+    for (why, bad) in refused {
+        assert!(shared.cell_of(&bad).is_none(), "{why}");
+    }
+    // The cell moves on to use 8: use 3 is a retired use once the tracker
+    // says so, whatever its label was; until then its ticket is refused.
+    cell_a.begin_use(8);
+    cell_a.set_label(label(label_base(Generation::new(6, 32)), 0));
+    assert!(shared.cell_of(&good).is_none(), "moved on, not retired");
+    shared.publish_retired_through(3);
+    assert!(shared.cell_of(&good).is_some());
+    assert_eq!(shared.known_status(3, cell_a), Some(Status::Complete));
+    // A use marked timed later: either ticket names it.
+    let now = ticket(&shared, a, 8, 6, false);
+    assert!(shared.cell_of(&ticket(&shared, a, 8, 6, true)).is_none());
+    cell_a.mark_timed_later(8);
+    assert!(shared.cell_of(&now).is_some());
+    assert!(shared.cell_of(&ticket(&shared, a, 8, 6, true)).is_some());
+    assert_eq!(cell_a.generation(), Generation::new(6, 32));
 }
 
 #[test]

@@ -140,9 +140,9 @@ fn one_fence_covers_every_earlier_store_and_flushes_go_only_where_needed() {
         "the test queue's ring is in device memory"
     );
     let memory = tracker.signals().shared().memory.clone();
-    let cell = tracker.ring_mut().next_mut().cell;
-    assert_eq!(tracker.signals().cell(cell).placement, Device);
-    let store = |tracker: &mut crate::RetiringTracker<_, _>| tracker.signals_mut().store(cell, 1);
+    let cell = tracker.ring_mut().next_mut().cell.clone();
+    assert_eq!(cell.placement, Device);
+    let store = |tracker: &mut crate::RetiringTracker<_, _>| tracker.signals_mut().store(&cell, 1);
     let reached = || (memory.fences.load(Relaxed), memory.flushes.load(Relaxed));
     let mut last = (reached(), tracker.own_stats().device());
     // (fences, flushes) since the previous call, as the tracker and the

@@ -24,7 +24,7 @@ fn policy() -> WaitPolicy {
 const LONG: Duration = Duration::from_secs(1);
 
 /// A `Shared` with one cell serving use 1, its signal armed at 1.
-fn armed_use() -> (Shared<HostMemory>, crate::share::CellPtr<usize>) {
+fn armed_use() -> (Shared<HostMemory>, crate::keys::CellKey) {
     let (shared, cells) = host_cells(1, true);
     let cell = shared.cell(cells[0]);
     // SAFETY: the signal came from this memory.

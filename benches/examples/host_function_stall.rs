@@ -14,7 +14,7 @@
 //! In alternating rounds.
 //!
 //! ```sh
-//! cargo run --release --example host_function_stall -p sigretire-queue
+//! cargo run --release --example host_function_stall -p sigbench
 //! ```
 //!
 //! Without an NVIDIA driver or GPU it prints the library's typed refusal and

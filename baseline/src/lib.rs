@@ -15,29 +15,51 @@
 //! returns [`AcquireError::Backpressure`] (the caller waits, as for the retiring
 //! tracker); and with device-memory signals each re-arm is followed by the
 //! store fence (and HDP flush) that correctness needs.
+//!
+//! It lives outside the tracker crate (a runtime never picks it) and is
+//! built on the tracker's own machinery ([`sigretire_tracker::kit`]): its
+//! tickets, waiters, references and pins are the tracker's types and answer
+//! the same way. Not published.
 
-use crate::backend::{Placement, QueueView, SignalMemory, Timestamps};
-use crate::config::Config;
-use crate::error::{
-    AcquireError, BackendError, CreateError, FailSubmissionError, ForeignTicket, PinError,
-    PublishError, TimestampsError,
+use sigretire_tracker::kit::{
+    self, Arc, Attachments, Cell, CellKey, Kept, Shared, StampHistory, label, label_base, written,
 };
-use crate::interface::{Acquired, Census, Tracker};
-use crate::pin::{AttachError, Attachments, Pin};
-use crate::planted::{self, Bug};
-use crate::publication::{self, Publication};
-use crate::share::{CellPtr, Shared, SignalRef};
-use crate::stamps::{Kept, StampHistory, written};
-use crate::stats::Stats;
-use crate::sync::Arc;
-use crate::ticket::{Engine, Generation, Request, Status, Ticket, aql_before};
-use crate::wait::Waiter;
+use sigretire_tracker::{
+    AcquireError, Acquired, AttachError, BackendError, Census, Config, CreateError,
+    FailSubmissionError, ForeignTicket, Generation, Pin, PinError, Placement, Publication,
+    PublishError, QueueView, Request, SignalMemory, SignalRef, Stats, Status, Ticket, Timestamps,
+    TimestampsError, Tracker, Waiter,
+};
 use std::collections::VecDeque;
+
+/// Whether the planted bug `$bug` (the tracker's `planted.rs`, where the
+/// baseline's two are listed too) is on: `false` in every build but the
+/// teeth's (`--cfg sigretire_planted`).
+#[cfg(not(sigretire_planted))]
+macro_rules! planted {
+    ($bug:ident) => {
+        false
+    };
+}
+#[cfg(sigretire_planted)]
+macro_rules! planted {
+    ($bug:ident) => {
+        sigretire_tracker::planted::active(sigretire_tracker::planted::Bug::$bug)
+    };
+}
+
+#[cfg(feature = "cuda")]
+pub mod cuda;
+pub mod sim;
 
 #[derive(Clone, Copy)]
 struct SlotUse {
     seq: u64,
     generation: Generation,
+    /// Its AQL index (0 for a copy engine's) and barrier bit, for its
+    /// publication.
+    aql: u64,
+    barrier: bool,
     timed: bool,
     copy: bool,
     /// Operations that decrement the signal (its arming value).
@@ -46,7 +68,8 @@ struct SlotUse {
 }
 
 struct Slot<S> {
-    cell: CellPtr<S>,
+    /// Its signal's cell (the tracker's own reference).
+    cell: Arc<Cell<S>>,
     last_use: Option<SlotUse>,
 }
 
@@ -56,7 +79,7 @@ struct Slot<S> {
 /// use sigretire_tracker::{Config, Request, Status, Tracker};
 /// use sigretire_sim::backend as sim_backend;
 ///
-/// let (mut baseline, queue) = sim_backend::stepped_baseline(Config::default())?;
+/// let (mut baseline, queue) = sigretire_baseline::sim::stepped(Config::default())?;
 /// let mut tickets = Vec::new();
 /// for _ in 0..100 {
 ///     let index = queue.reserve().unwrap();
@@ -81,6 +104,9 @@ pub struct BaselineTracker<M: SignalMemory, Q: QueueView> {
     current: usize,
     next_seq: u64,
     generation: Generation,
+    /// Width of the generation counter: 32, narrowed by tests
+    /// ([`narrow_generations`](Self::narrow_generations)).
+    generation_bits: u32,
     /// The first sequence number of the current generation.
     generation_start: u64,
     /// The first sequence numbers of the older generations that may still
@@ -110,7 +136,8 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
             slots: Vec::with_capacity(config.initial_size),
             current: config.initial_size - 1,
             next_seq: 1,
-            generation: Generation::new(0, config.generation_bits),
+            generation: Generation::ZERO,
+            generation_bits: 32,
             generation_start: 1,
             older_starts: VecDeque::new(),
             last_aql: None,
@@ -136,8 +163,19 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         Ok(tracker)
     }
 
+    /// Counts generations in `bits` bits (1 to 32) from now on, so a test
+    /// sees the counter wrap within a few queue changes.
+    ///
+    /// # Panics
+    /// For `bits` outside 1..=32.
+    pub fn narrow_generations(&mut self, bits: u32) {
+        assert!((1..=32).contains(&bits), "generation bits: 1 to 32");
+        self.generation_bits = bits;
+        self.generation = Generation::new(self.generation.value(), bits);
+    }
+
     /// A new signal, as CLR creates one: individually, on demand.
-    fn create_signal(&mut self) -> Result<CellPtr<M::Signal>, AcquireError> {
+    fn create_signal(&mut self) -> Result<Arc<Cell<M::Signal>>, AcquireError> {
         self.scratch.clear();
         self.shared
             .memory
@@ -146,14 +184,17 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
             BackendError("allocate succeeded with no signal for the one asked".into())
         })?;
         self.stats.signals_created += 1;
-        Ok(self.shared.adopt(signal, placement))
+        Ok(self.shared.adopt(signal, placement)?)
     }
 
-    fn load(&mut self, cell: CellPtr<M::Signal>) -> i64 {
-        let c = self.shared.cell(cell);
-        self.stats.accesses[c.placement.index()].loads += 1;
-        // SAFETY: the signal came from this memory, kept alive by `self.shared`.
-        unsafe { self.shared.memory.load(c.signal) }
+    /// One counted load of the signal of slot `slot`.
+    fn load(&mut self, slot: usize) -> i64 {
+        load(&mut self.stats, &self.shared, &self.slots[slot].cell)
+    }
+
+    /// One counted load of the signal of the cell of `key` (a ticket's).
+    fn load_key(&mut self, key: CellKey) -> i64 {
+        load(&mut self.stats, &self.shared, self.shared.cell(key))
     }
 
     /// Reads the stamps of use `seq` (timed and complete) from its signal
@@ -161,7 +202,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
     /// in its cell, where its references and, once its slot moved on, its
     /// ticket find them: a held signal is replaced, never reused, so its
     /// cell keeps them for as long as the use is held.
-    fn read_stamps(&mut self, seq: u64, cell: CellPtr<M::Signal>) -> Option<Timestamps> {
+    fn read_stamps(&mut self, seq: u64, cell: CellKey) -> Option<Timestamps> {
         let c = self.shared.cell(cell);
         self.stats.accesses[c.placement.index()].timestamp_reads += 1;
         // SAFETY: as in `load`.
@@ -170,8 +211,8 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         stamps
     }
 
-    fn cell_of(&self, ticket: &Ticket) -> Result<CellPtr<M::Signal>, ForeignTicket> {
-        self.shared.cell_ptr_of(ticket).ok_or(ForeignTicket)
+    fn cell_of(&self, ticket: &Ticket) -> Result<CellKey, ForeignTicket> {
+        self.shared.key_of(ticket).ok_or(ForeignTicket)
     }
 
     /// Whether the slot's previous use finished, by loading its signal.
@@ -179,13 +220,12 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         let Some(u) = self.slots[slot].last_use else {
             return true;
         };
-        let cell = self.slots[slot].cell;
-        let c = self.shared.cell(cell);
+        let c = &self.slots[slot].cell;
         if let Some(status) = self.shared.known_status(u.seq, c) {
-            return status == Status::Complete || self.residual_done(cell, u);
+            return status == Status::Complete || self.residual_done(slot, u);
         }
-        let value = self.load(cell);
-        let c = self.shared.cell(cell);
+        let value = self.load(slot);
+        let c = &self.slots[slot].cell;
         if value == 0 {
             if c.complete(u.seq) {
                 self.stats.retired += 1;
@@ -200,9 +240,11 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         false
     }
 
-    fn residual_done(&mut self, cell: CellPtr<M::Signal>, u: SlotUse) -> bool {
+    /// Whether use `u` of slot `slot`, a failed submission, has no issued
+    /// part left running.
+    fn residual_done(&mut self, slot: usize, u: SlotUse) -> bool {
         u.residual == 0 || {
-            let value = self.load(cell);
+            let value = self.load(slot);
             value < 0 || value == i64::from(u.residual)
         }
     }
@@ -219,9 +261,9 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
     /// Use `seq` (of `cell`) is known done, however it was learned (a load
     /// here, a waiter on another thread): once its packets have passed, the
     /// pins it held as a consumer go, as they will not read them any more.
-    fn release_consumer(&mut self, seq: u64, cell: CellPtr<M::Signal>) {
+    fn release_consumer(&mut self, seq: u64, cell: CellKey) {
         if !self.attachments.is_empty()
-            && !planted::active(Bug::BaselineKeepsPinsUntilReuse)
+            && !planted!(BaselineKeepsPinsUntilReuse)
             && self.consumer_passed(seq, cell)
         {
             self.attachments.release_where(|consumer| consumer == seq);
@@ -233,32 +275,35 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
     /// running. A failed submission's issued part (a barrier-AND on a
     /// pinned producer, say) may still wait on the pins after the use is
     /// known failed: until it finished, they stay.
-    fn consumer_passed(&mut self, seq: u64, cell: CellPtr<M::Signal>) -> bool {
+    fn consumer_passed(&mut self, seq: u64, cell: CellKey) -> bool {
         if self.shared.cell(cell).phase_of(seq) != Some(Some(Status::Failed)) {
             return true;
         }
-        match self.slot_of(seq).and_then(|slot| self.slots[slot].last_use) {
+        match self
+            .slot_of(seq)
+            .and_then(|slot| Some((slot, self.slots[slot].last_use?)))
+        {
             // Its slot moved on, which releases its pins itself.
             None => true,
-            Some(u) => self.residual_done(cell, u),
+            Some((slot, u)) => self.residual_done(slot, u),
         }
     }
 
     fn use_ticket(&self, slot: usize, seq: u64) -> Ticket {
         let last = self.slots[slot].last_use.filter(|u| u.seq == seq);
-        Ticket {
+        kit::ticket(
+            self.shared.id,
             seq,
-            cell: self.slots[slot].cell.erase(),
-            owner: self.shared.id,
-            generation: last.map_or(self.generation, |u| u.generation),
-            timed: last.is_some_and(|u| u.timed),
-        }
+            self.slots[slot].cell.key,
+            last.map_or(self.generation, |u| u.generation),
+            last.is_some_and(|u| u.timed),
+        )
     }
 
     /// Whether AQL index `index` may follow the generation's newest.
     fn check_order(&self, index: u64) -> Result<(), AcquireError> {
         match self.last_aql {
-            Some(previous) if !aql_before(previous, index) => {
+            Some(previous) if !kit::aql_before(previous, index) => {
                 Err(AcquireError::AqlIndexOutOfOrder { index, previous })
             }
             _ => Ok(()),
@@ -266,34 +311,31 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
     }
 
     fn acquire_slot(&mut self, request: Request) -> Result<Acquired, AcquireError> {
-        let aql = match request.engine() {
-            Engine::Aql { index, .. } => {
-                self.check_order(index)?;
-                Some(index)
-            }
-            Engine::Copy => None,
-        };
+        let aql = kit::aql_index(&request);
+        if let Some(index) = aql {
+            self.check_order(index)?;
+        }
+        let ops = kit::ops(&request);
         let n = self.slots.len();
         // Peek two ahead: a busy signal there means the ring is about to run
         // out, so grow by one new signal right after the current slot. A
         // failed allocation is no reason to fail: the next slot may be free.
         let ahead = (self.current + 2) % n;
         let mut grew = false;
-        if n < self.config.max_in_flight() && self.slots[ahead].last_use.is_some() {
-            let cell = self.slots[ahead].cell;
-            if self.load(cell) > 0
-                && let Ok(cell) = self.create_signal()
-            {
-                self.slots.insert(
-                    self.current + 1,
-                    Slot {
-                        cell,
-                        last_use: None,
-                    },
-                );
-                self.stats.ring_growths += 1;
-                grew = true;
-            }
+        if n < self.config.max_in_flight()
+            && self.slots[ahead].last_use.is_some()
+            && self.load(ahead) > 0
+            && let Ok(cell) = self.create_signal()
+        {
+            self.slots.insert(
+                self.current + 1,
+                Slot {
+                    cell,
+                    last_use: None,
+                },
+            );
+            self.stats.ring_growths += 1;
+            grew = true;
         }
         let next = (self.current + 1) % self.slots.len();
         if !grew && !self.previous_use_done(next) {
@@ -307,9 +349,8 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         // Still referenced (an event, a handler, a waiter): CLR creates a
         // new signal. Made before anything changes, so that a failed
         // allocation leaves the slot, its use and its holders as they were.
-        let held = self.slots[next].last_use.is_some()
-            && self.shared.cell(self.slots[next].cell).holds() > 0;
-        if planted::active(Bug::BaselineFreesBeforeReplacing)
+        let held = self.slots[next].last_use.is_some() && self.slots[next].cell.holds() > 0;
+        if planted!(BaselineFreesBeforeReplacing)
             && let Some(u) = self.slots[next].last_use.take()
         {
             self.retire_previous(next, u);
@@ -328,11 +369,10 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         }
         self.current = next;
 
-        let cell = self.slots[next].cell;
-        let c = self.shared.cell(cell);
+        let c = &self.slots[next].cell;
         self.stats.accesses[c.placement.index()].stores += 1;
-        // SAFETY: as in `load`.
-        unsafe { self.shared.memory.store(c.signal, i64::from(request.ops)) };
+        // SAFETY: the signal came from this memory, kept alive by `self.shared`.
+        unsafe { self.shared.memory.store(c.signal, i64::from(ops)) };
         let copy = aql.is_none();
         if c.placement == Placement::Device {
             self.shared.memory.store_fence();
@@ -348,33 +388,32 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
         let seq = self.next_seq;
         self.next_seq += 1;
         c.begin_use(seq);
+        c.set_label(label(
+            label_base(self.generation),
+            if request.is_timed() { Ticket::TIMED } else { 0 },
+        ));
+        let (signal, placement) = (self.shared.memory.packet_handle(c.signal), c.placement);
         self.slots[next].last_use = Some(SlotUse {
             generation: self.generation,
+            aql: aql.unwrap_or(0),
+            barrier: request.is_fence(),
             seq,
             timed: request.is_timed(),
             copy,
-            ops: request.ops,
+            ops,
             residual: 0,
         });
         self.stats.uses += 1;
-        let signal = self.shared.memory.packet_handle(c.signal);
+        let origin = kit::origin(self.shared.id, self.generation);
         Ok(Acquired {
             ticket: self.use_ticket(next, seq),
             signal,
-            placement: c.placement,
+            placement,
             publication: match aql {
-                Some(index) => Publication::of_use(
-                    index,
-                    request.is_fence(),
-                    signal,
-                    request.ops,
-                    publication::origin(self.shared.id, self.generation),
-                ),
-                None => Publication::of_copy(
-                    signal,
-                    request.ops,
-                    publication::origin(self.shared.id, self.generation),
-                ),
+                Some(index) => {
+                    kit::publication_of_use(index, request.is_fence(), signal, ops, origin)
+                }
+                None => kit::publication_of_copy(signal, ops, origin),
             },
         })
     }
@@ -384,12 +423,11 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
     /// up next), release the pins of consumers up to it.
     fn retire_previous(&mut self, slot: usize, u: SlotUse) {
         self.stats.rearms += 1;
-        let cell = self.slots[slot].cell;
-        let phase = self.shared.cell(cell).phase_of(u.seq);
+        let phase = self.slots[slot].cell.phase_of(u.seq);
         if phase == Some(Some(Status::Failed)) {
             self.shared.record_failure(u.seq);
         } else if u.timed && self.stamps.get(u.seq) == Kept::Unknown {
-            let stamps = self.read_stamps(u.seq, cell);
+            let stamps = self.read_stamps(u.seq, self.slots[slot].cell.key);
             self.stamps.record(u.seq, stamps);
             self.stats.harvests += 1;
         }
@@ -410,13 +448,16 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
             else {
                 continue;
             };
-            let cell = self.slots[i].cell;
-            let c = self.shared.cell(cell);
-            if self.shared.known_status(u.seq, c).is_some() {
+            if self
+                .shared
+                .known_status(u.seq, &self.slots[i].cell)
+                .is_some()
+            {
                 continue;
             }
-            let value = self.load(cell);
-            let c = self.shared.cell(cell);
+            let value = self.load(i);
+            let c = &self.slots[i].cell;
+            let key = c.key;
             if value == 0 {
                 if c.complete(u.seq) {
                     self.note_complete(u.seq);
@@ -425,7 +466,7 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
                 self.note_failed(u.seq);
                 failed += 1;
             }
-            self.release_consumer(u.seq, cell);
+            self.release_consumer(u.seq, key);
         }
         failed
     }
@@ -436,12 +477,11 @@ impl<M: SignalMemory, Q: QueueView> BaselineTracker<M, Q> {
             .position(|s| s.last_use.is_some_and(|u| u.seq == seq))
     }
 
-    fn observe(&mut self, seq: u64, cell: CellPtr<M::Signal>) -> Status {
-        let c = self.shared.cell(cell);
-        let status = match self.shared.known_status(seq, c) {
+    fn observe(&mut self, seq: u64, cell: CellKey) -> Status {
+        let status = match self.shared.known_status(seq, self.shared.cell(cell)) {
             Some(status) => status,
             None => {
-                let value = self.load(cell);
+                let value = self.load_key(cell);
                 let c = self.shared.cell(cell);
                 if value == 0 {
                     if c.complete(seq) {
@@ -484,9 +524,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
     }
 
     fn waiter(&self) -> Waiter<M> {
-        Waiter {
-            shared: self.shared.clone(),
-        }
+        kit::waiter(&self.shared)
     }
 
     fn hold(&mut self, ticket: &Ticket) -> Result<Option<SignalRef<M>>, ForeignTicket> {
@@ -496,7 +534,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
             // later use already.
             return Ok(None);
         }
-        Ok(Some(SignalRef::new(&self.shared, cell, ticket.seq)))
+        Ok(Some(kit::hold(&self.shared, cell, ticket.seq)))
     }
 
     fn pin(&mut self, ticket: &Ticket) -> Result<Option<Pin<M>>, PinError> {
@@ -514,11 +552,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
                     self.stats.accesses[Placement::Device.index()].flushes += 1;
                 }
                 self.stats.pins += 1;
-                Ok(Some(Pin::new(SignalRef::new(
-                    &self.shared,
-                    cell,
-                    ticket.seq,
-                ))))
+                Ok(Some(kit::pin(kit::hold(&self.shared, cell, ticket.seq))))
             }
         }
     }
@@ -557,8 +591,8 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
     }
 
     fn time(&mut self, ticket: &Ticket) -> Result<Option<Ticket>, ForeignTicket> {
-        self.cell_of(ticket)?;
-        if ticket.timed {
+        let cell = self.cell_of(ticket)?;
+        if ticket.is_timed() {
             return Ok(Some(*ticket));
         }
         // Still its slot's last use: its stamps are kept when the slot
@@ -569,15 +603,16 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
         if let Some(last) = &mut self.slots[slot].last_use {
             last.timed = true;
         }
+        self.shared.cell(cell).mark_timed_later(ticket.seq);
         Ok(Some(Ticket {
-            timed: true,
+            flags: ticket.flags | Ticket::TIMED,
             ..*ticket
         }))
     }
 
     fn timestamps(&mut self, ticket: &Ticket) -> Result<Option<Timestamps>, TimestampsError> {
         let cell = self.cell_of(ticket)?;
-        if !ticket.timed {
+        if !ticket.is_timed() {
             return Ok(None);
         }
         if self.shared.known_status(ticket.seq, self.shared.cell(cell)) == Some(Status::Failed) {
@@ -608,7 +643,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
 
     fn note_queue_change(&mut self, queue: Q) {
         self.queue = queue;
-        self.generation = self.generation.next(self.config.generation_bits);
+        self.generation = self.generation.next(self.generation_bits);
         if self.next_seq > self.generation_start {
             self.older_starts.push_back(self.generation_start);
         }
@@ -640,7 +675,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
     /// queue (if they are of its current generation, and not a copy
     /// engine's): their pins go.
     fn note_drained(&mut self) {
-        if planted::active(Bug::BaselineKeepsPinsUntilReuse) {
+        if planted!(BaselineKeepsPinsUntilReuse) {
             return;
         }
         let (slots, start) = (&self.slots, self.generation_start);
@@ -722,7 +757,37 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
     }
 
     fn check_publication(&self, publication: &Publication) -> Result<(), PublishError> {
-        PublishError::check(publication, self.shared.id, self.generation)
+        kit::check_publication(publication, self.shared.id, self.generation)
+    }
+
+    fn publication(&self, ticket: &Ticket) -> Result<Publication, PublishError> {
+        let cell = self.cell_of(ticket)?;
+        let seq = ticket.seq;
+        let settled = |status| PublishError::Settled { seq, status };
+        if let Some(status) = self.shared.known_status(seq, self.shared.cell(cell)) {
+            return Err(settled(status));
+        }
+        let Some(u) = self.slot_of(seq).and_then(|slot| self.slots[slot].last_use) else {
+            return Err(settled(self.shared.outcome_of_retired(seq)));
+        };
+        let signal = self
+            .shared
+            .memory
+            .packet_handle(self.shared.cell(cell).signal);
+        let origin = kit::origin(self.shared.id, self.generation);
+        if u.copy {
+            return Ok(kit::publication_of_copy(signal, u.ops, origin));
+        }
+        if seq < self.generation_start {
+            return Err(PublishError::Stale {
+                index: u.aql,
+                made: u.generation,
+                current: self.generation,
+            });
+        }
+        Ok(kit::publication_of_use(
+            u.aql, u.barrier, signal, u.ops, origin,
+        ))
     }
 
     fn queue(&self) -> &Q {
@@ -735,7 +800,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
 
     fn stats(&self) -> Stats {
         let mut stats = self.stats;
-        self.shared.counters.add_to(&mut stats);
+        kit::add_shared_counters(&self.shared, &mut stats);
         stats
     }
 
@@ -752,5 +817,12 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
     }
 }
 
-#[cfg(all(test, not(sigretire_loom)))]
+/// One counted load of `cell`'s signal.
+fn load<M: SignalMemory>(stats: &mut Stats, shared: &Shared<M>, cell: &Cell<M::Signal>) -> i64 {
+    stats.accesses[cell.placement.index()].loads += 1;
+    // SAFETY: the signal came from this memory, kept alive by `shared`.
+    unsafe { shared.memory.load(cell.signal) }
+}
+
+#[cfg(test)]
 mod tests;
