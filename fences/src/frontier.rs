@@ -119,6 +119,9 @@ impl Outlook {
         };
         let stands = self.stands;
         Ok(match status(&newest.ticket)? {
+            Some(Status::Failed) if stands && planted!(QueueFailedCommandCountsDone) => {
+                Verdict::Done(newest)
+            }
             Some(Status::Failed) => Verdict::Failed(newest),
             Some(Status::Complete) if stands => Verdict::Done(newest),
             // Done, but what follows it may not be.
@@ -192,13 +195,19 @@ impl Frontier {
     /// The newest command, if its outcome is the stream's up to it: it is on
     /// the current hardware queue and was not refused in part.
     fn trusted(&self) -> Option<Newest> {
-        self.newest
-            .filter(|newest| self.newest_here && !newest.refused)
+        let here = self.newest_here || planted!(QueueTrustsMovedCommand);
+        self.newest.filter(|newest| {
+            let whole = !newest.refused || planted!(QueueTrustsRefusedCommand);
+            here && whole
+        })
     }
 
     /// Whether work the layer did not publish may follow its newest packet
     /// on `queue` (the current hardware queue).
     pub(crate) fn followed_by_foreign_work<Q: HardwareQueue>(&self, queue: &Q) -> bool {
+        if planted!(QueueIgnoresForeignWork) {
+            return false;
+        }
         self.foreign_since_newest || queue.foreign_work_after(self.last_packet)
     }
 
@@ -373,6 +382,9 @@ impl<Q: HardwareQueue> Horizon<Q> {
         // The index is read under the read side, so it belongs to the queue
         // read (a move replaces both under the write side; packets are
         // noted under the execution lock, which a move holds too).
+        if planted!(LockFreeIgnoresForeignWork) {
+            return false;
+        }
         let queue = self.queue.read();
         self.foreign_seen.load(Ordering::Acquire)
             || queue.foreign_work_after(self.last_packet.load(Ordering::Acquire))

@@ -452,7 +452,11 @@ impl<'a, T: QueueTracker> Held<'a, T> {
                 // The hardware queue that use ran on failed: its pending
                 // uses fail, not those of another hardware queue the
                 // stream moved to (they may still run).
-                self.guard.publisher.tracker().fail_queue_of(&ticket);
+                if planted!(QueueFailsTheCurrentQueue) {
+                    self.guard.publisher.tracker().fail_queue();
+                } else {
+                    self.guard.publisher.tracker().fail_queue_of(&ticket);
+                }
             }
         }
         if deferred.wakes_to_release.load(Ordering::Acquire)

@@ -69,7 +69,7 @@ impl<M: SignalMemory, P> Slot<M, P> {
     /// Whether the slot may be lent: no sleeper holds it, and its packet
     /// (if any) completed, so nothing reads the signal or the old use's.
     fn is_free(&self, memory: &M) -> bool {
-        !self.lent.load(Ordering::Acquire)
+        (!self.lent.load(Ordering::Acquire) || planted!(WakeSignalLentUnderItsSleeper))
             && (self.waits_on.is_none()
                 // SAFETY: the signal came from this memory's
                 // `create_wake_signal`, and the memory outlives the pool.

@@ -9,8 +9,8 @@
 //! one named by the environment variable `TRACKER_PLANTED_BUG` (read once),
 //! or set by [`plant`]. The `teeth` runner of the `scenarios` crate runs the
 //! property scenarios once per bug and reports which check caught it. The
-//! baseline tracker's two bugs are listed here too: its crate asks this
-//! switch.
+//! baseline tracker's two bugs and the queue layer's are listed here too:
+//! their crates ask this switch.
 
 /// A bug that can be planted in a tracker (the retiring one unless its name
 /// says baseline).
@@ -57,13 +57,40 @@ pub enum Bug {
     /// Baseline: pins attached to a consumer are released only when the
     /// consumer's slot is reused, not once it is known done or drained.
     BaselineKeepsPinsUntilReuse,
+    /// Queue layer: work it did not publish after its newest packet (a
+    /// runtime's own kernels on an adopted queue) is ignored under the
+    /// lock, so a synchronize, a query, a shared completion or an elided
+    /// cross-queue wait trusts a newest command that does not cover it.
+    QueueIgnoresForeignWork,
+    /// Queue layer: the lock-free synchronize and query ignore work the
+    /// layer did not publish after its newest packet.
+    LockFreeIgnoresForeignWork,
+    /// Queue layer: a command refused after issuing part of its work is
+    /// trusted as the stream's newest (its issued packets still run).
+    QueueTrustsRefusedCommand,
+    /// Queue layer: a failed newest command counts as done, so what is
+    /// recorded after it shares its completion and reports success.
+    QueueFailedCommandCountsDone,
+    /// Queue layer: after a move, the old hardware queue's newest command is
+    /// trusted for the new one, where nothing was published yet.
+    QueueTrustsMovedCommand,
+    /// Queue layer: a move owes the new hardware queue nothing, so the
+    /// stream's next work there may run before its work on the old one.
+    QueueMoveOwesNothing,
+    /// Queue layer: a failure of the hardware queue a use ran on fails the
+    /// current hardware queue's uses instead (wrong after a move).
+    QueueFailsTheCurrentQueue,
+    /// Queue layer: a wake signal counts free once its packet completed,
+    /// though its sleeper may not have read it yet, so another wait lends
+    /// it again and the sleeper misses its wake.
+    WakeSignalLentUnderItsSleeper,
 }
 
 pub use switch::{active, current, plant};
 
 impl Bug {
     /// Every bug, in report order.
-    pub const ALL: [Bug; 13] = [
+    pub const ALL: [Bug; 21] = [
         Bug::RearmHeldSignal,
         Bug::TrustReadIndex,
         Bug::SkipStoreFence,
@@ -77,6 +104,14 @@ impl Bug {
         Bug::StampsOnlyInTheCell,
         Bug::BaselineFreesBeforeReplacing,
         Bug::BaselineKeepsPinsUntilReuse,
+        Bug::QueueIgnoresForeignWork,
+        Bug::LockFreeIgnoresForeignWork,
+        Bug::QueueTrustsRefusedCommand,
+        Bug::QueueFailedCommandCountsDone,
+        Bug::QueueTrustsMovedCommand,
+        Bug::QueueMoveOwesNothing,
+        Bug::QueueFailsTheCurrentQueue,
+        Bug::WakeSignalLentUnderItsSleeper,
     ];
 
     /// Whether the bug lives in the baseline tracker (else the retiring one).
@@ -84,6 +119,23 @@ impl Bug {
         matches!(
             self,
             Bug::BaselineFreesBeforeReplacing | Bug::BaselineKeepsPinsUntilReuse
+        )
+    }
+
+    /// Whether the bug lives in the queue layer (`sigretire-queue`, which
+    /// asks this switch too): the queue layer's property driver, not the
+    /// tracker's, must catch it.
+    pub const fn in_queue_layer(self) -> bool {
+        matches!(
+            self,
+            Bug::QueueIgnoresForeignWork
+                | Bug::LockFreeIgnoresForeignWork
+                | Bug::QueueTrustsRefusedCommand
+                | Bug::QueueFailedCommandCountsDone
+                | Bug::QueueTrustsMovedCommand
+                | Bug::QueueMoveOwesNothing
+                | Bug::QueueFailsTheCurrentQueue
+                | Bug::WakeSignalLentUnderItsSleeper
         )
     }
 
@@ -103,6 +155,14 @@ impl Bug {
             Bug::StampsOnlyInTheCell => "stamps-only-in-the-cell",
             Bug::BaselineFreesBeforeReplacing => "baseline-frees-before-replacing",
             Bug::BaselineKeepsPinsUntilReuse => "baseline-keeps-pins-until-reuse",
+            Bug::QueueIgnoresForeignWork => "queue-ignores-foreign-work",
+            Bug::LockFreeIgnoresForeignWork => "lock-free-ignores-foreign-work",
+            Bug::QueueTrustsRefusedCommand => "queue-trusts-refused-command",
+            Bug::QueueFailedCommandCountsDone => "queue-failed-command-counts-done",
+            Bug::QueueTrustsMovedCommand => "queue-trusts-moved-command",
+            Bug::QueueMoveOwesNothing => "queue-move-owes-nothing",
+            Bug::QueueFailsTheCurrentQueue => "queue-fails-the-current-queue",
+            Bug::WakeSignalLentUnderItsSleeper => "wake-signal-lent-under-its-sleeper",
         }
     }
 

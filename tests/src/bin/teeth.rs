@@ -9,8 +9,13 @@
 //! cargo run --release -p sigretire-scenarios --bin teeth -- --list
 //! ```
 //!
+//! A bug of the queue layer (`Bug::in_queue_layer`) runs the queue
+//! layer's property driver instead (the seeds of `tests/queue_property.rs`,
+//! on the stepped simulator).
+//!
 //! Exits 1 when the bug was not caught within `SCENARIO_TEETH_CASES`
-//! scenarios per setup (default 500), so a script notices a blunt check;
+//! scenarios per setup (default 500; `QUEUE_TEETH_CASES`, default 2000, for
+//! the queue layer's), so a script notices a blunt check;
 //! 2 when built without `--cfg sigretire_planted`, which has no bugs to
 //! plant.
 
@@ -46,6 +51,16 @@ fn main() -> ExitCode {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(500);
+    if bug.in_queue_layer() {
+        // The queue layer's states are further from a scenario's start (a
+        // move and a failure of the queue left, a sleeper racing a second
+        // wait): more scenarios, each shorter to run.
+        let cases = std::env::var("QUEUE_TEETH_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2000);
+        return queue_layer(bug, cases);
+    }
     let setups = setups();
     let start = Instant::now();
     let kind = if bug.in_baseline() {
@@ -70,6 +85,43 @@ fn main() -> ExitCode {
             println!(
                 "| {} | NOT CAUGHT ({ops} ops) | > {} | {seconds:.2} |",
                 bug.name(),
+                cases * setups.len() as u64
+            );
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A bug of the queue layer: its property driver (the same seeds as
+/// `tests/queue_property.rs`) on the stepped simulator, every setup, until a
+/// judgment breaks.
+#[cfg(sigretire_planted)]
+fn queue_layer(bug: sigretire_tracker::planted::Bug, cases: u64) -> ExitCode {
+    use sigretire_scenarios::queues::search::{QUEUE_PROPERTY_SEED, explore};
+    use sigretire_scenarios::queues::{SimGpu, queue_setups};
+    use std::time::Instant;
+
+    let setups = queue_setups();
+    let start = Instant::now();
+    let outcome = explore::<SimGpu>(&setups, cases, QUEUE_PROPERTY_SEED);
+    let seconds = start.elapsed().as_secs_f64();
+    match outcome {
+        Err(caught) => {
+            eprintln!("{}", caught.report::<SimGpu>());
+            println!(
+                "| {} | queue driver: {} ({}) | {} | {seconds:.2} |",
+                bug.name(),
+                caught.failure.check.name(),
+                caught.failure.subject,
+                caught.cases
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(_) => {
+            println!(
+                "| {} | NOT CAUGHT ({} queue scenarios) | > {} | {seconds:.2} |",
+                bug.name(),
+                cases * setups.len() as u64,
                 cases * setups.len() as u64
             );
             ExitCode::FAILURE
