@@ -57,7 +57,10 @@ pub(crate) struct Entry {
     /// The hardware queue it was published on: the stream's count of moves
     /// then (a failure there says nothing of another's commands).
     pub(crate) hardware_queue: u32,
-    pub(crate) state: Arc<CommandState>,
+    /// The status cell its handle and the batch share; `None` for a packet
+    /// no handle is made for (an event's, a synchronize's or a query's
+    /// marker, a move's order wait): nothing would read it.
+    pub(crate) state: Option<Arc<CommandState>>,
 }
 
 /// Commands in submission order, oldest first.
@@ -142,7 +145,9 @@ impl Batch {
                     }
                 }
             };
-            entry.state.settle(status);
+            if let Some(state) = &entry.state {
+                state.settle(status);
+            }
         }
     }
 }
@@ -183,7 +188,7 @@ mod tests {
             ticket: acquired.ticket,
             timed: false,
             hardware_queue: 0,
-            state: Arc::new(CommandState::default()),
+            state: Some(Arc::new(CommandState::default())),
         }
     }
 

@@ -1,7 +1,7 @@
 //! A command's handle: ask about the command or wait for it from any
 //! thread, with no lock.
 
-use crate::batch::{Entry, StatePool};
+use crate::batch::{CommandState, Entry, StatePool};
 use crate::cpu_wait;
 use crate::cpu_wait::{UseWait, WaitSettings, Wakes, look};
 use crate::device_state::DeviceState;
@@ -29,7 +29,11 @@ use sigretire_tracker::{SignalMemory, Status, Ticket, Waiter};
 /// # Ok::<(), sigretire_queue::Error>(())
 /// ```
 pub struct Command<M: SignalMemory> {
+    /// The command (its status cell taken out, into `state`).
     entry: Entry,
+    /// Its status cell, which its batch shares: `None` only once the
+    /// handle's drop gave it back.
+    state: Option<Arc<CommandState>>,
     queue: u64,
     waiter: Waiter<M>,
     device: Arc<DeviceState>,
@@ -80,7 +84,7 @@ pub(crate) fn link<M: SignalMemory, Q: Wakes<M> + 'static>(queue: &Arc<Q>) -> Qu
 impl<M: SignalMemory> Command<M> {
     /// A handle for `entry`, a command of queue `queue`.
     pub(crate) fn new(
-        entry: Entry,
+        mut entry: Entry,
         queue: u64,
         waiter: Waiter<M>,
         device: Arc<DeviceState>,
@@ -89,6 +93,7 @@ impl<M: SignalMemory> Command<M> {
         wakes: Option<QueueLink<M>>,
     ) -> Self {
         Self {
+            state: entry.state.take(),
             entry,
             queue,
             waiter,
@@ -103,12 +108,23 @@ impl<M: SignalMemory> Command<M> {
 impl<M: SignalMemory> Drop for Command<M> {
     fn drop(&mut self) {
         // If the batch completed and let go first, this handle is the
-        // cell's last holder: the cell is pooled for a later command.
-        self.states.keep_if_last_in_place(&mut self.entry.state);
+        // cell's last holder: the cell is pooled for a later command (also
+        // when the batch lets go at this very moment, see `recycle`).
+        if let Some(state) = self.state.take() {
+            self.states.keep_if_last(state);
+        }
     }
 }
 
 impl<M: SignalMemory> Command<M> {
+    /// What its batch's completion settled (pending until then; a command
+    /// is always made with a cell, so it is never missing before the drop).
+    fn settled(&self) -> CommandStatus {
+        self.state
+            .as_ref()
+            .map_or(CommandStatus::Pending, |state| state.settled())
+    }
+
     /// The command's number on its queue (1, 2, 3... in submission order).
     ///
     /// ```
@@ -160,7 +176,7 @@ impl<M: SignalMemory> Command<M> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn is_released(&self) -> bool {
-        self.entry.state.settled().is_done()
+        self.settled().is_done()
     }
 
     /// The command's status: settled by its batch, else from its signal
@@ -174,7 +190,7 @@ impl<M: SignalMemory> Command<M> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn status(&self) -> CommandStatus {
-        match self.entry.state.settled() {
+        match self.settled() {
             CommandStatus::Pending => CommandStatus::from(
                 self.waiter
                     .status(&self.entry.ticket)
@@ -207,7 +223,7 @@ impl<M: SignalMemory> Command<M> {
         let ticket = &self.entry.ticket;
         let ended = wait.run(
             ticket,
-            || match self.entry.state.settled() {
+            || match self.settled() {
                 CommandStatus::Complete => Some(Ok(Status::Complete)),
                 CommandStatus::Failed => Some(Ok(Status::Failed)),
                 // Released by a device error: the wait ends on the device
@@ -234,7 +250,7 @@ impl<M: SignalMemory> core::fmt::Debug for Command<M> {
             .field("queue", &self.queue)
             .field("seq", &self.entry.seq)
             .field("aql_index", &self.entry.index)
-            .field("settled", &self.entry.state.settled())
+            .field("settled", &self.settled())
             .finish()
     }
 }

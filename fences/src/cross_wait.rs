@@ -245,7 +245,8 @@ pub(crate) fn publish_waits<T: QueueTracker>(
         for (handle, pin) in handles.iter_mut().zip(pins.iter()) {
             *handle = pin.packet_handle();
         }
-        let packet = Packet::new(Work::Wait(&handles[..count]), Purpose::Completion);
+        // Each is a command of the consumer queue (`CrossWait::commands`).
+        let packet = Packet::new(Work::Wait(&handles[..count]), Purpose::Completion).command();
         let published = match held.publish(packet)?.or_retry() {
             Ok(published) => published,
             Err(retry) => return Ok(retry),

@@ -48,6 +48,9 @@ pub(crate) struct Packet<'a> {
     /// Take a reference to its signal before publication, so the reference
     /// exists even if the GPU finishes the packet at once.
     pub(crate) hold: bool,
+    /// A [`Command`](crate::Command) handle is made for it: its entry gets
+    /// a status cell (a marker's would be read by nobody).
+    pub(crate) command: bool,
 }
 
 impl<'a> Packet<'a> {
@@ -57,6 +60,7 @@ impl<'a> Packet<'a> {
             purpose,
             timed: false,
             hold: false,
+            command: false,
         }
     }
 
@@ -67,6 +71,12 @@ impl<'a> Packet<'a> {
 
     pub(crate) const fn hold(mut self) -> Self {
         self.hold = true;
+        self
+    }
+
+    /// The caller makes a [`Command`](crate::Command) handle for it.
+    pub(crate) const fn command(mut self) -> Self {
+        self.command = true;
         self
     }
 }
@@ -127,7 +137,7 @@ pub(crate) struct Publisher<T: QueueTracker> {
     next_seq: u64,
     /// Where the queue's signals live (as the tracker hands them out).
     placement: Placement,
-    /// The status cells new commands get.
+    /// The status cells new commands get (those with a handle).
     states: Stash<CommandState>,
     moves: Moves<T>,
     /// Pins the tracker would not attach to their consumer (it cannot
@@ -155,6 +165,12 @@ impl<T: QueueTracker> Publisher<T> {
             },
             unattached: Vec::new(),
         }
+    }
+
+    /// The status cells kept for new commands here (not the pool's).
+    #[cfg(all(test, feature = "sim", not(sigretire_loom)))]
+    pub(crate) fn cells_kept(&self) -> usize {
+        self.states.len()
     }
 
     /// The tracker (only the lock holder touches it).
@@ -330,7 +346,9 @@ impl<T: QueueTracker> Publisher<T> {
                 ticket: acquired.ticket,
                 timed: packet.timed,
                 hardware_queue: self.frontier.hardware_queue(),
-                state: self.states.fresh(CommandState::default()),
+                state: packet
+                    .command
+                    .then(|| self.states.fresh(CommandState::default())),
             },
             signal,
             refused: None,
@@ -410,13 +428,15 @@ impl<T: QueueTracker> Publisher<T> {
             // Its issued packets run and name its signal: it is the
             // stream's newest command all the same (a failed one, which
             // no shortcut trusts), so a synchronize waits for them.
-            let packet = Packet::new(Work::Marker, Purpose::Completion);
+            // A command of the caller's (`submit_all`), as below.
+            let packet = Packet::new(Work::Marker, Purpose::Completion).command();
             let mut published = self.published(counters, &packet, &acquired, None);
             self.frontier.note_refused();
             published.refused = Some(error.into());
             return Ok(Step::Done(published));
         }
-        let packet = Packet::new(Work::Marker, Purpose::Completion);
+        // Only `submit_all` publishes this way: a command handle is made.
+        let packet = Packet::new(Work::Marker, Purpose::Completion).command();
         Ok(Step::Done(
             self.published(counters, &packet, &acquired, None),
         ))

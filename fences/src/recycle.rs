@@ -12,8 +12,13 @@
 //! A status cell goes back only when it is provably unshared
 //! ([`Arc::get_mut`]): by the batch's completion if the user already dropped
 //! the command, or by the command's drop if its batch already completed.
-//! When both let go at the same moment neither may see it unshared; the
-//! cell is then freed, never reused while referenced.
+//! Every holder lets go through the pool ([`Pool::keep_if_last`],
+//! [`Pool::keep_all_if_last`]), and one that finds the value still shared
+//! drops its reference under the pool's lock, after looking again there:
+//! of two holders letting go at the same moment, the second to take the
+//! lock sees the first's reference gone and keeps the value. So a cell is
+//! never lost to that race (a pool only grows when more cells are out at
+//! once than ever before), and never reused while referenced.
 
 use crate::sync::{Arc, Mutex};
 
@@ -56,16 +61,6 @@ impl<X> Pool<X> {
         }
     }
 
-    /// Keeps each of `items` (one lock for all), dropping what does not fit.
-    pub(crate) fn give_all(&self, items: impl IntoIterator<Item = X>) {
-        let mut pooled = self.items.lock();
-        for item in items {
-            if pooled.len() < POOL_BOUND {
-                pooled.push(item);
-            }
-        }
-    }
-
     #[cfg(all(test, not(sigretire_loom)))]
     pub(crate) fn len(&self) -> usize {
         self.items.lock().len()
@@ -91,31 +86,39 @@ impl<X> Pool<Arc<X>> {
     }
 
     /// Keeps `arc` for reuse if it is the last reference to its value, else
-    /// only lets go of it.
+    /// only lets go of it. Where another reference is seen, it is looked at
+    /// again and dropped under the pool's lock: a second holder letting go
+    /// at the same moment (through this pool, as every holder does) then
+    /// sees this one gone and keeps the value, rather than both dropping
+    /// theirs and the value being freed.
     pub(crate) fn keep_if_last(&self, mut arc: Arc<X>) {
         if Arc::get_mut(&mut arc).is_some() {
+            // The last reference: no other holder is letting go.
             self.give(arc);
+            return;
         }
-    }
-
-    /// As [`keep_if_last`](Self::keep_if_last), for a reference the caller
-    /// cannot move out of (a field, in a `Drop`): the pool takes a second
-    /// reference, and the caller's, which goes a moment later, must not be
-    /// read again. Until it goes the value is shared, and [`fresh`]
-    /// (Self::fresh) does not reuse it.
-    pub(crate) fn keep_if_last_in_place(&self, arc: &mut Arc<X>) {
-        if Arc::get_mut(arc).is_some() {
-            self.give(arc.clone());
+        let mut items = self.items.lock();
+        if Arc::get_mut(&mut arc).is_some() && items.len() < POOL_BOUND {
+            items.push(arc);
+        } else {
+            drop(arc);
         }
+        drop(items);
     }
 
     /// Keeps, in one lock, those of `arcs` that are the last references to
-    /// their values.
+    /// their values; the others are dropped under that lock (as
+    /// [`keep_if_last`](Self::keep_if_last) does).
     pub(crate) fn keep_all_if_last(&self, arcs: impl IntoIterator<Item = Arc<X>>) {
-        self.give_all(
-            arcs.into_iter()
-                .filter_map(|mut arc| Arc::get_mut(&mut arc).is_some().then_some(arc)),
-        );
+        let mut items = self.items.lock();
+        for mut arc in arcs {
+            if Arc::get_mut(&mut arc).is_some() && items.len() < POOL_BOUND {
+                items.push(arc);
+            } else {
+                drop(arc);
+            }
+        }
+        drop(items);
     }
 }
 
@@ -134,6 +137,12 @@ impl<X> Stash<X> {
             spare: Vec::new(),
             pool,
         }
+    }
+
+    /// The values it holds, not counting its pool's.
+    #[cfg(all(test, feature = "sim", not(sigretire_loom)))]
+    pub(crate) fn len(&self) -> usize {
+        self.spare.len()
     }
 
     /// An unshared `Arc` holding `value`: a recycled one when there is one.
@@ -163,19 +172,61 @@ mod tests {
     fn a_shared_value_is_never_pooled() {
         let pool = Pool::default();
         let value = Arc::new(7);
-        let mut held = value.clone();
+        let address = Arc::as_ptr(&value);
+        let held = value.clone();
         pool.keep_if_last(value);
         assert_eq!(pool.len(), 0, "another holder still has it");
-        pool.keep_if_last_in_place(&mut held);
+        pool.keep_if_last(held);
         assert_eq!(pool.len(), 1, "the last holder gives it back");
-        // Until the in-place holder lets go, the pooled value is shared.
         let fresh = pool.fresh(8);
-        assert!(
-            !Arc::ptr_eq(&fresh, &held),
-            "a shared value is never reused"
-        );
-        assert_eq!((*fresh, *held), (8, 7));
-        drop(held);
+        assert_eq!(Arc::as_ptr(&fresh), address, "and it is reused");
+        assert_eq!(*fresh, 8);
+    }
+
+    /// A command's handle and its batch's completion may let go of the
+    /// status cell at the same moment, on two threads: each used to see the
+    /// other's reference, both dropped theirs, and the cell was freed (a
+    /// later launch allocating its replacement). Every round here is such a
+    /// pair, the two threads starting it together: every value must come
+    /// back.
+    #[test]
+    fn two_holders_letting_go_at_once_keep_the_value() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        const ROUNDS: usize = POOL_BOUND;
+        let pool = Pool::default();
+        let arrived = AtomicUsize::new(0);
+        // Both threads arrive, then both let go: no sleeping barrier, so
+        // the two are at once as often as the cores allow.
+        let together = |round: usize| {
+            arrived.fetch_add(1, Ordering::AcqRel);
+            while arrived.load(Ordering::Acquire) < 2 * (round + 1) {
+                std::hint::spin_loop();
+            }
+        };
+        let (mine, theirs): (Vec<_>, Vec<_>) = (0..ROUNDS)
+            .map(|round| {
+                let value = Arc::new(round);
+                (value.clone(), value)
+            })
+            .unzip();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for (round, value) in theirs.into_iter().enumerate() {
+                    together(round);
+                    pool.keep_if_last(value);
+                }
+            });
+            for (round, value) in mine.into_iter().enumerate() {
+                together(round);
+                // Both ways a holder lets go: alone, and with a batch.
+                if round % 2 == 0 {
+                    pool.keep_if_last(value);
+                } else {
+                    pool.keep_all_if_last([value]);
+                }
+            }
+        });
+        assert_eq!(pool.len(), ROUNDS, "a value was freed, not kept");
     }
 
     #[test]
@@ -200,8 +251,13 @@ mod tests {
     #[test]
     fn the_pool_is_bounded() {
         let pool = Pool::default();
-        pool.give_all(0..POOL_BOUND + 10);
-        pool.give(1);
+        for item in 0..POOL_BOUND + 10 {
+            pool.give(item);
+        }
         assert_eq!(pool.len(), POOL_BOUND);
+        let shared = Pool::default();
+        shared.keep_all_if_last((0..POOL_BOUND + 10).map(Arc::new));
+        shared.keep_if_last(Arc::new(1));
+        assert_eq!(shared.len(), POOL_BOUND);
     }
 }

@@ -176,6 +176,13 @@ impl<T: QueueTracker> Submission<T> {
         &self.progress
     }
 
+    /// The status cells kept for reuse: the pool's and the stash's (the
+    /// cells the queue ever made, less those still out).
+    #[cfg(all(test, feature = "sim", not(sigretire_loom)))]
+    pub(crate) fn cells_kept(&self) -> usize {
+        self.states.len() + self.lock.lock().publisher.cells_kept()
+    }
+
     /// Whether everything submitted is known done, without the lock (the
     /// frontier's lock-free answer).
     pub(crate) fn all_done_without_lock(&self) -> bool {
@@ -362,7 +369,7 @@ impl<T: QueueTracker> Submission<T> {
     pub(crate) fn recycle(&self, batch: Batch) {
         let mut entries = batch.into_entries();
         self.states
-            .keep_all_if_last(entries.drain(..).map(|entry| entry.state));
+            .keep_all_if_last(entries.drain(..).filter_map(|entry| entry.state));
         let room = self
             .config
             .batch_limits
@@ -531,7 +538,9 @@ impl<'a, T: QueueTracker> Held<'a, T> {
         if refused {
             // Its issued packets run: it joins the batch (so what completes
             // the batch waits for them), failed from now on.
-            published.entry.state.settle(CommandStatus::Failed);
+            if let Some(state) = &published.entry.state {
+                state.settle(CommandStatus::Failed);
+            }
         }
         // A refused command is no fence for its batch (its signal may be
         // known done before its issued packets are): the batch closes at a
