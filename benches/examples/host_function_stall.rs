@@ -26,6 +26,7 @@ use core::ffi::c_void;
 use cuda_support::{Failure, OwnedStream};
 use sigretire_cuda::cudarc::driver::sys::{self, CUstream};
 use sigretire_cuda::{CudaContext, CudaMemory, check};
+use sigretire_cuda_testkit::busy_kernel;
 use sigretire_queue::tracker::{Config, RetiringTracker};
 use sigretire_queue::{BatchLimits, Device, DeviceConfig, QueueConfig};
 use std::process::ExitCode;
@@ -60,7 +61,7 @@ fn run(context: &Arc<CudaContext>) -> Result<(), Failure> {
     let tracker = RetiringTracker::new(memory, queue, Config::default())?;
     let device = Device::new(DeviceConfig::default(), tracker, QueueConfig::default())?;
     let queue = device.default_queue();
-    let kernel = context.register_busy_kernel(KERNEL, 1);
+    let kernel = busy_kernel(context, KERNEL, 1)?;
 
     // `every`: a host function after every `every` launches (0: none).
     let time = |every: usize| -> Result<Duration, Failure> {

@@ -1,14 +1,13 @@
-//! The context: one device's primary context, with the signal kernels loaded,
+//! The context: one device's primary context, with the empty kernel loaded,
 //! the pinned-memory arena, and the registered launches.
 //!
 //! A leaf, as cudarc's `CudaContext` is: [`CudaContext::new`] hands out an
-//! `Arc<CudaContext>`, and queues, signal memory, streams, events and host
-//! flags each hold a clone of that `Arc`, so the context (and with it every
-//! pinned allocation a stream may still write) lives until the last of them
-//! is gone. This module names none of them: what builds a queue, a tracker
-//! or a host flag on a context lives with the queue (`queue.rs`), the
-//! trackers (`trackers.rs`) and the flag (`flag.rs`), in `impl CudaContext`
-//! blocks of their own. It uses the device's *primary* context, the one the
+//! `Arc<CudaContext>`, and queues, signal memory, streams and events each
+//! hold a clone of that `Arc`, so the context (and with it every pinned
+//! allocation a stream may still write) lives until the last of them is
+//! gone. This module names none of them: what builds a queue or a tracker
+//! on a context lives with the queue (`queue.rs`) and the trackers
+//! (`trackers.rs`), in `impl CudaContext` blocks of their own. It uses the device's *primary* context, the one the
 //! CUDA runtime uses, so native CUDA code in the same process (a
 //! benchmark's baseline, a HIP-like runtime) shares it.
 //!
@@ -21,14 +20,13 @@ use crate::device::{DeviceInfo, device_handle};
 use crate::drain::{DRAIN_TIMEOUT, Drains};
 use crate::driver::initialize;
 use crate::error::{Result, check};
-use crate::kernel::{KernelHandle, Kernels, Launch, Registry, nanos};
+use crate::kernel::{KernelHandle, KernelLaunch, Kernels, Registry};
 use crate::pinned::{Arena, Pinned};
 use crate::wake::{WakeStats, Wakes};
 use core::fmt;
 use core::sync::atomic::{AtomicBool, Ordering};
 use cudarc::driver::sys::{self, CUcontext, CUdevice, CUstream};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// A device's primary context, ready for completion signals.
 ///
@@ -73,9 +71,9 @@ unsafe impl Sync for CudaContext {}
 
 impl CudaContext {
     /// Opens device `ordinal`'s primary context, checks that the device can
-    /// carry completion signals, and loads the signal kernels. The context
-    /// comes in an `Arc`: every queue, signal memory, stream, event and host
-    /// flag made on it holds a clone, and it is released when the last goes.
+    /// carry completion signals, and loads the empty kernel. The context
+    /// comes in an `Arc`: every queue, signal memory, stream and event made
+    /// on it holds a clone, and it is released when the last goes.
     ///
     /// Errors: [`LibraryMissing`](crate::Error::LibraryMissing) without the
     /// driver, [`NoDevice`](crate::Error::NoDevice),
@@ -239,35 +237,96 @@ impl CudaContext {
         check("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })
     }
 
-    /// Registers `sigpool_busy` for `duration`, launched with `threads`
-    /// threads in one block (1 is plenty; more than the device's limit,
-    /// 1024 on current GPUs, makes every launch fail with
-    /// `CUDA_ERROR_INVALID_VALUE`).
+    /// Registers a kernel of the caller's own as tracked work: the handle
+    /// a queue of this context publishes it by ([`KernelHandle::work`]).
+    /// Each publication is one `cuLaunchKernel` of `kernel` on the queue's
+    /// stream with the use's signal block (its device address, or 0) as
+    /// the first argument, then [`KernelLaunch::args`]; the use's
+    /// completion and the queue's progress follow it on the stream, so the
+    /// use completes when the kernel has finished. A kernel that writes the
+    /// block's stamps ([`KernelLaunch::writes_stamps`]) gives a timed use
+    /// its GPU start and end. This is how a runtime's own kernels become
+    /// tracked, timed work without adopting a stream of its own
+    /// ([`adopt_stream`](Self::adopt_stream) is the way for work the runtime
+    /// enqueues itself). A handle cannot be unregistered; a launch that the
+    /// driver refuses (a block too wide, say) fails its publication with
+    /// the driver's error, as any other enqueue error does.
+    ///
+    /// # Safety
+    /// - `kernel.function()` is a kernel of a module loaded in this
+    ///   context (its primary context, [`as_raw`](Self::as_raw)), and the
+    ///   module stays loaded for as long as any queue of this context may
+    ///   publish the handle and until that work has run (simplest: never
+    ///   unload it while the context lives);
+    /// - it declares exactly `1 + kernel.args().len()` parameters, each 64
+    ///   bits (`.param .u64`, or `unsigned long long` / a pointer in CUDA
+    ///   C): the block's address, then the arguments;
+    /// - it writes nothing of the block but the two 64-bit stamps at
+    ///   [`SignalBlock::START_OFFSET`](crate::SignalBlock::START_OFFSET) and
+    ///   [`END_OFFSET`](crate::SignalBlock::END_OFFSET) (the value word is
+    ///   the completion the queue writes after it), and whatever memory its
+    ///   arguments name stays valid, and safe for it to use, while it runs.
     ///
     /// ```
-    /// # use sigretire_tracker::Publication;
     /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use std::time::{Duration, Instant};
-    /// use sigretire_tracker::HardwareQueue;
+    /// use sigretire_cuda::{KernelLaunch, check, cudarc::driver::sys};
+    /// use sigretire_tracker::{Config, HardwareQueue, Request, Tracker};
     ///
-    /// let busy = context.register_busy_kernel(Duration::from_millis(2), 1);
-    /// let queue = context.create_queue()?;
-    /// let start = Instant::now();
+    /// // A runtime's kernel: spins for `ns` nanoseconds, then stamps the block.
+    /// const PTX: &core::ffi::CStr = cr"
+    /// .version 7.0
+    /// .target sm_50
+    /// .address_size 64
+    /// .visible .entry wait_ns(.param .u64 wait_ns_block, .param .u64 wait_ns_ns)
+    /// {
+    ///     .reg .pred %p<3>;
+    ///     .reg .b64 %rd<6>;
+    ///     ld.param.u64 %rd1, [wait_ns_block];
+    ///     ld.param.u64 %rd2, [wait_ns_ns];
+    ///     mov.u64 %rd3, %globaltimer;
+    ///     add.u64 %rd4, %rd3, %rd2;
+    /// SPIN:
+    ///     mov.u64 %rd5, %globaltimer;
+    ///     setp.lt.u64 %p1, %rd5, %rd4;
+    ///     @%p1 bra SPIN;
+    ///     setp.eq.u64 %p2, %rd1, 0;
+    ///     @%p2 bra DONE;
+    ///     cvta.to.global.u64 %rd1, %rd1;
+    ///     st.volatile.global.u64 [%rd1+8], %rd3;
+    ///     st.volatile.global.u64 [%rd1+16], %rd5;
+    /// DONE:
+    ///     ret;
+    /// }
+    /// ";
+    /// context.bind()?; // the module is loaded into the bound context
+    /// let (mut module, mut function) = (std::ptr::null_mut(), std::ptr::null_mut());
+    /// // SAFETY: a NUL-terminated PTX image; live locals for the results.
+    /// check("cuModuleLoadData", unsafe { sys::cuModuleLoadData(&mut module, PTX.as_ptr().cast()) })?;
+    /// // SAFETY: `module` was just loaded; the name is NUL-terminated.
+    /// check("cuModuleGetFunction", unsafe {
+    ///     sys::cuModuleGetFunction(&mut function, module, c"wait_ns".as_ptr())
+    /// })?;
+    /// let launch = KernelLaunch::new(function, &[200_000]).writes_stamps(true);
+    /// // SAFETY: `wait_ns` is of this context's module, never unloaded while
+    /// // the context lives; it takes (block, ns), both 64-bit, and writes only
+    /// // the block's stamps.
+    /// let wait = unsafe { context.register_kernel(launch) };
+    ///
+    /// let (mut tracker, queue) = context.retiring_tracker(Config::default())?;
     /// let index = queue.reserve().unwrap();
-    /// queue.publish(Publication::unsignalled(index, true), busy.work()).unwrap();
+    /// let acquired = tracker.acquire(Request::packet(index).barrier(true).timed(true)).unwrap();
+    /// queue.publish(acquired.publication, wait.work()).unwrap();
     /// queue.synchronize()?;
-    /// assert!(start.elapsed() >= Duration::from_millis(2));
+    /// let stamps = tracker.timestamps(&acquired.ticket).unwrap().unwrap();
+    /// assert!(stamps.ticks() >= 200_000); // %globaltimer nanoseconds
     /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
-    pub fn register_busy_kernel(&self, duration: Duration, threads: u32) -> KernelHandle {
-        self.registry.register(Launch::Busy {
-            nanos: nanos(duration),
-            threads,
-        })
+    pub unsafe fn register_kernel(&self, kernel: KernelLaunch) -> KernelHandle {
+        self.registry.register(kernel)
     }
 
     /// Bytes of pinned host memory this context holds.
@@ -278,9 +337,13 @@ impl CudaContext {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
+    /// use sigretire_cuda::{CudaMemory, SignalBlock};
+    /// use sigretire_tracker::{Placement, SignalMemory};
+    ///
     /// let before = context.pinned_bytes();
-    /// let _flag = context.host_flag()?; // one pinned 64-bit word
-    /// assert_eq!(context.pinned_bytes(), before + 8);
+    /// let memory = CudaMemory::with_batch(&context, 1);
+    /// memory.allocate(1, Placement::Host, &mut Vec::new()).unwrap(); // one block
+    /// assert!(context.pinned_bytes() >= before + SignalBlock::SIZE);
     /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn pinned_bytes(&self) -> usize {
@@ -313,12 +376,8 @@ impl CudaContext {
         self.wakes.stats()
     }
 
-    /// Registers a launch: the handle a queue's `Work::Kernel` names it by.
-    pub(crate) fn register(&self, launch: Launch) -> KernelHandle {
-        self.registry.register(launch)
-    }
-
-    pub(crate) fn launch(&self, handle: u64) -> Option<Launch> {
+    /// The launch a queue's `Work::Kernel(handle)` names, if registered.
+    pub(crate) fn launch(&self, handle: u64) -> Option<KernelLaunch> {
         self.registry.get(handle)
     }
 

@@ -1,44 +1,24 @@
-//! The signal kernels: PTX text loaded through the driver, and the launches
-//! a queue can name with [`Work::Kernel`].
+//! The empty-work kernel, PTX text loaded through the driver, and the
+//! kernels a queue can name with [`Work::Kernel`]: the empty one (handle 0)
+//! and a runtime's own, registered as tracked work
+//! ([`CudaContext::register_kernel`](crate::CudaContext::register_kernel)).
 //!
-//! Three kernels, hand-written in PTX (ISA 7.0, `sm_50`, so the driver JIT
-//! compiles them for any GPU since Maxwell, and the build needs no CUDA
-//! toolkit). Each takes the address of a signal block (or 0) and, when it is
-//! not 0, writes `%globaltimer` (nanoseconds) into the block's start and end
-//! stamps, so a timed use gets real GPU timestamps:
+//! `sigpool_empty(block, progress, value)` is hand-written in PTX (ISA 7.0,
+//! `sm_50`, so the driver JIT compiles it for any GPU since Maxwell, and the
+//! build needs no CUDA toolkit). It is empty work ([`Work::Empty`]), a real
+//! launch: when given a signal block (not 0) it writes `%globaltimer`
+//! (nanoseconds) into the block's start and end stamps, so a timed use gets
+//! real GPU timestamps, then the completion (0 into the block) and the
+//! queue's progress word itself, so a publication of empty work is one
+//! launch and no memory operations.
 //!
-//! - `sigpool_empty(block, progress, value)`: empty work ([`Work::Empty`]),
-//!   a real launch, which also writes the completion (0 into the block) and
-//!   the queue's progress word itself, so a publication of empty work is one
-//!   launch and no memory operations;
-//! - `sigpool_busy(block, ns)`: spins on `%globaltimer` for `ns` nanoseconds
-//!   (work of a known duration, for timing tests and benchmarks);
-//! - `sigpool_spin_until(block, flag, timeout_ns)`: spins until the host sets
-//!   a [`HostFlag`](crate::HostFlag) (the queue layer's regression test: a kernel that runs
-//!   until the host releases it). It gives up after `timeout_ns` and says so
-//!   in the flag, so a test that forgets to release it cannot hang the GPU.
-//!
-//! A timed use on a busy kernel reports the GPU's own start and end:
-//!
-//! ```
-//! # use sigretire_cuda::{CudaContext, Error};
-//! # let context = match CudaContext::new(0) {
-//! #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
-//! #     context => context?,
-//! # };
-//! use std::time::Duration;
-//! use sigretire_tracker::{Config, HardwareQueue, Request, Tracker};
-//!
-//! let (mut tracker, queue) = context.retiring_tracker(Config::default())?;
-//! let busy = context.register_busy_kernel(Duration::from_micros(200), 1);
-//! let index = queue.reserve().unwrap();
-//! let acquired = tracker.acquire(Request::packet(index).barrier(true).timed(true)).unwrap();
-//! queue.publish(acquired.publication, busy.work()).unwrap();
-//! queue.synchronize()?;
-//! let stamps = tracker.timestamps(&acquired.ticket).unwrap().unwrap();
-//! assert!(stamps.ticks() >= 200_000); // %globaltimer nanoseconds
-//! # Ok::<(), sigretire_cuda::Error>(())
-//! ```
+//! A registered kernel ([`KernelLaunch`]) is a function of the caller's own
+//! module. Its first parameter is the address of the use's signal block (or
+//! 0), so it may write GPU stamps too, at byte offsets
+//! [`SignalBlock::START_OFFSET`] and [`SignalBlock::END_OFFSET`] of the
+//! block; its other parameters are the ones registered with it. The queue
+//! writes the completion and the progress after it, with stream memory
+//! operations.
 
 use crate::error::{Error, Result, check};
 use crate::signal::SignalBlock;
@@ -46,9 +26,8 @@ use core::ffi::{CStr, c_void};
 use cudarc::driver::sys::{self, CUfunction, CUjit_option, CUmodule};
 use parking_lot::RwLock;
 use sigretire_tracker::Work;
-use std::time::Duration;
 
-/// The kernels' PTX. The stamp offsets (`+8`, `+16`) are
+/// The empty kernel's PTX. The stamp offsets (`+8`, `+16`) are
 /// [`SignalBlock::START_OFFSET`] and [`SignalBlock::END_OFFSET`].
 pub(crate) const PTX: &CStr = cr"
 .version 7.0
@@ -91,74 +70,6 @@ EMPTY_PROGRESS:
 EMPTY_DONE:
     ret;
 }
-
-// Work of a known duration: every thread spins for `ns` nanoseconds; thread 0
-// stamps the block (when given).
-.visible .entry sigpool_busy(
-    .param .u64 sigpool_busy_block,
-    .param .u64 sigpool_busy_ns
-)
-{
-    .reg .pred  %p<4>;
-    .reg .b32   %r<2>;
-    .reg .b64   %rd<8>;
-
-    ld.param.u64            %rd1, [sigpool_busy_block];
-    ld.param.u64            %rd2, [sigpool_busy_ns];
-    mov.u64                 %rd3, %globaltimer;
-    add.u64                 %rd4, %rd3, %rd2;
-BUSY_SPIN:
-    mov.u64                 %rd5, %globaltimer;
-    setp.lt.u64             %p1, %rd5, %rd4;
-    @%p1 bra                BUSY_SPIN;
-    mov.u32                 %r1, %tid.x;
-    setp.ne.u32             %p2, %r1, 0;
-    setp.eq.u64             %p3, %rd1, 0;
-    or.pred                 %p2, %p2, %p3;
-    @%p2 bra                BUSY_DONE;
-    cvta.to.global.u64      %rd6, %rd1;
-    st.volatile.global.u64  [%rd6+8], %rd3;
-    st.volatile.global.u64  [%rd6+16], %rd5;
-BUSY_DONE:
-    ret;
-}
-
-// Spins until the host sets the flag word (non-zero), or gives up after
-// `timeout_ns` and stores 2 into the flag to say so; then stamps the block.
-.visible .entry sigpool_spin_until(
-    .param .u64 sigpool_spin_block,
-    .param .u64 sigpool_spin_flag,
-    .param .u64 sigpool_spin_timeout_ns
-)
-{
-    .reg .pred  %p<4>;
-    .reg .b64   %rd<12>;
-
-    ld.param.u64            %rd1, [sigpool_spin_block];
-    ld.param.u64            %rd2, [sigpool_spin_flag];
-    ld.param.u64            %rd3, [sigpool_spin_timeout_ns];
-    cvta.to.global.u64      %rd4, %rd2;
-    mov.u64                 %rd5, %globaltimer;
-    add.u64                 %rd6, %rd5, %rd3;
-SPIN_POLL:
-    ld.volatile.global.u64  %rd7, [%rd4];
-    setp.ne.u64             %p1, %rd7, 0;
-    @%p1 bra                SPIN_RELEASED;
-    mov.u64                 %rd8, %globaltimer;
-    setp.lt.u64             %p2, %rd8, %rd6;
-    @%p2 bra                SPIN_POLL;
-    mov.u64                 %rd9, 2;
-    st.volatile.global.u64  [%rd4], %rd9;
-SPIN_RELEASED:
-    mov.u64                 %rd10, %globaltimer;
-    setp.eq.u64             %p3, %rd1, 0;
-    @%p3 bra                SPIN_DONE;
-    cvta.to.global.u64      %rd11, %rd1;
-    st.volatile.global.u64  [%rd11+8], %rd5;
-    st.volatile.global.u64  [%rd11+16], %rd10;
-SPIN_DONE:
-    ret;
-}
 ";
 
 const _: () = {
@@ -167,13 +78,11 @@ const _: () = {
     assert!(SignalBlock::END_OFFSET == 16);
 };
 
-/// The loaded module and its three functions.
+/// The loaded module and its function.
 #[derive(Debug)]
 pub(crate) struct Kernels {
     module: CUmodule,
     pub(crate) empty: CUfunction,
-    pub(crate) busy: CUfunction,
-    pub(crate) spin_until: CUfunction,
 }
 
 // SAFETY: module and function handles are driver objects usable from any
@@ -214,28 +123,13 @@ impl Kernels {
                 log: String::from_utf8_lossy(&log[..end]).trim().to_string(),
             });
         }
-        let function = |name: &CStr| {
-            let mut function = core::ptr::null_mut();
-            // SAFETY: `module` was just loaded; `name` is NUL-terminated.
-            check("cuModuleGetFunction", unsafe {
-                sys::cuModuleGetFunction(&mut function, module, name.as_ptr())
-            })
-            .map(|()| function)
-        };
-        let functions = (|| {
-            Ok::<_, Error>((
-                function(c"sigpool_empty")?,
-                function(c"sigpool_busy")?,
-                function(c"sigpool_spin_until")?,
-            ))
-        })();
-        match functions {
-            Ok((empty, busy, spin_until)) => Ok(Self {
-                module,
-                empty,
-                busy,
-                spin_until,
-            }),
+        let mut empty = core::ptr::null_mut();
+        // SAFETY: `module` was just loaded; the name is NUL-terminated.
+        let found = check("cuModuleGetFunction", unsafe {
+            sys::cuModuleGetFunction(&mut empty, module, c"sigpool_empty".as_ptr())
+        });
+        match found {
+            Ok(()) => Ok(Self { module, empty }),
             Err(error) => {
                 // SAFETY: loaded above, and no function of it escaped.
                 unsafe { sys::cuModuleUnload(module) };
@@ -256,19 +150,18 @@ impl Kernels {
 }
 
 /// The name of a launch a queue can publish: `Work::Kernel(handle.raw())`,
-/// or [`work`](Self::work). Handle 0 is the empty kernel.
+/// or [`work`](Self::work). Handle 0 is the empty kernel; the others come
+/// from [`CudaContext::register_kernel`](crate::CudaContext::register_kernel)
+/// and name a launch on the queues of the context that registered it.
 ///
 /// ```no_run
-/// # use sigretire_tracker::Publication;
-/// use std::time::Duration;
-/// use sigretire_cuda::CudaContext;
-/// use sigretire_tracker::HardwareQueue;
+/// use sigretire_cuda::{CudaContext, KernelHandle};
+/// use sigretire_tracker::{HardwareQueue, Publication};
 ///
 /// let context = CudaContext::new(0)?;
-/// let busy = context.register_busy_kernel(Duration::from_micros(100), 1);
 /// let queue = context.create_queue()?;
 /// let index = queue.reserve().unwrap();
-/// queue.publish(Publication::unsignalled(index, true), busy.work()).unwrap(); // 100 us of GPU work
+/// queue.publish(Publication::unsignalled(index, true), KernelHandle::EMPTY.work()).unwrap();
 /// queue.synchronize()?;
 /// # Ok::<(), sigretire_cuda::Error>(())
 /// ```
@@ -286,20 +179,11 @@ impl KernelHandle {
     /// ```
     pub const EMPTY: KernelHandle = KernelHandle(0);
 
-    /// The value for [`Work::Kernel`].
+    /// The value for [`Work::Kernel`]; registered launches count from 1.
     ///
     /// ```
-    /// # use sigretire_cuda::{CudaContext, Error};
-    /// # let context = match CudaContext::new(0) {
-    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
-    /// #     context => context?,
-    /// # };
-    /// use std::time::Duration;
     /// use sigretire_cuda::KernelHandle;
-    ///
-    /// let busy = context.register_busy_kernel(Duration::from_micros(10), 1);
-    /// assert_ne!(busy.raw(), KernelHandle::EMPTY.raw()); // registered launches count from 1
-    /// # Ok::<(), sigretire_cuda::Error>(())
+    /// assert_eq!(KernelHandle::EMPTY.raw(), 0);
     /// ```
     pub const fn raw(self) -> u64 {
         self.0
@@ -308,55 +192,233 @@ impl KernelHandle {
     /// The work that launches this kernel.
     ///
     /// ```
-    /// # use sigretire_cuda::{CudaContext, Error};
-    /// # let context = match CudaContext::new(0) {
-    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
-    /// #     context => context?,
-    /// # };
-    /// use std::time::Duration;
+    /// use sigretire_cuda::KernelHandle;
     /// use sigretire_tracker::Work;
-    ///
-    /// let busy = context.register_busy_kernel(Duration::from_micros(10), 1);
-    /// assert_eq!(busy.work(), Work::Kernel(busy.raw()));
-    /// # Ok::<(), sigretire_cuda::Error>(())
+    /// assert_eq!(KernelHandle::EMPTY.work(), Work::Kernel(KernelHandle::EMPTY.raw()));
     /// ```
     pub const fn work(self) -> Work<'static> {
         Work::Kernel(self.0)
     }
 }
 
-/// A registered launch: which kernel, with which arguments.
+/// A caller's own kernel as tracked work: which function, its launch shape,
+/// and the parameters it takes after the signal block's address. Register
+/// it with [`CudaContext::register_kernel`](crate::CudaContext::register_kernel)
+/// (whose safety contract says what the function must be); each
+/// publication of the handle is then one `cuLaunchKernel` of it, followed
+/// by the use's completion.
+///
+/// **The kernel's parameters** are 64-bit words: first the device address
+/// of the use's 32-byte [`SignalBlock`] (0 when the use has no signal),
+/// then the [`args`](Self::args), up to [`MAX_ARGS`](Self::MAX_ARGS) of
+/// them. In PTX: `.param .u64 block, .param .u64 a0, ...`; in CUDA C:
+/// `(unsigned long long block, unsigned long long a0, ...)` or pointers.
+///
+/// **Stamps.** A kernel that writes the GPU's `%globaltimer` (ns) into the
+/// block's start and end stamps (byte offsets [`SignalBlock::START_OFFSET`]
+/// and [`SignalBlock::END_OFFSET`], both 64-bit) whenever the block is not
+/// 0 says so with [`writes_stamps`](Self::writes_stamps): a timed use then
+/// reports them. Otherwise (the default) the queue clears them with the
+/// completion, and a timed use reports no timestamps rather than an older
+/// use's.
+///
+/// ```
+/// use sigretire_cuda::KernelLaunch;
+///
+/// let function = core::ptr::null_mut(); // a CUfunction of the caller's module
+/// let launch = KernelLaunch::new(function, &[7, 0x1000])
+///     .grid(4, 1, 1)
+///     .block(256, 1, 1)
+///     .writes_stamps(true);
+/// assert_eq!(launch.args(), &[7, 0x1000]);
+/// assert_eq!((launch.grid_dim(), launch.block_dim()), ([4, 1, 1], [256, 1, 1]));
+/// assert!(launch.stamps());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Launch {
-    /// `sigpool_busy` for `nanos`, with `threads` threads in one block.
-    Busy { nanos: u64, threads: u32 },
-    /// `sigpool_spin_until` on the flag at device address `flag`.
-    SpinUntil { flag: u64, timeout_nanos: u64 },
+pub struct KernelLaunch {
+    function: CUfunction,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared_memory_bytes: u32,
+    args: [u64; KernelLaunch::MAX_ARGS],
+    arg_count: usize,
+    writes_stamps: bool,
+}
+
+// SAFETY: a function handle is a driver object usable from any thread on
+// which its context is current (every launch binds it first); the rest is
+// plain data.
+unsafe impl Send for KernelLaunch {}
+// SAFETY: as for `Send`; launching one function from several threads at
+// once is allowed by the driver.
+unsafe impl Sync for KernelLaunch {}
+
+impl KernelLaunch {
+    /// Most parameters a registered kernel takes after the block's address.
+    ///
+    /// ```
+    /// assert_eq!(sigretire_cuda::KernelLaunch::MAX_ARGS, 7);
+    /// ```
+    pub const MAX_ARGS: usize = 7;
+
+    /// `function` with `args` after the block's address, on one block of
+    /// one thread, no dynamic shared memory, no stamps.
+    ///
+    /// # Panics
+    /// With more than [`MAX_ARGS`](Self::MAX_ARGS) arguments.
+    ///
+    /// ```should_panic
+    /// sigretire_cuda::KernelLaunch::new(core::ptr::null_mut(), &[0; 8]);
+    /// ```
+    pub fn new(function: CUfunction, args: &[u64]) -> Self {
+        assert!(
+            args.len() <= Self::MAX_ARGS,
+            "a registered kernel takes at most {} arguments after the block, not {}",
+            Self::MAX_ARGS,
+            args.len()
+        );
+        let mut values = [0; Self::MAX_ARGS];
+        values[..args.len()].copy_from_slice(args);
+        Self {
+            function,
+            grid: [1, 1, 1],
+            block: [1, 1, 1],
+            shared_memory_bytes: 0,
+            args: values,
+            arg_count: args.len(),
+            writes_stamps: false,
+        }
+    }
+
+    /// Launched on a grid of `x * y * z` blocks.
+    ///
+    /// ```
+    /// let launch = sigretire_cuda::KernelLaunch::new(core::ptr::null_mut(), &[]).grid(2, 3, 1);
+    /// assert_eq!(launch.grid_dim(), [2, 3, 1]);
+    /// ```
+    pub const fn grid(mut self, x: u32, y: u32, z: u32) -> Self {
+        self.grid = [x, y, z];
+        self
+    }
+
+    /// With `x * y * z` threads per block. More than the device allows
+    /// (1024 on current GPUs) makes each launch fail: the publication
+    /// fails with the driver's error (`CUDA_ERROR_INVALID_VALUE`).
+    ///
+    /// ```
+    /// let launch = sigretire_cuda::KernelLaunch::new(core::ptr::null_mut(), &[]).block(32, 2, 1);
+    /// assert_eq!(launch.block_dim(), [32, 2, 1]);
+    /// ```
+    pub const fn block(mut self, x: u32, y: u32, z: u32) -> Self {
+        self.block = [x, y, z];
+        self
+    }
+
+    /// With `bytes` of dynamic shared memory per block.
+    ///
+    /// ```
+    /// let launch = sigretire_cuda::KernelLaunch::new(core::ptr::null_mut(), &[])
+    ///     .shared_memory_bytes(1024);
+    /// assert_eq!(launch.shared_memory(), 1024);
+    /// ```
+    pub const fn shared_memory_bytes(mut self, bytes: u32) -> Self {
+        self.shared_memory_bytes = bytes;
+        self
+    }
+
+    /// Whether the kernel writes both stamps of every non-zero block it is
+    /// given (then a timed use reports them); `false` (the default) has
+    /// the queue clear them after the kernel instead.
+    ///
+    /// ```
+    /// let launch = sigretire_cuda::KernelLaunch::new(core::ptr::null_mut(), &[]);
+    /// assert!(!launch.stamps());
+    /// assert!(launch.writes_stamps(true).stamps());
+    /// ```
+    pub const fn writes_stamps(mut self, writes: bool) -> Self {
+        self.writes_stamps = writes;
+        self
+    }
+
+    /// The function.
+    ///
+    /// ```
+    /// let launch = sigretire_cuda::KernelLaunch::new(core::ptr::null_mut(), &[]);
+    /// assert!(launch.function().is_null());
+    /// ```
+    pub const fn function(&self) -> CUfunction {
+        self.function
+    }
+
+    /// The parameters after the block's address.
+    ///
+    /// ```
+    /// let launch = sigretire_cuda::KernelLaunch::new(core::ptr::null_mut(), &[1, 2]);
+    /// assert_eq!(launch.args(), &[1, 2]);
+    /// ```
+    pub fn args(&self) -> &[u64] {
+        &self.args[..self.arg_count]
+    }
+
+    /// Blocks per grid.
+    ///
+    /// ```
+    /// let launch = sigretire_cuda::KernelLaunch::new(core::ptr::null_mut(), &[]);
+    /// assert_eq!(launch.grid_dim(), [1, 1, 1]);
+    /// ```
+    pub const fn grid_dim(&self) -> [u32; 3] {
+        self.grid
+    }
+
+    /// Threads per block.
+    ///
+    /// ```
+    /// let launch = sigretire_cuda::KernelLaunch::new(core::ptr::null_mut(), &[]);
+    /// assert_eq!(launch.block_dim(), [1, 1, 1]);
+    /// ```
+    pub const fn block_dim(&self) -> [u32; 3] {
+        self.block
+    }
+
+    /// Bytes of dynamic shared memory per block.
+    ///
+    /// ```
+    /// let launch = sigretire_cuda::KernelLaunch::new(core::ptr::null_mut(), &[]);
+    /// assert_eq!(launch.shared_memory(), 0);
+    /// ```
+    pub const fn shared_memory(&self) -> u32 {
+        self.shared_memory_bytes
+    }
+
+    /// Whether the kernel writes the block's stamps.
+    ///
+    /// ```
+    /// let launch = sigretire_cuda::KernelLaunch::new(core::ptr::null_mut(), &[]);
+    /// assert!(launch.writes_stamps(true).stamps());
+    /// ```
+    pub const fn stamps(&self) -> bool {
+        self.writes_stamps
+    }
 }
 
 /// The launches registered on a context, by handle (`index + 1`).
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
-    launches: RwLock<Vec<Launch>>,
+    launches: RwLock<Vec<KernelLaunch>>,
 }
 
 impl Registry {
-    pub(crate) fn register(&self, launch: Launch) -> KernelHandle {
+    pub(crate) fn register(&self, launch: KernelLaunch) -> KernelHandle {
         let mut launches = self.launches.write();
         launches.push(launch);
         KernelHandle(launches.len() as u64)
     }
 
     /// The launch behind a non-zero handle.
-    pub(crate) fn get(&self, handle: u64) -> Option<Launch> {
+    pub(crate) fn get(&self, handle: u64) -> Option<KernelLaunch> {
         let index = usize::try_from(handle.checked_sub(1)?).ok()?;
         self.launches.read().get(index).copied()
     }
-}
-
-/// Nanoseconds in a duration, saturating (a kernel's timer is 64-bit).
-pub(crate) fn nanos(duration: Duration) -> u64 {
-    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
@@ -364,17 +426,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_ptx_names_every_entry_and_writes_the_stamps_where_the_block_has_them() {
+    fn the_ptx_names_its_entry_and_writes_the_stamps_where_the_block_has_them() {
         let text = PTX.to_str().unwrap();
-        for entry in ["sigpool_empty(", "sigpool_busy(", "sigpool_spin_until("] {
-            assert!(
-                text.contains(&format!(".visible .entry {entry}")),
-                "{entry}"
-            );
-        }
+        assert_eq!(text.matches(".visible .entry ").count(), 1);
+        assert!(text.contains(".visible .entry sigpool_empty("));
         assert!(text.contains(".version 7.0") && text.contains(".target sm_50"));
-        assert_eq!(text.matches("+8], ").count(), 3);
-        assert_eq!(text.matches("+16], ").count(), 3);
+        assert_eq!(text.matches("+8], ").count(), 1);
+        assert_eq!(text.matches("+16], ").count(), 1);
         assert!(text.contains("%globaltimer"));
     }
 
@@ -409,30 +467,27 @@ mod tests {
     fn handles_count_from_one_and_zero_is_the_empty_kernel() {
         let registry = Registry::default();
         assert_eq!(registry.get(0), None);
-        let busy = registry.register(Launch::Busy {
-            nanos: 5,
-            threads: 1,
-        });
-        let spin = registry.register(Launch::SpinUntil {
-            flag: 0x1000,
-            timeout_nanos: 7,
-        });
-        assert_eq!((busy.raw(), spin.raw()), (1, 2));
+        let function = core::ptr::null_mut();
+        let first = registry.register(KernelLaunch::new(function, &[5]));
+        let second = registry.register(KernelLaunch::new(function, &[0x1000, 7]).block(32, 1, 1));
+        assert_eq!((first.raw(), second.raw()), (1, 2));
+        let got = registry.get(2).unwrap();
         assert_eq!(
-            registry.get(2),
-            Some(Launch::SpinUntil {
-                flag: 0x1000,
-                timeout_nanos: 7
-            })
+            (got.args(), got.block_dim()),
+            (&[0x1000, 7][..], [32, 1, 1])
         );
         assert_eq!(registry.get(3), None);
-        assert_eq!(busy.work(), Work::Kernel(1));
+        assert_eq!(first.work(), Work::Kernel(1));
         assert_eq!(KernelHandle::EMPTY.work(), Work::Kernel(0));
     }
 
     #[test]
-    fn long_durations_saturate() {
-        assert_eq!(nanos(Duration::from_micros(3)), 3000);
-        assert_eq!(nanos(Duration::MAX), u64::MAX);
+    fn a_launch_holds_at_most_its_maximum_of_arguments() {
+        let all = [1, 2, 3, 4, 5, 6, 7];
+        assert_eq!(KernelLaunch::new(core::ptr::null_mut(), &all).args(), &all);
+        let too_many = std::panic::catch_unwind(|| {
+            KernelLaunch::new(core::ptr::null_mut(), &[0; KernelLaunch::MAX_ARGS + 1])
+        });
+        assert!(too_many.is_err());
     }
 }

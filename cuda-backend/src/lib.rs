@@ -20,10 +20,12 @@
 //! the library gives it completion, events and synchronize on that stream,
 //! never destroying it.
 //!
-//! Empty work is a real kernel launch: three tiny kernels are written in PTX
-//! and JIT-compiled by the driver ([`kernel`]), so the build needs no CUDA
-//! toolkit, and each writes the GPU's `%globaltimer` into its signal's
-//! timestamps.
+//! Empty work is a real kernel launch: a tiny kernel written in PTX and
+//! JIT-compiled by the driver ([`kernel`]), so the build needs no CUDA
+//! toolkit, which writes the GPU's `%globaltimer` into its signal's
+//! timestamps. A runtime's own kernels become tracked, timed work the same
+//! way: registered with [`CudaContext::register_kernel`], each takes its
+//! use's signal block first and may stamp it.
 //!
 //! `libcuda` is loaded at run time through cudarc (`dynamic-loading`): the
 //! crate builds and its CPU-side tests run on machines without a GPU, and
@@ -32,7 +34,7 @@
 //! [`Error::MissingCapability`], ...) instead of panicking, as cudarc would.
 //!
 //! Layout, one idea per module, each importing only modules below it (the
-//! context is a leaf: queues, memory, streams, events and flags hold an
+//! context is a leaf: queues, memory, streams and events hold an
 //! `Arc` of it, and what builds them on a context lives with them):
 //! `version` ([`CudaVersion`]), [`error`](Error) (the error enum), `driver`
 //! (library guard, versions the driver reports), `device` (capabilities),
@@ -41,7 +43,7 @@
 //! (the fences the context waits for before freeing what adopted streams
 //! may still write), `wake` (wake signals and their mailbox), [`kernel`]
 //! (the PTX and registered launches), `context` ([`CudaContext`]: primary
-//! context, arena, registry), `flag` ([`HostFlag`]), `memory` (the
+//! context, arena, registry), `memory` (the
 //! [`SignalMemory`](sigretire_tracker::SignalMemory) implementation), `ops`
 //! (the memory operations a publication enqueues), `order` (index-ordered
 //! publication), `stream` (an owned or adopted stream), `relay` (where
@@ -96,7 +98,6 @@ mod device;
 mod drain;
 mod driver;
 mod error;
-mod flag;
 pub mod kernel;
 mod memory;
 mod ops;
@@ -120,8 +121,7 @@ pub use context::CudaContext;
 pub use device::{DeviceInfo, device_count};
 pub use driver::{driver_version, kernel_module_version, library_present};
 pub use error::{Error, Result, check};
-pub use flag::{FlagState, HostFlag};
-pub use kernel::KernelHandle;
+pub use kernel::{KernelHandle, KernelLaunch};
 pub use memory::CudaMemory;
 pub use queue::{CudaQueue, QueueFailure};
 pub use report::SystemReport;

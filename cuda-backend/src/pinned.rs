@@ -35,7 +35,7 @@ pub(crate) struct Pinned {
 
 // SAFETY: a `Pinned` is a pair of addresses; it grants no access by itself.
 // Everything that dereferences `host` does so through atomics, under the
-// contracts of the types built on it (`CudaMemory`, `HostFlag`, `CudaQueue`).
+// contracts of the types built on it (`CudaMemory`, `CudaQueue`).
 unsafe impl Send for Pinned {}
 // SAFETY: as for `Send`: shared copies of two addresses.
 unsafe impl Sync for Pinned {}

@@ -2,8 +2,6 @@
 
 use crate::context::CudaContext;
 use crate::error::{Error, Result};
-use crate::flag::HostFlag;
-use crate::kernel::Launch;
 use crate::ops::{self, MemOp, encode, plan, progress_after};
 use crate::order::{Admission, AlreadyPublished, Reorder};
 use crate::pinned::Pinned;
@@ -346,19 +344,14 @@ impl CudaQueue {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use std::time::Duration;
-    /// use sigretire_tracker::HardwareQueue;
+    /// use sigretire_tracker::{HardwareQueue, Work};
     ///
     /// let queue = context.create_queue()?;
     /// assert!(queue.is_idle()?);
-    /// let flag = context.host_flag()?;
-    /// let spin = context.register_spin_kernel(&flag, Duration::from_secs(5));
     /// let index = queue.reserve().unwrap();
-    /// queue.publish(Publication::unsignalled(index, true), spin.work()).unwrap();
-    /// assert!(!queue.is_idle()?); // the kernel spins until the flag is released
-    /// flag.release();
+    /// queue.publish(Publication::unsignalled(index, true), Work::Empty).unwrap();
     /// queue.synchronize()?;
-    /// assert!(queue.is_idle()?);
+    /// assert!(queue.is_idle()?); // everything published has run
     /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn is_idle(&self) -> Result<bool> {
@@ -491,50 +484,13 @@ impl CudaQueue {
     /// # Ok::<(), sigretire_cuda::Error>(())
     /// ```
     pub fn launch_empty(&self) -> Result<()> {
-        self.launch_untracked_empty(0, 0)
-    }
-
-    /// Launches the empty kernel with no signal, its only effect a write of
-    /// 1 into `flag`: the cheapest GPU work whose completion the host can
-    /// see, nothing tracked. The floor every completion mechanism pays
-    /// (launch, run, a write across PCIe), for benchmarks to read the rest
-    /// against.
-    ///
-    /// ```
-    /// # use sigretire_cuda::{CudaContext, Error};
-    /// # let context = match CudaContext::new(0) {
-    /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
-    /// #     context => context?,
-    /// # };
-    /// use sigretire_cuda::FlagState;
-    ///
-    /// let queue = context.create_queue()?;
-    /// let flag = context.host_flag()?;
-    /// queue.launch_flag_writer(&flag)?;
-    /// while flag.state() == FlagState::Held {
-    ///     std::hint::spin_loop();
-    /// }
-    /// assert_eq!(flag.state(), FlagState::Released);
-    /// # Ok::<(), sigretire_cuda::Error>(())
-    /// ```
-    pub fn launch_flag_writer(&self, flag: &HostFlag) -> Result<()> {
-        self.launch_untracked_empty(flag.device_address(), 1)
-    }
-
-    /// The empty kernel with no signal and no index, in order with the
-    /// queue's publications, writing `value` into the word at `word` (the
-    /// device address; 0 for none).
-    fn launch_untracked_empty(&self, word: u64, value: u64) -> Result<()> {
         let _ordered = self.inner.publisher.lock();
         self.inner.context.bind()?;
         self.inner.stream.refuse_capture()?;
         let kernels = self.inner.context.kernels();
-        // Announced before it is enqueued: a thread that sees the launch's
-        // effect (its flag) sees the notice too.
+        // Announced before it is enqueued, as any untracked work.
         self.note_foreign_work();
-        self.inner
-            .stream
-            .launch(kernels.empty, 1, &[0, word, value])
+        self.inner.stream.launch_empty(kernels.empty, &[0, 0, 0])
     }
 
     fn progress(&self) -> &AtomicU64 {
@@ -550,7 +506,7 @@ impl CudaQueue {
             Work::Kernel(handle) if handle != 0 && self.inner.context.launch(handle).is_none() => {
                 Some(QueueError::Unsupported(format!(
                     "kernel handle {handle} was not registered on this queue's context \
-                     (register it with CudaContext::register_busy_kernel or register_spin_kernel)"
+                     (register it with CudaContext::register_kernel)"
                 )))
             }
             Work::Dispatch(_) => Some(QueueError::Unsupported(
@@ -588,6 +544,7 @@ impl CudaQueue {
         // it (adopted streams only: nobody else enqueues on an owned one).
         stream.refuse_capture()?;
         let kernels = self.inner.context.kernels();
+        let mut kernel_writes_stamps = false;
         let dependencies: &[u64] = match work {
             // Empty work without a completion signal has nothing to show,
             // and a marker needs no work at all: only the memory operations
@@ -600,21 +557,18 @@ impl CudaQueue {
                 // (kernel.rs): one launch, no `cuStreamBatchMemOp` after it.
                 let progress = self.inner.progress.device;
                 let args = [completion, progress, progress_after(index)];
-                return stream.launch(kernels.empty, 1, &args);
+                return stream.launch_empty(kernels.empty, &args);
             }
             Work::Kernel(handle) => {
-                match self.inner.context.launch(handle) {
-                    Some(Launch::Busy { nanos, threads }) => {
-                        stream.launch(kernels.busy, threads, &[completion, nanos])?
-                    }
-                    Some(Launch::SpinUntil {
-                        flag,
-                        timeout_nanos,
-                    }) => {
-                        stream.launch(kernels.spin_until, 1, &[completion, flag, timeout_nanos])?
-                    }
-                    None => unreachable!("rejected before admission"),
-                }
+                let Some(kernel) = self.inner.context.launch(handle) else {
+                    unreachable!("rejected before admission")
+                };
+                // SAFETY: registered on this queue's context (the registry
+                // is the context's), whose `register_kernel` contract says
+                // the function is of a module still loaded there and takes
+                // the block's address and then exactly its arguments.
+                unsafe { stream.launch_registered(&kernel, completion)? };
+                kernel_writes_stamps = kernel.stamps();
                 &[]
             }
             Work::Wait(dependencies) => dependencies,
@@ -626,9 +580,11 @@ impl CudaQueue {
             index,
             dependencies,
             completion,
-            // Only a kernel writes stamps: a marker or a wait clears its
-            // signal's, so a timed use never reports an earlier use's.
-            clear_stamps: matches!(work, Work::Wait(_) | Work::Marker),
+            // Only a kernel writes stamps: a marker, a wait or a registered
+            // kernel that writes none clears its signal's, so a timed use
+            // never reports an earlier use's.
+            clear_stamps: matches!(work, Work::Wait(_) | Work::Marker)
+                || (matches!(work, Work::Kernel(_)) && !kernel_writes_stamps),
         };
         plan(publication, self.inner.progress.device, &mut publisher.plan);
         publisher.params.clear();

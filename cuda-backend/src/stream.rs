@@ -11,6 +11,7 @@
 use crate::context::CudaContext;
 use crate::drain::DRAIN_TIMEOUT;
 use crate::error::{Error, Result, check};
+use crate::kernel::KernelLaunch;
 use crate::ops::MAX_OPS_PER_CALL;
 use core::ffi::c_void;
 use core::fmt;
@@ -21,8 +22,9 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Most arguments a signal kernel takes.
-const MAX_KERNEL_ARGS: usize = 4;
+/// Most arguments a kernel launched here takes: a registered kernel's block
+/// address and its own arguments.
+const MAX_KERNEL_ARGS: usize = 1 + KernelLaunch::MAX_ARGS;
 
 pub(crate) struct Stream {
     raw: CUstream,
@@ -139,12 +141,55 @@ impl Stream {
         self.raw
     }
 
-    /// Enqueues `function` on one block of `threads` threads with `args`
+    /// Enqueues the empty kernel (`function`, the context's own) on one
+    /// thread with its three arguments.
+    pub(crate) fn launch_empty(&self, function: CUfunction, args: &[u64; 3]) -> Result<()> {
+        // SAFETY: `function` is `sigpool_empty` of the bound context's
+        // module, which declares exactly three 64-bit parameters (kernel.rs).
+        unsafe { self.launch(function, [1; 3], [1; 3], 0, args) }
+    }
+
+    /// Enqueues `kernel`, a registered launch, with `block` (a signal
+    /// block's device address, or 0) as its first argument.
+    ///
+    /// # Safety
+    /// `kernel` was registered on this stream's context, whose
+    /// registration contract (`CudaContext::register_kernel`) promises a
+    /// function of a module still loaded in it that takes the block's
+    /// address and then exactly `kernel.args()` 64-bit parameters.
+    pub(crate) unsafe fn launch_registered(&self, kernel: &KernelLaunch, block: u64) -> Result<()> {
+        let mut args = [0u64; MAX_KERNEL_ARGS];
+        args[0] = block;
+        args[1..=kernel.args().len()].copy_from_slice(kernel.args());
+        // SAFETY: the caller's contract, passed on.
+        unsafe {
+            self.launch(
+                kernel.function(),
+                kernel.grid_dim(),
+                kernel.block_dim(),
+                kernel.shared_memory(),
+                &args[..=kernel.args().len()],
+            )
+        }
+    }
+
+    /// Enqueues `function` on `grid` blocks of `block` threads with `args`
     /// (each a 64-bit value: addresses and counts).
-    pub(crate) fn launch(&self, function: CUfunction, threads: u32, args: &[u64]) -> Result<()> {
+    ///
+    /// # Safety
+    /// `function` is a kernel of a module loaded in the bound context that
+    /// declares exactly `args.len()` parameters, each 64 bits.
+    unsafe fn launch(
+        &self,
+        function: CUfunction,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_memory_bytes: u32,
+        args: &[u64],
+    ) -> Result<()> {
         assert!(
             args.len() <= MAX_KERNEL_ARGS,
-            "signal kernels take at most 4 arguments"
+            "kernels take at most {MAX_KERNEL_ARGS} arguments here"
         );
         let mut values = [0u64; MAX_KERNEL_ARGS];
         values[..args.len()].copy_from_slice(args);
@@ -152,20 +197,20 @@ impl Stream {
         for (pointer, value) in pointers.iter_mut().zip(values.iter_mut()) {
             *pointer = (value as *mut u64).cast();
         }
-        // SAFETY: `function` belongs to the bound context's module; the
-        // driver reads one pointer per kernel parameter (each kernel declares
-        // exactly `args.len()` 64-bit parameters, and the PTX was checked at
-        // load) during the call, while `values` lives.
+        // SAFETY: `function` belongs to a module loaded in the bound context
+        // and declares exactly `args.len()` 64-bit parameters (the caller's
+        // contract); the driver reads one pointer per parameter during the
+        // call, while `values` lives, and no more than `args.len()` of them.
         check("cuLaunchKernel", unsafe {
             sys::cuLaunchKernel(
                 function,
-                1,
-                1,
-                1,
-                threads,
-                1,
-                1,
-                0,
+                grid[0],
+                grid[1],
+                grid[2],
+                block[0],
+                block[1],
+                block[2],
+                shared_memory_bytes,
                 self.raw,
                 pointers.as_mut_ptr(),
                 core::ptr::null_mut(),

@@ -17,6 +17,7 @@ use cudarc::driver::sys::{
     self, CUdeviceptr, CUfunction, CUmodule, CUresult, CUstream, CUstreamCaptureMode,
 };
 use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, Error, check};
+use sigretire_cuda_testkit::busy_kernel;
 use sigretire_queue::{Device, DeviceConfig, QueueConfig};
 use sigretire_tracker::{
     Config, HardwareQueue, QueueError, Request, RetiringTracker, Status, Tracker, WaitPolicy, Work,
@@ -785,12 +786,11 @@ fn the_runtimes_work_after_the_newest_command_is_not_skipped_on_an_adopted_strea
 }
 
 /// On an owned stream, work the library enqueues without publishing it
-/// (a native event wait, an untracked flag-writing kernel) and work a
+/// (a native event wait, an untracked empty kernel) and work a
 /// runtime enqueues through the raw handle and announces, is waited for by
 /// the events, synchronizes and cross-queue waits recorded after it.
 #[test]
 fn work_enqueued_beside_the_layer_on_an_owned_stream_is_not_skipped() {
-    use sigretire_cuda::FlagState;
     let Some(context) = gpu() else { return };
     let runtime = Runtime::new(&context);
     let queue = context.create_queue().unwrap();
@@ -806,8 +806,8 @@ fn work_enqueued_beside_the_layer_on_an_owned_stream_is_not_skipped() {
         )
         .unwrap();
     let gate_queue = context.create_queue().unwrap();
-    let busy = context.register_busy_kernel(Duration::from_millis(2), 1);
-    let short = context.register_busy_kernel(Duration::from_micros(200), 1);
+    let busy = busy_kernel(&context, Duration::from_millis(2), 1).unwrap();
+    let short = busy_kernel(&context, Duration::from_micros(200), 1).unwrap();
     let rounds = 20;
     let mut early = 0;
     for round in 0..rounds {
@@ -830,15 +830,18 @@ fn work_enqueued_beside_the_layer_on_an_owned_stream_is_not_skipped() {
             early += 1;
             eprintln!("round {round}: the event completed before the stream's native wait");
         }
-        // The library's own untracked flag writer behind a 200 us kernel.
-        let flag = context.host_flag().unwrap();
+        // The library's own untracked launch (the empty kernel, which
+        // announces itself) behind a 200 us kernel, a native event after it
+        // as the witness.
         owned.launch(short.raw()).unwrap();
-        queue.launch_flag_writer(&flag).unwrap();
+        queue.launch_empty().unwrap();
+        let witness = RawEvent::new(&context);
+        witness.record(queue.as_raw());
         let event = owned.record_event().unwrap();
         event.synchronize().unwrap();
-        if flag.state() != FlagState::Released {
+        if witness.query() != CUresult::CUDA_SUCCESS {
             early += 1;
-            eprintln!("round {round}: the event completed before the flag was written");
+            eprintln!("round {round}: the event completed before the untracked launch ran");
         }
         // The runtime's own kernel on the raw handle, announced.
         owned.synchronize().unwrap();

@@ -16,7 +16,8 @@
 
 mod support;
 
-use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, Error, FlagState, HostFlag};
+use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, Error};
+use sigretire_cuda_testkit::{FlagState, HostFlag, launch_flag_writer, spin_kernel};
 use sigretire_queue::{Device, DeviceConfig, HostQueue, QueueConfig};
 use sigretire_tracker::{Config, HardwareQueue, Publication, RetiringTracker, Tracker as _};
 use std::sync::Arc;
@@ -115,9 +116,9 @@ fn a_queue_of_gpu1_never_passes_an_event_of_gpu0_early() {
         producer_device.default_queue(),
         consumer_device.default_queue(),
     );
-    let release = gpu0.host_flag().unwrap();
-    let spin = gpu0.register_spin_kernel(&release, SPIN_TIMEOUT);
-    let written = gpu1.host_flag().unwrap();
+    let release = HostFlag::new(&gpu0).unwrap();
+    let spin = spin_kernel(&gpu0, &release, SPIN_TIMEOUT).unwrap();
+    let written = HostFlag::new(&gpu1).unwrap();
     let consumer_stream = stream(consumer);
 
     let mut early = 0;
@@ -133,7 +134,7 @@ fn a_queue_of_gpu1_never_passes_an_event_of_gpu0_early() {
             1,
             "round {round}: a real wait on GPU 1"
         );
-        consumer_stream.launch_flag_writer(&written).unwrap();
+        launch_flag_writer(&consumer_stream, &written).unwrap();
         let outcome = watch(&release, &written, &format!("ours, round {round}"));
         early += usize::from(outcome.early);
         ours.push(outcome.latency);
@@ -165,7 +166,7 @@ fn a_queue_of_gpu1_never_passes_an_event_of_gpu0_early() {
             .unwrap();
         native_event.record(producer_stream.as_raw());
         native_event.make_wait(&consumer_stream);
-        consumer_stream.launch_flag_writer(&written).unwrap();
+        launch_flag_writer(&consumer_stream, &written).unwrap();
         let outcome = watch(&release, &written, &format!("CUDA's, round {round}"));
         native_early += usize::from(outcome.early);
         native.push(outcome.latency);

@@ -9,7 +9,8 @@
 
 mod support;
 
-use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, FlagState};
+use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue};
+use sigretire_cuda_testkit::{FlagState, HostFlag, busy_kernel, spin_kernel};
 use sigretire_queue::{Device, DeviceConfig, HostQueue, QueueConfig};
 use sigretire_tracker::{Config, RetiringTracker, Status};
 use std::sync::Arc;
@@ -64,7 +65,7 @@ fn events_record_query_synchronize_and_time_real_kernels() {
     let Some(context) = gpu() else { return };
     let device = device(&context);
     let queue = device.default_queue();
-    let busy = context.register_busy_kernel(Duration::from_micros(200), 1);
+    let busy = busy_kernel(&context, Duration::from_micros(200), 1).unwrap();
     let start = queue.record_event().unwrap();
     queue.launch(busy.raw()).unwrap();
     let stop = queue.record_event().unwrap();
@@ -99,8 +100,8 @@ fn a_cross_stream_wait_holds_the_consumer_until_the_producer_completes() {
     let device = device(&context);
     let producer = device.create_queue(tracker(&context), config()).unwrap();
     let consumer = device.default_queue();
-    let flag = context.host_flag().unwrap();
-    let spin = context.register_spin_kernel(&flag, SPIN_TIMEOUT);
+    let flag = HostFlag::new(&context).unwrap();
+    let spin = spin_kernel(&context, &flag, SPIN_TIMEOUT).unwrap();
     producer.launch(spin.raw()).unwrap();
     let produced = producer.record_event().unwrap();
     let wait = consumer.wait_event(&produced).unwrap();
@@ -160,8 +161,8 @@ fn regression(default_queue: bool, extra_syncers: usize, how: Synchronize) -> Op
     } else {
         created.clone()
     };
-    let flag = context.host_flag().unwrap();
-    let spin = context.register_spin_kernel(&flag, SPIN_TIMEOUT);
+    let flag = HostFlag::new(&context).unwrap();
+    let spin = spin_kernel(&context, &flag, SPIN_TIMEOUT).unwrap();
     producer.launch(spin.raw()).unwrap();
     let produced = producer.record_event().unwrap();
     queue.launch(spin.raw()).unwrap();
@@ -304,7 +305,7 @@ fn elapsed_time_agrees_with_cuda_events_within_five_percent() {
     let queue = device.default_queue();
     let stream = queue.with_tracker(|t| sigretire_tracker::Tracker::queue(t).clone());
     for work in [Duration::from_millis(1), Duration::from_micros(100)] {
-        let busy = context.register_busy_kernel(work, 1);
+        let busy = busy_kernel(&context, work, 1).unwrap();
         let mut ratios = Vec::new();
         for round in 0..5 {
             let (native_start, native_stop) = (RawEvent::new(&context), RawEvent::new(&context));
@@ -407,7 +408,7 @@ fn a_blocking_event_synchronize_sleeps_until_the_driver_wakes_it() {
     let device = Device::new(DeviceConfig::default(), tracker(&context), blocking).unwrap();
     let queue = device.default_queue();
     assert_eq!(queue.stats().wake_signals, 5);
-    let long = context.register_busy_kernel(Duration::from_millis(1), 1);
+    let long = busy_kernel(&context, Duration::from_millis(1), 1).unwrap();
     let mut lines = Vec::new();
     for round in 0..5 {
         queue.launch(long.raw()).unwrap();
@@ -458,7 +459,7 @@ fn the_completion_thread_sleeps_on_a_spinning_queues_batches_until_the_driver_wa
     let device = Device::new(DeviceConfig::default(), tracker(&context), spinning).unwrap();
     let queue = device.default_queue();
     assert_eq!(queue.stats().wake_signals, 5);
-    let long = context.register_busy_kernel(Duration::from_millis(2), 1);
+    let long = busy_kernel(&context, Duration::from_millis(2), 1).unwrap();
     let commands: Vec<_> = (0..8).map(|_| queue.launch(long.raw()).unwrap()).collect();
     let deadline = Instant::now() + WAIT;
     while queue.stats().handler_batches < 4 {

@@ -11,7 +11,8 @@
 mod support;
 
 use sigretire_baseline::BaselineTracker;
-use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, Error, FlagState};
+use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, Error};
+use sigretire_cuda_testkit::{FlagState, HostFlag, busy_kernel, spin_kernel};
 use sigretire_tracker::{
     Acquired, Config, HardwareQueue, Placement, Publication, Purpose, QueueError, QueueView,
     Request, RetiringTracker, SignalMemory, Status, Tracker, WaitPolicy, Work,
@@ -144,8 +145,8 @@ fn fence_probing_retires_a_batch_of_empty_kernels_with_one_load() {
 #[test]
 fn the_read_index_never_passes_unfinished_work() {
     let context = gpu_or_skip!();
-    let flag = context.host_flag().unwrap();
-    let spin = context.register_spin_kernel(&flag, SPIN_TIMEOUT);
+    let flag = HostFlag::new(&context).unwrap();
+    let spin = spin_kernel(&context, &flag, SPIN_TIMEOUT).unwrap();
     let mut rig = retiring(&context, Config::default());
     let first = rig.plain(Work::Empty);
     let spinning = rig.plain(spin.work());
@@ -178,8 +179,8 @@ fn the_read_index_never_passes_unfinished_work() {
 #[test]
 fn a_cpu_wait_on_another_thread_sees_the_release_and_proves_the_fence() {
     let context = gpu_or_skip!();
-    let flag = context.host_flag().unwrap();
-    let spin = context.register_spin_kernel(&flag, SPIN_TIMEOUT);
+    let flag = HostFlag::new(&context).unwrap();
+    let spin = spin_kernel(&context, &flag, SPIN_TIMEOUT).unwrap();
     let mut rig = retiring(&context, Config::default());
     let kernels: Vec<_> = (0..3).map(|_| rig.plain(Work::Empty)).collect();
     let marker = rig.submit(spin.work(), |r| r.purpose(Purpose::CpuSync));
@@ -214,8 +215,8 @@ fn a_cpu_wait_on_another_thread_sees_the_release_and_proves_the_fence() {
 #[test]
 fn a_gpu_waiter_on_another_stream_pins_the_signal_until_its_consumer_retires() {
     let context = gpu_or_skip!();
-    let flag = context.host_flag().unwrap();
-    let spin = context.register_spin_kernel(&flag, SPIN_TIMEOUT);
+    let flag = HostFlag::new(&context).unwrap();
+    let spin = spin_kernel(&context, &flag, SPIN_TIMEOUT).unwrap();
     let mut producer = retiring(&context, Config::default());
     let mut consumer = retiring(&context, Config::default());
 
@@ -276,9 +277,12 @@ fn a_gpu_waiter_on_another_stream_pins_the_signal_until_its_consumer_retires() {
 #[test]
 fn a_wait_on_two_streams_needs_both() {
     let context = gpu_or_skip!();
-    let (first_flag, second_flag) = (context.host_flag().unwrap(), context.host_flag().unwrap());
-    let first_spin = context.register_spin_kernel(&first_flag, SPIN_TIMEOUT);
-    let second_spin = context.register_spin_kernel(&second_flag, SPIN_TIMEOUT);
+    let (first_flag, second_flag) = (
+        HostFlag::new(&context).unwrap(),
+        HostFlag::new(&context).unwrap(),
+    );
+    let first_spin = spin_kernel(&context, &first_flag, SPIN_TIMEOUT).unwrap();
+    let second_spin = spin_kernel(&context, &second_flag, SPIN_TIMEOUT).unwrap();
     let mut a = retiring(&context, Config::default());
     let mut b = retiring(&context, Config::default());
     let mut consumer = retiring(&context, Config::default());
@@ -409,7 +413,7 @@ fn steady_state_creates_no_signals_and_loads_one_per_batch() {
 fn timestamps_are_the_gpus_own_and_in_stream_order() {
     let context = gpu_or_skip!();
     let work = Duration::from_micros(100);
-    let busy = context.register_busy_kernel(work, 1);
+    let busy = busy_kernel(&context, work, 1).unwrap();
     let mut rig = retiring(&context, Config::default());
     let (start_event, end_event) = (RawEvent::new(&context), RawEvent::new(&context));
     let host_started = Instant::now();
@@ -529,8 +533,8 @@ fn failures_are_typed_and_nothing_reports_a_completion_that_did_not_happen() {
     );
 
     // A CPU wait times out with a typed error and never reports completion.
-    let flag = context.host_flag().unwrap();
-    let spin = context.register_spin_kernel(&flag, SPIN_TIMEOUT);
+    let flag = HostFlag::new(&context).unwrap();
+    let spin = spin_kernel(&context, &flag, SPIN_TIMEOUT).unwrap();
     let held = rig.plain(spin.work());
     let waited = rig.tracker.waiter().wait(
         &held.ticket,
@@ -548,8 +552,8 @@ fn failures_are_typed_and_nothing_reports_a_completion_that_did_not_happen() {
     assert_eq!(rig.wait(&held), Status::Complete);
 
     // A spin kernel nobody releases gives up by itself: no GPU hang.
-    let forgotten = context.host_flag().unwrap();
-    let short = context.register_spin_kernel(&forgotten, Duration::from_millis(20));
+    let forgotten = HostFlag::new(&context).unwrap();
+    let short = spin_kernel(&context, &forgotten, Duration::from_millis(20)).unwrap();
     let gave_up = rig.plain(short.work());
     let started = Instant::now();
     rig.queue.synchronize().unwrap();
@@ -562,7 +566,7 @@ fn failures_are_typed_and_nothing_reports_a_completion_that_did_not_happen() {
 
     // A real driver error (a launch wider than any block): typed, sticky for
     // the queue, and earlier work still retires.
-    let too_wide = context.register_busy_kernel(Duration::from_micros(1), 4096);
+    let too_wide = busy_kernel(&context, Duration::from_micros(1), 4096).unwrap();
     let before = rig.plain(Work::Empty);
     let index = rig.queue.reserve().unwrap();
     let failing = rig

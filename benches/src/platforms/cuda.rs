@@ -5,7 +5,8 @@ use super::cuda_events::{Event, EventFlags};
 use crate::measure::{Sample, Timer};
 use crate::platform::{Native, Platform, Skipped};
 use sigretire_baseline::BaselineTracker;
-use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, FlagState, HostFlag};
+use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue};
+use sigretire_cuda_testkit::{FlagState, HostFlag, busy_kernel, launch_flag_writer};
 use sigretire_tracker::{Config, HardwareQueue, Placement, Publication, RetiringTracker, Work};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,7 +30,7 @@ impl CudaBench {
         let context = CudaContext::new(0).map_err(|e| skip(e.to_string()))?;
         let queue = context.create_queue().map_err(|e| skip(e.to_string()))?;
         let other = context.create_queue().map_err(|e| skip(e.to_string()))?;
-        let flag = context.host_flag().map_err(|e| skip(e.to_string()))?;
+        let flag = HostFlag::new(&context).map_err(|e| skip(e.to_string()))?;
         Ok(Self {
             context,
             queue,
@@ -92,10 +93,12 @@ impl Platform for CudaBench {
     }
 
     fn long_kernel(&self, duration: Duration) -> Result<u64, String> {
-        // `sigpool_busy`, one thread: it spins on the GPU's clock for
+        // The test kit's busy kernel, one thread: it spins on the GPU's clock for
         // `duration`. The trackers' queues and the native stream are all of
         // this context, so each can launch it.
-        Ok(self.context.register_busy_kernel(duration, 1).raw())
+        busy_kernel(&self.context, duration, 1)
+            .map(|kernel| kernel.raw())
+            .map_err(driver)
     }
 
     fn native(&self) -> Option<&dyn Native> {
@@ -186,7 +189,7 @@ impl Native for CudaBench {
         let probe = || -> Result<Sample, String> {
             self.flag.reset();
             let began = Instant::now();
-            self.queue.launch_flag_writer(&self.flag).map_err(driver)?;
+            launch_flag_writer(&self.queue, &self.flag).map_err(driver)?;
             let timer = Timer::start();
             let deadline = Instant::now() + Duration::from_secs(10);
             while self.flag.state() == FlagState::Held {
