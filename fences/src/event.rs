@@ -303,14 +303,13 @@ impl<T: QueueTracker> Event<T> {
             // tracker may still have the stamps.
             return self.harvest();
         };
-        match signal.known_status().unwrap_or_else(|| signal.status()) {
-            Status::Pending => return Err(TimestampsError::NotReady),
-            Status::Failed => return Err(TimestampsError::EventFailed),
-            Status::Complete => {}
-        }
-        match signal.timestamps() {
-            Some(stamps) => Ok(stamps),
-            None => self.harvest(),
+        // The status known (else loaded once), then the stamps of a
+        // complete use: one look-up of the signal's cell for both.
+        match signal.status_and_timestamps() {
+            (Status::Pending, _) => Err(TimestampsError::NotReady),
+            (Status::Failed, _) => Err(TimestampsError::EventFailed),
+            (Status::Complete, Some(stamps)) => Ok(stamps),
+            (Status::Complete, None) => self.harvest(),
         }
     }
 

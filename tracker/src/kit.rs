@@ -41,7 +41,7 @@ pub fn waiter<M: SignalMemory>(shared: &Arc<Shared<M>>) -> Waiter<M> {
 /// adopted), which keeps its signal from being re-armed.
 #[inline]
 pub fn hold<M: SignalMemory>(shared: &Arc<Shared<M>>, key: CellKey, seq: u64) -> SignalRef<M> {
-    SignalRef::new(shared, key, seq)
+    SignalRef::new(shared, shared.cell(key), seq)
 }
 
 /// `reference`, lent to a GPU waiter on another queue.

@@ -135,6 +135,20 @@ impl<M: SignalMemory, Q: QueueView> RetiringTracker<M, Q> {
         self.signals.shared().key_of(ticket).ok_or(ForeignTicket)
     }
 
+    /// The cell `ticket` names, if this tracker issued it as it is: the
+    /// check of [`cell_of`](Self::cell_of), and the cell it found, so the
+    /// caller does not look the key up again.
+    #[inline]
+    fn checked(&self, ticket: &Ticket) -> Result<&Cell<M::Signal>, ForeignTicket> {
+        self.signals.shared().cell_of(ticket).ok_or(ForeignTicket)
+    }
+
+    /// [`known`](Self::known), of a cell already found.
+    #[inline]
+    fn known_in(&self, seq: u64, cell: &Cell<M::Signal>) -> Option<Status> {
+        self.proofs.known(seq, cell, &self.ring, &self.signals)
+    }
+
     /// The cell of `key` (a checked ticket's).
     fn cell(&self, key: CellKey) -> &Cell<M::Signal> {
         self.signals.shared().cell(key)
@@ -474,8 +488,11 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     }
 
     fn query(&mut self, ticket: &Ticket) -> Result<Status, ForeignTicket> {
-        let cell = self.cell_of(ticket)?;
-        if let Some(status) = self.known(ticket.seq, cell) {
+        let (known, cell) = {
+            let cell = self.checked(ticket)?;
+            (self.known_in(ticket.seq, cell), cell.key)
+        };
+        if let Some(status) = known {
             self.prover().learn_fence(ticket.seq, status);
             return Ok(status);
         }
@@ -491,8 +508,8 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     }
 
     fn known_status(&self, ticket: &Ticket) -> Result<Option<Status>, ForeignTicket> {
-        let cell = self.cell_of(ticket)?;
-        Ok(self.known(ticket.seq, cell))
+        let cell = self.checked(ticket)?;
+        Ok(self.known_in(ticket.seq, cell))
     }
 
     fn waiter(&self) -> Waiter<M> {
@@ -502,8 +519,8 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     }
 
     fn hold(&mut self, ticket: &Ticket) -> Result<Option<SignalRef<M>>, ForeignTicket> {
-        let cell = self.cell_of(ticket)?;
-        if self.known(ticket.seq, cell).is_some() {
+        let cell = self.checked(ticket)?;
+        if self.known_in(ticket.seq, cell).is_some() {
             // Done (complete or failed): nothing left to hold, and its signal
             // may already serve a later use.
             return Ok(None);
@@ -516,14 +533,15 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     }
 
     fn pin(&mut self, ticket: &Ticket) -> Result<Option<Pin<M>>, PinError> {
-        let cell = self.cell_of(ticket)?;
-        match self.known(ticket.seq, cell) {
+        let cell = self.checked(ticket)?;
+        match self.known_in(ticket.seq, cell) {
             Some(Status::Complete) => {
                 self.stats.dependencies_elided += 1;
                 Ok(None)
             }
             Some(Status::Failed) => Err(PinError::Failed { seq: ticket.seq }),
             _ => {
+                let reference = SignalRef::new(self.signals.shared(), cell, ticket.seq);
                 // The consumer may publish through a ring in system memory (a
                 // copy engine's, another agent's): flush the arming as for a
                 // copy-engine use, if this queue's own publishing did not.
@@ -531,11 +549,7 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
                     self.signals.make_visible(slot.placement, slot.store, true);
                 }
                 self.stats.pins += 1;
-                Ok(Some(Pin::new(SignalRef::new(
-                    self.signals.shared(),
-                    cell,
-                    ticket.seq,
-                ))))
+                Ok(Some(Pin::new(reference)))
             }
         }
     }
@@ -694,10 +708,10 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
     }
 
     fn publication(&self, ticket: &Ticket) -> Result<Publication, PublishError> {
-        let key = self.cell_of(ticket)?;
+        let cell = self.checked(ticket)?;
         let seq = ticket.seq;
         let settled = |status| PublishError::Settled { seq, status };
-        if let Some(status) = self.known(seq, key) {
+        if let Some(status) = self.known_in(seq, cell) {
             return Err(settled(status));
         }
         let Some(slot) = self.ring.get(seq) else {

@@ -157,7 +157,11 @@ impl<S> Cell<S> {
     /// acquired: its ticket may now say timed as well (the owner only).
     pub fn mark_timed_later(&self, seq: u64) {
         if unpack(self.state.load(Ordering::Acquire)).0 == seq {
-            self.label.fetch_or(LABEL_TIMED_LATER, Ordering::Release);
+            // The owner is the label's only writer: a load and a store, no
+            // read-modify-write.
+            let label = self.label.load(Ordering::Relaxed);
+            self.label
+                .store(label | LABEL_TIMED_LATER, Ordering::Release);
         }
     }
 
@@ -569,12 +573,14 @@ pub struct SignalRef<M: SignalMemory> {
 }
 
 impl<M: SignalMemory> SignalRef<M> {
-    /// Takes a new reference on `cell` for use `seq` (the tracker's owner only).
-    pub(crate) fn new(shared: &Arc<Shared<M>>, cell: CellKey, seq: u64) -> Self {
-        shared.cell(cell).add_hold();
+    /// Takes a new reference on `cell` (one of `shared`'s, found by the
+    /// caller) for use `seq` (the tracker's owner only).
+    #[inline]
+    pub(crate) fn new(shared: &Arc<Shared<M>>, cell: &Cell<M::Signal>, seq: u64) -> Self {
+        cell.add_hold();
         Self {
             shared: shared.clone(),
-            cell,
+            cell: cell.key,
             seq,
         }
     }
@@ -615,6 +621,23 @@ impl<M: SignalMemory> SignalRef<M> {
     /// and for a use nothing stamped.
     pub fn timestamps(&self) -> Option<Timestamps> {
         self.cell().stamps(self.seq)
+    }
+
+    /// [`known_status`](Self::known_status), else [`status`](Self::status)
+    /// (one load at most), and, where that says complete,
+    /// [`timestamps`](Self::timestamps): what an event's elapsed time asks,
+    /// with one look-up of the cell instead of two.
+    pub fn status_and_timestamps(&self) -> (Status, Option<Timestamps>) {
+        let cell = self.cell();
+        let status = self
+            .shared
+            .known_status(self.seq, cell)
+            .unwrap_or_else(|| self.shared.poll(self.seq, cell));
+        let stamps = match status {
+            Status::Complete => cell.stamps(self.seq),
+            _ => None,
+        };
+        (status, stamps)
     }
 
     /// What the tracker harvested for the use (no signal read): `None`
