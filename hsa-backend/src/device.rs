@@ -121,6 +121,35 @@ impl std::fmt::Debug for Device {
     }
 }
 
+/// The devices a [`Runtime`] builds: here, next to what it builds, so that
+/// the runtime does not name its devices.
+impl Runtime {
+    /// GPU `index` with its memory pools and flush registers.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchGpu`]; [`Error::Call`] if ROCr cannot describe it.
+    ///
+    /// ```
+    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+    /// use sigretire_hsa::{Error, Runtime};
+    ///
+    /// let runtime = Runtime::load_from(standin.library_path())?;
+    /// let device = runtime.device(0)?;
+    /// assert_eq!(device.index(), 0);
+    /// assert_eq!(runtime.device(1).unwrap_err(), Error::NoSuchGpu { index: 1, count: 1 });
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn device(self: &Arc<Self>, index: usize) -> Result<Device, Error> {
+        let Some(&agent) = self.gpu_agents().get(index) else {
+            return Err(Error::NoSuchGpu {
+                index,
+                count: self.gpu_agents().len(),
+            });
+        };
+        Device::discover(self.clone(), agent, index)
+    }
+}
+
 impl Device {
     pub(crate) fn discover(
         runtime: Arc<Runtime>,

@@ -1,7 +1,6 @@
 //! The ROCr runtime: loading the library, `hsa_init` under a deadline, agent
 //! discovery, the system clock, and `hsa_shut_down` once nothing needs ROCr.
 
-use crate::device::Device;
 use crate::error::Error;
 use crate::teardown::Teardown;
 use hsa_sys::*;
@@ -42,7 +41,7 @@ impl Default for InitOptions {
 }
 
 /// ROCr, initialised: the loaded function table, the agents, the system
-/// clock. Shared (`Arc`) by every [`Device`], queue and signal pool made from
+/// clock. Shared (`Arc`) by every [`Device`](crate::Device), queue and signal pool made from
 /// it; the last one to go shuts ROCr down (`hsa_shut_down`), after freeing
 /// any memory whose release still waited for packets (see `teardown.rs`).
 ///
@@ -227,31 +226,6 @@ impl Runtime {
     /// ```
     pub fn gpu_agents(&self) -> &[hsa_agent_t] {
         &self.gpus
-    }
-
-    /// GPU `index` with its memory pools and flush registers.
-    ///
-    /// # Errors
-    /// [`Error::NoSuchGpu`]; [`Error::Call`] if ROCr cannot describe it.
-    ///
-    /// ```
-    /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
-    /// use sigretire_hsa::{Error, Runtime};
-    ///
-    /// let runtime = Runtime::load_from(standin.library_path())?;
-    /// let device = runtime.device(0)?;
-    /// assert_eq!(device.index(), 0);
-    /// assert_eq!(runtime.device(1).unwrap_err(), Error::NoSuchGpu { index: 1, count: 1 });
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn device(self: &Arc<Self>, index: usize) -> Result<Device, Error> {
-        let Some(&agent) = self.gpus.get(index) else {
-            return Err(Error::NoSuchGpu {
-                index,
-                count: self.gpus.len(),
-            });
-        };
-        Device::discover(self.clone(), agent, index)
     }
 
     /// `HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY`: system timestamp ticks per

@@ -32,13 +32,6 @@ use std::path::{Path, PathBuf};
 /// may be added without a reason of the same kind.
 const ALLOWED: &[(&str, &[&str], &str)] = &[
     (
-        "hsa-backend",
-        &["device", "runtime"],
-        "a `Device` holds its `Runtime` and `Runtime::device` builds `Device`s; the ROCr \
-         backend's teardown work (freeing a dropped stream's signals) is reshaping both \
-         files now, and breaks the circle there",
-    ),
-    (
         "hsa-backend/standin",
         &["checker", "memory", "queue", "state"],
         "the stand-in's `Instance` (`state`) owns its memory, queues and checker, and each \
