@@ -34,6 +34,7 @@
 
 pub mod check;
 pub mod driver;
+mod kind;
 pub mod model;
 mod observer;
 pub mod ops;
@@ -43,7 +44,8 @@ pub mod search;
 pub mod setup;
 
 pub use check::{Check, Failure};
-pub use driver::{Coverage, Driver, SimTracker, TrackerKind};
+pub use driver::{Coverage, Driver, SimTracker};
+pub use kind::TrackerKind;
 pub use ops::Op;
 
 use arbitrary::Unstructured;

@@ -30,7 +30,7 @@
 //!   a single packet, its own).
 
 use crate::check::{Check, Failure, PacketTruth, Wrong, fail, judge_report, stamps_match};
-use crate::driver::TrackerKind;
+use crate::kind::TrackerKind;
 use sigretire_sim::backend::SimMemory;
 use sigretire_sim::{FAILED_SIGNAL_VALUE, Queue};
 use sigretire_tracker::{SignalRef, Status, Ticket, Timestamps};

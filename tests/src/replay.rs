@@ -1,7 +1,7 @@
 //! The `replay` example's arguments: which tracker, and the scenario (a
 //! cargo-fuzz input file, or a property case's setup and seed).
 
-use crate::driver::TrackerKind;
+use crate::kind::TrackerKind;
 use crate::ops::{Op, decode_ops};
 use crate::search::{MAX_OPS, generate};
 use crate::setup::{Setup, setups};

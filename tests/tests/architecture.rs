@@ -47,13 +47,6 @@ const ALLOWED: &[(&str, &[&str], &str)] = &[
          simulator's `Core` and the queue's `QueueCore`, and the kernel table wakes the \
          thread; layering them is a redesign of the engine of its own",
     ),
-    (
-        "tests",
-        &["driver", "model"],
-        "the operation-sequence driver runs the reference model, and the model names \
-         the driver's `TrackerKind`; the driver is being reworked by the queue-layer \
-         property driver, which is where `TrackerKind` moves out",
-    ),
 ];
 
 /// The queue layer's modules by layer, lowest first. A module names only
