@@ -18,9 +18,9 @@
 
 use crate::abi::PoolKind;
 use crate::machine::AgentKind;
-use crate::memory::peek_value;
+use crate::memory::{Memory, peek_value};
 use crate::queue::QueueAdapter;
-use crate::state::Instance;
+use crate::violation::Violations;
 use hsa_sys::*;
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -110,7 +110,8 @@ impl Checker {
     /// records which signals it names.
     pub(crate) fn before_publish(
         &mut self,
-        instance: &Instance,
+        memory: &Memory,
+        violations: &Violations,
         queue: &Arc<QueueAdapter>,
         index: u64,
         packet: &PacketWords,
@@ -120,10 +121,10 @@ impl Checker {
         let dependencies = dependencies(packet);
         for handle in dependencies.iter().copied().chain([completion]) {
             if handle != 0 {
-                check_named(instance, queue.gpu, handle, &here);
+                check_named(memory, violations, queue.gpu, handle, &here);
             }
         }
-        if completion != 0 && is_known(instance, completion) {
+        if completion != 0 && is_known(memory, completion) {
             let earlier = pending_uses(&mut self.completions, completion);
             // SAFETY: `is_known`: a block the simulator owns.
             let value = unsafe { peek_value(completion) };
@@ -133,7 +134,7 @@ impl Checker {
             let failed_here = value < 0 && queue.is_failed();
             if value <= earlier.len() as i64 && !failed_here {
                 let others: Vec<_> = earlier.iter().map(Use::describe).collect();
-                instance.violation(
+                violations.record(
                     crate::ViolationKind::RearmWhileInFlight,
                     format!(
                         "{}: completion signal {completion:#x} holds {value} while {} earlier \
@@ -150,7 +151,7 @@ impl Checker {
                 .map(|w| w.barrier.describe())
                 .collect();
             if !overtaken.is_empty() {
-                instance.violation(crate::ViolationKind::RearmWhileInFlight, format!(
+                violations.record(crate::ViolationKind::RearmWhileInFlight, format!(
                     "{}: completion signal {completion:#x} is used again while barrier packet(s) \
                      {overtaken:?} still wait on its previous, finished use: it was re-armed \
                      before the GPU waiter saw that use complete",
@@ -181,7 +182,7 @@ impl Checker {
 
     /// Checks that no pending packet still names a signal in `range`, which
     /// `call` is releasing.
-    pub(crate) fn on_release(&mut self, instance: &Instance, call: &str, range: Range<u64>) {
+    pub(crate) fn on_release(&mut self, violations: &Violations, call: &str, range: Range<u64>) {
         let released: Vec<u64> = self
             .newest_completion
             .range(range.clone())
@@ -207,7 +208,7 @@ impl Checker {
                 .map(|u| u.describe())
                 .collect();
             if !users.is_empty() {
-                instance.violation(
+                violations.record(
                     crate::ViolationKind::BadRelease,
                     format!(
                         "{call}: signal {handle:#x} released while {users:?} still use it \
@@ -220,20 +221,26 @@ impl Checker {
 }
 
 /// Whether `handle` is a block the simulator owns (so its value may be read).
-fn is_known(instance: &Instance, handle: u64) -> bool {
-    instance.memory.runtime_signal(handle).is_some()
-        || instance.memory.allocation_containing(handle).is_some()
-        || instance.memory.was_destroyed(handle)
+fn is_known(memory: &Memory, handle: u64) -> bool {
+    memory.runtime_signal(handle).is_some()
+        || memory.allocation_containing(handle).is_some()
+        || memory.was_destroyed(handle)
 }
 
 /// Checks that a signal a packet on `gpu` names is live memory the GPU and
 /// the host may both reach.
-fn check_named(instance: &Instance, gpu: u32, handle: u64, here: &dyn Fn() -> String) {
-    if instance.memory.runtime_signal(handle).is_some() {
+fn check_named(
+    memory: &Memory,
+    violations: &Violations,
+    gpu: u32,
+    handle: u64,
+    here: &dyn Fn() -> String,
+) {
+    if memory.runtime_signal(handle).is_some() {
         return;
     }
-    if instance.memory.was_destroyed(handle) {
-        return instance.violation(
+    if memory.was_destroyed(handle) {
+        return violations.record(
             crate::ViolationKind::BadSignal,
             format!(
                 "{}: names signal {handle:#x}, destroyed by hsa_signal_destroy",
@@ -241,12 +248,12 @@ fn check_named(instance: &Instance, gpu: u32, handle: u64, here: &dyn Fn() -> St
             ),
         );
     }
-    let Some(allocation) = instance.memory.allocation_containing(handle) else {
+    let Some(allocation) = memory.allocation_containing(handle) else {
         // Not ROCr's memory at all; the simulator reports it as unknown.
         return;
     };
     if allocation.freed {
-        return instance.violation(
+        return violations.record(
             crate::ViolationKind::BadSignal,
             format!(
                 "{}: names signal {handle:#x} in a block already given back with \
@@ -256,7 +263,7 @@ fn check_named(instance: &Instance, gpu: u32, handle: u64, here: &dyn Fn() -> St
         );
     }
     if !handle.is_multiple_of(64) {
-        return instance.violation(
+        return violations.record(
             crate::ViolationKind::BadSignal,
             format!(
                 "{}: names {handle:#x}, which is not the start of a 64-byte signal block",
@@ -265,7 +272,7 @@ fn check_named(instance: &Instance, gpu: u32, handle: u64, here: &dyn Fn() -> St
         );
     }
     if allocation.kind == PoolKind::Device && !allocation.reachable_by(AgentKind::Cpu) {
-        instance.violation(
+        violations.record(
             crate::ViolationKind::NoAccess,
             format!(
                 "{}: names VRAM signal {handle:#x}, but the CPU agent was never granted access \
@@ -275,7 +282,7 @@ fn check_named(instance: &Instance, gpu: u32, handle: u64, here: &dyn Fn() -> St
         );
     }
     if !allocation.reachable_by(AgentKind::Gpu(gpu)) {
-        instance.violation(
+        violations.record(
             crate::ViolationKind::NoAccess,
             format!(
                 "{}: names signal {handle:#x}, but GPU {gpu} was never granted access to its \

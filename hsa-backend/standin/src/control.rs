@@ -276,7 +276,7 @@ control! {
             7 => StepOp::Unstall,
             _ => return StepStatus::UnknownQueue as u32,
         };
-        match adapter.step(&i, op, index) {
+        match i.step(&adapter, op, index) {
             Ok(answer) => {
                 if !out.is_null() {
                     // SAFETY: the caller passes a place for one index.

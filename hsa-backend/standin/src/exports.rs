@@ -380,7 +380,7 @@ rocr_exports! {
                 return HSA_STATUS_SUCCESS;
             }
             let misaligned = crate::inject::take_malformed(Malformed::AllocationMisaligned);
-            match instance.memory.allocate(instance, pool, size, misaligned) {
+            match instance.memory.allocate(&instance.sim, pool, size, misaligned) {
                 Ok(base) => {
                     // SAFETY: the caller passes a place for one pointer.
                     unsafe { ptr.write(base as *mut c_void) };
@@ -393,7 +393,7 @@ rocr_exports! {
 
     /// Gives a block back to its pool.
     fn hsa_amd_memory_pool_free(ptr: *mut c_void) -> hsa_status_t = HSA_STATUS_ERROR => {
-        with_instance(|instance| instance.memory.free(instance, ptr as u64))
+        with_instance(|instance| instance.free(ptr as u64))
     }
 
     /// Grants `agents` (and only them, besides the owner) access to a block.
@@ -416,7 +416,7 @@ rocr_exports! {
                     None => return HSA_STATUS_ERROR_INVALID_AGENT,
                 }
             }
-            instance.memory.allow_access(instance, &kinds, ptr as u64)
+            instance.memory.allow_access(&instance.machine, &kinds, ptr as u64)
         })
     }
 
@@ -453,7 +453,7 @@ rocr_exports! {
                     return HSA_STATUS_ERROR_INVALID_AGENT;
                 }
             }
-            match instance.memory.create_signal(instance, initial_value, interrupt) {
+            match instance.memory.create_signal(&instance.sim, initial_value, interrupt) {
                 Ok(handle) => {
                     // SAFETY: the caller passes a place for one handle.
                     unsafe { signal.write(handle) };
@@ -470,7 +470,7 @@ rocr_exports! {
             if signal.is_null() {
                 return HSA_STATUS_ERROR_INVALID_ARGUMENT;
             }
-            instance.memory.destroy_signal(instance, signal)
+            instance.destroy_signal(signal)
         })
     }
 
@@ -568,7 +568,7 @@ rocr_exports! {
                 return HSA_STATUS_SUCCESS;
             }
             let size = size.max(crate::machine::QUEUE_MIN_SIZE);
-            let created = instance.queues.create(instance, gpu, size, callback, data as usize);
+            let created = instance.create_queue(gpu, size, callback, data as usize);
             if crate::inject::take_malformed(Malformed::QueueWithoutRing) {
                 // SAFETY: the descriptor was just made and nobody else has its
                 // address yet; the adapter keeps its own pointer to the ring.
@@ -620,7 +620,7 @@ rocr_exports! {
             }
             match instance.queues.get(queue) {
                 Some(adapter) => {
-                    adapter.set_profiling(instance, enable != 0);
+                    instance.set_profiling(&adapter, enable != 0);
                     HSA_STATUS_SUCCESS
                 }
                 None => HSA_STATUS_ERROR_INVALID_QUEUE,
@@ -702,7 +702,7 @@ fn store(call: &str, signal: hsa_signal_t, value: hsa_signal_value_t) {
         );
     };
     if let Some(queue) = instance.queues.by_doorbell(signal.handle) {
-        return queue.ring_doorbell(&instance, value);
+        return instance.ring_doorbell(&queue, value);
     }
     match instance.memory.runtime_signal(signal.handle) {
         Some(s) => instance.sim.store(s, value),

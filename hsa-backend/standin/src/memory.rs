@@ -10,12 +10,13 @@
 //! it until shutdown), so a use after free is reported, not a crash.
 
 use crate::abi::{AllocationInfo, PoolKind};
-use crate::machine::{AgentKind, POOL_ALLOC_MAX, POOL_GRANULE, Pool};
-use crate::state::Instance;
+use crate::machine::{AgentKind, Machine, POOL_ALLOC_MAX, POOL_GRANULE, Pool};
+use crate::violation::Violations;
 use hsa_sys::*;
 use parking_lot::{Mutex, RwLock};
-use sigretire_sim::{AgentId, Placement};
+use sigretire_sim::{AgentId, Placement, Sim};
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 /// How far past a 64-byte boundary a misaligned block starts
@@ -113,7 +114,7 @@ impl Memory {
     /// starts [`MISALIGNMENT`] bytes into the allocation.
     pub(crate) fn allocate(
         &self,
-        instance: &Instance,
+        sim: &Sim,
         pool: Pool,
         size: usize,
         misaligned: bool,
@@ -133,13 +134,12 @@ impl Memory {
             _ => (Placement::Host, 0),
         };
         let blocks = bytes / size_of::<amd_signal_t>();
-        let signals = instance
-            .sim
+        let signals = sim
             .allocate(blocks, placement, AgentId(gpu))
             .map_err(|_| HSA_STATUS_ERROR_OUT_OF_RESOURCES)?;
         // The simulator falls back to host memory on its own when told to;
         // a VRAM pool never hands out system memory, it fails.
-        if instance.sim.placement(signals[0]) != placement {
+        if sim.placement(signals[0]) != placement {
             return Err(HSA_STATUS_ERROR_OUT_OF_RESOURCES);
         }
         let offset = if misaligned { MISALIGNMENT } else { 0 };
@@ -158,8 +158,13 @@ impl Memory {
         Ok(base)
     }
 
-    /// `hsa_amd_memory_pool_free`.
-    pub(crate) fn free(&self, instance: &Instance, ptr: u64) -> hsa_status_t {
+    /// `hsa_amd_memory_pool_free`: the range released, for the checker
+    /// (which the instance runs on it).
+    pub(crate) fn free(
+        &self,
+        violations: &Violations,
+        ptr: u64,
+    ) -> Result<Range<u64>, hsa_status_t> {
         let released = {
             let mut allocations = self.allocations.lock();
             match allocations.get_mut(&ptr) {
@@ -169,34 +174,29 @@ impl Memory {
                 }
                 Some(_) => {
                     drop(allocations);
-                    instance.violation(
+                    violations.record(
                         crate::ViolationKind::BadRelease,
                         format!("hsa_amd_memory_pool_free({ptr:#x}): freed twice"),
                     );
-                    return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+                    return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
                 }
                 None => {
                     drop(allocations);
-                    instance.violation(crate::ViolationKind::BadRelease, format!(
+                    violations.record(crate::ViolationKind::BadRelease, format!(
                         "hsa_amd_memory_pool_free({ptr:#x}): not a block hsa_amd_memory_pool_allocate returned"
                     ));
-                    return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+                    return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
                 }
             }
         };
-        instance.checker.lock().on_release(
-            instance,
-            "hsa_amd_memory_pool_free",
-            released.base..released.base + released.bytes,
-        );
-        HSA_STATUS_SUCCESS
+        Ok(released.base..released.base + released.bytes)
     }
 
     /// `hsa_amd_agents_allow_access`: afterwards exactly `agents` (and the
     /// owner) reach the block.
     pub(crate) fn allow_access(
         &self,
-        instance: &Instance,
+        machine: &Machine,
         agents: &[AgentKind],
         ptr: u64,
     ) -> hsa_status_t {
@@ -205,18 +205,15 @@ impl Memory {
             return HSA_STATUS_ERROR_INVALID_ARGUMENT;
         };
         let pool = match allocation.kind {
-            PoolKind::System => instance.machine.pools_of(AgentKind::Cpu).next(),
-            PoolKind::Device => instance
-                .machine
-                .pools_of(AgentKind::Gpu(allocation.gpu))
-                .next(),
+            PoolKind::System => machine.pools_of(AgentKind::Cpu).next(),
+            PoolKind::Device => machine.pools_of(AgentKind::Gpu(allocation.gpu)).next(),
         };
         let Some(pool) = pool else {
             return HSA_STATUS_ERROR_INVALID_ARGUMENT;
         };
         if agents
             .iter()
-            .any(|a| instance.machine.access(*a, pool) == HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED)
+            .any(|a| machine.access(*a, pool) == HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED)
         {
             return HSA_STATUS_ERROR_INVALID_ARGUMENT;
         }
@@ -260,7 +257,7 @@ impl Memory {
     /// event budget allows).
     pub(crate) fn create_signal(
         &self,
-        instance: &Instance,
+        sim: &Sim,
         initial: hsa_signal_value_t,
         interrupt: bool,
     ) -> Result<hsa_signal_t, hsa_status_t> {
@@ -276,11 +273,9 @@ impl Memory {
         let mut events = self.events.lock();
         let with_event = interrupt && events.left > 0;
         let signal = if with_event {
-            instance.sim.create_interrupt_signal(AgentId(0))
+            sim.create_interrupt_signal(AgentId(0))
         } else {
-            instance
-                .sim
-                .allocate(1, Placement::Host, AgentId(0))
+            sim.allocate(1, Placement::Host, AgentId(0))
                 .map(|signals| signals[0])
         }
         .map_err(|_| HSA_STATUS_ERROR_OUT_OF_RESOURCES)?;
@@ -306,10 +301,15 @@ impl Memory {
         self.events.lock().left = left;
     }
 
-    /// `hsa_signal_destroy`.
-    pub(crate) fn destroy_signal(&self, instance: &Instance, signal: hsa_signal_t) -> hsa_status_t {
+    /// `hsa_signal_destroy`: the range released, for the checker (which
+    /// the instance runs on it).
+    pub(crate) fn destroy_signal(
+        &self,
+        violations: &Violations,
+        signal: hsa_signal_t,
+    ) -> Result<Range<u64>, hsa_status_t> {
         if self.signals.write().remove(&signal.handle).is_none() {
-            instance.violation(
+            violations.record(
                 crate::ViolationKind::BadRelease,
                 format!(
                     "hsa_signal_destroy({:#x}): not a live signal ROCr created \
@@ -317,7 +317,7 @@ impl Memory {
                     signal.handle
                 ),
             );
-            return HSA_STATUS_ERROR_INVALID_SIGNAL;
+            return Err(HSA_STATUS_ERROR_INVALID_SIGNAL);
         }
         let mut events = self.events.lock();
         if events.holders.remove(&signal.handle) {
@@ -325,12 +325,7 @@ impl Memory {
         }
         drop(events);
         self.destroyed.lock().push(signal.handle);
-        instance.checker.lock().on_release(
-            instance,
-            "hsa_signal_destroy",
-            signal.handle..signal.handle + 64,
-        );
-        HSA_STATUS_SUCCESS
+        Ok(signal.handle..signal.handle + 64)
     }
 
     /// The live signal ROCr created at `handle`.

@@ -12,11 +12,11 @@
 //! simulator and marks the application's slot INVALID again. The read index
 //! the application sees is the simulator's.
 
-use crate::abi::StepStatus;
-use crate::state::Instance;
+use crate::abi::{Config, StepStatus};
+use crate::violation::Violations;
 use hsa_sys::*;
 use parking_lot::{Mutex, RwLock};
-use sigretire_sim::{Placement, QueueConfig, StepError};
+use sigretire_sim::{Placement, QueueConfig, Sim, StepError};
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::ptr::NonNull;
@@ -70,7 +70,7 @@ impl QueueAdapter {
     }
 
     fn new(
-        instance: &Instance,
+        config: &Config,
         id: u64,
         gpu: u32,
         size: u32,
@@ -98,7 +98,6 @@ impl QueueAdapter {
             id,
         };
         let block = NonNull::from(Box::leak(block));
-        let config = &instance.config;
         Self {
             id,
             gpu,
@@ -159,12 +158,12 @@ impl QueueAdapter {
     }
 
     /// `hsa_amd_profiling_set_profiler_enabled`.
-    pub(crate) fn set_profiling(&self, instance: &Instance, enabled: bool) {
+    pub(crate) fn set_profiling(&self, violations: &Violations, enabled: bool) {
         self.profiling.store(enabled, Ordering::Release);
         if let Some(queue) = self.sim_queue.get()
             && queue.config().profiling != enabled
         {
-            instance.violation(
+            violations.record(
                 crate::ViolationKind::BadQueueUse,
                 format!(
                     "queue {}: profiling switched {} after its first packet; the simulator \
@@ -178,15 +177,13 @@ impl QueueAdapter {
 
     /// The simulator's queue, created at first use so that it starts with the
     /// profiling setting of that moment (the simulator cannot switch it).
-    pub(crate) fn sim_queue(&self, instance: &Instance) -> &sigretire_sim::Queue {
+    pub(crate) fn sim_queue(&self, sim: &Sim) -> &sigretire_sim::Queue {
         self.sim_queue.get_or_init(|| {
             let config = QueueConfig {
                 profiling: self.profiling.load(Ordering::Acquire),
                 ..self.sim_config
             };
-            instance
-                .sim
-                .create_queue(config)
+            sim.create_queue(config)
                 .expect("hsa_queue_create validated the size and agent")
         })
     }
@@ -202,17 +199,24 @@ impl QueueAdapter {
     }
 
     /// A doorbell write: fetch every published packet up to `value` (a
-    /// packet id) and hand it to the simulator.
-    pub(crate) fn ring_doorbell(self: &Arc<Self>, instance: &Instance, value: i64) {
+    /// packet id), let `before_publish` check it (the instance's checker),
+    /// and hand it to the simulator.
+    pub(crate) fn ring_doorbell(
+        self: &Arc<Self>,
+        sim: &Sim,
+        violations: &Violations,
+        value: i64,
+        mut before_publish: impl FnMut(&Arc<Self>, u64, &PacketWords),
+    ) {
         if self.is_destroyed() {
-            instance.violation(
+            violations.record(
                 crate::ViolationKind::BadQueueUse,
                 format!("queue {}: doorbell rung after hsa_queue_destroy", self.id),
             );
             return;
         }
         let Ok(value) = u64::try_from(value) else {
-            instance.violation(
+            violations.record(
                 crate::ViolationKind::BadQueueUse,
                 format!(
                     "queue {}: doorbell rung with negative packet id {value}",
@@ -223,12 +227,12 @@ impl QueueAdapter {
         };
         let write_index = self.write_index().load(Ordering::Acquire);
         if value >= write_index {
-            instance.violation(crate::ViolationKind::BadQueueUse, format!(
+            violations.record(crate::ViolationKind::BadQueueUse, format!(
                 "queue {}: doorbell rung with packet id {value}, but only {write_index} were reserved",
                 self.id
             ));
         }
-        let queue = self.sim_queue(instance);
+        let queue = self.sim_queue(sim);
         let mut fetch = self.fetch.lock();
         fetch.rung = fetch.rung.max(value.saturating_add(1));
         let first = fetch.next;
@@ -240,14 +244,11 @@ impl QueueAdapter {
                 break;
             }
             let packet = slot.read();
-            instance
-                .checker
-                .lock()
-                .before_publish(instance, self, index, &packet);
+            before_publish(self, index, &packet);
             match queue.reserve() {
                 Ok(reserved) if reserved == index => {}
                 outcome => {
-                    instance.violation(crate::ViolationKind::BadQueueUse, format!(
+                    violations.record(crate::ViolationKind::BadQueueUse, format!(
                         "queue {}: packet {index} was written over a slot the packet processor \
                          had not consumed (reserve the slot only once index - read index < size): {outcome:?}",
                         self.id
@@ -269,8 +270,8 @@ impl QueueAdapter {
     /// A queue error: the simulator fails the queue, then ROCr calls the
     /// application's callback, on a thread of its own as ROCr's event thread
     /// would.
-    pub(crate) fn fail(&self, instance: &Instance) {
-        self.sim_queue(instance).fail();
+    pub(crate) fn fail(&self, sim: &Sim, violations: &Violations) {
+        self.sim_queue(sim).fail();
         if let Some(callback) = self.callback {
             let queue = self.hsa_queue() as usize;
             let data = self.data;
@@ -287,7 +288,7 @@ impl QueueAdapter {
                 }
             });
             if thread.join().is_err() {
-                instance.violation(
+                violations.record(
                     crate::ViolationKind::BadQueueUse,
                     format!("queue {}: the error callback panicked", self.id),
                 );
@@ -298,12 +299,13 @@ impl QueueAdapter {
     /// A step of the simulator's processor on this queue (stepped mode).
     pub(crate) fn step(
         &self,
-        instance: &Instance,
+        sim: &Sim,
+        violations: &Violations,
         op: crate::abi::StepOp,
         index: u64,
     ) -> Result<u64, StepStatus> {
         use crate::abi::StepOp::*;
-        let queue = self.sim_queue(instance);
+        let queue = self.sim_queue(sim);
         let flatten = |error: StepError| match error {
             StepError::NotLaunchable { .. } => StepStatus::NotLaunchable,
             StepError::NotLaunched { .. } => StepStatus::NotLaunched,
@@ -324,7 +326,7 @@ impl QueueAdapter {
                 Ok(queue.read_index())
             }
             Fail => {
-                self.fail(instance);
+                self.fail(sim, violations);
                 Ok(0)
             }
             Stall => {
@@ -392,14 +394,14 @@ pub(crate) struct Queues {
 impl Queues {
     pub(crate) fn create(
         &self,
-        instance: &Instance,
+        config: &Config,
         gpu: u32,
         size: u32,
         callback: QueueCallback,
         data: usize,
     ) -> *mut hsa_queue_t {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let adapter = Arc::new(QueueAdapter::new(instance, id, gpu, size, callback, data));
+        let adapter = Arc::new(QueueAdapter::new(config, id, gpu, size, callback, data));
         let address = adapter.hsa_queue();
         self.by_doorbell
             .write()

@@ -6,13 +6,15 @@
 //! hence its own runtime: that is how [`Standin`](crate::Standin) gives every
 //! test a machine of its own.
 
-use crate::abi::Config;
+use crate::abi::{Config, StepOp, StepStatus};
 use crate::checker::Checker;
 use crate::machine::Machine;
 use crate::memory::Memory;
-use crate::queue::Queues;
-use crate::violation::{Violation, ViolationKind};
-use hsa_sys::{HSA_STATUS_ERROR_NOT_INITIALIZED, HSA_STATUS_SUCCESS, hsa_status_t};
+use crate::queue::{QueueAdapter, QueueCallback, Queues};
+use crate::violation::{Violation, ViolationKind, Violations};
+use hsa_sys::{
+    HSA_STATUS_ERROR_NOT_INITIALIZED, HSA_STATUS_SUCCESS, hsa_queue_t, hsa_signal_t, hsa_status_t,
+};
 use parking_lot::{Mutex, RwLock};
 use sigretire_sim::{CostProfile, Mode, Sim, SimConfig};
 use std::sync::Arc;
@@ -31,7 +33,7 @@ pub(crate) struct Instance {
     pub(crate) flags: Mutex<Vec<sigretire_sim::HostFlag>>,
     /// Host actions the stand-in saw that would be bugs against ROCr or on
     /// the hardware (the simulator keeps its own list besides).
-    violations: Mutex<Vec<Violation>>,
+    violations: Violations,
     /// The origin of the system clock (`HSA_SYSTEM_INFO_TIMESTAMP`).
     epoch: Instant,
     /// The system time at which the simulator's GPU clock read 0.
@@ -77,7 +79,7 @@ impl Instance {
             queues: Queues::default(),
             checker: Mutex::new(Checker::default()),
             flags: Mutex::new(Vec::new()),
-            violations: Mutex::new(Vec::new()),
+            violations: Violations::default(),
             config,
             sim,
             machine,
@@ -88,12 +90,12 @@ impl Instance {
 
     /// Records a host action that ROCr or the hardware would not forgive.
     pub(crate) fn violation(&self, kind: ViolationKind, text: String) {
-        self.violations.lock().push(Violation::new(kind, text));
+        self.violations.record(kind, text);
     }
 
     /// The stand-in's violations followed by the simulator's.
     pub(crate) fn all_violations(&self) -> Vec<Violation> {
-        let mut all = self.violations.lock().clone();
+        let mut all = self.violations.all();
         all.extend(
             self.sim
                 .violations()
@@ -101,6 +103,76 @@ impl Instance {
                 .map(|v| Violation::new(ViolationKind::of_simulator(v), format!("simulator: {v}"))),
         );
         all
+    }
+
+    /// `hsa_amd_memory_pool_free`, then the checker on the block released.
+    pub(crate) fn free(&self, ptr: u64) -> hsa_status_t {
+        match self.memory.free(&self.violations, ptr) {
+            Ok(range) => {
+                self.checker
+                    .lock()
+                    .on_release(&self.violations, "hsa_amd_memory_pool_free", range);
+                HSA_STATUS_SUCCESS
+            }
+            Err(status) => status,
+        }
+    }
+
+    /// `hsa_signal_destroy`, then the checker on the signal released.
+    pub(crate) fn destroy_signal(&self, signal: hsa_signal_t) -> hsa_status_t {
+        match self.memory.destroy_signal(&self.violations, signal) {
+            Ok(range) => {
+                self.checker
+                    .lock()
+                    .on_release(&self.violations, "hsa_signal_destroy", range);
+                HSA_STATUS_SUCCESS
+            }
+            Err(status) => status,
+        }
+    }
+
+    /// `hsa_queue_create` on GPU `gpu`.
+    pub(crate) fn create_queue(
+        &self,
+        gpu: u32,
+        size: u32,
+        callback: QueueCallback,
+        data: usize,
+    ) -> *mut hsa_queue_t {
+        self.queues.create(&self.config, gpu, size, callback, data)
+    }
+
+    /// `hsa_amd_profiling_set_profiler_enabled` on `queue`.
+    pub(crate) fn set_profiling(&self, queue: &QueueAdapter, enabled: bool) {
+        queue.set_profiling(&self.violations, enabled);
+    }
+
+    /// A doorbell write on `queue`, the checker seeing each packet fetched.
+    pub(crate) fn ring_doorbell(&self, queue: &Arc<QueueAdapter>, value: i64) {
+        queue.ring_doorbell(
+            &self.sim,
+            &self.violations,
+            value,
+            |queue, index, packet| {
+                self.checker.lock().before_publish(
+                    &self.memory,
+                    &self.violations,
+                    queue,
+                    index,
+                    packet,
+                );
+            },
+        );
+    }
+
+    /// A step of the simulator's processor on `queue` (stepped mode).
+    pub(crate) fn step(
+        &self,
+        queue: &QueueAdapter,
+        op: StepOp,
+        index: u64,
+    ) -> Result<u64, StepStatus> {
+        queue.step(&self.sim, &self.violations, op, index)
     }
 
     /// `HSA_SYSTEM_INFO_TIMESTAMP`: nanoseconds, from a nonzero base.

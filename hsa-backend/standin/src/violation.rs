@@ -130,6 +130,24 @@ impl fmt::Display for Violation {
     }
 }
 
+/// The violations one runtime instance saw, in order: the sink the
+/// instance's components (memory, queues, checker) record into, so that they
+/// need only this, not the instance.
+#[derive(Default)]
+pub(crate) struct Violations(parking_lot::Mutex<Vec<Violation>>);
+
+impl Violations {
+    /// Records a host action that ROCr or the hardware would not forgive.
+    pub(crate) fn record(&self, kind: ViolationKind, text: String) {
+        self.0.lock().push(Violation::new(kind, text));
+    }
+
+    /// Every violation recorded so far.
+    pub(crate) fn all(&self) -> Vec<Violation> {
+        self.0.lock().clone()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
