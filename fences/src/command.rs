@@ -9,6 +9,7 @@ use crate::error::WaitError;
 use crate::status::CommandStatus;
 use crate::sync::Arc;
 use sigretire_tracker::{SignalMemory, Status, Ticket, Waiter};
+use std::time::Duration;
 
 /// A submitted command: ask about it or wait for it from any thread, with
 /// no lock.
@@ -215,8 +216,40 @@ impl<M: SignalMemory> Command<M> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn wait(&self) -> Result<(), WaitError> {
+        self.wait_within(self.settings)
+    }
+
+    /// Waits for the command as [`wait`](Self::wait) does, but gives up
+    /// after `timeout` (this call's deadline, in place of the queue's
+    /// [`wait_timeout`](crate::QueueConfig::wait_timeout)) with
+    /// [`WaitError::TimedOut`]: the command has not completed, and may
+    /// still. Nothing was given up on: wait again, or
+    /// [`status`](Self::status) later. A zero `timeout` looks once.
+    ///
+    /// ```
+    /// use sigretire_queue::WaitError;
+    /// use std::time::Duration;
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let command = device.default_queue().launch(0)?;
+    /// // Nobody runs the stepped GPU: the wait gives up after 1 ms.
+    /// let timeout = Duration::from_millis(1);
+    /// assert_eq!(command.wait_timeout(timeout), Err(WaitError::TimedOut(timeout)));
+    /// platform.sim().run_until_idle();
+    /// command.wait_timeout(timeout)?;
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<(), WaitError> {
+        self.wait_within(WaitSettings {
+            timeout: Some(timeout),
+            ..self.settings
+        })
+    }
+
+    /// The wait, with `settings`.
+    fn wait_within(&self, settings: WaitSettings) -> Result<(), WaitError> {
         let wait = UseWait {
-            settings: self.settings,
+            settings,
             device: &self.device,
             waiter: &self.waiter,
         };

@@ -13,9 +13,11 @@ use crate::completion::DeviceShared;
 use crate::config::{DeviceConfig, QueueConfig};
 use crate::device_state::DeviceState;
 use crate::error::InvalidConfig;
+use crate::error::SyncError;
 use crate::publish::QueueTracker;
-use crate::queue::HostQueue;
+use crate::queue::{HostQueue, WeakQueue};
 use crate::sync::{Arc, Ordering};
+use std::time::{Duration, Instant};
 
 /// Counters of a device, for tests and diagnostics.
 ///
@@ -58,6 +60,9 @@ pub struct DeviceStats {
 pub struct Device<T: QueueTracker> {
     shared: Arc<DeviceShared<T>>,
     default_queue: HostQueue<T>,
+    /// The queues created from it, without keeping them alive: a dropped
+    /// queue is forgotten (pruned as queues are created and listed).
+    created: std::sync::Mutex<Vec<WeakQueue<T>>>,
 }
 
 impl<T: QueueTracker> Device<T> {
@@ -85,6 +90,7 @@ impl<T: QueueTracker> Device<T> {
         Ok(Self {
             shared,
             default_queue,
+            created: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -117,7 +123,101 @@ impl<T: QueueTracker> Device<T> {
         config: QueueConfig,
     ) -> Result<HostQueue<T>, InvalidConfig> {
         config.validate()?;
-        HostQueue::create(self.shared.clone(), tracker, config)
+        let queue = HostQueue::create(self.shared.clone(), tracker, config)?;
+        let mut created = self.created();
+        created.retain(|queue| !queue.is_gone());
+        created.push(queue.downgrade());
+        Ok(queue)
+    }
+
+    /// The list of created queues, locked (a panic elsewhere leaves it
+    /// whole: every change to it is one call).
+    fn created(&self) -> std::sync::MutexGuard<'_, Vec<WeakQueue<T>>> {
+        self.created
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Handles of the device's live queues: its default queue first, then
+    /// every queue created from it ([`create_queue`](Self::create_queue))
+    /// that some handle still holds, oldest first. The device does not keep
+    /// its queues alive: once a queue's last handle is dropped it is no
+    /// longer listed (its events may still hold its parts until they go).
+    ///
+    /// ```
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let stream = platform.create_queue(&device, Default::default())?;
+    /// let ids: Vec<u64> = device.queues().iter().map(|queue| queue.id()).collect();
+    /// assert_eq!(ids, [device.default_queue().id(), stream.id()]);
+    /// drop(stream);
+    /// assert_eq!(device.queues().len(), 1);
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn queues(&self) -> Vec<HostQueue<T>> {
+        let mut created = self.created();
+        created.retain(|queue| !queue.is_gone());
+        let mut queues = Vec::with_capacity(created.len() + 1);
+        queues.push(self.default_queue.clone());
+        queues.extend(created.iter().filter_map(WeakQueue::upgrade));
+        queues
+    }
+
+    /// Waits until everything submitted so far to every live queue of the
+    /// device ([`queues`](Self::queues)) completed (`hipDeviceSynchronize`):
+    /// each queue's [`synchronize`](HostQueue::synchronize) in turn, so
+    /// the time it takes is the slowest queue's, each bounded by its
+    /// queue's [`wait_timeout`](QueueConfig::wait_timeout). Queues created
+    /// while it runs, and work submitted to a queue after its turn, are not
+    /// waited for. Returns the first queue's error and stops there (the
+    /// later queues are not synchronized).
+    ///
+    /// ```
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let stream = platform.create_queue(&device, Default::default())?;
+    /// let (a, b) = (device.default_queue().launch(0)?, stream.launch(0)?);
+    /// platform.run_while(|| device.synchronize())?;
+    /// assert!(a.is_released() && b.is_released());
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn synchronize(&self) -> Result<(), SyncError> {
+        for queue in self.queues() {
+            queue.synchronize()?;
+        }
+        Ok(())
+    }
+
+    /// Synchronizes the device as [`synchronize`](Self::synchronize) does,
+    /// but gives up once `timeout` has passed since the call, with
+    /// [`SyncError::TimedOut`] (carrying `timeout`): the work has not all
+    /// completed and may still; nothing was reported complete. Synchronize
+    /// again, or query the queues later. A queue's turn gets what is left
+    /// of `timeout` (at least one look).
+    ///
+    /// ```
+    /// use sigretire_queue::SyncError;
+    /// use std::time::Duration;
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let stream = platform.create_queue(&device, Default::default())?;
+    /// stream.launch(0)?;
+    /// // Nobody runs the stepped GPU: the wait gives up after 2 ms.
+    /// let timeout = Duration::from_millis(2);
+    /// assert_eq!(device.synchronize_timeout(timeout), Err(SyncError::TimedOut(timeout)));
+    /// platform.run_while(|| device.synchronize())?;
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn synchronize_timeout(&self, timeout: Duration) -> Result<(), SyncError> {
+        let start = Instant::now();
+        for queue in self.queues() {
+            let left = timeout.saturating_sub(start.elapsed());
+            match queue.synchronize_within(Some(left)) {
+                Err(SyncError::TimedOut(_)) => return Err(SyncError::TimedOut(timeout)),
+                result => result?,
+            }
+        }
+        Ok(())
     }
 
     /// Puts the device in the error state, as a GPU error would. Waits on

@@ -23,7 +23,9 @@ use crate::stats::bump;
 use crate::status::CommandStatus;
 use crate::submission::{CompletionPoint, Held, Submission};
 use crate::sync::Arc;
-use sigretire_tracker::{Purpose, SignalMemory, SignalRef, Status, Ticket, Timestamps, Work};
+use sigretire_tracker::{
+    Purpose, SignalMemory, SignalRef, Status, Ticket, Timestamps, WaitPolicy, Work,
+};
 use std::time::Duration;
 
 /// A recorded event (`hipEventRecord`): a marker on its queue.
@@ -44,7 +46,24 @@ use std::time::Duration;
 /// assert!(start.elapsed_to(&stop)? > std::time::Duration::ZERO);
 /// # Ok::<(), sigretire_queue::Error>(())
 /// ```
+///
+/// Cheap to clone (`hipEvent_t` is a handle too): clones share one
+/// recording (one reference to the marker's signal, not one each), answer
+/// the same, and each stays valid when the others are dropped.
 pub struct Event<T: QueueTracker> {
+    inner: Arc<Recording<T>>,
+}
+
+impl<T: QueueTracker> Clone for Event<T> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+/// What an event's clones share: the point it was recorded at.
+struct Recording<T: QueueTracker> {
     /// Its queue's completion, and through it the queue's submission: one
     /// reference, which keeps the queue alive.
     completion: Arc<Completion<T>>,
@@ -54,6 +73,56 @@ pub struct Event<T: QueueTracker> {
     /// `None` only if the tracker knew the marker complete at record time.
     signal: Option<SignalRef<T::Memory>>,
     timed: bool,
+    /// Its synchronize sleeps whatever its queue's policy
+    /// ([`EventFlags::blocking_sync`]).
+    blocking_sync: bool,
+}
+
+/// How an event is recorded ([`HostQueue::record_event_with`](crate::HostQueue::record_event_with)),
+/// in place of its queue's defaults: HIP's `hipEventDisableTiming` and
+/// `hipEventBlockingSync`. The default is a timed, spinning event, as
+/// [`record_event`](crate::HostQueue::record_event) records on a queue of
+/// the default configuration.
+///
+/// ```
+/// use sigretire_queue::EventFlags;
+/// assert_eq!(EventFlags::default(), EventFlags { timing: true, blocking_sync: false });
+/// assert!(!EventFlags::DISABLE_TIMING.timing);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EventFlags {
+    /// The event carries timestamps, where its queue can write them (the
+    /// queue profiles, [`QueueConfig::profiling`](crate::QueueConfig)). On
+    /// a queue that does not profile the hardware writes no stamps, so the
+    /// event is recorded untimed whatever this says: its
+    /// [`is_timed`](Event::is_timed) answers `false` and
+    /// [`elapsed_to`](Event::elapsed_to) [`ElapsedError::NotTimed`], never
+    /// a wrong time. `false` (`hipEventDisableTiming`) on a profiled queue
+    /// records an untimed event: no stamps, none harvested.
+    pub timing: bool,
+    /// The event's [`synchronize`](Event::synchronize) sleeps until the GPU
+    /// wakes it ([`WaitPolicy::blocking`](crate::WaitPolicy::blocking),
+    /// `hipEventBlockingSync`), whatever its queue's policy; where the
+    /// queue has no wake signal free it sleep-polls. Its queries are
+    /// unchanged.
+    pub blocking_sync: bool,
+}
+
+impl EventFlags {
+    /// An untimed event (`hipEventDisableTiming`), spinning as its queue does.
+    pub const DISABLE_TIMING: Self = Self {
+        timing: false,
+        blocking_sync: false,
+    };
+}
+
+impl Default for EventFlags {
+    fn default() -> Self {
+        Self {
+            timing: true,
+            blocking_sync: false,
+        }
+    }
 }
 
 /// What recording an event found: the point it completes with, and a
@@ -97,14 +166,18 @@ impl<T: QueueTracker> Event<T> {
         point: CompletionPoint,
         signal: Option<SignalRef<T::Memory>>,
         timed: bool,
+        blocking_sync: bool,
     ) -> Self {
         Self {
-            completion,
-            seq: point.seq,
-            index: point.index,
-            ticket: point.ticket,
-            signal,
-            timed,
+            inner: Arc::new(Recording {
+                completion,
+                seq: point.seq,
+                index: point.index,
+                ticket: point.ticket,
+                signal,
+                timed,
+                blocking_sync,
+            }),
         }
     }
 
@@ -135,7 +208,7 @@ impl<T: QueueTracker> Event<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn seq(&self) -> u64 {
-        self.seq
+        self.inner.seq
     }
 
     /// The AQL index of the event's marker packet.
@@ -147,7 +220,7 @@ impl<T: QueueTracker> Event<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn aql_index(&self) -> u64 {
-        self.index
+        self.inner.index
     }
 
     /// The tracker's ticket for the marker's use.
@@ -159,7 +232,7 @@ impl<T: QueueTracker> Event<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn ticket(&self) -> Ticket {
-        self.ticket
+        self.inner.ticket
     }
 
     /// Whether the event carries timestamps (its queue profiles).
@@ -171,25 +244,26 @@ impl<T: QueueTracker> Event<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn is_timed(&self) -> bool {
-        self.timed
+        self.inner.timed
     }
 
     /// The submission of the queue it was recorded on.
     pub(crate) fn submission(&self) -> &Arc<Submission<T>> {
-        self.completion.submission()
+        self.inner.completion.submission()
     }
 
     /// What is known without reading signal memory.
     pub(crate) fn known_status(&self) -> Option<Status> {
-        match &self.signal {
+        match &self.inner.signal {
             Some(signal) => signal.known_status(),
             None => Some(Status::Complete),
         }
     }
 
     /// The event's status (`hipEventQuery`), with no lock: no memory read
-    /// once the tracker knows, else one load of the marker's signal. A
-    /// failed marker puts the device in the error state.
+    /// once the tracker knows, else one load of the marker's signal. Never
+    /// waits, whatever the event's flags or its queue's timeout. A failed
+    /// marker puts the device in the error state.
     ///
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
@@ -201,12 +275,12 @@ impl<T: QueueTracker> Event<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn query(&self) -> Status {
-        let status = match &self.signal {
+        let status = match &self.inner.signal {
             Some(signal) => signal.status(),
             None => Status::Complete,
         };
         if status == Status::Failed {
-            self.submission().report_failure(&self.ticket);
+            self.submission().report_failure(&self.inner.ticket);
         }
         status
     }
@@ -230,18 +304,68 @@ impl<T: QueueTracker> Event<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn synchronize(&self) -> Result<(), WaitError> {
+        self.synchronize_within(self.submission().config().wait_timeout)
+    }
+
+    /// Waits for the event as [`synchronize`](Self::synchronize) does, but
+    /// gives up after `timeout` (this call's deadline, in place of the
+    /// queue's [`wait_timeout`](crate::QueueConfig::wait_timeout)) with
+    /// [`WaitError::TimedOut`]: the event has not completed, and may still;
+    /// nothing was reported complete. Synchronize again, or
+    /// [`query`](Self::query) later. A zero `timeout` looks once.
+    ///
+    /// ```
+    /// use sigretire_queue::WaitError;
+    /// use std::time::Duration;
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let event = device.default_queue().record_event()?;
+    /// // Nobody runs the stepped GPU: the wait gives up after 1 ms.
+    /// let timeout = Duration::from_millis(1);
+    /// assert_eq!(event.synchronize_timeout(timeout), Err(WaitError::TimedOut(timeout)));
+    /// platform.sim().run_until_idle();
+    /// event.synchronize_timeout(timeout)?;
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn synchronize_timeout(&self, timeout: Duration) -> Result<(), WaitError> {
+        self.synchronize_within(Some(timeout))
+    }
+
+    /// Whether the event's synchronize sleeps whatever its queue's policy
+    /// ([`EventFlags::blocking_sync`]).
+    ///
+    /// ```
+    /// use sigretire_queue::EventFlags;
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let flags = EventFlags { blocking_sync: true, ..EventFlags::default() };
+    /// assert!(device.default_queue().record_event_with(flags)?.is_blocking_sync());
+    /// assert!(!device.default_queue().record_event()?.is_blocking_sync());
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn is_blocking_sync(&self) -> bool {
+        self.inner.blocking_sync
+    }
+
+    /// Synchronize, its waits for the GPU bounded by `timeout`.
+    fn synchronize_within(&self, timeout: Option<Duration>) -> Result<(), WaitError> {
         let submission = self.submission();
         if self.known_status() == Some(Status::Complete)
-            && submission.progress().taken_through() >= self.seq
+            && submission.progress().taken_through() >= self.inner.seq
         {
             bump(&submission.stats().event_syncs_without_lock);
             return Ok(());
         }
-        let ended = match &self.signal {
+        let ended = match &self.inner.signal {
             Some(signal) => {
                 let wakes: &dyn Wakes<T::Memory> = &**submission;
-                submission.use_wait().run(
-                    &self.ticket,
+                let mut wait = submission.use_wait();
+                wait.settings.timeout = timeout;
+                if self.inner.blocking_sync {
+                    wait.settings.policy = WaitPolicy::blocking();
+                }
+                wait.run(
+                    &self.inner.ticket,
                     || look(Ok(signal.status())),
                     Some(wakes),
                 )?
@@ -256,29 +380,31 @@ impl<T: QueueTracker> Event<T> {
         }
         // Unless no lock was taken, or the wake packet had not run then.
         submission.release_pending_wakes();
-        submission.wait_result(ended, || submission.report_failure(&self.ticket))
+        submission.wait_result(ended, || submission.report_failure(&self.inner.ticket))
     }
 
     /// Completes the open batch's commands up to the event's marker.
     fn complete_batch_through(&self, outcome: CommandStatus) {
         let progress = self.submission().progress();
-        if progress.taken_through() >= self.seq {
+        if progress.taken_through() >= self.inner.seq {
             // Someone else took (and completes) that part of the batch.
             if outcome == CommandStatus::Complete {
-                progress.note_synced(self.seq);
+                progress.note_synced(self.inner.seq);
             }
             return;
         }
         let batch = {
             let mut held = self.submission().lock();
-            let batch = held.take_batch_through(self.seq);
-            progress.note_taken(self.seq);
+            let batch = held.take_batch_through(self.inner.seq);
+            progress.note_taken(self.inner.seq);
             if outcome == CommandStatus::Complete {
                 held.process_timing(&batch);
             }
             batch
         };
-        self.completion.finish(batch, self.seq, outcome, false);
+        self.inner
+            .completion
+            .finish(batch, self.inner.seq, outcome, false);
     }
 
     /// The marker's timestamps, harvested once into host memory: no PCIe
@@ -295,10 +421,10 @@ impl<T: QueueTracker> Event<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn timestamps(&self) -> Result<Timestamps, TimestampsError> {
-        if !self.timed {
+        if !self.inner.timed {
             return Err(TimestampsError::NotTimed);
         }
-        let Some(signal) = &self.signal else {
+        let Some(signal) = &self.inner.signal else {
             // Known complete before a reference could be taken: only the
             // tracker may still have the stamps.
             return self.harvest();
@@ -319,7 +445,7 @@ impl<T: QueueTracker> Event<T> {
             .submission()
             .lock()
             .tracker()
-            .timestamps(&self.ticket)?;
+            .timestamps(&self.inner.ticket)?;
         stamps.ok_or(TimestampsError::NotReady)
     }
 
@@ -355,7 +481,7 @@ impl<T: QueueTracker> Event<T> {
         }
         // What can never be timed is refused before anything is read: a
         // caller would otherwise poll a pair that never answers.
-        if !self.timed || !stop.timed {
+        if !self.inner.timed || !stop.inner.timed {
             return Err(ElapsedError::NotTimed);
         }
         let start = self.timestamps()?;
@@ -374,9 +500,9 @@ impl<T: QueueTracker> core::fmt::Debug for Event<T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Event")
             .field("queue", &self.submission().id())
-            .field("seq", &self.seq)
-            .field("aql_index", &self.index)
-            .field("timed", &self.timed)
+            .field("seq", &self.inner.seq)
+            .field("aql_index", &self.inner.index)
+            .field("timed", &self.inner.timed)
             .finish()
     }
 }

@@ -119,7 +119,7 @@ pub use error::{
     ElapsedError, Error, InvalidConfig, MoveError, SubmitError, SyncError, TimestampsError,
     WaitError, WaitEventError,
 };
-pub use event::Event;
+pub use event::{Event, EventFlags};
 pub use publish::QueueTracker;
 pub use queue::HostQueue;
 /// The tracker crate the queue layer runs on, whole.

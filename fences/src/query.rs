@@ -42,7 +42,8 @@ fn known<T: QueueTracker>(held: &mut Held<'_, T>) -> Result<Answer, Fault> {
 
 /// Whether everything submitted to the queue so far completed. Takes the
 /// lock briefly unless a completed marker already covers everything
-/// submitted; a failure puts the device in the error state.
+/// submitted; a failure puts the device in the error state. Never waits
+/// for the GPU: a marker that cannot be published at once answers Pending.
 pub(crate) fn query<T: QueueTracker>(
     submission: &Arc<Submission<T>>,
     completion: &Arc<Completion<T>>,
@@ -65,9 +66,13 @@ pub(crate) fn query<T: QueueTracker>(
                     // Nothing the layer published stands for the queue: a
                     // marker after everything on it does.
                     let packet = Packet::new(Work::Marker, Purpose::CpuSync);
-                    let published = match held.publish(packet)?.or_retry() {
+                    let published = match held.publish(packet)?.or_retry::<()>() {
                         Ok(published) => published,
-                        Err(retry) => return Ok(retry),
+                        // A query never waits: the tracker named a use to
+                        // wait for (one of this queue's, pending) or the
+                        // ring is full (the GPU has packets to consume):
+                        // either way the queue is busy.
+                        Err(_busy) => return Ok(Step::Done((Status::Pending, None))),
                     };
                     let ticket = published.entry.ticket;
                     held.push(published.entry, true);

@@ -18,7 +18,7 @@ use crate::completion::{Completion, DeviceShared};
 use crate::config::QueueConfig;
 use crate::cross_wait::{self, CrossWait, MAX_DEPENDENCIES_PER_PACKET};
 use crate::error::{InvalidConfig, MoveError, SubmitError, SyncError, WaitEventError};
-use crate::event::{self, Event};
+use crate::event::{self, Event, EventFlags};
 use crate::move_queue;
 use crate::publish::{Packet, QueueTracker};
 use crate::query;
@@ -28,6 +28,7 @@ use crate::sync::{Arc, AtomicU64, Ordering};
 use crate::synchronize::Synchronizer;
 use sigretire_tracker::{Pin, Purpose, SignalMemory, Status, Tracker, Work};
 use std::collections::VecDeque;
+use std::time::Duration;
 
 /// Queue ids: unique in the process.
 static NEXT_QUEUE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -60,7 +61,34 @@ static NEXT_QUEUE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU6
 /// # Ok::<(), sigretire_queue::Error>(())
 /// ```
 pub struct HostQueue<T: QueueTracker> {
-    parts: Arc<Parts<T>>,
+    /// A std `Arc`, not the modelled one: the device lists its queues
+    /// through weak references ([`WeakQueue`]), which loom's `Arc` lacks.
+    /// Only the user's handles hold it (as many as `handles` counts).
+    parts: std::sync::Arc<Parts<T>>,
+}
+
+/// A queue its device lists without keeping it alive.
+pub(crate) struct WeakQueue<T: QueueTracker>(std::sync::Weak<Parts<T>>);
+
+impl<T: QueueTracker> WeakQueue<T> {
+    /// A handle of the queue, unless its last handle was dropped: never
+    /// one made again after that (the queue's teardown began).
+    pub(crate) fn upgrade(&self) -> Option<HostQueue<T>> {
+        let parts = self.0.upgrade()?;
+        // Relaxed as `clone`: a live handle's count only grows here.
+        parts
+            .handles
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |handles| {
+                (handles > 0).then_some(handles + 1)
+            })
+            .ok()?;
+        Some(HostQueue { parts })
+    }
+
+    /// Whether the queue's last handle is gone.
+    pub(crate) fn is_gone(&self) -> bool {
+        self.0.strong_count() == 0
+    }
 }
 
 /// What a queue's handles share.
@@ -109,8 +137,13 @@ impl<T: QueueTracker> HostQueue<T> {
             handles: AtomicU64::new(1),
         };
         Ok(Self {
-            parts: Arc::new(parts),
+            parts: std::sync::Arc::new(parts),
         })
+    }
+
+    /// A reference to the queue that does not keep it alive.
+    pub(crate) fn downgrade(&self) -> WeakQueue<T> {
+        WeakQueue(std::sync::Arc::downgrade(&self.parts))
     }
 
     fn submission(&self) -> &Arc<Submission<T>> {
@@ -253,11 +286,44 @@ impl<T: QueueTracker> HostQueue<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn record_event(&self) -> Result<Event<T>, SubmitError> {
+        self.record_event_with(EventFlags::default())
+    }
+
+    /// Records an event as [`record_event`](Self::record_event) does, with
+    /// its own [`EventFlags`] in place of the queue's: an untimed event on
+    /// a profiled queue (`hipEventDisableTiming`: no stamps, none
+    /// harvested, a marker with no timed work), or one whose synchronize
+    /// sleeps on a spinning queue (`hipEventBlockingSync`). `timing` asks
+    /// for stamps only where the queue writes them
+    /// ([`QueueConfig::profiling`]); on a queue that does not profile the
+    /// event is untimed ([`Event::is_timed`] answers `false`,
+    /// [`Event::elapsed_to`] refuses with
+    /// [`ElapsedError::NotTimed`](crate::ElapsedError::NotTimed)).
+    ///
+    /// ```
+    /// use sigretire_queue::{ElapsedError, EventFlags};
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let queue = device.default_queue(); // profiles
+    /// let start = queue.record_event_with(EventFlags::DISABLE_TIMING)?;
+    /// let stop = queue.record_event()?;
+    /// assert!(!start.is_timed() && stop.is_timed());
+    /// platform.sim().run_until_idle();
+    /// assert_eq!(start.elapsed_to(&stop), Err(ElapsedError::NotTimed));
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn record_event_with(&self, flags: EventFlags) -> Result<Event<T>, SubmitError> {
         let (submission, completion) = (self.submission(), self.completion());
-        let timed = submission.config().profiling;
+        let timed = flags.timing && submission.config().profiling;
         let (point, signal) =
             Completion::publish(completion, |held| event::record(held, submission, timed))?;
-        Ok(Event::new(completion.clone(), point, signal, timed))
+        Ok(Event::new(
+            completion.clone(),
+            point,
+            signal,
+            timed,
+            flags.blocking_sync,
+        ))
     }
 
     /// Waits until everything submitted to the queue so far completed
@@ -293,9 +359,43 @@ impl<T: QueueTracker> HostQueue<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn synchronize(&self) -> Result<(), SyncError> {
+        let timeout = self.submission().config().wait_timeout;
+        self.synchronize_within(timeout)
+    }
+
+    /// Waits as [`synchronize`](Self::synchronize) does, but gives up after
+    /// `timeout` (this call's deadline, in place of the queue's
+    /// [`QueueConfig::wait_timeout`]) with [`SyncError::TimedOut`]: the
+    /// work has not completed and may still; nothing was reported complete,
+    /// and the completion thread completes the batch when the GPU does.
+    /// Synchronize again (with or without a deadline), or
+    /// [`query`](Self::query) later. The deadline bounds the waits for the
+    /// GPU; publishing the marker under the lock is not a wait for the GPU,
+    /// except on a full ring, which the queue's own timeout bounds. A zero
+    /// `timeout` looks once.
+    ///
+    /// ```
+    /// use sigretire_queue::SyncError;
+    /// use std::time::Duration;
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let queue = device.default_queue();
+    /// queue.launch(0)?;
+    /// // Nobody runs the stepped GPU: the wait gives up after 1 ms.
+    /// let timeout = Duration::from_millis(1);
+    /// assert_eq!(queue.synchronize_timeout(timeout), Err(SyncError::TimedOut(timeout)));
+    /// platform.run_while(|| queue.synchronize())?; // the plain call waits as long as it takes
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn synchronize_timeout(&self, timeout: Duration) -> Result<(), SyncError> {
+        self.synchronize_within(Some(timeout))
+    }
+
+    /// Synchronize, its waits for the GPU bounded by `timeout`.
+    pub(crate) fn synchronize_within(&self, timeout: Option<Duration>) -> Result<(), SyncError> {
         self.parts
             .synchronizer
-            .synchronize(self.submission(), self.completion())
+            .synchronize(self.submission(), self.completion(), timeout)
     }
 
     /// Whether everything submitted so far completed: the status of the
@@ -303,6 +403,12 @@ impl<T: QueueTracker> HostQueue<T> {
     /// briefly (as `hipStreamQuery` does) unless a completed marker already
     /// covers everything submitted. A failed queue puts the device in the
     /// error state and answers [`Status::Failed`].
+    ///
+    /// Never waits for the GPU, whatever the queue's timeout: where it
+    /// needs a marker (work the layer did not publish may run) and the
+    /// marker cannot be published at once (the tracker named a use to wait
+    /// for, or the ring is full), the queue is busy and it answers
+    /// [`Status::Pending`].
     ///
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();

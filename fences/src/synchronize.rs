@@ -76,11 +76,15 @@ pub(crate) struct Synchronizer {
 
 impl Synchronizer {
     /// Waits until everything submitted to the queue so far completed,
-    /// never holding the execution lock while it waits for the GPU.
+    /// never holding the execution lock while it waits for the GPU; its
+    /// waits for the GPU give up after `timeout` (`None`: as long as the GPU
+    /// takes). The queue's [`QueueConfig::wait_timeout`](crate::QueueConfig)
+    /// is the plain call's; a per-call deadline passes its own.
     pub(crate) fn synchronize<T: QueueTracker>(
         &self,
         submission: &Arc<Submission<T>>,
         completion: &Arc<Completion<T>>,
+        timeout: Option<Duration>,
     ) -> Result<(), SyncError> {
         if submission.all_done_without_lock() {
             bump(&submission.stats().syncs_without_lock);
@@ -101,16 +105,16 @@ impl Synchronizer {
                     _ => Err(submission.report_failure(&newest).into()),
                 }
             }
-            Plan::Join(marker) => Ok(self.join(submission, &marker)?),
+            Plan::Join(marker) => Ok(self.join(submission, &marker, timeout)?),
             Plan::Own { marker, batch } => {
-                Ok(self.complete_cpu_wait(submission, completion, marker, batch)?)
+                Ok(self.complete_cpu_wait(submission, completion, marker, batch, timeout)?)
             }
             Plan::Handler {
                 marker,
                 batch,
                 signal,
             } => Ok(Self::through_handler(
-                submission, completion, marker, batch, signal,
+                submission, completion, marker, batch, signal, timeout,
             )?),
         }
     }
@@ -198,14 +202,18 @@ impl Synchronizer {
         Ok(Step::Done(Plan::Own { marker, batch }))
     }
 
-    /// The CPU wait for a marker, counted while it runs.
+    /// The CPU wait for a marker, counted while it runs, for at most
+    /// `timeout`.
     fn wait_for_marker<T: QueueTracker>(
         submission: &Arc<Submission<T>>,
         marker: &Marker,
+        timeout: Option<Duration>,
     ) -> Result<Ended, WaitError> {
         let wakes: &dyn Wakes<T::Memory> = &**submission;
+        let mut wait = submission.use_wait();
+        wait.settings.timeout = timeout;
         let ended = submission.stats().sync_waits.track(|| {
-            submission.use_wait().run(
+            wait.run(
                 &marker.ticket,
                 || look(submission.waiter().status(&marker.ticket)),
                 Some(wakes),
@@ -221,8 +229,9 @@ impl Synchronizer {
         completion: &Arc<Completion<T>>,
         marker: Arc<Marker>,
         batch: Batch,
+        timeout: Option<Duration>,
     ) -> Result<(), WaitError> {
-        let ended = Self::wait_for_marker(submission, &marker)?;
+        let ended = Self::wait_for_marker(submission, &marker, timeout)?;
         let Ok(outcome) = ended else {
             // The wait used up its time: the completion thread takes the
             // batch over, with no more waiting here.
@@ -278,9 +287,10 @@ impl Synchronizer {
         &self,
         submission: &Arc<Submission<T>>,
         marker: &Marker,
+        timeout: Option<Duration>,
     ) -> Result<(), WaitError> {
         bump(&submission.stats().marker_joins);
-        let ended = Self::wait_for_marker(submission, marker)?;
+        let ended = Self::wait_for_marker(submission, marker, timeout)?;
         if ended == Ok(CommandStatus::Complete) {
             submission.progress().note_synced(marker.seq);
         }
@@ -295,6 +305,7 @@ impl Synchronizer {
         marker: Arc<Marker>,
         batch: Batch,
         signal: Option<SignalRef<T::Memory>>,
+        timeout: Option<Duration>,
     ) -> Result<(), WaitError> {
         let config = *submission.config();
         // If this thread must finish the batch itself, that is its wait.
@@ -307,14 +318,10 @@ impl Synchronizer {
                 marker: Some(marker.clone()),
                 wake: None,
             },
-            config.wait_timeout,
+            timeout,
         )?;
         let ended = submission.stats().sync_waits.track(|| {
-            marker.wait_finished(
-                submission.device(),
-                config.wait_timeout,
-                config.error_check_interval,
-            )
+            marker.wait_finished(submission.device(), timeout, config.error_check_interval)
         });
         // The completion thread reported any failure already.
         submission.wait_result(ended, || WaitError::QueueFailed {
