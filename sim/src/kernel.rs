@@ -8,7 +8,7 @@
 //! tests and examples can check that what a kernel wrote is there once the
 //! library says it completed.
 
-use crate::threaded::Wake;
+use crate::wake::Wake;
 use hsa_sys::{
     HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS, HSA_KERNEL_DISPATCH_PACKET_SETUP_WIDTH_DIMENSIONS,
     PacketWords, hsa_kernel_dispatch_packet_t,

@@ -101,9 +101,12 @@ mod place;
 mod processor;
 mod profile;
 mod queue;
+mod record;
 mod simulator;
+mod state;
 mod threaded;
 mod truth;
+mod wake;
 
 pub use clock::STEPPED_TICKS_PER_EVENT;
 pub use counters::{Access, Counters};
@@ -113,13 +116,12 @@ pub use interrupt::{EVENT_BUDGET, InterruptStats};
 pub use kernel::{Compute, HostFlag, Kernel, KernelDispatch};
 pub use memory::Signal;
 pub use place::{AgentId, Placement};
-pub use processor::FAILED_SIGNAL_VALUE;
 pub use profile::CostProfile;
-pub use queue::{MAX_QUEUE_SIZE, Queue, QueueConfig};
-pub use simulator::{MAX_AGENTS, Mode, Sim, SimConfig};
+pub use queue::{MAX_QUEUE_SIZE, Queue};
+pub use record::FAILED_SIGNAL_VALUE;
+pub use simulator::{MAX_AGENTS, Sim, SimConfig};
+pub use state::{Mode, QueueConfig};
 pub use truth::{PacketTruth, Violation};
-
-pub(crate) use simulator::Core;
 
 /// The crate README's example, run as a doctest so it cannot go stale.
 #[cfg(doctest)]

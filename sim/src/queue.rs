@@ -5,16 +5,16 @@
 use crate::error::{SimError, StepError};
 use crate::memory::{Signal, Visibility};
 use crate::place::{AgentId, Placement};
-use crate::processor::{self, Packet, QueueState, UnknownHandle, Work};
+use crate::processor;
 use crate::profile::pay;
+use crate::record::{Packet, UnknownHandle, Work};
+use crate::simulator::Sim;
+use crate::state::{Core, Mode, QueueConfig, QueueCore};
+use crate::threaded;
 use crate::truth::{PacketTruth, Violation};
-use crate::{Core, Mode, Sim, threaded};
-use hsa_sys::{AqlSlot, HSA_PACKET_TYPE_INVALID, PacketHeader, PacketWords};
-use parking_lot::Mutex;
-use std::collections::VecDeque;
+use hsa_sys::{HSA_PACKET_TYPE_INVALID, PacketHeader, PacketWords};
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The largest ring: 131072 packets, the `HSA_AGENT_INFO_QUEUE_MAX_SIZE` ROCr
 /// reports for MI300X.
@@ -27,150 +27,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// assert!(sim.create_queue(too_big).is_err());
 /// ```
 pub const MAX_QUEUE_SIZE: u32 = 1 << 17;
-
-/// How to create a [`Queue`].
-///
-/// ```
-/// use sigretire_sim::{AgentId, Placement, QueueConfig, Sim, SimConfig, SimError};
-///
-/// let sim = Sim::new(SimConfig { agents: 2, ..SimConfig::default() });
-/// let config = QueueConfig {
-///     agent: AgentId(1),
-///     size: 64,
-///     ring: Placement::Host,
-///     profiling: true,
-///     out_of_order: true,
-///     ..QueueConfig::default()
-/// };
-/// let queue = sim.create_queue(config)?;
-/// assert_eq!((queue.agent(), queue.size()), (AgentId(1), 64));
-/// assert_eq!(queue.config(), config);
-///
-/// // Sizes are powers of two; agents must exist.
-/// assert!(matches!(
-///     sim.create_queue(QueueConfig { size: 100, ..QueueConfig::default() }),
-///     Err(SimError::InvalidConfig(_))
-/// ));
-/// assert!(matches!(
-///     sim.create_queue(QueueConfig { agent: AgentId(2), ..QueueConfig::default() }),
-///     Err(SimError::UnknownAgent { agents: 2, .. })
-/// ));
-/// # Ok::<(), SimError>(())
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct QueueConfig {
-    /// The GPU agent that runs the queue.
-    pub agent: AgentId,
-    /// Ring size in packets: a power of two from 2 to [`MAX_QUEUE_SIZE`].
-    pub size: u32,
-    /// Where the ring lives. `Device`: in VRAM, written through the same BAR
-    /// as device-memory signals, so packets arrive after the fenced stores
-    /// before them and a store fence suffices. `Host`: in system memory (like
-    /// a copy engine's ring), so device-memory signal stores also need an HDP
-    /// flush of the signal's agent before publication.
-    pub ring: Placement,
-    /// The processor writes `start_ts`/`end_ts` into completion signals.
-    pub profiling: bool,
-    /// Non-barrier packets may complete in any order once launched (several
-    /// kernels running at once); otherwise packets complete in index order.
-    pub out_of_order: bool,
-    /// How many of the newest packets keep their [`Queue::truth`] once
-    /// finished; older finished packets are forgotten so long runs stay
-    /// bounded (unfinished packets are always kept).
-    pub truth_history: usize,
-}
-
-impl Default for QueueConfig {
-    /// Agent 0, 1024 packets, ring in device memory, not profiled, in order,
-    /// truth kept for the newest 16384 packets.
-    fn default() -> Self {
-        Self {
-            agent: AgentId(0),
-            size: 1024,
-            ring: Placement::Device,
-            profiling: false,
-            out_of_order: false,
-            truth_history: 1 << 14,
-        }
-    }
-}
-
-/// The shared part of a queue: the ring, its indices and the processor state.
-pub(crate) struct QueueCore {
-    pub(crate) id: u64,
-    pub(crate) config: QueueConfig,
-    ring: Box<[AqlSlot]>,
-    /// The next index a producer will reserve.
-    write_index: AtomicU64,
-    /// The next index the processor will consume.
-    read_index: AtomicU64,
-    /// One past the highest index a doorbell was rung for.
-    doorbell: AtomicU64,
-    /// Threaded mode: every doorbell that moved `doorbell`, oldest first, as
-    /// (its new `doorbell`, when it was rung in ns since start), until the
-    /// processor has stamped the packets it covers. Each packet launches
-    /// the launch latency after the doorbell that first covered it, however
-    /// late the processor thread gets to it.
-    rings: Mutex<VecDeque<(u64, u64)>>,
-    pub(crate) state: Mutex<QueueState>,
-}
-
-impl QueueCore {
-    fn new(id: u64, config: QueueConfig) -> Self {
-        Self {
-            id,
-            config,
-            ring: (0..config.size).map(|_| AqlSlot::invalid()).collect(),
-            write_index: AtomicU64::new(0),
-            read_index: AtomicU64::new(0),
-            doorbell: AtomicU64::new(0),
-            // Each entry covers at least one packet the processor has not
-            // stamped, so there are never more than the ring has slots: a
-            // queue whose processor falls behind never grows it.
-            rings: Mutex::new(VecDeque::with_capacity(config.size as usize)),
-            state: Mutex::new(QueueState::with_capacity(
-                config.size as usize + config.truth_history.min(4096),
-            )),
-        }
-    }
-
-    pub(crate) fn write_index(&self) -> u64 {
-        self.write_index.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn read_index(&self) -> u64 {
-        self.read_index.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn doorbell(&self) -> u64 {
-        self.doorbell.load(Ordering::Acquire)
-    }
-
-    /// Threaded mode: when the first doorbell covering `index` was rung
-    /// (ns since start), `None` if none did yet. Asked for increasing
-    /// indices, it forgets the doorbells before `index`.
-    pub(crate) fn rung_at_ns(&self, index: u64) -> Option<u64> {
-        let mut rings = self.rings.lock();
-        while rings.front().is_some_and(|&(end, _)| end <= index) {
-            rings.pop_front();
-        }
-        rings.front().map(|&(_, at)| at)
-    }
-
-    pub(crate) fn slot(&self, index: u64) -> &AqlSlot {
-        &self.ring[(index & u64::from(self.config.size - 1)) as usize]
-    }
-
-    /// The processor is done with the slot of `index` (the packet at the read
-    /// index): it marks the slot INVALID and moves the read index past it, so
-    /// a producer may reuse it. Returns the new read index.
-    pub(crate) fn consume(&self, index: u64) -> u64 {
-        debug_assert_eq!(index, self.read_index());
-        self.slot(index).invalidate();
-        self.read_index.store(index + 1, Ordering::Release);
-        index + 1
-    }
-}
 
 /// An AQL queue of a [`Sim`]: a ring of 64-byte slots, a write index the
 /// producers reserve from, a read index the processor advances, a doorbell.
@@ -213,7 +69,7 @@ pub struct Queue {
 }
 
 impl Queue {
-    pub(crate) fn create(
+    fn create(
         sim: &Sim,
         id: u64,
         config: QueueConfig,
@@ -270,28 +126,13 @@ impl Queue {
     /// [`SimError::QueueFull`] when the slot is still in use: the packet
     /// `size` indices back has not been consumed (read index).
     pub fn reserve(&self) -> Result<u64, SimError> {
-        let q = &*self.core;
-        let size = u64::from(q.config.size);
-        let mut index = q.write_index.load(Ordering::Acquire);
-        loop {
-            if index.wrapping_sub(q.read_index()) >= size {
-                return Err(SimError::QueueFull);
-            }
-            match q.write_index.compare_exchange_weak(
-                index,
-                index + 1,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Ok(index),
-                Err(current) => index = current,
-            }
-        }
+        self.core.reserve()
     }
 
     /// Publishes `packet` at reserved `index`: body, then header by a release
-    /// store ([`AqlSlot::publish`]). This is the moment of publication, so the
-    /// visibility checks run here, on every signal the packet names:
+    /// store ([`AqlSlot::publish`](hsa_sys::AqlSlot::publish)). This is the
+    /// moment of publication, so the visibility checks run here, on every
+    /// signal the packet names:
     /// [`Violation::Unfenced`], [`Violation::Unflushed`],
     /// [`Violation::UnknownSignal`]. From now until the packet completes or
     /// fails, a host store to its completion signal or to a dependency is a
@@ -395,18 +236,10 @@ impl Queue {
         let end = index.saturating_add(1);
         match &core.wake {
             Some(wake) => {
-                // Under the lock, so the processor never sees a doorbell
-                // whose ring time is not recorded yet.
-                let mut rings = self.core.rings.lock();
-                if self.core.doorbell.fetch_max(end, Ordering::AcqRel) < end {
-                    rings.push_back((end, core.clock.now_ns()));
-                }
-                drop(rings);
+                self.core.ring_doorbell(end, Some(&core.clock));
                 wake.notify();
             }
-            None => {
-                self.core.doorbell.fetch_max(end, Ordering::AcqRel);
-            }
+            None => self.core.ring_doorbell(end, None),
         }
     }
 
@@ -508,12 +341,6 @@ impl Queue {
         }
     }
 
-    /// Stepped mode, one round of [`run_until_idle`](Queue::run_until_idle):
-    /// whether anything happened.
-    pub(crate) fn run_stepped(core: &Core, q: &QueueCore) -> bool {
-        processor::run_until_idle(core, q, &mut q.state.lock())
-    }
-
     /// Fails the queue (a queue error): every published, incomplete packet
     /// fails and its completion signal is set to
     /// [`FAILED_SIGNAL_VALUE`](crate::FAILED_SIGNAL_VALUE); nothing on the
@@ -593,6 +420,22 @@ impl Queue {
     }
 }
 
+/// Building a queue is the simulator's: its `create_queue` lives here,
+/// beside the [`Queue`] it builds, so the simulator names no queue.
+impl Sim {
+    /// Creates an AQL queue.
+    ///
+    /// # Errors
+    /// [`SimError::InvalidConfig`] for a size that is not a power of two from
+    /// 2 to [`MAX_QUEUE_SIZE`]; [`SimError::UnknownAgent`].
+    pub fn create_queue(&self, config: QueueConfig) -> Result<Queue, SimError> {
+        let mut queues = self.core().queues.write();
+        let (queue, core) = Queue::create(self, queues.len() as u64, config)?;
+        queues.push(core);
+        Ok(queue)
+    }
+}
+
 impl fmt::Debug for Queue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Queue")
@@ -603,3 +446,9 @@ impl fmt::Debug for Queue {
             .finish()
     }
 }
+
+// Handles cross threads freely.
+const _: fn() = || {
+    fn check<T: Send + Sync>() {}
+    check::<Queue>();
+};

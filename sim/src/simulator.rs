@@ -11,9 +11,10 @@ use crate::memory::{Memory, Signal};
 use crate::place::{AgentId, Placement};
 use crate::processor;
 use crate::profile::CostProfile;
-use crate::queue::{Queue, QueueConfig, QueueCore};
-use crate::threaded::{Driver, Wake};
+use crate::state::{Core, Mode};
+use crate::threaded::Driver;
 use crate::truth::{Violation, ViolationLog};
+use crate::wake::Wake;
 use hsa_sys::hsa_signal_t;
 use parking_lot::RwLock;
 use std::fmt;
@@ -30,39 +31,6 @@ use std::time::Duration;
 /// assert!(Sim::try_new(SimConfig { agents: MAX_AGENTS + 1, ..SimConfig::default() }).is_err());
 /// ```
 pub const MAX_AGENTS: u32 = 64;
-
-/// Who drives the packet processor.
-///
-/// In threaded mode a processor thread launches and completes packets by
-/// itself; the host only submits, and waits or polls:
-///
-/// ```
-/// use sigretire_sim::{packets, AgentId, Mode, Placement, QueueConfig, Sim, SimConfig, StepError};
-///
-/// let sim = Sim::new(SimConfig { mode: Mode::Threaded, ..SimConfig::default() });
-/// let queue = sim.create_queue(QueueConfig::default())?;
-/// let signal = sim.allocate(1, Placement::Host, AgentId(0))?[0];
-/// sim.store(signal, 1);
-/// let index = queue.submit(packets::kernel(0, Some(signal)))?;
-/// queue.run_until_idle(); // waits for the processor thread
-/// assert_eq!(sim.load(signal), 0);
-/// assert!(queue.truth(index).unwrap().completed);
-/// // The caller no longer chooses events.
-/// assert_eq!(queue.launch(), Err(StepError::WrongMode));
-/// # Ok::<(), sigretire_sim::SimError>(())
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Mode {
-    /// The caller chooses every event ([`Queue::launch`], [`Queue::complete`],
-    /// [`Queue::advance_read_index`], [`Queue::run_until_idle`]) and the GPU
-    /// clock advances by [`STEPPED_TICKS_PER_EVENT`](crate::STEPPED_TICKS_PER_EVENT)
-    /// per event: runs are reproducible.
-    #[default]
-    Stepped,
-    /// A processor thread drives every queue in real time with the profile's
-    /// latencies.
-    Threaded,
-}
 
 /// How to build a [`Sim`].
 ///
@@ -114,25 +82,10 @@ impl Default for SimConfig {
 /// for one of a later simulator.
 static NEXT_SIM_ID: AtomicU64 = AtomicU64::new(1);
 
-/// Everything a simulator's handles, queues and processor thread share.
-pub(crate) struct Core {
-    pub(crate) id: u64,
-    pub(crate) mode: Mode,
-    pub(crate) profile: CostProfile,
-    pub(crate) seed: u64,
-    pub(crate) memory: Memory,
-    pub(crate) clock: Clock,
-    pub(crate) kernels: KernelTable,
-    pub(crate) violations: ViolationLog,
-    pub(crate) queues: RwLock<Vec<Arc<QueueCore>>>,
-    /// The processor thread's wake-up, in threaded mode.
-    pub(crate) wake: Option<Arc<Wake>>,
-}
-
 /// A simulated GPU system: signal memory, AQL queues and a packet processor.
 ///
 /// Cheap to clone (the clones share one simulator), `Send` and `Sync`.
-/// Dropping the last clone, and the last [`Queue`] (which holds one), stops
+/// Dropping the last clone, and the last [`Queue`](crate::Queue) (which holds one), stops
 /// the processor thread and frees all signal memory.
 ///
 /// Host accesses cost the profile's durations (busy-waiting on the calling
@@ -495,18 +448,6 @@ impl Sim {
         self.core().memory.counters().snapshot()
     }
 
-    /// Creates an AQL queue.
-    ///
-    /// # Errors
-    /// [`SimError::InvalidConfig`] for a size that is not a power of two from
-    /// 2 to [`MAX_QUEUE_SIZE`](crate::MAX_QUEUE_SIZE); [`SimError::UnknownAgent`].
-    pub fn create_queue(&self, config: QueueConfig) -> Result<Queue, SimError> {
-        let mut queues = self.core().queues.write();
-        let (queue, core) = Queue::create(self, queues.len() as u64, config)?;
-        queues.push(core);
-        Ok(queue)
-    }
-
     /// Registers a kernel and returns the `kernel_object` value that names it
     /// in a dispatch packet (never 0, which is the empty kernel).
     ///
@@ -608,11 +549,9 @@ impl Sim {
         let core = self.core();
         loop {
             let progressed = match core.mode {
-                Mode::Stepped => core
-                    .queues
-                    .read()
-                    .iter()
-                    .fold(false, |any, q| Queue::run_stepped(core, q) | any),
+                Mode::Stepped => core.queues.read().iter().fold(false, |any, q| {
+                    processor::run_until_idle(core, q, &mut q.state.lock()) | any
+                }),
                 Mode::Threaded => {
                     let busy = core
                         .queues
@@ -648,6 +587,5 @@ impl fmt::Debug for Sim {
 const _: fn() = || {
     fn check<T: Send + Sync>() {}
     check::<Sim>();
-    check::<Queue>();
     check::<Signal>();
 };

@@ -12,14 +12,13 @@
 //! It stops when the simulator's last handle is dropped: the drop joins it,
 //! so no thread outlives its simulator.
 
-use crate::Core;
 use crate::error::StepError;
 use crate::kernel::Kernel;
-use crate::processor::{self, Phase, QueueState, Readiness, Work};
-use crate::queue::QueueCore;
-use parking_lot::{Condvar, Mutex};
+use crate::processor::{self, Readiness};
+use crate::record::{Phase, QueueState, Work};
+use crate::state::{Core, QueueCore};
+use crate::wake::Wake;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering, fence};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -31,66 +30,6 @@ pub(crate) const HOT_WINDOW: Duration = Duration::from_millis(2);
 /// A timer closer than this is waited for by polling, not by parking (the
 /// OS's wake-up latency is of this order).
 const SPIN_BEFORE_DEADLINE_NS: u64 = 200_000;
-
-/// Parks and wakes the processor thread without losing a wake-up.
-///
-/// The host writes (memory, doorbell, flag), then [`Wake::notify`] fences
-/// and checks `sleeping`; the thread sets `sleeping`, fences, and re-checks
-/// every queue before it sleeps. With both fences sequentially consistent,
-/// either the host sees `sleeping` and notifies, or the thread's re-check
-/// sees the host's write.
-#[derive(Debug, Default)]
-pub(crate) struct Wake {
-    sleeping: AtomicBool,
-    notified: Mutex<bool>,
-    condvar: Condvar,
-    shutdown: AtomicBool,
-}
-
-impl Wake {
-    /// Called by the host after any write that may unblock a queue.
-    pub(crate) fn notify(&self) {
-        fence(Ordering::SeqCst);
-        if self.sleeping.load(Ordering::Relaxed) {
-            *self.notified.lock() = true;
-            self.condvar.notify_one();
-        }
-    }
-
-    fn prepare_to_sleep(&self) {
-        self.sleeping.store(true, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
-    }
-
-    fn cancel_sleep(&self) {
-        self.sleeping.store(false, Ordering::Relaxed);
-    }
-
-    fn sleep(&self, until: Option<Instant>) {
-        let mut notified = self.notified.lock();
-        if !*notified && !self.is_shut_down() {
-            match until {
-                Some(deadline) => {
-                    self.condvar.wait_until(&mut notified, deadline);
-                }
-                None => self.condvar.wait(&mut notified),
-            }
-        }
-        *notified = false;
-        drop(notified);
-        self.sleeping.store(false, Ordering::Relaxed);
-    }
-
-    fn shut_down(&self) {
-        self.shutdown.store(true, Ordering::SeqCst);
-        *self.notified.lock() = true;
-        self.condvar.notify_all();
-    }
-
-    fn is_shut_down(&self) -> bool {
-        self.shutdown.load(Ordering::SeqCst)
-    }
-}
 
 /// The processor thread of one simulator; dropping it stops and joins it.
 #[derive(Debug)]
@@ -253,8 +192,8 @@ impl RealTimeProcessor {
             let packet = st.packet(index).expect("just launched");
             // The work, then the write of its completion signal, whose cost
             // depends on where the signal lives.
-            let run_ns =
-                self.run_time_ns(core, q, &packet.work) + duration_ns(packet.completion_cost(core));
+            let run_ns = self.run_time_ns(core, q, &packet.work)
+                + duration_ns(packet.completion_cost(&core.profile, &core.memory));
             // Timed from after the launch stamp, so `end_ts - start_ts` is never
             // shorter than the run time.
             let started = core.clock.now_ns();
