@@ -152,7 +152,10 @@ impl<T: QueueTracker> Completion<T> {
         let submission = &this.submission;
         let handoff = {
             let mut held = submission.lock();
-            if !held.may_still_run() || submission.device().check_accepting().is_err() {
+            if !held.may_still_run()
+                || submission.has_failed()
+                || submission.device().check_accepting().is_err()
+            {
                 return;
             }
             let packet = Packet::new(Work::Marker, Purpose::CpuSync).hold();
@@ -195,9 +198,7 @@ impl<T: QueueTracker> Completion<T> {
                 }
             }
             CommandStatus::Failed => {
-                submission
-                    .device()
-                    .report(format!("queue {} failed", submission.id()));
+                submission.mark_failed();
                 batch.complete(outcome, waiter);
                 if let Some(fence) = batch.last() {
                     submission.note_queue_failed(&fence.ticket);

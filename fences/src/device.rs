@@ -1,8 +1,14 @@
 //! The device: its error state, its completion thread, its default queue.
 //!
-//! The error state is explicit, one flag per device that every wait checks:
-//! a queue failure seen by any wait, query or the completion thread sets it,
-//! and so can a test ([`Device::set_error`]). With
+//! Faults stay where they happen, as CUDA splits them: a queue whose work
+//! fails on the GPU fails alone ([`HostQueue::has_failed`]: its waits,
+//! events and synchronize answer `QueueFailed`, it takes no more work;
+//! drop it and create a new one), and the device and its other queues keep
+//! working. Only a device-wide fault is sticky for the whole device.
+//!
+//! The device's error state is explicit, one flag per device that every
+//! wait checks, set for a device-wide fault only ([`Device::set_error`]: a
+//! lost device, a GPU error the runtime judges device-wide). With
 //! [`DeviceConfig::skip_abort_on_error`] (CLR's `HIP_SKIP_ABORT_ON_GPU_ERROR`)
 //! waits then return `DeviceError` early ([`SyncError::DeviceError`](crate::SyncError::DeviceError)
 //! and the like), without completion, and the batches they were completing
@@ -220,9 +226,12 @@ impl<T: QueueTracker> Device<T> {
         Ok(())
     }
 
-    /// Puts the device in the error state, as a GPU error would. Waits on
-    /// its queues then return early (`DeviceError` with
-    /// `skip_abort_on_error`, else `Aborted`).
+    /// Puts the device in the error state, as a device-wide fault (a lost
+    /// device) would. The state is for good: waits on every queue of the
+    /// device then return early (`DeviceError` with `skip_abort_on_error`,
+    /// else `Aborted`, and an aborting device takes no more work);
+    /// recreate the device. A failure of one queue's work does not call
+    /// this: it fails that queue alone ([`HostQueue::has_failed`]).
     ///
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
@@ -236,7 +245,8 @@ impl<T: QueueTracker> Device<T> {
         self.shared.state().report(reason.into());
     }
 
-    /// Why the device is in the error state, if it is.
+    /// Why the device is in the error state, if it is (only a device-wide
+    /// fault puts it there: [`set_error`](Self::set_error)).
     ///
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();

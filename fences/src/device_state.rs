@@ -1,5 +1,6 @@
-//! The device's error state, one flag every wait checks, and the counters
-//! of its queues' teardowns.
+//! The device's error state, one flag every wait checks (set for a
+//! device-wide fault only: a failed queue is failed on its own, in its
+//! `Submission`), and the counters of its queues' teardowns.
 
 use crate::config::DeviceConfig;
 use crate::error::WaitError;

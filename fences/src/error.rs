@@ -3,6 +3,13 @@
 //! `elapsed_to` can. Each variant says what the caller can do next.
 //! [`Error`] is their union, for callers that pass any of them on with `?`.
 //!
+//! Faults stay where they happen (CUDA's split): a queue whose work failed
+//! on the GPU is failed on its own (`QueueFailed`, naming it: drop it and
+//! create a new one), and the device and its other queues keep working.
+//! Only a device-wide fault ([`Device::set_error`](crate::Device::set_error))
+//! puts the device in its error state (`DeviceError`, `Aborted`), for good:
+//! recreate the device.
+//!
 //! | operation | error |
 //! |---|---|
 //! | [`HostQueue::launch`](crate::HostQueue::launch), [`submit`](crate::HostQueue::submit), [`submit_all`](crate::HostQueue::submit_all), [`record_event`](crate::HostQueue::record_event) | [`SubmitError`] |
@@ -33,14 +40,19 @@ pub struct InvalidConfig(pub &'static str);
 /// [`submit`](crate::HostQueue::submit),
 /// [`submit_all`](crate::HostQueue::submit_all),
 /// [`record_event`](crate::HostQueue::record_event)) published no command.
-/// Back-pressure never surfaces here: the queue waits for the use the
-/// tracker names, outside its lock, and retries.
+/// Back-pressure surfaces only past the wait timeout: the queue waits for
+/// the use the tracker names, outside its lock, and retries (see
+/// [`InFlightLimit`](SubmitError::InFlightLimit)).
 ///
 /// ```
 /// use sigretire_queue::SubmitError;
-/// let error = SubmitError::Aborted { reason: "queue 3 failed".into() };
+/// let error = SubmitError::Aborted { reason: "injected".into() };
 /// assert!(error.to_string().contains("recreate the device"));
 /// assert!(error.is_device_error());
+/// let failed = SubmitError::QueueFailed { queue: 3 };
+/// assert!(failed.to_string().contains("drop this queue and create a new one"));
+/// assert!(!failed.is_device_error());
+/// assert_eq!(failed.failed_queue(), Some(3));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SubmitError {
@@ -54,28 +66,53 @@ pub enum SubmitError {
         reason: String,
     },
     /// The device entered the error state while the submission waited for
-    /// room: nothing was submitted.
+    /// room: nothing was submitted. The state is for good: recreate the
+    /// device.
     #[error(
-        "the device entered an error state ({reason}) while the submission waited for room: nothing was submitted"
+        "the device entered an error state ({reason}) while the submission waited for room: nothing was submitted; the error state is for good: recreate the device"
     )]
     DeviceError {
         /// What put the device in the error state.
         reason: String,
     },
-    /// The use the submission waited on for room failed: the queue failed,
-    /// and the device is in the error state. Nothing was submitted.
+    /// The queue failed (a use of it failed on the GPU: a queue error),
+    /// before the call or while it waited for room: it takes no more work,
+    /// and its unfinished work will not complete. Nothing was submitted.
+    /// Drop the queue and create a new one; the device and its other
+    /// queues keep working.
     #[error(
-        "queue {queue} failed while the submission waited for room: nothing was submitted; the device is in the error state"
+        "queue {queue} failed (its work failed on the GPU): it takes no more work and nothing was submitted; drop this queue and create a new one (the device and its other queues keep working)"
     )]
     QueueFailed {
-        /// The queue's id.
+        /// The failed queue's id.
         queue: u64,
     },
-    /// The use the submission waited on for room did not complete within
-    /// the wait timeout. Nothing was submitted; retry, or wait longer
-    /// ([`QueueConfig::wait_timeout`](crate::QueueConfig)).
+    /// The tracker has `limit` uses in flight, its limit
+    /// (`sigretire_tracker::Config::max_in_flight()`: `initial_size` x
+    /// `growth_limit`), and the use it needs to complete for room, `wait_for`
+    /// (the oldest one the ring waits on, or a fence near it), did not
+    /// within the queue's wait timeout ([`QueueConfig::wait_timeout`](crate::QueueConfig)).
+    /// Nothing was submitted. The GPU may be stalled behind work that waits
+    /// (a gated kernel): release it, synchronize, raise the tracker's
+    /// `growth_limit`, or raise `wait_timeout`.
     #[error(
-        "waited {0:?} for room in the tracker's ring and none came: nothing was submitted; retry, or raise wait_timeout"
+        "the tracker's in-flight limit is reached: {limit} uses in flight (sigretire_tracker::Config::max_in_flight(), initial_size x growth_limit), and use {wait_for}, whose completion frees room, did not complete within {waited:?} (QueueConfig::wait_timeout): nothing was submitted; the GPU may be stalled behind work that waits: release it, synchronize, or raise growth_limit or wait_timeout"
+    )]
+    InFlightLimit {
+        /// Uses in flight: the tracker's `Config::max_in_flight()`.
+        limit: usize,
+        /// The use (its ticket's sequence number, `Ticket::seq`) the
+        /// submission waited for.
+        wait_for: u64,
+        /// How long it waited: the queue's `wait_timeout`.
+        waited: Duration,
+    },
+    /// A wait the submission needed ran past the wait timeout. Nothing was
+    /// submitted; retry, or wait longer
+    /// ([`QueueConfig::wait_timeout`](crate::QueueConfig)). (A wait for room
+    /// in the tracker's ring answers [`InFlightLimit`](SubmitError::InFlightLimit).)
+    #[error(
+        "timed out after {0:?} waiting for the queue's work: nothing was submitted; retry, or raise wait_timeout"
     )]
     TimedOut(Duration),
     /// The hardware queue stayed full for the whole wait timeout.
@@ -105,9 +142,10 @@ pub enum SubmitError {
 ///
 /// ```
 /// use sigretire_queue::SyncError;
-/// let error = SyncError::DeviceError { reason: "queue 3 failed".into() };
+/// let error = SyncError::DeviceError { reason: "injected".into() };
 /// assert!(error.to_string().contains("returned early"));
 /// assert!(error.is_device_error());
+/// assert!(SyncError::QueueFailed { queue: 3 }.to_string().contains("create a new one"));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SyncError {
@@ -128,17 +166,22 @@ pub enum SyncError {
     /// was released so no thread waits on it forever. The GPU may still run
     /// the work.
     #[error(
-        "the device is in an error state ({reason}): the wait returned early without completion; the GPU may still be running the work"
+        "the device is in an error state ({reason}): the wait returned early without completion; the GPU may still be running the work; the error state is for good: recreate the device to run more work"
     )]
     DeviceError {
         /// What put the device in the error state.
         reason: String,
     },
     /// Work on this queue failed (its completion signal went negative: a
-    /// queue error). The device is now in the error state.
-    #[error("queue {queue} failed: its work will not complete; the device is in the error state")]
+    /// queue error), now or before: the queue is failed for good, its
+    /// unfinished work will not complete, and it takes no more work. Drop
+    /// it and create a new one; the device and its other queues keep
+    /// working.
+    #[error(
+        "queue {queue} failed (its work failed on the GPU): its work will not complete; drop this queue and create a new one (the device and its other queues keep working)"
+    )]
     QueueFailed {
-        /// The queue's id.
+        /// The failed queue's id.
         queue: u64,
     },
     /// The wait ran out of time ([`QueueConfig::wait_timeout`](crate::QueueConfig)).
@@ -148,6 +191,20 @@ pub enum SyncError {
         "timed out after {0:?}; the work has not completed (it may still): synchronize again, or raise wait_timeout"
     )]
     TimedOut(Duration),
+    /// The tracker's in-flight limit was reached and the use that frees
+    /// room did not complete within the wait timeout: no marker was
+    /// published (see [`SubmitError::InFlightLimit`]).
+    #[error(
+        "the tracker's in-flight limit is reached: {limit} uses in flight (sigretire_tracker::Config::max_in_flight(), initial_size x growth_limit), and use {wait_for}, whose completion frees room, did not complete within {waited:?} (QueueConfig::wait_timeout): no marker was published; release work that waits, or raise growth_limit or wait_timeout"
+    )]
+    InFlightLimit {
+        /// Uses in flight: the tracker's `Config::max_in_flight()`.
+        limit: usize,
+        /// The use (its ticket's sequence number) the call waited for.
+        wait_for: u64,
+        /// How long it waited: the queue's `wait_timeout`.
+        waited: Duration,
+    },
     /// The hardware queue stayed full for the whole wait timeout: the
     /// marker could not be published.
     #[error(
@@ -169,7 +226,8 @@ pub enum SyncError {
 /// ```
 /// use sigretire_queue::WaitError;
 /// use std::time::Duration;
-/// assert!(WaitError::QueueFailed { queue: 1 }.is_device_error());
+/// assert!(!WaitError::QueueFailed { queue: 1 }.is_device_error());
+/// assert_eq!(WaitError::QueueFailed { queue: 1 }.failed_queue(), Some(1));
 /// assert!(!WaitError::TimedOut(Duration::from_secs(1)).is_device_error());
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -186,17 +244,20 @@ pub enum WaitError {
     /// The device is in the error state (and does not abort): the wait
     /// returned early without completion; the GPU may still run the work.
     #[error(
-        "the device is in an error state ({reason}): the wait returned early without completion; the GPU may still be running the work"
+        "the device is in an error state ({reason}): the wait returned early without completion; the GPU may still be running the work; the error state is for good: recreate the device to run more work"
     )]
     DeviceError {
         /// What put the device in the error state.
         reason: String,
     },
-    /// The work failed (a queue error). The device is now in the error
-    /// state.
-    #[error("queue {queue} failed: its work will not complete; the device is in the error state")]
+    /// The work failed (a queue error): its queue is failed for good.
+    /// Drop that queue and create a new one; the device and its other
+    /// queues keep working.
+    #[error(
+        "queue {queue} failed (its work failed on the GPU): the work will not complete; drop that queue and create a new one (the device and its other queues keep working)"
+    )]
     QueueFailed {
-        /// The queue's id.
+        /// The failed queue's id.
         queue: u64,
     },
     /// The wait ran out of time ([`QueueConfig::wait_timeout`](crate::QueueConfig)).
@@ -238,24 +299,45 @@ pub enum WaitEventError {
     },
     /// The device entered the error state while the wait waited for room.
     #[error(
-        "the device entered an error state ({reason}) while the wait waited for room: the wait packets were not all published"
+        "the device entered an error state ({reason}) while the wait waited for room: the wait packets were not all published; the error state is for good: recreate the device"
     )]
     DeviceError {
         /// What put the device in the error state.
         reason: String,
     },
-    /// A producer's work failed: nothing may wait on it. The device is in
-    /// the error state.
+    /// Queue `queue` failed: a producer (its work will not complete, so
+    /// nothing may wait on it), or this queue itself (it takes no more
+    /// work). The waiting queue is not failed by the refusal: the wait was
+    /// not set up. (A wait already published when its producer fails on the
+    /// GPU fails the waiting queue's hardware queue with it, as a barrier
+    /// on a failed signal does: the waiting queue then fails as its own
+    /// work does.) Drop the failed queue and create a new one; wait on
+    /// events of a healthy queue.
     #[error(
-        "queue {queue} failed: its work will not complete, and nothing may wait on it; the device is in the error state"
+        "queue {queue} failed (its work failed on the GPU): nothing may wait on it or be queued on it, and nothing was published; drop that queue and create a new one (the device and its other queues keep working)"
     )]
     QueueFailed {
         /// The failed queue's id.
         queue: u64,
     },
-    /// Room for the wait packets did not come within the wait timeout.
+    /// The tracker's in-flight limit was reached and the use that frees
+    /// room did not complete within the wait timeout: the wait packets were
+    /// not all published (see [`SubmitError::InFlightLimit`]).
     #[error(
-        "waited {0:?} for room in the tracker's ring and none came: the wait packets were not all published; retry"
+        "the tracker's in-flight limit is reached: {limit} uses in flight (sigretire_tracker::Config::max_in_flight(), initial_size x growth_limit), and use {wait_for}, whose completion frees room, did not complete within {waited:?} (QueueConfig::wait_timeout): the wait packets were not all published; release work that waits, or raise growth_limit or wait_timeout"
+    )]
+    InFlightLimit {
+        /// Uses in flight: the tracker's `Config::max_in_flight()`.
+        limit: usize,
+        /// The use (its ticket's sequence number) the call waited for.
+        wait_for: u64,
+        /// How long it waited: the queue's `wait_timeout`.
+        waited: Duration,
+    },
+    /// A wait the call needed ran past the wait timeout: the wait packets
+    /// were not all published; retry.
+    #[error(
+        "timed out after {0:?}: the wait packets were not all published; retry, or raise wait_timeout"
     )]
     TimedOut(Duration),
     /// The hardware queue stayed full for the whole wait timeout.
@@ -297,26 +379,40 @@ pub enum MoveError {
     },
     /// The device entered the error state while the move waited for room.
     #[error(
-        "the device entered an error state ({reason}) while the move waited for room: the stream did not move"
+        "the device entered an error state ({reason}) while the move waited for room: the stream did not move; the error state is for good: recreate the device"
     )]
     DeviceError {
         /// What put the device in the error state.
         reason: String,
     },
-    /// The old queue's newest command failed: nothing may wait on it, so
-    /// nothing on the new queue can be ordered after it. The device is in
-    /// the error state.
+    /// The queue failed (the old hardware queue's newest command, or
+    /// before): nothing on the new queue can be ordered after its work, and
+    /// it takes no more work. The stream did not move. Drop the queue and
+    /// create a new one; the device and its other queues keep working.
     #[error(
-        "queue {queue} failed: the new queue cannot be ordered after its work; the stream did not move, and the device is in the error state"
+        "queue {queue} failed (its work failed on the GPU): the new hardware queue cannot be ordered after its work, and the stream did not move; drop this queue and create a new one (the device and its other queues keep working)"
     )]
     QueueFailed {
-        /// The queue's id.
+        /// The failed queue's id.
         queue: u64,
     },
-    /// Room for the old queue's marker did not come within the wait timeout.
+    /// The tracker's in-flight limit was reached and the use that frees
+    /// room did not complete within the wait timeout: the stream did not
+    /// move (see [`SubmitError::InFlightLimit`]).
     #[error(
-        "waited {0:?} for room in the tracker's ring and none came: the stream did not move; retry"
+        "the tracker's in-flight limit is reached: {limit} uses in flight (sigretire_tracker::Config::max_in_flight(), initial_size x growth_limit), and use {wait_for}, whose completion frees room, did not complete within {waited:?} (QueueConfig::wait_timeout): the stream did not move; release work that waits, or raise growth_limit or wait_timeout"
     )]
+    InFlightLimit {
+        /// Uses in flight: the tracker's `Config::max_in_flight()`.
+        limit: usize,
+        /// The use (its ticket's sequence number) the call waited for.
+        wait_for: u64,
+        /// How long it waited: the queue's `wait_timeout`.
+        waited: Duration,
+    },
+    /// A wait the move needed ran past the wait timeout: the stream did not
+    /// move; retry.
+    #[error("timed out after {0:?}: the stream did not move; retry, or raise wait_timeout")]
     TimedOut(Duration),
     /// The old hardware queue stayed full for the whole wait timeout.
     #[error(
@@ -409,9 +505,20 @@ impl From<TimestampsError> for ElapsedError {
 /// of these).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Fault {
-    Aborted { reason: String },
-    DeviceError { reason: String },
-    QueueFailed { queue: u64 },
+    Aborted {
+        reason: String,
+    },
+    DeviceError {
+        reason: String,
+    },
+    QueueFailed {
+        queue: u64,
+    },
+    InFlightLimit {
+        limit: usize,
+        wait_for: u64,
+        waited: Duration,
+    },
     TimedOut(Duration),
     RingFull(Duration),
     Queue(QueueError),
@@ -484,6 +591,9 @@ macro_rules! from_fault {
                         Fault::Aborted { reason } => $error::Aborted { reason },
                         Fault::DeviceError { reason } => $error::DeviceError { reason },
                         Fault::QueueFailed { queue } => $error::QueueFailed { queue },
+                        Fault::InFlightLimit { limit, wait_for, waited } => {
+                            $error::InFlightLimit { limit, wait_for, waited }
+                        }
                         Fault::TimedOut(timeout) => $error::TimedOut(timeout),
                         Fault::RingFull(timeout) => $error::RingFull(timeout),
                         Fault::Queue(error) => $error::Queue(error),
@@ -500,13 +610,21 @@ macro_rules! from_fault {
 
             impl $error {
                 /// Whether the error comes from the device error state (an
-                /// early return, an abort, or a failed queue): the device
-                /// needs attention, not the call.
+                /// early return, or an abort): the device needs attention
+                /// (recreate it), not the call. A failed queue is not a
+                /// device error: see [`failed_queue`](Self::failed_queue).
                 pub fn is_device_error(&self) -> bool {
-                    matches!(
-                        self,
-                        $error::DeviceError { .. } | $error::Aborted { .. } | $error::QueueFailed { .. }
-                    )
+                    matches!(self, $error::DeviceError { .. } | $error::Aborted { .. })
+                }
+
+                /// The queue that failed, if that is the error: drop it and
+                /// create a new one; the device and its other queues keep
+                /// working.
+                pub fn failed_queue(&self) -> Option<u64> {
+                    match self {
+                        $error::QueueFailed { queue } => Some(*queue),
+                        _ => None,
+                    }
                 }
             }
         )*
@@ -517,15 +635,23 @@ from_fault!(SubmitError, SyncError, WaitEventError, MoveError);
 
 impl WaitError {
     /// Whether the error comes from the device error state (an early
-    /// return, an abort, or a failed queue): the device needs attention,
-    /// not the call.
+    /// return, or an abort): the device needs attention (recreate it), not
+    /// the call. A failed queue is not a device error: see
+    /// [`failed_queue`](Self::failed_queue).
     pub fn is_device_error(&self) -> bool {
         matches!(
             self,
-            WaitError::DeviceError { .. }
-                | WaitError::Aborted { .. }
-                | WaitError::QueueFailed { .. }
+            WaitError::DeviceError { .. } | WaitError::Aborted { .. }
         )
+    }
+
+    /// The queue that failed, if that is the error: drop it and create a
+    /// new one; the device and its other queues keep working.
+    pub fn failed_queue(&self) -> Option<u64> {
+        match self {
+            WaitError::QueueFailed { queue } => Some(*queue),
+            _ => None,
+        }
     }
 }
 
@@ -540,9 +666,12 @@ impl WaitError {
 ///     queue.synchronize()?; // a SyncError
 ///     Ok(())
 /// }
-/// let error = Error::from(SubmitError::Aborted { reason: "queue 3 failed".into() });
+/// let error = Error::from(SubmitError::Aborted { reason: "injected".into() });
 /// assert!(matches!(error, Error::Aborted { .. }));
 /// assert!(error.is_device_error());
+/// let failed = Error::from(SubmitError::QueueFailed { queue: 3 });
+/// assert_eq!(failed.failed_queue(), Some(3));
+/// assert!(!failed.is_device_error());
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
@@ -556,7 +685,7 @@ pub enum Error {
     /// The device is in the error state and does not abort: a wait
     /// returned early without completion.
     #[error(
-        "the device is in an error state ({reason}): the wait returned early without completion; the GPU may still be running the work"
+        "the device is in an error state ({reason}): the wait returned early without completion; the GPU may still be running the work; the error state is for good: recreate the device to run more work"
     )]
     DeviceError {
         /// What put the device in the error state.
@@ -571,14 +700,33 @@ pub enum Error {
         /// What put the device in the error state.
         reason: String,
     },
-    /// Work on a queue failed. The device is now in the error state.
-    #[error("queue {queue} failed: its work will not complete; the device is in the error state")]
+    /// Work on a queue failed: that queue is failed for good. Drop it and
+    /// create a new one; the device and its other queues keep working.
+    #[error(
+        "queue {queue} failed (its work failed on the GPU): its work will not complete, and it takes no more work; drop that queue and create a new one (the device and its other queues keep working)"
+    )]
     QueueFailed {
-        /// The queue's id.
+        /// The failed queue's id.
         queue: u64,
     },
+    /// The tracker's in-flight limit was reached and the use that frees
+    /// room did not complete within the wait timeout (see
+    /// [`SubmitError::InFlightLimit`]).
+    #[error(
+        "the tracker's in-flight limit is reached: {limit} uses in flight (sigretire_tracker::Config::max_in_flight(), initial_size x growth_limit), and use {wait_for}, whose completion frees room, did not complete within {waited:?} (QueueConfig::wait_timeout): nothing was published; release work that waits, or raise growth_limit or wait_timeout"
+    )]
+    InFlightLimit {
+        /// Uses in flight: the tracker's `Config::max_in_flight()`.
+        limit: usize,
+        /// The use (its ticket's sequence number) the call waited for.
+        wait_for: u64,
+        /// How long it waited: the queue's `wait_timeout`.
+        waited: Duration,
+    },
     /// A wait ran out of time.
-    #[error("timed out after {0:?}; the work has not completed (it may still)")]
+    #[error(
+        "timed out after {0:?}; the work has not completed (it may still): wait again, or raise wait_timeout"
+    )]
     TimedOut(Duration),
     /// The hardware queue stayed full for the whole wait timeout.
     #[error("the hardware queue stayed full for {0:?}: the GPU is not consuming packets")]
@@ -620,20 +768,32 @@ pub enum Error {
 
 impl Error {
     /// Whether the error comes from the device error state (early return,
-    /// abort, or a failed queue): the device needs attention, not the call.
+    /// or abort): the device needs attention (recreate it), not the call. A
+    /// failed queue is not a device error: see
+    /// [`failed_queue`](Self::failed_queue).
     ///
     /// ```
     /// use sigretire_queue::Error;
     /// use std::time::Duration;
-    /// assert!(Error::QueueFailed { queue: 1 }.is_device_error());
-    /// assert!(Error::Aborted { reason: "queue 1 failed".into() }.is_device_error());
+    /// assert!(!Error::QueueFailed { queue: 1 }.is_device_error());
+    /// assert!(Error::Aborted { reason: "injected".into() }.is_device_error());
     /// assert!(!Error::TimedOut(Duration::from_secs(1)).is_device_error());
     /// ```
     pub fn is_device_error(&self) -> bool {
-        matches!(
-            self,
-            Error::DeviceError { .. } | Error::Aborted { .. } | Error::QueueFailed { .. }
-        )
+        matches!(self, Error::DeviceError { .. } | Error::Aborted { .. })
+    }
+
+    /// The queue that failed, if that is the error: drop it and create a
+    /// new one; the device and its other queues keep working.
+    ///
+    /// ```
+    /// assert_eq!(sigretire_queue::Error::QueueFailed { queue: 1 }.failed_queue(), Some(1));
+    /// ```
+    pub fn failed_queue(&self) -> Option<u64> {
+        match self {
+            Error::QueueFailed { queue } => Some(*queue),
+            _ => None,
+        }
     }
 }
 
@@ -646,6 +806,9 @@ macro_rules! into_union {
                     $error::Aborted { reason } => Error::Aborted { reason },
                     $error::DeviceError { reason } => Error::DeviceError { reason },
                     $error::QueueFailed { queue } => Error::QueueFailed { queue },
+                    $error::InFlightLimit { limit, wait_for, waited } => {
+                        Error::InFlightLimit { limit, wait_for, waited }
+                    }
                     $error::TimedOut(timeout) => Error::TimedOut(timeout),
                     $error::RingFull(timeout) => Error::RingFull(timeout),
                     $error::Queue(error) => Error::Queue(error),

@@ -95,8 +95,9 @@ pub(crate) struct Published<M: SignalMemory> {
 /// lock and retry.
 pub(crate) enum Step<R> {
     Done(R),
-    /// The tracker is at its limit: wait for this use outside the lock.
-    Backpressure(Ticket),
+    /// The tracker is at its in-flight limit (the uses in flight, its
+    /// `Config::max_in_flight()`): wait for this use outside the lock.
+    Backpressure(Ticket, usize),
     /// The hardware ring is full: retry once the GPU consumed packets.
     RingFull,
 }
@@ -108,7 +109,7 @@ impl<R> Step<R> {
     pub(crate) fn or_retry<S>(self) -> Result<R, Step<S>> {
         match self {
             Step::Done(done) => Ok(done),
-            Step::Backpressure(ticket) => Err(Step::Backpressure(ticket)),
+            Step::Backpressure(ticket, limit) => Err(Step::Backpressure(ticket, limit)),
             Step::RingFull => Err(Step::RingFull),
         }
     }
@@ -271,9 +272,10 @@ impl<T: QueueTracker> Publisher<T> {
             Err(error) => {
                 self.fill_empty(counters, index)?;
                 return match error {
-                    sigretire_tracker::AcquireError::Backpressure { wait_for, .. } => {
-                        Ok(Step::Backpressure(wait_for))
-                    }
+                    sigretire_tracker::AcquireError::Backpressure {
+                        wait_for,
+                        in_flight,
+                    } => Ok(Step::Backpressure(wait_for, in_flight)),
                     other => Err(other.into()),
                 };
             }
@@ -403,9 +405,10 @@ impl<T: QueueTracker> Publisher<T> {
                     self.fill_empty(counters, index)?;
                 }
                 return match error {
-                    sigretire_tracker::AcquireError::Backpressure { wait_for, .. } => {
-                        Ok(Step::Backpressure(wait_for))
-                    }
+                    sigretire_tracker::AcquireError::Backpressure {
+                        wait_for,
+                        in_flight,
+                    } => Ok(Step::Backpressure(wait_for, in_flight)),
                     other => Err(other.into()),
                 };
             }
@@ -457,7 +460,7 @@ impl<T: QueueTracker> Publisher<T> {
         let packet = Packet::new(Work::Wait(&handle), Purpose::Completion);
         let not_done = match self.publish(counters, open, packet) {
             Ok(Step::Done(published)) => Ok(published),
-            Ok(Step::Backpressure(ticket)) => Err(Ok(Step::Backpressure(ticket))),
+            Ok(Step::Backpressure(ticket, limit)) => Err(Ok(Step::Backpressure(ticket, limit))),
             Ok(Step::RingFull) => Err(Ok(Step::RingFull)),
             Err(error) => Err(Err(error)),
         };

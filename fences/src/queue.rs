@@ -46,6 +46,14 @@ static NEXT_QUEUE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU6
 /// its last reference to a teardown thread rather than destroy the queue
 /// itself.
 ///
+/// A queue whose work fails on the GPU (a queue error) is failed for good,
+/// on its own ([`has_failed`](Self::has_failed)): its unfinished work, its
+/// events and its synchronize answer the failure, and it takes no more work
+/// (`QueueFailed`, naming it). The device and its other queues keep
+/// working; drop the failed queue and create a new one. Only a device-wide
+/// fault ([`Device::set_error`](crate::Device::set_error)) stops every
+/// queue of the device.
+///
 /// ```
 /// use sigretire_queue::sim::SimPlatform;
 /// use sigretire_queue::tracker::Status;
@@ -178,11 +186,60 @@ impl<T: QueueTracker> HostQueue<T> {
         *self.submission().config()
     }
 
+    /// Whether the queue failed: a use of it was seen failed on the GPU (by
+    /// a wait, a query, an event or the completion thread). A failed queue
+    /// stays failed and takes no more work (`QueueFailed`); drop it and
+    /// create a new one ([`Device::create_queue`](crate::Device::create_queue)).
+    /// The device and its other queues are not affected.
+    ///
+    /// ```
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// use sigretire_queue::tracker::Tracker;
+    /// let queue = platform.create_queue(&device, Default::default())?;
+    /// queue.launch(0)?;
+    /// queue.with_tracker(|t| t.queue().fail()); // the simulator fails the queue
+    /// assert!(queue.synchronize().is_err());
+    /// assert!(queue.has_failed());
+    /// assert_eq!(queue.launch(0).unwrap_err().failed_queue(), Some(queue.id()));
+    /// assert!(device.error().is_none()); // the device is not failed
+    /// assert!(device.default_queue().launch(0).is_ok());
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn has_failed(&self) -> bool {
+        self.submission().has_failed()
+    }
+
     /// Dispatches the kernel the backend knows by `kernel_object` (0: the
     /// empty kernel; on the simulator, see `Sim::register_kernel`). The
     /// packet carries the barrier bit (an in-order queue). Takes the lock for
     /// the publication only; under tracker back-pressure it waits for the
     /// named use *outside* the lock, then retries.
+    ///
+    /// # When the tracker's ring is full
+    ///
+    /// The tracker keeps at most `Config::max_in_flight()` uses in flight
+    /// (`initial_size` x `growth_limit` of its [`Config`](sigretire_tracker::Config):
+    /// 1024 by default). A launch past that waits for the use the tracker
+    /// names (the oldest one it waits on, or a fence near it), outside the
+    /// lock, for at most [`QueueConfig::wait_timeout`]. With the default
+    /// `wait_timeout: None` it **blocks until that use completes**: behind
+    /// a kernel that waits for the host (a gated kernel), the
+    /// `max_in_flight() + 1`-th launch blocks until the kernel is released,
+    /// and a program that releases it only after its launches hangs. With a
+    /// timeout the launch answers [`SubmitError::InFlightLimit`], naming
+    /// the limit, the use it waited for and the time it waited; nothing is
+    /// submitted. [`submit`](Self::submit), [`submit_all`](Self::submit_all),
+    /// [`record_event`](Self::record_event) and the calls that publish a
+    /// marker or wait packets behave the same.
+    ///
+    /// # Errors
+    ///
+    /// [`SubmitError::QueueFailed`] once the queue failed (drop it, create
+    /// a new one); [`SubmitError::Aborted`] on a device in its error state
+    /// that aborts; [`SubmitError::InFlightLimit`] as above;
+    /// [`SubmitError::RingFull`] when the hardware queue stayed full for
+    /// the wait timeout.
     ///
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
@@ -208,6 +265,13 @@ impl<T: QueueTracker> HostQueue<T> {
     /// library's. A backend that cannot express the work refuses it
     /// ([`SubmitError::Queue`]); the queue keeps working.
     ///
+    /// When the tracker has `Config::max_in_flight()` uses in flight, it
+    /// waits for the use the tracker names, for at most
+    /// [`QueueConfig::wait_timeout`] (with `None`, until that use
+    /// completes), then answers [`SubmitError::InFlightLimit`]: see
+    /// [`launch`](Self::launch). A failed queue answers
+    /// [`SubmitError::QueueFailed`].
+    ///
     /// ```
     /// use sigretire_queue::tracker::{Dispatch, Work};
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
@@ -231,6 +295,13 @@ impl<T: QueueTracker> HostQueue<T> {
     /// is. If the backend refuses one of them, the rest are replaced with
     /// empty packets, the command fails once the issued ones have finished,
     /// and the refusal is returned.
+    ///
+    /// The command takes one use of the tracker: when the tracker has
+    /// `Config::max_in_flight()` uses in flight, it waits for the use the
+    /// tracker names, for at most [`QueueConfig::wait_timeout`] (with
+    /// `None`, until that use completes), then answers
+    /// [`SubmitError::InFlightLimit`]: see [`launch`](Self::launch). A
+    /// failed queue answers [`SubmitError::QueueFailed`].
     ///
     /// ```
     /// use sigretire_queue::tracker::{Dispatch, Work};
@@ -342,7 +413,9 @@ impl<T: QueueTracker> HostQueue<T> {
     /// Returns [`SyncError::DeviceError`] early (without completion) when the
     /// device enters the error state with `skip_abort_on_error`,
     /// [`SyncError::Aborted`] without it, [`SyncError::QueueFailed`] when the
-    /// queue's work failed, [`SyncError::TimedOut`] past the wait timeout.
+    /// queue's work failed, or it failed before (for good: drop it and
+    /// create a new one; the device's other queues are not affected),
+    /// [`SyncError::TimedOut`] past the wait timeout.
     ///
     /// ```
     /// use sigretire_queue::sim::SimPlatform;
@@ -401,8 +474,9 @@ impl<T: QueueTracker> HostQueue<T> {
     /// Whether everything submitted so far completed: the status of the
     /// newest command (a fence), proven with at most one load. Takes the lock
     /// briefly (as `hipStreamQuery` does) unless a completed marker already
-    /// covers everything submitted. A failed queue puts the device in the
-    /// error state and answers [`Status::Failed`].
+    /// covers everything submitted. Work seen failed marks the queue failed
+    /// (not the device) and answers [`Status::Failed`]; a query that needs
+    /// a marker on a queue already failed answers [`SyncError::QueueFailed`].
     ///
     /// Never waits for the GPU, whatever the queue's timeout: where it
     /// needs a marker (work the layer did not publish may run) and the
@@ -508,6 +582,15 @@ impl<T: QueueTracker> HostQueue<T> {
     /// Makes this queue wait for every event in `events`, with barrier-AND
     /// packets of at most [`MAX_DEPENDENCIES_PER_PACKET`] dependencies,
     /// chained.
+    ///
+    /// An event whose work is known failed is refused:
+    /// [`WaitEventError::QueueFailed`] names its queue, nothing is
+    /// published, and this queue is not failed by the refusal (it keeps
+    /// working). A wait published before its producer fails waits on the
+    /// GPU for a signal that goes failed: the barrier fails, and with it
+    /// this queue's hardware queue, so this queue fails as its own work
+    /// then does. A failed waiting queue answers
+    /// [`WaitEventError::QueueFailed`] with its own id.
     ///
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();

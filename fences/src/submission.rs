@@ -19,6 +19,11 @@
 //! that thread touches the tracker. Nothing uses the tracker without the
 //! lock, so no use of it can miss the failure. The pins of wake packets
 //! that ran are let go of the same way.
+//!
+//! A queue failure fails this queue alone (CUDA's split): it is marked
+//! failed for good, and every later publication on it is refused
+//! (`QueueFailed`, naming it). The device's error state is not touched:
+//! the device and its other queues keep working.
 
 use crate::batch::{Batch, Entry, Handoff, StatePool};
 use crate::command::{Command, link};
@@ -94,6 +99,8 @@ pub(crate) struct Submission<T: QueueTracker> {
     config: QueueConfig,
     lock: Mutex<Exclusive<T>>,
     deferred: Deferred,
+    /// The queue failed (a use of it failed): it takes no more work.
+    failed: AtomicBool,
     progress: Progress,
     horizon: Arc<Horizon<T::Queue>>,
     /// Lock-free waits and queries of the tracker's uses.
@@ -137,6 +144,7 @@ impl<T: QueueTracker> Submission<T> {
                 failed_uses: Mutex::new(Vec::new()),
                 wakes_to_release: AtomicBool::new(false),
             },
+            failed: AtomicBool::new(false),
             progress: Progress::default(),
             horizon,
             waiter,
@@ -170,6 +178,18 @@ impl<T: QueueTracker> Submission<T> {
 
     pub(crate) fn stats(&self) -> &Counters {
         &self.stats
+    }
+
+    /// Whether the queue failed: a use of it failed, seen by any wait,
+    /// query or the completion thread. For good.
+    pub(crate) fn has_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// Marks the queue failed (for good): it takes no more work. The
+    /// device's error state is untouched.
+    pub(crate) fn mark_failed(&self) {
+        self.failed.store(true, Ordering::Release);
     }
 
     pub(crate) fn progress(&self) -> &Progress {
@@ -237,6 +257,9 @@ impl<T: QueueTracker> Submission<T> {
         mut dispatch: impl FnMut(&mut Vec<Handoff<T::Memory>>),
     ) -> Result<R, Fault> {
         self.device.check_accepting()?;
+        if self.has_failed() {
+            return Err(Fault::QueueFailed { queue: self.id });
+        }
         // Made only once the ring is found full: the common publication
         // never reads the clock.
         let mut ring_full: Option<Wait> = None;
@@ -263,9 +286,18 @@ impl<T: QueueTracker> Submission<T> {
             retrying = true;
             match outcome? {
                 Step::Done(result) => return Ok(result),
-                Step::Backpressure(ticket) => {
+                Step::Backpressure(ticket, limit) => {
                     bump(&self.stats.backpressure_waits);
-                    self.wait_for_room(&ticket)?;
+                    // No timeout: this blocks until the use completes (or
+                    // fails, or the device enters its error state).
+                    self.wait_for_room(&ticket).map_err(|error| match error {
+                        WaitError::TimedOut(waited) => Fault::InFlightLimit {
+                            limit,
+                            wait_for: ticket.seq(),
+                            waited,
+                        },
+                        other => other.into(),
+                    })?;
                 }
                 Step::RingFull => {
                     bump(&self.stats.ring_full_retries);
@@ -315,11 +347,12 @@ impl<T: QueueTracker> Submission<T> {
         result
     }
 
-    /// `failed`'s use of this queue failed: the device enters the error
-    /// state and the tracker is told (the pending uses of the hardware queue
-    /// it ran on fail). Callable with or without the lock.
+    /// `failed`'s use of this queue failed: the queue is failed for good
+    /// (the device is not: its other queues keep working), and the tracker
+    /// is told (the pending uses of the hardware queue it ran on fail).
+    /// Callable with or without the lock.
     pub(crate) fn report_failure(&self, failed: &Ticket) -> WaitError {
-        self.device.report(format!("queue {} failed", self.id));
+        self.mark_failed();
         self.note_queue_failed(failed);
         WaitError::QueueFailed { queue: self.id }
     }

@@ -1,14 +1,15 @@
 //! The device error state: with "do not abort" (CLR's
 //! HIP_SKIP_ABORT_ON_GPU_ERROR) waits return early without completion,
 //! timing and the reset are skipped, batches are released, nobody hangs;
-//! without it the device refuses further work. A queue failure puts the
-//! device in the error state and reaches the tracker even when the lock is
-//! busy as it is seen.
+//! without it the device refuses further work. A queue failure fails that
+//! queue alone (the device and its other queues keep working) and reaches
+//! the tracker even when the lock is busy as it is seen.
 
 mod support;
 
 use sigretire_queue::{
     BatchLimits, CommandStatus, DeviceConfig, QueueConfig, SubmitError, SyncError, WaitError,
+    WaitEventError,
 };
 use sigretire_tracker::{Status, Tracker};
 use support::*;
@@ -145,14 +146,20 @@ fn without_skip_abort_the_device_refuses_further_work() {
     platform.sim().run_until_idle();
 }
 
-#[test]
-fn a_queue_failure_puts_the_device_in_the_error_state() {
-    let (platform, device) = stepped_with(skip_abort(), bounded());
+/// A queue failure fails that queue alone (CUDA's split): a wait on
+/// another queue, in progress as it fails, goes on and completes; the other
+/// queue keeps working; the failed queue answers the failure for its waits,
+/// its events and its new work, naming itself; a new queue works; and only
+/// `Device::set_error` stops every queue. (Was: a queue failure put the
+/// device in the error state and the other queue's wait returned early.)
+fn a_queue_failure_fails_that_queue_alone(config: DeviceConfig) {
+    let (platform, device) = stepped_with(config, bounded());
     let failing = platform.create_queue(&device, bounded()).unwrap();
     let other = device.default_queue().clone();
     let flag = sigretire_sim::HostFlag::new();
     let doomed = failing.launch(spin_kernel(&platform, &flag)).unwrap();
-    other.launch(spin_kernel(&platform, &flag)).unwrap();
+    let doomed_event = failing.record_event().unwrap();
+    let gated = other.launch(spin_kernel(&platform, &flag)).unwrap();
     let sync_other = {
         let other = other.clone();
         spawn(move || other.synchronize())
@@ -168,15 +175,127 @@ fn a_queue_failure_puts_the_device_in_the_error_state() {
             queue: failing.id()
         })
     );
+    assert!(failing.has_failed());
+    assert!(!other.has_failed());
     assert_eq!(doomed.status(), CommandStatus::Failed);
-    assert!(device.error().unwrap().contains("failed"));
-    // The other queue's wait returns early, without completion.
-    assert!(matches!(
-        sync_other.join().unwrap(),
-        Err(SyncError::DeviceError { .. })
-    ));
+    assert_eq!(device.error(), None, "the device is not in the error state");
+
+    // The failed queue: its waits, its events and its new work answer the
+    // failure, naming it, and say what to do.
+    assert_eq!(
+        doomed.wait(),
+        Err(WaitError::QueueFailed {
+            queue: failing.id()
+        })
+    );
+    assert_eq!(doomed_event.query(), Status::Failed);
+    assert_eq!(
+        doomed_event.synchronize(),
+        Err(WaitError::QueueFailed {
+            queue: failing.id()
+        })
+    );
+    let refused = failing.launch(0).unwrap_err();
+    assert_eq!(
+        refused,
+        SubmitError::QueueFailed {
+            queue: failing.id()
+        }
+    );
+    assert!(!refused.is_device_error());
+    assert_eq!(refused.failed_queue(), Some(failing.id()));
+    assert!(
+        refused
+            .to_string()
+            .contains("drop this queue and create a new one"),
+        "{refused}"
+    );
+    assert_eq!(
+        failing.record_event().unwrap_err(),
+        SubmitError::QueueFailed {
+            queue: failing.id()
+        }
+    );
+    assert_eq!(
+        failing.synchronize(),
+        Err(SyncError::QueueFailed {
+            queue: failing.id()
+        })
+    );
+    // A wait on an event of the failed queue is refused, naming it, and
+    // publishes nothing: the waiting queue is not failed by it.
+    assert_eq!(
+        other.wait_event(&doomed_event).unwrap_err(),
+        WaitEventError::QueueFailed {
+            queue: failing.id()
+        }
+    );
+    assert!(!other.has_failed());
+
+    // The other queue's wait goes on, and completes with its work.
+    assert_eq!(gated.status(), CommandStatus::Pending);
     flag.set();
     platform.sim().run_until_idle();
+    assert_eq!(sync_other.join().unwrap(), Ok(()));
+    // The other queue keeps working: launches, waits, events, synchronize.
+    let command = other.launch(0).unwrap();
+    let event = other.record_event().unwrap();
+    platform.sim().run_until_idle();
+    assert_eq!(command.wait(), Ok(()));
+    assert_eq!(event.synchronize(), Ok(()));
+    assert_eq!(other.synchronize(), Ok(()));
+    assert_eq!(other.query(), Ok(Status::Complete));
+
+    // Drop the failed queue, make a new one: it works.
+    drop((doomed, doomed_event, failing));
+    let fresh = platform.create_queue(&device, bounded()).unwrap();
+    let command = fresh.launch(0).unwrap();
+    let event = fresh.record_event().unwrap();
+    other.wait_event(&event).unwrap();
+    let after = other.launch(0).unwrap();
+    platform.sim().run_until_idle();
+    assert_eq!(command.wait(), Ok(()));
+    assert_eq!(event.synchronize(), Ok(()));
+    assert_eq!(fresh.synchronize(), Ok(()));
+    assert_eq!(after.wait(), Ok(()));
+    assert_eq!(device.error(), None);
+
+    // A device-wide fault is sticky: every queue answers it.
+    device.set_error("injected");
+    let skip = config.skip_abort_on_error;
+    for queue in [&other, &fresh] {
+        let pending = queue.launch(spin_kernel(&platform, &flag));
+        if skip {
+            // Work is still taken; a wait for it returns early.
+            let flag = sigretire_sim::HostFlag::new();
+            let gated = queue.launch(spin_kernel(&platform, &flag)).unwrap();
+            assert_eq!(gated.wait(), Err(injected()));
+            assert_eq!(queue.synchronize(), Err(injected()));
+            flag.set();
+            assert!(pending.is_ok());
+        } else {
+            let aborted = WaitError::Aborted {
+                reason: "injected".into(),
+            };
+            assert_eq!(pending.unwrap_err(), SubmitError::from(aborted.clone()));
+            assert_eq!(
+                queue.record_event().unwrap_err(),
+                SubmitError::from(aborted)
+            );
+        }
+    }
+    assert_eq!(device.error().as_deref(), Some("injected"));
+    platform.sim().run_until_idle();
+}
+
+#[test]
+fn a_queue_failure_fails_that_queue_alone_with_skip_abort() {
+    a_queue_failure_fails_that_queue_alone(skip_abort());
+}
+
+#[test]
+fn a_queue_failure_fails_that_queue_alone_on_an_aborting_device() {
+    a_queue_failure_fails_that_queue_alone(DeviceConfig::default());
 }
 
 #[test]
@@ -209,7 +328,9 @@ fn a_failure_seen_while_the_lock_is_busy_still_reaches_the_tracker() {
         });
         assert_eq!(tracker.known_status(&later.ticket()).unwrap(), None);
     });
-    assert!(device.error().is_some());
+    // The queue failed, not the device (was: `device.error().is_some()`).
+    assert!(queue.has_failed());
+    assert_eq!(device.error(), None);
     // Passed on to the tracker when the lock was let go.
     assert_eq!(
         queue.with_tracker(|t| t.known_status(&later.ticket()).unwrap()),

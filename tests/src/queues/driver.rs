@@ -181,10 +181,16 @@ struct DeviceSlot<G: Gpu> {
     handle: Option<Device<Tr<G>>>,
     /// Queues made on it.
     queues: u64,
+    /// A device-wide fault was injected (`Op::DeviceFault`): the only
+    /// reason for the device's error state (a queue failure fails its
+    /// queue alone).
+    faulted: bool,
 }
 
 struct StreamSlot<G: Gpu> {
     handle: Option<Host<G>>,
+    /// The queue's id (`HostQueue::id`), which a `QueueFailed` names.
+    id: u64,
     model: StreamModel,
     /// The device's default queue: the device holds it as long as it lives.
     default: bool,
@@ -391,12 +397,14 @@ impl<G: Gpu> QueueDriver<G> {
                 self.devices.push(DeviceSlot {
                     handle: Some(device),
                     queues: 0,
+                    faulted: false,
                 });
                 (self.devices.len() - 1, queue, true)
             }
         };
         self.devices[device].queues += 1;
         self.streams.push(StreamSlot {
+            id: handle.id(),
             handle: Some(handle),
             model: StreamModel::new(device, hw, 0),
             default,
@@ -475,12 +483,49 @@ impl<G: Gpu> QueueDriver<G> {
             .any(|&hw| self.ledger.has_failed(hw))
     }
 
-    /// The device's error state: `None` once its handle is gone.
+    /// Whether `queue` is the id of `stream` (or of `producer`, the
+    /// stream a cross-queue wait names) and that stream failed: a hardware
+    /// queue it ran on failed. A failed queue is failed for good and
+    /// refuses, naming itself, whatever it is asked (CUDA's split: the
+    /// device and its other queues are not failed with it).
+    fn names_a_failed_stream(&self, queue: u64, stream: usize, producer: Option<usize>) -> bool {
+        [Some(stream), producer]
+            .into_iter()
+            .flatten()
+            .any(|s| self.streams[s].id == queue && self.stream_failed(s))
+    }
+
+    /// The device's error state, as the scenario made it (a device-wide
+    /// fault only, never a queue failure): `None` once its handle is gone.
     fn device_error(&self, device: usize) -> Option<bool> {
-        self.devices[device]
-            .handle
-            .as_ref()
-            .map(|d| d.error().is_some())
+        let slot = &self.devices[device];
+        slot.handle.as_ref().map(|_| slot.faulted)
+    }
+
+    /// The device's error state is the scenario's: set by a device-wide
+    /// fault, never by a queue failure.
+    fn check_device_states(&self) -> Result<(), QueueFailure> {
+        for (d, slot) in self.devices.iter().enumerate() {
+            let Some(device) = &slot.handle else {
+                continue;
+            };
+            if device.error().is_some() != slot.faulted {
+                return broke(
+                    QueueCheck::FalseDeviceError,
+                    "device error state",
+                    format!(
+                        "device {d} says error {:?}, but the scenario {} it",
+                        device.error(),
+                        if slot.faulted {
+                            "faulted"
+                        } else {
+                            "never faulted"
+                        }
+                    ),
+                );
+            }
+        }
+        Ok(())
     }
 
     // --- Judging ------------------------------------------------------------
@@ -590,6 +635,13 @@ impl<G: Gpu> QueueDriver<G> {
             // A cross-queue wait publishes a marker on its producer.
             Error::Queue(QueueError::Failed(_))
                 if producer.is_some_and(|p| self.stream_failed(p)) =>
+            {
+                Ok(())
+            }
+            // A queue failure fails its queue alone: the stream (or the
+            // producer it waits for) refuses once it failed.
+            Error::QueueFailed { queue }
+                if self.names_a_failed_stream(*queue, stream, producer) =>
             {
                 Ok(())
             }
@@ -772,6 +824,18 @@ impl<G: Gpu> QueueDriver<G> {
                 if let Some(slot) = self.devices.iter_mut().rev().find(|d| d.handle.is_some()) {
                     slot.handle = None;
                     self.coverage.drops += 1;
+                }
+                Ok(())
+            }
+            Op::DeviceFault { device } => {
+                let live: Vec<usize> = (0..self.devices.len())
+                    .filter(|&d| self.devices[d].handle.is_some())
+                    .collect();
+                if !live.is_empty() {
+                    let d = live[usize::from(device) % live.len()];
+                    let handle = self.devices[d].handle.as_ref().expect("live");
+                    handle.set_error("a device-wide fault");
+                    self.devices[d].faulted = true;
                 }
                 Ok(())
             }
@@ -1648,6 +1712,14 @@ impl<G: Gpu> QueueDriver<G> {
                 }
                 self.judge_complete(subject, &waiter.required, &what)
             }
+            // A failed queue refuses a synchronize's marker, naming itself,
+            // whatever failed since the stream's current segment began.
+            Err(Error::QueueFailed { queue })
+                if waiter.kind == WaitKind::Synchronize
+                    && self.names_a_failed_stream(*queue, waiter.stream, None) =>
+            {
+                Ok(())
+            }
             Err(Error::QueueFailed { .. }) => self.judge_failed(subject, &waiter.evidence, &what),
             // A backend whose failed queue refuses new packets (ROCr)
             // refuses the marker.
@@ -1747,6 +1819,7 @@ impl<G: Gpu> QueueDriver<G> {
     fn check_step(&mut self) -> Result<(), QueueFailure> {
         self.ledger.refresh();
         self.check_machine()?;
+        self.check_device_states()?;
         self.judge_ended()?;
         self.check_waits_in_order()?;
         self.check_released()?;
@@ -2070,6 +2143,19 @@ impl<G: Gpu> QueueDriver<G> {
                     );
                 }
                 std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        // Every stream retires what it can first: a failed stream's uses
+        // (a cross-queue wait among them) let go of the pins they hold on
+        // a healthy stream's signals only as they retire, and a failed
+        // queue no longer submits (it is not failed with its device any
+        // more, which hid those pins).
+        for slot in &self.streams {
+            if let Some(handle) = &slot.handle {
+                handle.with_tracker(|t| {
+                    t.poll();
+                    t.reclaim();
+                });
             }
         }
         for s in 0..self.streams.len() {

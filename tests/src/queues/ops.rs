@@ -235,10 +235,17 @@ pub enum Op {
     CreateQueue,
     /// Drop the device handle (its queues live on).
     DropDevice,
+    /// A device-wide fault (`Device::set_error`: a lost device) on a live
+    /// device: the one fault that fails every queue of the device. (A queue
+    /// failure, `FailQueue`, fails its queue alone.)
+    DeviceFault {
+        /// The device (any live one).
+        device: u8,
+    },
 }
 
 /// How often each operation is drawn, in [`Op`]'s order of kinds.
-const WEIGHTS: [(u32, u8); 23] = [
+const WEIGHTS: [(u32, u8); 24] = [
     (10, 0),  // Launch
     (3, 1),   // Submit
     (4, 2),   // SubmitAll
@@ -262,6 +269,7 @@ const WEIGHTS: [(u32, u8); 23] = [
     (1, 20),  // DropQueue
     (1, 21),  // CreateQueue
     (1, 22),  // DropDevice
+    (1, 23),  // DeviceFault
 ];
 
 impl<'a> Arbitrary<'a> for Op {
@@ -350,7 +358,10 @@ impl<'a> Arbitrary<'a> for Op {
                 stream: u.arbitrary()?,
             },
             21 => Op::CreateQueue,
-            _ => Op::DropDevice,
+            22 => Op::DropDevice,
+            _ => Op::DeviceFault {
+                device: u.arbitrary()?,
+            },
         })
     }
 }
@@ -381,7 +392,7 @@ impl Op {
             Op::Foreign { .. } => "foreign",
             Op::Step(_) => "step",
             Op::Release { .. } => "release",
-            Op::FailQueue { .. } => "failure",
+            Op::FailQueue { .. } | Op::DeviceFault { .. } => "failure",
             Op::DropQueue { .. } | Op::CreateQueue | Op::DropDevice => "streams",
         }
     }
