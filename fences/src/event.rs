@@ -47,22 +47,36 @@ use std::time::Duration;
 /// # Ok::<(), sigretire_queue::Error>(())
 /// ```
 ///
-/// Cheap to clone (`hipEvent_t` is a handle too): clones share one
-/// recording (one reference to the marker's signal, not one each), answer
-/// the same, and each stays valid when the others are dropped.
+/// Cheap to clone (`hipEvent_t` is a handle too), with no allocation: a
+/// clone takes one more reference on its queue and on the marker's signal,
+/// answers the same, and each clone stays valid when the others are
+/// dropped.
 pub struct Event<T: QueueTracker> {
-    inner: Arc<Recording<T>>,
+    inner: Recording<T>,
 }
 
+// A clone is the recording's fields again: one more reference on the
+// queue's completion and on the marker's signal (a hold the tracker counts,
+// as a second event of the same point would take), no allocation, so that
+// recording an event stays allocation-free once warm.
 impl<T: QueueTracker> Clone for Event<T> {
     fn clone(&self) -> Self {
+        let r = &self.inner;
         Self {
-            inner: self.inner.clone(),
+            inner: Recording {
+                completion: r.completion.clone(),
+                seq: r.seq,
+                index: r.index,
+                ticket: r.ticket,
+                signal: r.signal.clone(),
+                timed: r.timed,
+                blocking_sync: r.blocking_sync,
+            },
         }
     }
 }
 
-/// What an event's clones share: the point it was recorded at.
+/// What an event holds (each clone the same): the point it was recorded at.
 struct Recording<T: QueueTracker> {
     /// Its queue's completion, and through it the queue's submission: one
     /// reference, which keeps the queue alive.
@@ -169,7 +183,7 @@ impl<T: QueueTracker> Event<T> {
         blocking_sync: bool,
     ) -> Self {
         Self {
-            inner: Arc::new(Recording {
+            inner: Recording {
                 completion,
                 seq: point.seq,
                 index: point.index,
@@ -177,7 +191,7 @@ impl<T: QueueTracker> Event<T> {
                 signal,
                 timed,
                 blocking_sync,
-            }),
+            },
         }
     }
 
