@@ -14,7 +14,7 @@
 //! on the stepped simulator).
 //!
 //! Exits 1 when the bug was not caught within `SCENARIO_TEETH_CASES`
-//! scenarios per setup (default 500; `QUEUE_TEETH_CASES`, default 2000, for
+//! scenarios per setup (default 500; `QUEUE_TEETH_CASES`, default 4000, for
 //! the queue layer's), so a script notices a blunt check;
 //! 2 when built without `--cfg sigretire_planted`, which has no bugs to
 //! plant.
@@ -58,7 +58,7 @@ fn main() -> ExitCode {
         let cases = std::env::var("QUEUE_TEETH_CASES")
             .ok()
             .and_then(|v| v.parse().ok())
-            .unwrap_or(2000);
+            .unwrap_or(4000);
         return queue_layer(bug, cases);
     }
     let setups = setups();
