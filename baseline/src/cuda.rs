@@ -16,7 +16,7 @@ use std::sync::Arc;
 /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
 /// #     context => context?,
 /// # };
-/// use sigretire_tracker::{Config, HardwareQueue, Request, Status, Tracker, Work};
+/// use sigretire_tracker::{Config, Request, Status, Tracker, Work, backend::HardwareQueue};
 ///
 /// let (mut baseline, queue) = sigretire_baseline::cuda::baseline_tracker(&context, Config::default())?;
 /// let index = queue.reserve().unwrap();

@@ -26,9 +26,9 @@ use sigretire_tracker::kit::{
 };
 use sigretire_tracker::{
     AcquireError, Acquired, AttachError, BackendError, Census, Config, CreateError,
-    FailSubmissionError, ForeignTicket, Generation, Pin, PinError, Placement, Publication,
-    PublishError, QueueView, Request, SignalMemory, SignalRef, Stats, Status, Ticket, Timestamps,
-    TimestampsError, Tracker, Waiter,
+    FailSubmissionError, ForeignTicket, Generation, Pin, PinError, Placement, PublishError,
+    Request, SignalRef, Stats, Status, Ticket, Timestamps, TimestampsError, Tracker, Waiter,
+    backend::{Publication, QueueView, SignalMemory},
 };
 use std::collections::VecDeque;
 

@@ -4,7 +4,7 @@
 use super::*;
 use sigretire_sim::Queue;
 use sigretire_sim::backend::SimMemory;
-use sigretire_tracker::{HardwareQueue, Work};
+use sigretire_tracker::{Work, backend::HardwareQueue};
 
 type Baseline = BaselineTracker<SimMemory, Queue>;
 

@@ -14,7 +14,7 @@ use crate::alloc;
 use crate::cpu::{self, ThreadUsage};
 use serde::Serialize;
 use sigretire_queue::{Device, DeviceConfig, HostQueue, QueueConfig, QueueTracker};
-use sigretire_tracker::{HardwareQueue, Placement, Request, Stats, WaitPolicy, Work};
+use sigretire_tracker::{Placement, Request, Stats, WaitPolicy, Work, backend::HardwareQueue};
 use std::time::{Duration, Instant};
 
 /// An API the seed's tables time.

@@ -48,8 +48,8 @@ use sigretire_sim::backend::SimMemory;
 use sigretire_sim::hsa_sys::hsa_signal_t;
 use sigretire_sim::{Signal, Sim};
 use sigretire_tracker::{
-    Config, HardwareQueue, Placement, Publication, QueueError, QueueView, RetiringTracker, Status,
-    WaitPolicy, Work,
+    Config, Placement, RetiringTracker, Status, WaitPolicy, Work,
+    backend::{HardwareQueue, Publication, QueueError, QueueView},
 };
 use std::fmt::Write as _;
 use std::sync::Arc;

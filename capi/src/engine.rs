@@ -15,8 +15,9 @@ use crate::status::{
 };
 use ::sigretire_tracker::{
     AcquireError, Acquired, Census, FailSubmissionError, ForeignTicket, Generation, Pin, PinError,
-    Placement, Publication, PublishError, QueueError, QueueView, SignalMemory, SignalRef, Stats,
-    Status, Ticket, Timestamps, TimestampsError, Tracker, WaitError, WaitPolicy, Waiter, Work,
+    Placement, PublishError, SignalRef, Stats, Status, Ticket, Timestamps, TimestampsError,
+    Tracker, WaitError, WaitPolicy, Waiter, Work,
+    backend::{Publication, QueueError, QueueView, SignalMemory},
 };
 use std::any::Any;
 use std::time::Duration;

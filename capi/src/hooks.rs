@@ -12,7 +12,8 @@ use crate::status::*;
 use crate::tracker::{Backend, build, give, require_backend, sigretire_tracker, tracker_ref};
 use crate::types::*;
 use ::sigretire_tracker::{
-    AllocError, Placement, Publication, QueueView, SignalMemory, TimestampClock, Timestamps, Work,
+    Placement, TimestampClock, Timestamps, Work,
+    backend::{AllocError, Publication, QueueView, SignalMemory},
 };
 use std::ffi::c_void;
 use std::sync::Arc;

@@ -6,7 +6,10 @@ use crate::registry::{self, Kind};
 use crate::status::*;
 use crate::tracker::{Backend, build, give, require_backend, sigretire_tracker, tracker_ref};
 use crate::types::*;
-use ::sigretire_tracker::{HardwareQueue, Publication, Work};
+use ::sigretire_tracker::{
+    Work,
+    backend::{HardwareQueue, Publication},
+};
 use sigretire_hsa::{AdoptOptions, AqlQueue, Device, Error, Runtime, SignalPool};
 use std::ffi::{CStr, c_char, c_void};
 use std::sync::Arc;

@@ -14,7 +14,10 @@ use ::sigretire_sim::{
     CostProfile, MAX_QUEUE_SIZE, Mode, Placement as SimPlacement, Queue, QueueConfig, Sim,
     SimConfig,
 };
-use ::sigretire_tracker::{CreateError, HardwareQueue, Publication, Tracker, Work};
+use ::sigretire_tracker::{
+    CreateError, Tracker, Work,
+    backend::{HardwareQueue, Publication},
+};
 use hsa_sys::PacketWords;
 use std::sync::Arc;
 

@@ -7,8 +7,8 @@ use crate::registry::{self, Kind};
 use crate::status::*;
 use crate::types::*;
 use ::sigretire_tracker::{
-    AcquireError, Acquired, FailSubmissionError, PinError, Publication, PublishError, Request,
-    Status, Ticket, TimestampsError, Tracker, WaitError, WaitPolicy, Work,
+    AcquireError, Acquired, FailSubmissionError, PinError, PublishError, Request, Status, Ticket,
+    TimestampsError, Tracker, WaitError, WaitPolicy, Work, backend::Publication,
 };
 use hsa_sys::PacketHeader;
 use parking_lot::Mutex;
@@ -1118,7 +1118,7 @@ pub(crate) fn build<M, Q>(
     backend: Backend,
 ) -> Outcome<Box<sigretire_tracker>>
 where
-    M: ::sigretire_tracker::SignalMemory,
+    M: ::sigretire_tracker::backend::SignalMemory,
     Q: CQueue + Send,
 {
     ::sigretire_tracker::RetiringTracker::new(memory, queue, settings.config)

@@ -9,8 +9,9 @@
 
 use crate::status::{Outcome, SIGRETIRE_ERR_INVALID_ARGUMENT, SIGRETIRE_ERR_INVALID_CONFIG, fail};
 use ::sigretire_tracker::{
-    Accesses, Census, Condition, Config, Dispatch, Placement, Purpose, Request, Stats, Status,
-    Ticket, Timestamps, WaitPolicy, WaitValue, Work,
+    Accesses, Census, Config, Placement, Purpose, Request, Stats, Status, Ticket, Timestamps,
+    WaitPolicy, Work,
+    backend::{Condition, Dispatch, WaitValue},
 };
 use std::time::Duration;
 

@@ -32,7 +32,7 @@ use std::sync::Arc;
 ///
 /// ```no_run
 /// use sigretire_cuda::CudaContext;
-/// use sigretire_tracker::{Config, Request, Status, Tracker, HardwareQueue, Work};
+/// use sigretire_tracker::{Config, Request, Status, Tracker, Work, backend::HardwareQueue};
 ///
 /// let context = CudaContext::new(0)?;
 /// println!("{}", context.report());
@@ -274,7 +274,7 @@ impl CudaContext {
     /// #     context => context?,
     /// # };
     /// use sigretire_cuda::{KernelLaunch, check, cudarc::driver::sys};
-    /// use sigretire_tracker::{Config, HardwareQueue, Request, Tracker};
+    /// use sigretire_tracker::{Config, Request, Tracker, backend::HardwareQueue};
     ///
     /// // A runtime's kernel: spins for `ns` nanoseconds, then stamps the block.
     /// const PTX: &core::ffi::CStr = cr"
@@ -338,7 +338,7 @@ impl CudaContext {
     /// #     context => context?,
     /// # };
     /// use sigretire_cuda::{CudaMemory, SignalBlock};
-    /// use sigretire_tracker::{Placement, SignalMemory};
+    /// use sigretire_tracker::{Placement, backend::SignalMemory};
     ///
     /// let before = context.pinned_bytes();
     /// let memory = CudaMemory::with_batch(&context, 1);

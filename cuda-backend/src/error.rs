@@ -262,15 +262,15 @@ fn driver_hint(code: CUresult) -> &'static str {
     }
 }
 
-impl From<Error> for sigretire_tracker::QueueError {
+impl From<Error> for sigretire_tracker::backend::QueueError {
     fn from(error: Error) -> Self {
-        sigretire_tracker::QueueError::Failed(error.to_string())
+        sigretire_tracker::backend::QueueError::Failed(error.to_string())
     }
 }
 
-impl From<Error> for sigretire_tracker::AllocError {
+impl From<Error> for sigretire_tracker::backend::AllocError {
     fn from(error: Error) -> Self {
-        sigretire_tracker::AllocError::OutOfMemory(error.to_string())
+        sigretire_tracker::backend::AllocError::OutOfMemory(error.to_string())
     }
 }
 
@@ -381,11 +381,11 @@ mod tests {
             call: "cuStreamBatchMemOp_v2",
             code: CUresult::CUDA_ERROR_INVALID_VALUE,
         };
-        let queue: sigretire_tracker::QueueError = error.clone().into();
+        let queue: sigretire_tracker::backend::QueueError = error.clone().into();
         assert!(
-            matches!(queue, sigretire_tracker::QueueError::Failed(text) if text.contains("cuStreamBatchMemOp_v2"))
+            matches!(queue, sigretire_tracker::backend::QueueError::Failed(text) if text.contains("cuStreamBatchMemOp_v2"))
         );
-        let alloc: sigretire_tracker::AllocError = error.into();
+        let alloc: sigretire_tracker::backend::AllocError = error.into();
         assert!(alloc.to_string().contains("CUDA_ERROR_INVALID_VALUE"));
     }
 }

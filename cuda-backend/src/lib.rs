@@ -44,11 +44,11 @@
 //! may still write), `wake` (wake signals and their mailbox), [`kernel`]
 //! (the PTX and registered launches), `context` ([`CudaContext`]: primary
 //! context, arena, registry), `memory` (the
-//! [`SignalMemory`](sigretire_tracker::SignalMemory) implementation), `ops`
+//! [`SignalMemory`](sigretire_tracker::backend::SignalMemory) implementation), `ops`
 //! (the memory operations a publication enqueues), `order` (index-ordered
 //! publication), `stream` (an owned or adopted stream), `relay` (where
 //! wakes' host functions run), `queue` (the
-//! [`HardwareQueue`](sigretire_tracker::HardwareQueue), and the queues a
+//! [`HardwareQueue`](sigretire_tracker::backend::HardwareQueue), and the queues a
 //! context makes), `trackers` (a tracker and its queue in one call), and
 //! `report` ([`SystemReport`]: what a measurement was taken on). CUDA's
 //! own events, which the benchmarks compare with, are the benchmarks' own.
@@ -63,7 +63,7 @@
 //!
 //! ```no_run
 //! use sigretire_cuda::CudaContext;
-//! use sigretire_tracker::{Config, HardwareQueue, Purpose, Request, Status, Tracker, Work};
+//! use sigretire_tracker::{Config, Purpose, Request, Status, Tracker, Work, backend::HardwareQueue};
 //!
 //! let context = CudaContext::new(0)?;
 //! println!("{}", context.report());

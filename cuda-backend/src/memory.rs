@@ -26,7 +26,10 @@ use crate::context::CudaContext;
 use crate::signal::{CudaSignal, SignalBlock};
 use core::sync::atomic::{AtomicU64, Ordering, fence};
 use parking_lot::Mutex;
-use sigretire_tracker::{AllocError, Placement, SignalMemory, TimestampClock, Timestamps};
+use sigretire_tracker::{
+    Placement, TimestampClock, Timestamps,
+    backend::{AllocError, SignalMemory},
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,7 +39,7 @@ use std::time::Duration;
 /// ```no_run
 /// use std::sync::Arc;
 /// use sigretire_cuda::{CudaContext, CudaMemory};
-/// use sigretire_tracker::{Placement, SignalMemory};
+/// use sigretire_tracker::{Placement, backend::SignalMemory};
 ///
 /// let context = CudaContext::new(0)?;
 /// let memory = Arc::new(CudaMemory::new(&context));
@@ -88,7 +91,7 @@ impl CudaMemory {
     /// #     context => context?,
     /// # };
     /// use sigretire_cuda::CudaMemory;
-    /// use sigretire_tracker::{Placement, SignalMemory};
+    /// use sigretire_tracker::{Placement, backend::SignalMemory};
     ///
     /// let memory = CudaMemory::with_batch(&context, 8);
     /// let mut signals = Vec::new();
@@ -132,7 +135,7 @@ impl CudaMemory {
     /// #     context => context?,
     /// # };
     /// use sigretire_cuda::CudaMemory;
-    /// use sigretire_tracker::{Placement, SignalMemory};
+    /// use sigretire_tracker::{Placement, backend::SignalMemory};
     ///
     /// let memory = CudaMemory::new(&context);
     /// let mut signals = Vec::new();
@@ -154,7 +157,7 @@ impl CudaMemory {
     /// #     context => context?,
     /// # };
     /// use sigretire_cuda::CudaMemory;
-    /// use sigretire_tracker::{Placement, SignalMemory};
+    /// use sigretire_tracker::{Placement, backend::SignalMemory};
     ///
     /// let memory = CudaMemory::new(&context);
     /// let mut signals = Vec::new();

@@ -14,7 +14,7 @@
 //!    memory reads zeros as "no stamps");
 //! 3. the completion: 0 into the signal's value;
 //! 4. the progress: `index + 1` into the queue's progress word, which
-//!    [`read_index`](sigretire_tracker::QueueView::read_index) loads.
+//!    [`read_index`](sigretire_tracker::backend::QueueView::read_index) loads.
 //!
 //! Writes keep the driver's default memory barrier, so each is visible only
 //! after everything before it in the stream (the kernel's stamp stores, the

@@ -11,7 +11,10 @@ use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use cudarc::driver::sys::{CUstream, CUstreamBatchMemOpParams};
 use parking_lot::Mutex;
-use sigretire_tracker::{HardwareQueue, Publication, QueueError, QueueView, Work};
+use sigretire_tracker::{
+    Work,
+    backend::{HardwareQueue, Publication, QueueError, QueueView},
+};
 use std::sync::Arc;
 
 /// A stream that accepts the tracker's work.
@@ -65,7 +68,7 @@ use std::sync::Arc;
 /// ```no_run
 /// use sigretire_cuda::{CudaContext, CudaMemory};
 /// use std::sync::Arc;
-/// use sigretire_tracker::{Config, Request, RetiringTracker, Status, Tracker, HardwareQueue, Work};
+/// use sigretire_tracker::{Config, Request, RetiringTracker, Status, Tracker, Work, backend::HardwareQueue};
 ///
 /// let context = CudaContext::new(0)?;
 /// let queue = context.create_queue()?;
@@ -292,7 +295,7 @@ impl CudaQueue {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use sigretire_tracker::{HardwareQueue, Publication, Work};
+    /// use sigretire_tracker::{Work, backend::{HardwareQueue, Publication}};
     ///
     /// let queue = context.create_queue()?;
     /// let index = queue.reserve().unwrap();
@@ -314,13 +317,13 @@ impl CudaQueue {
     /// runtime's own work enqueued before the call, from any thread.
     ///
     /// ```
-    /// # use sigretire_tracker::Publication;
+    /// # use sigretire_tracker::backend::Publication;
     /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use sigretire_tracker::{HardwareQueue, QueueView, Work};
+    /// use sigretire_tracker::{Work, backend::{HardwareQueue, QueueView}};
     ///
     /// let queue = context.create_queue()?;
     /// let index = queue.reserve().unwrap();
@@ -338,13 +341,13 @@ impl CudaQueue {
     /// adopted stream, the runtime's own work counts too.
     ///
     /// ```
-    /// # use sigretire_tracker::Publication;
+    /// # use sigretire_tracker::backend::Publication;
     /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use sigretire_tracker::{HardwareQueue, Work};
+    /// use sigretire_tracker::{Work, backend::HardwareQueue};
     ///
     /// let queue = context.create_queue()?;
     /// assert!(queue.is_idle()?);
@@ -381,13 +384,13 @@ impl CudaQueue {
     /// Why the queue stopped accepting work, if it did.
     ///
     /// ```
-    /// # use sigretire_tracker::Publication;
+    /// # use sigretire_tracker::backend::Publication;
     /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use sigretire_tracker::{HardwareQueue, Work};
+    /// use sigretire_tracker::{Work, backend::HardwareQueue};
     ///
     /// let queue = context.create_queue()?;
     /// let index = queue.reserve().unwrap();
@@ -407,7 +410,7 @@ impl CudaQueue {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use sigretire_tracker::HardwareQueue;
+    /// use sigretire_tracker::backend::HardwareQueue;
     ///
     /// let queue = context.create_queue()?;
     /// let (first, second) = (queue.reserve().unwrap(), queue.reserve().unwrap());
@@ -423,13 +426,13 @@ impl CudaQueue {
     /// first index still waiting to be published.
     ///
     /// ```
-    /// # use sigretire_tracker::Publication;
+    /// # use sigretire_tracker::backend::Publication;
     /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use sigretire_tracker::{HardwareQueue, Work};
+    /// use sigretire_tracker::{Work, backend::HardwareQueue};
     ///
     /// let queue = context.create_queue()?;
     /// let index = queue.reserve().unwrap();
@@ -445,13 +448,13 @@ impl CudaQueue {
     /// Publications parked until an earlier index is published.
     ///
     /// ```
-    /// # use sigretire_tracker::Publication;
+    /// # use sigretire_tracker::backend::Publication;
     /// # use sigretire_cuda::{CudaContext, Error};
     /// # let context = match CudaContext::new(0) {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use sigretire_tracker::{HardwareQueue, Work};
+    /// use sigretire_tracker::{Work, backend::HardwareQueue};
     ///
     /// let queue = context.create_queue()?;
     /// let (first, second) = (queue.reserve().unwrap(), queue.reserve().unwrap());
@@ -474,7 +477,7 @@ impl CudaQueue {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use sigretire_tracker::QueueView;
+    /// use sigretire_tracker::backend::QueueView;
     ///
     /// let queue = context.create_queue()?;
     /// queue.launch_empty()?;
@@ -763,7 +766,7 @@ impl CudaContext {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use sigretire_tracker::QueueView;
+    /// use sigretire_tracker::backend::QueueView;
     /// let queue = context.create_queue()?;
     /// assert_eq!((queue.reserved(), queue.read_index()), (0, 0));
     /// assert!(queue.is_idle()?);
@@ -836,9 +839,8 @@ impl CudaContext {
     /// ```no_run
     /// use cudarc::driver::sys;
     /// use sigretire_cuda::{CudaContext, CudaMemory, check};
-    /// use sigretire_tracker::{
-    ///     Config, HardwareQueue, Request, RetiringTracker, Status, Tracker, WaitPolicy, Work,
-    /// };
+    /// use sigretire_tracker::backend::HardwareQueue;
+    /// use sigretire_tracker::{Config, Request, RetiringTracker, Status, Tracker, WaitPolicy, Work};
     /// use std::{sync::Arc, time::Duration};
     ///
     /// let context = CudaContext::new(0)?;
@@ -966,7 +968,7 @@ impl CudaContext {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use sigretire_tracker::{HardwareQueue, Publication, Work};
+    /// use sigretire_tracker::{Work, backend::{HardwareQueue, Publication}};
     ///
     /// // The driver is there (`CudaContext::new` said so), so cudarc can open it.
     /// let runtime = cudarc::driver::CudaContext::new(0).expect("cudarc's context");

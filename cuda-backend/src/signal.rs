@@ -70,7 +70,7 @@ const _: () = {
 /// #     context => context?,
 /// # };
 /// use sigretire_cuda::{CudaMemory, SignalBlock};
-/// use sigretire_tracker::{Placement, SignalMemory};
+/// use sigretire_tracker::{Placement, backend::SignalMemory};
 ///
 /// let memory = CudaMemory::new(&context);
 /// let mut signals = Vec::new();
@@ -107,7 +107,7 @@ impl CudaSignal {
     /// #     context => context?,
     /// # };
     /// use sigretire_cuda::CudaMemory;
-    /// use sigretire_tracker::{Placement, SignalMemory};
+    /// use sigretire_tracker::{Placement, backend::SignalMemory};
     ///
     /// let memory = CudaMemory::new(&context);
     /// let mut signals = Vec::new();
@@ -130,7 +130,7 @@ impl CudaSignal {
     /// #     context => context?,
     /// # };
     /// use sigretire_cuda::{CudaMemory, SignalBlock};
-    /// use sigretire_tracker::{Placement, SignalMemory};
+    /// use sigretire_tracker::{Placement, backend::SignalMemory};
     ///
     /// let memory = CudaMemory::new(&context);
     /// let mut signals = Vec::new();

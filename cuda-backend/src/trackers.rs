@@ -20,7 +20,7 @@ impl CudaContext {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use sigretire_tracker::{Config, HardwareQueue, Request, Status, Tracker, Work};
+    /// use sigretire_tracker::{Config, Request, Status, Tracker, Work, backend::HardwareQueue};
     ///
     /// let (mut tracker, queue) = context.retiring_tracker(Config::default())?;
     /// let index = queue.reserve().unwrap();

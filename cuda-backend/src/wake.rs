@@ -9,7 +9,7 @@
 //! [`WakeMailbox`], whose protocol loses no wake-up: a loom model checks it).
 
 use parking_lot::Mutex;
-use sigretire_tracker::WakeMailbox;
+use sigretire_tracker::backend::WakeMailbox;
 use std::collections::HashSet;
 use std::ffi::c_void;
 use std::sync::Arc;

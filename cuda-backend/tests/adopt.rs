@@ -20,7 +20,8 @@ use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, Error, check};
 use sigretire_cuda_testkit::busy_kernel;
 use sigretire_queue::{Device, DeviceConfig, QueueConfig};
 use sigretire_tracker::{
-    Config, HardwareQueue, QueueError, Request, RetiringTracker, Status, Tracker, WaitPolicy, Work,
+    Config, Request, RetiringTracker, Status, Tracker, WaitPolicy, Work,
+    backend::{HardwareQueue, QueueError},
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -817,7 +818,7 @@ fn work_enqueued_beside_the_layer_on_an_owned_stream_is_not_skipped() {
         let index = gate_queue.reserve().unwrap();
         gate_queue
             .publish(
-                sigretire_tracker::Publication::unsignalled(index, true),
+                sigretire_tracker::backend::Publication::unsignalled(index, true),
                 busy.work(),
             )
             .unwrap();

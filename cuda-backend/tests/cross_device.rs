@@ -19,7 +19,10 @@ mod support;
 use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, Error};
 use sigretire_cuda_testkit::{FlagState, HostFlag, launch_flag_writer, spin_kernel};
 use sigretire_queue::{Device, DeviceConfig, HostQueue, QueueConfig};
-use sigretire_tracker::{Config, HardwareQueue, Publication, RetiringTracker, Tracker as _};
+use sigretire_tracker::{
+    Config, RetiringTracker, Tracker as _,
+    backend::{HardwareQueue, Publication},
+};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::{RawEvent, WAIT};
@@ -204,7 +207,7 @@ fn elapsed_time_between_events_of_two_gpus_is_refused() {
 
 #[test]
 fn the_signals_of_two_gpus_are_shared_where_both_address_host_memory_alike() {
-    use sigretire_tracker::SignalMemory;
+    use sigretire_tracker::backend::SignalMemory;
     let Some((gpu0, gpu1)) = two_gpus() else {
         return;
     };

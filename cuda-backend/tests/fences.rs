@@ -349,7 +349,7 @@ fn elapsed_time_agrees_with_cuda_events_within_five_percent() {
 /// never those of whatever its signal served before.
 #[test]
 fn a_timed_marker_reports_no_stamps_not_an_earlier_uses() {
-    use sigretire_tracker::{HardwareQueue, Purpose, Request, Tracker as _, Work};
+    use sigretire_tracker::{Purpose, Request, Tracker as _, Work, backend::HardwareQueue};
     let Some(context) = gpu() else { return };
     let (mut tracker, queue) = context.retiring_tracker(Config::default()).unwrap();
     let ring = Config::default().initial_size;

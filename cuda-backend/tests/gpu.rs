@@ -14,8 +14,9 @@ use sigretire_baseline::BaselineTracker;
 use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, Error};
 use sigretire_cuda_testkit::{FlagState, HostFlag, busy_kernel, spin_kernel};
 use sigretire_tracker::{
-    Acquired, Config, HardwareQueue, Placement, Publication, Purpose, QueueError, QueueView,
-    Request, RetiringTracker, SignalMemory, Status, Tracker, WaitPolicy, Work,
+    Acquired, Config, Placement, Purpose, Request, RetiringTracker, Status, Tracker, WaitPolicy,
+    Work,
+    backend::{HardwareQueue, Publication, QueueError, QueueView, SignalMemory},
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};

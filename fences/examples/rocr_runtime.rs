@@ -16,7 +16,9 @@
 
 use hsa_sys::{HSA_QUEUE_TYPE_MULTI, HSA_STATUS_SUCCESS, hsa_queue_t};
 use sigretire_hsa::{AdoptOptions, AqlQueue, Device as Gpu, Runtime, SignalPool};
-use sigretire_queue::tracker::{Config, Dispatch, Placement, RetiringTracker, Status, Work};
+use sigretire_queue::tracker::{
+    Config, Placement, RetiringTracker, Status, Work, backend::Dispatch,
+};
 use sigretire_queue::{CommandStatus, Device, DeviceConfig, QueueConfig};
 use sigretire_rocr_standin::{Kernel, Standin};
 use std::error::Error;

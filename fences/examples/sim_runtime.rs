@@ -22,7 +22,7 @@ use sigretire_queue::sim::engine::{self, Mode};
 use sigretire_queue::sim::{
     Compute, CostProfile, HostFlag, Kernel, KernelDispatch, Sim, SimConfig, SimTracker,
 };
-use sigretire_queue::tracker::{Config, Dispatch, RetiringTracker, Status, Work};
+use sigretire_queue::tracker::{Config, RetiringTracker, Status, Work, backend::Dispatch};
 use sigretire_queue::{CommandStatus, Device, DeviceConfig, QueueConfig};
 use std::collections::HashMap;
 use std::error::Error;

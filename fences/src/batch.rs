@@ -19,7 +19,7 @@ use crate::recycle::Pool;
 use crate::status::CommandStatus;
 use crate::sync::{Arc, AtomicU8, Ordering};
 use crate::wake::Armed;
-use sigretire_tracker::{SignalMemory, SignalRef, Status, Ticket, Waiter};
+use sigretire_tracker::{SignalRef, Status, Ticket, Waiter, backend::SignalMemory};
 
 /// The status cells of one queue's commands, for reuse (see `recycle`).
 pub(crate) type StatePool = Pool<Arc<CommandState>>;

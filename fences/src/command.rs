@@ -8,7 +8,7 @@ use crate::device_state::DeviceState;
 use crate::error::WaitError;
 use crate::status::CommandStatus;
 use crate::sync::Arc;
-use sigretire_tracker::{SignalMemory, Status, Ticket, Waiter};
+use sigretire_tracker::{Status, Ticket, Waiter, backend::SignalMemory};
 use std::time::Duration;
 
 /// A submitted command: ask about it or wait for it from any thread, with

@@ -24,7 +24,9 @@ use crate::status::CommandStatus;
 use crate::submission::{Held, Submission, held_by_this_thread};
 use crate::sync::Arc;
 use crate::wake::Armed;
-use sigretire_tracker::{Purpose, SignalMemory, SignalRef, Status, WakeSource, Work};
+use sigretire_tracker::{
+    Purpose, SignalRef, Status, Work, backend::SignalMemory, wait::WakeSource,
+};
 use std::time::Duration;
 
 /// What queues hold of their device: its error state, and its completion

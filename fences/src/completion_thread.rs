@@ -45,7 +45,10 @@
 use crate::device_state::DeviceState;
 use crate::sync::thread::{self, JoinHandle};
 use crate::sync::{Arc, Condvar, Mutex, Ordering, identity};
-use sigretire_tracker::{Wait, WaitPolicy, WakeSource};
+use sigretire_tracker::{
+    WaitPolicy,
+    wait::{Wait, WakeSource},
+};
 use std::time::{Duration, Instant};
 
 /// How the thread passes an idle spell: with no wake signal to sleep on,
@@ -509,7 +512,7 @@ mod tests {
     }
 
     impl Job for Fake {
-        type Wake<'a> = sigretire_tracker::NoWake;
+        type Wake<'a> = sigretire_tracker::wait::NoWake;
 
         fn wake(&mut self) -> Option<Self::Wake<'_>> {
             None

@@ -151,7 +151,7 @@ impl QueueConfig {
 /// How a [`Device`](crate::Device) reacts to errors.
 ///
 /// Time is not configured: elapsed times count in the clock the backend's
-/// stamps come from ([`crate::tracker::SignalMemory::timestamp_clock`]), a fact of
+/// stamps come from ([`crate::tracker::backend::SignalMemory::timestamp_clock`]), a fact of
 /// its hardware that no setting can contradict.
 ///
 /// ```

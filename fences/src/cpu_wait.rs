@@ -22,8 +22,9 @@ use crate::error::WaitError;
 use crate::status::CommandStatus;
 use crate::wake::Armed;
 use sigretire_tracker::{
-    ForeignTicket, SignalMemory, Status, Ticket, TimedOut, Wait, WaitPolicy, WaitStop, Waiter,
-    WakeSource,
+    ForeignTicket, Status, Ticket, TimedOut, WaitPolicy, Waiter,
+    backend::SignalMemory,
+    wait::{Wait, WaitStop, WakeSource},
 };
 use std::cell::Cell;
 use std::time::Duration;

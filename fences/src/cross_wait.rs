@@ -22,7 +22,7 @@ use crate::frontier::Verdict;
 use crate::publish::{Packet, QueueTracker, Step};
 use crate::stats::{add, bump};
 use crate::submission::{Held, Submission};
-use sigretire_tracker::{Pin, Purpose, SignalMemory, Status, Ticket, Tracker, Work};
+use sigretire_tracker::{Pin, Purpose, Status, Ticket, Tracker, Work, backend::SignalMemory};
 use std::collections::VecDeque;
 
 /// Dependencies a barrier-AND packet carries at most (the AQL packet

@@ -21,7 +21,7 @@
 //! | [`Event::elapsed_to`](crate::Event::elapsed_to) | [`ElapsedError`] |
 //! | [`QueueConfig::validate`](crate::QueueConfig::validate), [`Device::new`](crate::Device::new), [`Device::create_queue`](crate::Device::create_queue) | [`InvalidConfig`] |
 
-use sigretire_tracker::QueueError;
+use sigretire_tracker::backend::QueueError;
 use std::time::Duration;
 
 /// A configuration value ([`QueueConfig`](crate::QueueConfig)) is out of

@@ -24,7 +24,7 @@ use crate::status::CommandStatus;
 use crate::submission::{CompletionPoint, Held, Submission};
 use crate::sync::Arc;
 use sigretire_tracker::{
-    Purpose, SignalMemory, SignalRef, Status, Ticket, Timestamps, WaitPolicy, Work,
+    Purpose, SignalRef, Status, Ticket, Timestamps, WaitPolicy, Work, backend::SignalMemory,
 };
 use std::time::Duration;
 
@@ -465,7 +465,7 @@ impl<T: QueueTracker> Event<T> {
 
     /// GPU time from this event to `stop` (`hipEventElapsedTime`), from the
     /// markers' completion timestamps, in the clock they count in (the
-    /// backend's: [`crate::tracker::SignalMemory::timestamp_clock`]). Exact to the
+    /// backend's: [`crate::tracker::backend::SignalMemory::timestamp_clock`]). Exact to the
     /// nanosecond below, never saturated. An event to itself (or to one
     /// that completed at the same tick) is zero.
     ///

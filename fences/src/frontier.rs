@@ -44,7 +44,7 @@
 
 use crate::progress::Progress;
 use crate::sync::{AtomicBool, AtomicU64, Ordering, RwLock};
-use sigretire_tracker::{HardwareQueue, Placement, Status, Ticket};
+use sigretire_tracker::{Placement, Status, Ticket, backend::HardwareQueue};
 
 /// "No packet published on this hardware queue yet": the index before 0,
 /// as [`HardwareQueue::foreign_work_after`] takes it.

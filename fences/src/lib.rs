@@ -125,8 +125,8 @@ pub use queue::HostQueue;
 /// The tracker crate the queue layer runs on, whole.
 pub use sigretire_tracker as tracker;
 pub use sigretire_tracker::{
-    HardwareQueue, Placement, Purpose, QueueError, QueueView, SignalMemory, Status, Ticket,
-    TimestampClock, Timestamps, Tracker, WaitPolicy, Work,
+    Placement, Purpose, Status, Ticket, TimestampClock, Timestamps, Tracker, WaitPolicy, Work,
+    backend::{HardwareQueue, QueueError, QueueView, SignalMemory},
 };
 pub use stats::QueueStats;
 pub use status::CommandStatus;

@@ -5,7 +5,10 @@
 use crate::device_state::DeviceState;
 use crate::status::CommandStatus;
 use crate::sync::{AtomicBool, Condvar, Mutex, Ordering};
-use sigretire_tracker::{Ticket, TimedOut, Wait, WaitPolicy, WaitStop, WakeSource};
+use sigretire_tracker::{
+    Ticket, TimedOut, WaitPolicy,
+    wait::{Wait, WaitStop, WakeSource},
+};
 use std::time::Duration;
 
 /// A synchronize marker: the newest command when it was published.

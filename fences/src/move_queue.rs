@@ -9,7 +9,10 @@ use crate::frontier::Verdict;
 use crate::publish::{Packet, QueueTracker, Step};
 use crate::submission::{Held, Submission};
 use crate::sync::Arc;
-use sigretire_tracker::{Purpose, QueueView, SignalMemory, Ticket, Work};
+use sigretire_tracker::{
+    Purpose, Ticket, Work,
+    backend::{QueueView, SignalMemory},
+};
 
 /// Moves the stream to `queue`. Publishes nothing itself, unless a marker
 /// on the old queue must cover work the layer did not publish: the next

@@ -17,8 +17,8 @@ use crate::stats::{Counters, bump};
 use crate::sync::Arc;
 use crate::wake::{Armed, WakePool};
 use sigretire_tracker::{
-    HardwareQueue, Pin, Placement, Publication, Purpose, QueueError, Request, SignalMemory,
-    SignalRef, Ticket, Tracker, Work,
+    Pin, Placement, Purpose, Request, SignalRef, Ticket, Tracker, Work,
+    backend::{HardwareQueue, Publication, QueueError, SignalMemory},
 };
 
 /// A tracker the queue layer can drive: any [`Tracker`] whose queue accepts

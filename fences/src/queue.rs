@@ -26,7 +26,7 @@ use crate::stats::{QueueStats, add};
 use crate::submission::Submission;
 use crate::sync::{Arc, AtomicU64, Ordering};
 use crate::synchronize::Synchronizer;
-use sigretire_tracker::{Pin, Purpose, SignalMemory, Status, Tracker, Work};
+use sigretire_tracker::{Pin, Purpose, Status, Tracker, Work, backend::SignalMemory};
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -273,7 +273,7 @@ impl<T: QueueTracker> HostQueue<T> {
     /// [`SubmitError::QueueFailed`].
     ///
     /// ```
-    /// use sigretire_queue::tracker::{Dispatch, Work};
+    /// use sigretire_queue::tracker::{Work, backend::Dispatch};
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let queue = device.default_queue();
@@ -304,7 +304,7 @@ impl<T: QueueTracker> HostQueue<T> {
     /// failed queue answers [`SubmitError::QueueFailed`].
     ///
     /// ```
-    /// use sigretire_queue::tracker::{Dispatch, Work};
+    /// use sigretire_queue::tracker::{Work, backend::Dispatch};
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let queue = device.default_queue();
@@ -329,7 +329,7 @@ impl<T: QueueTracker> HostQueue<T> {
 
     /// Records an event: a marker after everything submitted so far. Right
     /// after a command, on a queue that runs only what it publishes
-    /// (nothing it did not publish follows: [`HardwareQueue::foreign_work_after`](sigretire_tracker::HardwareQueue::foreign_work_after)),
+    /// (nothing it did not publish follows: [`HardwareQueue::foreign_work_after`](sigretire_tracker::backend::HardwareQueue::foreign_work_after)),
     /// no marker is published: the event completes with that command (which
     /// a marker would wait for anyway), and a timed event reports its
     /// stamps, so elapsed time runs from end to end of the two points as it

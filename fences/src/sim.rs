@@ -217,10 +217,11 @@ impl SimPlatform {
     }
 
     fn hardware_queue(&self) -> Result<(sigretire_sim::Queue, Arc<SimMemory>), Error> {
-        let queue = self
-            .sim
-            .create_queue(self.queue_config)
-            .map_err(|e| Error::Queue(sigretire_tracker::QueueError::Failed(e.to_string())))?;
+        let queue = self.sim.create_queue(self.queue_config).map_err(|e| {
+            Error::Queue(sigretire_tracker::backend::QueueError::Failed(
+                e.to_string(),
+            ))
+        })?;
         let memory = Arc::new(SimMemory::new(self.sim.clone(), queue.agent()));
         Ok((queue, memory))
     }

@@ -3,7 +3,7 @@
 //! marker in flight?) and the example can report them.
 
 use crate::sync::{AtomicU64, Ordering};
-use sigretire_tracker::WaitGauge;
+use sigretire_tracker::wait::WaitGauge;
 
 macro_rules! counters {
     (

@@ -40,7 +40,7 @@ use crate::stats::{Counters, bump};
 use crate::status::CommandStatus;
 use crate::sync::{Arc, AtomicBool, Mutex, MutexGuard, Ordering, identity};
 use crate::wake::{Armed, WakePool};
-use sigretire_tracker::{Placement, Ticket, Wait, WaitPolicy, Waiter, Work};
+use sigretire_tracker::{Placement, Ticket, WaitPolicy, Waiter, Work, wait::Wait};
 use std::time::Duration;
 
 /// Room an open batch's buffer has past the batch limit: the commands

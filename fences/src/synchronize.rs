@@ -42,7 +42,7 @@ use crate::stats::bump;
 use crate::status::CommandStatus;
 use crate::submission::{Held, Submission};
 use crate::sync::Arc;
-use sigretire_tracker::{Purpose, SignalMemory, SignalRef, Ticket, Work};
+use sigretire_tracker::{Purpose, SignalRef, Ticket, Work, backend::SignalMemory};
 use std::time::Duration;
 
 /// What synchronize does once the lock is released.

@@ -11,7 +11,7 @@
 //! it would sleep on).
 
 use crate::sync::{Arc, AtomicBool, Ordering};
-use sigretire_tracker::{Pin, SignalMemory};
+use sigretire_tracker::{Pin, backend::SignalMemory};
 use std::time::Duration;
 
 /// A wake signal lent to a sleeping thread, its packet published. The
@@ -174,7 +174,10 @@ impl<M: SignalMemory, P> WakePool<M, P> {
 mod loom_model {
     use super::*;
     use crate::sync::Mutex;
-    use sigretire_tracker::{AllocError, HostMemory, Placement, TimestampClock, Timestamps};
+    use sigretire_tracker::{
+        Placement, TimestampClock, Timestamps,
+        backend::{AllocError, HostMemory},
+    };
 
     /// Host memory whose signals serve as wake signals too.
     struct Memory(HostMemory);

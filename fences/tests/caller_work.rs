@@ -5,7 +5,7 @@
 
 mod support;
 
-use sigretire_queue::tracker::{Dispatch, Status, Work};
+use sigretire_queue::tracker::{Status, Work, backend::Dispatch};
 use sigretire_queue::{CommandStatus, SubmitError};
 use support::*;
 

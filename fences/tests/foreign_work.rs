@@ -11,7 +11,10 @@
 mod support;
 
 use sigretire_queue::sim::{HostFlag, Kernel, SimPlatform, SimTracker};
-use sigretire_queue::tracker::{HardwareQueue, Publication, Status, Tracker, Work};
+use sigretire_queue::tracker::{
+    Status, Tracker, Work,
+    backend::{HardwareQueue, Publication},
+};
 use sigretire_queue::{
     CommandStatus, DeviceConfig, ElapsedError, HostQueue, MoveError, QueueConfig, SubmitError,
 };

@@ -10,7 +10,7 @@
 //! - a command's status versus the completion thread settling its batch.
 //!
 //! They run the real queue code on the tracker's host-memory backend
-//! (`sigretire_tracker::HostMemory`, loom-aware); only the hardware queue is a small
+//! (`sigretire_tracker::backend::HostMemory`, loom-aware); only the hardware queue is a small
 //! stand-in, and the "GPU" completes published packets in order: on a model
 //! thread, or in one model as the completion thread polls (see `Memory`).
 #![cfg(sigretire_loom)]
@@ -19,9 +19,11 @@ use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use loom::sync::{Arc, Mutex};
 use sigretire_queue::{BatchLimits, Command, CommandStatus, Device, DeviceConfig, QueueConfig};
 use sigretire_tracker::{
-    AllocError, Config, HardwareQueue, HostMemory, Placement, Publication, QueueError, QueueView,
-    RetiringTracker, SignalMemory, Status, Ticket, TimestampClock, Timestamps, Tracker, WaitPolicy,
-    Work,
+    Config, Placement, RetiringTracker, Status, Ticket, TimestampClock, Timestamps, Tracker,
+    WaitPolicy, Work,
+    backend::{
+        AllocError, HardwareQueue, HostMemory, Publication, QueueError, QueueView, SignalMemory,
+    },
 };
 use std::time::Duration;
 

@@ -100,7 +100,7 @@ impl Tracker for Refusing {
     ) -> Result<sigretire_tracker::Acquired, sigretire_tracker::AcquireError> {
         if self.refuse.swap(false, Ordering::SeqCst) {
             return Err(sigretire_tracker::AcquireError::OutOfSignals(
-                sigretire_tracker::AllocError::OutOfMemory("injected".into()),
+                sigretire_tracker::backend::AllocError::OutOfMemory("injected".into()),
             ));
         }
         self.inner.acquire(request)
@@ -183,7 +183,7 @@ impl Tracker for Refusing {
     }
     fn check_publication(
         &self,
-        p: &sigretire_tracker::Publication,
+        p: &sigretire_tracker::backend::Publication,
     ) -> Result<(), sigretire_tracker::PublishError> {
         self.inner.check_publication(p)
     }

@@ -7,7 +7,7 @@
 mod support;
 
 use sigretire_queue::sim::{Kernel, SimPlatform};
-use sigretire_queue::tracker::{Config, Placement, SignalMemory, Status};
+use sigretire_queue::tracker::{Config, Placement, Status, backend::SignalMemory};
 use sigretire_queue::{Device, DeviceConfig, HostQueue, QueueConfig, QueueTracker};
 use std::time::{Duration, Instant};
 use support::*;

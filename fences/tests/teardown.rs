@@ -10,7 +10,8 @@ use sigretire_queue::sim::SimPlatform;
 use sigretire_queue::{BatchLimits, Device, DeviceConfig, QueueConfig};
 use sigretire_sim::backend::SimMemory;
 use sigretire_tracker::{
-    AllocError, Placement, RetiringTracker, SignalMemory, TimestampClock, Timestamps,
+    Placement, RetiringTracker, TimestampClock, Timestamps,
+    backend::{AllocError, SignalMemory},
 };
 use std::sync::{Arc, Mutex};
 use support::*;

@@ -13,14 +13,14 @@
 //!   are each an [`Error`], never a panic or a hang.
 //! - [`Device`] is a GPU: its VRAM pool, whether the host reaches it through
 //!   a large BAR, its system-memory pool, its HDP flush registers.
-//! - [`SignalPool`] is the tracker's [`SignalMemory`](sigretire_tracker::SignalMemory):
+//! - [`SignalPool`] is the tracker's [`SignalMemory`](sigretire_tracker::backend::SignalMemory):
 //!   signals built in batches (one allocation of N `amd_signal_t` blocks in
 //!   VRAM, falling back to system memory, then to ROCr's own signals), armed
 //!   with direct atomic stores, made visible with a store fence and, where
 //!   needed, an HDP flush ([`visibility`](store_fence)), waited for by
 //!   polling or by ROCr.
-//! - [`AqlQueue`] is the tracker's [`QueueView`](sigretire_tracker::QueueView) and the
-//!   queue layer's [`HardwareQueue`](sigretire_tracker::HardwareQueue): a profiled AQL
+//! - [`AqlQueue`] is the tracker's [`QueueView`](sigretire_tracker::backend::QueueView) and the
+//!   queue layer's [`HardwareQueue`](sigretire_tracker::backend::HardwareQueue): a profiled AQL
 //!   queue that publishes packets in HSA order and rings its doorbell.
 //! - Teardown never frees memory the GPU may still touch, and holds it no
 //!   longer than a packet may: a dropped pool's memory is released at once
@@ -71,7 +71,7 @@
 //! # let library = standin.library_path();
 //! use sigretire_hsa::{AqlQueue, QueueOptions, Runtime, SignalPool};
 //! use std::{sync::Arc, time::Duration};
-//! use sigretire_tracker::{Config, HardwareQueue, Placement, Request, RetiringTracker, Status, Tracker, WaitPolicy, Work};
+//! use sigretire_tracker::{Config, Placement, Request, RetiringTracker, Status, Tracker, WaitPolicy, Work, backend::HardwareQueue};
 //!
 //! let runtime = Runtime::load_from(library)?;
 //! let device = runtime.device(0)?;

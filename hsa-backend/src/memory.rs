@@ -29,7 +29,10 @@ use crate::visibility::store_fence;
 use crate::wait::{poll_at, rocr_wait_until_change};
 use hsa_sys::*;
 use parking_lot::Mutex;
-use sigretire_tracker::{AllocError, Placement, SignalMemory, TimestampClock, Timestamps};
+use sigretire_tracker::{
+    Placement, TimestampClock, Timestamps,
+    backend::{AllocError, SignalMemory},
+};
 use std::ffi::c_void;
 use std::fmt;
 use std::sync::Arc;
@@ -45,7 +48,7 @@ const BLOCK: usize = size_of::<amd_signal_t>();
 /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
 /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
 /// use sigretire_hsa::SignalPool;
-/// use sigretire_tracker::{Placement, SignalMemory};
+/// use sigretire_tracker::{Placement, backend::SignalMemory};
 ///
 /// let pool = SignalPool::new(&device);
 /// let mut signals = Vec::new();
@@ -78,7 +81,7 @@ impl HsaSignal {
     /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
     /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
     /// use sigretire_hsa::SignalPool;
-    /// use sigretire_tracker::{Placement, SignalMemory};
+    /// use sigretire_tracker::{Placement, backend::SignalMemory};
     ///
     /// let pool = SignalPool::new(&device);
     /// let mut signals = Vec::new();
@@ -100,7 +103,7 @@ impl HsaSignal {
     /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
     /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
     /// use sigretire_hsa::SignalPool;
-    /// use sigretire_tracker::{Placement, SignalMemory};
+    /// use sigretire_tracker::{Placement, backend::SignalMemory};
     ///
     /// let pool = SignalPool::new(&device);
     /// let mut signals = Vec::new();
@@ -124,7 +127,7 @@ impl HsaSignal {
     /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
     /// use sigretire_hsa::SignalPool;
     /// use sigretire_rocr_standin::PoolKind;
-    /// use sigretire_tracker::{Placement, SignalMemory};
+    /// use sigretire_tracker::{Placement, backend::SignalMemory};
     ///
     /// let pool = SignalPool::new(&device);
     /// let mut signals = Vec::new();
@@ -227,7 +230,7 @@ impl fmt::Debug for HsaSignal {
 /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
 /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
 /// use sigretire_hsa::SignalPool;
-/// use sigretire_tracker::{Placement, SignalMemory};
+/// use sigretire_tracker::{Placement, backend::SignalMemory};
 ///
 /// let pool = SignalPool::new(&device);
 /// let mut signals = Vec::new();
@@ -296,7 +299,7 @@ fn bump(cell: &AtomicU64) {
 /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
 /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
 /// use sigretire_hsa::SignalPool;
-/// use sigretire_tracker::{Placement, SignalMemory};
+/// use sigretire_tracker::{Placement, backend::SignalMemory};
 ///
 /// let pool = SignalPool::new(&device);
 /// let mut signals = Vec::new();
@@ -338,7 +341,7 @@ struct PoolState {
 /// ```
 /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
 /// use sigretire_hsa::{Runtime, SignalPool};
-/// use sigretire_tracker::{Placement, SignalMemory};
+/// use sigretire_tracker::{Placement, backend::SignalMemory};
 ///
 /// let device = Runtime::load_from(standin.library_path())?.device(0)?;
 /// let pool = SignalPool::new(&device);
@@ -407,7 +410,7 @@ impl SignalPool {
     /// ```
     /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
     /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// use sigretire_tracker::{Placement, SignalMemory};
+    /// use sigretire_tracker::{Placement, backend::SignalMemory};
     ///
     /// let pool = sigretire_hsa::SignalPool::new(&device);
     /// let mut signals = Vec::new();
@@ -439,7 +442,7 @@ impl SignalPool {
     /// ```
     /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
     /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// use sigretire_tracker::{Placement, SignalMemory};
+    /// use sigretire_tracker::{Placement, backend::SignalMemory};
     ///
     /// let pool = sigretire_hsa::SignalPool::new(&device);
     /// let mut signals = Vec::new();

@@ -23,7 +23,10 @@ use hsa_sys::{
     HSA_SIGNAL_CONDITION_LT, HSA_SIGNAL_CONDITION_NE, PacketWords, encode, hsa_signal_value_t,
     with_header,
 };
-use sigretire_tracker::{Condition, Publication, QueueError, Work};
+use sigretire_tracker::{
+    Work,
+    backend::{Condition, Publication, QueueError},
+};
 
 /// Dependencies one barrier-AND packet holds (HSA: `dep_signal[5]`).
 ///
@@ -106,7 +109,7 @@ pub fn kernel_dispatch(kernel_object: u64, barrier: bool, completion: u64) -> Pa
 ///
 /// ```
 /// use sigretire_hsa::packet::for_work;
-/// use sigretire_tracker::{Dispatch, Publication, Work};
+/// use sigretire_tracker::{Work, backend::{Dispatch, Publication}};
 /// use hsa_sys::{hsa_kernel_dispatch_packet_t, PacketHeader};
 ///
 /// let work = Work::Dispatch(Dispatch::new(0xC0DE).kernarg_address(0x7000).grid([64, 1, 1]).workgroup([64, 1, 1]));
@@ -194,7 +197,7 @@ pub fn barrier_or(dependencies: &[u64], barrier: bool, completion: u64) -> Optio
 ///
 /// ```
 /// use sigretire_hsa::packet::{barrier_and, with_publication};
-/// use sigretire_tracker::Publication;
+/// use sigretire_tracker::backend::Publication;
 /// use hsa_sys::PacketHeader;
 ///
 /// let lie = barrier_and(&[], false, 0xBAD0).unwrap();

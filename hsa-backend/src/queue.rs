@@ -9,7 +9,10 @@ use crate::teardown::{Kind, QueueRecord, Release};
 use crate::visibility::store_fence;
 use crate::wait::system_ticks;
 use hsa_sys::*;
-use sigretire_tracker::{HardwareQueue, Publication, QueueError, QueueView, Work};
+use sigretire_tracker::{
+    Work,
+    backend::{HardwareQueue, Publication, QueueError, QueueView},
+};
 use std::ffi::c_void;
 use std::fmt;
 use std::ptr::NonNull;
@@ -24,7 +27,7 @@ use std::time::{Duration, Instant};
 /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
 /// use sigretire_hsa::{AqlQueue, QueueOptions};
 /// use std::time::Duration;
-/// use sigretire_tracker::QueueView;
+/// use sigretire_tracker::backend::QueueView;
 ///
 /// let options = QueueOptions {
 ///     size: 1024,
@@ -136,10 +139,10 @@ impl ErrorCell {
 /// the last clone goes.
 ///
 /// ```
-/// # use sigretire_tracker::Publication;
+/// # use sigretire_tracker::backend::Publication;
 /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
 /// use sigretire_hsa::{AqlQueue, QueueOptions, Runtime};
-/// use sigretire_tracker::{HardwareQueue, Work};
+/// use sigretire_tracker::{Work, backend::HardwareQueue};
 ///
 /// let device = Runtime::load_from(standin.library_path())?.device(0)?;
 /// let queue = AqlQueue::new(&device, QueueOptions::default())?;
@@ -333,7 +336,7 @@ impl AqlQueue {
     /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
     /// use hsa_sys::{HSA_QUEUE_TYPE_MULTI, hsa_queue_t};
     /// use sigretire_hsa::{AdoptOptions, AqlQueue, Runtime};
-    /// use sigretire_tracker::{HardwareQueue, Publication, Work};
+    /// use sigretire_tracker::{Work, backend::{HardwareQueue, Publication}};
     ///
     /// let device = Runtime::load_from(standin.library_path())?.device(0)?;
     /// // The runtime makes its own queue.
@@ -428,7 +431,7 @@ impl AqlQueue {
     /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
     /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
     /// use hsa_sys::{HSA_STATUS_ERROR_EXCEPTION, HSA_STATUS_ERROR_INVALID_PACKET_FORMAT};
-    /// use sigretire_tracker::HardwareQueue;
+    /// use sigretire_tracker::backend::HardwareQueue;
     ///
     /// let queue = sigretire_hsa::AqlQueue::new(&device, Default::default())?;
     /// queue.report_error(HSA_STATUS_ERROR_EXCEPTION);
@@ -523,7 +526,7 @@ impl AqlQueue {
     /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
     /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
     /// use hsa_sys::HSA_STATUS_ERROR_EXCEPTION;
-    /// use sigretire_tracker::HardwareQueue;
+    /// use sigretire_tracker::backend::HardwareQueue;
     ///
     /// let queue = sigretire_hsa::AqlQueue::new(&device, Default::default())?;
     /// assert_eq!(queue.error(), None);
@@ -540,11 +543,11 @@ impl AqlQueue {
     /// it were consumed, which says nothing about their completion.
     ///
     /// ```
-    /// # use sigretire_tracker::Publication;
+    /// # use sigretire_tracker::backend::Publication;
     /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::stepped())?;
     /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
     /// use sigretire_hsa::{AqlQueue, QueueOptions};
-    /// use sigretire_tracker::{HardwareQueue, Work};
+    /// use sigretire_tracker::{Work, backend::HardwareQueue};
     ///
     /// let options = QueueOptions { drain_timeout: std::time::Duration::ZERO, ..QueueOptions::default() };
     /// let queue = AqlQueue::new(&device, options)?;
@@ -570,7 +573,7 @@ impl AqlQueue {
     /// assert_eq!(queue.write_index(), 0);
     /// let index = queue.try_reserve()?;
     /// assert_eq!((index, queue.write_index()), (0, 1));
-    /// # queue.publish_packet(sigretire_tracker::Publication::unsignalled(index, false), sigretire_hsa::packet::barrier_and(&[], false, 0).unwrap())?;
+    /// # queue.publish_packet(sigretire_tracker::backend::Publication::unsignalled(index, false), sigretire_hsa::packet::barrier_and(&[], false, 0).unwrap())?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn write_index(&self) -> u64 {
@@ -592,20 +595,20 @@ impl AqlQueue {
     /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::stepped())?;
     /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
     /// use sigretire_hsa::{AqlQueue, QueueOptions, packet};
-    /// use sigretire_tracker::QueueError;
+    /// use sigretire_tracker::backend::QueueError;
     ///
     /// let options = QueueOptions { size: 64, drain_timeout: std::time::Duration::ZERO, ..QueueOptions::default() };
     /// let queue = AqlQueue::new(&device, options)?;
     /// for _ in 0..64 {
     ///     let index = queue.try_reserve()?;
-    ///     queue.publish_packet(sigretire_tracker::Publication::unsignalled(index, false), packet::barrier_and(&[], false, 0).unwrap())?;
+    ///     queue.publish_packet(sigretire_tracker::backend::Publication::unsignalled(index, false), packet::barrier_and(&[], false, 0).unwrap())?;
     /// }
     /// assert!(matches!(queue.try_reserve(), Err(QueueError::Full)), "nothing consumed yet");
     /// let processor = standin.queue(queue.raw());
     /// processor.launch().unwrap();
     /// processor.advance_read_index().unwrap();
     /// assert_eq!(queue.try_reserve()?, 64, "one slot free again");
-    /// # queue.publish_packet(sigretire_tracker::Publication::unsignalled(64, false), packet::barrier_and(&[], false, 0).unwrap())?;
+    /// # queue.publish_packet(sigretire_tracker::backend::Publication::unsignalled(64, false), packet::barrier_and(&[], false, 0).unwrap())?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn try_reserve(&self) -> Result<u64, QueueError> {
@@ -632,7 +635,7 @@ impl AqlQueue {
     /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
     /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
     /// use sigretire_hsa::{AqlQueue, packet};
-    /// use sigretire_tracker::Publication;
+    /// use sigretire_tracker::backend::Publication;
     ///
     /// let queue = AqlQueue::new(&device, Default::default())?;
     /// let index = queue.try_reserve()?;
@@ -681,12 +684,12 @@ impl AqlQueue {
     /// [`Error::Call`] if ROCr cannot make the signal.
     ///
     /// ```
-    /// # use sigretire_tracker::Publication;
+    /// # use sigretire_tracker::backend::Publication;
     /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
     /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
     /// use sigretire_hsa::{AqlQueue, Error};
     /// use std::time::Duration;
-    /// use sigretire_tracker::{HardwareQueue, Work};
+    /// use sigretire_tracker::{Work, backend::HardwareQueue};
     ///
     /// let queue = AqlQueue::new(&device, Default::default())?;
     /// let index = queue.reserve()?;

@@ -296,7 +296,7 @@ impl Runtime {
     /// ```
     /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::stepped())?;
     /// use sigretire_hsa::{AqlQueue, QueueOptions, Runtime, SignalPool};
-    /// use sigretire_tracker::{HardwareQueue, Placement, Publication, SignalMemory, Work};
+    /// use sigretire_tracker::{Placement, Work, backend::{HardwareQueue, Publication, SignalMemory}};
     /// use std::time::Duration;
     ///
     /// let runtime = Runtime::load_from(standin.library_path())?;

@@ -1,5 +1,5 @@
 //! CPU waits on a single signal, both on the tracker's wait engine
-//! ([`sigretire_tracker::Wait`]).
+//! ([`sigretire_tracker::wait::Wait`]).
 //!
 //! Signals the backend builds itself are raw memory that ROCr knows nothing
 //! about, so they are waited for by polling: a burst of back-to-back loads
@@ -11,7 +11,10 @@
 
 use crate::runtime::Runtime;
 use hsa_sys::{HSA_SIGNAL_CONDITION_NE, HSA_WAIT_STATE_BLOCKED, hsa_signal_t};
-use sigretire_tracker::{Placement, Wait, WaitPolicy, WakeSource};
+use sigretire_tracker::{
+    Placement, WaitPolicy,
+    wait::{Wait, WakeSource},
+};
 use std::cell::Cell;
 use std::time::Duration;
 

@@ -10,8 +10,8 @@ use hsa_sys::{
 use sigretire_hsa::{AdoptOptions, AqlQueue, Error, Runtime, SignalPool, packet};
 use sigretire_rocr_standin::{Config as Machine, Kernel, Standin};
 use sigretire_tracker::{
-    Config, HardwareQueue, Placement, QueueError, Request, RetiringTracker, Status, Tracker,
-    WaitPolicy, Work,
+    Config, Placement, Request, RetiringTracker, Status, Tracker, WaitPolicy, Work,
+    backend::{HardwareQueue, QueueError},
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

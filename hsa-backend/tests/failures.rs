@@ -13,7 +13,8 @@ use hsa_sys::{
 use sigretire_hsa::{AqlQueue, Error, QueueOptions, Runtime, SignalPool};
 use sigretire_rocr_standin::{Census, Config as Machine, Kernel, Malformed, Standin};
 use sigretire_tracker::{
-    AllocError, HardwareQueue, Placement, Publication, SignalMemory, Timestamps, Work,
+    Placement, Timestamps, Work,
+    backend::{AllocError, HardwareQueue, Publication, SignalMemory},
 };
 use std::time::{Duration, Instant};
 use support::{Gpu, batch_counts, within};

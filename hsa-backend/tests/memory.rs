@@ -8,7 +8,10 @@ mod support;
 use hsa_sys::{AMD_SIGNAL_KIND_USER, amd_signal_t};
 use sigretire_hsa::{HsaSignal, SignalPool};
 use sigretire_rocr_standin::{Config as Machine, Kernel, PoolKind};
-use sigretire_tracker::{AllocError, HardwareQueue, Placement, Publication, SignalMemory, Work};
+use sigretire_tracker::{
+    Placement, Work,
+    backend::{AllocError, HardwareQueue, Publication, SignalMemory},
+};
 use std::sync::Arc;
 use std::time::Duration;
 use support::{Gpu, batch_counts};

@@ -8,7 +8,10 @@ mod support;
 use hsa_sys::{amd_signal_t, hsa_signal_t};
 use sigretire_hsa::{AqlQueue, QueueOptions, SignalPool};
 use sigretire_rocr_standin::ViolationKind;
-use sigretire_tracker::{HardwareQueue, Placement, Publication, SignalMemory, Work};
+use sigretire_tracker::{
+    Placement, Work,
+    backend::{HardwareQueue, Publication, SignalMemory},
+};
 use std::ffi::c_void;
 use support::Gpu;
 

@@ -10,8 +10,10 @@ use sigretire_hsa::packet::MAX_DEPENDENCIES;
 use sigretire_hsa::{AqlQueue, Error, QueueOptions, SignalPool};
 use sigretire_rocr_standin::{Kernel, StepStatus};
 use sigretire_tracker::{
-    Condition, HardwareQueue, Placement, Publication, QueueError, QueueView, SignalMemory,
-    WaitValue, Work,
+    Placement, Work,
+    backend::{
+        Condition, HardwareQueue, Publication, QueueError, QueueView, SignalMemory, WaitValue,
+    },
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -11,7 +11,8 @@ mod support;
 use sigretire_hsa::{AqlQueue, QueueOptions, Runtime, SignalPool};
 use sigretire_rocr_standin::{Config as Machine, Kernel, PoolKind, Standin};
 use sigretire_tracker::{
-    Config, HardwareQueue, Placement, Publication, Request, RetiringTracker, Tracker, Work,
+    Config, Placement, Request, RetiringTracker, Tracker, Work,
+    backend::{HardwareQueue, Publication},
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -81,10 +82,12 @@ fn a_pool_dropped_with_no_queue_alive_is_freed_at_once() {
     let device = runtime.device(0).unwrap();
     let pool = SignalPool::new(&device);
     let mut signals = Vec::new();
-    sigretire_tracker::SignalMemory::allocate(&pool, 100, Placement::Device, &mut signals).unwrap();
+    sigretire_tracker::backend::SignalMemory::allocate(&pool, 100, Placement::Device, &mut signals)
+        .unwrap();
     standin.set_pool_exhausted(PoolKind::Device, true);
     standin.set_pool_exhausted(PoolKind::System, true);
-    sigretire_tracker::SignalMemory::allocate(&pool, 30, Placement::Device, &mut signals).unwrap();
+    sigretire_tracker::backend::SignalMemory::allocate(&pool, 30, Placement::Device, &mut signals)
+        .unwrap();
     // 100 signals take two 4 KiB pages (128 blocks); the 28 left over serve
     // 28 of the next 30, and ROCr makes the last 2.
     assert_eq!(standin.census().allocations, 1);
@@ -232,9 +235,10 @@ fn a_pool_no_packet_named_is_freed_at_once_while_queues_live() {
     let before = alive(&standin);
     let pool = SignalPool::new(&device);
     let mut signals = Vec::new();
-    sigretire_tracker::SignalMemory::allocate(&pool, 8, Placement::Device, &mut signals).unwrap();
+    sigretire_tracker::backend::SignalMemory::allocate(&pool, 8, Placement::Device, &mut signals)
+        .unwrap();
     let wakes: Vec<_> = (0..5)
-        .map(|_| sigretire_tracker::SignalMemory::create_wake_signal(&pool).unwrap())
+        .map(|_| sigretire_tracker::backend::SignalMemory::create_wake_signal(&pool).unwrap())
         .collect();
     assert!(wakes.iter().all(Option::is_some));
     assert_eq!(alive(&standin), (before.0 + 1, before.1 + 5, before.2 + 5));
@@ -266,7 +270,7 @@ fn a_pool_named_on_its_own_queue_waits_only_for_that_queue() {
     let spin = standin.register_kernel(Kernel::SpinUntil(standin.new_flag()));
     let pool = Arc::new(SignalPool::new(&device));
     let mut tracker = RetiringTracker::new(pool.clone(), queue.clone(), device_signals()).unwrap();
-    let wake = sigretire_tracker::SignalMemory::create_wake_signal(&*pool).unwrap();
+    let wake = sigretire_tracker::backend::SignalMemory::create_wake_signal(&*pool).unwrap();
     assert!(wake.is_some());
     // A kernel that never finishes completes one of the pool's signals.
     publish_use(&mut tracker, &queue, Work::Kernel(spin));

@@ -7,7 +7,7 @@
 mod support;
 
 use sigretire_hsa::{SignalPool, poll_until_change};
-use sigretire_tracker::{Placement, SignalMemory};
+use sigretire_tracker::{Placement, backend::SignalMemory};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -21,8 +21,10 @@ use hsa_sys::{
     encode, hsa_signal_value_t,
 };
 use sigretire_tracker::{
-    AllocError, Condition, Config, CreateError, HardwareQueue, Placement, Publication, QueueError,
-    QueueView, RetiringTracker, SignalMemory, TimestampClock, Timestamps, Work,
+    Config, CreateError, Placement, RetiringTracker, TimestampClock, Timestamps, Work,
+    backend::{
+        AllocError, Condition, HardwareQueue, Publication, QueueError, QueueView, SignalMemory,
+    },
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +32,7 @@ use std::time::Duration;
 /// Signal memory of one simulated agent.
 ///
 /// ```
-/// use sigretire_tracker::{Placement, SignalMemory};
+/// use sigretire_tracker::{Placement, backend::SignalMemory};
 /// use sigretire_sim::backend as sim_backend;
 ///
 /// let (sim, queue) = sim_backend::stepped_queue();
@@ -57,7 +59,7 @@ impl SimMemory {
     /// The memory of `agent` in `sim`.
     ///
     /// ```
-    /// use sigretire_tracker::{Placement, SignalMemory};
+    /// use sigretire_tracker::{Placement, backend::SignalMemory};
     /// use sigretire_sim::backend as sim_backend;
     ///
     /// let (sim, queue) = sim_backend::stepped_queue();
@@ -74,7 +76,7 @@ impl SimMemory {
     /// The simulator, for ground truth and counters.
     ///
     /// ```
-    /// use sigretire_tracker::{SignalMemory};
+    /// use sigretire_tracker::{backend::SignalMemory};
     /// use sigretire_sim::backend as sim_backend;
     ///
     /// let (sim, queue) = sim_backend::stepped_queue();
@@ -436,7 +438,7 @@ pub fn submit_kernel_object(
 /// With more than five dependencies: an AQL barrier packet has five slots.
 ///
 /// ```
-/// use sigretire_tracker::{Placement, SignalMemory};
+/// use sigretire_tracker::{Placement, backend::SignalMemory};
 /// use sigretire_sim::backend as sim_backend;
 ///
 /// let (sim, queue) = sim_backend::stepped_queue();
@@ -478,7 +480,7 @@ mod tests {
     use super::*;
     use crate::{Compute, Kernel, KernelDispatch};
     use parking_lot::Mutex;
-    use sigretire_tracker::{Dispatch, Request, Status, Tracker};
+    use sigretire_tracker::{Request, Status, Tracker, backend::Dispatch};
 
     #[test]
     fn a_callers_dispatch_reaches_its_compute_kernel_field_for_field() {

@@ -16,9 +16,9 @@ use sigretire_sim::backend::SimMemory;
 use sigretire_sim::hsa_sys::hsa_signal_t;
 use sigretire_sim::{AgentId, Placement as RingPlacement, Queue, QueueConfig, Sim, SimConfig};
 use sigretire_tracker::{
-    AcquireError, Condition, Config, CreateError, Dispatch, ForeignTicket, Generation,
-    HardwareQueue, PinError, Publication, Purpose, Request, RetiringTracker, Status, Ticket,
-    TimestampsError, Tracker, WaitError, WaitPolicy, WaitValue, Work,
+    AcquireError, Config, CreateError, ForeignTicket, Generation, PinError, Purpose, Request,
+    RetiringTracker, Status, Ticket, TimestampsError, Tracker, WaitError, WaitPolicy, Work,
+    backend::{Condition, Dispatch, HardwareQueue, Publication, WaitValue},
 };
 use std::cell::Cell;
 use std::sync::Arc;

@@ -14,7 +14,9 @@
 
 mod support;
 
-use sigretire_tracker::{Config, HardwareQueue, Placement, Purpose, Request, Tracker, Work};
+use sigretire_tracker::{
+    Config, Placement, Purpose, Request, Tracker, Work, backend::HardwareQueue,
+};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use support::{Backend, Machine, Retiring, Rig, device_signals, on_every_backend};
@@ -94,9 +96,9 @@ fn run<B: Backend>(rig: &mut Rig<B, Retiring<B>>, uses: usize) {
             let acquired = rig
                 .tracker
                 .acquire(request)
-                .map_err(|e| sigretire_tracker::QueueError::Failed(e.to_string()))?;
+                .map_err(|e| sigretire_tracker::backend::QueueError::Failed(e.to_string()))?;
             queue.publish(acquired.publication, Work::Kernel(kernel))?;
-            Ok::<_, sigretire_tracker::QueueError>(acquired)
+            Ok::<_, sigretire_tracker::backend::QueueError>(acquired)
         })
         .unwrap();
         if purpose == Purpose::Event {

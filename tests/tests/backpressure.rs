@@ -8,8 +8,9 @@ use sigretire_sim::Queue;
 use sigretire_sim::backend::{SimMemory, submit_kernel};
 use sigretire_tracker::AcquireError;
 use sigretire_tracker::{
-    AllocError, Config, Placement, Request, RetiringTracker, SignalMemory, Status, Ticket,
-    TimestampClock, Timestamps, Tracker, WaitPolicy,
+    Config, Placement, Request, RetiringTracker, Status, Ticket, TimestampClock, Timestamps,
+    Tracker, WaitPolicy,
+    backend::{AllocError, SignalMemory},
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

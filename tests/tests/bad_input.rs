@@ -5,8 +5,8 @@ use sigretire_baseline::BaselineTracker;
 use sigretire_sim::Queue;
 use sigretire_sim::backend::{self as sim_backend, SimMemory, submit_barrier};
 use sigretire_tracker::{
-    AcquireError, CreateError, FailSubmissionError, ForeignTicket, HardwareQueue, InvalidConfig,
-    PinError, PublishError, Ticket, TimestampsError, WaitError, WaitPolicy,
+    AcquireError, CreateError, FailSubmissionError, ForeignTicket, InvalidConfig, PinError,
+    PublishError, Ticket, TimestampsError, WaitError, WaitPolicy, backend::HardwareQueue,
 };
 use sigretire_tracker::{Config, Request, RetiringTracker, Status, Tracker};
 use std::sync::Arc;
@@ -471,7 +471,7 @@ fn stale_tickets_answer_for_their_own_use<T: Tracker<Queue = Queue>>(
     tracker.fail_submission(&failed, 0).unwrap();
     queue
         .publish(
-            sigretire_tracker::Publication::unsignalled(index, false),
+            sigretire_tracker::backend::Publication::unsignalled(index, false),
             sigretire_tracker::Work::Marker,
         )
         .unwrap();

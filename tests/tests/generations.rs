@@ -8,8 +8,8 @@ use sigretire_baseline::BaselineTracker;
 use sigretire_sim::backend::{SimMemory, submit_barrier};
 use sigretire_sim::{Queue, QueueConfig, Sim, SimConfig};
 use sigretire_tracker::{
-    Acquired, Config, CreateError, Generation, HardwareQueue, Placement, PublishError, Request,
-    RetiringTracker, Status, Tracker, Work,
+    Acquired, Config, CreateError, Generation, Placement, PublishError, Request, RetiringTracker,
+    Status, Tracker, Work, backend::HardwareQueue,
 };
 use std::sync::Arc;
 

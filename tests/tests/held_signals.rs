@@ -7,7 +7,8 @@ use sigretire_sim::Sim;
 use sigretire_sim::backend::{SimMemory, submit_kernel};
 use sigretire_tracker::{AcquireError, ForeignTicket};
 use sigretire_tracker::{
-    Config, HardwareQueue, Placement, Publication, Request, RetiringTracker, Status, Tracker, Work,
+    Config, Placement, Request, RetiringTracker, Status, Tracker, Work,
+    backend::{HardwareQueue, Publication},
 };
 use std::sync::Arc;
 

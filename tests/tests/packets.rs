@@ -15,7 +15,10 @@
 use hsa_sys::{HSA_PACKET_TYPE_BARRIER_AND, PacketHeader, PacketWords};
 use sigretire_hsa::{AqlQueue, QueueOptions, Runtime};
 use sigretire_rocr_standin::{Config as Machine, Standin};
-use sigretire_tracker::{Condition, Dispatch, HardwareQueue, Publication, WaitValue, Work};
+use sigretire_tracker::{
+    Work,
+    backend::{Condition, Dispatch, HardwareQueue, Publication, WaitValue},
+};
 use std::sync::Arc;
 
 /// Signal handles the packets name (never dereferenced: nothing runs).

@@ -4,8 +4,17 @@
 //! The tracker never touches signal memory except through [`SignalMemory`], so
 //! the same code runs on the simulator, on ROCr and on CUDA, and it counts
 //! every access itself (see [`Stats`](crate::Stats)) whatever the backend.
+//!
+//! A runtime that uses an existing backend (the simulator, ROCr, CUDA)
+//! needs nothing from this module but what the crate root re-exports
+//! ([`Placement`], [`Timestamps`], [`TimestampClock`], [`Work`]); the rest is
+//! for whoever writes a backend: the traits, the packets the tracker asks a
+//! queue to publish, and the ready-made pieces a backend may build on
+//! ([`HostMemory`], [`WakeMailbox`]).
 
-use crate::publication::Publication;
+pub use crate::host_memory::HostMemory;
+pub use crate::mailbox::WakeMailbox;
+pub use crate::publication::Publication;
 use crate::registry;
 use core::fmt::Debug;
 use std::time::Duration;
@@ -131,7 +140,7 @@ impl TimestampClock {
 /// A backend could not provide signals.
 ///
 /// ```
-/// let error = sigretire_tracker::AllocError::OutOfMemory("VRAM and system pools exhausted".into());
+/// let error = sigretire_tracker::backend::AllocError::OutOfMemory("VRAM and system pools exhausted".into());
 /// assert!(error.to_string().contains("exhausted"));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -153,11 +162,11 @@ pub enum AllocError {
 /// is dropped. The tracker holds the memory (in an `Arc`) for as long as it or
 /// anything it handed out (references, pins, waiters) may touch a signal.
 ///
-/// A whole backend can be small: [`HostMemory`](crate::HostMemory) (signals
+/// A whole backend can be small: [`HostMemory`] (signals
 /// as host atomics) is about forty lines.
 ///
 /// ```
-/// use sigretire_tracker::{HostMemory, Placement, SignalMemory};
+/// use sigretire_tracker::{Placement, backend::{HostMemory, SignalMemory}};
 ///
 /// fn arm_all<M: SignalMemory>(memory: &M, count: usize) -> Vec<M::Signal> {
 ///     let mut out = Vec::new();
@@ -278,7 +287,7 @@ pub trait SignalMemory: Send + Sync + 'static {
     /// `unsafe` methods take it) and lives as long as the memory.
     ///
     /// ```
-    /// use sigretire_tracker::{HostMemory, SignalMemory};
+    /// use sigretire_tracker::{backend::{HostMemory, SignalMemory}};
     /// assert_eq!(HostMemory::new(1).create_wake_signal(), Ok(None), "host atomics wake nobody");
     /// ```
     fn create_wake_signal(&self) -> Result<Option<Self::Signal>, AllocError> {
@@ -301,7 +310,7 @@ pub trait SignalMemory: Send + Sync + 'static {
 /// What the tracker needs to know about the hardware queue.
 ///
 /// ```
-/// use sigretire_tracker::QueueView;
+/// use sigretire_tracker::backend::QueueView;
 /// let (_sim, queue) = sigretire_sim::backend::stepped_queue();
 /// assert_eq!(QueueView::read_index(&queue), 0);
 /// assert!(queue.ring_in_device_memory());
@@ -328,11 +337,11 @@ pub trait QueueView: Send {
 
 /// Work published on a hardware queue: the body of a packet. The header
 /// (packet type, barrier bit, memory scopes) and the completion signal come
-/// from the [`Publication`](crate::Publication), so the caller builds every
+/// from the [`Publication`], so the caller builds every
 /// field of its packet but those.
 ///
 /// ```
-/// use sigretire_tracker::{HardwareQueue, Publication, Work};
+/// use sigretire_tracker::{Work, backend::{HardwareQueue, Publication}};
 /// let (_sim, queue) = sigretire_sim::backend::stepped_queue();
 /// let index = HardwareQueue::reserve(&queue).unwrap();
 /// queue.publish(Publication::unsignalled(index, true), Work::Marker).unwrap();
@@ -370,7 +379,7 @@ pub enum Work<'a> {
 /// the header and the completion signal.
 ///
 /// ```
-/// let dispatch = sigretire_tracker::Dispatch::new(0x7f00_1000)
+/// let dispatch = sigretire_tracker::backend::Dispatch::new(0x7f00_1000)
 ///     .kernarg_address(0x7f00_2000)
 ///     .grid([1024, 1, 1])
 ///     .workgroup([256, 1, 1]);
@@ -462,7 +471,7 @@ pub enum Condition {
 /// masked, satisfies `condition` against `value`.
 ///
 /// ```
-/// use sigretire_tracker::{Condition, WaitValue};
+/// use sigretire_tracker::{backend::{Condition, WaitValue}};
 /// let wait = WaitValue { signal: 0x4000, condition: Condition::Equal, value: 0, mask: u64::MAX };
 /// assert_eq!(wait.condition, Condition::Equal);
 /// ```
@@ -483,14 +492,14 @@ pub struct WaitValue {
 ///
 /// Publication follows HSA order: the packet body, then its header by a
 /// release store, then the doorbell. The header's barrier bit and the
-/// completion signal are the [`Publication`](crate::Publication)'s, so a
+/// completion signal are the [`Publication`]'s, so a
 /// packet completing a use is published exactly as its tracker recorded it.
 /// The completion signal must already be armed and its arming visible,
 /// which [`Tracker::acquire`](crate::Tracker::acquire) guarantees for the
 /// signals it hands out.
 ///
 /// ```
-/// use sigretire_tracker::{HardwareQueue, Publication, QueueError, Work};
+/// use sigretire_tracker::{Work, backend::{HardwareQueue, Publication, QueueError}};
 /// let (_sim, queue) = sigretire_sim::backend::stepped_queue();
 /// let index = HardwareQueue::reserve(&queue).unwrap();
 /// let six = [0u64; 6];
@@ -506,7 +515,7 @@ pub trait HardwareQueue: QueueView + Clone + Send + Sync + 'static {
     /// its barrier bit; completing its signal) and rings the doorbell. A
     /// publication of several operations is refused
     /// ([`QueueError::Unsupported`]): publish each of
-    /// [`operations`](crate::Publication::operations); so is a copy-engine
+    /// [`operations`](crate::backend::Publication::operations); so is a copy-engine
     /// use's.
     fn publish(&self, publication: Publication, work: Work<'_>) -> Result<(), QueueError>;
 
@@ -544,7 +553,7 @@ pub trait HardwareQueue: QueueView + Clone + Send + Sync + 'static {
 /// A hardware queue refused work.
 ///
 /// ```
-/// let error = sigretire_tracker::QueueError::too_many_dependencies(7);
+/// let error = sigretire_tracker::backend::QueueError::too_many_dependencies(7);
 /// assert!(error.to_string().contains("at most 5"));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -568,7 +577,7 @@ impl QueueError {
     /// tracker owns, whose header would say what its tracker never recorded.
     ///
     /// ```
-    /// use sigretire_tracker::{Publication, QueueError, Request, Tracker};
+    /// use sigretire_tracker::{Request, Tracker, backend::{Publication, QueueError}};
     /// use sigretire_sim::backend as sim_backend;
     /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default())?;
     /// let acquired = tracker.acquire(Request::packet(queue.reserve()?).barrier(true))?;

@@ -27,7 +27,7 @@ use std::time::Duration;
 )]
 pub struct ForeignTicket;
 
-/// A backend broke its contract ([`SignalMemory`](crate::SignalMemory)):
+/// A backend broke its contract ([`SignalMemory`](crate::backend::SignalMemory)):
 /// not the caller's mistake, and not a shortage. Report it to the backend's
 /// authors.
 ///

@@ -11,7 +11,7 @@ use crate::sync::{AtomicI64, AtomicUsize, Ordering};
 ///
 /// ```
 /// use std::sync::Arc;
-/// use sigretire_tracker::{HostMemory, Placement, SignalMemory};
+/// use sigretire_tracker::{Placement, backend::{HostMemory, SignalMemory}};
 ///
 /// let memory = Arc::new(HostMemory::new(2));
 /// let mut out = Vec::new();

@@ -311,14 +311,14 @@ pub trait Tracker: Send {
     ///
     /// Both trackers of this crate answer it; for a tracker of another
     /// crate that keeps no publications, the default refuses every ticket
-    /// ([`QueueError::Unsupported`](crate::QueueError::Unsupported)).
+    /// ([`QueueError::Unsupported`](crate::backend::QueueError::Unsupported)).
     fn publication(&self, ticket: &Ticket) -> Result<Publication, PublishError> {
-        Err(PublishError::Queue(crate::QueueError::Unsupported(
-            format!(
+        Err(PublishError::Queue(
+            crate::backend::QueueError::Unsupported(format!(
                 "this tracker keeps no publication for use {}: publish the one acquire handed out",
                 ticket.seq
-            ),
-        )))
+            )),
+        ))
     }
 
     /// Publishes `work` on the queue the tracker watches, as `publication`
@@ -337,7 +337,7 @@ pub trait Tracker: Send {
     /// let refused = tracker.publish(acquired.publication, Work::Kernel(0));
     /// assert!(matches!(refused, Err(PublishError::Stale { .. })));
     /// // Where its index was reserved, it still goes.
-    /// sigretire_tracker::HardwareQueue::publish(&old, acquired.publication, Work::Kernel(0))?;
+    /// sigretire_tracker::backend::HardwareQueue::publish(&old, acquired.publication, Work::Kernel(0))?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     fn publish(&self, publication: Publication, work: Work<'_>) -> Result<(), PublishError>

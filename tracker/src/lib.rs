@@ -18,8 +18,8 @@
 //! tests show CLR's original design beside this one through it (their own
 //! crate, which no runtime needs).
 //!
-//! The tracker is generic over a backend: [`SignalMemory`] (where signals live
-//! and how the host touches them) and [`QueueView`] (the queue's read index).
+//! The tracker is generic over a backend: [`SignalMemory`](backend::SignalMemory) (where signals live
+//! and how the host touches them) and [`QueueView`](backend::QueueView) (the queue's read index).
 //! `sigretire-sim` adapts its software packet processor to these traits
 //! (its `backend` module, feature `tracker`): the examples below run on it,
 //! and a runtime's build never includes it. The design behind all
@@ -63,7 +63,7 @@
 //! together, is that crate's word, not this one's.)
 //!
 //! ```
-//! use sigretire_tracker::{Config, HardwareQueue, Placement, Purpose, Request, Status, Tracker, Work};
+//! use sigretire_tracker::{Config, Placement, Purpose, Request, Status, Tracker, Work, backend::HardwareQueue};
 //! use sigretire_sim::backend as sim_backend;
 //!
 //! let config = Config { signals: Placement::Device, ..Config::default() };
@@ -107,7 +107,7 @@ macro_rules! planted {
     };
 }
 
-mod backend;
+pub mod backend;
 mod config;
 mod error;
 mod failures;
@@ -136,29 +136,21 @@ mod sync;
 #[cfg(all(test, not(sigretire_loom)))]
 mod test_gpu;
 mod ticket;
-mod wait;
+pub mod wait;
 
-pub use backend::{
-    AllocError, Condition, Dispatch, HardwareQueue, Placement, QueueError, QueueView, SignalMemory,
-    TimestampClock, Timestamps, WaitValue, Work,
-};
+pub use backend::{Placement, TimestampClock, Timestamps, Work};
 pub use config::Config;
 pub use error::{
     AcquireError, BackendError, CreateError, Error, FailSubmissionError, ForeignTicket,
     InvalidConfig, PinError, PublishError, TimedOut, TimestampsError, WaitError,
 };
-pub use host_memory::HostMemory;
 pub use interface::{Acquired, Census, Tracker};
-pub use mailbox::WakeMailbox;
 pub use pin::{AttachError, Pin};
-pub use publication::Publication;
 pub use retiring::RetiringTracker;
 pub use share::SignalRef;
 pub use stats::{Accesses, Stats};
 pub use ticket::{Generation, Purpose, Request, Status, Ticket};
-pub use wait::{
-    NoWake, Pause, Wait, WaitCounts, WaitGauge, WaitPolicy, WaitStop, Waiter, WakeSource,
-};
+pub use wait::{WaitPolicy, Waiter};
 
 /// The repository README's example, run as a doctest so it cannot go stale.
 #[cfg(doctest)]

@@ -1,5 +1,5 @@
 //! A wake mailbox: how a backend lets a host thread sleep until a wake
-//! signal is written ([`SignalMemory::sleep_while`](crate::SignalMemory::sleep_while)),
+//! signal is written ([`SignalMemory::sleep_while`](crate::backend::SignalMemory::sleep_while)),
 //! without losing a wake-up.
 //!
 //! The sleeper reads the signal under the mailbox lock before each sleep;
@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 /// A lock and a condition for the sleepers of one or more wake signals.
 ///
 /// ```
-/// use sigretire_tracker::WakeMailbox;
+/// use sigretire_tracker::backend::WakeMailbox;
 /// use std::sync::Arc;
 /// use std::sync::atomic::{AtomicI64, Ordering};
 /// use std::time::Duration;

@@ -8,11 +8,11 @@
 //! tracker trusts would not be one, and it would report unfinished work
 //! complete and re-arm signals still in flight. So the tracker hands out a
 //! [`Publication`] with every use, and
-//! [`HardwareQueue::publish`](crate::HardwareQueue::publish) takes nothing
+//! [`HardwareQueue::publish`](crate::backend::HardwareQueue::publish) takes nothing
 //! else: only the tracker can make one that names its completion signal.
 //! A caller's own signal goes out as [`Publication::untracked`], with any
 //! header; a queue refuses that for a signal a live tracker owns
-//! ([`QueueError::check_single`](crate::QueueError::check_single), every
+//! ([`QueueError::check_single`](crate::backend::QueueError::check_single), every
 //! backend's first check), so the barrier bit published with a tracker's
 //! signal is always the one its tracker recorded.
 //!
@@ -30,7 +30,7 @@ use crate::ticket::Generation;
 /// completes no use gets [`Publication::unsignalled`].
 ///
 /// ```
-/// use sigretire_tracker::{HardwareQueue, Request, Tracker, Work};
+/// use sigretire_tracker::{Request, Tracker, Work, backend::HardwareQueue};
 /// use sigretire_sim::backend as sim_backend;
 ///
 /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default())?;
@@ -131,8 +131,8 @@ impl Publication {
     /// slot, a wait whose completion nobody asks about): any barrier bit.
     ///
     /// ```
-    /// # use sigretire_tracker::Publication;
-    /// let filler = sigretire_tracker::Publication::unsignalled(7, true);
+    /// # use sigretire_tracker::backend::Publication;
+    /// let filler = sigretire_tracker::backend::Publication::unsignalled(7, true);
     /// assert_eq!((filler.index(), filler.barrier(), filler.completion()), (7, true, 0));
     /// ```
     pub const fn unsignalled(index: u64, barrier: bool) -> Self {
@@ -151,11 +151,11 @@ impl Publication {
     /// [`Acquired::publication`](crate::Acquired::publication) the tracker
     /// handed out with them; a queue refuses an untracked publication of a
     /// signal a live tracker owns
-    /// ([`QueueError::check_single`](crate::QueueError::check_single)).
+    /// ([`QueueError::check_single`](crate::backend::QueueError::check_single)).
     ///
     /// ```
-    /// # use sigretire_tracker::Publication;
-    /// let own = sigretire_tracker::Publication::untracked(3, false, 0x1000);
+    /// # use sigretire_tracker::backend::Publication;
+    /// let own = sigretire_tracker::backend::Publication::untracked(3, false, 0x1000);
     /// assert_eq!((own.index(), own.barrier(), own.completion()), (3, false, 0x1000));
     /// ```
     pub const fn untracked(index: u64, barrier: bool, completion: u64) -> Self {
@@ -218,7 +218,7 @@ impl Publication {
     /// with the recorded barrier bit. A use of one operation is its own.
     ///
     /// ```
-    /// use sigretire_tracker::{HardwareQueue, Request, Tracker, Work};
+    /// use sigretire_tracker::{Request, Tracker, Work, backend::HardwareQueue};
     /// use sigretire_sim::backend as sim_backend;
     ///
     /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default())?;
@@ -260,7 +260,7 @@ impl Publication {
     /// [`operations`](Self::operations).
     ///
     /// ```
-    /// use sigretire_tracker::{HardwareQueue, Request, Status, Tracker, Work};
+    /// use sigretire_tracker::{Request, Status, Tracker, Work, backend::HardwareQueue};
     /// use sigretire_sim::backend as sim_backend;
     ///
     /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default())?;

@@ -7,7 +7,7 @@
 //! barrier bit would make a fence it trusts no fence, and it would report
 //! unfinished work complete. So every signal a tracker adopts is registered
 //! here until the tracker (its shared state) is gone, and
-//! [`QueueError::check_single`](crate::QueueError::check_single), every
+//! [`QueueError::check_single`](crate::backend::QueueError::check_single), every
 //! backend's first check, refuses an untracked publication of one.
 //!
 //! Signals are registered when a tracker creates them (in batches, or one
@@ -22,7 +22,7 @@
 //! A process-wide table, not a protocol under test: a plain lock, held for
 //! a hash-table operation and nothing else (never across a loom yield).
 //!
-//! [`Publication::untracked`]: crate::Publication::untracked
+//! [`Publication::untracked`]: crate::backend::Publication::untracked
 
 use std::collections::HashMap;
 

@@ -691,9 +691,9 @@ impl<M: SignalMemory> fmt::Debug for SignalRef<M> {
 pub(crate) fn host_cells(
     count: usize,
     remembers_completions: bool,
-) -> (Shared<crate::HostMemory>, Vec<CellKey>) {
+) -> (Shared<crate::backend::HostMemory>, Vec<CellKey>) {
     let shared = Shared::new(
-        Arc::new(crate::HostMemory::new(count)),
+        Arc::new(crate::backend::HostMemory::new(count)),
         remembers_completions,
     );
     let mut signals = Vec::new();
@@ -711,7 +711,9 @@ pub(crate) fn host_cells(
 /// [`host_cells`], as the tracker's own references to them (what its ring
 /// and spares hold); signal `i` under key `i`.
 #[cfg(all(test, not(sigretire_loom)))]
-pub(crate) fn host_cell_refs(count: usize) -> (Shared<crate::HostMemory>, Vec<Arc<Cell<usize>>>) {
+pub(crate) fn host_cell_refs(
+    count: usize,
+) -> (Shared<crate::backend::HostMemory>, Vec<Arc<Cell<usize>>>) {
     let (shared, keys) = host_cells(count, true);
     let cells = keys
         .into_iter()

@@ -3,10 +3,16 @@
 //!
 //! A look at the use first asks the host-side state (was the use retired by
 //! a fence, a drain, another waiter?), then loads the signal; between looks
-//! the wait engine ([`engine`]) spins, yields, then sleeps with a growing
-//! back-off, until the deadline. Seeing the signal at 0 is itself a proof of
-//! completion, recorded so the tracker later retires the use without a load
-//! of its own.
+//! the wait engine spins, yields, then sleeps with a growing back-off, until
+//! the deadline. Seeing the signal at 0 is itself a proof of completion,
+//! recorded so the tracker later retires the use without a load of its own.
+//!
+//! A runtime needs [`Waiter`] and [`WaitPolicy`] (both at the crate root).
+//! The engine's own parts are here for layers that wait on something of
+//! their own with the same policy (the queue layer's markers and wake
+//! signals): [`Wait`] runs one wait, [`WakeSource`] and [`NoWake`] are what
+//! wakes a sleeping one, [`WaitGauge`] and [`WaitCounts`] count what waits
+//! cost, [`Pause`] and [`WaitStop`] say how a wait paused and ended.
 
 use crate::backend::SignalMemory;
 use crate::error::{ForeignTicket, TimedOut, WaitError};
@@ -66,7 +72,7 @@ impl<M: SignalMemory> Waiter<M> {
     /// ([`SignalMemory::shares_signals_with`]).
     ///
     /// ```
-    /// use sigretire_tracker::{SignalMemory, TimestampClock, Tracker};
+    /// use sigretire_tracker::{TimestampClock, Tracker, backend::SignalMemory};
     /// use sigretire_sim::backend as sim_backend;
     /// let (tracker, _queue) = sim_backend::stepped_tracker(Default::default())?;
     /// // The simulator's MI300X-like counter: 100 MHz.
@@ -90,7 +96,7 @@ impl<M: SignalMemory> Waiter<M> {
     /// (a PCIe read in device memory). A cell's placement never changes.
     ///
     /// ```
-    /// use sigretire_tracker::{Config, HardwareQueue, Placement, Request, Tracker};
+    /// use sigretire_tracker::{Config, Placement, Request, Tracker, backend::HardwareQueue};
     /// use sigretire_sim::backend as sim_backend;
     /// let config = Config { signals: Placement::Device, ..Config::default() };
     /// let (mut tracker, queue) = sim_backend::stepped_tracker(config)?;

@@ -10,8 +10,9 @@
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use sigretire_tracker::{
-    AllocError, Config, HostMemory, Placement, Purpose, QueueView, Request, RetiringTracker,
-    SignalMemory, Status, TimestampClock, Timestamps, Tracker,
+    Config, Placement, Purpose, Request, RetiringTracker, Status, TimestampClock, Timestamps,
+    Tracker,
+    backend::{AllocError, HostMemory, QueueView, SignalMemory},
 };
 use std::sync as ghost;
 use std::sync::atomic::Ordering::SeqCst;
@@ -681,7 +682,7 @@ fn failure_record_moving_versus_lock_free_status() {
 #[test]
 fn a_sleeper_on_a_wake_signal_never_misses_its_write() {
     loom::model(|| {
-        let mailbox = Arc::new(sigretire_tracker::WakeMailbox::new());
+        let mailbox = Arc::new(sigretire_tracker::backend::WakeMailbox::new());
         let signal = Arc::new(loom::sync::atomic::AtomicI64::new(1));
         let gpu = {
             let (mailbox, signal) = (mailbox.clone(), signal.clone());

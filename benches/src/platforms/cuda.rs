@@ -7,7 +7,10 @@ use crate::platform::{Native, Platform, Skipped};
 use sigretire_baseline::BaselineTracker;
 use sigretire_cuda::{CudaContext, CudaMemory, CudaQueue};
 use sigretire_cuda_testkit::{FlagState, HostFlag, busy_kernel, launch_flag_writer};
-use sigretire_tracker::{Config, HardwareQueue, Placement, Publication, RetiringTracker, Work};
+use sigretire_tracker::{
+    Config, Placement, RetiringTracker, Work,
+    backend::{HardwareQueue, Publication},
+};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,10 @@
 //! kernels poll, and the host sets to release them.
 
 use sigretire_cuda::{CudaContext, CudaMemory, CudaSignal};
-use sigretire_tracker::{AllocError, Placement, SignalMemory};
+use sigretire_tracker::{
+    Placement,
+    backend::{AllocError, SignalMemory},
+};
 use std::sync::Arc;
 
 /// What a [`HostFlag`] says.

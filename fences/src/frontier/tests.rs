@@ -4,7 +4,10 @@
 //! behind later work, and the lock-free answer.
 
 use super::*;
-use sigretire_tracker::{Publication, QueueError, QueueView, Request, Tracker, Work};
+use sigretire_tracker::{
+    Request, Tracker, Work,
+    backend::{Publication, QueueError, QueueView},
+};
 use std::cell::Cell;
 use std::sync::atomic::AtomicU64 as StdAtomicU64;
 

@@ -16,7 +16,7 @@
 // Not every includer reads every part (the example counts no waits).
 #![allow(dead_code)]
 
-use sigretire_queue::tracker::{Status, WaitError, WaitGauge, WaitPolicy};
+use sigretire_queue::tracker::{Status, WaitError, WaitPolicy, wait::WaitGauge};
 use sigretire_queue::{HostQueue, QueueTracker};
 use std::time::Duration;
 

@@ -14,8 +14,8 @@ use sigretire_queue::{
     QueueConfig, QueueStats, WaitEventError,
 };
 use sigretire_tracker::{
-    Config, Dispatch, HardwareQueue, Placement, Publication, QueueError, RetiringTracker, Status,
-    Tracker, Work,
+    Config, Placement, RetiringTracker, Status, Tracker, Work,
+    backend::{Dispatch, HardwareQueue, Publication, QueueError},
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -210,12 +210,12 @@ struct EventSlot<G: Gpu> {
     answered: Option<Status>,
 }
 
-enum CommandHandle<M: sigretire_tracker::SignalMemory> {
+enum CommandHandle<M: sigretire_tracker::backend::SignalMemory> {
     Own(Arc<Command<M>>),
     InWait(Arc<CrossWait<M>>, usize),
 }
 
-impl<M: sigretire_tracker::SignalMemory> Clone for CommandHandle<M> {
+impl<M: sigretire_tracker::backend::SignalMemory> Clone for CommandHandle<M> {
     fn clone(&self) -> Self {
         match self {
             CommandHandle::Own(command) => CommandHandle::Own(command.clone()),
@@ -224,7 +224,7 @@ impl<M: sigretire_tracker::SignalMemory> Clone for CommandHandle<M> {
     }
 }
 
-impl<M: sigretire_tracker::SignalMemory> CommandHandle<M> {
+impl<M: sigretire_tracker::backend::SignalMemory> CommandHandle<M> {
     fn get(&self) -> &Command<M> {
         match self {
             CommandHandle::Own(command) => command,

@@ -8,7 +8,7 @@
 use crate::check::Check;
 use sigretire_sim::backend::SimMemory;
 use sigretire_sim::{CostProfile, HostFlag, Kernel, Mode, Queue, QueueConfig, Sim, SimConfig};
-use sigretire_tracker::{HardwareQueue, SignalMemory};
+use sigretire_tracker::backend::{HardwareQueue, SignalMemory};
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;

@@ -5,8 +5,8 @@
 
 use crate::support::{Backend, Rig, device_signals, on_every_backend};
 use sigretire_tracker::{
-    Condition, Dispatch, HardwareQueue, Publication, Purpose, QueueError, Request, Status, Tracker,
-    WaitValue, Work,
+    Purpose, Request, Status, Tracker, Work,
+    backend::{Condition, Dispatch, HardwareQueue, Publication, QueueError, WaitValue},
 };
 
 on_every_backend! {

@@ -4,10 +4,11 @@
 
 use crate::support::{Backend, Rig, device_signals, on_every_backend};
 use sigretire_tracker::{
-    AcquireError, CreateError, FailSubmissionError, Publication, TimedOut, WaitError,
+    AcquireError, CreateError, FailSubmissionError, TimedOut, WaitError, backend::Publication,
 };
 use sigretire_tracker::{
-    Config, HardwareQueue, Purpose, QueueView, Request, Status, Tracker, WaitPolicy, Work,
+    Config, Purpose, Request, Status, Tracker, WaitPolicy, Work,
+    backend::{HardwareQueue, QueueView},
 };
 use std::time::Duration;
 
@@ -83,7 +84,7 @@ fn a_partly_issued_submission_waits_for_its_issued_part<B: Backend>() {
         .unwrap();
     for (i, part) in acquired.publication.operations().take(2).enumerate() {
         assert_eq!(
-            sigretire_tracker::HardwareQueue::reserve(&rig.queue),
+            sigretire_tracker::backend::HardwareQueue::reserve(&rig.queue),
             Ok(index + i as u64)
         );
         rig.publish(part);

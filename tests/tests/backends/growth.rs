@@ -3,7 +3,7 @@
 
 use crate::support::{Backend, Rig, device_signals, on_every_backend};
 use sigretire_tracker::AcquireError;
-use sigretire_tracker::{Config, Purpose, QueueView, Status, Tracker, WaitPolicy};
+use sigretire_tracker::{Config, Purpose, Status, Tracker, WaitPolicy, backend::QueueView};
 use std::time::Duration;
 
 on_every_backend! {

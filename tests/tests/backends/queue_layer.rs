@@ -7,7 +7,10 @@
 
 use crate::support::{Backend, Platform, Watchdog, bounded, on_every_backend, wait_until, waiting};
 use sigretire_queue::{CommandStatus, QueueConfig};
-use sigretire_tracker::{HardwareQueue, Publication, Status, Timestamps, Tracker, Work};
+use sigretire_tracker::{
+    Status, Timestamps, Tracker, Work,
+    backend::{HardwareQueue, Publication},
+};
 use std::time::Duration;
 
 on_every_backend! {

@@ -49,7 +49,10 @@ fn the_read_index_alone_is_never_trusted<B: Backend>() {
     // passes it) but it has not completed.
     assert_eq!(rig.launch(), Ok(0));
     assert_eq!(rig.advance_read_index(), Ok(1));
-    assert_eq!(sigretire_tracker::QueueView::read_index(&rig.queue), 1);
+    assert_eq!(
+        sigretire_tracker::backend::QueueView::read_index(&rig.queue),
+        1
+    );
     rig.poll();
     assert_eq!(rig.tracker.known_status(&fence.ticket).unwrap(), None);
     assert_eq!(

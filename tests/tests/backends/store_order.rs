@@ -87,7 +87,7 @@ fn the_baseline_fences_every_device_store<B: Backend>() {
 mod sim_only {
     use super::churn;
     use crate::support::{Backend, Rig, Simulator, device_signals};
-    use sigretire_tracker::{HardwareQueue, Request, Status, Tracker, Work};
+    use sigretire_tracker::{Request, Status, Tracker, Work, backend::HardwareQueue};
 
     #[test]
     fn a_copy_engine_use_is_flushed_when_it_begins() {

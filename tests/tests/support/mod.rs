@@ -34,8 +34,9 @@ pub use standin::Standin;
 use sigretire_baseline::BaselineTracker;
 use sigretire_scenarios::check::{Check, Failure, PacketTruth, census, judge_report, stamps_match};
 use sigretire_tracker::{
-    AcquireError, Config, CreateError, HardwareQueue, Placement, Publication, Purpose, Request,
-    RetiringTracker, SignalMemory, SignalRef, Status, Ticket, Timestamps, Tracker, Work,
+    AcquireError, Config, CreateError, Placement, Purpose, Request, RetiringTracker, SignalRef,
+    Status, Ticket, Timestamps, Tracker, Work,
+    backend::{HardwareQueue, Publication, SignalMemory},
 };
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -770,7 +771,7 @@ impl<B: Backend, T: Tracker<Memory = B::Memory, Queue = B::Queue>> Rig<B, T> {
     /// proved (a later change of answer is `check`'s to see).
     #[track_caller]
     fn check_probe(&mut self) {
-        let read_index = sigretire_tracker::QueueView::read_index(&self.queue);
+        let read_index = sigretire_tracker::backend::QueueView::read_index(&self.queue);
         // Positions from `proven` on are all of the current generation.
         let nominated = self
             .fences

@@ -10,7 +10,10 @@ use super::{Backend, Executed, Machine, Refused, Release, Truth, Violation};
 use sigretire_hsa::{AdoptOptions, AqlQueue, Device, QueueOptions, Runtime, SignalPool};
 use sigretire_rocr_standin::{Kernel, PoolKind, StepStatus, ViolationKind};
 use sigretire_scenarios::check::Check;
-use sigretire_tracker::{Placement, QueueError, SignalMemory};
+use sigretire_tracker::{
+    Placement,
+    backend::{QueueError, SignalMemory},
+};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};

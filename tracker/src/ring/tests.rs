@@ -5,7 +5,7 @@
 //! cell `i`, and the rings below start with cells `0..size` in order.
 
 use super::*;
-use crate::HostMemory;
+use crate::backend::HostMemory;
 use crate::share::{Shared, host_cell_refs};
 use crate::ticket::aql_before;
 

@@ -2,7 +2,7 @@
 //! seqlock, and what `Shared` answers about retired uses.
 
 use super::*;
-use crate::HostMemory;
+use crate::backend::HostMemory;
 use crate::sync::AtomicBool;
 use std::sync::Barrier;
 

@@ -51,7 +51,7 @@ pub struct WaitPolicy {
     /// After the spin, sleep in the kernel until the GPU wakes the thread,
     /// where the waiter can arrange a wake-up: the queue layer's waits,
     /// which publish a packet completing a wake signal
-    /// ([`SignalMemory::create_wake_signal`](crate::SignalMemory::create_wake_signal)).
+    /// ([`SignalMemory::create_wake_signal`](crate::backend::SignalMemory::create_wake_signal)).
     /// A wait that cannot (no wake signal free, or the tracker's own
     /// [`Waiter`](crate::Waiter), which publishes nothing) yields and
     /// sleep-polls as the other fields say.
@@ -218,7 +218,7 @@ impl WaitGauge {
     /// Runs `wait`, counted as begun and, while it runs, in progress.
     ///
     /// ```
-    /// let gauge = sigretire_tracker::WaitGauge::new();
+    /// let gauge = sigretire_tracker::wait::WaitGauge::new();
     /// let seen = gauge.track(|| gauge.in_progress());
     /// assert_eq!((seen, gauge.in_progress(), gauge.begun()), (1, 0, 1));
     /// ```
@@ -253,7 +253,7 @@ const FIRST_SLEEP: Duration = Duration::from_micros(1);
 /// One CPU wait, from its start to its end (see the module docs).
 ///
 /// ```
-/// use sigretire_tracker::{Wait, WaitPolicy, WaitStop};
+/// use sigretire_tracker::{WaitPolicy, wait::{Wait, WaitStop}};
 /// use std::time::Duration;
 ///
 /// let mut looks = 0;

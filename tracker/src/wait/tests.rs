@@ -2,7 +2,7 @@
 //! the engine's).
 
 use super::*;
-use crate::HostMemory;
+use crate::backend::HostMemory;
 use crate::share::host_cells;
 
 const fn us(n: u64) -> Duration {
