@@ -32,21 +32,10 @@ use sigretire_tracker::{
 };
 use std::collections::VecDeque;
 
-/// Whether the planted bug `$bug` (the tracker's `planted.rs`, where the
-/// baseline's two are listed too) is on: `false` in every build but the
-/// teeth's (`--cfg sigretire_planted`).
-#[cfg(not(sigretire_planted))]
-macro_rules! planted {
-    ($bug:ident) => {
-        false
-    };
-}
-#[cfg(sigretire_planted)]
-macro_rules! planted {
-    ($bug:ident) => {
-        sigretire_tracker::planted::active(sigretire_tracker::planted::Bug::$bug)
-    };
-}
+// The planted-bug hook (`planted!`, `false` outside the teeth's builds),
+// shared with the tracker, whose `planted.rs` lists this crate's bugs too.
+#[macro_use]
+extern crate sigretire_tracker as _;
 
 #[cfg(feature = "cuda")]
 pub mod cuda;

@@ -66,22 +66,10 @@
 
 #![warn(missing_docs)]
 
-/// Whether the planted bug `$bug` (the tracker's `planted.rs` lists the
-/// queue layer's too) is on, at the one place that mistake would be made.
-/// `false` in every normal build; only a test build with `--cfg
-/// sigretire_planted` (`.ci/teeth`) asks the tracker's switch.
-#[cfg(not(sigretire_planted))]
-macro_rules! planted {
-    ($bug:ident) => {
-        false
-    };
-}
-#[cfg(sigretire_planted)]
-macro_rules! planted {
-    ($bug:ident) => {
-        sigretire_tracker::planted::active(sigretire_tracker::planted::Bug::$bug)
-    };
-}
+// The planted-bug hook (`planted!`, `false` outside the teeth's builds),
+// shared with the tracker, whose `planted.rs` lists this crate's bugs too.
+#[macro_use]
+extern crate sigretire_tracker as _;
 
 mod batch;
 mod command;

@@ -94,16 +94,23 @@
 /// is `false` and its branch compiles away. A test build with `--cfg
 /// sigretire_planted` (`.ci/teeth`, never a build that ships; `planted.rs`
 /// is not even in the published package) asks the switch there.
+///
+/// Exported (hidden) for the other crates whose bugs `planted.rs` lists, the
+/// queue layer's and the baseline's, which take it with `#[macro_use]`.
+#[doc(hidden)]
+#[macro_export]
 #[cfg(not(sigretire_planted))]
 macro_rules! planted {
     ($bug:ident) => {
         false
     };
 }
+#[doc(hidden)]
+#[macro_export]
 #[cfg(sigretire_planted)]
 macro_rules! planted {
     ($bug:ident) => {
-        crate::planted::active(crate::planted::Bug::$bug)
+        $crate::planted::active($crate::planted::Bug::$bug)
     };
 }
 
