@@ -118,7 +118,6 @@ pub mod backend;
 mod config;
 mod error;
 mod failures;
-mod host_memory;
 mod interface;
 mod keys;
 #[doc(hidden)]

@@ -5,8 +5,8 @@
 //! packet type and the ground truth, backs the cross-crate scenarios; these
 //! tests look inside the tracker and only need signals to go to 0.
 
+use crate::backend::HostMemory;
 use crate::backend::{AllocError, Placement, QueueView, SignalMemory, TimestampClock, Timestamps};
-use crate::host_memory::HostMemory;
 use crate::sync::Arc;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};

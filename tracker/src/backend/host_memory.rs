@@ -2,7 +2,7 @@
 //! tests and for the loom models (its atomics come from the crate's `sync`
 //! shim, so loom sees every access).
 
-use crate::backend::{AllocError, Placement, SignalMemory, TimestampClock, Timestamps};
+use super::contract::{AllocError, Placement, SignalMemory, TimestampClock, Timestamps};
 use crate::sync::{AtomicI64, AtomicUsize, Ordering};
 
 /// A fixed number of host-memory signals. Whoever plays the GPU completes a
