@@ -77,7 +77,7 @@ impl std::fmt::Debug for Runtime {
 
 impl Runtime {
     /// Loads ROCr (`libhsa-runtime64.so.1`, or the library
-    /// `SIGPOOL_HSA_LIBRARY` names) and initialises it.
+    /// `SIGRETIRE_HSA_LIBRARY` names) and initialises it.
     ///
     /// ```
     /// use sigretire_hsa::{Error, Runtime};
