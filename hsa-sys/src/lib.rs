@@ -78,3 +78,8 @@ pub use packet::*;
 pub use queue::*;
 pub use signal::*;
 pub use status::*;
+
+/// The crate README's examples, run as doctests so they cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
