@@ -16,7 +16,8 @@ use std::sync::Arc;
 /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
 /// #     context => context?,
 /// # };
-/// use sigretire_tracker::{Config, Request, Status, Tracker, Work, backend::HardwareQueue};
+/// use sigretire_tracker::backend::HardwareQueue;
+/// use sigretire_tracker::{Config, Request, Status, Tracker, Work};
 ///
 /// let (mut baseline, queue) = sigretire_baseline::cuda::baseline_tracker(&context, Config::default())?;
 /// let index = queue.reserve().unwrap();

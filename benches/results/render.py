@@ -4,7 +4,7 @@
     python3 benches/results/render.py > BENCHMARKS.md
 
 Inputs: benches/results/h200-runs/run1.json to run5.json (five sigbench
-runs on the H200, see cuda-backend/README.md; the first is the full table)
+runs on the H200, see docs/device-runs.md; the first is the full table)
 and long-waits.json (the 1 ms rows with 1000 calls), seed-table.md
 (`sigbench --seed-table`),
 benches/results/sigbench-sim.json
@@ -251,7 +251,7 @@ No table row times it: it is off every call's path.
 ### NVIDIA H200 (CUDA backend, measured in the same process as CUDA's own calls)
 
 Machine: {h['machine']}. Run on the device machine with the release binary
-built here (`cuda-backend/README.md` has the command).
+built here (`docs/device-runs.md` has the command).
 
 Bars of docs/design.md section 7 (p50, ours / the CUDA driver API, the
 first of the five runs below):

@@ -32,7 +32,7 @@ then the steady-state counters.
 
   --backend B          auto (default: ROCr, then CUDA, then the simulator),
                        sim, rocr or cuda (on the ROCr stand-in: --backend rocr
-                       with SIGPOOL_HSA_LIBRARY naming its library)
+                       with SIGRETIRE_HSA_LIBRARY naming its library)
   --iterations N       timed calls per cell (default 2000, at least 1)
   --long-iterations N  timed calls per cell of the *_long rows, which wait for
                        a 1 ms kernel (default 200, at least 1)

@@ -1487,7 +1487,7 @@ sigretire_status sigretire_rocr_adopt_options_default(struct sigretire_rocr_adop
  * Loads ROCr and initialises it (`hsa_init`, bounded by a deadline):
  * `library` is a path or a name for the dynamic loader, or NULL for
  * `libhsa-runtime64.so.1` (or what the environment variable
- * `SIGPOOL_HSA_LIBRARY` names). Loading the same library the runtime
+ * `SIGRETIRE_HSA_LIBRARY` names). Loading the same library the runtime
  * uses shares its ROCr instance (`hsa_init` is reference-counted).
  *
  * On a machine without ROCm: `SIGRETIRE_ERR_LOAD`; with ROCm but no GPU

@@ -239,3 +239,8 @@ pub unsafe extern "C" fn sigretire_wait_policy_blocking(
         Ok(())
     })
 }
+
+/// The crate README's examples, run as doctests so they cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -32,7 +32,8 @@ use std::sync::Arc;
 ///
 /// ```no_run
 /// use sigretire_cuda::CudaContext;
-/// use sigretire_tracker::{Config, Request, Status, Tracker, Work, backend::HardwareQueue};
+/// use sigretire_tracker::backend::HardwareQueue;
+/// use sigretire_tracker::{Config, Request, Status, Tracker, Work};
 ///
 /// let context = CudaContext::new(0)?;
 /// println!("{}", context.report());
@@ -274,7 +275,8 @@ impl CudaContext {
     /// #     context => context?,
     /// # };
     /// use sigretire_cuda::{KernelLaunch, check, cudarc::driver::sys};
-    /// use sigretire_tracker::{Config, Request, Tracker, backend::HardwareQueue};
+    /// use sigretire_tracker::backend::HardwareQueue;
+    /// use sigretire_tracker::{Config, Request, Tracker};
     ///
     /// // A runtime's kernel: spins for `ns` nanoseconds, then stamps the block.
     /// const PTX: &core::ffi::CStr = cr"
@@ -338,7 +340,8 @@ impl CudaContext {
     /// #     context => context?,
     /// # };
     /// use sigretire_cuda::{CudaMemory, SignalBlock};
-    /// use sigretire_tracker::{Placement, backend::SignalMemory};
+    /// use sigretire_tracker::backend::SignalMemory;
+    /// use sigretire_tracker::Placement;
     ///
     /// let before = context.pinned_bytes();
     /// let memory = CudaMemory::with_batch(&context, 1);

@@ -156,7 +156,7 @@ impl Kernels {
 ///
 /// ```no_run
 /// use sigretire_cuda::{CudaContext, KernelHandle};
-/// use sigretire_tracker::{backend::{HardwareQueue, Publication}};
+/// use sigretire_tracker::backend::{HardwareQueue, Publication};
 ///
 /// let context = CudaContext::new(0)?;
 /// let queue = context.create_queue()?;

@@ -1,5 +1,44 @@
 //! The tracker on NVIDIA GPUs, through CUDA's driver API.
 //!
+//! A runtime makes a context on a GPU and a tracker over a stream of it;
+//! packets are kernel launches, each completing its own signal:
+//!
+//! ```no_run
+//! use sigretire_cuda::CudaContext;
+//! use sigretire_tracker::backend::HardwareQueue;
+//! use sigretire_tracker::{Config, Purpose, Request, Status, Tracker, Work};
+//!
+//! let context = CudaContext::new(0)?;
+//! println!("{}", context.report());
+//! let (mut tracker, queue) = context.retiring_tracker(Config::default())?;
+//!
+//! // 64 empty kernels, each completing its own signal, then an event.
+//! for _ in 0..64 {
+//!     let index = queue.reserve().unwrap();
+//!     let acquired = tracker.acquire(Request::packet(index).barrier(true)).unwrap();
+//!     queue.publish(acquired.publication, Work::Empty).unwrap();
+//! }
+//! let index = queue.reserve().unwrap();
+//! let event = tracker
+//!     .acquire(Request::packet(index).barrier(true).purpose(Purpose::Event).timed(true))
+//!     .unwrap();
+//! queue.publish(event.publication, Work::Empty).unwrap();
+//!
+//! queue.synchronize()?;
+//! tracker.poll(); // one host load of the newest signal retires all 65
+//! assert_eq!(tracker.query(&event.ticket).unwrap(), Status::Complete);
+//! assert_eq!(tracker.stats().host().loads, 1);
+//! let stamps = tracker.timestamps(&event.ticket).unwrap().unwrap();
+//! println!("the event's kernel ran for {} ns", stamps.ticks());
+//! # Ok::<(), sigretire_cuda::Error>(())
+//! ```
+//!
+//! The queue layer (`sigretire-queue`) builds streams and events on such a
+//! tracker; without a GPU, the same tracker runs on the simulator
+//! (`sigretire-sim`), where the tracker's and the queue layer's examples run.
+//!
+//! # How it works
+//!
 //! A completion signal here is a 64-bit word in pinned, device-mapped host
 //! memory ([`CudaMemory`]). A use's work runs on a CUDA stream
 //! ([`CudaQueue`]); after it, the stream writes 0 into the signal with a
@@ -60,35 +99,6 @@
 //! cudarc itself with another version turns the default off
 //! (`default-features = false`) and enables the matching feature here, or
 //! none (its own cudarc feature then applies to both).
-//!
-//! ```no_run
-//! use sigretire_cuda::CudaContext;
-//! use sigretire_tracker::{Config, Purpose, Request, Status, Tracker, Work, backend::HardwareQueue};
-//!
-//! let context = CudaContext::new(0)?;
-//! println!("{}", context.report());
-//! let (mut tracker, queue) = context.retiring_tracker(Config::default())?;
-//!
-//! // 64 empty kernels, each completing its own signal, then an event.
-//! for _ in 0..64 {
-//!     let index = queue.reserve().unwrap();
-//!     let acquired = tracker.acquire(Request::packet(index).barrier(true)).unwrap();
-//!     queue.publish(acquired.publication, Work::Empty).unwrap();
-//! }
-//! let index = queue.reserve().unwrap();
-//! let event = tracker
-//!     .acquire(Request::packet(index).barrier(true).purpose(Purpose::Event).timed(true))
-//!     .unwrap();
-//! queue.publish(event.publication, Work::Empty).unwrap();
-//!
-//! queue.synchronize()?;
-//! tracker.poll(); // one host load of the newest signal retires all 65
-//! assert_eq!(tracker.query(&event.ticket).unwrap(), Status::Complete);
-//! assert_eq!(tracker.stats().host().loads, 1);
-//! let stamps = tracker.timestamps(&event.ticket).unwrap().unwrap();
-//! println!("the event's kernel ran for {} ns", stamps.ticks());
-//! # Ok::<(), sigretire_cuda::Error>(())
-//! ```
 
 #![warn(missing_docs)]
 
@@ -128,3 +138,8 @@ pub use report::SystemReport;
 pub use signal::{CudaSignal, SignalBlock};
 pub use version::CudaVersion;
 pub use wake::WakeStats;
+
+/// The crate README's examples, run as doctests so they cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

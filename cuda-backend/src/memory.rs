@@ -39,7 +39,8 @@ use std::time::Duration;
 /// ```no_run
 /// use std::sync::Arc;
 /// use sigretire_cuda::{CudaContext, CudaMemory};
-/// use sigretire_tracker::{Placement, backend::SignalMemory};
+/// use sigretire_tracker::backend::SignalMemory;
+/// use sigretire_tracker::Placement;
 ///
 /// let context = CudaContext::new(0)?;
 /// let memory = Arc::new(CudaMemory::new(&context));
@@ -91,7 +92,8 @@ impl CudaMemory {
     /// #     context => context?,
     /// # };
     /// use sigretire_cuda::CudaMemory;
-    /// use sigretire_tracker::{Placement, backend::SignalMemory};
+    /// use sigretire_tracker::backend::SignalMemory;
+    /// use sigretire_tracker::Placement;
     ///
     /// let memory = CudaMemory::with_batch(&context, 8);
     /// let mut signals = Vec::new();
@@ -135,7 +137,8 @@ impl CudaMemory {
     /// #     context => context?,
     /// # };
     /// use sigretire_cuda::CudaMemory;
-    /// use sigretire_tracker::{Placement, backend::SignalMemory};
+    /// use sigretire_tracker::backend::SignalMemory;
+    /// use sigretire_tracker::Placement;
     ///
     /// let memory = CudaMemory::new(&context);
     /// let mut signals = Vec::new();
@@ -157,7 +160,8 @@ impl CudaMemory {
     /// #     context => context?,
     /// # };
     /// use sigretire_cuda::CudaMemory;
-    /// use sigretire_tracker::{Placement, backend::SignalMemory};
+    /// use sigretire_tracker::backend::SignalMemory;
+    /// use sigretire_tracker::Placement;
     ///
     /// let memory = CudaMemory::new(&context);
     /// let mut signals = Vec::new();

@@ -68,7 +68,8 @@ use std::sync::Arc;
 /// ```no_run
 /// use sigretire_cuda::{CudaContext, CudaMemory};
 /// use std::sync::Arc;
-/// use sigretire_tracker::{Config, Request, RetiringTracker, Status, Tracker, Work, backend::HardwareQueue};
+/// use sigretire_tracker::backend::HardwareQueue;
+/// use sigretire_tracker::{Config, Request, RetiringTracker, Status, Tracker, Work};
 ///
 /// let context = CudaContext::new(0)?;
 /// let queue = context.create_queue()?;
@@ -295,7 +296,8 @@ impl CudaQueue {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use sigretire_tracker::{Work, backend::{HardwareQueue, Publication}};
+    /// use sigretire_tracker::backend::{HardwareQueue, Publication};
+    /// use sigretire_tracker::Work;
     ///
     /// let queue = context.create_queue()?;
     /// let index = queue.reserve().unwrap();
@@ -323,7 +325,8 @@ impl CudaQueue {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use sigretire_tracker::{Work, backend::{HardwareQueue, QueueView}};
+    /// use sigretire_tracker::backend::{HardwareQueue, QueueView};
+    /// use sigretire_tracker::Work;
     ///
     /// let queue = context.create_queue()?;
     /// let index = queue.reserve().unwrap();
@@ -347,7 +350,8 @@ impl CudaQueue {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use sigretire_tracker::{Work, backend::HardwareQueue};
+    /// use sigretire_tracker::backend::HardwareQueue;
+    /// use sigretire_tracker::Work;
     ///
     /// let queue = context.create_queue()?;
     /// assert!(queue.is_idle()?);
@@ -390,7 +394,8 @@ impl CudaQueue {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use sigretire_tracker::{Work, backend::HardwareQueue};
+    /// use sigretire_tracker::backend::HardwareQueue;
+    /// use sigretire_tracker::Work;
     ///
     /// let queue = context.create_queue()?;
     /// let index = queue.reserve().unwrap();
@@ -432,7 +437,8 @@ impl CudaQueue {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use sigretire_tracker::{Work, backend::HardwareQueue};
+    /// use sigretire_tracker::backend::HardwareQueue;
+    /// use sigretire_tracker::Work;
     ///
     /// let queue = context.create_queue()?;
     /// let index = queue.reserve().unwrap();
@@ -454,7 +460,8 @@ impl CudaQueue {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use sigretire_tracker::{Work, backend::HardwareQueue};
+    /// use sigretire_tracker::backend::HardwareQueue;
+    /// use sigretire_tracker::Work;
     ///
     /// let queue = context.create_queue()?;
     /// let (first, second) = (queue.reserve().unwrap(), queue.reserve().unwrap());
@@ -968,7 +975,8 @@ impl CudaContext {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use sigretire_tracker::{Work, backend::{HardwareQueue, Publication}};
+    /// use sigretire_tracker::backend::{HardwareQueue, Publication};
+    /// use sigretire_tracker::Work;
     ///
     /// // The driver is there (`CudaContext::new` said so), so cudarc can open it.
     /// let runtime = cudarc::driver::CudaContext::new(0).expect("cudarc's context");

@@ -70,7 +70,8 @@ const _: () = {
 /// #     context => context?,
 /// # };
 /// use sigretire_cuda::{CudaMemory, SignalBlock};
-/// use sigretire_tracker::{Placement, backend::SignalMemory};
+/// use sigretire_tracker::backend::SignalMemory;
+/// use sigretire_tracker::Placement;
 ///
 /// let memory = CudaMemory::new(&context);
 /// let mut signals = Vec::new();
@@ -107,7 +108,8 @@ impl CudaSignal {
     /// #     context => context?,
     /// # };
     /// use sigretire_cuda::CudaMemory;
-    /// use sigretire_tracker::{Placement, backend::SignalMemory};
+    /// use sigretire_tracker::backend::SignalMemory;
+    /// use sigretire_tracker::Placement;
     ///
     /// let memory = CudaMemory::new(&context);
     /// let mut signals = Vec::new();
@@ -130,7 +132,8 @@ impl CudaSignal {
     /// #     context => context?,
     /// # };
     /// use sigretire_cuda::{CudaMemory, SignalBlock};
-    /// use sigretire_tracker::{Placement, backend::SignalMemory};
+    /// use sigretire_tracker::backend::SignalMemory;
+    /// use sigretire_tracker::Placement;
     ///
     /// let memory = CudaMemory::new(&context);
     /// let mut signals = Vec::new();

@@ -20,7 +20,8 @@ impl CudaContext {
     /// #     Err(Error::LibraryMissing | Error::NoDevice { .. }) => return Ok(()), // no GPU here
     /// #     context => context?,
     /// # };
-    /// use sigretire_tracker::{Config, Request, Status, Tracker, Work, backend::HardwareQueue};
+    /// use sigretire_tracker::backend::HardwareQueue;
+    /// use sigretire_tracker::{Config, Request, Status, Tracker, Work};
     ///
     /// let (mut tracker, queue) = context.retiring_tracker(Config::default())?;
     /// let index = queue.reserve().unwrap();

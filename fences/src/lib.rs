@@ -1,16 +1,65 @@
-//! The queue layer: a host queue (a HIP stream) on top of the completion
-//! tracker, whose execution lock covers submission only.
+//! The queue layer of a GPU runtime: host queues with a HIP stream's
+//! semantics on top of the completion tracker. Launch work, record events,
+//! make one queue wait for another's event on the GPU, query, synchronize,
+//! time work between two events. A queue's lock covers submission only: a
+//! CPU wait for the GPU runs after the lock is released, so no thread that
+//! submits to or queries a queue ever waits behind another thread's wait.
 //!
-//! This crate reproduces AMD CLR's fix "wait for a small-batch sync marker
-//! after releasing lock" and the queue-side parts of the retiring
-//! signal tracker work (docs/design.md section 4):
+//! # On a GPU
+//!
+//! A runtime makes a tracker on its backend (`sigretire-cuda` on NVIDIA
+//! GPUs, `sigretire-hsa` on ROCr) and a [`Device`] over it; each further
+//! [`HostQueue`] takes a tracker of its own. On CUDA:
+//!
+//! ```no_run
+//! use sigretire_cuda::CudaContext;
+//! use sigretire_queue::tracker::Config;
+//! use sigretire_queue::{Device, DeviceConfig, QueueConfig, Work};
+//!
+//! let context = CudaContext::new(0)?; // a typed error without a driver or a GPU
+//! let (tracker, _stream) = context.retiring_tracker(Config::default())?;
+//! let device = Device::new(DeviceConfig::default(), tracker, QueueConfig::default())?;
+//! let queue = device.default_queue();
+//! let start = queue.record_event()?;
+//! queue.submit(Work::Empty)?; // a runtime's own kernel: CudaContext::register_kernel
+//! let stop = queue.record_event()?;
+//! stop.synchronize()?;
+//! println!("{:?} on the GPU", start.elapsed_to(&stop)?);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! A runtime that keeps its own streams or AQL queues and launches its own
+//! kernels adopts them in the backend and gets completion, events and
+//! synchronize on them: the repository's `fences/examples/cuda_runtime.rs`
+//! (CUDA) and `fences/examples/rocr_runtime.rs` (ROCr) walk through it.
+//!
+//! # Without a GPU
+//!
+//! With the `sim` feature, `sim` builds devices on the simulator (a software
+//! AQL packet processor) and re-exports it: the same queues, for tests and
+//! for trying the crate out.
+//!
+//! ```toml
+//! [dependencies]
+//! sigretire-queue = { version = "0.1", features = ["sim"] }
+//! ```
+//!
+#![cfg_attr(feature = "sim", doc = "```")]
+#![cfg_attr(feature = "sim", doc = include_str!("../examples/first_look/body.rs"))]
+#![cfg_attr(feature = "sim", doc = "```")]
+#![cfg_attr(
+    not(feature = "sim"),
+    doc = "(This build's documentation has no `sim` feature; docs.rs builds it with one, \
+           where the simulator example and `sim` module appear here.)"
+)]
+//!
+//! # What it does
 //!
 //! - [`HostQueue`]: packet publication (reserve a slot, acquire a signal for
 //!   that AQL index, publish; under tracker back-pressure, wait outside the
 //!   lock and retry), submission batches ([`BatchLimits`]), markers, query,
 //!   and [`synchronize`](HostQueue::synchronize), whose CPU wait for a
-//!   small batch's marker runs after the lock is released (CLR's
-//!   CompleteCpuWait).
+//!   small batch's marker runs after the lock is released.
 //! - [`Event`]: record, query, synchronize (which completes the queue's
 //!   batch through the event's marker), elapsed time from timestamps
 //!   harvested into host memory.
@@ -18,26 +67,20 @@
 //!   most five pinned producer signals, chained.
 //! - A completion thread (the async-handler analogue) for larger batches,
 //!   which never tears down a signal or a queue on its own thread.
-//! - [`Device`]: the device error state, with CLR's "do not abort" option:
+//! - [`Device`]: the device error state, with a "do not abort" option:
 //!   waits return early without completion and nobody hangs.
 //!
 //! It is generic over any [`Tracker`] whose queue is a [`HardwareQueue`]
 //! ([`QueueTracker`]). Everything its API names is re-exported here: the
 //! tracker's types at the crate root and the whole tracker crate as
-//! [`tracker`]; with the `sim` feature, [`sim`] builds devices on the
-//! simulator and re-exports it. One dependency is enough:
+//! [`tracker`]. One dependency besides a backend is enough.
 //!
-//! ```toml
-//! [dependencies]
-//! sigretire-queue = { version = "0.1", features = ["sim"] }
-//! ```
+//! # Background
 //!
-//! The design behind it is in the repository's `docs/design.md`.
-//!
-//! ```
-#![cfg_attr(feature = "sim", doc = include_str!("../examples/first_look/body.rs"))]
-#![cfg_attr(not(feature = "sim"), doc = "// (the example needs the `sim` feature)")]
-//! ```
+//! The crate reproduces AMD CLR's fix "wait for a small-batch sync marker
+//! after releasing lock" (CLR's CompleteCpuWait) and the queue-side parts of
+//! its retiring signal tracker. The design behind it is in the repository's
+//! `docs/design.md`, section 4.
 //!
 //! # The concurrency protocol (for model checkers)
 //!

@@ -273,7 +273,8 @@ impl<T: QueueTracker> HostQueue<T> {
     /// [`SubmitError::QueueFailed`].
     ///
     /// ```
-    /// use sigretire_queue::tracker::{Work, backend::Dispatch};
+    /// use sigretire_queue::tracker::backend::Dispatch;
+    /// use sigretire_queue::tracker::Work;
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let queue = device.default_queue();
@@ -304,7 +305,8 @@ impl<T: QueueTracker> HostQueue<T> {
     /// failed queue answers [`SubmitError::QueueFailed`].
     ///
     /// ```
-    /// use sigretire_queue::tracker::{Work, backend::Dispatch};
+    /// use sigretire_queue::tracker::backend::Dispatch;
+    /// use sigretire_queue::tracker::Work;
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let queue = device.default_queue();

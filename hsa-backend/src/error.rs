@@ -13,7 +13,7 @@ use std::time::Duration;
 /// ```
 /// let error = sigretire_hsa::Runtime::load_from("/nonexistent/libhsa-runtime64.so.1").unwrap_err();
 /// assert!(matches!(error, sigretire_hsa::Error::Load(hsa_sys::LoadError::LibraryMissing { .. })));
-/// assert!(error.to_string().contains("SIGPOOL_HSA_LIBRARY"), "{error}");
+/// assert!(error.to_string().contains("SIGRETIRE_HSA_LIBRARY"), "{error}");
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

@@ -7,6 +7,34 @@
 //! memory the GPU may still touch, what the host must do before the GPU sees
 //! its stores.
 //!
+//! # On an AMD GPU
+//!
+//! A runtime loads ROCr, takes a GPU, and makes a tracker over an AQL queue
+//! and a pool of completion signals in VRAM:
+//!
+//! ```no_run
+//! use sigretire_hsa::{AqlQueue, QueueOptions, Runtime, SignalPool};
+//! use sigretire_tracker::backend::HardwareQueue;
+//! use sigretire_tracker::{Config, Placement, Request, RetiringTracker, Tracker, Work};
+//! use std::sync::Arc;
+//!
+//! let runtime = Runtime::load()?; // a typed error without ROCm or a GPU
+//! let device = runtime.device(0)?;
+//! let queue = AqlQueue::new(&device, QueueOptions::default())?;
+//! let signals = Arc::new(SignalPool::new(&device));
+//! let config = Config { signals: Placement::Device, ..Config::default() };
+//! let mut tracker = RetiringTracker::new(signals, queue.clone(), config)?;
+//! let index = queue.reserve()?;
+//! let acquired = tracker.acquire(Request::packet(index).barrier(true))?;
+//! queue.publish(acquired.publication, Work::Empty)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! `AqlQueue::adopt` takes a runtime's own `hsa_queue_t` instead; the queue
+//! layer (`sigretire-queue`) builds streams and events on such a tracker.
+//!
+//! # What it does
+//!
 //! - [`Runtime`] loads `libhsa-runtime64.so.1`, runs `hsa_init` under a
 //!   deadline and finds the agents; a missing library, a missing symbol, a
 //!   failed `hsa_init` (with ROCr's status text) and a machine without a GPU
@@ -29,10 +57,43 @@
 //!   records what its packets name as it publishes them); a queue drains
 //!   within a bound before it is destroyed.
 //!
+//! # Without a GPU
+//!
 //! No GPU is needed to run any of it: the `rocr-standin` crate builds a
 //! library that exports ROCr's functions over the project's simulator, and
 //! every example and test here loads it in place of ROCr. On a machine with
 //! ROCm, replace `Runtime::load_from(library)` with [`Runtime::load`].
+//!
+//! ```
+//! # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
+//! # let library = standin.library_path();
+//! use sigretire_hsa::{AqlQueue, QueueOptions, Runtime, SignalPool};
+//! use std::{sync::Arc, time::Duration};
+//! use sigretire_tracker::backend::HardwareQueue;
+//! use sigretire_tracker::{Config, Placement, Request, RetiringTracker, Status, Tracker, WaitPolicy, Work};
+//!
+//! let runtime = Runtime::load_from(library)?;
+//! let device = runtime.device(0)?;
+//! let queue = AqlQueue::new(&device, QueueOptions::default())?;
+//! let signals = Arc::new(SignalPool::new(&device));
+//! let config = Config { signals: Placement::Device, ..Config::default() };
+//! let mut tracker = RetiringTracker::new(signals, queue.clone(), config)?;
+//!
+//! // One packet with the barrier bit (a fence): the tracker hands out an
+//! // armed VRAM signal whose arming the GPU can already see.
+//! let index = queue.reserve()?;
+//! let acquired = tracker.acquire(Request::packet(index).barrier(true))?;
+//! assert_eq!(acquired.placement, Placement::Device);
+//! queue.publish(acquired.publication, Work::Empty)?;
+//!
+//! // Another thread could wait, without the tracker's lock.
+//! let status = tracker.waiter().wait(&acquired.ticket, Duration::from_secs(10), WaitPolicy::spin())?;
+//! assert_eq!(status, Status::Complete);
+//! # drop((tracker, queue));
+//! # standin.assert_no_violations();
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
 //!
 //! # What runs without a GPU, and what only a GPU shows
 //!
@@ -66,34 +127,6 @@
 //! whether ROCr placed a ring in VRAM ([`QueueOptions::ring_in_device_memory`]
 //! must be told).
 //!
-//! ```
-//! # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
-//! # let library = standin.library_path();
-//! use sigretire_hsa::{AqlQueue, QueueOptions, Runtime, SignalPool};
-//! use std::{sync::Arc, time::Duration};
-//! use sigretire_tracker::{Config, Placement, Request, RetiringTracker, Status, Tracker, WaitPolicy, Work, backend::HardwareQueue};
-//!
-//! let runtime = Runtime::load_from(library)?;
-//! let device = runtime.device(0)?;
-//! let queue = AqlQueue::new(&device, QueueOptions::default())?;
-//! let signals = Arc::new(SignalPool::new(&device));
-//! let config = Config { signals: Placement::Device, ..Config::default() };
-//! let mut tracker = RetiringTracker::new(signals, queue.clone(), config)?;
-//!
-//! // One packet with the barrier bit (a fence): the tracker hands out an
-//! // armed VRAM signal whose arming the GPU can already see.
-//! let index = queue.reserve()?;
-//! let acquired = tracker.acquire(Request::packet(index).barrier(true))?;
-//! assert_eq!(acquired.placement, Placement::Device);
-//! queue.publish(acquired.publication, Work::Empty)?;
-//!
-//! // Another thread could wait, without the tracker's lock.
-//! let status = tracker.waiter().wait(&acquired.ticket, Duration::from_secs(10), WaitPolicy::spin())?;
-//! assert_eq!(status, Status::Complete);
-//! # drop((tracker, queue));
-//! # standin.assert_no_violations();
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
 
 #![warn(missing_docs)]
 
@@ -116,3 +149,8 @@ pub use runtime::{InitOptions, Runtime};
 pub use timing::system_duration;
 pub use visibility::{HdpFlush, store_fence};
 pub use wait::poll_until_change;
+
+/// The crate README's examples, run as doctests so they cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

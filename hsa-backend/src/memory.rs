@@ -48,7 +48,8 @@ const BLOCK: usize = size_of::<amd_signal_t>();
 /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
 /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
 /// use sigretire_hsa::SignalPool;
-/// use sigretire_tracker::{Placement, backend::SignalMemory};
+/// use sigretire_tracker::backend::SignalMemory;
+/// use sigretire_tracker::Placement;
 ///
 /// let pool = SignalPool::new(&device);
 /// let mut signals = Vec::new();
@@ -81,7 +82,8 @@ impl HsaSignal {
     /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
     /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
     /// use sigretire_hsa::SignalPool;
-    /// use sigretire_tracker::{Placement, backend::SignalMemory};
+    /// use sigretire_tracker::backend::SignalMemory;
+    /// use sigretire_tracker::Placement;
     ///
     /// let pool = SignalPool::new(&device);
     /// let mut signals = Vec::new();
@@ -103,7 +105,8 @@ impl HsaSignal {
     /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
     /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
     /// use sigretire_hsa::SignalPool;
-    /// use sigretire_tracker::{Placement, backend::SignalMemory};
+    /// use sigretire_tracker::backend::SignalMemory;
+    /// use sigretire_tracker::Placement;
     ///
     /// let pool = SignalPool::new(&device);
     /// let mut signals = Vec::new();
@@ -127,7 +130,8 @@ impl HsaSignal {
     /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
     /// use sigretire_hsa::SignalPool;
     /// use sigretire_rocr_standin::PoolKind;
-    /// use sigretire_tracker::{Placement, backend::SignalMemory};
+    /// use sigretire_tracker::backend::SignalMemory;
+    /// use sigretire_tracker::Placement;
     ///
     /// let pool = SignalPool::new(&device);
     /// let mut signals = Vec::new();
@@ -230,7 +234,8 @@ impl fmt::Debug for HsaSignal {
 /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
 /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
 /// use sigretire_hsa::SignalPool;
-/// use sigretire_tracker::{Placement, backend::SignalMemory};
+/// use sigretire_tracker::backend::SignalMemory;
+/// use sigretire_tracker::Placement;
 ///
 /// let pool = SignalPool::new(&device);
 /// let mut signals = Vec::new();
@@ -299,7 +304,8 @@ fn bump(cell: &AtomicU64) {
 /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
 /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
 /// use sigretire_hsa::SignalPool;
-/// use sigretire_tracker::{Placement, backend::SignalMemory};
+/// use sigretire_tracker::backend::SignalMemory;
+/// use sigretire_tracker::Placement;
 ///
 /// let pool = SignalPool::new(&device);
 /// let mut signals = Vec::new();
@@ -341,7 +347,8 @@ struct PoolState {
 /// ```
 /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
 /// use sigretire_hsa::{Runtime, SignalPool};
-/// use sigretire_tracker::{Placement, backend::SignalMemory};
+/// use sigretire_tracker::backend::SignalMemory;
+/// use sigretire_tracker::Placement;
 ///
 /// let device = Runtime::load_from(standin.library_path())?.device(0)?;
 /// let pool = SignalPool::new(&device);
@@ -410,7 +417,8 @@ impl SignalPool {
     /// ```
     /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
     /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// use sigretire_tracker::{Placement, backend::SignalMemory};
+    /// use sigretire_tracker::backend::SignalMemory;
+    /// use sigretire_tracker::Placement;
     ///
     /// let pool = sigretire_hsa::SignalPool::new(&device);
     /// let mut signals = Vec::new();
@@ -442,7 +450,8 @@ impl SignalPool {
     /// ```
     /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
     /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
-    /// use sigretire_tracker::{Placement, backend::SignalMemory};
+    /// use sigretire_tracker::backend::SignalMemory;
+    /// use sigretire_tracker::Placement;
     ///
     /// let pool = sigretire_hsa::SignalPool::new(&device);
     /// let mut signals = Vec::new();

@@ -109,7 +109,8 @@ pub fn kernel_dispatch(kernel_object: u64, barrier: bool, completion: u64) -> Pa
 ///
 /// ```
 /// use sigretire_hsa::packet::for_work;
-/// use sigretire_tracker::{Work, backend::{Dispatch, Publication}};
+/// use sigretire_tracker::backend::{Dispatch, Publication};
+/// use sigretire_tracker::Work;
 /// use hsa_sys::{hsa_kernel_dispatch_packet_t, PacketHeader};
 ///
 /// let work = Work::Dispatch(Dispatch::new(0xC0DE).kernarg_address(0x7000).grid([64, 1, 1]).workgroup([64, 1, 1]));

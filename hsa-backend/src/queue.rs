@@ -142,7 +142,8 @@ impl ErrorCell {
 /// # use sigretire_tracker::backend::Publication;
 /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
 /// use sigretire_hsa::{AqlQueue, QueueOptions, Runtime};
-/// use sigretire_tracker::{Work, backend::HardwareQueue};
+/// use sigretire_tracker::backend::HardwareQueue;
+/// use sigretire_tracker::Work;
 ///
 /// let device = Runtime::load_from(standin.library_path())?.device(0)?;
 /// let queue = AqlQueue::new(&device, QueueOptions::default())?;
@@ -336,7 +337,8 @@ impl AqlQueue {
     /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
     /// use hsa_sys::{HSA_QUEUE_TYPE_MULTI, hsa_queue_t};
     /// use sigretire_hsa::{AdoptOptions, AqlQueue, Runtime};
-    /// use sigretire_tracker::{Work, backend::{HardwareQueue, Publication}};
+    /// use sigretire_tracker::backend::{HardwareQueue, Publication};
+    /// use sigretire_tracker::Work;
     ///
     /// let device = Runtime::load_from(standin.library_path())?.device(0)?;
     /// // The runtime makes its own queue.
@@ -547,7 +549,8 @@ impl AqlQueue {
     /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::stepped())?;
     /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
     /// use sigretire_hsa::{AqlQueue, QueueOptions};
-    /// use sigretire_tracker::{Work, backend::HardwareQueue};
+    /// use sigretire_tracker::backend::HardwareQueue;
+    /// use sigretire_tracker::Work;
     ///
     /// let options = QueueOptions { drain_timeout: std::time::Duration::ZERO, ..QueueOptions::default() };
     /// let queue = AqlQueue::new(&device, options)?;
@@ -689,7 +692,8 @@ impl AqlQueue {
     /// # let device = sigretire_hsa::Runtime::load_from(standin.library_path())?.device(0)?;
     /// use sigretire_hsa::{AqlQueue, Error};
     /// use std::time::Duration;
-    /// use sigretire_tracker::{Work, backend::HardwareQueue};
+    /// use sigretire_tracker::backend::HardwareQueue;
+    /// use sigretire_tracker::Work;
     ///
     /// let queue = AqlQueue::new(&device, Default::default())?;
     /// let index = queue.reserve()?;

@@ -77,7 +77,7 @@ impl std::fmt::Debug for Runtime {
 
 impl Runtime {
     /// Loads ROCr (`libhsa-runtime64.so.1`, or the library
-    /// `SIGPOOL_HSA_LIBRARY` names) and initialises it.
+    /// `SIGRETIRE_HSA_LIBRARY` names) and initialises it.
     ///
     /// ```
     /// use sigretire_hsa::{Error, Runtime};
@@ -296,7 +296,8 @@ impl Runtime {
     /// ```
     /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::stepped())?;
     /// use sigretire_hsa::{AqlQueue, QueueOptions, Runtime, SignalPool};
-    /// use sigretire_tracker::{Placement, Work, backend::{HardwareQueue, Publication, SignalMemory}};
+    /// use sigretire_tracker::backend::{HardwareQueue, Publication, SignalMemory};
+    /// use sigretire_tracker::{Placement, Work};
     /// use std::time::Duration;
     ///
     /// let runtime = Runtime::load_from(standin.library_path())?;

@@ -13,7 +13,7 @@ use support::{DEBIAN_ROCR, skip, skip_debian_rocr, within};
 
 #[test]
 fn a_missing_library_is_a_load_error_naming_it() {
-    let path = "/nonexistent/sigpool/libhsa-runtime64.so.1";
+    let path = "/nonexistent/sigretire/libhsa-runtime64.so.1";
     let error = Runtime::load_from(path).unwrap_err();
     let Error::Load(LoadError::LibraryMissing { library, .. }) = &error else {
         panic!("expected LibraryMissing, got {error:?}");
@@ -21,7 +21,7 @@ fn a_missing_library_is_a_load_error_naming_it() {
     assert_eq!(library, Path::new(path));
     let message = error.to_string();
     assert!(
-        message.contains(path) && message.contains("SIGPOOL_HSA_LIBRARY"),
+        message.contains(path) && message.contains("SIGRETIRE_HSA_LIBRARY"),
         "{message}"
     );
 }
@@ -204,13 +204,13 @@ fn debian_rocr_loads_and_init_fails_with_out_of_resources_without_a_gpu() {
     assert!(elapsed < Duration::from_secs(30), "took {elapsed:?}");
 }
 
-/// `Runtime::load` goes through `SIGPOOL_HSA_LIBRARY`; the test runs itself
+/// `Runtime::load` goes through `SIGRETIRE_HSA_LIBRARY`; the test runs itself
 /// again in a child process whose environment names a stand-in copy.
 #[test]
 fn load_uses_the_library_the_environment_names() {
     const MARK: &str = "HSA_BACKEND_TEST_CHILD";
     if std::env::var_os(MARK).is_some() {
-        let runtime = Runtime::load().expect("the stand-in named by SIGPOOL_HSA_LIBRARY");
+        let runtime = Runtime::load().expect("the stand-in named by SIGRETIRE_HSA_LIBRARY");
         assert_eq!(
             runtime.api().library_path(),
             Path::new(&std::env::var_os(hsa_sys::LIBRARY_ENV).unwrap())

@@ -12,7 +12,7 @@
 //!
 //! The runtime library itself is loaded at run time: [`HsaApi::load`] opens
 //! `libhsa-runtime64.so.1` (or the library [`LIBRARY_ENV`],
-//! `SIGPOOL_HSA_LIBRARY`, names) and resolves ROCr's functions into one table,
+//! `SIGRETIRE_HSA_LIBRARY`, names) and resolves ROCr's functions into one table,
 //! listed once in `loader.rs` with their exact C signatures (which the same C
 //! test checks). Nothing here needs ROCm, libclang or bindgen to build, and a
 //! machine without ROCm gets a [`LoadError`] that says what to install, not a
@@ -78,3 +78,8 @@ pub use packet::*;
 pub use queue::*;
 pub use signal::*;
 pub use status::*;
+
+/// The crate README's examples, run as doctests so they cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

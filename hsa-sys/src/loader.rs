@@ -23,7 +23,7 @@ pub const DEFAULT_LIBRARY: &str = "libhsa-runtime64.so.1";
 /// The environment variable that names the ROCr library [`HsaApi::load`]
 /// opens instead of [`DEFAULT_LIBRARY`] (a path, or a name for the dynamic
 /// loader to search).
-pub const LIBRARY_ENV: &str = "SIGPOOL_HSA_LIBRARY";
+pub const LIBRARY_ENV: &str = "SIGRETIRE_HSA_LIBRARY";
 
 /// Why [`HsaApi`] could not be loaded.
 ///
@@ -46,7 +46,7 @@ pub enum LoadError {
     /// path is wrong, or one of its own dependencies is missing.
     #[error(
         "cannot load the ROCm runtime `{}`: {reason}. Install ROCm's HSA runtime \
-         (Debian: `apt install libhsa-runtime64-1`), or set SIGPOOL_HSA_LIBRARY \
+         (Debian: `apt install libhsa-runtime64-1`), or set SIGRETIRE_HSA_LIBRARY \
          to the path of its libhsa-runtime64.so.1",
         library.display()
     )]
@@ -59,7 +59,7 @@ pub enum LoadError {
     /// The library opened but does not export a function the table needs.
     #[error(
         "`{}` has no symbol `{symbol}`: it is not ROCm's HSA runtime, or one older \
-         than 5.2. Set SIGPOOL_HSA_LIBRARY to the libhsa-runtime64.so.1 of ROCm 5.2 or newer",
+         than 5.2. Set SIGRETIRE_HSA_LIBRARY to the libhsa-runtime64.so.1 of ROCm 5.2 or newer",
         library.display()
     )]
     SymbolMissing {

@@ -65,7 +65,7 @@ fn the_table_offers_every_function_the_backend_needs() {
 
 #[test]
 fn a_missing_file_is_library_missing_naming_it() {
-    let path = Path::new("/nonexistent/sigpool/libhsa-runtime64.so.1");
+    let path = Path::new("/nonexistent/sigretire/libhsa-runtime64.so.1");
     let error = HsaApi::load_from(path).unwrap_err();
     let LoadError::LibraryMissing { library, reason } = &error else {
         panic!("expected LibraryMissing, got {error:?}");
@@ -130,7 +130,7 @@ fn the_env_value_chooses_the_library() {
 /// in a child process whose environment names a library that does not exist.
 #[test]
 fn load_honours_the_env_override() {
-    const OVERRIDE: &str = "/nonexistent/sigpool-env-override/libhsa-runtime64.so.1";
+    const OVERRIDE: &str = "/nonexistent/sigretire-env-override/libhsa-runtime64.so.1";
 
     if std::env::var_os(LIBRARY_ENV).is_some_and(|value| value == OVERRIDE) {
         // The child: `load` must have tried the override.

@@ -32,7 +32,8 @@ use std::time::Duration;
 /// Signal memory of one simulated agent.
 ///
 /// ```
-/// use sigretire_tracker::{Placement, backend::SignalMemory};
+/// use sigretire_tracker::backend::SignalMemory;
+/// use sigretire_tracker::Placement;
 /// use sigretire_sim::backend as sim_backend;
 ///
 /// let (sim, queue) = sim_backend::stepped_queue();
@@ -59,7 +60,8 @@ impl SimMemory {
     /// The memory of `agent` in `sim`.
     ///
     /// ```
-    /// use sigretire_tracker::{Placement, backend::SignalMemory};
+    /// use sigretire_tracker::backend::SignalMemory;
+    /// use sigretire_tracker::Placement;
     /// use sigretire_sim::backend as sim_backend;
     ///
     /// let (sim, queue) = sim_backend::stepped_queue();
@@ -76,7 +78,7 @@ impl SimMemory {
     /// The simulator, for ground truth and counters.
     ///
     /// ```
-    /// use sigretire_tracker::{backend::SignalMemory};
+    /// use sigretire_tracker::backend::SignalMemory;
     /// use sigretire_sim::backend as sim_backend;
     ///
     /// let (sim, queue) = sim_backend::stepped_queue();
@@ -438,7 +440,8 @@ pub fn submit_kernel_object(
 /// With more than five dependencies: an AQL barrier packet has five slots.
 ///
 /// ```
-/// use sigretire_tracker::{Placement, backend::SignalMemory};
+/// use sigretire_tracker::backend::SignalMemory;
+/// use sigretire_tracker::Placement;
 /// use sigretire_sim::backend as sim_backend;
 ///
 /// let (sim, queue) = sim_backend::stepped_queue();

@@ -1,6 +1,12 @@
 //! A software AQL packet processor and signal memory: the project's default
 //! backend and its tests' oracle.
 //!
+//! On a GPU a runtime uses the ROCr backend (`sigretire-hsa`) or the CUDA
+//! backend (`sigretire-cuda`); this crate is where the same tracker and
+//! queue layer run without one: in tests, in CI, and to try the crates out
+//! (`sigretire-queue`'s `sim` feature; this crate's `tracker` feature for the
+//! tracker alone).
+//!
 //! The simulator models what a completion-signal tracker can observe on an
 //! AMD GPU (docs/design.md sections 2 and 5), with the real ROCr layouts from
 //! [`hsa_sys`]:

@@ -71,3 +71,9 @@ pub fn fuzz_one(kind: TrackerKind, data: &[u8]) -> u64 {
         }
     }
 }
+
+/// The repository README's examples, run as doctests so they cannot go
+/// stale (this crate can depend on every crate they name).
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct RepositoryReadme;

@@ -25,6 +25,64 @@
 //! and a runtime's build never includes it. The design behind all
 //! of it is the repository's `docs/design.md`.
 //!
+//! # On a GPU
+//!
+//! A runtime makes the tracker over its backend's signal memory and queue
+//! (`sigretire-hsa` on ROCr, `sigretire-cuda` on NVIDIA GPUs), acquires a
+//! signal for each packet it publishes, and asks which uses completed. On
+//! ROCr:
+//!
+//! ```no_run
+//! use sigretire_hsa::{AqlQueue, QueueOptions, Runtime, SignalPool};
+//! use sigretire_tracker::backend::HardwareQueue;
+//! use sigretire_tracker::{Config, Placement, Request, RetiringTracker, Tracker, Work};
+//! use std::sync::Arc;
+//!
+//! let runtime = Runtime::load()?; // a typed error without ROCm or a GPU
+//! let device = runtime.device(0)?;
+//! let queue = AqlQueue::new(&device, QueueOptions::default())?;
+//! let config = Config { signals: Placement::Device, ..Config::default() };
+//! let mut tracker = RetiringTracker::new(Arc::new(SignalPool::new(&device)), queue.clone(), config)?;
+//! let index = queue.reserve()?;
+//! let acquired = tracker.acquire(Request::packet(index).barrier(true))?;
+//! queue.publish(acquired.publication, Work::Empty)?; // the packet carries the tracker's signal
+//! tracker.poll();
+//! println!("{:?}", tracker.query(&acquired.ticket)?);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The queue layer (`sigretire-queue`) builds streams and events on it.
+//!
+//! # Without a GPU
+//!
+//! The same on the simulator, whose every step the caller runs:
+//!
+//! ```
+//! use sigretire_tracker::backend::HardwareQueue;
+//! use sigretire_tracker::{Config, Placement, Purpose, Request, Status, Tracker, Work};
+//! use sigretire_sim::backend as sim_backend;
+//!
+//! let config = Config { signals: Placement::Device, ..Config::default() };
+//! let (mut tracker, queue) = sim_backend::stepped_tracker(config).unwrap();
+//!
+//! // Submit 64 kernels with the barrier bit (each is a fence) and an event.
+//! for _ in 0..64 {
+//!     let index = queue.reserve().unwrap();
+//!     let acquired = tracker.acquire(Request::packet(index).barrier(true)).unwrap();
+//!     // Published as the tracker recorded it: the same barrier bit, its signal.
+//!     queue.publish(acquired.publication, Work::Kernel(0)).unwrap();
+//! }
+//! let index = queue.reserve().unwrap();
+//! let event = tracker.acquire(Request::packet(index).barrier(true).purpose(Purpose::Event)).unwrap();
+//! queue.publish(event.publication, Work::Marker).unwrap();
+//!
+//! queue.run_until_idle(); // the "GPU" runs everything
+//! tracker.poll();         // one PCIe load of the newest fence retires all 65
+//! assert_eq!(tracker.query(&event.ticket).unwrap(), Status::Complete);
+//! assert_eq!(tracker.stats().device().loads, 1);
+//! assert_eq!(tracker.stats().retired, 65);
+//! ```
+//!
 //! # Words
 //!
 //! Each of these means one thing here, and only that:
@@ -61,31 +119,6 @@
 //!
 //! (The queue layer's *submission batch*, a run of commands completed
 //! together, is that crate's word, not this one's.)
-//!
-//! ```
-//! use sigretire_tracker::{Config, Placement, Purpose, Request, Status, Tracker, Work, backend::HardwareQueue};
-//! use sigretire_sim::backend as sim_backend;
-//!
-//! let config = Config { signals: Placement::Device, ..Config::default() };
-//! let (mut tracker, queue) = sim_backend::stepped_tracker(config).unwrap();
-//!
-//! // Submit 64 kernels with the barrier bit (each is a fence) and an event.
-//! for _ in 0..64 {
-//!     let index = queue.reserve().unwrap();
-//!     let acquired = tracker.acquire(Request::packet(index).barrier(true)).unwrap();
-//!     // Published as the tracker recorded it: the same barrier bit, its signal.
-//!     queue.publish(acquired.publication, Work::Kernel(0)).unwrap();
-//! }
-//! let index = queue.reserve().unwrap();
-//! let event = tracker.acquire(Request::packet(index).barrier(true).purpose(Purpose::Event)).unwrap();
-//! queue.publish(event.publication, Work::Marker).unwrap();
-//!
-//! queue.run_until_idle(); // the "GPU" runs everything
-//! tracker.poll();         // one PCIe load of the newest fence retires all 65
-//! assert_eq!(tracker.query(&event.ticket).unwrap(), Status::Complete);
-//! assert_eq!(tracker.stats().device().loads, 1);
-//! assert_eq!(tracker.stats().retired, 65);
-//! ```
 
 #![warn(missing_docs)]
 
@@ -158,12 +191,7 @@ pub use stats::{Accesses, Stats};
 pub use ticket::{Generation, Purpose, Request, Status, Ticket};
 pub use wait::{WaitPolicy, Waiter};
 
-/// The repository README's example, run as a doctest so it cannot go stale.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-struct RepositoryReadmeExample;
-
-/// The crate README's example, likewise.
+/// The crate README's example, run as a doctest so it cannot go stale.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeExample;

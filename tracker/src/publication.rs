@@ -30,7 +30,8 @@ use crate::ticket::Generation;
 /// completes no use gets [`Publication::unsignalled`].
 ///
 /// ```
-/// use sigretire_tracker::{Request, Tracker, Work, backend::HardwareQueue};
+/// use sigretire_tracker::backend::HardwareQueue;
+/// use sigretire_tracker::{Request, Tracker, Work};
 /// use sigretire_sim::backend as sim_backend;
 ///
 /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default())?;
@@ -218,7 +219,8 @@ impl Publication {
     /// with the recorded barrier bit. A use of one operation is its own.
     ///
     /// ```
-    /// use sigretire_tracker::{Request, Tracker, Work, backend::HardwareQueue};
+    /// use sigretire_tracker::backend::HardwareQueue;
+    /// use sigretire_tracker::{Request, Tracker, Work};
     /// use sigretire_sim::backend as sim_backend;
     ///
     /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default())?;
@@ -260,7 +262,8 @@ impl Publication {
     /// [`operations`](Self::operations).
     ///
     /// ```
-    /// use sigretire_tracker::{Request, Status, Tracker, Work, backend::HardwareQueue};
+    /// use sigretire_tracker::backend::HardwareQueue;
+    /// use sigretire_tracker::{Request, Status, Tracker, Work};
     /// use sigretire_sim::backend as sim_backend;
     ///
     /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default())?;

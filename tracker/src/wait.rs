@@ -72,7 +72,8 @@ impl<M: SignalMemory> Waiter<M> {
     /// ([`SignalMemory::shares_signals_with`]).
     ///
     /// ```
-    /// use sigretire_tracker::{TimestampClock, Tracker, backend::SignalMemory};
+    /// use sigretire_tracker::backend::SignalMemory;
+    /// use sigretire_tracker::{TimestampClock, Tracker};
     /// use sigretire_sim::backend as sim_backend;
     /// let (tracker, _queue) = sim_backend::stepped_tracker(Default::default())?;
     /// // The simulator's MI300X-like counter: 100 MHz.
@@ -96,7 +97,8 @@ impl<M: SignalMemory> Waiter<M> {
     /// (a PCIe read in device memory). A cell's placement never changes.
     ///
     /// ```
-    /// use sigretire_tracker::{Config, Placement, Request, Tracker, backend::HardwareQueue};
+    /// use sigretire_tracker::backend::HardwareQueue;
+    /// use sigretire_tracker::{Config, Placement, Request, Tracker};
     /// use sigretire_sim::backend as sim_backend;
     /// let config = Config { signals: Placement::Device, ..Config::default() };
     /// let (mut tracker, queue) = sim_backend::stepped_tracker(config)?;

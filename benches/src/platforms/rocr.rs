@@ -1,5 +1,5 @@
 //! AMD GPUs through ROCr (`hsa-backend`), when `libhsa-runtime64.so.1`
-//! loads and finds a GPU, or the ROCr stand-in when `SIGPOOL_HSA_LIBRARY`
+//! loads and finds a GPU, or the ROCr stand-in when `SIGRETIRE_HSA_LIBRARY`
 //! names it (`target/release/libsigretire_rocr_standin.so`, built by
 //! `cargo build --release -p sigretire-rocr-standin`).
 

@@ -22,7 +22,7 @@
 //! use std::time::Duration;
 //! use sigretire_cuda::CudaContext;
 //! use sigretire_cuda_testkit::{FlagState, HostFlag, spin_kernel};
-//! use sigretire_tracker::{backend::{HardwareQueue, Publication, QueueView}};
+//! use sigretire_tracker::backend::{HardwareQueue, Publication, QueueView};
 //!
 //! let context = CudaContext::new(0)?;
 //! let flag = HostFlag::new(&context).unwrap();

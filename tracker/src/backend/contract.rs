@@ -155,7 +155,8 @@ pub enum AllocError {
 /// as host atomics) is about forty lines.
 ///
 /// ```
-/// use sigretire_tracker::{Placement, backend::{HostMemory, SignalMemory}};
+/// use sigretire_tracker::backend::{HostMemory, SignalMemory};
+/// use sigretire_tracker::Placement;
 ///
 /// fn arm_all<M: SignalMemory>(memory: &M, count: usize) -> Vec<M::Signal> {
 ///     let mut out = Vec::new();
@@ -276,7 +277,7 @@ pub trait SignalMemory: Send + Sync + 'static {
     /// `unsafe` methods take it) and lives as long as the memory.
     ///
     /// ```
-    /// use sigretire_tracker::{backend::{HostMemory, SignalMemory}};
+    /// use sigretire_tracker::backend::{HostMemory, SignalMemory};
     /// assert_eq!(HostMemory::new(1).create_wake_signal(), Ok(None), "host atomics wake nobody");
     /// ```
     fn create_wake_signal(&self) -> Result<Option<Self::Signal>, AllocError> {
@@ -330,7 +331,8 @@ pub trait QueueView: Send {
 /// field of its packet but those.
 ///
 /// ```
-/// use sigretire_tracker::{Work, backend::{HardwareQueue, Publication}};
+/// use sigretire_tracker::backend::{HardwareQueue, Publication};
+/// use sigretire_tracker::Work;
 /// let (_sim, queue) = sigretire_sim::backend::stepped_queue();
 /// let index = HardwareQueue::reserve(&queue).unwrap();
 /// queue.publish(Publication::unsignalled(index, true), Work::Marker).unwrap();
@@ -460,7 +462,7 @@ pub enum Condition {
 /// masked, satisfies `condition` against `value`.
 ///
 /// ```
-/// use sigretire_tracker::{backend::{Condition, WaitValue}};
+/// use sigretire_tracker::backend::{Condition, WaitValue};
 /// let wait = WaitValue { signal: 0x4000, condition: Condition::Equal, value: 0, mask: u64::MAX };
 /// assert_eq!(wait.condition, Condition::Equal);
 /// ```
@@ -488,7 +490,8 @@ pub struct WaitValue {
 /// signals it hands out.
 ///
 /// ```
-/// use sigretire_tracker::{Work, backend::{HardwareQueue, Publication, QueueError}};
+/// use sigretire_tracker::backend::{HardwareQueue, Publication, QueueError};
+/// use sigretire_tracker::Work;
 /// let (_sim, queue) = sigretire_sim::backend::stepped_queue();
 /// let index = HardwareQueue::reserve(&queue).unwrap();
 /// let six = [0u64; 6];
@@ -566,7 +569,8 @@ impl QueueError {
     /// tracker owns, whose header would say what its tracker never recorded.
     ///
     /// ```
-    /// use sigretire_tracker::{Request, Tracker, backend::{Publication, QueueError}};
+    /// use sigretire_tracker::backend::{Publication, QueueError};
+    /// use sigretire_tracker::{Request, Tracker};
     /// use sigretire_sim::backend as sim_backend;
     /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default())?;
     /// let acquired = tracker.acquire(Request::packet(queue.reserve()?).barrier(true))?;

@@ -11,7 +11,8 @@ use crate::sync::{AtomicI64, AtomicUsize, Ordering};
 ///
 /// ```
 /// use std::sync::Arc;
-/// use sigretire_tracker::{Placement, backend::{HostMemory, SignalMemory}};
+/// use sigretire_tracker::backend::{HostMemory, SignalMemory};
+/// use sigretire_tracker::Placement;
 ///
 /// let memory = Arc::new(HostMemory::new(2));
 /// let mut out = Vec::new();

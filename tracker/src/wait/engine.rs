@@ -253,7 +253,8 @@ const FIRST_SLEEP: Duration = Duration::from_micros(1);
 /// One CPU wait, from its start to its end (see the module docs).
 ///
 /// ```
-/// use sigretire_tracker::{WaitPolicy, wait::{Wait, WaitStop}};
+/// use sigretire_tracker::wait::{Wait, WaitStop};
+/// use sigretire_tracker::WaitPolicy;
 /// use std::time::Duration;
 ///
 /// let mut looks = 0;
