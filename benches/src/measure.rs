@@ -426,8 +426,11 @@ pub fn measure<T: QueueTracker>(
             | Api::EventSynchronizeBlocking
             | Api::EventSynchronizeLong
             | Api::EventSynchronizeBlockingLong => {
-                let kernel = if api.is_long() { long_kernel } else { 0 };
-                queue.launch(kernel).map_err(fail)?;
+                if api.is_long() {
+                    queue.launch(long_kernel).map_err(fail)?;
+                } else {
+                    queue.launch_empty().map_err(fail)?;
+                }
                 let event = queue.record_event().map_err(fail)?;
                 let before = timed_stats(&queues, &mut snapshot);
                 let timer = Timer::start();
@@ -435,7 +438,7 @@ pub fn measure<T: QueueTracker>(
                 (timer.stop(), before, stats(&queues))
             }
             Api::EventQuery => {
-                queue.launch(0).map_err(fail)?;
+                queue.launch_empty().map_err(fail)?;
                 let event = queue.record_event().map_err(fail)?;
                 event.synchronize().map_err(fail)?;
                 let before = timed_stats(&queues, &mut snapshot);
@@ -448,14 +451,14 @@ pub fn measure<T: QueueTracker>(
                 (stopped, before, stats(&queues))
             }
             Api::StreamSynchronize => {
-                queue.launch(0).map_err(fail)?;
+                queue.launch_empty().map_err(fail)?;
                 let before = timed_stats(&queues, &mut snapshot);
                 let timer = Timer::start();
                 queue.synchronize().map_err(fail)?;
                 (timer.stop(), before, stats(&queues))
             }
             Api::StreamSynchronizeCompleted => {
-                queue.launch(0).map_err(fail)?;
+                queue.launch_empty().map_err(fail)?;
                 queue.synchronize().map_err(fail)?;
                 let before = timed_stats(&queues, &mut snapshot);
                 let timer = Timer::start();
@@ -463,8 +466,8 @@ pub fn measure<T: QueueTracker>(
                 (timer.stop(), before, stats(&queues))
             }
             Api::DeviceSynchronize => {
-                queue.launch(0).map_err(fail)?;
-                other.launch(0).map_err(fail)?;
+                queue.launch_empty().map_err(fail)?;
+                other.launch_empty().map_err(fail)?;
                 let before = timed_stats(&queues, &mut snapshot);
                 let timer = Timer::start();
                 queue.synchronize().map_err(fail)?;
@@ -472,7 +475,7 @@ pub fn measure<T: QueueTracker>(
                 (timer.stop(), before, stats(&queues))
             }
             Api::EventRecord => {
-                queue.launch(0).map_err(fail)?;
+                queue.launch_empty().map_err(fail)?;
                 let before = timed_stats(&queues, &mut snapshot);
                 let timer = Timer::start();
                 let event = queue.record_event().map_err(fail)?;
@@ -485,7 +488,7 @@ pub fn measure<T: QueueTracker>(
             }
             Api::EventElapsedTime => {
                 let first = queue.record_event().map_err(fail)?;
-                queue.launch(0).map_err(fail)?;
+                queue.launch_empty().map_err(fail)?;
                 let second = queue.record_event().map_err(fail)?;
                 second.synchronize().map_err(fail)?;
                 let before = timed_stats(&queues, &mut snapshot);

@@ -515,9 +515,12 @@ impl<T: QueueTracker> Bench<T> {
     fn record(&self, signal: bool) -> Result<Recorded<T>, String> {
         let event = self.queue().record_event().map_err(fail)?;
         let signal = if signal && self.driver == Driver::Clr {
+            let ticket = event
+                .ticket()
+                .ok_or("record_event gave an unrecorded event")?;
             let held = self
                 .queue()
-                .with_tracker(|t| t.hold(&event.ticket()))
+                .with_tracker(|t| t.hold(&ticket))
                 .map_err(fail)?
                 .ok_or(SIGNAL_MISSED)?;
             let handle = hsa_signal_t {
@@ -639,27 +642,27 @@ impl<T: QueueTracker> Bench<T> {
         let timed = |call: Call<'_>| run(call, None);
         match shape {
             Shape::EventSynchronize { .. } => {
-                q.launch(0).map_err(fail)?;
+                q.launch_empty().map_err(fail)?;
                 let r = self.record(false)?;
                 timed(&|| self.event_sync(&r))
             }
             Shape::EventQuery => {
-                q.launch(0).map_err(fail)?;
+                q.launch_empty().map_err(fail)?;
                 let r = self.record(true)?;
                 r.event.synchronize().map_err(fail)?;
                 timed(&|| expect_complete(self.query(&r)))
             }
             Shape::StreamSynchronize => {
-                q.launch(0).map_err(fail)?;
+                q.launch_empty().map_err(fail)?;
                 timed(&|| self.stream_sync(q, Last::Work))
             }
             Shape::StreamSynchronizeCompleted => {
-                q.launch(0).map_err(fail)?;
+                q.launch_empty().map_err(fail)?;
                 self.stream_sync(q, Last::Work)?;
                 timed(&|| self.stream_sync(q, Last::Nothing))
             }
             Shape::DeviceSynchronize => {
-                q.launch(0).map_err(fail)?;
+                q.launch_empty().map_err(fail)?;
                 timed(&|| {
                     self.stream_sync(q, Last::Work)?;
                     self.stream_sync(&self.other, Last::Nothing)

@@ -6,7 +6,7 @@
 
 use sigretire_baseline::BaselineTracker;
 use sigretire_sim::backend::{SimMemory, submit_kernel};
-use sigretire_sim::{Queue, QueueConfig, Sim, SimConfig};
+use sigretire_sim::{Queue, Sim, SimConfig, SimQueueConfig};
 use sigretire_tracker::{Config, Placement, Request, RetiringTracker, Tracker};
 use std::hint::black_box;
 use std::sync::Arc;
@@ -72,10 +72,10 @@ impl Steady {
         let sim = Sim::new(SimConfig::default());
         let queue_size = (2 * in_flight).next_power_of_two().max(1024) as u32;
         let queue = sim
-            .create_queue(QueueConfig {
+            .create_queue(SimQueueConfig {
                 size: queue_size,
                 truth_history: 64,
-                ..QueueConfig::default()
+                ..SimQueueConfig::default()
             })
             .expect("valid queue");
         let memory = Arc::new(SimMemory::new(sim, queue.agent()));

@@ -11,8 +11,8 @@ use crate::tracker::{
 use crate::types::*;
 use ::sigretire_sim::backend::{STEPPED_QUEUE_SIZE, SimMemory};
 use ::sigretire_sim::{
-    CostProfile, MAX_QUEUE_SIZE, Mode, Placement as SimPlacement, Queue, QueueConfig, Sim,
-    SimConfig,
+    CostProfile, MAX_QUEUE_SIZE, Mode, Placement as SimPlacement, Queue, Sim, SimConfig,
+    SimQueueConfig,
 };
 use ::sigretire_tracker::{
     CreateError, Tracker, Work,
@@ -215,7 +215,7 @@ pub unsafe extern "C" fn sigretire_sim_create(
             Ok(sim) => sim,
             Err(error) => return fail(SIGRETIRE_ERR_BACKEND, error.to_string()),
         };
-        let config = QueueConfig {
+        let config = SimQueueConfig {
             size,
             ring: if options.flags & SIGRETIRE_SIM_RING_IN_HOST_MEMORY != 0 {
                 SimPlacement::Host
@@ -224,7 +224,7 @@ pub unsafe extern "C" fn sigretire_sim_create(
             },
             profiling: options.flags & SIGRETIRE_SIM_UNPROFILED == 0,
             out_of_order: options.flags & SIGRETIRE_SIM_OUT_OF_ORDER != 0,
-            ..QueueConfig::default()
+            ..SimQueueConfig::default()
         };
         let mut queues = Vec::new();
         for _ in 0..count {

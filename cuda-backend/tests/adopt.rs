@@ -750,7 +750,7 @@ fn the_runtimes_work_after_the_newest_command_is_not_skipped_on_an_adopted_strea
             .unwrap();
         let after_runtime = RawEvent::new(&context);
         for round in 0..rounds {
-            let command = adopted.launch(0).unwrap();
+            let command = adopted.launch_empty().unwrap();
             command.wait().unwrap();
             runtime.launch_for(stream, long);
             after_runtime.record(stream);
@@ -814,7 +814,7 @@ fn work_enqueued_beside_the_layer_on_an_owned_stream_is_not_skipped() {
     for round in 0..rounds {
         // A native event behind a 2 ms kernel on another stream; the owned
         // stream waits for it, then an event is recorded.
-        owned.launch(0).unwrap().wait().unwrap();
+        owned.launch_empty().unwrap().wait().unwrap();
         let index = gate_queue.reserve().unwrap();
         gate_queue
             .publish(

@@ -155,12 +155,12 @@ fn scale(memory: &Shared, dispatch: &KernelDispatch) {
 /// the simulator, the signal memory of its agent, and a retiring tracker
 /// over the two. Returns the hardware queue too, for its id.
 fn hardware_queue(sim: &Sim) -> Result<(SimTracker, engine::Queue), Box<dyn Error>> {
-    let queue = sim.create_queue(engine::QueueConfig {
+    let queue = sim.create_queue(engine::SimQueueConfig {
         size: 256,
         // The processor writes start and end timestamps into completion
         // signals: what timed events read.
         profiling: true,
-        ..engine::QueueConfig::default()
+        ..engine::SimQueueConfig::default()
     })?;
     let memory = Arc::new(SimMemory::new(sim.clone(), queue.agent()));
     let tracker = RetiringTracker::new(memory, queue.clone(), Config::default())?;

@@ -20,7 +20,7 @@ use std::time::Duration;
 ///
 /// let platform = SimPlatform::stepped();
 /// let device = platform.device(Default::default(), Default::default())?;
-/// let command = device.default_queue().launch(0)?; // the empty kernel
+/// let command = device.default_queue().launch_empty()?; // the empty kernel
 /// assert_eq!(command.status(), CommandStatus::Pending);
 /// platform.sim().run_until_idle(); // the GPU runs it
 /// assert_eq!(command.status(), CommandStatus::Complete);
@@ -131,8 +131,8 @@ impl<M: SignalMemory> Command<M> {
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
-    /// let first = device.default_queue().launch(0)?;
-    /// let second = device.default_queue().launch(0)?;
+    /// let first = device.default_queue().launch_empty()?;
+    /// let second = device.default_queue().launch_empty()?;
     /// assert_eq!((first.seq(), second.seq()), (1, 2));
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
@@ -145,7 +145,7 @@ impl<M: SignalMemory> Command<M> {
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
-    /// let command = device.default_queue().launch(0)?;
+    /// let command = device.default_queue().launch_empty()?;
     /// assert_eq!(command.aql_index(), 0);
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
@@ -158,7 +158,7 @@ impl<M: SignalMemory> Command<M> {
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
-    /// let command = device.default_queue().launch(0)?;
+    /// let command = device.default_queue().launch_empty()?;
     /// assert_eq!(command.ticket().seq(), 1);
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
@@ -172,7 +172,7 @@ impl<M: SignalMemory> Command<M> {
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
-    /// let command = device.default_queue().launch(0)?;
+    /// let command = device.default_queue().launch_empty()?;
     /// assert!(!command.is_released());
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
@@ -186,7 +186,7 @@ impl<M: SignalMemory> Command<M> {
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
-    /// let command = device.default_queue().launch(0)?;
+    /// let command = device.default_queue().launch_empty()?;
     /// assert_eq!(command.status(), sigretire_queue::CommandStatus::Pending);
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
@@ -209,7 +209,7 @@ impl<M: SignalMemory> Command<M> {
     /// use sigretire_queue::sim::SimPlatform;
     /// let platform = SimPlatform::stepped();
     /// let device = platform.device(Default::default(), Default::default())?;
-    /// let command = device.default_queue().launch(0)?;
+    /// let command = device.default_queue().launch_empty()?;
     /// // The stepped GPU runs on this thread while the wait runs on another.
     /// platform.run_while(|| command.wait())?;
     /// assert_eq!(command.status(), sigretire_queue::CommandStatus::Complete);
@@ -231,7 +231,7 @@ impl<M: SignalMemory> Command<M> {
     /// use std::time::Duration;
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
-    /// let command = device.default_queue().launch(0)?;
+    /// let command = device.default_queue().launch_empty()?;
     /// // Nobody runs the stepped GPU: the wait gives up after 1 ms.
     /// let timeout = Duration::from_millis(1);
     /// assert_eq!(command.wait_timeout(timeout), Err(WaitError::TimedOut(timeout)));

@@ -93,7 +93,8 @@ impl<M: SignalMemory> CrossWait<M> {
         self.dependencies
     }
 
-    /// Producer uses that needed no dependency (already known complete).
+    /// Producer uses that needed no dependency (already known complete),
+    /// and events never recorded (nothing to wait for).
     ///
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
@@ -172,21 +173,29 @@ where
     P: QueueTracker + Tracker<Memory = M>,
     M: SignalMemory,
 {
-    if events
-        .iter()
-        .any(|event| !event.submission().memory().shares_signals_with(consumer))
-    {
+    // An event never recorded has no signals: nothing to wait for.
+    if events.iter().any(|event| {
+        event
+            .submission()
+            .is_some_and(|producer| !producer.memory().shares_signals_with(consumer))
+    }) {
         return Err(WaitEventError::ForeignSignalMemory);
     }
     let mut pins = VecDeque::with_capacity(events.len());
     let mut elided = 0;
     for event in events {
-        // Known complete without a load or a lock: no dependency.
+        // Known complete without a load or a lock (or never recorded): no
+        // dependency. The recording the event holds now is the one pinned:
+        // recording it again later leaves this pin alone.
+        let (Some(producer), Some(ticket)) = (event.submission(), event.ticket()) else {
+            elided += 1;
+            continue;
+        };
         if event.known_status() == Some(Status::Complete) {
             elided += 1;
             continue;
         }
-        match pin_on(event.submission(), &event.ticket())? {
+        match pin_on(producer, &ticket)? {
             Some(pin) => pins.push_back(pin),
             None => elided += 1,
         }

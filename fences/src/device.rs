@@ -100,6 +100,11 @@ impl<T: QueueTracker> Device<T> {
         })
     }
 
+    /// The device-wide state its queues and events share (its identity).
+    pub(crate) fn state(&self) -> &Arc<DeviceState> {
+        self.shared.state()
+    }
+
     /// The device's default queue (HIP's null stream): it lives as long as
     /// the device.
     ///
@@ -182,7 +187,7 @@ impl<T: QueueTracker> Device<T> {
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let stream = platform.create_queue(&device, Default::default())?;
-    /// let (a, b) = (device.default_queue().launch(0)?, stream.launch(0)?);
+    /// let (a, b) = (device.default_queue().launch_empty()?, stream.launch_empty()?);
     /// platform.run_while(|| device.synchronize())?;
     /// assert!(a.is_released() && b.is_released());
     /// # Ok::<(), sigretire_queue::Error>(())
@@ -207,7 +212,7 @@ impl<T: QueueTracker> Device<T> {
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let stream = platform.create_queue(&device, Default::default())?;
-    /// stream.launch(0)?;
+    /// stream.launch_empty()?;
     /// // Nobody runs the stepped GPU: the wait gives up after 2 ms.
     /// let timeout = Duration::from_millis(2);
     /// assert_eq!(device.synchronize_timeout(timeout), Err(SyncError::TimedOut(timeout)));
@@ -238,7 +243,7 @@ impl<T: QueueTracker> Device<T> {
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// device.set_error("injected");
     /// assert_eq!(device.error().as_deref(), Some("injected"));
-    /// assert!(matches!(device.default_queue().launch(0), Err(sigretire_queue::SubmitError::Aborted { .. })));
+    /// assert!(matches!(device.default_queue().launch_empty(), Err(sigretire_queue::SubmitError::Aborted { .. })));
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn set_error(&self, reason: impl Into<String>) {

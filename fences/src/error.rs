@@ -12,7 +12,8 @@
 //!
 //! | operation | error |
 //! |---|---|
-//! | [`HostQueue::launch`](crate::HostQueue::launch), [`submit`](crate::HostQueue::submit), [`submit_all`](crate::HostQueue::submit_all), [`record_event`](crate::HostQueue::record_event) | [`SubmitError`] |
+//! | [`HostQueue::launch`](crate::HostQueue::launch), [`launch_empty`](crate::HostQueue::launch_empty), [`submit`](crate::HostQueue::submit), [`submit_all`](crate::HostQueue::submit_all), [`record_event`](crate::HostQueue::record_event) | [`SubmitError`] |
+//! | [`HostQueue::record`](crate::HostQueue::record) | [`RecordError`] |
 //! | [`HostQueue::synchronize`](crate::HostQueue::synchronize), [`HostQueue::query`](crate::HostQueue::query) | [`SyncError`] |
 //! | [`Event::synchronize`](crate::Event::synchronize), [`Command::wait`](crate::Command::wait) | [`WaitError`] |
 //! | [`HostQueue::wait_event`](crate::HostQueue::wait_event), [`wait_events`](crate::HostQueue::wait_events), [`wait_queue`](crate::HostQueue::wait_queue) | [`WaitEventError`] |
@@ -134,6 +135,13 @@ pub enum SubmitError {
     /// more operations than one command holds.
     #[error("a command needs 1 to 2^32 - 1 operations, not {0}: pass at least one Work")]
     Operations(usize),
+    /// [`launch`](crate::HostQueue::launch) was given kernel object 0,
+    /// which names no kernel (HIP answers `hipErrorInvalidDeviceFunction`).
+    /// Nothing was submitted.
+    #[error(
+        "kernel object 0 names no kernel: nothing was submitted; pass a kernel object the backend knows, or call launch_empty for an empty packet"
+    )]
+    NullKernel,
 }
 
 /// Why [`HostQueue::synchronize`](crate::HostQueue::synchronize) (or
@@ -354,6 +362,86 @@ pub enum WaitEventError {
     Tracker(#[from] sigretire_tracker::Error),
 }
 
+/// Why [`HostQueue::record`](crate::HostQueue::record) did not record the
+/// event: it keeps its previous recording (or stays never recorded).
+///
+/// ```
+/// use sigretire_queue::RecordError;
+/// assert!(RecordError::OtherDevice { queue: 2 }.to_string().contains("nothing was recorded"));
+/// assert_eq!(RecordError::QueueFailed { queue: 2 }.failed_queue(), Some(2));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    /// The queue belongs to another device than the event
+    /// ([`Event::new`](crate::Event::new) names its device): HIP and CUDA
+    /// refuse it too. Nothing was recorded.
+    #[error(
+        "the event belongs to another device than queue {queue}: nothing was recorded; record it on a queue of its own device, or create an event of this one"
+    )]
+    OtherDevice {
+        /// The queue that refused the event.
+        queue: u64,
+    },
+    /// The device is in the error state and aborts on GPU errors: it takes
+    /// no more work.
+    #[error(
+        "the device is in an error state ({reason}) and aborts on GPU errors: nothing was recorded; recreate the device (or set skip_abort_on_error)"
+    )]
+    Aborted {
+        /// What put the device in the error state.
+        reason: String,
+    },
+    /// The device entered the error state while the record waited for
+    /// room: nothing was recorded. Recreate the device.
+    #[error(
+        "the device entered an error state ({reason}) while the record waited for room: nothing was recorded; the error state is for good: recreate the device"
+    )]
+    DeviceError {
+        /// What put the device in the error state.
+        reason: String,
+    },
+    /// The queue failed: it takes no more work. Drop it and create a new
+    /// one; record the event there (the device and its other queues keep
+    /// working).
+    #[error(
+        "queue {queue} failed (its work failed on the GPU): it takes no more work and nothing was recorded; drop this queue and create a new one (the device and its other queues keep working)"
+    )]
+    QueueFailed {
+        /// The failed queue's id.
+        queue: u64,
+    },
+    /// The tracker's in-flight limit was reached and the use that frees
+    /// room did not complete within the wait timeout: nothing was recorded
+    /// (see [`SubmitError::InFlightLimit`]).
+    #[error(
+        "the tracker's in-flight limit is reached: {limit} uses in flight (sigretire_tracker::Config::max_in_flight(), initial_size x growth_limit), and use {wait_for}, whose completion frees room, did not complete within {waited:?} (QueueConfig::wait_timeout): nothing was recorded; release work that waits, or raise growth_limit or wait_timeout"
+    )]
+    InFlightLimit {
+        /// Uses in flight: the tracker's `Config::max_in_flight()`.
+        limit: usize,
+        /// The use (its ticket's sequence number) the call waited for.
+        wait_for: u64,
+        /// How long it waited: the queue's `wait_timeout`.
+        waited: Duration,
+    },
+    /// A wait the record needed ran past the wait timeout: nothing was
+    /// recorded; retry.
+    #[error("timed out after {0:?}: nothing was recorded; retry, or raise wait_timeout")]
+    TimedOut(Duration),
+    /// The hardware queue stayed full for the whole wait timeout.
+    #[error(
+        "the hardware queue stayed full for {0:?}: the GPU is not consuming packets; nothing was recorded"
+    )]
+    RingFull(Duration),
+    /// The hardware queue refused the event's marker, or failed.
+    #[error("the hardware queue refused the event's marker: {0}")]
+    Queue(#[from] QueueError),
+    /// The tracker refused the marker a signal (let go of events and pins,
+    /// then retry).
+    #[error("the tracker handed out no signal for the event: {0}")]
+    Tracker(#[from] sigretire_tracker::Error),
+}
+
 /// Why [`HostQueue::move_to`](crate::HostQueue::move_to) did not move the
 /// stream: it stays on its hardware queue.
 ///
@@ -436,6 +524,10 @@ pub enum MoveError {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TimestampsError {
+    /// The event was never recorded ([`Event::new`](crate::Event::new)):
+    /// there is no work to time. Record it first.
+    #[error("the event was never recorded: record it on a queue first")]
+    NotRecorded,
     /// The event is not timed (its queue does not profile).
     #[error("the event is not timed: record it on a queue with QueueConfig::profiling = true")]
     NotTimed,
@@ -464,6 +556,10 @@ pub enum ElapsedError {
         "the events were recorded on two devices, whose clocks are unrelated: no elapsed time between them"
     )]
     DifferentDevices,
+    /// Either event was never recorded ([`Event::new`](crate::Event::new)):
+    /// CUDA answers `cudaErrorInvalidResourceHandle`. Record both first.
+    #[error("an event was never recorded: record both on a queue first")]
+    NotRecorded,
     /// Either event is not timed (its queue does not profile).
     #[error("an event is not timed: record both on queues with QueueConfig::profiling = true")]
     NotTimed,
@@ -492,6 +588,7 @@ pub enum ElapsedError {
 impl From<TimestampsError> for ElapsedError {
     fn from(error: TimestampsError) -> Self {
         match error {
+            TimestampsError::NotRecorded => ElapsedError::NotRecorded,
             TimestampsError::NotTimed => ElapsedError::NotTimed,
             TimestampsError::NotReady => ElapsedError::NotReady,
             TimestampsError::EventFailed => ElapsedError::EventFailed,
@@ -631,7 +728,13 @@ macro_rules! from_fault {
     };
 }
 
-from_fault!(SubmitError, SyncError, WaitEventError, MoveError);
+from_fault!(
+    SubmitError,
+    SyncError,
+    WaitEventError,
+    MoveError,
+    RecordError
+);
 
 impl WaitError {
     /// Whether the error comes from the device error state (an early
@@ -662,7 +765,7 @@ impl WaitError {
 /// ```
 /// use sigretire_queue::{Error, SubmitError};
 /// fn submit(queue: &sigretire_queue::HostQueue<sigretire_queue::sim::SimTracker>) -> Result<(), Error> {
-///     queue.launch(0)?; // a SubmitError, passed on
+///     queue.launch_empty()?; // a SubmitError, passed on
 ///     queue.synchronize()?; // a SyncError
 ///     Ok(())
 /// }
@@ -734,6 +837,22 @@ pub enum Error {
     /// A command was given no work, or too many operations.
     #[error("a command needs 1 to 2^32 - 1 operations, not {0}")]
     Operations(usize),
+    /// A launch was given kernel object 0, which names no kernel.
+    #[error(
+        "kernel object 0 names no kernel: pass a kernel object the backend knows, or call launch_empty for an empty packet"
+    )]
+    NullKernel,
+    /// An event was never recorded.
+    #[error("the event was never recorded: record it on a queue first")]
+    NotRecorded,
+    /// An event was to be recorded on a queue of another device.
+    #[error(
+        "the event belongs to another device than queue {queue}: nothing was recorded; record it on a queue of its own device, or create an event of this one"
+    )]
+    OtherDevice {
+        /// The queue that refused the event.
+        queue: u64,
+    },
     /// An event is not timed.
     #[error("the event is not timed: record it on a queue with QueueConfig::profiling = true")]
     NotTimed,
@@ -820,10 +939,14 @@ macro_rules! into_union {
     };
 }
 
-into_union!(SubmitError { SubmitError::Operations(count) => Error::Operations(count) });
+into_union!(SubmitError {
+    SubmitError::Operations(count) => Error::Operations(count),
+    SubmitError::NullKernel => Error::NullKernel
+});
 into_union!(SyncError {});
 into_union!(WaitEventError { WaitEventError::ForeignSignalMemory => Error::ForeignSignalMemory });
 into_union!(MoveError { MoveError::ForeignSignalMemory => Error::ForeignSignalMemory });
+into_union!(RecordError { RecordError::OtherDevice { queue } => Error::OtherDevice { queue } });
 
 impl From<WaitError> for Error {
     fn from(error: WaitError) -> Self {
@@ -840,6 +963,7 @@ impl From<Fault> for Error {
 impl From<TimestampsError> for Error {
     fn from(error: TimestampsError) -> Self {
         match error {
+            TimestampsError::NotRecorded => Error::NotRecorded,
             TimestampsError::NotTimed => Error::NotTimed,
             TimestampsError::NotReady => Error::NotReady,
             TimestampsError::EventFailed => Error::EventFailed,
@@ -852,6 +976,7 @@ impl From<ElapsedError> for Error {
     fn from(error: ElapsedError) -> Self {
         match error {
             ElapsedError::DifferentDevices => Error::DifferentDevices,
+            ElapsedError::NotRecorded => Error::NotRecorded,
             ElapsedError::NotTimed => Error::NotTimed,
             ElapsedError::NotReady => Error::NotReady,
             ElapsedError::EventFailed => Error::EventFailed,

@@ -1,4 +1,23 @@
-//! Events: record, query, synchronize, elapsed time.
+//! Events: create, record (and record again), query, synchronize, elapsed
+//! time.
+//!
+//! An event exists before it is recorded, as `hipEventCreate` makes one:
+//! [`Event::new`] gives an event of a device that was never recorded (its
+//! query and synchronize answer at once, as CUDA's do; a wait on it is a
+//! no-op; an elapsed time refuses it). [`HostQueue::record`](crate::HostQueue::record)
+//! records it on any queue of its device, and records it again later, on the
+//! same queue or another: the event then stands for the newest recording.
+//!
+//! Re-recording takes the event by `&mut`: an [`Event`] value *is* one
+//! recording, and a clone is a snapshot of that recording, not a second name
+//! for a shared, mutable slot. That keeps every read of an event free of a
+//! lock and of an allocation (a clone copies the recording's fields, taking
+//! one more reference on its queue and its signal), and it gives CUDA's rule
+//! for waits for free: a wait captures the recording the event holds at the
+//! time of the call, and re-recording the event later replaces that value
+//! only, never the wait's pin. A program that wants one event re-recorded
+//! by one thread and read by others shares it as it would any `&mut` value
+//! (a lock of its own), or hands clones out after each record.
 //!
 //! Recording publishes a marker (barrier bit, [`Purpose::Event`], timed on a
 //! profiled queue), or, right after a command on a queue that runs only
@@ -17,6 +36,8 @@
 
 use crate::completion::Completion;
 use crate::cpu_wait::{Wakes, look};
+use crate::device::Device;
+use crate::device_state::DeviceState;
 use crate::error::{ElapsedError, Fault, TimestampsError, WaitError};
 use crate::publish::{Packet, QueueTracker, Step};
 use crate::stats::bump;
@@ -28,7 +49,10 @@ use sigretire_tracker::{
 };
 use std::time::Duration;
 
-/// A recorded event (`hipEventRecord`): a marker on its queue.
+/// An event (`hipEvent_t`): created on a device ([`Event::new`], never
+/// recorded yet) or recorded on one of its queues
+/// ([`HostQueue::record_event`](crate::HostQueue::record_event)): a marker
+/// on that queue, or the completion of the command just before it.
 ///
 /// ```
 /// use sigretire_queue::sim::SimPlatform;
@@ -38,7 +62,7 @@ use std::time::Duration;
 /// let device = platform.device(Default::default(), Default::default())?;
 /// let queue = device.default_queue();
 /// let start = queue.record_event()?;
-/// queue.launch(0)?;
+/// queue.launch_empty()?;
 /// let stop = queue.record_event()?;
 /// assert_eq!(stop.query(), Status::Pending);
 /// platform.run_while(|| stop.synchronize())?;
@@ -47,12 +71,47 @@ use std::time::Duration;
 /// # Ok::<(), sigretire_queue::Error>(())
 /// ```
 ///
+/// Created first and recorded (again) later, as `hipEventCreateWithFlags`
+/// and `hipEventRecord` do:
+///
+/// ```
+/// use sigretire_queue::{Event, EventFlags};
+/// use sigretire_queue::tracker::Status;
+/// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+/// # let device = platform.device(Default::default(), Default::default())?;
+/// let queue = device.default_queue();
+/// let mut event = Event::new(&device, EventFlags::default());
+/// assert!(!event.is_recorded());
+/// assert_eq!(event.query(), Status::Complete); // never recorded: nothing to wait for
+/// queue.record(&mut event)?;
+/// assert_eq!(event.query(), Status::Pending);
+/// platform.run_while(|| event.synchronize())?;
+/// queue.launch_empty()?;
+/// queue.record(&mut event)?; // now the newer work
+/// assert_eq!(event.query(), Status::Pending);
+/// # Ok::<(), sigretire_queue::Error>(())
+/// ```
+///
 /// Cheap to clone (`hipEvent_t` is a handle too), with no allocation: a
-/// clone takes one more reference on its queue and on the marker's signal,
-/// answers the same, and each clone stays valid when the others are
-/// dropped.
+/// clone takes one more reference on its queue and on the marker's signal
+/// (or on its device, never recorded), answers the same, and each clone
+/// stays valid when the others are dropped. A clone is a snapshot of the
+/// recording: recording the event again (which takes it by `&mut`) moves
+/// that event alone to the new point, and the clone keeps answering for
+/// the old one.
 pub struct Event<T: QueueTracker> {
-    inner: Recording<T>,
+    /// What it was created with: every recording of it uses these.
+    flags: EventFlags,
+    state: State<T>,
+}
+
+/// Where an event stands: never recorded, or its newest recording.
+enum State<T: QueueTracker> {
+    /// Created ([`Event::new`]) and not recorded yet: the device whose
+    /// queues may record it.
+    Created(Arc<DeviceState>),
+    /// Its newest recording.
+    Recorded(Recording<T>),
 }
 
 // A clone is the recording's fields again: one more reference on the
@@ -61,22 +120,26 @@ pub struct Event<T: QueueTracker> {
 // recording an event stays allocation-free once warm.
 impl<T: QueueTracker> Clone for Event<T> {
     fn clone(&self) -> Self {
-        let r = &self.inner;
-        Self {
-            inner: Recording {
+        let state = match &self.state {
+            State::Created(device) => State::Created(device.clone()),
+            State::Recorded(r) => State::Recorded(Recording {
                 completion: r.completion.clone(),
                 seq: r.seq,
                 index: r.index,
                 ticket: r.ticket,
                 signal: r.signal.clone(),
                 timed: r.timed,
-                blocking_sync: r.blocking_sync,
-            },
+            }),
+        };
+        Self {
+            flags: self.flags,
+            state,
         }
     }
 }
 
-/// What an event holds (each clone the same): the point it was recorded at.
+/// What a recorded event holds (each clone the same): the point it was
+/// recorded at.
 struct Recording<T: QueueTracker> {
     /// Its queue's completion, and through it the queue's submission: one
     /// reference, which keeps the queue alive.
@@ -86,14 +149,21 @@ struct Recording<T: QueueTracker> {
     ticket: Ticket,
     /// `None` only if the tracker knew the marker complete at record time.
     signal: Option<SignalRef<T::Memory>>,
+    /// Whether this recording carries stamps: the event's
+    /// [`EventFlags::timing`], where its queue profiles.
     timed: bool,
-    /// Its synchronize sleeps whatever its queue's policy
-    /// ([`EventFlags::blocking_sync`]).
-    blocking_sync: bool,
 }
 
-/// How an event is recorded ([`HostQueue::record_event_with`](crate::HostQueue::record_event_with)),
-/// in place of its queue's defaults: HIP's `hipEventDisableTiming` and
+impl<T: QueueTracker> Recording<T> {
+    /// The submission of the queue it was recorded on.
+    fn submission(&self) -> &Arc<Submission<T>> {
+        self.completion.submission()
+    }
+}
+
+/// How an event is recorded, every time it is: given when it is created
+/// ([`Event::new`], [`HostQueue::record_event_with`](crate::HostQueue::record_event_with))
+/// and kept by every recording of it, in place of its queue's defaults: HIP's `hipEventDisableTiming` and
 /// `hipEventBlockingSync`. The default is a timed, spinning event, as
 /// [`record_event`](crate::HostQueue::record_event) records on a queue of
 /// the default configuration.
@@ -174,82 +244,171 @@ pub(crate) fn record<T: QueueTracker>(
 }
 
 impl<T: QueueTracker> Event<T> {
-    /// The event of `point`, recorded on the queue of `submission`.
-    pub(crate) fn new(
+    /// An event of `device`, never recorded (`hipEventCreateWithFlags`):
+    /// record it on any queue of the device with
+    /// [`HostQueue::record`](crate::HostQueue::record), as often as you
+    /// like. Until then it is complete: [`query`](Self::query) answers
+    /// [`Status::Complete`] and [`synchronize`](Self::synchronize) returns
+    /// at once (as CUDA's `cudaEventQuery` does), a wait on it
+    /// ([`HostQueue::wait_event`](crate::HostQueue::wait_event)) publishes
+    /// nothing, and an elapsed time refuses it
+    /// ([`ElapsedError::NotRecorded`]). Takes one reference on the device,
+    /// no allocation, no lock.
+    ///
+    /// ```
+    /// use sigretire_queue::{ElapsedError, Event, EventFlags};
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let event = Event::new(&device, EventFlags::DISABLE_TIMING);
+    /// event.synchronize()?; // returns at once
+    /// assert_eq!(event.flags(), EventFlags::DISABLE_TIMING);
+    /// assert_eq!(event.elapsed_to(&event), Err(ElapsedError::NotRecorded));
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn new(device: &Device<T>, flags: EventFlags) -> Self {
+        Self {
+            flags,
+            state: State::Created(device.state().clone()),
+        }
+    }
+
+    /// The event of `point`, recorded on the queue of `completion` with
+    /// `flags` (`timed`: they asked for stamps and the queue profiles).
+    pub(crate) fn recorded(
         completion: Arc<Completion<T>>,
         point: CompletionPoint,
         signal: Option<SignalRef<T::Memory>>,
         timed: bool,
-        blocking_sync: bool,
+        flags: EventFlags,
     ) -> Self {
         Self {
-            inner: Recording {
+            flags,
+            state: State::Recorded(Recording {
                 completion,
                 seq: point.seq,
                 index: point.index,
                 ticket: point.ticket,
                 signal,
                 timed,
-                blocking_sync,
-            },
+            }),
         }
     }
 
-    /// The queue the event was recorded on.
+    /// Makes `recorded` (a fresh recording with this event's flags) the
+    /// event's newest recording; the previous one is let go (a wait that
+    /// pinned it keeps its pin).
+    pub(crate) fn replace(&mut self, recorded: Event<T>) {
+        debug_assert_eq!(self.flags, recorded.flags);
+        self.state = recorded.state;
+    }
+
+    /// The device the event belongs to: the one it was created on, which
+    /// every queue it is recorded on belongs to.
+    pub(crate) fn device(&self) -> &Arc<DeviceState> {
+        match &self.state {
+            State::Created(device) => device,
+            State::Recorded(recording) => recording.submission().device(),
+        }
+    }
+
+    /// Its newest recording, if it was recorded.
+    fn recording(&self) -> Option<&Recording<T>> {
+        match &self.state {
+            State::Created(_) => None,
+            State::Recorded(recording) => Some(recording),
+        }
+    }
+
+    /// Whether the event was recorded (by [`record_event`](crate::HostQueue::record_event),
+    /// or by [`HostQueue::record`](crate::HostQueue::record) once at least).
+    ///
+    /// ```
+    /// use sigretire_queue::{Event, EventFlags};
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let mut event = Event::new(&device, EventFlags::default());
+    /// assert!(!event.is_recorded());
+    /// device.default_queue().record(&mut event)?;
+    /// assert!(event.is_recorded());
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn is_recorded(&self) -> bool {
+        self.recording().is_some()
+    }
+
+    /// The flags the event was created with, which every recording of it
+    /// keeps.
+    ///
+    /// ```
+    /// use sigretire_queue::EventFlags;
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let event = device.default_queue().record_event_with(EventFlags::DISABLE_TIMING)?;
+    /// assert_eq!(event.flags(), EventFlags::DISABLE_TIMING);
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn flags(&self) -> EventFlags {
+        self.flags
+    }
+
+    /// The queue the event was last recorded on (`None`: never recorded).
     ///
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let event = device.default_queue().record_event()?;
-    /// assert_eq!(event.queue_id(), device.default_queue().id());
+    /// assert_eq!(event.queue_id(), Some(device.default_queue().id()));
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
-    pub fn queue_id(&self) -> u64 {
-        self.submission().id()
+    pub fn queue_id(&self) -> Option<u64> {
+        Some(self.recording()?.submission().id())
     }
 
     /// The command number on its queue of the marker, or of the command
-    /// whose completion the event shares.
+    /// whose completion the event shares (`None`: never recorded).
     ///
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let queue = device.default_queue();
-    /// assert_eq!(queue.record_event()?.seq(), 1, "a marker");
+    /// assert_eq!(queue.record_event()?.seq(), Some(1), "a marker");
     /// queue.wait_event(&queue.record_event()?)?; // the same point: a wait on it
-    /// queue.launch(0)?;
-    /// assert_eq!(queue.record_event()?.seq(), 3, "the launch after the wait");
+    /// queue.launch_empty()?;
+    /// assert_eq!(queue.record_event()?.seq(), Some(3), "the launch after the wait");
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
-    pub fn seq(&self) -> u64 {
-        self.inner.seq
+    pub fn seq(&self) -> Option<u64> {
+        Some(self.recording()?.seq)
     }
 
-    /// The AQL index of the event's marker packet.
+    /// The AQL index of the event's marker packet (`None`: never recorded).
     ///
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
-    /// assert_eq!(device.default_queue().record_event()?.aql_index(), 0);
+    /// assert_eq!(device.default_queue().record_event()?.aql_index(), Some(0));
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
-    pub fn aql_index(&self) -> u64 {
-        self.inner.index
+    pub fn aql_index(&self) -> Option<u64> {
+        Some(self.recording()?.index)
     }
 
-    /// The tracker's ticket for the marker's use.
+    /// The tracker's ticket for the marker's use (`None`: never recorded).
     ///
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
-    /// assert_eq!(device.default_queue().record_event()?.ticket().seq(), 1);
+    /// let event = device.default_queue().record_event()?;
+    /// assert_eq!(event.ticket().map(|ticket| ticket.seq()), Some(1));
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
-    pub fn ticket(&self) -> Ticket {
-        self.inner.ticket
+    pub fn ticket(&self) -> Option<Ticket> {
+        Some(self.recording()?.ticket)
     }
 
-    /// Whether the event carries timestamps (its queue profiles).
+    /// Whether the event's recording carries timestamps: its flags ask for
+    /// them ([`EventFlags::timing`]) and the queue it was recorded on
+    /// profiles. `false` for an event never recorded.
     ///
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
@@ -258,26 +417,32 @@ impl<T: QueueTracker> Event<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn is_timed(&self) -> bool {
-        self.inner.timed
+        self.recording().is_some_and(|recording| recording.timed)
     }
 
-    /// The submission of the queue it was recorded on.
-    pub(crate) fn submission(&self) -> &Arc<Submission<T>> {
-        self.inner.completion.submission()
+    /// Its recording's queue's submission, for a recorded event (the
+    /// layer's own callers ask after [`known_status`](Self::known_status)).
+    pub(crate) fn submission(&self) -> Option<&Arc<Submission<T>>> {
+        Some(self.recording()?.submission())
     }
 
-    /// What is known without reading signal memory.
+    /// What is known without reading signal memory (complete for an event
+    /// never recorded).
     pub(crate) fn known_status(&self) -> Option<Status> {
-        match &self.inner.signal {
-            Some(signal) => signal.known_status(),
-            None => Some(Status::Complete),
+        match self.recording() {
+            Some(Recording {
+                signal: Some(signal),
+                ..
+            }) => signal.known_status(),
+            _ => Some(Status::Complete),
         }
     }
 
     /// The event's status (`hipEventQuery`), with no lock: no memory read
     /// once the tracker knows, else one load of the marker's signal. Never
     /// waits, whatever the event's flags or its queue's timeout. A failed
-    /// marker puts the device in the error state.
+    /// marker fails its queue. An event never recorded is complete (as
+    /// CUDA answers `cudaSuccess` for one).
     ///
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
@@ -289,12 +454,15 @@ impl<T: QueueTracker> Event<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn query(&self) -> Status {
-        let status = match &self.inner.signal {
+        let Some(recording) = self.recording() else {
+            return Status::Complete;
+        };
+        let status = match &recording.signal {
             Some(signal) => signal.status(),
             None => Status::Complete,
         };
         if status == Status::Failed {
-            self.submission().report_failure(&self.inner.ticket);
+            recording.submission().report_failure(&recording.ticket);
         }
         status
     }
@@ -302,13 +470,14 @@ impl<T: QueueTracker> Event<T> {
     /// Waits for the event (`hipEventSynchronize`) without the queue's
     /// lock, then completes the queue's submission batch through the
     /// event's marker (taking the lock once, briefly). Returns without any
-    /// lock when the marker already completed and its batch is done.
+    /// lock when the marker already completed and its batch is done, or
+    /// when the event was never recorded.
     ///
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let queue = device.default_queue();
-    /// let kernel = queue.launch(0)?;
+    /// let kernel = queue.launch_empty()?;
     /// let event = queue.record_event()?;
     /// platform.run_while(|| event.synchronize())?;
     /// assert!(kernel.is_released()); // the batch through the marker completed
@@ -318,7 +487,10 @@ impl<T: QueueTracker> Event<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn synchronize(&self) -> Result<(), WaitError> {
-        self.synchronize_within(self.submission().config().wait_timeout)
+        let Some(recording) = self.recording() else {
+            return Ok(());
+        };
+        self.synchronize_within(recording, recording.submission().config().wait_timeout)
     }
 
     /// Waits for the event as [`synchronize`](Self::synchronize) does, but
@@ -326,7 +498,8 @@ impl<T: QueueTracker> Event<T> {
     /// queue's [`wait_timeout`](crate::QueueConfig::wait_timeout)) with
     /// [`WaitError::TimedOut`]: the event has not completed, and may still;
     /// nothing was reported complete. Synchronize again, or
-    /// [`query`](Self::query) later. A zero `timeout` looks once.
+    /// [`query`](Self::query) later. A zero `timeout` looks once. An event
+    /// never recorded returns at once.
     ///
     /// ```
     /// use sigretire_queue::WaitError;
@@ -342,7 +515,10 @@ impl<T: QueueTracker> Event<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn synchronize_timeout(&self, timeout: Duration) -> Result<(), WaitError> {
-        self.synchronize_within(Some(timeout))
+        let Some(recording) = self.recording() else {
+            return Ok(());
+        };
+        self.synchronize_within(recording, Some(timeout))
     }
 
     /// Whether the event's synchronize sleeps whatever its queue's policy
@@ -358,31 +534,31 @@ impl<T: QueueTracker> Event<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn is_blocking_sync(&self) -> bool {
-        self.inner.blocking_sync
+        self.flags.blocking_sync
     }
 
-    /// Synchronize, its waits for the GPU bounded by `timeout`.
-    fn synchronize_within(&self, timeout: Option<Duration>) -> Result<(), WaitError> {
-        let submission = self.submission();
+    /// Synchronize `recording`, its waits for the GPU bounded by `timeout`.
+    fn synchronize_within(
+        &self,
+        recording: &Recording<T>,
+        timeout: Option<Duration>,
+    ) -> Result<(), WaitError> {
+        let submission = recording.submission();
         if self.known_status() == Some(Status::Complete)
-            && submission.progress().taken_through() >= self.inner.seq
+            && submission.progress().taken_through() >= recording.seq
         {
             bump(&submission.stats().event_syncs_without_lock);
             return Ok(());
         }
-        let ended = match &self.inner.signal {
+        let ended = match &recording.signal {
             Some(signal) => {
                 let wakes: &dyn Wakes<T::Memory> = &**submission;
                 let mut wait = submission.use_wait();
                 wait.settings.timeout = timeout;
-                if self.inner.blocking_sync {
+                if self.flags.blocking_sync {
                     wait.settings.policy = WaitPolicy::blocking();
                 }
-                wait.run(
-                    &self.inner.ticket,
-                    || look(Ok(signal.status())),
-                    Some(wakes),
-                )?
+                wait.run(&recording.ticket, || look(Ok(signal.status())), Some(wakes))?
             }
             None => Ok(CommandStatus::Complete),
         };
@@ -390,39 +566,40 @@ impl<T: QueueTracker> Event<T> {
             // Released in the error state too, so nobody waiting on its
             // commands hangs; after a timeout the batch stays open. A wake
             // pin goes with the lock this takes.
-            self.complete_batch_through(outcome);
+            Self::complete_batch_through(recording, outcome);
         }
         // Unless no lock was taken, or the wake packet had not run then.
         submission.release_pending_wakes();
-        submission.wait_result(ended, || submission.report_failure(&self.inner.ticket))
+        submission.wait_result(ended, || submission.report_failure(&recording.ticket))
     }
 
-    /// Completes the open batch's commands up to the event's marker.
-    fn complete_batch_through(&self, outcome: CommandStatus) {
-        let progress = self.submission().progress();
-        if progress.taken_through() >= self.inner.seq {
+    /// Completes the open batch's commands up to the recording's marker.
+    fn complete_batch_through(recording: &Recording<T>, outcome: CommandStatus) {
+        let progress = recording.submission().progress();
+        if progress.taken_through() >= recording.seq {
             // Someone else took (and completes) that part of the batch.
             if outcome == CommandStatus::Complete {
-                progress.note_synced(self.inner.seq);
+                progress.note_synced(recording.seq);
             }
             return;
         }
         let batch = {
-            let mut held = self.submission().lock();
-            let batch = held.take_batch_through(self.inner.seq);
-            progress.note_taken(self.inner.seq);
+            let mut held = recording.submission().lock();
+            let batch = held.take_batch_through(recording.seq);
+            progress.note_taken(recording.seq);
             if outcome == CommandStatus::Complete {
                 held.process_timing(&batch);
             }
             batch
         };
-        self.inner
+        recording
             .completion
-            .finish(batch, self.inner.seq, outcome, false);
+            .finish(batch, recording.seq, outcome, false);
     }
 
     /// The marker's timestamps, harvested once into host memory: no PCIe
-    /// read, and no lock once harvested.
+    /// read, and no lock once harvested. An event never recorded has none
+    /// ([`TimestampsError::NotRecorded`]).
     ///
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
@@ -435,13 +612,14 @@ impl<T: QueueTracker> Event<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn timestamps(&self) -> Result<Timestamps, TimestampsError> {
-        if !self.inner.timed {
+        let recording = self.recording().ok_or(TimestampsError::NotRecorded)?;
+        if !recording.timed {
             return Err(TimestampsError::NotTimed);
         }
-        let Some(signal) = &self.inner.signal else {
+        let Some(signal) = &recording.signal else {
             // Known complete before a reference could be taken: only the
             // tracker may still have the stamps.
-            return self.harvest();
+            return Self::harvest(recording);
         };
         // The status known (else loaded once), then the stamps of a
         // complete use: one look-up of the signal's cell for both.
@@ -449,40 +627,42 @@ impl<T: QueueTracker> Event<T> {
             (Status::Pending, _) => Err(TimestampsError::NotReady),
             (Status::Failed, _) => Err(TimestampsError::EventFailed),
             (Status::Complete, Some(stamps)) => Ok(stamps),
-            (Status::Complete, None) => self.harvest(),
+            (Status::Complete, None) => Self::harvest(recording),
         }
     }
 
-    /// Asks the tracker (under the lock) to harvest the stamps.
-    fn harvest(&self) -> Result<Timestamps, TimestampsError> {
-        let stamps = self
+    /// Asks the tracker (under the lock) to harvest the recording's stamps.
+    fn harvest(recording: &Recording<T>) -> Result<Timestamps, TimestampsError> {
+        let stamps = recording
             .submission()
             .lock()
             .tracker()
-            .timestamps(&self.inner.ticket)?;
+            .timestamps(&recording.ticket)?;
         stamps.ok_or(TimestampsError::NotReady)
     }
 
     /// GPU time from this event to `stop` (`hipEventElapsedTime`), from the
-    /// markers' completion timestamps, in the clock they count in (the
-    /// backend's: [`crate::tracker::backend::SignalMemory::timestamp_clock`]). Exact to the
-    /// nanosecond below, never saturated. An event to itself (or to one
-    /// that completed at the same tick) is zero.
+    /// newest recordings' completion timestamps, in the clock they count in
+    /// (the backend's: [`crate::tracker::backend::SignalMemory::timestamp_clock`]).
+    /// Exact to the nanosecond below, never saturated. An event to itself
+    /// (or to one that completed at the same tick) is zero.
     ///
     /// Errors: [`ElapsedError::DifferentDevices`] for events of two devices
     /// (their clocks are unrelated, as HIP and CUDA say too);
-    /// [`ElapsedError::NotTimed`] or [`ElapsedError::NotReady`] or
-    /// [`ElapsedError::EventFailed`] for either event (as
-    /// [`timestamps`](Self::timestamps)); [`ElapsedError::StopBeforeStart`] when
-    /// `stop` completed before this event (HIP would answer a negative time;
-    /// a [`Duration`] cannot, and a silent 0 would hide the mistake).
+    /// [`ElapsedError::NotRecorded`] for an event never recorded (CUDA's
+    /// `cudaErrorInvalidResourceHandle`); [`ElapsedError::NotTimed`] or
+    /// [`ElapsedError::NotReady`] or [`ElapsedError::EventFailed`] for
+    /// either event (as [`timestamps`](Self::timestamps));
+    /// [`ElapsedError::StopBeforeStart`] when `stop` completed before this
+    /// event (HIP would answer a negative time; a [`Duration`] cannot, and a
+    /// silent 0 would hide the mistake).
     ///
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let queue = device.default_queue();
     /// let start = queue.record_event()?;
-    /// queue.launch(0)?;
+    /// queue.launch_empty()?;
     /// let stop = queue.record_event()?;
     /// platform.sim().run_until_idle();
     /// assert!(start.elapsed_to(&stop)? > std::time::Duration::ZERO);
@@ -490,12 +670,15 @@ impl<T: QueueTracker> Event<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn elapsed_to<P: QueueTracker>(&self, stop: &Event<P>) -> Result<Duration, ElapsedError> {
-        if !Arc::ptr_eq(self.submission().device(), stop.submission().device()) {
+        if !Arc::ptr_eq(self.device(), stop.device()) {
             return Err(ElapsedError::DifferentDevices);
         }
+        let (Some(first), Some(last)) = (self.recording(), stop.recording()) else {
+            return Err(ElapsedError::NotRecorded);
+        };
         // What can never be timed is refused before anything is read: a
         // caller would otherwise poll a pair that never answers.
-        if !self.inner.timed || !stop.inner.timed {
+        if !first.timed || !last.timed {
             return Err(ElapsedError::NotTimed);
         }
         let start = self.timestamps()?;
@@ -505,18 +688,23 @@ impl<T: QueueTracker> Event<T> {
                 ticks: start.end - end.end,
             });
         };
-        let clock = self.submission().memory().timestamp_clock();
+        let clock = first.submission().memory().timestamp_clock();
         Ok(clock.duration(ticks))
     }
 }
 
 impl<T: QueueTracker> core::fmt::Debug for Event<T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Event")
-            .field("queue", &self.submission().id())
-            .field("seq", &self.inner.seq)
-            .field("aql_index", &self.inner.index)
-            .field("timed", &self.inner.timed)
-            .finish()
+        let mut f = f.debug_struct("Event");
+        f.field("flags", &self.flags);
+        match self.recording() {
+            None => f.field("recorded", &false),
+            Some(recording) => f
+                .field("queue", &recording.submission().id())
+                .field("seq", &recording.seq)
+                .field("aql_index", &recording.index)
+                .field("timed", &recording.timed),
+        };
+        f.finish()
     }
 }

@@ -59,10 +59,13 @@
 //!   that AQL index, publish; under tracker back-pressure, wait outside the
 //!   lock and retry), submission batches ([`BatchLimits`]), markers, query,
 //!   and [`synchronize`](HostQueue::synchronize), whose CPU wait for a
-//!   small batch's marker runs after the lock is released.
-//! - [`Event`]: record, query, synchronize (which completes the queue's
-//!   batch through the event's marker), elapsed time from timestamps
-//!   harvested into host memory.
+//!   small batch's marker runs after the lock is released (CLR's
+//!   CompleteCpuWait).
+//! - [`Event`]: created on a device ([`Event::new`]) or recorded at once
+//!   ([`HostQueue::record_event`]), recorded again on any queue of its
+//!   device ([`HostQueue::record`]); query, synchronize (which completes the
+//!   queue's batch through the event's marker), elapsed time from
+//!   timestamps harvested into host memory.
 //! - Cross-queue waits ([`HostQueue::wait_event`]): barrier-AND packets of at
 //!   most five pinned producer signals, chained.
 //! - A completion thread (the async-handler analogue) for larger batches,
@@ -72,8 +75,9 @@
 //!
 //! It is generic over any [`Tracker`] whose queue is a [`HardwareQueue`]
 //! ([`QueueTracker`]). Everything its API names is re-exported here: the
-//! tracker's types at the crate root and the whole tracker crate as
-//! [`tracker`]. One dependency besides a backend is enough.
+//! whole tracker crate as [`tracker`], and the tracker's types a caller
+//! builds or passes on ([`Work`], [`Ticket`], [`WaitPolicy`], ...) at the
+//! crate root too. One dependency besides a backend is enough.
 //!
 //! # Background
 //!
@@ -81,6 +85,32 @@
 //! after releasing lock" (CLR's CompleteCpuWait) and the queue-side parts of
 //! its retiring signal tracker. The design behind it is in the repository's
 //! `docs/design.md`, section 4.
+//!
+//! # Glossary
+//!
+//! - *command*: what one submission published ([`Command`]): a launch, a
+//!   caller's work, a wait packet. Its *status* is a [`CommandStatus`]:
+//!   what the layer settled for it (pending, complete, failed, or released
+//!   by the device error state).
+//! - *use status*: what a completion signal says of a use
+//!   ([`tracker::Status`]: pending, complete, failed), the answer of the
+//!   queries that read a signal ([`HostQueue::query`], [`Event::query`]).
+//!   It stays the tracker's type, under [`tracker`], so the root has one
+//!   status type.
+//! - *marker*: a packet with no work that only completes, published so
+//!   that a synchronize, an event or a wait has a point to complete with.
+//! - *event*: a handle of one point on a queue (a recording), or of none
+//!   yet ([`Event::new`]). *Recording* it makes it that point; *recording
+//!   again* replaces the point; a clone is a snapshot of one recording.
+//! - *kernel object*: the backend's handle of a kernel
+//!   ([`HostQueue::launch`]; never 0). The *empty packet*
+//!   ([`HostQueue::launch_empty`], [`Work::Empty`]) runs like a kernel
+//!   that does nothing.
+//! - Three configurations, one per layer: [`QueueConfig`] (a host queue:
+//!   batches, waits, profiling), the tracker's [`tracker::Config`] (its
+//!   ring of signals), and the simulator's `SimQueueConfig` (a simulated
+//!   hardware queue: ring size and placement, agent, ordering; `sim`
+//!   feature, `sim::engine::SimQueueConfig`).
 //!
 //! # The concurrency protocol (for model checkers)
 //!
@@ -147,16 +177,19 @@ pub use config::{BatchLimits, DeviceConfig, MAX_WAKE_SIGNALS, QueueConfig};
 pub use cross_wait::{CrossWait, MAX_DEPENDENCIES_PER_PACKET};
 pub use device::{Device, DeviceStats};
 pub use error::{
-    ElapsedError, Error, InvalidConfig, MoveError, SubmitError, SyncError, TimestampsError,
-    WaitError, WaitEventError,
+    ElapsedError, Error, InvalidConfig, MoveError, RecordError, SubmitError, SyncError,
+    TimestampsError, WaitError, WaitEventError,
 };
 pub use event::{Event, EventFlags};
 pub use publish::QueueTracker;
 pub use queue::HostQueue;
 /// The tracker crate the queue layer runs on, whole.
 pub use sigretire_tracker as tracker;
+// Not the tracker's `Status`: at this crate's root a status is a
+// command's ([`CommandStatus`]); a query's answer, what a signal says of a
+// use, stays the tracker's (`tracker::Status`), as the glossary says.
 pub use sigretire_tracker::{
-    Placement, Purpose, Status, Ticket, TimestampClock, Timestamps, Tracker, WaitPolicy, Work,
+    Placement, Purpose, Ticket, TimestampClock, Timestamps, Tracker, WaitPolicy, Work,
     backend::{HardwareQueue, QueueError, QueueView, SignalMemory},
 };
 pub use stats::QueueStats;

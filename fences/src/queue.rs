@@ -17,7 +17,9 @@ use crate::command::Command;
 use crate::completion::{Completion, DeviceShared};
 use crate::config::QueueConfig;
 use crate::cross_wait::{self, CrossWait, MAX_DEPENDENCIES_PER_PACKET};
-use crate::error::{InvalidConfig, MoveError, SubmitError, SyncError, WaitEventError};
+use crate::error::{
+    Fault, InvalidConfig, MoveError, RecordError, SubmitError, SyncError, WaitEventError,
+};
 use crate::event::{self, Event, EventFlags};
 use crate::move_queue;
 use crate::publish::{Packet, QueueTracker};
@@ -61,7 +63,7 @@ static NEXT_QUEUE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU6
 /// let platform = SimPlatform::stepped();
 /// let device = platform.device(Default::default(), Default::default())?;
 /// let queue = device.default_queue();
-/// let kernel = queue.launch(0)?;
+/// let kernel = queue.launch_empty()?;
 /// assert_eq!(queue.query()?, Status::Pending);
 /// platform.run_while(|| queue.synchronize())?; // the stepped GPU runs meanwhile
 /// assert_eq!(queue.query()?, Status::Complete);
@@ -197,24 +199,30 @@ impl<T: QueueTracker> HostQueue<T> {
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// use sigretire_queue::tracker::Tracker;
     /// let queue = platform.create_queue(&device, Default::default())?;
-    /// queue.launch(0)?;
+    /// queue.launch_empty()?;
     /// queue.with_tracker(|t| t.queue().fail()); // the simulator fails the queue
     /// assert!(queue.synchronize().is_err());
     /// assert!(queue.has_failed());
-    /// assert_eq!(queue.launch(0).unwrap_err().failed_queue(), Some(queue.id()));
+    /// assert_eq!(queue.launch_empty().unwrap_err().failed_queue(), Some(queue.id()));
     /// assert!(device.error().is_none()); // the device is not failed
-    /// assert!(device.default_queue().launch(0).is_ok());
+    /// assert!(device.default_queue().launch_empty().is_ok());
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn has_failed(&self) -> bool {
         self.submission().has_failed()
     }
 
-    /// Dispatches the kernel the backend knows by `kernel_object` (0: the
-    /// empty kernel; on the simulator, see `Sim::register_kernel`). The
-    /// packet carries the barrier bit (an in-order queue). Takes the lock for
-    /// the publication only; under tracker back-pressure it waits for the
-    /// named use *outside* the lock, then retries.
+    /// Dispatches the kernel the backend knows by `kernel_object` (on the
+    /// simulator, what `Sim::register_kernel` returned). The packet carries
+    /// the barrier bit (an in-order queue). Takes the lock for the
+    /// publication only; under tracker back-pressure it waits for the named
+    /// use *outside* the lock, then retries.
+    ///
+    /// Kernel object 0 names no kernel (a null `hipFunction_t`, an AQL
+    /// dispatch with a null code object): it is refused with
+    /// [`SubmitError::NullKernel`] and nothing is published. An empty
+    /// packet, which runs and completes like a kernel, is
+    /// [`launch_empty`](Self::launch_empty).
     ///
     /// # When the tracker's ring is full
     ///
@@ -239,22 +247,41 @@ impl<T: QueueTracker> HostQueue<T> {
     /// a new one); [`SubmitError::Aborted`] on a device in its error state
     /// that aborts; [`SubmitError::InFlightLimit`] as above;
     /// [`SubmitError::RingFull`] when the hardware queue stayed full for
-    /// the wait timeout.
+    /// the wait timeout; [`SubmitError::NullKernel`] for kernel object 0.
     ///
     /// ```
+    /// use sigretire_queue::SubmitError;
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let copy = platform.sim().register_kernel(sigretire_queue::sim::Kernel::Duration(std::time::Duration::from_micros(50)));
     /// let command = device.default_queue().launch(copy)?;
     /// assert_eq!(command.seq(), 1);
+    /// assert_eq!(device.default_queue().launch(0).unwrap_err(), SubmitError::NullKernel);
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn launch(&self, kernel_object: u64) -> Result<Command<T::Memory>, SubmitError> {
-        self.submit(if kernel_object == 0 {
-            Work::Empty
-        } else {
-            Work::Kernel(kernel_object)
-        })
+        if kernel_object == 0 {
+            return Err(SubmitError::NullKernel);
+        }
+        self.submit(Work::Kernel(kernel_object))
+    }
+
+    /// Dispatches an empty packet ([`Work::Empty`]): it runs like a kernel
+    /// that does nothing, completes as soon as it runs, and carries
+    /// timestamps on a profiled queue. The same as
+    /// `submit(Work::Empty)`; it waits and fails as
+    /// [`launch`](Self::launch) does.
+    ///
+    /// ```
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let command = device.default_queue().launch_empty()?;
+    /// platform.run_while(|| command.wait())?;
+    /// assert!(command.status().is_done());
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn launch_empty(&self) -> Result<Command<T::Memory>, SubmitError> {
+        self.submit(Work::Empty)
     }
 
     /// Publishes the caller's `work` (any packet body it builds: its own
@@ -341,9 +368,9 @@ impl<T: QueueTracker> HostQueue<T> {
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let queue = device.default_queue();
-    /// let kernel = queue.launch(0)?;
+    /// let kernel = queue.launch_empty()?;
     /// let event = queue.record_event()?;
-    /// assert_eq!(event.seq(), kernel.seq(), "the kernel's completion is the event's");
+    /// assert_eq!(event.seq(), Some(kernel.seq()), "the kernel's completion is the event's");
     /// assert_eq!((queue.stats().markers, queue.stats().shared_completions), (0, 1));
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
@@ -386,16 +413,74 @@ impl<T: QueueTracker> HostQueue<T> {
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn record_event_with(&self, flags: EventFlags) -> Result<Event<T>, SubmitError> {
+        Ok(self.recorded(flags)?)
+    }
+
+    /// Records `event` (`hipEventRecord`): created by [`Event::new`] on
+    /// this queue's device, or recorded before on any queue of it (this
+    /// one or another), it now stands for everything submitted to this
+    /// queue so far, recorded as [`record_event`](Self::record_event)
+    /// records, with the flags it was created with. Its previous recording
+    /// is let go; a wait that already captured it
+    /// ([`wait_event`](Self::wait_event)) keeps waiting for that one (the
+    /// CUDA rule: a wait captures the event's newest recording at the time
+    /// of the call), and so do clones taken before: a clone is a snapshot.
+    ///
+    /// Takes `&mut`: recording changes what the event stands for, so no
+    /// other reference may be reading it meanwhile, and reads of an event
+    /// need no lock. Once the queue is warm it allocates nothing, as
+    /// [`record_event`](Self::record_event) does not: the event's fields
+    /// are replaced in place.
+    ///
+    /// # Errors
+    ///
+    /// [`RecordError::OtherDevice`] for an event of another device (HIP
+    /// and CUDA refuse it too); otherwise what
+    /// [`record_event`](Self::record_event) can answer, under
+    /// [`RecordError`]'s variants of the same names. On an error the event
+    /// keeps its previous recording.
+    ///
+    /// ```
+    /// use sigretire_queue::{Event, EventFlags, RecordError};
+    /// use sigretire_queue::tracker::Status;
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let stream = platform.create_queue(&device, Default::default())?;
+    /// let mut event = Event::new(&device, EventFlags::default());
+    /// device.default_queue().record(&mut event)?;
+    /// platform.run_while(|| event.synchronize())?;
+    /// stream.launch_empty()?;
+    /// stream.record(&mut event)?; // again, on another queue of the device
+    /// assert_eq!(event.queue_id(), Some(stream.id()));
+    /// assert_eq!(event.query(), Status::Pending);
+    ///
+    /// let elsewhere = platform.device(Default::default(), Default::default())?;
+    /// let refused = elsewhere.default_queue().record(&mut event);
+    /// assert!(matches!(refused, Err(RecordError::OtherDevice { .. })));
+    /// assert_eq!(event.queue_id(), Some(stream.id()), "unchanged");
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn record(&self, event: &mut Event<T>) -> Result<(), RecordError> {
+        if !Arc::ptr_eq(event.device(), self.submission().device()) {
+            return Err(RecordError::OtherDevice { queue: self.id() });
+        }
+        event.replace(self.recorded(event.flags())?);
+        Ok(())
+    }
+
+    /// A new recording on this queue with `flags`: a marker after
+    /// everything submitted so far, or the newest command's completion.
+    fn recorded(&self, flags: EventFlags) -> Result<Event<T>, Fault> {
         let (submission, completion) = (self.submission(), self.completion());
         let timed = flags.timing && submission.config().profiling;
         let (point, signal) =
             Completion::publish(completion, |held| event::record(held, submission, timed))?;
-        Ok(Event::new(
+        Ok(Event::recorded(
             completion.clone(),
             point,
             signal,
             timed,
-            flags.blocking_sync,
+            flags,
         ))
     }
 
@@ -425,7 +510,7 @@ impl<T: QueueTracker> HostQueue<T> {
     /// let platform = SimPlatform::stepped();
     /// let device = platform.device(Default::default(), Default::default())?;
     /// let queue = device.default_queue();
-    /// let command = queue.launch(0)?;
+    /// let command = queue.launch_empty()?;
     /// platform.run_while(|| queue.synchronize())?; // the marker is waited for outside the lock
     /// assert!(command.is_released());
     /// let locks = queue.stats().lock_acquisitions;
@@ -455,7 +540,7 @@ impl<T: QueueTracker> HostQueue<T> {
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let queue = device.default_queue();
-    /// queue.launch(0)?;
+    /// queue.launch_empty()?;
     /// // Nobody runs the stepped GPU: the wait gives up after 1 ms.
     /// let timeout = Duration::from_millis(1);
     /// assert_eq!(queue.synchronize_timeout(timeout), Err(SyncError::TimedOut(timeout)));
@@ -490,7 +575,7 @@ impl<T: QueueTracker> HostQueue<T> {
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// let queue = device.default_queue();
-    /// queue.launch(0)?;
+    /// queue.launch_empty()?;
     /// assert_eq!(queue.query()?, sigretire_queue::tracker::Status::Pending);
     /// platform.sim().run_until_idle();
     /// assert_eq!(queue.query()?, sigretire_queue::tracker::Status::Complete);
@@ -527,7 +612,7 @@ impl<T: QueueTracker> HostQueue<T> {
     /// let flag = HostFlag::new();
     /// let before = queue.launch(sim.register_kernel(Kernel::SpinUntil(flag.clone())))?;
     /// queue.move_to(sim.create_queue(Default::default()).unwrap())?;
-    /// let after = queue.launch(0)?;
+    /// let after = queue.launch_empty()?;
     /// sim.run_until_idle();
     /// assert_eq!(after.status(), CommandStatus::Pending, "ordered behind the old queue");
     /// flag.set();
@@ -551,7 +636,10 @@ impl<T: QueueTracker> HostQueue<T> {
 
     /// Makes this queue wait, on the GPU, for `event` (recorded on any queue
     /// of the same signal memory): `hipStreamWaitEvent`. Emits nothing when
-    /// the event is already known complete.
+    /// the event is already known complete, or was never recorded (CUDA's
+    /// rule: there is nothing to wait for). The wait captures the event's
+    /// newest recording now: recording the event again later
+    /// ([`record`](Self::record)) does not change what this wait waits for.
     ///
     /// ```
     /// use sigretire_queue::CommandStatus;
@@ -566,7 +654,7 @@ impl<T: QueueTracker> HostQueue<T> {
     /// producer.launch(spin)?;
     /// let event = producer.record_event()?;
     /// consumer.wait_event(&event)?;
-    /// let after = consumer.launch(0)?;
+    /// let after = consumer.launch_empty()?;
     /// platform.sim().run_until_idle();
     /// assert_eq!(after.status(), CommandStatus::Pending); // waits for the producer
     /// flag.set();
@@ -627,7 +715,7 @@ impl<T: QueueTracker> HostQueue<T> {
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
     /// # let producer = platform.create_queue(&device, Default::default())?;
-    /// producer.launch(0)?;
+    /// producer.launch_empty()?;
     /// let wait = device.default_queue().wait_queue(&producer)?;
     /// assert_eq!((wait.packets(), wait.dependencies()), (1, 1));
     /// // The waiting packet waits for the launch's own signal: no marker.
@@ -686,7 +774,7 @@ impl<T: QueueTracker> HostQueue<T> {
     /// ```
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
-    /// device.default_queue().launch(0)?;
+    /// device.default_queue().launch_empty()?;
     /// assert_eq!(device.default_queue().stats().commands, 1);
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
@@ -701,7 +789,7 @@ impl<T: QueueTracker> HostQueue<T> {
     /// use sigretire_queue::tracker::Tracker;
     /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// # let device = platform.device(Default::default(), Default::default())?;
-    /// device.default_queue().launch(0)?;
+    /// device.default_queue().launch_empty()?;
     /// let uses = device.default_queue().with_tracker(|t| t.stats().uses);
     /// assert_eq!(uses, 1);
     /// # Ok::<(), sigretire_queue::Error>(())
@@ -756,7 +844,7 @@ mod tests {
         let round = |gpu_ahead: bool| {
             let shared = queue.stats().shared_completions;
             for _ in 0..16 {
-                drop(queue.launch(0).unwrap());
+                drop(queue.launch_empty().unwrap());
             }
             if gpu_ahead {
                 platform.sim().run_until_idle();

@@ -14,7 +14,7 @@
 //! let platform = SimPlatform::stepped();
 //! let device = platform.device(DeviceConfig::default(), QueueConfig::default())?;
 //! let queue = device.default_queue();
-//! queue.launch(0)?;
+//! queue.launch_empty()?;
 //! platform.run_while(|| queue.synchronize())?;
 //! assert!(platform.sim().violations().is_empty());
 //! # Ok::<(), sigretire_queue::Error>(())
@@ -60,17 +60,17 @@ pub type SimTracker = RetiringTracker<SimMemory, sigretire_sim::Queue>;
 pub struct SimPlatform {
     sim: Sim,
     tracker_config: sigretire_tracker::Config,
-    queue_config: sigretire_sim::QueueConfig,
+    sim_queue_config: sigretire_sim::SimQueueConfig,
 }
 
 /// Hardware queues of a platform hold this many packets by default (4096:
 /// room for a full 1000-command batch several times over, so tests and
 /// examples never hit a full ring unless they ask for a small one with
-/// [`SimPlatform::with_queue_config`]).
+/// [`SimPlatform::with_sim_queue_config`]).
 ///
 /// ```
 /// use sigretire_queue::sim::{QUEUE_SIZE, SimPlatform};
-/// assert_eq!(SimPlatform::stepped().queue_config().size, QUEUE_SIZE);
+/// assert_eq!(SimPlatform::stepped().sim_queue_config().size, QUEUE_SIZE);
 /// assert!(QUEUE_SIZE.is_power_of_two()); // AQL rings are powers of two
 /// ```
 pub const QUEUE_SIZE: u32 = 1 << 12;
@@ -113,10 +113,10 @@ impl SimPlatform {
         Self {
             sim,
             tracker_config: sigretire_tracker::Config::default(),
-            queue_config: sigretire_sim::QueueConfig {
+            sim_queue_config: sigretire_sim::SimQueueConfig {
                 size: QUEUE_SIZE,
                 profiling: true,
-                ..sigretire_sim::QueueConfig::default()
+                ..sigretire_sim::SimQueueConfig::default()
             },
         }
     }
@@ -135,15 +135,16 @@ impl SimPlatform {
         self
     }
 
-    /// Hardware queues made from now on use `config`.
+    /// Hardware queues made from now on use `config` (the simulated
+    /// hardware queue's, not a host queue's [`QueueConfig`]).
     ///
     /// ```
     /// let platform = sigretire_queue::sim::SimPlatform::stepped()
-    ///     .with_queue_config(sigretire_queue::sim::engine::QueueConfig { size: 4, ..sigretire_queue::sim::engine::QueueConfig::default() });
-    /// assert_eq!(platform.queue_config().size, 4);
+    ///     .with_sim_queue_config(sigretire_queue::sim::engine::SimQueueConfig { size: 4, ..sigretire_queue::sim::engine::SimQueueConfig::default() });
+    /// assert_eq!(platform.sim_queue_config().size, 4);
     /// ```
-    pub fn with_queue_config(mut self, config: sigretire_sim::QueueConfig) -> Self {
-        self.queue_config = config;
+    pub fn with_sim_queue_config(mut self, config: sigretire_sim::SimQueueConfig) -> Self {
+        self.sim_queue_config = config;
         self
     }
 
@@ -171,7 +172,7 @@ impl SimPlatform {
     /// let produced = device0.default_queue().record_event()?;
     /// // Agent 1's queue waits, on the GPU, for agent 0's device-memory signal.
     /// device1.default_queue().wait_event(&produced)?;
-    /// let after = device1.default_queue().launch(0)?;
+    /// let after = device1.default_queue().launch_empty()?;
     /// gpu0.sim().run_until_idle();
     /// assert_eq!(after.status(), CommandStatus::Pending);
     /// flag.set();
@@ -184,7 +185,7 @@ impl SimPlatform {
     /// ```
     pub fn on_agent(&self, agent: AgentId) -> Self {
         let mut platform = self.clone();
-        platform.queue_config.agent = agent;
+        platform.sim_queue_config.agent = agent;
         platform
     }
 
@@ -210,14 +211,14 @@ impl SimPlatform {
     /// The hardware-queue configuration new queues get.
     ///
     /// ```
-    /// assert!(sigretire_queue::sim::SimPlatform::stepped().queue_config().profiling);
+    /// assert!(sigretire_queue::sim::SimPlatform::stepped().sim_queue_config().profiling);
     /// ```
-    pub fn queue_config(&self) -> sigretire_sim::QueueConfig {
-        self.queue_config
+    pub fn sim_queue_config(&self) -> sigretire_sim::SimQueueConfig {
+        self.sim_queue_config
     }
 
     fn hardware_queue(&self) -> Result<(sigretire_sim::Queue, Arc<SimMemory>), Error> {
-        let queue = self.sim.create_queue(self.queue_config).map_err(|e| {
+        let queue = self.sim.create_queue(self.sim_queue_config).map_err(|e| {
             Error::Queue(sigretire_tracker::backend::QueueError::Failed(
                 e.to_string(),
             ))
@@ -279,7 +280,7 @@ impl SimPlatform {
     /// ```
     /// let platform = sigretire_queue::sim::SimPlatform::stepped();
     /// let device = platform.device(Default::default(), Default::default())?;
-    /// let command = device.default_queue().launch(0)?;
+    /// let command = device.default_queue().launch_empty()?;
     /// platform.run_while(|| command.wait())?;
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```

@@ -13,12 +13,12 @@ use support::*;
 fn a_batch_closes_after_1000_commands_with_host_signals() {
     let (platform, device) = stepped();
     let queue = device.default_queue();
-    let first = queue.launch(0).unwrap();
+    let first = queue.launch_empty().unwrap();
     for _ in 1..999 {
-        queue.launch(0).unwrap();
+        queue.launch_empty().unwrap();
     }
     assert_eq!(queue.stats().batches_closed, 0);
-    queue.launch(0).unwrap();
+    queue.launch_empty().unwrap();
     assert_eq!(queue.stats().batches_closed, 1);
     assert!(!first.is_released());
     platform.sim().run_until_idle();
@@ -37,13 +37,13 @@ fn a_batch_closes_after_64_commands_with_device_signals() {
     let device = platform.device(DeviceConfig::default(), bounded()).unwrap();
     let queue = device.default_queue();
     for _ in 0..63 {
-        queue.launch(0).unwrap();
+        queue.launch_empty().unwrap();
     }
     assert_eq!(queue.stats().batches_closed, 0);
-    queue.launch(0).unwrap();
+    queue.launch_empty().unwrap();
     assert_eq!(queue.stats().batches_closed, 1);
     for _ in 0..64 {
-        queue.launch(0).unwrap();
+        queue.launch_empty().unwrap();
     }
     assert_eq!(queue.stats().batches_closed, 2);
     platform.run_while(|| queue.synchronize()).unwrap();
@@ -66,7 +66,7 @@ fn batch_limits_are_configurable() {
     );
     let queue = device.default_queue();
     for _ in 0..7 {
-        queue.launch(0).unwrap();
+        queue.launch_empty().unwrap();
     }
     assert_eq!(queue.stats().batches_closed, 2);
 }
@@ -86,16 +86,16 @@ fn a_custom_device_signal_limit_applies_to_device_signals() {
     };
     let device = platform.device(DeviceConfig::default(), config).unwrap();
     let queue = device.default_queue();
-    let first = queue.launch(0).unwrap();
+    let first = queue.launch_empty().unwrap();
     for _ in 1..4 {
-        queue.launch(0).unwrap();
+        queue.launch_empty().unwrap();
     }
     // Past the host-signal limit, not yet at the device-signal one.
     assert_eq!(queue.stats().batches_closed, 0);
-    queue.launch(0).unwrap();
+    queue.launch_empty().unwrap();
     assert_eq!(queue.stats().batches_closed, 1);
     for _ in 0..5 {
-        queue.launch(0).unwrap();
+        queue.launch_empty().unwrap();
     }
     assert_eq!(queue.stats().batches_closed, 2);
     platform.sim().run_until_idle();
@@ -124,7 +124,7 @@ fn closed_batches_complete_through_the_completion_thread_with_no_synchronize() {
         (platform, device)
     };
     let queue = device.default_queue();
-    let commands: Vec<_> = (0..8).map(|_| queue.launch(0).unwrap()).collect();
+    let commands: Vec<_> = (0..8).map(|_| queue.launch_empty().unwrap()).collect();
     wait_until("the completion thread released every command", || {
         commands.iter().all(|c| c.is_released())
     });
@@ -140,7 +140,7 @@ fn a_record_sync_loop_keeps_no_commands_referenced() {
     let (platform, device) = stepped();
     let queue = device.default_queue();
     for _ in 0..200 {
-        let command = queue.launch(0).unwrap();
+        let command = queue.launch_empty().unwrap();
         let event = queue.record_event().unwrap();
         platform.run_while(|| event.synchronize()).unwrap();
         assert!(command.is_released());

@@ -48,7 +48,7 @@ fn work_a_backend_refuses_leaves_the_queue_working() {
     assert!(matches!(refused, Err(SubmitError::Queue(_))), "{refused:?}");
     let empty: [u64; 0] = [];
     assert!(queue.submit(Work::WaitAny(&empty)).is_err());
-    let after = queue.launch(0).unwrap();
+    let after = queue.launch_empty().unwrap();
     platform.run_while(|| queue.synchronize()).unwrap();
     assert_eq!(after.status(), CommandStatus::Complete);
     assert_eq!(queue.query().unwrap(), Status::Complete);
@@ -87,7 +87,7 @@ fn a_command_whose_operation_is_refused_fails_after_what_was_issued() {
     let refused = queue.submit_all(&works);
     assert!(matches!(refused, Err(SubmitError::Queue(_))), "{refused:?}");
     // The slots all hold packets: the queue runs on.
-    let after = queue.launch(0).unwrap();
+    let after = queue.launch_empty().unwrap();
     platform.run_while(|| queue.synchronize()).unwrap();
     assert_eq!(after.status(), CommandStatus::Complete);
     assert!(platform.sim().violations().is_empty());

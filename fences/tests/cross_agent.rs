@@ -6,7 +6,7 @@
 
 mod support;
 
-use sigretire_queue::sim::engine::QueueConfig as HardwareQueueConfig;
+use sigretire_queue::sim::engine::SimQueueConfig;
 use sigretire_queue::sim::{AgentId, HostFlag, Kernel, Sim, SimConfig, SimPlatform};
 use sigretire_queue::tracker::{Config, Placement, Status, Tracker};
 use sigretire_queue::{CommandStatus, DeviceConfig, ElapsedError, Error};
@@ -36,7 +36,7 @@ fn a_platform_on_agent_one_makes_its_queues_and_signals_there() {
         let queue = device.default_queue();
         assert_eq!(queue.with_tracker(|t| t.queue().agent()), agent);
         let event = queue.record_event().unwrap();
-        let packet = queue.with_tracker(|t| t.queue().truth(event.aql_index()).unwrap());
+        let packet = queue.with_tracker(|t| t.queue().truth(event.aql_index().unwrap()).unwrap());
         let signal = gpu0.sim().resolve(packet.completion_signal).unwrap();
         assert_eq!(gpu0.sim().agent_of(signal), agent, "its VRAM");
         assert_eq!(
@@ -67,14 +67,15 @@ fn agent_one_waits_for_agent_zeros_spinning_kernel_then_runs() {
             consumer.wait_queue(producer).unwrap()
         };
         assert_eq!(wait.dependencies(), 1);
-        let after = consumer.launch(0).unwrap();
+        let after = consumer.launch_empty().unwrap();
         sim.run_until_idle();
         assert_eq!(after.status(), CommandStatus::Pending, "round {round}");
         assert_eq!(event.query(), Status::Pending);
         flag.set();
         sim.run_until_idle();
         assert_eq!(after.status(), CommandStatus::Complete, "round {round}");
-        let produced = producer.with_tracker(|t| t.queue().truth(event.aql_index()).unwrap());
+        let produced =
+            producer.with_tracker(|t| t.queue().truth(event.aql_index().unwrap()).unwrap());
         let ran = consumer.with_tracker(|t| t.queue().truth(after.aql_index()).unwrap());
         assert!(
             ran.start_ts.unwrap() >= produced.end_ts.unwrap(),
@@ -129,18 +130,18 @@ fn an_agent_the_simulator_lacks_is_refused_when_a_queue_is_made() {
 #[test]
 fn a_consumer_ring_in_system_memory_gets_the_producers_flush_when_it_waits() {
     let (gpu0, gpu1) = two_agents();
-    let host_ring = HardwareQueueConfig {
+    let host_ring = SimQueueConfig {
         ring: sigretire_sim::Placement::Host,
-        ..gpu1.queue_config()
+        ..gpu1.sim_queue_config()
     };
-    let gpu1 = gpu1.with_queue_config(host_ring);
+    let gpu1 = gpu1.with_sim_queue_config(host_ring);
     let device0 = gpu0.device(DeviceConfig::default(), bounded()).unwrap();
     let device1 = gpu1.device(DeviceConfig::default(), bounded()).unwrap();
     let (producer, consumer) = (device0.default_queue(), device1.default_queue());
     let sim = gpu0.sim();
     for round in 0..200 {
         // The event shares the kernel's completion: a device-memory signal.
-        producer.launch(0).unwrap();
+        producer.launch_empty().unwrap();
         let event = producer.record_event().unwrap();
         let flushes = sim.counters().hdp_flushes;
         assert_eq!(consumer.wait_event(&event).unwrap().dependencies(), 1);
@@ -148,7 +149,7 @@ fn a_consumer_ring_in_system_memory_gets_the_producers_flush_when_it_waits() {
             sim.counters().hdp_flushes > flushes || round > 0,
             "the first wait flushes agent 0's HDP"
         );
-        let after = consumer.launch(0).unwrap();
+        let after = consumer.launch_empty().unwrap();
         sim.run_until_idle();
         assert_eq!(after.status(), CommandStatus::Complete, "round {round}");
         assert!(

@@ -28,7 +28,7 @@ fn later_work_waits_for_the_flag(
     consumer: &sigretire_queue::HostQueue<sigretire_queue::sim::SimTracker>,
     flag: &sigretire_sim::HostFlag,
 ) {
-    let after = consumer.launch(0).unwrap();
+    let after = consumer.launch_empty().unwrap();
     platform.sim().run_until_idle();
     assert_eq!(after.status(), CommandStatus::Pending);
     flag.set();
@@ -56,7 +56,7 @@ fn a_wait_is_a_barrier_and_packet_carrying_the_pinned_producer_signal() {
     assert_eq!(truth.packet_type, HSA_PACKET_TYPE_BARRIER_AND);
     assert!(truth.barrier);
     let producer_signal = hardware(&producer)
-        .truth(event.aql_index())
+        .truth(event.aql_index().unwrap())
         .unwrap()
         .completion_signal
         .handle;
@@ -88,7 +88,7 @@ fn a_producer_use_known_complete_yields_no_dependency() {
 
     // The same through the producer's tracker: its fence proved the use.
     let second = producer.record_event().unwrap();
-    producer.launch(0).unwrap();
+    producer.launch_empty().unwrap();
     platform.sim().run_until_idle();
     producer.with_tracker(|t| t.poll());
     let wait = consumer.wait_event(&second).unwrap();
@@ -176,7 +176,7 @@ fn queues_waiting_on_each_other_never_deadlock_on_the_host() {
         for (mine, theirs) in [(&a, &b), (&b, &a)] {
             scope.spawn(move || {
                 for _ in 0..200 {
-                    mine.launch(0).unwrap();
+                    mine.launch_empty().unwrap();
                     let event = mine.record_event().unwrap();
                     theirs.wait_event(&event).unwrap();
                     mine.query().unwrap();
@@ -267,7 +267,7 @@ impl Synchronizing {
     /// is released and the synchronize has finished.
     #[track_caller]
     fn later_consumer_work_waits_for_the_producer(self) {
-        let after = self.consumer.launch(0).unwrap();
+        let after = self.consumer.launch_empty().unwrap();
         self.platform.sim().run_until_idle();
         assert_eq!(
             after.status(),
@@ -338,7 +338,7 @@ fn a_wait_on_another_simulators_signals_is_refused_before_anything_is_published(
     let (other_platform, other_device) = stepped();
     let consumer = device.default_queue();
     let foreign_queue = other_device.default_queue();
-    foreign_queue.launch(0).unwrap();
+    foreign_queue.launch_empty().unwrap();
     let foreign = foreign_queue.record_event().unwrap();
     let before = consumer.stats();
     assert_eq!(
@@ -352,7 +352,7 @@ fn a_wait_on_another_simulators_signals_is_refused_before_anything_is_published(
     // Nothing was published or pinned, and both devices carry on.
     assert_eq!(consumer.stats().commands, before.commands);
     assert_eq!(device.error(), None);
-    let after = consumer.launch(0).unwrap();
+    let after = consumer.launch_empty().unwrap();
     platform.run_while(|| consumer.synchronize()).unwrap();
     assert_eq!(after.status(), CommandStatus::Complete);
     other_platform.run_while(|| foreign.synchronize()).unwrap();

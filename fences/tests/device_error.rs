@@ -35,7 +35,7 @@ fn synchronize_returns_early_and_releases_its_batch() {
     let queue = device.default_queue().clone();
     let flag = sigretire_sim::HostFlag::new();
     let spin = queue.launch(spin_kernel(&platform, &flag)).unwrap();
-    let empty = queue.launch(0).unwrap();
+    let empty = queue.launch_empty().unwrap();
 
     let owner = spawn_synchronize(&queue);
     wait_until("the owner waits", || waiting(&queue) == 1);
@@ -44,7 +44,7 @@ fn synchronize_returns_early_and_releases_its_batch() {
         let queue = queue.clone();
         move || {
             // A thread waiting on one of the batch's commands.
-            let command = queue.launch(0);
+            let command = queue.launch_empty();
             command.map(|c| c.wait())
         }
     });
@@ -115,7 +115,7 @@ fn event_synchronize_returns_early_and_releases_the_batch_through_its_marker() {
     assert_eq!(command.status(), CommandStatus::DeviceError);
     assert_eq!(event.query(), Status::Pending, "not reported complete");
     // Skip-abort keeps the queue usable.
-    assert!(queue.launch(0).is_ok());
+    assert!(queue.launch_empty().is_ok());
     flag.set();
     platform.sim().run_until_idle();
 }
@@ -134,7 +134,7 @@ fn without_skip_abort_the_device_refuses_further_work() {
     };
     assert_eq!(sync.join().unwrap(), Err(aborted.clone().into()));
     assert_eq!(
-        queue.launch(0).unwrap_err(),
+        queue.launch_empty().unwrap_err(),
         SubmitError::from(aborted.clone())
     );
     assert_eq!(
@@ -195,7 +195,7 @@ fn a_queue_failure_fails_that_queue_alone(config: DeviceConfig) {
             queue: failing.id()
         })
     );
-    let refused = failing.launch(0).unwrap_err();
+    let refused = failing.launch_empty().unwrap_err();
     assert_eq!(
         refused,
         SubmitError::QueueFailed {
@@ -238,7 +238,7 @@ fn a_queue_failure_fails_that_queue_alone(config: DeviceConfig) {
     platform.sim().run_until_idle();
     assert_eq!(sync_other.join().unwrap(), Ok(()));
     // The other queue keeps working: launches, waits, events, synchronize.
-    let command = other.launch(0).unwrap();
+    let command = other.launch_empty().unwrap();
     let event = other.record_event().unwrap();
     platform.sim().run_until_idle();
     assert_eq!(command.wait(), Ok(()));
@@ -249,10 +249,10 @@ fn a_queue_failure_fails_that_queue_alone(config: DeviceConfig) {
     // Drop the failed queue, make a new one: it works.
     drop((doomed, doomed_event, failing));
     let fresh = platform.create_queue(&device, bounded()).unwrap();
-    let command = fresh.launch(0).unwrap();
+    let command = fresh.launch_empty().unwrap();
     let event = fresh.record_event().unwrap();
     other.wait_event(&event).unwrap();
-    let after = other.launch(0).unwrap();
+    let after = other.launch_empty().unwrap();
     platform.sim().run_until_idle();
     assert_eq!(command.wait(), Ok(()));
     assert_eq!(event.synchronize(), Ok(()));
@@ -313,10 +313,10 @@ fn a_failure_seen_while_the_lock_is_busy_still_reaches_the_tracker() {
     let queue = device.default_queue().clone();
     let flag = sigretire_sim::HostFlag::new();
     queue.launch(spin_kernel(&platform, &flag)).unwrap();
-    queue.launch(0).unwrap(); // closes the batch: a completion-thread job
+    queue.launch_empty().unwrap(); // closes the batch: a completion-thread job
     // In the open batch: nothing loads its signal, so only the tracker's
     // fail_queue can mark it failed.
-    let later = queue.launch(0).unwrap();
+    let later = queue.launch_empty().unwrap();
     assert_eq!(queue.batches_in_completion(), 1);
 
     queue.with_tracker(|tracker| {
@@ -344,7 +344,7 @@ fn a_failure_seen_while_the_lock_is_busy_still_reaches_the_tracker() {
 fn work_that_did_complete_is_still_reported_complete() {
     let (platform, device) = stepped_with(skip_abort(), bounded());
     let queue = device.default_queue();
-    let command = queue.launch(0).unwrap();
+    let command = queue.launch_empty().unwrap();
     let event = queue.record_event().unwrap();
     platform.sim().run_until_idle();
     device.set_error("injected");

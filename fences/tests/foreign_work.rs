@@ -45,7 +45,7 @@ fn finished_command_then_runtime_work(
     platform: &SimPlatform,
     queue: &HostQueue<SimTracker>,
 ) -> (HostFlag, u64) {
-    let command = queue.launch(0).unwrap();
+    let command = queue.launch_empty().unwrap();
     platform.run_while(|| command.wait()).unwrap();
     let flag = HostFlag::new();
     let index = runtime_packet(platform, queue, &flag);
@@ -65,7 +65,7 @@ fn synchronize_waits_for_the_runtimes_work_after_the_newest_command() {
         if lock_free_first {
             // A completed marker covers everything the layer published:
             // the lock-free answer must still see the runtime's packet.
-            queue.launch(0).unwrap();
+            queue.launch_empty().unwrap();
             platform.run_while(|| queue.synchronize()).unwrap();
         }
         let (flag, index) = finished_command_then_runtime_work(&platform, queue);
@@ -89,7 +89,7 @@ fn synchronize_waits_for_the_runtimes_work_after_the_newest_command() {
 fn query_sees_the_runtimes_work_after_the_newest_command() {
     let (platform, device) = stepped();
     let queue = device.default_queue();
-    queue.launch(0).unwrap();
+    queue.launch_empty().unwrap();
     platform.run_while(|| queue.synchronize()).unwrap();
     let (flag, _) = finished_command_then_runtime_work(&platform, queue);
     assert_eq!(queue.query(), Ok(Status::Pending));
@@ -108,7 +108,7 @@ fn a_cross_queue_wait_orders_behind_the_runtimes_work() {
     let (flag, _) = finished_command_then_runtime_work(&platform, producer);
     let wait = consumer.wait_queue(producer).unwrap();
     assert_eq!(wait.packets(), 1, "a dependency, not elided");
-    let after = consumer.launch(0).unwrap();
+    let after = consumer.launch_empty().unwrap();
     platform.sim().run_until_idle();
     assert_eq!(after.status(), CommandStatus::Pending);
     flag.set();
@@ -122,7 +122,7 @@ fn an_event_after_the_runtimes_work_completes_after_it() {
     let (platform, device) = stepped();
     let queue = device.default_queue();
     let flag = HostFlag::new();
-    queue.launch(0).unwrap();
+    queue.launch_empty().unwrap();
     runtime_packet(&platform, queue, &flag);
     let event = queue.record_event().unwrap();
     platform.sim().run_until_idle();
@@ -151,7 +151,7 @@ fn partly_refused(platform: &SimPlatform, queue: &HostQueue<SimTracker>) -> (Hos
 fn synchronize_after_a_partly_refused_submission_waits_for_its_issued_work() {
     let (platform, device) = stepped();
     let queue = device.default_queue();
-    queue.launch(0).unwrap();
+    queue.launch_empty().unwrap();
     let (flag, issued) = partly_refused(&platform, queue);
     assert_eq!(queue.query(), Ok(Status::Pending), "the issued kernel runs");
     let sync = spawn_synchronize(queue);
@@ -165,7 +165,7 @@ fn synchronize_after_a_partly_refused_submission_waits_for_its_issued_work() {
     );
     // Nothing re-armed the refused command's signal under its issued
     // kernel, so a later command is not reported early.
-    let later = queue.launch(0).unwrap();
+    let later = queue.launch_empty().unwrap();
     assert_eq!(later.status(), CommandStatus::Pending);
     flag.set();
     let _ = drive(&platform, sync);
@@ -231,9 +231,9 @@ fn a_failure_of_the_previous_hardware_queue_leaves_the_current_ones_uses_alone()
         .launch(sim.register_kernel(Kernel::SpinUntil(gate.clone())))
         .unwrap();
     let old_event = queue.record_event().unwrap();
-    let new = sim.create_queue(platform.queue_config()).unwrap();
+    let new = sim.create_queue(platform.sim_queue_config()).unwrap();
     queue.move_to(new.clone()).unwrap();
-    let after = queue.launch(0).unwrap();
+    let after = queue.launch_empty().unwrap();
     // The old queue fails; the layer sees it through an event there.
     old.fail();
     assert_eq!(before.status(), CommandStatus::Failed);
@@ -291,9 +291,9 @@ fn a_command_wait_sleeps_with_a_sleeping_policy() {
 fn a_move_to_a_queue_of_other_signal_memory_is_refused() {
     let (platform, device) = stepped();
     let other = SimPlatform::stepped();
-    let foreign = other.sim().create_queue(other.queue_config()).unwrap();
+    let foreign = other.sim().create_queue(other.sim_queue_config()).unwrap();
     let queue = device.default_queue();
-    queue.launch(0).unwrap();
+    queue.launch_empty().unwrap();
     assert_eq!(queue.move_to(foreign), Err(MoveError::ForeignSignalMemory));
     // The stream stays where it was and keeps working.
     platform.run_while(|| queue.synchronize()).unwrap();

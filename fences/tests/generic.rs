@@ -29,7 +29,7 @@ fn the_flows_run_on_the_baseline_tracker() {
     producer.launch(spin_kernel(&platform, &flag)).unwrap();
     let event = producer.record_event().unwrap();
     assert_eq!(consumer.wait_event(&event).unwrap().dependencies(), 1);
-    let after = consumer.launch(0).unwrap();
+    let after = consumer.launch_empty().unwrap();
 
     let sync = {
         let consumer = consumer.clone();

@@ -327,7 +327,7 @@ fn cpu_wait_outside_the_lock_versus_concurrent_submit() {
     model(|| {
         let (device, hw, _) = device(QueueConfig::default(), false);
         let queue = device.default_queue().clone();
-        let first = queue.launch(0).unwrap();
+        let first = queue.launch_empty().unwrap();
         let submitted: Arc<Mutex<Option<(Ticket, u64)>>> = Arc::new(Mutex::new(None));
         let done = Arc::new(AtomicBool::new(false));
 
@@ -352,7 +352,7 @@ fn cpu_wait_outside_the_lock_versus_concurrent_submit() {
         let submitting = {
             let (queue, submitted) = (queue.clone(), submitted.clone());
             loom::thread::spawn(move || {
-                let command = queue.launch(0).unwrap();
+                let command = queue.launch_empty().unwrap();
                 *submitted.lock().unwrap() = Some((command.ticket(), command.aql_index()));
             })
         };
@@ -394,7 +394,7 @@ fn completion_thread_versus_dropping_the_device() {
             ..QueueConfig::default()
         };
         let (device, hw, teardowns) = device(config, false);
-        drop(device.default_queue().launch(0).unwrap());
+        drop(device.default_queue().launch_empty().unwrap());
         assert_eq!(device.default_queue().batches_in_completion(), 1);
 
         let gpu = {
@@ -448,7 +448,7 @@ fn second_synchronize_joins_the_marker_in_flight() {
         // The GPU advances as the completion thread polls the marker.
         let (device, hw, _) = device(config, true);
         let queue = device.default_queue().clone();
-        let command = Arc::new(queue.launch(0).unwrap());
+        let command = Arc::new(queue.launch_empty().unwrap());
 
         let synchronize = || {
             let (queue, hw, command) = (queue.clone(), hw.clone(), command.clone());
@@ -506,7 +506,7 @@ fn command_status_versus_the_completion_thread() {
         };
         let (device, hw, _) = device(config, false);
         let queue = device.default_queue().clone();
-        let commands = Arc::new([queue.launch(0).unwrap(), queue.launch(0).unwrap()]);
+        let commands = Arc::new([queue.launch_empty().unwrap(), queue.launch_empty().unwrap()]);
         // The second command closed the batch: the completion thread has it.
         assert_eq!(queue.batches_in_completion(), 1);
 
@@ -574,8 +574,8 @@ fn a_status_cell_is_reused_only_once_unreferenced() {
         };
         let (device, hw, _) = device(config, false);
         let queue = device.default_queue().clone();
-        let dropped = queue.launch(0).unwrap();
-        let kept = queue.launch(0).unwrap();
+        let dropped = queue.launch_empty().unwrap();
+        let kept = queue.launch_empty().unwrap();
         assert_eq!(queue.batches_in_completion(), 1);
         let dropper = loom::thread::spawn(move || drop(dropped));
         hw.run_until(2);
@@ -584,7 +584,7 @@ fn a_status_cell_is_reused_only_once_unreferenced() {
             loom::thread::yield_now();
         }
         // Not run by the GPU: whatever cell they got, they are pending.
-        let fresh = queue.launch(0).unwrap();
+        let fresh = queue.launch_empty().unwrap();
         assert!(!fresh.is_released(), "a reused cell kept an old status");
         assert_eq!(fresh.status(), CommandStatus::Pending);
         assert!(kept.is_released());

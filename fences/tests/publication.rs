@@ -33,11 +33,11 @@ fn backpressure_fills_the_slot_with_empty_work_and_waits_outside_the_lock() {
     let queue = device.default_queue().clone();
     let flag = sigretire_sim::HostFlag::new();
     queue.launch(spin_kernel(&platform, &flag)).unwrap();
-    queue.launch(0).unwrap();
+    queue.launch_empty().unwrap();
 
     let third = {
         let queue = queue.clone();
-        spawn(move || queue.launch(0))
+        spawn(move || queue.launch_empty())
     };
     wait_until("the launch waits under back-pressure", || {
         queue.stats().backpressure_waits == 1
@@ -67,11 +67,11 @@ fn a_failed_growth_allocation_waits_for_room_instead_of_failing() {
     });
     let device = platform.device(DeviceConfig::default(), bounded()).unwrap();
     let queue = device.default_queue().clone();
-    queue.launch(0).unwrap();
+    queue.launch_empty().unwrap();
     platform.sim().fail_allocations(1_000);
     let second = {
         let queue = queue.clone();
-        spawn(move || queue.launch(0))
+        spawn(move || queue.launch_empty())
     };
     wait_until("the launch waits for room", || {
         queue.stats().backpressure_waits >= 1
@@ -212,10 +212,10 @@ fn a_refused_acquire_publishes_empty_work_so_the_ring_never_stalls() {
     let hw = tracker.queue().clone();
     let device = sigretire_queue::Device::new(DeviceConfig::default(), tracker, bounded()).unwrap();
     let queue = device.default_queue();
-    let first = queue.launch(0).unwrap();
+    let first = queue.launch_empty().unwrap();
     refuse.store(true, Ordering::SeqCst);
     assert!(matches!(
-        queue.launch(0),
+        queue.launch_empty(),
         Err(SubmitError::Tracker(sigretire_tracker::Error::Acquire(
             sigretire_tracker::AcquireError::OutOfSignals(_)
         )))
@@ -223,7 +223,7 @@ fn a_refused_acquire_publishes_empty_work_so_the_ring_never_stalls() {
     assert_eq!(queue.stats().empty_packets, 1);
     let empty = hw.truth(first.aql_index() + 1).unwrap();
     assert!(empty.published && empty.completion_signal.handle == 0);
-    let later = queue.launch(0).unwrap();
+    let later = queue.launch_empty().unwrap();
     assert_eq!(later.aql_index(), first.aql_index() + 2);
     platform.run_while(|| queue.synchronize()).unwrap();
     assert_eq!(later.status(), CommandStatus::Complete);
@@ -233,10 +233,10 @@ fn a_refused_acquire_publishes_empty_work_so_the_ring_never_stalls() {
 
 #[test]
 fn a_full_hardware_ring_is_retried_outside_the_lock_until_the_timeout() {
-    let platform = SimPlatform::stepped().with_queue_config(sigretire_sim::QueueConfig {
+    let platform = SimPlatform::stepped().with_sim_queue_config(sigretire_sim::SimQueueConfig {
         size: 2,
         profiling: true,
-        ..sigretire_sim::QueueConfig::default()
+        ..sigretire_sim::SimQueueConfig::default()
     });
     let device = platform
         .device(
@@ -248,15 +248,15 @@ fn a_full_hardware_ring_is_retried_outside_the_lock_until_the_timeout() {
         )
         .unwrap();
     let queue = device.default_queue();
-    queue.launch(0).unwrap();
-    queue.launch(0).unwrap();
+    queue.launch_empty().unwrap();
+    queue.launch_empty().unwrap();
     assert_eq!(
-        queue.launch(0).unwrap_err(),
+        queue.launch_empty().unwrap_err(),
         SubmitError::RingFull(Duration::from_millis(30))
     );
     assert!(queue.stats().ring_full_retries > 0);
     platform.sim().run_until_idle();
-    let later = queue.launch(0).unwrap();
+    let later = queue.launch_empty().unwrap();
     assert_eq!(later.aql_index(), 2);
 }
 
@@ -287,9 +287,9 @@ fn a_full_ring_names_its_limit_and_the_use_it_waits_for() {
     let limit = config.max_in_flight();
     let mut last = gated.ticket().seq();
     for _ in 1..limit {
-        last = queue.launch(0).unwrap().ticket().seq();
+        last = queue.launch_empty().unwrap().ticket().seq();
     }
-    let error = queue.launch(0).unwrap_err();
+    let error = queue.launch_empty().unwrap_err();
     let SubmitError::InFlightLimit {
         limit: named,
         wait_for,
@@ -327,7 +327,7 @@ fn a_full_ring_names_its_limit_and_the_use_it_waits_for() {
     // Released, the ring drains and launches go on.
     flag.set();
     platform.sim().run_until_idle();
-    let later = queue.launch(0).unwrap();
+    let later = queue.launch_empty().unwrap();
     platform.sim().run_until_idle();
     assert_eq!(later.status(), CommandStatus::Complete);
 }
@@ -349,13 +349,13 @@ fn an_unknown_kernel_fails_the_queue_not_the_host() {
     );
     // The failed queue takes no more work; the device does.
     assert_eq!(
-        queue.launch(0).unwrap_err(),
+        queue.launch_empty().unwrap_err(),
         SubmitError::QueueFailed { queue: queue.id() }
     );
     let fresh = platform
         .create_queue(&device, QueueConfig::default())
         .unwrap();
-    let command = fresh.launch(0).unwrap();
+    let command = fresh.launch_empty().unwrap();
     platform.sim().run_until_idle();
     assert_eq!(command.status(), CommandStatus::Complete);
 }

@@ -24,14 +24,14 @@ fn work_after_a_move_waits_for_work_before_it() {
     let flag = HostFlag::new();
     let spin = sim.register_kernel(Kernel::SpinUntil(flag.clone()));
     let before = queue.launch(spin).unwrap();
-    let new = sim.create_queue(platform.queue_config()).unwrap();
+    let new = sim.create_queue(platform.sim_queue_config()).unwrap();
     queue.move_to(new.clone()).unwrap();
     assert_eq!(
         hardware(queue).id(),
         new.id(),
         "later work goes to the new queue"
     );
-    let after = queue.launch(0).unwrap();
+    let after = queue.launch_empty().unwrap();
     let event = queue.record_event().unwrap();
 
     // The new queue's first packet waits for the old queue's spin kernel.
@@ -66,11 +66,11 @@ fn a_move_after_finished_work_orders_nothing() {
     let (platform, device) = stepped();
     let sim = platform.sim();
     let queue = device.default_queue();
-    queue.launch(0).unwrap();
+    queue.launch_empty().unwrap();
     platform.run_while(|| queue.synchronize()).unwrap();
-    let new = sim.create_queue(platform.queue_config()).unwrap();
+    let new = sim.create_queue(platform.sim_queue_config()).unwrap();
     queue.move_to(new.clone()).unwrap();
-    let after = queue.launch(0).unwrap();
+    let after = queue.launch_empty().unwrap();
     assert_eq!(after.aql_index(), 0, "no wait before it");
     assert_eq!(queue.stats().order_waits, 0);
     platform.run_while(|| queue.synchronize()).unwrap();
@@ -87,11 +87,11 @@ fn two_moves_without_work_between_them_wait_once_for_the_first_queue() {
     let before = queue
         .launch(sim.register_kernel(Kernel::SpinUntil(flag.clone())))
         .unwrap();
-    let second = sim.create_queue(platform.queue_config()).unwrap();
-    let third = sim.create_queue(platform.queue_config()).unwrap();
+    let second = sim.create_queue(platform.sim_queue_config()).unwrap();
+    let third = sim.create_queue(platform.sim_queue_config()).unwrap();
     queue.move_to(second.clone()).unwrap();
     queue.move_to(third.clone()).unwrap();
-    let after = queue.launch(0).unwrap();
+    let after = queue.launch_empty().unwrap();
     assert_eq!(
         second.write_index(),
         0,
@@ -123,9 +123,9 @@ fn the_old_queues_signal_stays_pinned_until_the_wait_on_the_new_queue_retired() 
     queue
         .launch(sim.register_kernel(Kernel::SpinUntil(flag.clone())))
         .unwrap();
-    let new = sim.create_queue(platform.queue_config()).unwrap();
+    let new = sim.create_queue(platform.sim_queue_config()).unwrap();
     queue.move_to(new).unwrap();
-    queue.launch(0).unwrap();
+    queue.launch_empty().unwrap();
     assert_eq!(queue.with_tracker(|t| t.census().pins), 1);
     flag.set();
     platform.run_while(|| queue.synchronize()).unwrap();
@@ -141,7 +141,7 @@ fn a_stream_moved_back_and_forth_under_load_stays_in_order() {
     let queue = device.default_queue();
     let queues = [
         hardware(queue),
-        sim.create_queue(platform.queue_config()).unwrap(),
+        sim.create_queue(platform.sim_queue_config()).unwrap(),
     ];
     let slow = sim.register_kernel(Kernel::Duration(std::time::Duration::from_micros(50)));
     let mut events = Vec::new();

@@ -158,7 +158,7 @@ fn a_spin_policy_never_sleeps_and_makes_no_wake_packet() {
     let device = device(&platform, bounded());
     let queue = device.default_queue();
     let written = queue.hardware_write_index();
-    queue.launch(0).unwrap();
+    queue.launch_empty().unwrap();
     let event = queue.record_event().unwrap();
     event.synchronize().unwrap();
     assert_eq!(queue.stats().sleeping_waits, 0);
@@ -383,7 +383,7 @@ fn wake_signals_are_made_with_the_queue_and_zero_spends_none_of_the_budget() {
     assert_eq!(queue.stats().wake_signals, 5);
     assert_eq!(platform.sim().interrupt_stats().created, 5);
     for _ in 0..3 {
-        queue.launch(0).unwrap();
+        queue.launch_empty().unwrap();
         queue.record_event().unwrap().synchronize().unwrap();
     }
     let stats = queue.stats();
@@ -497,8 +497,8 @@ fn a_wake_packets_pin_goes_with_the_next_lock_when_the_completion_thread_could_n
     };
     let device = platform.device(DeviceConfig::default(), config).unwrap();
     let queue = device.default_queue();
-    queue.launch(0).unwrap();
-    queue.launch(0).unwrap();
+    queue.launch_empty().unwrap();
+    queue.launch_empty().unwrap();
     assert_eq!(queue.stats().batches_closed, 1);
     queue.with_tracker(|_| {
         // The GPU runs the batch and the wake packet; the completion thread

@@ -18,7 +18,7 @@ fn the_reset_runs_when_nothing_followed_the_marker_and_the_lock_is_retaken_once(
     let (platform, device) = stepped();
     let queue = device.default_queue().clone();
     let flag = sigretire_sim::HostFlag::new();
-    let mut commands: Vec<_> = (0..2).map(|_| queue.launch(0).unwrap()).collect();
+    let mut commands: Vec<_> = (0..2).map(|_| queue.launch_empty().unwrap()).collect();
     commands.push(queue.launch(spin_kernel(&platform, &flag)).unwrap());
     let before = queue.stats();
     let sync = spawn_synchronize(&queue);
@@ -85,7 +85,7 @@ fn the_marker_batch_is_completed_without_the_lock() {
 fn a_completed_marker_answers_synchronize_without_the_lock() {
     let (platform, device) = stepped();
     let queue = device.default_queue().clone();
-    queue.launch(0).unwrap();
+    queue.launch_empty().unwrap();
     platform.run_while(|| queue.synchronize()).unwrap();
 
     // Another thread holds the execution lock; synchronize must not need it.
@@ -133,7 +133,7 @@ fn synchronize_with_nothing_submitted_takes_no_lock() {
 fn synchronize_on_completed_work_sends_no_marker() {
     let (platform, device) = stepped();
     let queue = device.default_queue();
-    let command = queue.launch(0).unwrap();
+    let command = queue.launch_empty().unwrap();
     platform.sim().run_until_idle();
     assert_eq!(queue.synchronize(), Ok(()));
     let stats = queue.stats();
@@ -185,7 +185,9 @@ fn synchronize_with_pending(pending: usize) -> (QueueStats, bool) {
     let (platform, device) = stepped();
     let queue = device.default_queue().clone();
     assert_eq!(queue.config().cpu_sync_batch, 8, "the default under test");
-    let commands: Vec<_> = (0..pending).map(|_| queue.launch(0).unwrap()).collect();
+    let commands: Vec<_> = (0..pending)
+        .map(|_| queue.launch_empty().unwrap())
+        .collect();
     let sync = spawn_synchronize(&queue);
     wait_until("the synchronizer waits", || waiting(&queue) == 1);
     assert_eq!(drive(&platform, sync), Ok(()));

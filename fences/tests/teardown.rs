@@ -59,7 +59,7 @@ fn racing_drops_against_completions_never_tear_down_on_the_completion_thread() {
     for _ in 0..50 {
         let queue = platform.create_queue(&device, small_batches()).unwrap();
         for _ in 0..4 {
-            queue.launch(0).unwrap();
+            queue.launch_empty().unwrap();
         }
         drop(queue); // while the completion thread may be finishing its jobs
     }
@@ -93,8 +93,8 @@ fn an_event_outliving_its_queue_handle_tears_the_queue_down_when_dropped() {
 fn dropping_the_device_with_live_queues_is_safe() {
     let (platform, device) = stepped();
     let queue = platform.create_queue(&device, small_batches()).unwrap();
-    queue.launch(0).unwrap();
-    queue.launch(0).unwrap(); // a job on the completion thread
+    queue.launch_empty().unwrap();
+    queue.launch_empty().unwrap(); // a job on the completion thread
     drop(device);
     platform.sim().run_until_idle();
     platform.run_while(|| queue.synchronize()).unwrap();
@@ -176,7 +176,7 @@ type RecordedTracker = RetiringTracker<Recorded, sigretire_sim::Queue>;
 fn recorded_tracker(platform: &SimPlatform) -> (RecordedTracker, Arc<Mutex<Option<String>>>) {
     let queue = platform
         .sim()
-        .create_queue(platform.queue_config())
+        .create_queue(platform.sim_queue_config())
         .unwrap();
     let destroyed_on = Arc::new(Mutex::new(None));
     let memory = Recorded {
@@ -197,7 +197,7 @@ fn signal_memory_a_completion_job_outlived_is_destroyed_with_its_queue_elsewhere
     let flag = sigretire_sim::HostFlag::new();
     // No command handles kept: each would keep the signal memory alive.
     queue.launch(spin_kernel(&platform, &flag)).unwrap();
-    queue.launch(0).unwrap(); // closes the batch: a job holds the queue and the fence's signal
+    queue.launch_empty().unwrap(); // closes the batch: a job holds the queue and the fence's signal
     assert_eq!(queue.batches_in_completion(), 1);
 
     drop(queue);

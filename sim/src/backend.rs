@@ -14,7 +14,7 @@
 //! assert_eq!(tracker.query(&acquired.ticket).unwrap(), Status::Complete);
 //! ```
 
-use crate::{AgentId, Queue, QueueConfig, Sim, SimConfig};
+use crate::{AgentId, Queue, Sim, SimConfig, SimQueueConfig};
 use hsa_sys::{
     AqlWork, BarrierValue, DispatchBody, EncodeError, HSA_SIGNAL_CONDITION_EQ,
     HSA_SIGNAL_CONDITION_GTE, HSA_SIGNAL_CONDITION_LT, HSA_SIGNAL_CONDITION_NE, PacketWords,
@@ -327,10 +327,10 @@ pub const STEPPED_QUEUE_SIZE: u32 = 1 << 14;
 pub fn stepped_queue() -> (Sim, Queue) {
     let sim = Sim::new(SimConfig::default());
     let queue = sim
-        .create_queue(QueueConfig {
+        .create_queue(SimQueueConfig {
             size: STEPPED_QUEUE_SIZE,
             profiling: true,
-            ..QueueConfig::default()
+            ..SimQueueConfig::default()
         })
         .expect("a stepped queue of this size is valid");
     (sim, queue)

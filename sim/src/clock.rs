@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 /// increasing stamp.
 ///
 /// ```
-/// use sigretire_sim::{packets, QueueConfig, Sim, SimConfig, STEPPED_TICKS_PER_EVENT};
+/// use sigretire_sim::{packets, Sim, SimConfig, SimQueueConfig, STEPPED_TICKS_PER_EVENT};
 ///
 /// let sim = Sim::new(SimConfig::default());
-/// let queue = sim.create_queue(QueueConfig::default())?;
+/// let queue = sim.create_queue(SimQueueConfig::default())?;
 /// queue.submit(packets::kernel(0, None))?;
 /// queue.run_until_idle(); // two events: a launch and a completion
 /// assert_eq!(sim.now_ticks(), 2 * STEPPED_TICKS_PER_EVENT);

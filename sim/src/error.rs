@@ -7,10 +7,10 @@ use thiserror::Error;
 /// What a host-facing call of the simulator can fail with.
 ///
 /// ```
-/// use sigretire_sim::{packets, QueueConfig, Sim, SimConfig, SimError};
+/// use sigretire_sim::{packets, Sim, SimConfig, SimQueueConfig, SimError};
 ///
 /// let sim = Sim::new(SimConfig::default());
-/// let queue = sim.create_queue(QueueConfig { size: 2, ..QueueConfig::default() })?;
+/// let queue = sim.create_queue(SimQueueConfig { size: 2, ..SimQueueConfig::default() })?;
 /// queue.submit(packets::kernel(0, None))?;
 /// queue.submit(packets::kernel(0, None))?;
 /// let full = queue.submit(packets::kernel(0, None));
@@ -55,10 +55,10 @@ pub enum SimError {
 /// Why a packet could not launch yet.
 ///
 /// ```
-/// use sigretire_sim::{packets, AgentId, Blocked, Placement, QueueConfig, Sim, SimConfig, StepError};
+/// use sigretire_sim::{packets, AgentId, Blocked, Placement, Sim, SimConfig, SimQueueConfig, StepError};
 ///
 /// let sim = Sim::new(SimConfig::default());
-/// let queue = sim.create_queue(QueueConfig::default())?;
+/// let queue = sim.create_queue(SimQueueConfig::default())?;
 /// let dep = sim.allocate(1, Placement::Host, AgentId(0))?[0];
 /// sim.store(dep, 1);
 /// let blocked = |index, reason| Err(StepError::NotLaunchable { index, reason });
@@ -101,10 +101,10 @@ pub enum Blocked {
 /// processor may do next:
 ///
 /// ```
-/// use sigretire_sim::{packets, QueueConfig, Sim, SimConfig, StepError};
+/// use sigretire_sim::{packets, Sim, SimConfig, SimQueueConfig, StepError};
 ///
 /// let sim = Sim::new(SimConfig::default());
-/// let queue = sim.create_queue(QueueConfig::default())?; // in order
+/// let queue = sim.create_queue(SimQueueConfig::default())?; // in order
 /// let first = queue.submit(packets::kernel(0, None))?;
 /// let second = queue.submit(packets::kernel(0, None))?;
 /// assert_eq!(queue.complete(first), Err(StepError::NotLaunched { index: first }));

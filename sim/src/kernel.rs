@@ -25,10 +25,10 @@ use std::time::Duration;
 /// its queue) until the host sets its flag:
 ///
 /// ```
-/// use sigretire_sim::{packets, HostFlag, Kernel, QueueConfig, Sim, SimConfig, StepError};
+/// use sigretire_sim::{packets, HostFlag, Kernel, Sim, SimConfig, SimQueueConfig, StepError};
 ///
 /// let sim = Sim::new(SimConfig::default());
-/// let queue = sim.create_queue(QueueConfig::default())?;
+/// let queue = sim.create_queue(SimQueueConfig::default())?;
 /// let flag = HostFlag::new();
 /// let spin = sim.register_kernel(Kernel::SpinUntil(flag.clone()));
 /// let index = queue.submit(packets::kernel(spin, None))?;
@@ -82,7 +82,7 @@ pub enum Kernel {
     ///
     /// ```
     /// use sigretire_sim::hsa_sys::{hsa_kernel_dispatch_packet_t, PacketHeader, PacketWords, HSA_PACKET_TYPE_KERNEL_DISPATCH};
-    /// use sigretire_sim::{AgentId, Compute, Kernel, Placement, QueueConfig, Sim, SimConfig};
+    /// use sigretire_sim::{AgentId, Compute, Kernel, Placement, Sim, SimConfig, SimQueueConfig};
     /// use std::collections::HashMap;
     /// use std::sync::{Arc, Mutex};
     ///
@@ -90,7 +90,7 @@ pub enum Kernel {
     /// let args: Arc<Mutex<HashMap<u64, Add>>> = Arc::default();
     ///
     /// let sim = Sim::new(SimConfig::default());
-    /// let queue = sim.create_queue(QueueConfig::default())?;
+    /// let queue = sim.create_queue(SimQueueConfig::default())?;
     /// let table = args.clone();
     /// let add = sim.register_kernel(Kernel::Compute(Compute::new(move |dispatch| {
     ///     let mut table = table.lock().unwrap();
@@ -347,7 +347,7 @@ impl KernelTable {
 mod tests {
     use super::*;
     use crate::{
-        AgentId, FAILED_SIGNAL_VALUE, Mode, Placement, QueueConfig, Signal, Sim, SimConfig,
+        AgentId, FAILED_SIGNAL_VALUE, Mode, Placement, Signal, Sim, SimConfig, SimQueueConfig,
         StepError,
     };
     use hsa_sys::{HSA_PACKET_TYPE_KERNEL_DISPATCH, PacketHeader};
@@ -381,7 +381,7 @@ mod tests {
     #[test]
     fn compute_sees_its_packets_fields_before_its_completion_is_visible() {
         let sim = Sim::new(SimConfig::default());
-        let queue = sim.create_queue(QueueConfig::default()).unwrap();
+        let queue = sim.create_queue(SimQueueConfig::default()).unwrap();
         let done = sim.allocate(1, Placement::Device, AgentId(0)).unwrap()[0];
         // The callback reads the completion signal through the simulator; a
         // slot the test empties at the end, so the kernel table does not keep
@@ -432,7 +432,7 @@ mod tests {
             mode: Mode::Threaded,
             ..SimConfig::default()
         });
-        let queue = sim.create_queue(QueueConfig::default()).unwrap();
+        let queue = sim.create_queue(SimQueueConfig::default()).unwrap();
         let out: Arc<Mutex<Vec<u64>>> = Arc::default();
         let buffer = out.clone();
         let run_time = Duration::from_millis(5);
@@ -478,8 +478,8 @@ mod tests {
                 mode,
                 ..SimConfig::default()
             });
-            let faulty = sim.create_queue(QueueConfig::default()).unwrap();
-            let healthy = sim.create_queue(QueueConfig::default()).unwrap();
+            let faulty = sim.create_queue(SimQueueConfig::default()).unwrap();
+            let healthy = sim.create_queue(SimQueueConfig::default()).unwrap();
             let boom = sim.register_kernel(Kernel::Compute(Compute::new(|dispatch| {
                 panic!("kernel at {:#x} faulted", dispatch.kernarg_address)
             })));

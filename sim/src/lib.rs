@@ -42,10 +42,10 @@
 //! completion, retire the fence with one load, and check the oracle.
 //!
 //! ```
-//! use sigretire_sim::{packets, AgentId, Blocked, Placement, QueueConfig, Sim, SimConfig, StepError};
+//! use sigretire_sim::{packets, AgentId, Blocked, Placement, Sim, SimConfig, SimQueueConfig, StepError};
 //!
 //! let sim = Sim::new(SimConfig::default()); // stepped, zero cost, one agent
-//! let queue = sim.create_queue(QueueConfig { profiling: true, ..QueueConfig::default() })?;
+//! let queue = sim.create_queue(SimQueueConfig { profiling: true, ..SimQueueConfig::default() })?;
 //! let signals = sim.allocate(2, Placement::Device, AgentId(0))?;
 //! let (kernel_done, fence_done) = (signals[0], signals[1]);
 //!
@@ -126,7 +126,7 @@ pub use profile::CostProfile;
 pub use queue::{MAX_QUEUE_SIZE, Queue};
 pub use record::FAILED_SIGNAL_VALUE;
 pub use simulator::{MAX_AGENTS, Sim, SimConfig};
-pub use state::{Mode, QueueConfig};
+pub use state::{Mode, SimQueueConfig};
 pub use truth::{PacketTruth, Violation};
 
 /// The crate README's example, run as a doctest so it cannot go stale.

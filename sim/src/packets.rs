@@ -44,10 +44,10 @@ fn handles(dependencies: &[Signal]) -> [u64; MAX_DEPENDENCIES] {
 /// otherwise a value from [`Sim::register_kernel`](crate::Sim::register_kernel)).
 ///
 /// ```
-/// use sigretire_sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig};
+/// use sigretire_sim::{packets, AgentId, Placement, Sim, SimConfig, SimQueueConfig};
 ///
 /// let sim = Sim::new(SimConfig::default());
-/// let queue = sim.create_queue(QueueConfig::default())?;
+/// let queue = sim.create_queue(SimQueueConfig::default())?;
 /// let signal = sim.allocate(1, Placement::Host, AgentId(0))?[0];
 /// sim.store(signal, 1);
 /// let packet = packets::kernel(0, Some(signal));
@@ -68,11 +68,11 @@ pub fn kernel(kernel_object: u64, completion: Option<Signal>) -> PacketWords {
 /// With more than five dependencies.
 ///
 /// ```
-/// use sigretire_sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, StepError};
+/// use sigretire_sim::{packets, AgentId, Placement, Sim, SimConfig, SimQueueConfig, StepError};
 ///
 /// let sim = Sim::new(SimConfig::default());
-/// let waiter = sim.create_queue(QueueConfig::default())?;
-/// let producer = sim.create_queue(QueueConfig::default())?;
+/// let waiter = sim.create_queue(SimQueueConfig::default())?;
+/// let producer = sim.create_queue(SimQueueConfig::default())?;
 /// let deps = sim.allocate(2, Placement::Host, AgentId(0))?;
 /// sim.store_many(&deps, 1);
 /// let barrier = waiter.submit(packets::barrier_and(&deps, None))?;
@@ -99,11 +99,11 @@ pub fn barrier_and(dependencies: &[Signal], completion: Option<Signal>) -> Packe
 /// With more than five dependencies.
 ///
 /// ```
-/// use sigretire_sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, StepError};
+/// use sigretire_sim::{packets, AgentId, Placement, Sim, SimConfig, SimQueueConfig, StepError};
 ///
 /// let sim = Sim::new(SimConfig::default());
-/// let waiter = sim.create_queue(QueueConfig::default())?;
-/// let producer = sim.create_queue(QueueConfig::default())?;
+/// let waiter = sim.create_queue(SimQueueConfig::default())?;
+/// let producer = sim.create_queue(SimQueueConfig::default())?;
 /// let deps = sim.allocate(3, Placement::Host, AgentId(0))?;
 /// sim.store_many(&deps, 1);
 /// let barrier = waiter.submit(packets::barrier_or(&deps, None))?;
@@ -125,11 +125,11 @@ pub fn barrier_or(dependencies: &[Signal], completion: Option<Signal>) -> Packet
 ///
 /// ```
 /// use sigretire_sim::hsa_sys::HSA_SIGNAL_CONDITION_LT;
-/// use sigretire_sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, StepError};
+/// use sigretire_sim::{packets, AgentId, Placement, Sim, SimConfig, SimQueueConfig, StepError};
 ///
 /// let sim = Sim::new(SimConfig::default());
-/// let waiter = sim.create_queue(QueueConfig::default())?;
-/// let producer = sim.create_queue(QueueConfig::default())?;
+/// let waiter = sim.create_queue(SimQueueConfig::default())?;
+/// let producer = sim.create_queue(SimQueueConfig::default())?;
 /// let counter = sim.allocate(1, Placement::Host, AgentId(0))?[0];
 /// sim.store(counter, 3);
 /// // Waits until fewer than 2 of the 3 producer kernels are left.
@@ -164,10 +164,10 @@ pub fn barrier_value(
 /// packet of its queue completed (a fence).
 ///
 /// ```
-/// use sigretire_sim::{packets, Blocked, QueueConfig, Sim, SimConfig, StepError};
+/// use sigretire_sim::{packets, Blocked, Sim, SimConfig, SimQueueConfig, StepError};
 ///
 /// let sim = Sim::new(SimConfig::default());
-/// let queue = sim.create_queue(QueueConfig::default())?;
+/// let queue = sim.create_queue(SimQueueConfig::default())?;
 /// let kernel = queue.submit(packets::kernel(0, None))?;
 /// let fence = queue.submit(packets::with_barrier_bit(packets::kernel(0, None)))?;
 /// queue.launch().unwrap();

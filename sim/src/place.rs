@@ -36,11 +36,11 @@ pub enum Placement {
 /// for a signal that another agent's queue completes:
 ///
 /// ```
-/// use sigretire_sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig};
+/// use sigretire_sim::{packets, AgentId, Placement, Sim, SimConfig, SimQueueConfig};
 ///
 /// let sim = Sim::new(SimConfig { agents: 2, ..SimConfig::default() });
-/// let gpu0 = sim.create_queue(QueueConfig { agent: AgentId(0), ..QueueConfig::default() })?;
-/// let gpu1 = sim.create_queue(QueueConfig { agent: AgentId(1), ..QueueConfig::default() })?;
+/// let gpu0 = sim.create_queue(SimQueueConfig { agent: AgentId(0), ..SimQueueConfig::default() })?;
+/// let gpu1 = sim.create_queue(SimQueueConfig { agent: AgentId(1), ..SimQueueConfig::default() })?;
 /// let produced = sim.allocate(1, Placement::Device, AgentId(0))?[0];
 /// assert_eq!(sim.agent_of(produced), AgentId(0));
 /// sim.store(produced, 1);

@@ -9,7 +9,7 @@ use crate::processor;
 use crate::profile::pay;
 use crate::record::{Packet, UnknownHandle, Work};
 use crate::simulator::Sim;
-use crate::state::{Core, Mode, QueueConfig, QueueCore};
+use crate::state::{Core, Mode, QueueCore, SimQueueConfig};
 use crate::threaded;
 use crate::truth::{PacketTruth, Violation};
 use hsa_sys::{HSA_PACKET_TYPE_INVALID, PacketHeader, PacketWords};
@@ -20,10 +20,10 @@ use std::sync::Arc;
 /// reports for MI300X.
 ///
 /// ```
-/// use sigretire_sim::{QueueConfig, Sim, SimConfig, MAX_QUEUE_SIZE};
+/// use sigretire_sim::{Sim, SimConfig, SimQueueConfig, MAX_QUEUE_SIZE};
 ///
 /// let sim = Sim::new(SimConfig::default());
-/// let too_big = QueueConfig { size: MAX_QUEUE_SIZE * 2, ..QueueConfig::default() };
+/// let too_big = SimQueueConfig { size: MAX_QUEUE_SIZE * 2, ..SimQueueConfig::default() };
 /// assert!(sim.create_queue(too_big).is_err());
 /// ```
 pub const MAX_QUEUE_SIZE: u32 = 1 << 17;
@@ -46,10 +46,10 @@ pub const MAX_QUEUE_SIZE: u32 = 1 << 17;
 /// [`stall`](Queue::stall) work in both modes.
 ///
 /// ```
-/// use sigretire_sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig};
+/// use sigretire_sim::{packets, AgentId, Placement, Sim, SimConfig, SimQueueConfig};
 ///
 /// let sim = Sim::new(SimConfig::default());
-/// let queue = sim.create_queue(QueueConfig { size: 4, ..QueueConfig::default() })?;
+/// let queue = sim.create_queue(SimQueueConfig { size: 4, ..SimQueueConfig::default() })?;
 /// let signal = sim.allocate(1, Placement::Host, AgentId(0))?[0];
 /// sim.store(signal, 1);
 /// let index = queue.submit(packets::kernel(0, Some(signal)))?;
@@ -72,7 +72,7 @@ impl Queue {
     fn create(
         sim: &Sim,
         id: u64,
-        config: QueueConfig,
+        config: SimQueueConfig,
     ) -> Result<(Queue, Arc<QueueCore>), SimError> {
         sim.core().memory.check_agent(config.agent)?;
         if !config.size.is_power_of_two() || !(2..=MAX_QUEUE_SIZE).contains(&config.size) {
@@ -110,7 +110,7 @@ impl Queue {
     }
 
     /// The configuration the queue was created with.
-    pub fn config(&self) -> QueueConfig {
+    pub fn config(&self) -> SimQueueConfig {
         self.core.config
     }
 
@@ -144,10 +144,10 @@ impl Queue {
     /// once (its completion signal goes negative), so no one waits for it.
     ///
     /// ```
-    /// use sigretire_sim::{packets, QueueConfig, Sim, SimConfig, Violation};
+    /// use sigretire_sim::{packets, Sim, SimConfig, SimQueueConfig, Violation};
     ///
     /// let sim = Sim::new(SimConfig::default());
-    /// let queue = sim.create_queue(QueueConfig::default())?;
+    /// let queue = sim.create_queue(SimQueueConfig::default())?;
     /// // HSA order: reserve, write (publish), ring the doorbell.
     /// let index = queue.reserve()?;
     /// queue.write(index, packets::kernel(0, None));
@@ -347,11 +347,11 @@ impl Queue {
     /// queue progresses any more, and packets published later fail at once.
     ///
     /// ```
-    /// use sigretire_sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, StepError};
+    /// use sigretire_sim::{packets, AgentId, Placement, Sim, SimConfig, SimQueueConfig, StepError};
     /// use sigretire_sim::FAILED_SIGNAL_VALUE;
     ///
     /// let sim = Sim::new(SimConfig::default());
-    /// let queue = sim.create_queue(QueueConfig::default())?;
+    /// let queue = sim.create_queue(SimQueueConfig::default())?;
     /// let signals = sim.allocate(2, Placement::Host, AgentId(0))?;
     /// sim.store_many(&signals, 1);
     /// let done = queue.submit(packets::kernel(0, Some(signals[0])))?;
@@ -382,10 +382,10 @@ impl Queue {
     /// [`StepError::Stalled`]).
     ///
     /// ```
-    /// use sigretire_sim::{packets, QueueConfig, Sim, SimConfig, StepError};
+    /// use sigretire_sim::{packets, Sim, SimConfig, SimQueueConfig, StepError};
     ///
     /// let sim = Sim::new(SimConfig::default());
-    /// let queue = sim.create_queue(QueueConfig::default())?;
+    /// let queue = sim.create_queue(SimQueueConfig::default())?;
     /// queue.submit(packets::kernel(0, None))?;
     /// queue.stall(true);
     /// assert_eq!(queue.launch(), Err(StepError::Stalled));
@@ -409,7 +409,7 @@ impl Queue {
     }
 
     /// The ground truth of packet `index`: `None` if it was never reserved
-    /// or has left the [`truth_history`](QueueConfig::truth_history) window.
+    /// or has left the [`truth_history`](SimQueueConfig::truth_history) window.
     pub fn truth(&self, index: u64) -> Option<PacketTruth> {
         self.core.state.lock().truth(index, self.core.write_index())
     }
@@ -428,7 +428,7 @@ impl Sim {
     /// # Errors
     /// [`SimError::InvalidConfig`] for a size that is not a power of two from
     /// 2 to [`MAX_QUEUE_SIZE`]; [`SimError::UnknownAgent`].
-    pub fn create_queue(&self, config: QueueConfig) -> Result<Queue, SimError> {
+    pub fn create_queue(&self, config: SimQueueConfig) -> Result<Queue, SimError> {
         let mut queues = self.core().queues.write();
         let (queue, core) = Queue::create(self, queues.len() as u64, config)?;
         queues.push(core);

@@ -20,10 +20,10 @@ use std::sync::atomic::Ordering;
 /// it did not complete.
 ///
 /// ```
-/// use sigretire_sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, FAILED_SIGNAL_VALUE};
+/// use sigretire_sim::{packets, AgentId, Placement, Sim, SimConfig, SimQueueConfig, FAILED_SIGNAL_VALUE};
 ///
 /// let sim = Sim::new(SimConfig::default());
-/// let queue = sim.create_queue(QueueConfig::default())?;
+/// let queue = sim.create_queue(SimQueueConfig::default())?;
 /// let signal = sim.allocate(1, Placement::Host, AgentId(0))?[0];
 /// sim.store(signal, 1);
 /// queue.submit(packets::kernel(0, Some(signal)))?;

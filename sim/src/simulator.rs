@@ -366,11 +366,11 @@ impl Sim {
     /// If `agent` is not one of this simulator's agents.
     ///
     /// ```
-    /// use sigretire_sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, Violation};
+    /// use sigretire_sim::{packets, AgentId, Placement, Sim, SimConfig, SimQueueConfig, Violation};
     ///
     /// let sim = Sim::new(SimConfig { agents: 2, ..SimConfig::default() });
     /// // A ring in system memory, like a copy engine's.
-    /// let ring_in_host = QueueConfig { ring: Placement::Host, ..QueueConfig::default() };
+    /// let ring_in_host = SimQueueConfig { ring: Placement::Host, ..SimQueueConfig::default() };
     /// let queue = sim.create_queue(ring_in_host)?;
     /// let signal = sim.allocate(1, Placement::Device, AgentId(1))?[0];
     ///
@@ -452,11 +452,11 @@ impl Sim {
     /// in a dispatch packet (never 0, which is the empty kernel).
     ///
     /// ```
-    /// use sigretire_sim::{packets, Kernel, Mode, QueueConfig, Sim, SimConfig, Violation};
+    /// use sigretire_sim::{packets, Kernel, Mode, Sim, SimConfig, SimQueueConfig, Violation};
     /// use std::time::{Duration, Instant};
     ///
     /// let sim = Sim::new(SimConfig { mode: Mode::Threaded, ..SimConfig::default() });
-    /// let queue = sim.create_queue(QueueConfig::default())?;
+    /// let queue = sim.create_queue(SimQueueConfig::default())?;
     /// let five_ms = sim.register_kernel(Kernel::Duration(Duration::from_millis(5)));
     /// assert_ne!(five_ms, 0);
     ///

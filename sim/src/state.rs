@@ -27,10 +27,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// itself; the host only submits, and waits or polls:
 ///
 /// ```
-/// use sigretire_sim::{packets, AgentId, Mode, Placement, QueueConfig, Sim, SimConfig, StepError};
+/// use sigretire_sim::{packets, AgentId, Mode, Placement, Sim, SimConfig, SimQueueConfig, StepError};
 ///
 /// let sim = Sim::new(SimConfig { mode: Mode::Threaded, ..SimConfig::default() });
-/// let queue = sim.create_queue(QueueConfig::default())?;
+/// let queue = sim.create_queue(SimQueueConfig::default())?;
 /// let signal = sim.allocate(1, Placement::Host, AgentId(0))?[0];
 /// sim.store(signal, 1);
 /// let index = queue.submit(packets::kernel(0, Some(signal)))?;
@@ -73,16 +73,16 @@ pub(crate) struct Core {
 /// How to create a [`Queue`](crate::Queue).
 ///
 /// ```
-/// use sigretire_sim::{AgentId, Placement, QueueConfig, Sim, SimConfig, SimError};
+/// use sigretire_sim::{AgentId, Placement, Sim, SimConfig, SimQueueConfig, SimError};
 ///
 /// let sim = Sim::new(SimConfig { agents: 2, ..SimConfig::default() });
-/// let config = QueueConfig {
+/// let config = SimQueueConfig {
 ///     agent: AgentId(1),
 ///     size: 64,
 ///     ring: Placement::Host,
 ///     profiling: true,
 ///     out_of_order: true,
-///     ..QueueConfig::default()
+///     ..SimQueueConfig::default()
 /// };
 /// let queue = sim.create_queue(config)?;
 /// assert_eq!((queue.agent(), queue.size()), (AgentId(1), 64));
@@ -90,17 +90,17 @@ pub(crate) struct Core {
 ///
 /// // Sizes are powers of two; agents must exist.
 /// assert!(matches!(
-///     sim.create_queue(QueueConfig { size: 100, ..QueueConfig::default() }),
+///     sim.create_queue(SimQueueConfig { size: 100, ..SimQueueConfig::default() }),
 ///     Err(SimError::InvalidConfig(_))
 /// ));
 /// assert!(matches!(
-///     sim.create_queue(QueueConfig { agent: AgentId(2), ..QueueConfig::default() }),
+///     sim.create_queue(SimQueueConfig { agent: AgentId(2), ..SimQueueConfig::default() }),
 ///     Err(SimError::UnknownAgent { agents: 2, .. })
 /// ));
 /// # Ok::<(), SimError>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct QueueConfig {
+pub struct SimQueueConfig {
     /// The GPU agent that runs the queue.
     pub agent: AgentId,
     /// Ring size in packets: a power of two from 2 to [`MAX_QUEUE_SIZE`](crate::MAX_QUEUE_SIZE).
@@ -122,7 +122,7 @@ pub struct QueueConfig {
     pub truth_history: usize,
 }
 
-impl Default for QueueConfig {
+impl Default for SimQueueConfig {
     /// Agent 0, 1024 packets, ring in device memory, not profiled, in order,
     /// truth kept for the newest 16384 packets.
     fn default() -> Self {
@@ -140,7 +140,7 @@ impl Default for QueueConfig {
 /// The shared part of a queue: the ring, its indices and the processor state.
 pub(crate) struct QueueCore {
     pub(crate) id: u64,
-    pub(crate) config: QueueConfig,
+    pub(crate) config: SimQueueConfig,
     ring: Box<[AqlSlot]>,
     /// The next index a producer will reserve.
     write_index: AtomicU64,
@@ -158,7 +158,7 @@ pub(crate) struct QueueCore {
 }
 
 impl QueueCore {
-    pub(crate) fn new(id: u64, config: QueueConfig) -> Self {
+    pub(crate) fn new(id: u64, config: SimQueueConfig) -> Self {
         Self {
             id,
             config,

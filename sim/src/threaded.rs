@@ -322,7 +322,7 @@ impl SplitMix64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{QueueConfig, Sim, SimConfig};
+    use crate::{Sim, SimConfig, SimQueueConfig};
 
     #[test]
     fn out_of_order_kernels_run_for_seeded_varied_times() {
@@ -330,9 +330,9 @@ mod tests {
         // completion, which would hide a run shorter than its nominal time.
         let sim = Sim::new(SimConfig::default());
         for out_of_order in [false, true] {
-            sim.create_queue(QueueConfig {
+            sim.create_queue(SimQueueConfig {
                 out_of_order,
-                ..QueueConfig::default()
+                ..SimQueueConfig::default()
             })
             .unwrap();
         }

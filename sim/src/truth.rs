@@ -18,10 +18,10 @@ use thiserror::Error;
 /// values are written into the completion signal's block.
 ///
 /// ```
-/// use sigretire_sim::{packets, QueueConfig, Sim, SimConfig, STEPPED_TICKS_PER_EVENT};
+/// use sigretire_sim::{packets, Sim, SimConfig, SimQueueConfig, STEPPED_TICKS_PER_EVENT};
 ///
 /// let sim = Sim::new(SimConfig::default());
-/// let queue = sim.create_queue(QueueConfig::default())?;
+/// let queue = sim.create_queue(SimQueueConfig::default())?;
 /// let index = queue.reserve()?;
 /// let reserved = queue.truth(index).unwrap();
 /// assert!(!reserved.published && !reserved.is_done());
@@ -79,10 +79,10 @@ impl PacketTruth {
 /// afterwards.
 ///
 /// ```
-/// use sigretire_sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, Violation};
+/// use sigretire_sim::{packets, AgentId, Placement, Sim, SimConfig, SimQueueConfig, Violation};
 ///
 /// let sim = Sim::new(SimConfig::default());
-/// let queue = sim.create_queue(QueueConfig::default())?;
+/// let queue = sim.create_queue(SimQueueConfig::default())?;
 /// let signal = sim.allocate(1, Placement::Device, AgentId(0))?[0];
 ///
 /// sim.store(signal, 1); // no store fence before publication
@@ -121,12 +121,12 @@ pub enum Violation {
     /// by an HDP flush of the signal's agent after that fence.
     ///
     /// ```
-    /// use sigretire_sim::{packets, AgentId, Placement, QueueConfig, Sim, SimConfig, Violation};
+    /// use sigretire_sim::{packets, AgentId, Placement, Sim, SimConfig, SimQueueConfig, Violation};
     ///
     /// let sim = Sim::new(SimConfig::default());
-    /// let ring_in_host = QueueConfig { ring: Placement::Host, ..QueueConfig::default() };
+    /// let ring_in_host = SimQueueConfig { ring: Placement::Host, ..SimQueueConfig::default() };
     /// let host_ring = sim.create_queue(ring_in_host)?;
-    /// let device_ring = sim.create_queue(QueueConfig::default())?;
+    /// let device_ring = sim.create_queue(SimQueueConfig::default())?;
     /// let signals = sim.allocate(2, Placement::Device, AgentId(0))?;
     /// sim.store_many(&signals, 1);
     /// sim.store_fence(); // enough for a ring in device memory only

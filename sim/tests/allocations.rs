@@ -3,7 +3,7 @@
 //! polluted by the backend. One test in its own binary: it installs a
 //! counting global allocator.
 
-use sigretire_sim::{AgentId, Placement, QueueConfig, Sim, SimConfig, packets};
+use sigretire_sim::{AgentId, Placement, Sim, SimConfig, SimQueueConfig, packets};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
@@ -45,11 +45,11 @@ fn allocations() -> u64 {
 fn steady_state_packet_traffic_allocates_nothing() {
     let sim = Sim::new(SimConfig::default());
     let q = sim
-        .create_queue(QueueConfig {
+        .create_queue(SimQueueConfig {
             size: 64,
             truth_history: 256,
             profiling: true,
-            ..QueueConfig::default()
+            ..SimQueueConfig::default()
         })
         .unwrap();
     let signals = sim.allocate(64, Placement::Device, AgentId(0)).unwrap();

@@ -6,16 +6,16 @@ mod common;
 
 use common::{armed, eventually};
 use sigretire_sim::{
-    CostProfile, Mode, Placement, QueueConfig, STEPPED_TICKS_PER_EVENT, Sim, SimConfig, packets,
+    CostProfile, Mode, Placement, STEPPED_TICKS_PER_EVENT, Sim, SimConfig, SimQueueConfig, packets,
 };
 use std::time::Duration;
 
 const DEADLINE: Duration = Duration::from_secs(10);
 
-fn profiled() -> QueueConfig {
-    QueueConfig {
+fn profiled() -> SimQueueConfig {
+    SimQueueConfig {
         profiling: true,
-        ..QueueConfig::default()
+        ..SimQueueConfig::default()
     }
 }
 

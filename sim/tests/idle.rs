@@ -3,7 +3,7 @@
 //! process CPU time it reads belongs to it alone.
 
 use sigretire_sim::{
-    AgentId, HostFlag, Kernel, Mode, Placement, QueueConfig, Sim, SimConfig, packets,
+    AgentId, HostFlag, Kernel, Mode, Placement, Sim, SimConfig, SimQueueConfig, packets,
 };
 use std::time::{Duration, Instant};
 
@@ -32,7 +32,7 @@ fn an_idle_or_blocked_processor_parks_and_wakes_on_demand() {
         mode: Mode::Threaded,
         ..SimConfig::default()
     });
-    let queue = sim.create_queue(QueueConfig::default()).unwrap();
+    let queue = sim.create_queue(SimQueueConfig::default()).unwrap();
     let flag = HostFlag::new();
     let spin = sim.register_kernel(Kernel::SpinUntil(flag.clone()));
     let signals = sim.allocate(3, Placement::Host, AgentId(0)).unwrap();

@@ -6,7 +6,7 @@ mod common;
 use common::{queue, stepped};
 use sigretire_sim::hsa_sys::AMD_SIGNAL_KIND_USER;
 use sigretire_sim::{
-    Access, AgentId, CostProfile, Counters, Placement, QueueConfig, Sim, SimConfig, SimError,
+    Access, AgentId, CostProfile, Counters, Placement, Sim, SimConfig, SimError, SimQueueConfig,
     packets,
 };
 use std::time::{Duration, Instant};
@@ -49,7 +49,7 @@ fn counters_count_every_host_access_by_placement() {
 #[test]
 fn the_gpu_side_is_never_counted() {
     let sim = stepped(1);
-    let q = queue(&sim, QueueConfig::default());
+    let q = queue(&sim, SimQueueConfig::default());
     let s = sim.allocate(2, Placement::Device, AgentId(0)).unwrap();
     sim.store(s[0], 1);
     sim.store(s[1], 1);
@@ -137,9 +137,9 @@ fn bad_configurations_are_errors_that_say_what_to_do() {
     assert!(unknown.to_string().contains("agents 0 to 1"), "{unknown}");
     for size in [0, 3, 1, sigretire_sim::MAX_QUEUE_SIZE * 2] {
         let error = sim
-            .create_queue(QueueConfig {
+            .create_queue(SimQueueConfig {
                 size,
-                ..QueueConfig::default()
+                ..SimQueueConfig::default()
             })
             .unwrap_err();
         assert!(

@@ -12,7 +12,7 @@ mod common;
 use common::{queue, stepped};
 use proptest::prelude::*;
 use sigretire_sim::{
-    AgentId, Blocked, Placement, QueueConfig, Signal, SimError, StepError, packets,
+    AgentId, Blocked, Placement, Signal, SimError, SimQueueConfig, StepError, packets,
 };
 
 #[derive(Clone, Copy, Debug)]
@@ -144,11 +144,11 @@ fn check(out_of_order: bool, size: u32, ops: &[Op]) -> Result<(), TestCaseError>
     let sim = stepped(1);
     let q = queue(
         &sim,
-        QueueConfig {
+        SimQueueConfig {
             size,
             out_of_order,
             profiling: true,
-            ..QueueConfig::default()
+            ..SimQueueConfig::default()
         },
     );
     let mut model = Model {

@@ -3,7 +3,7 @@
 //! is not disturbed by other tests.
 
 use sigretire_sim::{
-    AgentId, HostFlag, Kernel, Mode, Placement, QueueConfig, Sim, SimConfig, packets,
+    AgentId, HostFlag, Kernel, Mode, Placement, Sim, SimConfig, SimQueueConfig, packets,
 };
 use std::time::{Duration, Instant};
 
@@ -25,7 +25,7 @@ fn dropping_the_last_handle_stops_the_processor_thread() {
                 ..SimConfig::default()
             });
             let spin = sim.register_kernel(Kernel::SpinUntil(flag.clone()));
-            let queue = sim.create_queue(QueueConfig::default()).unwrap();
+            let queue = sim.create_queue(SimQueueConfig::default()).unwrap();
             let s = sim.allocate(1, Placement::Host, AgentId(0)).unwrap()[0];
             sim.store(s, 1);
             queue.submit(packets::kernel(spin, Some(s))).unwrap();
@@ -35,7 +35,7 @@ fn dropping_the_last_handle_stops_the_processor_thread() {
     if let (Some(before), Some(now)) = (before, threads()) {
         assert_eq!(now, before + 3, "one processor thread per simulator");
     }
-    let queue = sims[0].create_queue(QueueConfig::default()).unwrap();
+    let queue = sims[0].create_queue(SimQueueConfig::default()).unwrap();
     let start = Instant::now();
     drop(sims);
     if let (Some(before), Some(now)) = (before, threads()) {

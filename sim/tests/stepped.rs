@@ -6,21 +6,21 @@ mod common;
 use common::{armed, armed_on, queue, stepped};
 use sigretire_sim::hsa_sys::{HSA_SIGNAL_CONDITION_EQ, HSA_SIGNAL_CONDITION_LT};
 use sigretire_sim::{
-    AgentId, Blocked, FAILED_SIGNAL_VALUE, HostFlag, Kernel, Placement, Queue, QueueConfig,
-    STEPPED_TICKS_PER_EVENT, Signal, SimError, StepError, packets,
+    AgentId, Blocked, FAILED_SIGNAL_VALUE, HostFlag, Kernel, Placement, Queue,
+    STEPPED_TICKS_PER_EVENT, Signal, SimError, SimQueueConfig, StepError, packets,
 };
 
-fn ooo() -> QueueConfig {
-    QueueConfig {
+fn ooo() -> SimQueueConfig {
+    SimQueueConfig {
         out_of_order: true,
-        ..QueueConfig::default()
+        ..SimQueueConfig::default()
     }
 }
 
 #[test]
 fn a_packet_launches_only_once_reserved_published_and_rung() {
     let sim = stepped(1);
-    let q = queue(&sim, QueueConfig::default());
+    let q = queue(&sim, SimQueueConfig::default());
     let blocked = |reason| Err(StepError::NotLaunchable { index: 0, reason });
     assert_eq!(q.launch(), blocked(Blocked::NotReserved));
     let index = q.reserve().unwrap();
@@ -68,8 +68,8 @@ fn the_barrier_bit_waits_for_every_earlier_packet() {
 fn a_pending_barrier_packet_halts_later_launches() {
     let sim = stepped(1);
     let (a, b) = (
-        queue(&sim, QueueConfig::default()),
-        queue(&sim, QueueConfig::default()),
+        queue(&sim, SimQueueConfig::default()),
+        queue(&sim, SimQueueConfig::default()),
     );
     let s = armed(&sim, 2, Placement::Device);
     let barrier = a.submit(packets::barrier_and(&[s[0]], None)).unwrap();
@@ -97,7 +97,7 @@ fn a_pending_barrier_packet_halts_later_launches() {
 #[test]
 fn an_in_order_queue_completes_its_oldest_packet_first() {
     let sim = stepped(1);
-    let q = queue(&sim, QueueConfig::default());
+    let q = queue(&sim, SimQueueConfig::default());
     for _ in 0..3 {
         q.submit(packets::kernel(0, None)).unwrap();
     }
@@ -149,9 +149,9 @@ fn the_read_index_runs_ahead_of_completion_but_never_past_launches() {
     let sim = stepped(1);
     let q = queue(
         &sim,
-        QueueConfig {
+        SimQueueConfig {
             size: 4,
-            ..QueueConfig::default()
+            ..SimQueueConfig::default()
         },
     );
     let s = armed(&sim, 3, Placement::Host);
@@ -184,9 +184,9 @@ fn a_full_queue_frees_slots_only_as_the_read_index_moves() {
     let sim = stepped(1);
     let q = queue(
         &sim,
-        QueueConfig {
+        SimQueueConfig {
             size: 2,
-            ..QueueConfig::default()
+            ..SimQueueConfig::default()
         },
     );
     q.submit(packets::kernel(0, None)).unwrap();
@@ -208,7 +208,7 @@ fn a_full_queue_frees_slots_only_as_the_read_index_moves() {
 /// completes exactly the slots it chooses.
 fn five_dependencies() -> (sigretire_sim::Sim, Queue, Queue, Vec<Signal>) {
     let sim = stepped(1);
-    let (waiter, producer) = (queue(&sim, QueueConfig::default()), queue(&sim, ooo()));
+    let (waiter, producer) = (queue(&sim, SimQueueConfig::default()), queue(&sim, ooo()));
     let deps = armed(&sim, 5, Placement::Device);
     for &dep in &deps {
         producer.submit(packets::kernel(0, Some(dep))).unwrap();
@@ -280,7 +280,7 @@ fn barrier_or_is_released_by_each_of_its_five_dependency_slots_alone() {
 #[test]
 fn barriers_without_dependencies_complete_at_once() {
     let sim = stepped(1);
-    let q = queue(&sim, QueueConfig::default());
+    let q = queue(&sim, SimQueueConfig::default());
     let s = armed(&sim, 2, Placement::Host);
     q.submit(packets::barrier_and(&[], Some(s[0]))).unwrap();
     q.submit(packets::barrier_or(&[], Some(s[1]))).unwrap();
@@ -293,8 +293,8 @@ fn barriers_without_dependencies_complete_at_once() {
 fn barrier_value_compares_the_masked_value() {
     let sim = stepped(1);
     let (waiter, producer) = (
-        queue(&sim, QueueConfig::default()),
-        queue(&sim, QueueConfig::default()),
+        queue(&sim, SimQueueConfig::default()),
+        queue(&sim, SimQueueConfig::default()),
     );
     let counter = sim.allocate(1, Placement::Device, AgentId(0)).unwrap()[0];
     sim.store(counter, 3);
@@ -344,12 +344,12 @@ fn barrier_value_compares_the_masked_value() {
 #[test]
 fn a_queue_on_one_agent_waits_for_another_agents_signal() {
     let sim = stepped(2);
-    let gpu0 = queue(&sim, QueueConfig::default());
+    let gpu0 = queue(&sim, SimQueueConfig::default());
     let gpu1 = queue(
         &sim,
-        QueueConfig {
+        SimQueueConfig {
             agent: AgentId(1),
-            ..QueueConfig::default()
+            ..SimQueueConfig::default()
         },
     );
     let produced = armed_on(&sim, 1, Placement::Device, AgentId(0))[0];
@@ -369,7 +369,7 @@ fn a_queue_on_one_agent_waits_for_another_agents_signal() {
 #[test]
 fn a_spinning_kernel_completes_only_after_its_flag_is_set() {
     let sim = stepped(1);
-    let q = queue(&sim, QueueConfig::default());
+    let q = queue(&sim, SimQueueConfig::default());
     let flag = HostFlag::new();
     let spin = sim.register_kernel(Kernel::SpinUntil(flag.clone()));
     let s = armed(&sim, 1, Placement::Host)[0];
@@ -419,8 +419,8 @@ fn a_failed_queue_sets_negative_values_and_stops() {
 fn a_negative_dependency_fails_the_waiting_queue() {
     let sim = stepped(1);
     let (waiter, producer) = (
-        queue(&sim, QueueConfig::default()),
-        queue(&sim, QueueConfig::default()),
+        queue(&sim, SimQueueConfig::default()),
+        queue(&sim, SimQueueConfig::default()),
     );
     let s = armed(&sim, 2, Placement::Device);
     producer.submit(packets::kernel(0, Some(s[0]))).unwrap();
@@ -437,7 +437,7 @@ fn a_negative_dependency_fails_the_waiting_queue() {
 #[test]
 fn a_stalled_queue_makes_no_progress_until_released() {
     let sim = stepped(1);
-    let q = queue(&sim, QueueConfig::default());
+    let q = queue(&sim, SimQueueConfig::default());
     q.submit(packets::kernel(0, None)).unwrap();
     q.launch().unwrap();
     q.submit(packets::kernel(0, None)).unwrap();
@@ -457,9 +457,9 @@ fn profiled_queues_write_the_true_timestamps_into_the_signal() {
     let sim = stepped(1);
     let profiled = queue(
         &sim,
-        QueueConfig {
+        SimQueueConfig {
             profiling: true,
-            ..QueueConfig::default()
+            ..SimQueueConfig::default()
         },
     );
     let s = armed(&sim, 4, Placement::Device);
@@ -486,7 +486,7 @@ fn profiled_queues_write_the_true_timestamps_into_the_signal() {
     assert!(sim.now_ticks() >= previous.unwrap().1);
 
     // An unprofiled queue leaves the block's stamps alone; the truth still has them.
-    let plain = queue(&sim, QueueConfig::default());
+    let plain = queue(&sim, SimQueueConfig::default());
     plain.submit(packets::kernel(0, Some(s[3]))).unwrap();
     plain.run_until_idle();
     assert_eq!(sim.load_timestamps(s[3]), (0, 0));
@@ -499,10 +499,10 @@ fn stepped_runs_are_reproducible() {
         let sim = stepped(1);
         let q = queue(
             &sim,
-            QueueConfig {
+            SimQueueConfig {
                 out_of_order: true,
                 profiling: true,
-                ..QueueConfig::default()
+                ..SimQueueConfig::default()
             },
         );
         let s = armed(&sim, 6, Placement::Host);
@@ -537,10 +537,10 @@ fn the_truth_history_forgets_only_old_finished_packets() {
     let sim = stepped(1);
     let q = queue(
         &sim,
-        QueueConfig {
+        SimQueueConfig {
             size: 8,
             truth_history: 4,
-            ..QueueConfig::default()
+            ..SimQueueConfig::default()
         },
     );
     for _ in 0..20 {
@@ -562,9 +562,9 @@ fn a_queue_failing_while_running_to_idle_releases_its_waiters() {
     // (its barrier meets a negative dependency). q1 must then see the
     // negative value and fail too, in the same run, not hang.
     let sim = stepped(1);
-    let q1 = queue(&sim, QueueConfig::default());
-    let q2 = queue(&sim, QueueConfig::default());
-    let q3 = queue(&sim, QueueConfig::default());
+    let q1 = queue(&sim, SimQueueConfig::default());
+    let q2 = queue(&sim, SimQueueConfig::default());
+    let q3 = queue(&sim, SimQueueConfig::default());
     let s = armed(&sim, 3, Placement::Device);
     sim.store_fence();
     let waiter = q1.submit(packets::barrier_and(&[s[1]], None)).unwrap();

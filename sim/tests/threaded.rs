@@ -6,7 +6,7 @@ mod common;
 
 use common::{armed, eventually};
 use sigretire_sim::{
-    AgentId, CostProfile, HostFlag, Kernel, Mode, Placement, Queue, QueueConfig, Sim, SimConfig,
+    AgentId, CostProfile, HostFlag, Kernel, Mode, Placement, Queue, Sim, SimConfig, SimQueueConfig,
     StepError, packets,
 };
 use std::time::{Duration, Instant};
@@ -44,7 +44,7 @@ fn assert_fences_waited(q: &Queue, count: u64) {
 #[test]
 fn submitted_packets_all_complete() {
     let sim = threaded(CostProfile::zero());
-    let q = sim.create_queue(QueueConfig::default()).unwrap();
+    let q = sim.create_queue(SimQueueConfig::default()).unwrap();
     let signals = armed(&sim, 1000, Placement::Device);
     for (i, &s) in signals.iter().enumerate() {
         let packet = packets::kernel(0, Some(s));
@@ -69,10 +69,10 @@ fn submitted_packets_all_complete() {
 fn out_of_order_queues_complete_everything_and_fences_still_wait() {
     let sim = threaded(CostProfile::zero());
     let q = sim
-        .create_queue(QueueConfig {
+        .create_queue(SimQueueConfig {
             out_of_order: true,
             profiling: true,
-            ..QueueConfig::default()
+            ..SimQueueConfig::default()
         })
         .unwrap();
     let short = sim.register_kernel(Kernel::Duration(Duration::from_micros(50)));
@@ -110,9 +110,9 @@ fn out_of_order_queues_really_complete_out_of_order() {
         seed: 42,
     });
     let q = sim
-        .create_queue(QueueConfig {
+        .create_queue(SimQueueConfig {
             out_of_order: true,
-            ..QueueConfig::default()
+            ..SimQueueConfig::default()
         })
         .unwrap();
     let signals = armed(&sim, 64, Placement::Host);
@@ -139,7 +139,7 @@ fn out_of_order_queues_really_complete_out_of_order() {
 #[test]
 fn a_spinning_kernel_holds_its_queue_until_the_flag_is_set() {
     let sim = threaded(CostProfile::zero());
-    let q = sim.create_queue(QueueConfig::default()).unwrap();
+    let q = sim.create_queue(SimQueueConfig::default()).unwrap();
     let flag = HostFlag::new();
     let spin = sim.register_kernel(Kernel::SpinUntil(flag.clone()));
     let s = armed(&sim, 2, Placement::Device);
@@ -162,11 +162,11 @@ fn a_spinning_kernel_holds_its_queue_until_the_flag_is_set() {
 #[test]
 fn a_cross_queue_wait_resolves_in_real_time() {
     let sim = threaded(CostProfile::zero());
-    let producer = sim.create_queue(QueueConfig::default()).unwrap();
+    let producer = sim.create_queue(SimQueueConfig::default()).unwrap();
     let consumer = sim
-        .create_queue(QueueConfig {
+        .create_queue(SimQueueConfig {
             agent: AgentId(1),
-            ..QueueConfig::default()
+            ..SimQueueConfig::default()
         })
         .unwrap();
     let flag = HostFlag::new();
@@ -191,7 +191,7 @@ fn a_cross_queue_wait_resolves_in_real_time() {
 #[test]
 fn the_mi300x_profile_delays_completion_by_launch_and_execution() {
     let sim = threaded(CostProfile::mi300x());
-    let q = sim.create_queue(QueueConfig::default()).unwrap();
+    let q = sim.create_queue(SimQueueConfig::default()).unwrap();
     let s = armed(&sim, 1, Placement::Device)[0];
     let start = Instant::now();
     q.submit(packets::kernel(0, Some(s))).unwrap();
@@ -211,9 +211,9 @@ fn the_mi300x_profile_delays_completion_by_launch_and_execution() {
 fn a_duration_kernel_runs_at_least_its_duration() {
     let sim = threaded(CostProfile::zero());
     let q = sim
-        .create_queue(QueueConfig {
+        .create_queue(SimQueueConfig {
             profiling: true,
-            ..QueueConfig::default()
+            ..SimQueueConfig::default()
         })
         .unwrap();
     let long = sim.register_kernel(Kernel::Duration(Duration::from_millis(30)));
@@ -231,7 +231,7 @@ fn a_duration_kernel_runs_at_least_its_duration() {
 #[test]
 fn stall_failure_and_step_calls_in_threaded_mode() {
     let sim = threaded(CostProfile::zero());
-    let q = sim.create_queue(QueueConfig::default()).unwrap();
+    let q = sim.create_queue(SimQueueConfig::default()).unwrap();
     assert_eq!(q.launch(), Err(StepError::WrongMode));
     assert_eq!(q.complete(0), Err(StepError::WrongMode));
     assert_eq!(q.advance_read_index(), Err(StepError::WrongMode));
@@ -260,7 +260,7 @@ fn stall_failure_and_step_calls_in_threaded_mode() {
 #[test]
 fn many_producers_share_one_queue() {
     let sim = threaded(CostProfile::zero());
-    let q = sim.create_queue(QueueConfig::default()).unwrap();
+    let q = sim.create_queue(SimQueueConfig::default()).unwrap();
     let per_thread = 200;
     let signals: Vec<Vec<sigretire_sim::Signal>> = (0..4)
         .map(|_| armed(&sim, per_thread, Placement::Device))
@@ -286,7 +286,7 @@ fn many_producers_share_one_queue() {
 #[test]
 fn run_until_idle_waits_for_the_processor() {
     let sim = threaded(CostProfile::mi300x());
-    let q = sim.create_queue(QueueConfig::default()).unwrap();
+    let q = sim.create_queue(SimQueueConfig::default()).unwrap();
     let s = armed(&sim, 10, Placement::Host);
     for &signal in &s {
         q.submit(packets::kernel(0, Some(signal))).unwrap();
@@ -299,7 +299,7 @@ fn run_until_idle_waits_for_the_processor() {
 #[test]
 fn a_packet_published_after_its_doorbell_still_runs() {
     let sim = threaded(CostProfile::zero());
-    let q = sim.create_queue(QueueConfig::default()).unwrap();
+    let q = sim.create_queue(SimQueueConfig::default()).unwrap();
     let s = armed(&sim, 1, Placement::Host)[0];
     let index = q.reserve().unwrap();
     q.ring_doorbell(index); // out of HSA order: the header is still INVALID

@@ -8,12 +8,14 @@ use sigretire_sim::hsa_sys::{
     HSA_PACKET_TYPE_AGENT_DISPATCH, HSA_PACKET_TYPE_INVALID, HSA_SIGNAL_CONDITION_EQ, PacketHeader,
     PacketWords, hsa_barrier_and_packet_t, hsa_signal_t,
 };
-use sigretire_sim::{AgentId, Placement, Queue, QueueConfig, Sim, StepError, Violation, packets};
+use sigretire_sim::{
+    AgentId, Placement, Queue, Sim, SimQueueConfig, StepError, Violation, packets,
+};
 
-fn ring_in(ring: Placement) -> QueueConfig {
-    QueueConfig {
+fn ring_in(ring: Placement) -> SimQueueConfig {
+    SimQueueConfig {
         ring,
-        ..QueueConfig::default()
+        ..SimQueueConfig::default()
     }
 }
 
@@ -134,7 +136,7 @@ fn host_memory_signals_need_neither_fence_nor_flush() {
 #[test]
 fn every_signal_a_packet_names_is_checked() {
     let sim = stepped(1);
-    let q = queue(&sim, QueueConfig::default());
+    let q = queue(&sim, SimQueueConfig::default());
     let s = sim.allocate(3, Placement::Device, AgentId(0)).unwrap();
     sim.store(s[0], 1);
     sim.store_fence();
@@ -163,7 +165,7 @@ fn every_signal_a_packet_names_is_checked() {
 #[test]
 fn re_arming_a_signal_before_its_packet_completed_is_caught() {
     let sim = stepped(1);
-    let q = queue(&sim, QueueConfig::default());
+    let q = queue(&sim, SimQueueConfig::default());
     let s = armed(&sim, 1, Placement::Device)[0];
     q.submit(packets::kernel(0, Some(s))).unwrap();
     q.launch().unwrap();
@@ -190,8 +192,8 @@ fn re_arming_a_signal_before_its_packet_completed_is_caught() {
 fn re_arming_a_signal_a_gpu_waiter_still_looks_at_is_caught() {
     let sim = stepped(1);
     let (waiter, producer) = (
-        queue(&sim, QueueConfig::default()),
-        queue(&sim, QueueConfig::default()),
+        queue(&sim, SimQueueConfig::default()),
+        queue(&sim, SimQueueConfig::default()),
     );
     let s = armed(&sim, 1, Placement::Device)[0];
     producer.submit(packets::kernel(0, Some(s))).unwrap();
@@ -222,7 +224,7 @@ fn re_arming_a_signal_a_gpu_waiter_still_looks_at_is_caught() {
 #[test]
 fn a_batched_store_is_checked_and_counted_like_single_stores() {
     let sim = stepped(1);
-    let q = queue(&sim, QueueConfig::default());
+    let q = queue(&sim, SimQueueConfig::default());
     let s = armed(&sim, 3, Placement::Device);
     q.submit(packets::kernel(0, Some(s[1]))).unwrap();
     let before = sim.counters();
@@ -291,7 +293,7 @@ fn a_handle_that_is_not_a_signal_is_reported_and_never_dereferenced() {
         mine[1].handle().handle + 64, // just past the batch
         theirs.handle().handle,       // another simulator's signal
     ] {
-        let q = queue(&sim, QueueConfig::default());
+        let q = queue(&sim, SimQueueConfig::default());
         unknown_handle_fails_the_queue(&q, &sim, handle);
     }
 }
@@ -299,11 +301,11 @@ fn a_handle_that_is_not_a_signal_is_reported_and_never_dereferenced() {
 #[test]
 fn malformed_packets_are_reported_and_fail_the_queue_on_launch() {
     let sim = stepped(1);
-    let unregistered = queue(&sim, QueueConfig::default());
+    let unregistered = queue(&sim, SimQueueConfig::default());
     unregistered.submit(packets::kernel(42, None)).unwrap();
     let mut agent_dispatch = packets::kernel(0, None);
     agent_dispatch.0[0] = u32::from(PacketHeader::new(HSA_PACKET_TYPE_AGENT_DISPATCH).bits());
-    let unsupported = queue(&sim, QueueConfig::default());
+    let unsupported = queue(&sim, SimQueueConfig::default());
     unsupported.submit(agent_dispatch).unwrap();
     let reasons: Vec<_> = sim
         .violations()
@@ -326,7 +328,7 @@ fn malformed_packets_are_reported_and_fail_the_queue_on_launch() {
 #[test]
 fn writes_to_slots_the_producer_does_not_own_are_ignored_and_reported() {
     let sim = stepped(1);
-    let q = queue(&sim, QueueConfig::default());
+    let q = queue(&sim, SimQueueConfig::default());
     q.write(0, packets::kernel(0, None)); // not reserved
     let index = q.reserve().unwrap();
     let mut invalid = packets::kernel(0, None);

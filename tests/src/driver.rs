@@ -14,7 +14,7 @@ use crate::setup::{QUEUE_SIZE, Setup, TRUTH_HISTORY};
 use sigretire_baseline::BaselineTracker;
 use sigretire_sim::backend::SimMemory;
 use sigretire_sim::hsa_sys::hsa_signal_t;
-use sigretire_sim::{AgentId, Placement as RingPlacement, Queue, QueueConfig, Sim, SimConfig};
+use sigretire_sim::{AgentId, Placement as RingPlacement, Queue, Sim, SimConfig, SimQueueConfig};
 use sigretire_tracker::{
     AcquireError, Config, CreateError, ForeignTicket, Generation, PinError, Purpose, Request,
     RetiringTracker, Status, Ticket, TimestampsError, Tracker, WaitError, WaitPolicy, Work,
@@ -1635,7 +1635,7 @@ impl<T: SimTracker> Driver<T> {
 /// system memory (device-memory signals need an HDP flush before it reads
 /// them).
 fn create_copy_engine(sim: &Sim, agent: AgentId) -> Queue {
-    sim.create_queue(QueueConfig {
+    sim.create_queue(SimQueueConfig {
         agent,
         size: QUEUE_SIZE,
         ring: RingPlacement::Host,
@@ -1647,7 +1647,7 @@ fn create_copy_engine(sim: &Sim, agent: AgentId) -> Queue {
 }
 
 fn create_queue(sim: &Sim, setup: &Setup, agent: AgentId, ring: RingPlacement) -> Queue {
-    sim.create_queue(QueueConfig {
+    sim.create_queue(SimQueueConfig {
         agent,
         size: QUEUE_SIZE,
         ring,

@@ -151,7 +151,8 @@ fn no_heap_allocation_per_use_after_warm_up<B: Backend>() {
 }
 
 /// Through the queue layer, completions on the calling thread: a runtime's
-/// loop of launches with an event recorded and synchronized every 16, and a
+/// loop of launches with an event recorded and synchronized every 16 (a
+/// new one, and one event recorded again, with a clone of it), and a
 /// stream synchronize a few launches after each fourth event (a small
 /// pending batch: a marker the calling thread waits for, or none if the GPU
 /// is already done), on the threaded simulator. Its processor thread plays
@@ -161,9 +162,9 @@ fn no_heap_allocation_per_use_after_warm_up<B: Backend>() {
 #[test]
 fn no_heap_allocation_per_launch_through_the_queue_layer_after_warm_up() {
     use sigretire_queue::sim::{CostProfile, SimPlatform, engine};
-    use sigretire_queue::{DeviceConfig, QueueConfig};
+    use sigretire_queue::{DeviceConfig, Event, EventFlags, QueueConfig};
     let platform =
-        SimPlatform::threaded(CostProfile::zero()).with_queue_config(engine::QueueConfig {
+        SimPlatform::threaded(CostProfile::zero()).with_sim_queue_config(engine::SimQueueConfig {
             truth_history: 1024,
             ..Default::default()
         });
@@ -171,14 +172,23 @@ fn no_heap_allocation_per_launch_through_the_queue_layer_after_warm_up() {
         .device(DeviceConfig::default(), QueueConfig::default())
         .unwrap();
     let queue = device.default_queue();
-    let run = |launches: usize| {
+    // An event created once and recorded again every 16 launches, with a
+    // clone taken of each recording.
+    let mut reused = counted(|| Event::new(&device, EventFlags::default()));
+    let mut run = |launches: usize| {
         for i in 0..launches {
-            let command = counted(|| queue.launch(0)).unwrap();
+            let command = counted(|| queue.launch_empty()).unwrap();
             counted(|| drop(command));
             if i % 16 == 15 {
                 let event = counted(|| queue.record_event()).unwrap();
                 counted(|| event.synchronize()).unwrap();
                 counted(|| drop(event));
+            }
+            if i % 16 == 7 {
+                counted(|| queue.record(&mut reused)).unwrap();
+                let copy = counted(|| reused.clone());
+                counted(|| copy.synchronize()).unwrap();
+                counted(|| drop(copy));
             }
             if i % 64 == 3 {
                 counted(|| queue.synchronize()).unwrap();
@@ -212,7 +222,7 @@ fn no_heap_allocation_per_launch_when_batches_complete_on_the_completion_thread(
     use sigretire_queue::sim::{SimPlatform, engine};
     use sigretire_queue::{BatchLimits, DeviceConfig, QueueConfig};
     // A small ground-truth window, as above.
-    let platform = SimPlatform::stepped().with_queue_config(engine::QueueConfig {
+    let platform = SimPlatform::stepped().with_sim_queue_config(engine::SimQueueConfig {
         truth_history: 1024,
         ..Default::default()
     });
@@ -229,7 +239,7 @@ fn no_heap_allocation_per_launch_when_batches_complete_on_the_completion_thread(
     const ROUND: usize = 128;
     let round = || {
         for _ in 0..ROUND {
-            drop(counted(|| queue.launch(0)).unwrap());
+            drop(counted(|| queue.launch_empty()).unwrap());
         }
         platform.sim().run_until_idle();
         // The completion thread finishes the closed batches (not counted:

@@ -6,18 +6,18 @@
 
 use sigretire_baseline::BaselineTracker;
 use sigretire_sim::backend::{SimMemory, submit_barrier, submit_kernel};
-use sigretire_sim::{Placement as RingPlacement, Queue, QueueConfig, Sim, SimConfig};
+use sigretire_sim::{Placement as RingPlacement, Queue, Sim, SimConfig, SimQueueConfig};
 use sigretire_tracker::{
     Config, CreateError as TrackerError, Request, RetiringTracker, Status, Ticket, Tracker,
 };
 use std::sync::Arc;
 
 fn queue_on(sim: &Sim, ring: RingPlacement) -> Queue {
-    sim.create_queue(QueueConfig {
+    sim.create_queue(SimQueueConfig {
         size: 256,
         ring,
         profiling: true,
-        ..QueueConfig::default()
+        ..SimQueueConfig::default()
     })
     .unwrap()
 }

@@ -6,7 +6,7 @@
 
 use sigretire_baseline::BaselineTracker;
 use sigretire_sim::backend::{SimMemory, submit_barrier};
-use sigretire_sim::{Queue, QueueConfig, Sim, SimConfig};
+use sigretire_sim::{Queue, Sim, SimConfig, SimQueueConfig};
 use sigretire_tracker::{
     Acquired, Config, CreateError, Generation, Placement, PublishError, Request, RetiringTracker,
     Status, Tracker, Work, backend::HardwareQueue,
@@ -32,9 +32,9 @@ fn baseline(
 }
 
 fn queue_on(sim: &Sim) -> Queue {
-    sim.create_queue(QueueConfig {
+    sim.create_queue(SimQueueConfig {
         size: 256,
-        ..QueueConfig::default()
+        ..SimQueueConfig::default()
     })
     .unwrap()
 }

@@ -108,9 +108,9 @@ where
 {
     let (_other_sim, other_queue) = sigretire_sim::backend::stepped_queue();
     let producer_queue = sim
-        .create_queue(sigretire_sim::QueueConfig {
+        .create_queue(sigretire_sim::SimQueueConfig {
             size: 64,
-            ..sigretire_sim::QueueConfig::default()
+            ..sigretire_sim::SimQueueConfig::default()
         })
         .unwrap();
     let memory = Arc::new(SimMemory::new(sim.clone(), producer_queue.agent()));
@@ -199,9 +199,9 @@ where
 {
     let (sim, consumer_queue, memory, config) = stepped(4, 1);
     let producer_queue = sim
-        .create_queue(sigretire_sim::QueueConfig {
+        .create_queue(sigretire_sim::SimQueueConfig {
             size: 64,
-            ..sigretire_sim::QueueConfig::default()
+            ..sigretire_sim::SimQueueConfig::default()
         })
         .unwrap();
     let mut producer = Retiring::new(memory.clone(), producer_queue.clone(), config).unwrap();

@@ -7,7 +7,7 @@
 //! end every signal must be accounted for.
 
 use sigretire_sim::backend::{SimMemory, submit_kernel, submit_wait};
-use sigretire_sim::{CostProfile, Mode, Queue, QueueConfig, Sim, SimConfig};
+use sigretire_sim::{CostProfile, Mode, Queue, Sim, SimConfig, SimQueueConfig};
 use sigretire_tracker::AcquireError;
 use sigretire_tracker::{
     Config, Placement, Purpose, Request, RetiringTracker, SignalRef, Status, Ticket, Tracker,
@@ -199,10 +199,10 @@ fn four_threads_over_twelve_queues_keep_moving_and_lose_no_signal() {
         (0..QUEUES)
             .map(|_| {
                 let queue = sim
-                    .create_queue(QueueConfig {
+                    .create_queue(SimQueueConfig {
                         size: 1 << 12,
                         truth_history: 1 << 20,
-                        ..QueueConfig::default()
+                        ..SimQueueConfig::default()
                     })
                     .unwrap();
                 let memory = Arc::new(SimMemory::new(sim.clone(), queue.agent()));

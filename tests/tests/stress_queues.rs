@@ -352,7 +352,7 @@ impl<'w> Worker<'w> {
 
     /// An event reported complete: true, and its stamps match the truth.
     fn event_complete(&mut self, shared: &Shared, what: &str) -> Checked {
-        let truth = self.truly_complete(shared.queue, shared.event.aql_index(), what)?;
+        let truth = self.truly_complete(shared.queue, shared.event.aql_index().unwrap(), what)?;
         let stamps = shared
             .event
             .timestamps()
@@ -408,13 +408,12 @@ impl<'w> Worker<'w> {
     }
 
     fn launch(&mut self, q: usize) -> Checked {
-        let kernel = match self.rng.below(2) {
-            0 => 0,
-            _ => self.world.kernels[self.rng.below(3)],
-        };
-        let command = self.world.queues[q]
-            .launch(kernel)
-            .map_err(|e| e.to_string())?;
+        let queue = &self.world.queues[q];
+        let command = match self.rng.below(2) {
+            0 => queue.launch_empty(),
+            _ => queue.launch(self.world.kernels[self.rng.below(3)]),
+        }
+        .map_err(|e| e.to_string())?;
         if self.rng.below(8) == 0 {
             // Wait for this command alone (no queue synchronize).
             command.wait().map_err(|e| format!("command wait: {e}"))?;
@@ -474,7 +473,7 @@ impl<'w> Worker<'w> {
                     return Err(format!(
                         "own event (queue {}, AQL index {}) was complete and now reads pending: its signal was re-armed while held",
                         shared.queue,
-                        shared.event.aql_index()
+                        shared.event.aql_index().unwrap()
                     ));
                 }
                 Status::Pending => {}
@@ -501,7 +500,7 @@ impl<'w> Worker<'w> {
             if after_done || waits_done {
                 self.truly_complete(
                     producer.queue,
-                    producer.event.aql_index(),
+                    producer.event.aql_index().unwrap(),
                     &format!("the producer of a completed wait on queue {consumer}"),
                 )?;
             }
@@ -550,7 +549,7 @@ impl<'w> Worker<'w> {
                 status => {
                     return Err(format!(
                         "after synchronize, an event recorded before it (AQL index {}) queries {status:?}",
-                        shared.event.aql_index()
+                        shared.event.aql_index().unwrap()
                     ));
                 }
             }
@@ -588,7 +587,7 @@ impl<'w> Worker<'w> {
             queue.wait_event(&producer.event)
         }
         .map_err(|e| e.to_string())?;
-        let after = queue.launch(0).map_err(|e| e.to_string())?;
+        let after = queue.launch_empty().map_err(|e| e.to_string())?;
         if wait.dependencies() + wait.elided() != 1 {
             return Err(format!("one event, but {wait:?}"));
         }
@@ -597,7 +596,7 @@ impl<'w> Worker<'w> {
             self.tally.elided += 1;
             self.truly_complete(
                 producer.queue,
-                producer.event.aql_index(),
+                producer.event.aql_index().unwrap(),
                 "an event a wait elided as complete",
             )?;
         } else {
@@ -797,12 +796,13 @@ fn four_threads_over_twelve_queues_of_the_queue_layer_keep_moving_and_lose_no_si
     } else {
         "mi300x"
     };
-    let platform = SimPlatform::threaded(profile).with_queue_config(sigretire_sim::QueueConfig {
-        size: QUEUE_SIZE,
-        profiling: true,
-        truth_history: 1 << 15,
-        ..sigretire_sim::QueueConfig::default()
-    });
+    let platform =
+        SimPlatform::threaded(profile).with_sim_queue_config(sigretire_sim::SimQueueConfig {
+            size: QUEUE_SIZE,
+            profiling: true,
+            truth_history: 1 << 15,
+            ..sigretire_sim::SimQueueConfig::default()
+        });
     let device = platform
         .clone()
         .with_tracker_config(tracker_config(0))

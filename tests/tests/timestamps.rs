@@ -258,10 +258,10 @@ fn unprofiled() -> (
 ) {
     let (sim, _) = sim_backend::stepped_queue();
     let queue = sim
-        .create_queue(sigretire_sim::QueueConfig {
+        .create_queue(sigretire_sim::SimQueueConfig {
             size: 1024,
             profiling: false,
-            ..sigretire_sim::QueueConfig::default()
+            ..sigretire_sim::SimQueueConfig::default()
         })
         .unwrap();
     let memory = std::sync::Arc::new(sim_backend::SimMemory::new(sim.clone(), queue.agent()));

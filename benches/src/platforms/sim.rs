@@ -7,7 +7,7 @@ use crate::platform::Platform;
 use sigretire_baseline::sim::SimBaseline;
 use sigretire_queue::sim::{SimPlatform, SimTracker};
 use sigretire_sim::{
-    CostProfile, Kernel, Mode, Placement as RingPlacement, QueueConfig, Sim, SimConfig,
+    CostProfile, Kernel, Mode, Placement as RingPlacement, Sim, SimConfig, SimQueueConfig,
 };
 use sigretire_tracker::{Config, Placement};
 use std::time::Duration;
@@ -40,19 +40,19 @@ impl SimBench {
 
     /// The hardware queues this backend's trackers run on: 4096 packets,
     /// ring in device memory, profiled.
-    pub fn queue_config() -> QueueConfig {
-        QueueConfig {
+    pub fn queue_config() -> SimQueueConfig {
+        SimQueueConfig {
             ring: RingPlacement::Device,
             profiling: true,
             size: 4096,
-            ..QueueConfig::default()
+            ..SimQueueConfig::default()
         }
     }
 
     fn platform(&self, config: Config) -> SimPlatform {
         SimPlatform::new(self.sim.clone())
             .with_tracker_config(config)
-            .with_queue_config(Self::queue_config())
+            .with_sim_queue_config(Self::queue_config())
     }
 }
 
@@ -99,7 +99,7 @@ impl Platform for SimBench {
         let platform = self.platform(config);
         let queue = platform
             .sim()
-            .create_queue(platform.queue_config())
+            .create_queue(platform.sim_queue_config())
             .map_err(|e| e.to_string())?;
         sigretire_baseline::sim::on(platform.sim(), queue, platform.tracker_config())
             .map(|(tracker, _)| tracker)

@@ -1,7 +1,8 @@
 // The body of the crate-level example: shared by the crate docs, this
 // example and tests/outside-user, so the three cannot drift apart.
 use sigretire_queue::sim::SimPlatform;
-use sigretire_queue::{CommandStatus, DeviceConfig, QueueConfig, Status};
+use sigretire_queue::tracker::Status;
+use sigretire_queue::{CommandStatus, DeviceConfig, QueueConfig};
 
 fn main() -> Result<(), sigretire_queue::Error> {
     let platform = SimPlatform::stepped();
@@ -9,11 +10,11 @@ fn main() -> Result<(), sigretire_queue::Error> {
     let producer = platform.create_queue(&device, QueueConfig::default())?;
     let consumer = device.default_queue();
 
-    let work = producer.launch(0)?;
+    let work = producer.launch_empty()?;
     let done = producer.record_event()?;
     let wait = consumer.wait_event(&done)?; // a barrier-AND on the consumer, pinned
     assert_eq!(wait.dependencies(), 1);
-    let after = consumer.launch(0)?;
+    let after = consumer.launch_empty()?;
 
     // Synchronize the consumer while the (stepped) GPU runs.
     platform.run_while(|| consumer.synchronize())?;

@@ -33,7 +33,7 @@ pub type SimBaselineTracker = sigretire_baseline::sim::SimBaseline;
 pub fn baseline_tracker(platform: &SimPlatform) -> SimBaselineTracker {
     let queue = platform
         .sim()
-        .create_queue(platform.queue_config())
+        .create_queue(platform.sim_queue_config())
         .unwrap();
     sigretire_baseline::sim::on(platform.sim(), queue, platform.tracker_config())
         .unwrap()

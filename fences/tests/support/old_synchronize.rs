@@ -39,7 +39,7 @@ impl OldSynchronize {
         if queue.query()? == Status::Complete {
             return Ok(queue.synchronize()?);
         }
-        let marker = queue.record_event()?.ticket();
+        let marker = queue.record_event()?.ticket().expect("a recorded event");
         let config = queue.config();
         // The tracker's waiter publishes nothing, so it cannot sleep on a
         // wake packet: it polls as the queue's policy says.

@@ -16,7 +16,7 @@ use crate::abi::{Config, StepStatus};
 use crate::violation::Violations;
 use hsa_sys::*;
 use parking_lot::{Mutex, RwLock};
-use sigretire_sim::{Placement, QueueConfig, Sim, StepError};
+use sigretire_sim::{Placement, Sim, SimQueueConfig, StepError};
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::ptr::NonNull;
@@ -45,7 +45,7 @@ pub(crate) struct QueueAdapter {
     ring: NonNull<AqlSlot>,
     doorbell: NonNull<amd_signal_t>,
     profiling: AtomicBool,
-    sim_config: QueueConfig,
+    sim_config: SimQueueConfig,
     sim_queue: OnceLock<sigretire_sim::Queue>,
     fetch: Mutex<Fetch>,
     callback: QueueCallback,
@@ -106,7 +106,7 @@ impl QueueAdapter {
             ring,
             doorbell,
             profiling: AtomicBool::new(false),
-            sim_config: QueueConfig {
+            sim_config: SimQueueConfig {
                 agent: sigretire_sim::AgentId(gpu),
                 size,
                 ring: if config.ring_in_device_memory {
@@ -179,7 +179,7 @@ impl QueueAdapter {
     /// profiling setting of that moment (the simulator cannot switch it).
     pub(crate) fn sim_queue(&self, sim: &Sim) -> &sigretire_sim::Queue {
         self.sim_queue.get_or_init(|| {
-            let config = QueueConfig {
+            let config = SimQueueConfig {
                 profiling: self.profiling.load(Ordering::Acquire),
                 ..self.sim_config
             };

@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)] // each test binary uses a subset
 
-use sigretire_sim::{AgentId, Placement, Queue, QueueConfig, Signal, Sim, SimConfig};
+use sigretire_sim::{AgentId, Placement, Queue, Signal, Sim, SimConfig, SimQueueConfig};
 use std::time::{Duration, Instant};
 
 /// A stepped, zero-cost simulator with `agents` agents.
@@ -13,7 +13,7 @@ pub fn stepped(agents: u32) -> Sim {
 }
 
 /// A queue of `sim` with `config`.
-pub fn queue(sim: &Sim, config: QueueConfig) -> Queue {
+pub fn queue(sim: &Sim, config: SimQueueConfig) -> Queue {
     sim.create_queue(config).expect("valid queue config")
 }
 

@@ -891,7 +891,7 @@ impl<G: Gpu> QueueDriver<G> {
         let hw = self.streams[s].model.current();
         let from = self.ledger.write_index(hw);
         let result = match kernel {
-            KernelChoice::Empty => queue.launch(self.gpu.empty_kernel()),
+            KernelChoice::Empty => queue.launch_empty(),
             KernelChoice::Gated => {
                 self.coverage.gated_launches += 1;
                 let gate = self.gate();
@@ -1013,7 +1013,7 @@ impl<G: Gpu> QueueDriver<G> {
         self.note_published(s, hw, from);
         match result {
             Ok(event) => {
-                let own = (hw, event.aql_index());
+                let own = (hw, event.aql_index().expect("a recorded event"));
                 required.add(hw, own.1..own.1 + 1);
                 self.events.push(EventSlot {
                     timed: event.is_timed(),
@@ -2061,7 +2061,7 @@ impl<G: Gpu> QueueDriver<G> {
             }
             let hw = self.streams[s].model.current();
             let from = self.ledger.write_index(hw);
-            let result = handle.launch(self.gpu.empty_kernel());
+            let result = handle.launch_empty();
             self.note_published(s, hw, from);
             if let Err(error) = result {
                 return broke(

@@ -7,7 +7,7 @@
 
 use crate::check::Check;
 use sigretire_sim::backend::SimMemory;
-use sigretire_sim::{CostProfile, HostFlag, Kernel, Mode, Queue, QueueConfig, Sim, SimConfig};
+use sigretire_sim::{CostProfile, HostFlag, Kernel, Mode, Queue, Sim, SimConfig, SimQueueConfig};
 use sigretire_tracker::backend::{HardwareQueue, SignalMemory};
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -126,7 +126,7 @@ pub trait Gpu: Clone + Send + Sync + 'static {
 #[derive(Clone, Debug)]
 pub struct SimGpu {
     sim: Sim,
-    queue_config: QueueConfig,
+    queue_config: SimQueueConfig,
 }
 
 impl SimGpu {
@@ -149,12 +149,12 @@ impl Gpu for SimGpu {
                 profile: CostProfile::zero(),
                 ..SimConfig::default()
             }),
-            queue_config: QueueConfig {
+            queue_config: SimQueueConfig {
                 size: 1 << 12,
                 profiling: true,
                 out_of_order,
                 truth_history: 1 << 14,
-                ..QueueConfig::default()
+                ..SimQueueConfig::default()
             },
         }
     }

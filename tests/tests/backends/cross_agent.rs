@@ -228,7 +228,7 @@ fn spin_round<B: Backend>(gpus: &mut TwoGpus<B>, round: usize, threaded: bool, w
         "round {round}: GPU 0 is pending, so GPU 1 gets one barrier on one signal"
     );
     gpus.look("agent 1 published its wait");
-    let work = gpus.consumer().launch(gpus.gpu().empty_kernel()).unwrap();
+    let work = gpus.consumer().launch_empty().unwrap();
     gpus.look("agent 1 published its kernel");
 
     let hw0 = Platform::<B>::hardware(gpus.producer());
@@ -265,7 +265,7 @@ fn spin_round<B: Backend>(gpus: &mut TwoGpus<B>, round: usize, threaded: bool, w
     release();
     gpus.run_while(|| work.wait()).unwrap();
     assert_eq!(event.query(), Status::Complete);
-    let produced = gpus.gpu().truth(&hw0, event.aql_index()).unwrap();
+    let produced = gpus.gpu().truth(&hw0, event.aql_index().unwrap()).unwrap();
     let passed = gpus.gpu().truth(&hw1, barrier).unwrap();
     let ran = gpus.gpu().truth(&hw1, work.aql_index()).unwrap();
     assert!(produced.completed && passed.completed && ran.completed);
@@ -358,7 +358,6 @@ fn agent_one_waits_on_recycled_device_signals_of_agent_zero_only_once_fenced<B: 
     };
     let mut gpus = TwoGpus::<B>::new(false, config);
     let watchdog = Watchdog::start(NO_PROGRESS, || {});
-    let kernel = gpus.gpu().empty_kernel();
     let hw0 = Platform::<B>::hardware(gpus.producer());
     let hw1 = Platform::<B>::hardware(gpus.consumer());
     let mut signals_waited_on = BTreeSet::new();
@@ -367,7 +366,7 @@ fn agent_one_waits_on_recycled_device_signals_of_agent_zero_only_once_fenced<B: 
         // Every fourth round GPU 1 waits on three events of GPU 0 at once.
         let events: Vec<_> = (0..if round % 4 == 3 { 3 } else { 1 })
             .map(|_| {
-                gpus.producer().launch(kernel).unwrap();
+                gpus.producer().launch_empty().unwrap();
                 gpus.producer().record_event().unwrap()
             })
             .collect();
@@ -381,13 +380,13 @@ fn agent_one_waits_on_recycled_device_signals_of_agent_zero_only_once_fenced<B: 
         );
         waits += wait.dependencies();
         gpus.look("agent 1 published its wait");
-        let work = gpus.consumer().launch(kernel).unwrap();
+        let work = gpus.consumer().launch_empty().unwrap();
         gpus.look("agent 1 published its kernel");
         gpus.run_while(|| work.wait()).unwrap();
 
         let ran = gpus.gpu().truth(&hw1, work.aql_index()).unwrap();
         for event in &events {
-            let produced = gpus.gpu().truth(&hw0, event.aql_index()).unwrap();
+            let produced = gpus.gpu().truth(&hw0, event.aql_index().unwrap()).unwrap();
             signals_waited_on.insert(produced.completion);
             assert_eq!(
                 gpus.producer_placement(produced.completion),
@@ -467,12 +466,11 @@ fn agent_zeros_signal_stays_pinned_while_agent_one_lags_behind<B: Backend>() {
         ..Config::default()
     };
     let mut gpus = TwoGpus::<B>::new(false, config);
-    let kernel = gpus.gpu().empty_kernel();
     let hw0 = Platform::<B>::hardware(gpus.producer());
     let hw1 = Platform::<B>::hardware(gpus.consumer());
     for round in 0..ROUNDS {
-        let ahead = gpus.consumer().launch(kernel).unwrap();
-        gpus.producer().launch(kernel).unwrap();
+        let ahead = gpus.consumer().launch_empty().unwrap();
+        gpus.producer().launch_empty().unwrap();
         let event = gpus.producer().record_event().unwrap();
         let wait = gpus.consumer().wait_event(&event).unwrap();
         assert_eq!(wait.dependencies(), 1, "round {round}: GPU 0 has not run");
@@ -480,7 +478,12 @@ fn agent_zeros_signal_stays_pinned_while_agent_one_lags_behind<B: Backend>() {
         gpus.look("agent 1 published its wait");
         // GPU 0 finishes; GPU 1 runs only its work ahead of the barrier.
         gpus.gpu().run(&hw0);
-        assert!(gpus.gpu().truth(&hw0, event.aql_index()).unwrap().completed);
+        assert!(
+            gpus.gpu()
+                .truth(&hw0, event.aql_index().unwrap())
+                .unwrap()
+                .completed
+        );
         drop(event);
         assert_eq!(gpus.gpu().launch(&hw1), Ok(ahead.aql_index()));
         gpus.gpu().complete(&hw1, ahead.aql_index()).unwrap();
@@ -498,7 +501,7 @@ fn agent_zeros_signal_stays_pinned_while_agent_one_lags_behind<B: Backend>() {
             "round {round}: GPU 1 retired its work ahead of the barrier"
         );
         for _ in 0..CHURN {
-            gpus.producer().launch(kernel).unwrap();
+            gpus.producer().launch_empty().unwrap();
             gpus.gpu().run(&hw0);
             gpus.producer().with_tracker(|t| t.poll());
         }
@@ -556,15 +559,15 @@ fn elapsed_time_between_events_of_two_agents_is_refused<B: Backend>() {
 /// fences at all.)
 #[test]
 fn the_simulator_sees_a_peer_read_an_unfenced_rearm() {
-    use sigretire_sim::{AgentId, QueueConfig, Sim, SimConfig, Violation, packets};
+    use sigretire_sim::{AgentId, Sim, SimConfig, SimQueueConfig, Violation, packets};
     let sim = Sim::new(SimConfig {
         agents: 2,
         ..SimConfig::default()
     });
     let on = |agent| {
-        sim.create_queue(QueueConfig {
+        sim.create_queue(SimQueueConfig {
             agent: AgentId(agent),
-            ..QueueConfig::default()
+            ..SimQueueConfig::default()
         })
         .unwrap()
     };

@@ -95,7 +95,7 @@ mod sim_only {
         let copy_engine = rig
             .gpu
             .sim
-            .create_queue(sigretire_sim::QueueConfig {
+            .create_queue(sigretire_sim::SimQueueConfig {
                 ring: sigretire_sim::Placement::Host,
                 ..rig.gpu.queue_config
             })

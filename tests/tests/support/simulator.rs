@@ -5,7 +5,7 @@
 use super::{Backend, Executed, Machine, Refused, Release, Truth, Violation};
 use sigretire_scenarios::check::Check;
 use sigretire_sim::backend::SimMemory;
-use sigretire_sim::{CostProfile, Mode, Queue, QueueConfig, Sim, SimConfig, StepError};
+use sigretire_sim::{CostProfile, Mode, Queue, Sim, SimConfig, SimQueueConfig, StepError};
 use sigretire_tracker::Placement;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +15,7 @@ use std::time::Duration;
 #[derive(Clone, Debug)]
 pub struct Simulator {
     pub sim: Sim,
-    pub queue_config: QueueConfig,
+    pub queue_config: SimQueueConfig,
 }
 
 const fn to_sim(placement: Placement) -> sigretire_sim::Placement {
@@ -51,19 +51,19 @@ impl Backend for Simulator {
                 profile: CostProfile::zero(),
                 ..SimConfig::default()
             }),
-            queue_config: QueueConfig {
+            queue_config: SimQueueConfig {
                 size: 1 << 14,
                 profiling: true,
                 ring: to_sim(machine.ring),
                 out_of_order: machine.out_of_order,
                 truth_history: usize::try_from(machine.truth_history).unwrap(),
-                ..QueueConfig::default()
+                ..SimQueueConfig::default()
             },
         }
     }
 
     fn queue_on(&self, gpu: u32) -> Queue {
-        let config = QueueConfig {
+        let config = SimQueueConfig {
             agent: sigretire_sim::AgentId(gpu),
             ..self.queue_config
         };
