@@ -22,7 +22,11 @@
 //!   waits return early without completion and nobody hangs.
 //!
 //! It is generic over any [`Tracker`] whose queue is a [`HardwareQueue`]
-//! ([`QueueTracker`]). Everything its API names is re-exported here: the
+//! ([`QueueTracker`]). Each backend names the types for its tracker, so a
+//! runtime never writes the parameter: `sim::Device`, `sim::HostQueue`,
+//! `sim::Event` and `sim::Command` here, and the same names in
+//! `sigretire_cuda::queue` and `sigretire_hsa::queue` (their `queue`
+//! features). Everything its API names is re-exported here: the
 //! tracker's types at the crate root and the whole tracker crate as
 //! [`tracker`]; with the `sim` feature, [`sim`] builds devices on the
 //! simulator and re-exports it. One dependency is enough:
