@@ -6,11 +6,9 @@ use crate::registry::{self, Kind};
 use crate::status::*;
 use crate::tracker::{Backend, build, give, require_backend, sigretire_tracker, tracker_ref};
 use crate::types::*;
-use ::sigretire_tracker::{
-    Work,
-    backend::{HardwareQueue, Publication},
-};
-use sigretire_hsa::{AdoptOptions, AqlQueue, Device, Error, Runtime, SignalPool};
+use ::sigretire_tracker::Work;
+use ::sigretire_tracker::backend::{HardwareQueue, Publication};
+use sigretire_hsa::{AdoptOptions, Agent, AqlQueue, Error, Runtime, SignalPool};
 use std::ffi::{CStr, c_char, c_void};
 use std::sync::Arc;
 
@@ -291,7 +289,7 @@ pub unsafe extern "C" fn sigretire_rocr_tracker_adopt(
 }
 
 /// `AqlQueue::adopt` with the caller's word for the queue.
-fn adopt(device: &Device, queue: *mut c_void, options: AdoptOptions) -> Outcome<AqlQueue> {
+fn adopt(device: &Agent, queue: *mut c_void, options: AdoptOptions) -> Outcome<AqlQueue> {
     // SAFETY: the C caller's contract (sigretire_rocr_tracker_adopt's and
     // sigretire_rocr_note_queue_change's `# Safety`): a live queue of this
     // device's agent, made by this runtime, kept live while the tracker

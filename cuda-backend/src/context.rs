@@ -6,7 +6,7 @@
 //! hold a clone of that `Arc`, so the context (and with it every pinned
 //! allocation a stream may still write) lives until the last of them is
 //! gone. This module names none of them: what builds a queue or a tracker
-//! on a context lives with the queue (`queue.rs`) and the trackers
+//! on a context lives with the queue (`hardware_queue.rs`) and the trackers
 //! (`trackers.rs`), in `impl CudaContext` blocks of their own. It uses the device's *primary* context, the one the
 //! CUDA runtime uses, so native CUDA code in the same process (a
 //! benchmark's baseline, a HIP-like runtime) shares it.
@@ -19,7 +19,7 @@
 use crate::device::{DeviceInfo, device_handle};
 use crate::drain::{DRAIN_TIMEOUT, Drains};
 use crate::driver::initialize;
-use crate::error::{Result, check};
+use crate::error::{Error, Result, check};
 use crate::kernel::{KernelHandle, KernelLaunch, Kernels, Registry};
 use crate::pinned::{Arena, Pinned};
 use crate::wake::{WakeStats, Wakes};
@@ -131,6 +131,49 @@ impl CudaContext {
             wakes: Wakes::default(),
             undrained: AtomicBool::new(false),
         }))
+    }
+
+    /// This library's context on the device of cudarc's `context`, for a
+    /// runtime built on cudarc: the same primary context (cudarc's
+    /// `CudaContext::new` retains it too), so cudarc's streams, events and
+    /// allocations and this context's queues and signals are of one
+    /// context. Checked, not assumed: a cudarc context that is not its
+    /// device's primary one is refused.
+    ///
+    /// Errors: those of [`new`](Self::new) for cudarc's ordinal, and
+    /// [`ForeignContext`](crate::Error::ForeignContext) for a context of
+    /// cudarc's `new_non_primary`, `new_cig` or `from_raw_context`.
+    ///
+    /// ```
+    /// use sigretire_cuda::{CudaContext, Error};
+    ///
+    /// // cudarc panics where there is no driver: ask first.
+    /// if !sigretire_cuda::library_present() {
+    ///     return Ok(()); // no driver here
+    /// }
+    /// let Ok(runtime) = cudarc::driver::CudaContext::new(0) else {
+    ///     return Ok(()); // no device here
+    /// };
+    /// let context = CudaContext::from_cudarc(&runtime)?;
+    /// assert_eq!(context.as_raw(), runtime.cu_ctx());
+    /// assert_eq!(context.info().ordinal, 0);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn from_cudarc(context: &Arc<cudarc::driver::CudaContext>) -> Result<Arc<Self>> {
+        // An ordinal past u32 is no device the driver has: `new` says so.
+        let ordinal = u32::try_from(context.ordinal()).unwrap_or(u32::MAX);
+        let ours = Self::new(ordinal)?;
+        if !context.is_primary()
+            || context.cu_ctx() != ours.raw
+            || context.cu_device() != ours.device
+        {
+            return Err(Error::ForeignContext {
+                ordinal,
+                cudarc_context: context.cu_ctx() as usize,
+                primary: ours.raw as usize,
+            });
+        }
+        Ok(ours)
     }
 
     /// The device's name, capabilities and driver version.

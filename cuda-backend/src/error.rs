@@ -125,6 +125,26 @@ pub enum Error {
         context: usize,
     },
 
+    /// The cudarc context handed to
+    /// [`CudaContext::from_cudarc`](crate::CudaContext::from_cudarc) is not
+    /// its device's primary context (cudarc's `new_non_primary`, `new_cig`
+    /// or `from_raw_context`): this library works in the primary context,
+    /// and a stream of another context cannot be driven through it.
+    #[error(
+        "cudarc's context {cudarc_context:#x} is not CUDA device {ordinal}'s primary context \
+         ({primary:#x}), which this library works in: make it with cudarc's \
+         CudaContext::new (the primary context), not new_non_primary, new_cig or \
+         from_raw_context"
+    )]
+    ForeignContext {
+        /// The device's ordinal.
+        ordinal: u32,
+        /// cudarc's context (`cu_ctx`), as an address.
+        cudarc_context: usize,
+        /// The device's primary context, as an address.
+        primary: usize,
+    },
+
     /// An adopted stream is being captured into a CUDA graph
     /// (`cuStreamIsCapturing`). The library's completion writes would be
     /// captured instead of run, so no completion would ever land (and a
@@ -366,6 +386,19 @@ mod tests {
             "{foreign}"
         );
         assert!(foreign.contains("primary context"));
+        let context = Error::ForeignContext {
+            ordinal: 1,
+            cudarc_context: 0x3000,
+            primary: 0x4000,
+        }
+        .to_string();
+        assert!(
+            context.contains("0x3000")
+                && context.contains("0x4000")
+                && context.contains("device 1"),
+            "{context}"
+        );
+        assert!(context.contains("CudaContext::new"), "{context}");
         assert!(
             Error::StreamCapturing
                 .to_string()

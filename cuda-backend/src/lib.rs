@@ -54,7 +54,9 @@
 //!
 //! A CUDA runtime that launches its own work (its kernels, cuBLAS, copies)
 //! keeps its own stream and adopts it ([`CudaContext::adopt_stream`],
-//! [`CudaContext::adopt_cudarc_stream`]): it publishes a
+//! [`CudaContext::adopt_cudarc_stream`]; a runtime on cudarc builds this
+//! library's context from its own with [`CudaContext::from_cudarc`]): it
+//! publishes a
 //! [`Work::Marker`](sigretire_tracker::Work::Marker) after its launches, and
 //! the library gives it completion, events and synchronize on that stream,
 //! never destroying it.
@@ -86,11 +88,20 @@
 //! [`SignalMemory`](sigretire_tracker::backend::SignalMemory) implementation), `ops`
 //! (the memory operations a publication enqueues), `order` (index-ordered
 //! publication), `stream` (an owned or adopted stream), `relay` (where
-//! wakes' host functions run), `queue` (the
+//! wakes' host functions run), `hardware_queue` (the
 //! [`HardwareQueue`](sigretire_tracker::backend::HardwareQueue), and the queues a
-//! context makes), `trackers` (a tracker and its queue in one call), and
-//! `report` ([`SystemReport`]: what a measurement was taken on). CUDA's
-//! own events, which the benchmarks compare with, are the benchmarks' own.
+//! context makes), `trackers` (a tracker and its queue in one call),
+//! `report` ([`SystemReport`]: what a measurement was taken on), and, with
+//! the `queue` feature, `queue` (the queue layer's handles on CUDA, and a
+//! device from a cudarc stream in one call). CUDA's own events, which the
+//! benchmarks compare with, are the benchmarks' own.
+//!
+//! **The queue layer.** With the `queue` feature, `sigretire_cuda::queue`
+//! names the queue layer's types on this backend (`queue::Device`,
+//! `queue::HostQueue`, `queue::Event`, `queue::Command`: aliases, no
+//! generic parameter to write, nothing added to the hot path) and makes
+//! them in one call, from a cudarc stream (`queue::adopt`) or from a device
+//! ordinal (`queue::open`).
 //!
 //! **CUDA versions.** The program that links this crate picks the CUDA
 //! headers cudarc binds, with one of cudarc's `cuda-*` features; this crate
@@ -108,12 +119,14 @@ mod device;
 mod drain;
 mod driver;
 mod error;
+mod hardware_queue;
 pub mod kernel;
 mod memory;
 mod ops;
 mod order;
 mod pinned;
-mod queue;
+#[cfg(feature = "queue")]
+pub mod queue;
 mod relay;
 mod report;
 mod signal;
@@ -131,15 +144,15 @@ pub use context::CudaContext;
 pub use device::{DeviceInfo, device_count};
 pub use driver::{driver_version, kernel_module_version, library_present};
 pub use error::{Error, Result, check};
+pub use hardware_queue::{CudaQueue, QueueFailure};
 pub use kernel::{KernelHandle, KernelLaunch};
 pub use memory::CudaMemory;
-pub use queue::{CudaQueue, QueueFailure};
 pub use report::SystemReport;
 pub use signal::{CudaSignal, SignalBlock};
 pub use version::CudaVersion;
 pub use wake::WakeStats;
 
 /// The crate README's examples, run as doctests so they cannot go stale.
-#[cfg(doctest)]
+#[cfg(all(doctest, feature = "queue"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;

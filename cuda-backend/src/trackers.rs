@@ -3,8 +3,8 @@
 
 use crate::context::CudaContext;
 use crate::error::Result;
+use crate::hardware_queue::CudaQueue;
 use crate::memory::CudaMemory;
-use crate::queue::CudaQueue;
 use sigretire_tracker::{Config, RetiringTracker};
 use std::sync::Arc;
 

@@ -1,11 +1,11 @@
-//! A CUDA runtime of its own that keeps its kernels and its stream, and uses
+//! A CUDA runtime on cudarc that keeps its kernels and its stream, and uses
 //! the queue layer only for completion, events and synchronize.
 //!
-//! The "runtime" here is a few raw driver calls: it JIT-loads a PTX kernel
-//! of its own (each thread spins on the GPU's clock, then writes
-//! `out[i] = i * 7 + round`), creates a stream, and launches the kernel on
-//! it with `cuLaunchKernel`. The library adopts that stream
-//! (`CudaContext::adopt_stream_with`) and a queue-layer `Device` runs on it:
+//! The "runtime" here is cudarc's context and stream, and a few raw driver
+//! calls: it JIT-loads a PTX kernel of its own (each thread spins on the
+//! GPU's clock, then writes `out[i] = i * 7 + round`) and launches it on
+//! its stream with `cuLaunchKernel`. It hands the stream over in one call
+//! (`sigretire_cuda::queue::adopt`), and a queue-layer device runs on it:
 //! events recorded around the runtime's launches, a marker submitted after
 //! them, queries, synchronize, and the GPU time between two events. The
 //! output the runtime reads back is checked against what its kernel writes.
@@ -20,11 +20,11 @@
 mod cuda_support;
 
 use core::ffi::{CStr, c_void};
-use cuda_support::{Failure, OwnedStream};
+use cuda_support::Failure;
 use sigretire_cuda::cudarc::driver::sys::{self, CUdeviceptr, CUfunction, CUmodule, CUstream};
-use sigretire_cuda::{CudaContext, CudaMemory, Error as CudaError, check};
-use sigretire_queue::tracker::{Config, RetiringTracker, Status, Work};
-use sigretire_queue::{Device, DeviceConfig, QueueConfig};
+use sigretire_cuda::cudarc::driver::{CudaContext as CudarcContext, CudaStream};
+use sigretire_cuda::queue::{self, DeviceConfig, QueueConfig, Status, Work};
+use sigretire_cuda::{CudaContext, check};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -87,24 +87,26 @@ fn main() -> ExitCode {
     cuda_support::on_gpu("cuda_runtime", run)
 }
 
-fn run(context: &Arc<CudaContext>) -> Result<(), Failure> {
-    println!("{}", context.report());
+fn run(context: &Arc<CudarcContext>) -> Result<(), Failure> {
+    println!("{}", CudaContext::from_cudarc(context)?.report());
     let runtime = Runtime::new(context)?;
-    let stream = runtime.stream()?;
-    println!("the runtime made its own stream {stream:?} and loaded its own kernel");
+    let stream = context.new_stream()?;
+    println!(
+        "the runtime made its own stream {:?} (cudarc) and loaded its own kernel",
+        stream.cu_stream()
+    );
 
-    // The queue layer may drop its last clone of the queue later, on a
-    // thread of its own: the stream's destruction goes with it.
-    // SAFETY: a live stream of this context, destroyed only by the keeper.
-    let queue = unsafe { context.adopt_stream_with(stream, OwnedStream(stream))? };
+    // One call: a device whose default queue is the runtime's stream. The
+    // queue holds the stream's `Arc`, so it outlives the library's use.
+    let (device, host_queue) = queue::adopt(
+        stream.clone(),
+        DeviceConfig::default(),
+        QueueConfig::default(),
+    )?;
     println!(
         "adopted: the library publishes on that stream (adopted: {}), never destroys it",
-        queue.is_adopted()
+        queue::is_adopted(&host_queue)
     );
-    let memory = Arc::new(CudaMemory::new(context));
-    let tracker = RetiringTracker::new(memory, queue, Config::default())?;
-    let device = Device::new(DeviceConfig::default(), tracker, QueueConfig::default())?;
-    let host_queue = device.default_queue();
 
     println!();
     println!(
@@ -112,13 +114,13 @@ fn run(context: &Arc<CudaContext>) -> Result<(), Failure> {
         "round", "spin", "stop event at launch", "GPU time, events", "output words"
     );
     for (round, &spin) in (1u32..).zip(SPINS.iter()) {
-        let start = host_queue.record_event()?;
-        runtime.launch(stream, round, spin)?;
+        let start: queue::Event = host_queue.record_event()?;
+        runtime.launch(&stream, round, spin)?;
         let stop = host_queue.record_event()?;
         // The runtime's kernel is spinning: the event behind it is pending.
         let at_launch = stop.query();
         // A marker after the runtime's work: a command to wait for.
-        let command = host_queue.submit(Work::Marker)?;
+        let command: queue::Command = host_queue.submit(Work::Marker)?;
         stop.synchronize()?;
         command.wait()?;
         let elapsed = start.elapsed_to(&stop)?;
@@ -148,22 +150,23 @@ fn run(context: &Arc<CudaContext>) -> Result<(), Failure> {
         stats.commands,
         stats.markers,
     );
-    drop(device); // the queue lets go of the stream; the keeper destroys it
+    // The queue lets go of the stream; cudarc destroys it with its last `Arc`.
+    drop((device, host_queue));
     println!("every round's output was the runtime's kernel's, complete when the library said so");
     Ok(())
 }
 
 /// The runtime: its module, its kernel, its output buffer in device memory.
 struct Runtime {
-    context: Arc<CudaContext>,
+    context: Arc<CudarcContext>,
     module: CUmodule,
     kernel: CUfunction,
     out: CUdeviceptr,
 }
 
 impl Runtime {
-    fn new(context: &Arc<CudaContext>) -> Result<Self, CudaError> {
-        context.bind()?;
+    fn new(context: &Arc<CudarcContext>) -> Result<Self, Failure> {
+        context.bind_to_thread()?;
         let mut module = core::ptr::null_mut();
         // SAFETY: the context is bound; the image is NUL-terminated PTX text
         // the driver reads during the call; `module` is a live local.
@@ -188,23 +191,10 @@ impl Runtime {
         Ok(runtime)
     }
 
-    /// A stream of the runtime's own (non-blocking, as runtimes make them).
-    fn stream(&self) -> Result<CUstream, CudaError> {
-        self.context.bind()?;
-        let mut stream = core::ptr::null_mut();
-        // SAFETY: the context is bound; `stream` is a live local.
-        check("cuStreamCreate", unsafe {
-            sys::cuStreamCreate(
-                &mut stream,
-                sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
-            )
-        })?;
-        Ok(stream)
-    }
-
     /// Clears the output, then launches the kernel, both on `stream`.
-    fn launch(&self, stream: CUstream, round: u32, spin: Duration) -> Result<(), CudaError> {
-        self.context.bind()?;
+    fn launch(&self, stream: &CudaStream, round: u32, spin: Duration) -> Result<(), Failure> {
+        self.context.bind_to_thread()?;
+        let stream: CUstream = stream.cu_stream();
         // SAFETY: `out` holds `WORDS` 32-bit words; the stream is live.
         check("cuMemsetD32Async", unsafe {
             sys::cuMemsetD32Async(self.out, 0, WORDS as usize, stream)
@@ -221,7 +211,7 @@ impl Runtime {
         // exactly these four parameters (u64, u32, u32, u64), whose values
         // the driver copies during the call while the locals live; each
         // thread writes only its own word of `out`.
-        check("cuLaunchKernel", unsafe {
+        let launched = check("cuLaunchKernel", unsafe {
             sys::cuLaunchKernel(
                 self.kernel,
                 WORDS / BLOCK,
@@ -235,12 +225,13 @@ impl Runtime {
                 params.as_mut_ptr(),
                 core::ptr::null_mut(),
             )
-        })
+        });
+        Ok(launched?)
     }
 
     /// Reads the output back and counts the words the kernel wrote right.
-    fn check(&self, round: u32) -> Result<usize, CudaError> {
-        self.context.bind()?;
+    fn check(&self, round: u32) -> Result<usize, Failure> {
+        self.context.bind_to_thread()?;
         let mut host = vec![0u32; WORDS as usize];
         // SAFETY: `host` and `out` both hold `WORDS` words; the kernel that
         // writes `out` is done (the caller synchronized).

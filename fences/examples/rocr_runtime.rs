@@ -15,17 +15,13 @@
 //! `cargo run --example rocr_runtime -p sigretire-queue`
 
 use hsa_sys::{HSA_QUEUE_TYPE_MULTI, HSA_STATUS_SUCCESS, hsa_queue_t};
-use sigretire_hsa::{AdoptOptions, AqlQueue, Device as Gpu, Runtime, SignalPool};
-use sigretire_queue::tracker::{
-    Config, Placement, RetiringTracker, Status, Work, backend::Dispatch,
+use sigretire_hsa::queue::{
+    self, CommandStatus, Device, DeviceConfig, Dispatch, HsaTracker, QueueConfig, Status, Work,
 };
-use sigretire_queue::{CommandStatus, Device, DeviceConfig, QueueConfig};
+use sigretire_hsa::{AdoptOptions, Agent as Gpu, AqlQueue, Runtime};
 use sigretire_rocr_standin::{Kernel, Standin};
 use std::error::Error;
-use std::sync::Arc;
 use std::time::Duration;
-
-type Tracker = RetiringTracker<SignalPool, AqlQueue>;
 
 /// How long the producer's kernel runs on the simulated GPU.
 const KERNEL_TIME: Duration = Duration::from_millis(3);
@@ -54,17 +50,14 @@ fn runtime_queue(runtime: &Runtime, gpu: &Gpu) -> Result<*mut hsa_queue_t, Box<d
 }
 
 /// The library's tracker on one of the runtime's queues: signals in VRAM.
-fn tracker_on(gpu: &Gpu, queue: *mut hsa_queue_t) -> Result<(AqlQueue, Tracker), Box<dyn Error>> {
+fn tracker_on(
+    gpu: &Gpu,
+    queue: *mut hsa_queue_t,
+) -> Result<(AqlQueue, HsaTracker), Box<dyn Error>> {
     // SAFETY: a live queue of this GPU, destroyed by `main` only after every
     // handle of the library is gone.
     let adopted = unsafe { AqlQueue::adopt(gpu, queue, AdoptOptions::default())? };
-    let config = Config {
-        signals: Placement::Device,
-        ..Config::default()
-    };
-    let signals = Arc::new(SignalPool::new(gpu));
-    let tracker = RetiringTracker::new(signals, adopted.clone(), config)?;
-    Ok((adopted, tracker))
+    Ok((adopted.clone(), queue::tracker(adopted)?))
 }
 
 fn main() -> Result<(), Box<dyn Error>> {

@@ -49,8 +49,11 @@ pub struct DeviceStats {
 
 /// A GPU device: its error state, its completion thread and its default queue.
 ///
-/// Generic over the tracker (and so the backend) its queues use. Queues
-/// created from it share its error state and completion thread.
+/// Generic over the tracker (and so the backend) its queues use; each
+/// backend names it for its tracker (`sim::Device` here). Queues created
+/// from it share its error state and completion thread. A clone is a
+/// handle of the same device (three reference counts: its error state,
+/// its default queue, its list of queues), not a new one.
 ///
 /// ```
 /// use sigretire_queue::sim::SimPlatform;
@@ -67,8 +70,34 @@ pub struct Device<T: QueueTracker> {
     shared: Arc<DeviceShared<T>>,
     default_queue: HostQueue<T>,
     /// The queues created from it, without keeping them alive: a dropped
-    /// queue is forgotten (pruned as queues are created and listed).
-    created: std::sync::Mutex<Vec<WeakQueue<T>>>,
+    /// queue is forgotten (pruned as queues are created and listed). Shared
+    /// by the device's clones.
+    created: Arc<std::sync::Mutex<Vec<WeakQueue<T>>>>,
+}
+
+/// Another handle of the same device: the same error state, default queue
+/// and queues.
+///
+/// ```
+/// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+/// # let device = platform.device(Default::default(), Default::default())?;
+/// let handle = device.clone();
+/// let stream = platform.create_queue(&handle, Default::default())?;
+/// assert_eq!(handle.default_queue().id(), device.default_queue().id());
+/// assert_eq!(device.queues().len(), 2); // the clone's queue is the device's
+/// handle.set_error("injected");
+/// assert_eq!(device.error().as_deref(), Some("injected"));
+/// # drop(stream);
+/// # Ok::<(), sigretire_queue::Error>(())
+/// ```
+impl<T: QueueTracker> Clone for Device<T> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+            default_queue: self.default_queue.clone(),
+            created: self.created.clone(),
+        }
+    }
 }
 
 impl<T: QueueTracker> Device<T> {
@@ -96,7 +125,7 @@ impl<T: QueueTracker> Device<T> {
         Ok(Self {
             shared,
             default_queue,
-            created: std::sync::Mutex::new(Vec::new()),
+            created: Arc::new(std::sync::Mutex::new(Vec::new())),
         })
     }
 

@@ -74,7 +74,11 @@
 //!   waits return early without completion and nobody hangs.
 //!
 //! It is generic over any [`Tracker`] whose queue is a [`HardwareQueue`]
-//! ([`QueueTracker`]). Everything its API names is re-exported here: the
+//! ([`QueueTracker`]). Each backend names the types for its tracker, so a
+//! runtime never writes the parameter: `sim::Device`, `sim::HostQueue`,
+//! `sim::Event` and `sim::Command` on the simulator (feature `sim`), and the
+//! same names in `sigretire_cuda::queue` and `sigretire_hsa::queue` (their
+//! `queue` features). Everything its API names is re-exported here: the
 //! whole tracker crate as [`tracker`], and the tracker's types a caller
 //! builds or passes on ([`Work`], [`Ticket`], [`WaitPolicy`], ...) at the
 //! crate root too. One dependency besides a backend is enough.

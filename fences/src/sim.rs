@@ -7,13 +7,18 @@
 //! [`SimPlatform::run_while`] does it on the calling thread while a blocking
 //! call (synchronize, a wait) runs on another.
 //!
+//! The queue layer's types on the simulator have names of their own, so no
+//! generic parameter need be written: [`sim::Device`](Device),
+//! [`sim::HostQueue`](HostQueue), [`sim::Event`](Event) and
+//! [`sim::Command`](Command), aliases over [`SimTracker`].
+//!
 //! ```
-//! use sigretire_queue::sim::SimPlatform;
+//! use sigretire_queue::sim::{self, SimPlatform};
 //! use sigretire_queue::{DeviceConfig, QueueConfig};
 //!
 //! let platform = SimPlatform::stepped();
-//! let device = platform.device(DeviceConfig::default(), QueueConfig::default())?;
-//! let queue = device.default_queue();
+//! let device: sim::Device = platform.device(DeviceConfig::default(), QueueConfig::default())?;
+//! let queue: &sim::HostQueue = device.default_queue();
 //! queue.launch_empty()?;
 //! platform.run_while(|| queue.synchronize())?;
 //! assert!(platform.sim().violations().is_empty());
@@ -21,9 +26,7 @@
 //! ```
 
 use crate::config::{DeviceConfig, QueueConfig};
-use crate::device::Device;
 use crate::error::Error;
-use crate::queue::HostQueue;
 /// The simulator crate, whole: queues, packets, ground truth.
 pub use sigretire_sim as engine;
 use sigretire_sim::Mode;
@@ -32,8 +35,8 @@ pub use sigretire_sim::{
     AgentId, Compute, CostProfile, HostFlag, Kernel, KernelDispatch, Sim, SimConfig,
 };
 use sigretire_tracker::RetiringTracker;
-/// The simulator's signal memory, as the tracker sees it.
-pub use std::sync::Arc;
+// The tracker's `Arc` (std's): the simulator is not loom-aware.
+use std::sync::Arc;
 
 /// The retiring tracker on a simulated queue: what
 /// [`SimPlatform::tracker`] makes and [`SimPlatform::device`]'s queues use.
@@ -48,6 +51,44 @@ pub use std::sync::Arc;
 /// # Ok::<(), sigretire_queue::Error>(())
 /// ```
 pub type SimTracker = RetiringTracker<SimMemory, sigretire_sim::Queue>;
+
+/// A device on the simulator ([`crate::Device`] over [`SimTracker`]): what
+/// [`SimPlatform::device`] makes; clones are handles of the same device.
+/// Use it through the module (`sim::Device`), as `std::io::Result` is
+/// used.
+///
+/// ```
+/// use sigretire_queue::sim::{self, SimPlatform, SimTracker};
+///
+/// let platform = SimPlatform::stepped();
+/// let device: sim::Device = platform.device(Default::default(), Default::default())?;
+/// let queue: sim::HostQueue = platform.create_queue(&device, Default::default())?;
+/// let command: sim::Command = queue.launch_empty()?;
+/// let event: sim::Event = queue.record_event()?;
+/// let shared = event.clone(); // events and queues are cheap handles
+/// platform.run_while(|| shared.synchronize())?;
+/// assert_eq!(command.status(), sigretire_queue::CommandStatus::Complete);
+/// assert_eq!(event.query(), sigretire_queue::Status::Complete);
+/// // The aliases are the generic types: code written for either takes both.
+/// fn first_queue(device: &sigretire_queue::Device<SimTracker>) -> u64 {
+///     device.default_queue().id()
+/// }
+/// assert_eq!(first_queue(&device), device.default_queue().id());
+/// # Ok::<(), sigretire_queue::Error>(())
+/// ```
+pub type Device = crate::device::Device<SimTracker>;
+
+/// A queue (a HIP stream) on a simulated hardware queue
+/// ([`crate::HostQueue`] over [`SimTracker`]); clones share it.
+pub type HostQueue = crate::queue::HostQueue<SimTracker>;
+
+/// An event recorded on a simulated queue ([`crate::Event`] over
+/// [`SimTracker`]); clones share its recording.
+pub type Event = crate::event::Event<SimTracker>;
+
+/// A submitted command's handle on the simulator ([`crate::Command`] over
+/// the simulator's signal memory).
+pub type Command = crate::command::Command<SimMemory>;
 
 /// A simulator and how to make trackers for new queues on it.
 ///
@@ -252,7 +293,7 @@ impl SimPlatform {
         &self,
         config: DeviceConfig,
         default_queue: QueueConfig,
-    ) -> Result<Device<SimTracker>, Error> {
+    ) -> Result<Device, Error> {
         Ok(Device::new(config, self.tracker()?, default_queue)?)
     }
 
@@ -265,11 +306,7 @@ impl SimPlatform {
     /// assert_ne!(queue.id(), device.default_queue().id());
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
-    pub fn create_queue(
-        &self,
-        device: &Device<SimTracker>,
-        config: QueueConfig,
-    ) -> Result<HostQueue<SimTracker>, Error> {
+    pub fn create_queue(&self, device: &Device, config: QueueConfig) -> Result<HostQueue, Error> {
         Ok(device.create_queue(self.tracker()?, config)?)
     }
 

@@ -39,8 +39,9 @@
 //!   deadline and finds the agents; a missing library, a missing symbol, a
 //!   failed `hsa_init` (with ROCr's status text) and a machine without a GPU
 //!   are each an [`Error`], never a panic or a hang.
-//! - [`Device`] is a GPU: its VRAM pool, whether the host reaches it through
-//!   a large BAR, its system-memory pool, its HDP flush registers.
+//! - [`Agent`] is a GPU agent (ROCr's word for a GPU): its VRAM pool,
+//!   whether the host reaches it through a large BAR, its system-memory
+//!   pool, its HDP flush registers.
 //! - [`SignalPool`] is the tracker's [`SignalMemory`](sigretire_tracker::backend::SignalMemory):
 //!   signals built in batches (one allocation of N `amd_signal_t` blocks in
 //!   VRAM, falling back to system memory, then to ROCr's own signals), armed
@@ -50,6 +51,10 @@
 //! - [`AqlQueue`] is the tracker's [`QueueView`](sigretire_tracker::backend::QueueView) and the
 //!   queue layer's [`HardwareQueue`](sigretire_tracker::backend::HardwareQueue): a profiled AQL
 //!   queue that publishes packets in HSA order and rings its doorbell.
+//! - With the `queue` feature, `sigretire_hsa::queue` names the queue
+//!   layer's types on this backend (`queue::Device`, `queue::HostQueue`,
+//!   `queue::Event`, `queue::Command`: aliases, no generic parameter to
+//!   write) and makes a device on an [`Agent`] in one call (`queue::open`).
 //! - Teardown never frees memory the GPU may still touch, and holds it no
 //!   longer than a packet may: a dropped pool's memory is released at once
 //!   if no packet named its signals, else once every queue whose packets
@@ -130,27 +135,29 @@
 
 #![warn(missing_docs)]
 
-mod device;
+mod agent;
+mod aql_queue;
 mod error;
 mod memory;
 pub mod packet;
-mod queue;
+#[cfg(feature = "queue")]
+pub mod queue;
 mod runtime;
 mod teardown;
 mod timing;
 mod visibility;
 mod wait;
 
-pub use device::{Device, MemoryPool};
+pub use agent::{Agent, MemoryPool};
+pub use aql_queue::{AdoptOptions, AqlQueue, QueueOptions};
 pub use error::Error;
 pub use memory::{Batch, Counters, HsaSignal, SignalPool};
-pub use queue::{AdoptOptions, AqlQueue, QueueOptions};
 pub use runtime::{InitOptions, Runtime};
 pub use timing::system_duration;
 pub use visibility::{HdpFlush, store_fence};
 pub use wait::poll_until_change;
 
 /// The crate README's examples, run as doctests so they cannot go stale.
-#[cfg(doctest)]
+#[cfg(all(doctest, feature = "queue"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;

@@ -22,7 +22,7 @@
 //! same memory concurrently; ROCr's signals only through ROCr's calls, since
 //! only those replay the interrupt-event protocol that wakes sleeping waiters.
 
-use crate::device::{Device, MemoryPool};
+use crate::agent::{Agent, MemoryPool};
 use crate::teardown::{Kind, Owner, Release};
 use crate::timing::to_system_domain;
 use crate::visibility::store_fence;
@@ -364,7 +364,7 @@ struct PoolState {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct SignalPool {
-    device: Device,
+    device: Agent,
     /// Who the runtime's teardown knows the pool's memory by.
     owner: Owner,
     state: Mutex<PoolState>,
@@ -390,7 +390,7 @@ impl SignalPool {
     /// assert!(pool.batches().is_empty(), "nothing is allocated before it is asked for");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn new(device: &Device) -> Self {
+    pub fn new(device: &Agent) -> Self {
         Self {
             device: device.clone(),
             owner: device.runtime().teardown.new_owner(),
@@ -408,7 +408,7 @@ impl SignalPool {
     /// assert_eq!(pool.device().agent(), device.agent());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn device(&self) -> &Device {
+    pub fn device(&self) -> &Agent {
         &self.device
     }
 

@@ -41,7 +41,7 @@ impl Default for InitOptions {
 }
 
 /// ROCr, initialised: the loaded function table, the agents, the system
-/// clock. Shared (`Arc`) by every [`Device`](crate::Device), queue and signal pool made from
+/// clock. Shared (`Arc`) by every [`Agent`](crate::Agent), queue and signal pool made from
 /// it; the last one to go shuts ROCr down (`hsa_shut_down`), after freeing
 /// any memory whose release still waited for packets (see `teardown.rs`).
 ///

@@ -28,7 +28,7 @@
 //! publishes (completion signal and dependencies), looked up in a registry
 //! of the backend's signal memory through a small cache per queue. Releasing
 //! never waits for the GPU, so teardown never hangs; a queue's own teardown
-//! waits for it only within a bounded drain (see `queue.rs`). A pool still
+//! waits for it only within a bounded drain (see `aql_queue.rs`). A pool still
 //! waited for is looked at again when a pool is dropped, a queue is made or
 //! goes, and at a publication on a queue it waits for.
 //!

@@ -29,7 +29,7 @@ pub fn store_fence() {
 
 /// A GPU's HDP flush register, mapped into the process by ROCr.
 ///
-/// Obtained from [`Device::hdp_flush`](crate::Device::hdp_flush); valid for
+/// Obtained from [`Agent::hdp_flush`](crate::Agent::hdp_flush); valid for
 /// as long as that device's runtime.
 ///
 /// ```
@@ -80,7 +80,7 @@ impl HdpFlush {
     /// ```
     pub fn flush(&self) {
         let register = self.mem_flush_cntl.as_ptr();
-        // Every `HdpFlush` of this register (each `Device` of the GPU has
+        // Every `HdpFlush` of this register (each `Agent` of the GPU has
         // one) takes the same lock: the flushes are serialised, as the
         // device serialises them anyway, and the lock costs far less than
         // the read-back's round trip.

@@ -24,7 +24,7 @@ struct RuntimeQueue<'a> {
 }
 
 impl<'a> RuntimeQueue<'a> {
-    fn create(runtime: &'a Runtime, device: &sigretire_hsa::Device) -> Self {
+    fn create(runtime: &'a Runtime, device: &sigretire_hsa::Agent) -> Self {
         let mut raw: *mut hsa_queue_t = std::ptr::null_mut();
         // SAFETY: a GPU agent of an initialised runtime; no callback.
         let status = unsafe {

@@ -298,7 +298,7 @@ fn a_pool_named_on_its_own_queue_waits_only_for_that_queue() {
 /// until the test runs the queue) a packet on `consumer` waits on: the
 /// producer's pool, the consumer's use, and the producer's queue.
 fn produce_for(
-    device: &sigretire_hsa::Device,
+    device: &sigretire_hsa::Agent,
     consumer_tracker: &mut RetiringTracker<SignalPool, AqlQueue>,
     consumer: &AqlQueue,
 ) -> (Arc<SignalPool>, sigretire_tracker::Acquired, AqlQueue) {

@@ -21,7 +21,7 @@ fn blocking() -> QueueConfig {
     }
 }
 
-fn device(gpu: &sigretire_hsa::Device) -> (Device<Tracker>, Arc<SignalPool>) {
+fn device(gpu: &sigretire_hsa::Agent) -> (Device<Tracker>, Arc<SignalPool>) {
     let queue = AqlQueue::new(gpu, QueueOptions::default()).unwrap();
     let pool = Arc::new(SignalPool::new(gpu));
     let config = Config {

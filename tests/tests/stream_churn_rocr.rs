@@ -8,7 +8,7 @@
 //! drop, and after a thousand streams a blocking wait still sleeps.
 
 use hsa_sys::{HSA_QUEUE_TYPE_MULTI, HSA_STATUS_SUCCESS, hsa_queue_t};
-use sigretire_hsa::{AdoptOptions, AqlQueue, Device as Gpu, QueueOptions, Runtime, SignalPool};
+use sigretire_hsa::{AdoptOptions, Agent as Gpu, AqlQueue, QueueOptions, Runtime, SignalPool};
 use sigretire_queue::{Device, DeviceConfig, QueueConfig};
 use sigretire_rocr_standin::{Census, Kernel, Standin};
 use sigretire_tracker::{Config, Placement, RetiringTracker, WaitPolicy};

@@ -5,7 +5,7 @@
 
 use crate::platform::{Platform, Skipped};
 use sigretire_baseline::BaselineTracker;
-use sigretire_hsa::{AqlQueue, Device, QueueOptions, Runtime, SignalPool};
+use sigretire_hsa::{Agent, AqlQueue, QueueOptions, Runtime, SignalPool};
 use sigretire_tracker::{Config, Placement, RetiringTracker};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +13,7 @@ use std::time::Duration;
 /// The first AMD GPU ROCr reports.
 pub struct RocrBench {
     runtime: Arc<Runtime>,
-    device: Device,
+    device: Agent,
 }
 
 impl RocrBench {

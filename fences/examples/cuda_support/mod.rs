@@ -1,50 +1,51 @@
-//! What the CUDA examples share: running on GPU 0, or saying why not, and
-//! a runtime stream that the queue layer adopts and lets go of.
+//! What the CUDA examples share: running on GPU 0 through cudarc, or saying
+//! why not.
 
-use sigretire_cuda::cudarc::driver::sys::{self, CUstream};
-use sigretire_cuda::{CudaContext, Error as CudaError};
+use sigretire_cuda::Error as CudaError;
+use sigretire_cuda::cudarc::driver::CudaContext as CudarcContext;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 pub type Failure = Box<dyn std::error::Error>;
 
-/// Runs `run` on GPU 0. Without a driver or a device it prints the
-/// library's typed refusal and succeeds; any other failure fails.
-pub fn on_gpu(name: &str, run: impl FnOnce(&Arc<CudaContext>) -> Result<(), Failure>) -> ExitCode {
-    let context = match CudaContext::new(0) {
-        Ok(context) => context,
-        // No driver or no device: the library says so with a typed error.
+/// Runs `run` on cudarc's context of GPU 0. Without a driver or a device it
+/// prints the library's typed refusal and succeeds; any other failure
+/// fails. The library answers first: cudarc panics where there is no
+/// driver.
+pub fn on_gpu(
+    name: &str,
+    run: impl FnOnce(&Arc<CudarcContext>) -> Result<(), Failure>,
+) -> ExitCode {
+    let no_gpu = |error: CudaError| {
+        println!("{name}: no GPU to run on, nothing done.");
+        println!("the library's answer: {error}");
+        ExitCode::SUCCESS
+    };
+    match sigretire_cuda::device_count() {
+        Ok(0) => {
+            return no_gpu(CudaError::NoDevice {
+                requested: 0,
+                found: 0,
+            });
+        }
+        Ok(_) => {}
+        // No driver: the library says so with a typed error.
         Err(error @ (CudaError::LibraryMissing | CudaError::NoDevice { .. })) => {
-            println!("{name}: no GPU to run on, nothing done.");
-            println!("the library's answer: {error}");
-            return ExitCode::SUCCESS;
+            return no_gpu(error);
         }
         Err(error) => {
-            eprintln!("{name}: the CUDA device cannot be used: {error}");
+            eprintln!("{name}: the CUDA driver cannot be used: {error}");
             return ExitCode::FAILURE;
         }
-    };
-    match run(&context) {
+    }
+    let result = CudarcContext::new(0)
+        .map_err(Failure::from)
+        .and_then(|context| run(&context));
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("{name} failed: {error}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// Destroys a runtime's stream once the queue layer lets go of it.
-pub struct OwnedStream(pub CUstream);
-
-// SAFETY: a stream handle may be used from any thread; the only use is
-// `cuStreamDestroy` in `drop`.
-unsafe impl Send for OwnedStream {}
-
-impl Drop for OwnedStream {
-    fn drop(&mut self) {
-        // SAFETY: made by the example's runtime, destroyed once, here; the
-        // queue drops its keeper after its last use of the stream, with the
-        // stream's context current.
-        unsafe { sys::cuStreamDestroy_v2(self.0) };
     }
 }

@@ -6,7 +6,7 @@
 //! crate (`tests/tests/backends`), written once for every backend.
 #![allow(dead_code)]
 
-use sigretire_hsa::{AqlQueue, Device, QueueOptions, Runtime, SignalPool};
+use sigretire_hsa::{Agent, AqlQueue, QueueOptions, Runtime, SignalPool};
 use sigretire_rocr_standin::{Config as Machine, QueueControl, Standin};
 use std::io::Write as _;
 use std::sync::Arc;
@@ -37,7 +37,7 @@ pub fn skip_debian_rocr(reason: &str) {
 
 /// A machine behind a private stand-in, with the backend initialised on it.
 pub struct Gpu {
-    pub device: Device,
+    pub device: Agent,
     pub runtime: Arc<Runtime>,
     /// Last: the library copy outlives everything loaded from it.
     pub standin: Standin,

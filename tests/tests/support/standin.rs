@@ -7,7 +7,7 @@
 
 use super::{Backend, Executed, Machine, Refused, Release, Truth, Violation};
 
-use sigretire_hsa::{AdoptOptions, AqlQueue, Device, QueueOptions, Runtime, SignalPool};
+use sigretire_hsa::{AdoptOptions, Agent, AqlQueue, QueueOptions, Runtime, SignalPool};
 use sigretire_rocr_standin::{Kernel, PoolKind, StepStatus, ViolationKind};
 use sigretire_scenarios::check::Check;
 use sigretire_tracker::{
@@ -46,7 +46,7 @@ unsafe extern "C" fn runtime_saw_error(
 #[derive(Debug)]
 struct Gpu {
     /// Every GPU of the machine, by index ([`Machine::gpus`]).
-    devices: Vec<Device>,
+    devices: Vec<Agent>,
     runtime: Arc<Runtime>,
     options: QueueOptions,
     empty_kernel: u64,
@@ -89,7 +89,7 @@ impl<const ADOPTED: bool> Backend for Standin<ADOPTED> {
         };
         let standin = sigretire_rocr_standin::Standin::new(config).expect("the stand-in loads");
         let runtime = Runtime::load_from(standin.library_path()).expect("ROCr initialises");
-        let devices: Vec<Device> = (0..machine.gpus as usize)
+        let devices: Vec<Agent> = (0..machine.gpus as usize)
             .map(|gpu| runtime.device(gpu).expect("every GPU of the machine"))
             .collect();
         let options = QueueOptions {

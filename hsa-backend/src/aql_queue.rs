@@ -2,7 +2,7 @@
 //! publication in HSA order with the doorbell, the read index, queue errors,
 //! and a teardown that drains within a bound, then destroys.
 
-use crate::device::Device;
+use crate::agent::Agent;
 use crate::error::Error;
 use crate::packet;
 use crate::teardown::{Kind, QueueRecord, Release};
@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueOptions {
     /// Ring size in packets: a power of two within the device's
-    /// [`queue_size_limits`](Device::queue_size_limits).
+    /// [`queue_size_limits`](Agent::queue_size_limits).
     pub size: u32,
     /// The packet processor writes start and end timestamps into completion
     /// signals (`hsa_amd_profiling_set_profiler_enabled`).
@@ -159,7 +159,7 @@ pub struct AqlQueue {
 }
 
 struct QueueInner {
-    device: Device,
+    device: Agent,
     queue: NonNull<hsa_queue_t>,
     ring: NonNull<AqlSlot>,
     size: u32,
@@ -217,7 +217,7 @@ impl AqlQueue {
     /// assert!(matches!(odd, Err(Error::InvalidQueueSize { size: 100, .. })));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn new(device: &Device, options: QueueOptions) -> Result<Self, Error> {
+    pub fn new(device: &Agent, options: QueueOptions) -> Result<Self, Error> {
         let (min, max) = device.queue_size_limits();
         if !options.size.is_power_of_two() || options.size > max {
             return Err(Error::InvalidQueueSize {
@@ -360,7 +360,7 @@ impl AqlQueue {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub unsafe fn adopt(
-        device: &Device,
+        device: &Agent,
         queue: *mut hsa_queue_t,
         options: AdoptOptions,
     ) -> Result<Self, Error> {
@@ -455,7 +455,7 @@ impl AqlQueue {
     /// assert_eq!(queue.device().agent(), device.agent());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn device(&self) -> &Device {
+    pub fn device(&self) -> &Agent {
         &self.inner.device
     }
 

@@ -91,11 +91,11 @@ impl MemoryPool {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone)]
-pub struct Device {
-    inner: Arc<DeviceInner>,
+pub struct Agent {
+    inner: Arc<AgentInner>,
 }
 
-struct DeviceInner {
+struct AgentInner {
     runtime: Arc<Runtime>,
     agent: hsa_agent_t,
     index: usize,
@@ -108,10 +108,10 @@ struct DeviceInner {
     hdp: Option<HdpFlush>,
 }
 
-impl std::fmt::Debug for Device {
+impl std::fmt::Debug for Agent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let d = &self.inner;
-        f.debug_struct("Device")
+        f.debug_struct("Agent")
             .field("index", &d.index)
             .field("name", &d.name)
             .field("product_name", &d.product_name)
@@ -121,8 +121,8 @@ impl std::fmt::Debug for Device {
     }
 }
 
-/// The devices a [`Runtime`] builds: here, next to what it builds, so that
-/// the runtime does not name its devices.
+/// The agents a [`Runtime`] builds: here, next to what it builds, so that
+/// the runtime does not name its agents.
 impl Runtime {
     /// GPU `index` with its memory pools and flush registers.
     ///
@@ -139,18 +139,18 @@ impl Runtime {
     /// assert_eq!(runtime.device(1).unwrap_err(), Error::NoSuchGpu { index: 1, count: 1 });
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn device(self: &Arc<Self>, index: usize) -> Result<Device, Error> {
+    pub fn device(self: &Arc<Self>, index: usize) -> Result<Agent, Error> {
         let Some(&agent) = self.gpu_agents().get(index) else {
             return Err(Error::NoSuchGpu {
                 index,
                 count: self.gpu_agents().len(),
             });
         };
-        Device::discover(self.clone(), agent, index)
+        Agent::discover(self.clone(), agent, index)
     }
 }
 
-impl Device {
+impl Agent {
     pub(crate) fn discover(
         runtime: Arc<Runtime>,
         agent: hsa_agent_t,
@@ -227,8 +227,8 @@ impl Device {
             None
         };
 
-        Ok(Device {
-            inner: Arc::new(DeviceInner {
+        Ok(Agent {
+            inner: Arc::new(AgentInner {
                 runtime,
                 agent,
                 index,
@@ -331,7 +331,7 @@ impl Device {
     /// # let standin = sigretire_rocr_standin::Standin::new(sigretire_rocr_standin::Config::default())?;
     /// # let runtime = sigretire_hsa::Runtime::load_from(standin.library_path())?;
     /// # let device = runtime.device(0)?;
-    /// assert!(device.has_large_bar()); // see `Device` for one without
+    /// assert!(device.has_large_bar()); // see `Agent` for one without
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn has_large_bar(&self) -> bool {
