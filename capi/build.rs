@@ -16,7 +16,14 @@ fn main() {
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     if matches!(
         os.as_str(),
-        "linux" | "android" | "freebsd" | "netbsd" | "openbsd" | "dragonfly" | "solaris" | "illumos"
+        "linux"
+            | "android"
+            | "freebsd"
+            | "netbsd"
+            | "openbsd"
+            | "dragonfly"
+            | "solaris"
+            | "illumos"
     ) {
         println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libsigretire_capi.so.{ABI}");
     }

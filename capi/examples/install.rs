@@ -23,19 +23,28 @@ fn install(prefix: &Path, from: &Path) -> Result<Vec<PathBuf>, String> {
     let include = prefix.join("include");
     let pkgconfig = lib.join("pkgconfig");
     for dir in [&lib, &include, &pkgconfig] {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
     let copy = |source: PathBuf, target: PathBuf| -> Result<PathBuf, String> {
         // Removed first: a running program may have the old one mapped.
         let _ = std::fs::remove_file(&target);
-        std::fs::copy(&source, &target)
-            .map_err(|e| format!("cannot copy {} to {}: {e}", source.display(), target.display()))?;
+        std::fs::copy(&source, &target).map_err(|e| {
+            format!(
+                "cannot copy {} to {}: {e}",
+                source.display(),
+                target.display()
+            )
+        })?;
         Ok(target)
     };
     let soname = format!("libsigretire_capi.so.{abi}");
     let mut installed = vec![
         copy(from.join("libsigretire_capi.so"), lib.join(&soname))?,
-        copy(from.join("libsigretire_capi.a"), lib.join("libsigretire_capi.a"))?,
+        copy(
+            from.join("libsigretire_capi.a"),
+            lib.join("libsigretire_capi.a"),
+        )?,
         copy(
             crate_dir.join("include").join("sigretire.h"),
             include.join("sigretire.h"),

@@ -109,21 +109,29 @@ mod enabled {
         queue: CudaQueue,
         config: QueueConfig,
     ) -> Outcome<AnyStream> {
-        let (Platform::Cuda {
-            signals,
-            config: tracker_config,
-            ..
-        }, AnyDevice::Cuda(device)) = (&parts.platform, &parts.device)
+        let (
+            Platform::Cuda {
+                signals,
+                config: tracker_config,
+                ..
+            },
+            AnyDevice::Cuda(device),
+        ) = (&parts.platform, &parts.device)
         else {
             return fail(
                 SIGRETIRE_ERR_WRONG_BACKEND,
-                format!("this function needs a CUDA device; this one runs on {}", parts.device.backend()),
+                format!(
+                    "this function needs a CUDA device; this one runs on {}",
+                    parts.device.backend()
+                ),
             );
         };
         let tracker = RetiringTracker::new(signals.clone(), queue, *tracker_config)
             .or_else(created_failure)?;
         Ok(AnyStream::Cuda(
-            device.create_queue(tracker, config).or_else(layer_failure)?,
+            device
+                .create_queue(tracker, config)
+                .or_else(layer_failure)?,
         ))
     }
 
@@ -140,7 +148,8 @@ mod enabled {
         let signals = Arc::new(CudaMemory::new(&context));
         let tracker = RetiringTracker::new(signals.clone(), queue, creation.config)
             .or_else(created_failure)?;
-        let device = Device::new(creation.device, tracker, creation.stream).or_else(layer_failure)?;
+        let device =
+            Device::new(creation.device, tracker, creation.stream).or_else(layer_failure)?;
         Ok(sigretire_device::into_raw(DeviceParts {
             platform: Platform::Cuda {
                 context,
@@ -230,7 +239,9 @@ pub unsafe extern "C" fn sigretire_cuda_device_adopt(
             unsafe { crate::device::Creation::read(device_options, stream_options, config) }?;
         #[cfg(feature = "cuda-no-version")]
         {
-            out.write(enabled::device_adopt(ordinal, stream, release, user, creation)?);
+            out.write(enabled::device_adopt(
+                ordinal, stream, release, user, creation,
+            )?);
             Ok(())
         }
         #[cfg(not(feature = "cuda-no-version"))]

@@ -202,7 +202,8 @@ pub unsafe extern "C" fn sigretire_sim_device_create(
         let creation = unsafe { Creation::read(device_options, stream_options, config) }?;
         // SAFETY: as above.
         let sim = unsafe { sim_ref(sim) }?;
-        let platform = SimPlatform::new(sim.simulator().clone()).with_tracker_config(creation.config);
+        let platform =
+            SimPlatform::new(sim.simulator().clone()).with_tracker_config(creation.config);
         let made = platform
             .device(creation.device, creation.stream)
             .or_else(layer_failure)?;
@@ -327,11 +328,9 @@ pub unsafe extern "C" fn sigretire_device_stream_create(
         // SAFETY: as above.
         let device = unsafe { device_ref(device) }?;
         let queue = match (&device.parts.platform, &device.parts.device) {
-            (Platform::Sim(platform), AnyDevice::Sim(d)) => AnyStream::Sim(
-                platform
-                    .create_queue(d, config)
-                    .or_else(layer_failure)?,
-            ),
+            (Platform::Sim(platform), AnyDevice::Sim(d)) => {
+                AnyStream::Sim(platform.create_queue(d, config).or_else(layer_failure)?)
+            }
             #[cfg(feature = "cuda-no-version")]
             (Platform::Cuda { context, .. }, AnyDevice::Cuda(_)) => {
                 let queue = context.create_queue().or_else(crate::cuda::cuda_failure)?;
@@ -382,16 +381,23 @@ pub unsafe extern "C" fn sigretire_rocr_stream_adopt(
         let adopt_options = unsafe { crate::rocr::read_adopt_options(options) }?;
         // SAFETY: as above.
         let config = unsafe {
-            read_optional_struct(stream_options, "stream_options", sigretire_stream_options::default)
+            read_optional_struct(
+                stream_options,
+                "stream_options",
+                sigretire_stream_options::default,
+            )
         }?
         .to_rust()?;
         // SAFETY: as above.
         let device = unsafe { device_ref(device) }?;
-        let (Platform::Rocr {
-            gpu,
-            signals,
-            config: tracker_config,
-        }, AnyDevice::Rocr(d)) = (&device.parts.platform, &device.parts.device)
+        let (
+            Platform::Rocr {
+                gpu,
+                signals,
+                config: tracker_config,
+            },
+            AnyDevice::Rocr(d),
+        ) = (&device.parts.platform, &device.parts.device)
         else {
             return fail(
                 SIGRETIRE_ERR_WRONG_BACKEND,

@@ -47,9 +47,7 @@ pub struct sigretire_event {
 /// # Safety
 /// A `sigretire_event` handle in the table of live handles is a live
 /// event, not destroyed while the call runs (the caller's contract).
-pub(crate) unsafe fn event_ref<'a>(
-    ptr: *const sigretire_event,
-) -> Outcome<&'a sigretire_event> {
+pub(crate) unsafe fn event_ref<'a>(ptr: *const sigretire_event) -> Outcome<&'a sigretire_event> {
     registry::check(ptr, Kind::Event, "event")?;
     // SAFETY: a live handle (the table says so; nothing of `ptr` was read
     // before it did), not destroyed while this call runs (contract).

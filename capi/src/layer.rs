@@ -238,6 +238,10 @@ mod tests {
             "{}",
             failure.message
         );
-        assert!(failure.message.contains("queue 4 failed"), "{}", failure.message);
+        assert!(
+            failure.message.contains("queue 4 failed"),
+            "{}",
+            failure.message
+        );
     }
 }

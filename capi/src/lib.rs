@@ -130,7 +130,6 @@ pub unsafe extern "C" fn sigretire_status_name(
     })
 }
 
-
 /// Copies this thread's last error message (what the last failed call on
 /// this thread said went wrong, and what to do) into `buffer`,
 /// NUL-terminated, and writes to `*length` the size of the buffer the

@@ -11,8 +11,8 @@ use crate::tracker::{
 use crate::types::*;
 use ::sigretire_sim::backend::{STEPPED_QUEUE_SIZE, SimMemory};
 use ::sigretire_sim::{
-    CostProfile, HostFlag, Kernel, MAX_QUEUE_SIZE, Mode, Placement as SimPlacement, Queue, QueueConfig, Sim,
-    SimConfig,
+    CostProfile, HostFlag, Kernel, MAX_QUEUE_SIZE, Mode, Placement as SimPlacement, Queue,
+    QueueConfig, Sim, SimConfig,
 };
 use ::sigretire_tracker::{CreateError, HardwareQueue, Publication, Tracker, Work};
 use hsa_sys::PacketWords;

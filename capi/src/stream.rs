@@ -12,7 +12,9 @@
 
 use crate::device::DeviceParts;
 use crate::event::event_ref;
-use crate::layer::{AnyEvent, AnyStream, each, event_backend, layer_failure, mixed_backends, stream_backend};
+use crate::layer::{
+    AnyEvent, AnyStream, each, event_backend, layer_failure, mixed_backends, stream_backend,
+};
 use crate::registry::{self, Kind};
 use crate::status::*;
 use crate::types::*;
@@ -271,8 +273,7 @@ pub unsafe extern "C" fn sigretire_stream_synchronize_timeout(
         // SAFETY: forwarded caller guarantee.
         let stream = unsafe { stream_ref(stream) }?;
         let timeout = Duration::from_nanos(timeout_ns);
-        each!(AnyStream, &stream.queue, q => q.synchronize_timeout(timeout))
-            .or_else(layer_failure)
+        each!(AnyStream, &stream.queue, q => q.synchronize_timeout(timeout)).or_else(layer_failure)
     })
 }
 

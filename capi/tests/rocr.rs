@@ -321,3 +321,79 @@ fn debian_rocr_without_a_gpu_answers_no_gpu() {
     let message = unsafe { std::ffi::CStr::from_ptr(buffer.as_ptr()) }.to_string_lossy();
     assert!(message.contains("hsa_init failed"), "{message}");
 }
+
+/// The queue layer on ROCr through the C ABI: a device over one of the
+/// runtime's queues, a second stream over another, a cross-stream wait, an
+/// elapsed time and synchronize, on the stand-in's threaded simulator.
+#[test]
+fn streams_run_on_the_runtimes_own_queues() {
+    let standin = Standin::new(Machine::default()).unwrap();
+    let (first, second) = (
+        RuntimeQueue::create(&standin),
+        RuntimeQueue::create(&standin),
+    );
+    let mut rocr = open(&standin);
+    let config = device_config();
+    let (mut device, mut producer, mut consumer) = (null_mut(), null_mut(), null_mut());
+    let (mut start, mut stop) = (null_mut(), null_mut());
+    let mut elapsed = 0;
+    // SAFETY: a C ABI call with locals, live handles of this test, or NULL
+    // where the call allows it; the runtime's queues outlive every handle.
+    unsafe {
+        assert_eq!(
+            sigretire_rocr_device_adopt(
+                rocr,
+                0,
+                first.raw.cast(),
+                null(),
+                null(),
+                null(),
+                &config,
+                &mut device
+            ),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_device_default_stream(device, &mut producer),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_rocr_stream_adopt(device, second.raw.cast(), null(), null(), &mut consumer),
+            SIGRETIRE_OK
+        );
+        // ROCr's queues are the runtime's: the library makes none.
+        let mut none = null_mut();
+        assert_eq!(
+            sigretire_device_stream_create(device, null(), &mut none),
+            SIGRETIRE_ERR_UNSUPPORTED
+        );
+        assert_eq!(
+            sigretire_event_record(producer, 0, &mut start),
+            SIGRETIRE_OK
+        );
+        assert_eq!(sigretire_stream_launch(producer, 0), SIGRETIRE_OK);
+        assert_eq!(sigretire_event_record(producer, 0, &mut stop), SIGRETIRE_OK);
+        assert_eq!(sigretire_stream_wait_event(consumer, stop), SIGRETIRE_OK);
+        assert_eq!(sigretire_stream_launch(consumer, 0), SIGRETIRE_OK);
+        assert_eq!(
+            sigretire_stream_synchronize_timeout(consumer, 10_000_000_000),
+            SIGRETIRE_OK
+        );
+        let mut status = SIGRETIRE_USE_UNKNOWN;
+        assert_eq!(sigretire_event_query(stop, &mut status), SIGRETIRE_OK);
+        assert_eq!(status, SIGRETIRE_USE_COMPLETE);
+        assert_eq!(
+            sigretire_event_elapsed_ns(start, stop, &mut elapsed),
+            SIGRETIRE_OK
+        );
+        assert_eq!(sigretire_device_synchronize(device), SIGRETIRE_OK);
+        assert_eq!(sigretire_event_destroy(&mut start), SIGRETIRE_OK);
+        assert_eq!(sigretire_event_destroy(&mut stop), SIGRETIRE_OK);
+        assert_eq!(sigretire_stream_destroy(&mut consumer), SIGRETIRE_OK);
+        assert_eq!(sigretire_stream_destroy(&mut producer), SIGRETIRE_OK);
+        assert_eq!(sigretire_device_destroy(&mut device), SIGRETIRE_OK);
+        assert_eq!(sigretire_rocr_close(&mut rocr), SIGRETIRE_OK);
+    }
+    second.destroy();
+    first.destroy();
+}
