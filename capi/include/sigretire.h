@@ -40,6 +40,16 @@
  *    ticket is accepted only by the tracker that issued it, unchanged:
  *    anything else (another tracker's, a zeroed, altered or made-up one)
  *    answers SIGRETIRE_ERR_BAD_TICKET, never undefined behaviour.
+ *  - A wait returns its outcome: sigretire_tracker_wait and the
+ *    synchronize functions of streams, events and devices return
+ *    SIGRETIRE_OK only when the work completed, and a failure as a status
+ *    (SIGRETIRE_ERR_USE_FAILED, SIGRETIRE_ERR_STREAM_FAILED,
+ *    SIGRETIRE_ERR_TIMED_OUT, ...). A query never waits and answers in its
+ *    out-parameter (SIGRETIRE_USE_PENDING, _COMPLETE, _FAILED), returning
+ *    SIGRETIRE_OK whenever it could answer.
+ *  - Linking: the shared library's SONAME is libsigretire_capi.so.<ABI>
+ *    (SIGRETIRE_ABI_VERSION); installed with the crate's install tool,
+ *    `pkg-config --cflags --libs sigretire_capi` gives the flags.
  *
  * Thread safety
  *  - A sigretire_tracker is internally synchronised: any of its functions
@@ -54,6 +64,12 @@
  *    a release (and, for a pin, an attach) is the last call on its handle.
  *  - sigretire_sim and sigretire_rocr handles: any function, any thread,
  *    concurrently, except their destroy/close, the last call.
+ *  - sigretire_device, sigretire_stream and sigretire_event handles: any
+ *    function, any thread, concurrently, except their destroy, the last
+ *    call on that handle. A stream's lock covers submission only: a
+ *    synchronize never holds up another thread's launch. Streams and
+ *    events keep their device alive, so handles may be destroyed in any
+ *    order; no destroy waits for the GPU.
  *  - Hooks are called from any thread, possibly concurrently.
  */
 
