@@ -850,13 +850,14 @@ typedef struct sigretire_wait_policy {
 } sigretire_wait_policy;
 
 /**
- * Called once the library no longer uses an adopted `CUstream`, with the
- * stream and the `user` pointer given with it: the runtime may destroy
- * the stream from then on (not before). It runs on whichever thread lets
- * go of the stream last (a thread of the library's own, possibly), with
- * the stream's context current, and must not call back into the library.
+ * Called once the library no longer uses an object the runtime handed it
+ * (an adopted `hsa_queue_t` or `CUstream`), with that object and the
+ * `user` pointer given with it: the runtime may destroy the object from
+ * then on, not before. It runs on whichever thread lets go of the object
+ * last (possibly a thread of the library's own, after every handle was
+ * destroyed), and must not call back into the library.
  */
-typedef void (*sigretire_cuda_stream_release)(void *stream, void *user);
+typedef void (*sigretire_release_callback)(void *object, void *user);
 
 /**
  * How a device reacts to a device-wide fault.
@@ -1558,7 +1559,7 @@ sigretire_status sigretire_wait_policy_blocking(struct sigretire_wait_policy *po
  */
 sigretire_status sigretire_cuda_device_adopt(uint32_t ordinal,
                                              void *stream,
-                                             sigretire_cuda_stream_release release,
+                                             sigretire_release_callback release,
                                              void *user,
                                              const struct sigretire_device_options *device_options,
                                              const struct sigretire_stream_options *stream_options,
@@ -1580,7 +1581,7 @@ sigretire_status sigretire_cuda_device_adopt(uint32_t ordinal,
  */
 sigretire_status sigretire_cuda_stream_adopt(const struct sigretire_device *device,
                                              void *stream,
-                                             sigretire_cuda_stream_release release,
+                                             sigretire_release_callback release,
                                              void *user,
                                              const struct sigretire_stream_options *options,
                                              struct sigretire_stream **out);
@@ -1624,24 +1625,32 @@ sigretire_status sigretire_sim_device_create(const struct sigretire_sim *sim,
  * Creates a device on ROCr GPU `gpu` whose default stream runs on `queue`,
  * an `hsa_queue_t *` the runtime made on that GPU and keeps owning (as
  * `sigretire_rocr_tracker_adopt` takes one: `options` may be NULL, the
- * defaults). Every stream of the device takes its signals from one pool
- * of that GPU. More streams: `sigretire_rocr_stream_adopt`, each over
- * another queue of the runtime's. `device_options`, `stream_options` and
- * `config` may be NULL: the defaults.
+ * defaults). The library never destroys the queue: it calls
+ * `release(queue, user)` once it no longer uses it (after draining what
+ * it published, up to `drain_timeout_ns`), possibly after every handle is
+ * destroyed; the runtime destroys the queue then. `release` may be NULL:
+ * then the queue must stay live for as long as the library is loaded.
+ * Every stream of the device takes its signals from one pool of that
+ * GPU. More streams: `sigretire_rocr_stream_adopt`, each over another
+ * queue of the runtime's. ROCr reports a queue's errors to the runtime's
+ * callback: forward them with `sigretire_rocr_stream_report_queue_error`.
+ * `device_options`, `stream_options` and `config` may be NULL: the
+ * defaults.
  *
  * Thread safety: any thread.
  *
  * # Safety
  * `rocr` is a live ROCr handle of the library the runtime loaded; `queue`
- * is a live queue of GPU `gpu` made by that runtime, not destroyed until
- * the device, every stream and event of it are destroyed and the device's
- * work on it has finished (synchronize the device first); every slot a
- * producer reserves on it is published. The option pointers are NULL or
- * readable; `device` points to a writable handle variable.
+ * is a live queue of GPU `gpu` made by that runtime, not destroyed before
+ * `release` is called (see above); every slot a producer reserves on it
+ * is published. The option pointers are NULL or readable; `device` points
+ * to a writable handle variable.
  */
 sigretire_status sigretire_rocr_device_adopt(const struct sigretire_rocr *rocr,
                                              size_t gpu,
                                              void *queue,
+                                             sigretire_release_callback release,
+                                             void *user,
                                              const struct sigretire_rocr_adopt_options *options,
                                              const struct sigretire_device_options *device_options,
                                              const struct sigretire_stream_options *stream_options,
@@ -1682,7 +1691,8 @@ sigretire_status sigretire_device_stream_create(const struct sigretire_device *d
 
 /**
  * Creates a stream of a ROCr device over another `hsa_queue_t *` of the
- * runtime's on the device's GPU (`options` as for
+ * runtime's on the device's GPU (`release` and `user` as for
+ * `sigretire_rocr_device_adopt`; `options` as for
  * `sigretire_rocr_tracker_adopt`; `options` and `stream_options` may be
  * NULL: the defaults). `SIGRETIRE_ERR_WRONG_BACKEND` for a device of
  * another backend.
@@ -1696,6 +1706,8 @@ sigretire_status sigretire_device_stream_create(const struct sigretire_device *d
  */
 sigretire_status sigretire_rocr_stream_adopt(const struct sigretire_device *device,
                                              void *queue,
+                                             sigretire_release_callback release,
+                                             void *user,
                                              const struct sigretire_rocr_adopt_options *options,
                                              const struct sigretire_stream_options *stream_options,
                                              struct sigretire_stream **stream);
@@ -1757,6 +1769,24 @@ sigretire_status sigretire_device_set_error(const struct sigretire_device *devic
  * `device` points to a variable holding NULL or a live device handle.
  */
 sigretire_status sigretire_device_destroy(struct sigretire_device **device);
+
+/**
+ * Forwards an error ROCr reported for the `hsa_queue_t` under a ROCr
+ * stream to the library (`status`, an `hsa_status_t`, from the runtime's
+ * `hsa_queue_create` callback): from then on the queue is failed
+ * (reserving and publishing fail), and the stream fails as soon as a
+ * wait, a query or an event sees its work failed
+ * (`SIGRETIRE_ERR_STREAM_FAILED`). `SIGRETIRE_ERR_WRONG_BACKEND` for a
+ * stream of another backend.
+ *
+ * Thread safety: any thread (takes the stream's lock briefly); safe to
+ * call from the runtime's queue-error callback.
+ *
+ * # Safety
+ * `stream` is a live stream.
+ */
+sigretire_status sigretire_rocr_stream_report_queue_error(const struct sigretire_stream *stream,
+                                                          uint32_t status);
 
 /**
  * Records an event on `stream`: a marker after everything submitted so

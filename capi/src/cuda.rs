@@ -10,24 +10,18 @@
 //! serves every build.
 
 use crate::device::sigretire_device_options;
+use crate::release::sigretire_release_callback;
 use crate::status::*;
 use crate::stream::sigretire_stream_options;
 use crate::types::*;
 use std::ffi::c_void;
-
-/// Called once the library no longer uses an adopted `CUstream`, with the
-/// stream and the `user` pointer given with it: the runtime may destroy
-/// the stream from then on (not before). It runs on whichever thread lets
-/// go of the stream last (a thread of the library's own, possibly), with
-/// the stream's context current, and must not call back into the library.
-pub type sigretire_cuda_stream_release =
-    Option<unsafe extern "C" fn(stream: *mut c_void, user: *mut c_void)>;
 
 #[cfg(feature = "cuda-no-version")]
 mod enabled {
     use super::*;
     use crate::device::{Creation, DeviceParts, sigretire_device};
     use crate::layer::{AnyDevice, AnyStream, Platform, layer_failure};
+    use crate::release::Release;
     use crate::tracker::created_failure;
     use ::sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, Error};
     use ::sigretire_queue::{Device, QueueConfig};
@@ -48,27 +42,6 @@ mod enabled {
         fail(status, error.to_string())
     }
 
-    /// Hands an adopted stream back to the runtime through its callback
-    /// when the library lets go of it.
-    struct Release {
-        release: unsafe extern "C" fn(*mut c_void, *mut c_void),
-        stream: *mut c_void,
-        user: *mut c_void,
-    }
-
-    // SAFETY: the pointers are the runtime's, passed back untouched; the
-    // runtime's contract (`sigretire_cuda_stream_release`) is that the
-    // callback may run on any thread.
-    unsafe impl Send for Release {}
-
-    impl Drop for Release {
-        fn drop(&mut self) {
-            // SAFETY: the runtime's callback with its own stream and user
-            // pointer, called once (this drop), as its contract says.
-            unsafe { (self.release)(self.stream, self.user) }
-        }
-    }
-
     /// The runtime's `stream` adopted on `context`, handed back through
     /// `release` (if any) once the library is done with it.
     ///
@@ -79,23 +52,14 @@ mod enabled {
     unsafe fn adopt(
         context: &Arc<CudaContext>,
         stream: *mut c_void,
-        release: sigretire_cuda_stream_release,
+        release: sigretire_release_callback,
         user: *mut c_void,
     ) -> Outcome<CudaQueue> {
         let raw: ::sigretire_cuda::cudarc::driver::sys::CUstream = stream.cast();
-        let adopted = match release {
+        let adopted = match Release::new(release, stream, user) {
             // SAFETY: the caller's contract; the keeper tells the runtime
             // when the stream is no longer used.
-            Some(release) => unsafe {
-                context.adopt_stream_with(
-                    raw,
-                    Release {
-                        release,
-                        stream,
-                        user,
-                    },
-                )
-            },
+            Some(keeper) => unsafe { context.adopt_stream_with(raw, keeper) },
             // SAFETY: the caller's contract: live for as long as the
             // library is loaded.
             None => unsafe { context.adopt_stream(raw) },
@@ -138,7 +102,7 @@ mod enabled {
     pub(super) fn device_adopt(
         ordinal: u32,
         stream: *mut c_void,
-        release: sigretire_cuda_stream_release,
+        release: sigretire_release_callback,
         user: *mut c_void,
         creation: Creation,
     ) -> Outcome<*mut sigretire_device> {
@@ -163,7 +127,7 @@ mod enabled {
     pub(super) fn stream_adopt(
         parts: &DeviceParts,
         stream: *mut c_void,
-        release: sigretire_cuda_stream_release,
+        release: sigretire_release_callback,
         user: *mut c_void,
         config: QueueConfig,
     ) -> Outcome<AnyStream> {
@@ -225,7 +189,7 @@ fn not_built<T>() -> Outcome<T> {
 pub unsafe extern "C" fn sigretire_cuda_device_adopt(
     ordinal: u32,
     stream: *mut c_void,
-    release: sigretire_cuda_stream_release,
+    release: sigretire_release_callback,
     user: *mut c_void,
     device_options: *const sigretire_device_options,
     stream_options: *const sigretire_stream_options,
@@ -267,7 +231,7 @@ pub unsafe extern "C" fn sigretire_cuda_device_adopt(
 pub unsafe extern "C" fn sigretire_cuda_stream_adopt(
     device: *const crate::device::sigretire_device,
     stream: *mut c_void,
-    release: sigretire_cuda_stream_release,
+    release: sigretire_release_callback,
     user: *mut c_void,
     options: *const sigretire_stream_options,
     out: *mut *mut crate::stream::sigretire_stream,

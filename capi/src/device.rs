@@ -11,7 +11,9 @@
 
 use crate::layer::{AnyDevice, AnyStream, Platform, each, layer_failure};
 use crate::registry::{self, Kind};
+use crate::release::sigretire_release_callback;
 use crate::rocr::{rocr_adopt, rocr_failure, rocr_ref, sigretire_rocr_adopt_options};
+use crate::rocr_queue::KeptQueue;
 use crate::sim::sim_ref;
 use crate::status::*;
 use crate::stream::{sigretire_stream, sigretire_stream_options};
@@ -218,25 +220,34 @@ pub unsafe extern "C" fn sigretire_sim_device_create(
 /// Creates a device on ROCr GPU `gpu` whose default stream runs on `queue`,
 /// an `hsa_queue_t *` the runtime made on that GPU and keeps owning (as
 /// `sigretire_rocr_tracker_adopt` takes one: `options` may be NULL, the
-/// defaults). Every stream of the device takes its signals from one pool
-/// of that GPU. More streams: `sigretire_rocr_stream_adopt`, each over
-/// another queue of the runtime's. `device_options`, `stream_options` and
-/// `config` may be NULL: the defaults.
+/// defaults). The library never destroys the queue: it calls
+/// `release(queue, user)` once it no longer uses it (after draining what
+/// it published, up to `drain_timeout_ns`), possibly after every handle is
+/// destroyed; the runtime destroys the queue then. `release` may be NULL:
+/// then the queue must stay live for as long as the library is loaded.
+/// Every stream of the device takes its signals from one pool of that
+/// GPU. More streams: `sigretire_rocr_stream_adopt`, each over another
+/// queue of the runtime's. ROCr reports a queue's errors to the runtime's
+/// callback: forward them with `sigretire_rocr_stream_report_queue_error`.
+/// `device_options`, `stream_options` and `config` may be NULL: the
+/// defaults.
 ///
 /// Thread safety: any thread.
 ///
 /// # Safety
 /// `rocr` is a live ROCr handle of the library the runtime loaded; `queue`
-/// is a live queue of GPU `gpu` made by that runtime, not destroyed until
-/// the device, every stream and event of it are destroyed and the device's
-/// work on it has finished (synchronize the device first); every slot a
-/// producer reserves on it is published. The option pointers are NULL or
-/// readable; `device` points to a writable handle variable.
+/// is a live queue of GPU `gpu` made by that runtime, not destroyed before
+/// `release` is called (see above); every slot a producer reserves on it
+/// is published. The option pointers are NULL or readable; `device` points
+/// to a writable handle variable.
 #[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)] // the C call's arguments
 pub unsafe extern "C" fn sigretire_rocr_device_adopt(
     rocr: *const crate::rocr::sigretire_rocr,
     gpu: usize,
     queue: *mut c_void,
+    release: sigretire_release_callback,
+    user: *mut c_void,
     options: *const sigretire_rocr_adopt_options,
     device_options: *const sigretire_device_options,
     stream_options: *const sigretire_stream_options,
@@ -255,7 +266,12 @@ pub unsafe extern "C" fn sigretire_rocr_device_adopt(
         // SAFETY: as above.
         let rocr = unsafe { rocr_ref(rocr) }?;
         let gpu = rocr.runtime().device(gpu).or_else(rocr_failure)?;
-        let adopted = rocr_adopt(&gpu, queue, adopt_options)?;
+        let adopted = KeptQueue::new(
+            rocr_adopt(&gpu, queue, adopt_options)?,
+            queue,
+            release,
+            user,
+        );
         let signals = Arc::new(SignalPool::new(&gpu));
         let tracker = RetiringTracker::new(signals.clone(), adopted, creation.config)
             .or_else(crate::tracker::created_failure)?;
@@ -353,7 +369,8 @@ pub unsafe extern "C" fn sigretire_device_stream_create(
 }
 
 /// Creates a stream of a ROCr device over another `hsa_queue_t *` of the
-/// runtime's on the device's GPU (`options` as for
+/// runtime's on the device's GPU (`release` and `user` as for
+/// `sigretire_rocr_device_adopt`; `options` as for
 /// `sigretire_rocr_tracker_adopt`; `options` and `stream_options` may be
 /// NULL: the defaults). `SIGRETIRE_ERR_WRONG_BACKEND` for a device of
 /// another backend.
@@ -368,6 +385,8 @@ pub unsafe extern "C" fn sigretire_device_stream_create(
 pub unsafe extern "C" fn sigretire_rocr_stream_adopt(
     device: *const sigretire_device,
     queue: *mut c_void,
+    release: sigretire_release_callback,
+    user: *mut c_void,
     options: *const sigretire_rocr_adopt_options,
     stream_options: *const sigretire_stream_options,
     stream: *mut *mut sigretire_stream,
@@ -407,7 +426,7 @@ pub unsafe extern "C" fn sigretire_rocr_stream_adopt(
                 ),
             );
         };
-        let adopted = rocr_adopt(gpu, queue, adopt_options)?;
+        let adopted = KeptQueue::new(rocr_adopt(gpu, queue, adopt_options)?, queue, release, user);
         let tracker = RetiringTracker::new(signals.clone(), adopted, *tracker_config)
             .or_else(crate::tracker::created_failure)?;
         let made = d.create_queue(tracker, config).or_else(layer_failure)?;
@@ -527,5 +546,47 @@ pub unsafe extern "C" fn sigretire_device_destroy(
             drop(Box::from_raw(handle));
         }
         Ok(())
+    })
+}
+
+/// Forwards an error ROCr reported for the `hsa_queue_t` under a ROCr
+/// stream to the library (`status`, an `hsa_status_t`, from the runtime's
+/// `hsa_queue_create` callback): from then on the queue is failed
+/// (reserving and publishing fail), and the stream fails as soon as a
+/// wait, a query or an event sees its work failed
+/// (`SIGRETIRE_ERR_STREAM_FAILED`). `SIGRETIRE_ERR_WRONG_BACKEND` for a
+/// stream of another backend.
+///
+/// Thread safety: any thread (takes the stream's lock briefly); safe to
+/// call from the runtime's queue-error callback.
+///
+/// # Safety
+/// `stream` is a live stream.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigretire_rocr_stream_report_queue_error(
+    stream: *const sigretire_stream,
+    status: u32,
+) -> sigretire_status {
+    guard("sigretire_rocr_stream_report_queue_error", || {
+        // SAFETY: forwarded caller guarantee.
+        let stream = unsafe { crate::stream::stream_ref(stream) }?;
+        match &stream.queue {
+            AnyStream::Rocr(queue) => {
+                queue.with_tracker(|tracker| {
+                    ::sigretire_tracker::Tracker::queue(tracker)
+                        .queue()
+                        .report_error(status)
+                });
+                Ok(())
+            }
+            other => fail(
+                SIGRETIRE_ERR_WRONG_BACKEND,
+                format!(
+                    "sigretire_rocr_stream_report_queue_error is for ROCr streams; this one runs \
+                     on {}",
+                    crate::layer::stream_backend(other)
+                ),
+            ),
+        }
     })
 }

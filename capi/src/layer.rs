@@ -13,17 +13,19 @@
 //! elapsed time, which refuse the pair (`SIGRETIRE_ERR_WRONG_BACKEND`).
 
 use crate::engine::queue_failure;
+use crate::rocr_queue::KeptQueue;
 use crate::status::*;
 use crate::tracker::created_failure;
 use ::sigretire_queue::sim::{SimPlatform, SimTracker};
 use ::sigretire_queue::{Device, Event, HostQueue};
 use ::sigretire_tracker::{Config, RetiringTracker};
-use sigretire_hsa::{AqlQueue, SignalPool};
+use sigretire_hsa::SignalPool;
 use std::sync::Arc;
 
 /// The tracker a ROCr stream runs on: signals of the device's pool, over
-/// an `hsa_queue_t` the runtime owns.
-pub(crate) type RocrTracker = RetiringTracker<SignalPool, AqlQueue>;
+/// an `hsa_queue_t` the runtime owns (handed back through its release
+/// callback).
+pub(crate) type RocrTracker = RetiringTracker<SignalPool, KeptQueue>;
 
 /// The tracker a CUDA stream runs on: signals in the context's pinned
 /// memory, over a stream of the context (the runtime's, adopted, or one of

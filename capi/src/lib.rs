@@ -47,7 +47,9 @@ mod hooks;
 mod layer;
 mod orphans;
 mod registry;
+mod release;
 mod rocr;
+mod rocr_queue;
 mod sim;
 mod status;
 mod stream;
@@ -65,6 +67,7 @@ pub use handles::{
 pub use hooks::{
     sigretire_hooks, sigretire_hooks_note_queue_change, sigretire_hooks_tracker_create,
 };
+pub use release::sigretire_release_callback;
 pub use rocr::*;
 pub use sim::*;
 pub use status::sigretire_status::{self, *};

@@ -2143,12 +2143,28 @@ fn queue_layer_functions_refuse_null_pointers_and_bad_handles() {
             "sigretire_device_set_error",
         );
         expect(
-            sigretire_rocr_stream_adopt(device, null_mut(), null(), null(), &mut stream),
+            sigretire_rocr_stream_adopt(
+                device,
+                null_mut(),
+                None,
+                null_mut(),
+                null(),
+                null(),
+                &mut stream,
+            ),
             null_refused,
             "sigretire_rocr_stream_adopt",
         );
         expect(
-            sigretire_rocr_stream_adopt(device, queue, null(), null(), &mut stream),
+            sigretire_rocr_stream_adopt(
+                device,
+                queue,
+                None,
+                null_mut(),
+                null(),
+                null(),
+                &mut stream,
+            ),
             SIGRETIRE_ERR_WRONG_BACKEND,
             "sigretire_rocr_stream_adopt",
         );
@@ -2157,6 +2173,8 @@ fn queue_layer_functions_refuse_null_pointers_and_bad_handles() {
                 null(),
                 0,
                 queue,
+                None,
+                null_mut(),
                 null(),
                 null(),
                 null(),

@@ -322,11 +322,24 @@ fn debian_rocr_without_a_gpu_answers_no_gpu() {
     assert!(message.contains("hsa_init failed"), "{message}");
 }
 
+/// Counts the runtime's queues the library handed back (`user` is an
+/// `AtomicU64`).
+unsafe extern "C" fn count_release(_queue: *mut std::ffi::c_void, user: *mut std::ffi::c_void) {
+    // SAFETY: `user` is the test's live counter (it waits for the count
+    // before the counter goes).
+    let released = unsafe { &*user.cast::<AtomicU64>() };
+    released.fetch_add(1, Ordering::AcqRel);
+}
+
 /// The queue layer on ROCr through the C ABI: a device over one of the
 /// runtime's queues, a second stream over another, a cross-stream wait, an
-/// elapsed time and synchronize, on the stand-in's threaded simulator.
+/// elapsed time and synchronize, on the stand-in's threaded simulator; the
+/// queues handed back through the release callback before the runtime
+/// destroys them.
 #[test]
 fn streams_run_on_the_runtimes_own_queues() {
+    let released = AtomicU64::new(0);
+    let user: *mut std::ffi::c_void = (&raw const released).cast_mut().cast();
     let standin = Standin::new(Machine::default()).unwrap();
     let (first, second) = (
         RuntimeQueue::create(&standin),
@@ -345,6 +358,8 @@ fn streams_run_on_the_runtimes_own_queues() {
                 rocr,
                 0,
                 first.raw.cast(),
+                Some(count_release),
+                user,
                 null(),
                 null(),
                 null(),
@@ -358,7 +373,15 @@ fn streams_run_on_the_runtimes_own_queues() {
             SIGRETIRE_OK
         );
         assert_eq!(
-            sigretire_rocr_stream_adopt(device, second.raw.cast(), null(), null(), &mut consumer),
+            sigretire_rocr_stream_adopt(
+                device,
+                second.raw.cast(),
+                Some(count_release),
+                user,
+                null(),
+                null(),
+                &mut consumer
+            ),
             SIGRETIRE_OK
         );
         // ROCr's queues are the runtime's: the library makes none.
@@ -394,6 +417,18 @@ fn streams_run_on_the_runtimes_own_queues() {
         assert_eq!(sigretire_device_destroy(&mut device), SIGRETIRE_OK);
         assert_eq!(sigretire_rocr_close(&mut rocr), SIGRETIRE_OK);
     }
+    // The library lets go of the queues once its last user is done (here
+    // at once, or on its teardown thread soon after): only then may the
+    // runtime destroy them.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while released.load(Ordering::Acquire) < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the queues were never handed back"
+        );
+        std::thread::yield_now();
+    }
+    assert_eq!(released.load(Ordering::Acquire), 2, "each queue once");
     second.destroy();
     first.destroy();
 }

@@ -270,7 +270,7 @@ static void bad_handles_and_arguments(void) {
                  SIGRETIRE_ERR_INVALID_ARGUMENT);
     CHECK(extra == NULL);
     /* A ROCr-only call on a simulator device. */
-    CHECK_STATUS(sigretire_rocr_stream_adopt(device, &word, NULL, NULL, &extra),
+    CHECK_STATUS(sigretire_rocr_stream_adopt(device, &word, NULL, NULL, NULL, NULL, &extra),
                  SIGRETIRE_ERR_WRONG_BACKEND);
     /* An event not complete has no elapsed time yet. */
     CHECK_STATUS(sigretire_event_elapsed_ns(event, event, &word), SIGRETIRE_ERR_NOT_READY);
