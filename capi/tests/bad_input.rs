@@ -2311,6 +2311,11 @@ fn queue_layer_functions_refuse_null_pointers_and_bad_handles() {
         );
         // The stream and the event still work, their device gone.
         assert_eq!(sigretire_stream_query(stream, &mut status), SIGRETIRE_OK);
+        assert_eq!(
+            sigretire_stream_has_failed(stream, &mut failed),
+            SIGRETIRE_OK
+        );
+        assert!(!failed, "no failed call failed the stream");
         assert_eq!(sigretire_event_destroy(&mut event), SIGRETIRE_OK);
         assert_eq!(sigretire_stream_destroy(&mut stream), SIGRETIRE_OK);
     }
