@@ -1543,11 +1543,12 @@ sigretire_status sigretire_wait_policy_blocking(struct sigretire_wait_policy *po
  * allocation of the context. `device_options`, `stream_options` and
  * `config` may be NULL: the defaults.
  *
- * Without `libcuda`: `SIGRETIRE_ERR_LOAD`; without that device:
- * `SIGRETIRE_ERR_NO_GPU`; the null, legacy or per-thread default stream,
- * or a stream of another context: `SIGRETIRE_ERR_INVALID_ARGUMENT`; a
- * library built without the `cuda` feature: `SIGRETIRE_ERR_UNSUPPORTED`.
- * Never a crash.
+ * A NULL `stream` (the null stream): `SIGRETIRE_ERR_NULL`, in every
+ * build. Without `libcuda`: `SIGRETIRE_ERR_LOAD`; without that device:
+ * `SIGRETIRE_ERR_NO_GPU`; the legacy or per-thread default stream
+ * (`CU_STREAM_LEGACY`, `CU_STREAM_PER_THREAD`), or a stream of another
+ * context: `SIGRETIRE_ERR_INVALID_ARGUMENT`; a library built without the
+ * `cuda` feature: `SIGRETIRE_ERR_UNSUPPORTED`. Never a crash.
  *
  * Thread safety: any thread.
  *
@@ -2365,8 +2366,11 @@ sigretire_status sigretire_stream_options_default(struct sigretire_stream_option
 /**
  * Launches the kernel the backend knows by `kernel_object` on the stream
  * (0: the empty kernel; on the simulator, a kernel of
- * `sigretire_sim_register_gated_kernel`; on CUDA, a registered kernel's
- * handle): one packet with the barrier bit. Takes the stream's lock for
+ * `sigretire_sim_register_gated_kernel`; on ROCr, a code object's kernel
+ * object; on CUDA only 0: a CUDA runtime launches its own kernels on the
+ * stream it adopted, and a marker or an event after them covers them):
+ * one packet with the barrier bit. A kernel the backend cannot launch is
+ * refused (`SIGRETIRE_ERR_UNSUPPORTED`); the stream keeps working. Takes the stream's lock for
  * the publication only; when the tracker's ring is full it waits for room
  * outside the lock, up to the stream's `wait_timeout_ns`
  * (`SIGRETIRE_ERR_IN_FLIGHT_LIMIT` after it). `SIGRETIRE_ERR_STREAM_FAILED`

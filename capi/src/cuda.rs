@@ -171,11 +171,12 @@ fn not_built<T>() -> Outcome<T> {
 /// allocation of the context. `device_options`, `stream_options` and
 /// `config` may be NULL: the defaults.
 ///
-/// Without `libcuda`: `SIGRETIRE_ERR_LOAD`; without that device:
-/// `SIGRETIRE_ERR_NO_GPU`; the null, legacy or per-thread default stream,
-/// or a stream of another context: `SIGRETIRE_ERR_INVALID_ARGUMENT`; a
-/// library built without the `cuda` feature: `SIGRETIRE_ERR_UNSUPPORTED`.
-/// Never a crash.
+/// A NULL `stream` (the null stream): `SIGRETIRE_ERR_NULL`, in every
+/// build. Without `libcuda`: `SIGRETIRE_ERR_LOAD`; without that device:
+/// `SIGRETIRE_ERR_NO_GPU`; the legacy or per-thread default stream
+/// (`CU_STREAM_LEGACY`, `CU_STREAM_PER_THREAD`), or a stream of another
+/// context: `SIGRETIRE_ERR_INVALID_ARGUMENT`; a library built without the
+/// `cuda` feature: `SIGRETIRE_ERR_UNSUPPORTED`. Never a crash.
 ///
 /// Thread safety: any thread.
 ///
@@ -198,6 +199,9 @@ pub unsafe extern "C" fn sigretire_cuda_device_adopt(
 ) -> sigretire_status {
     guard("sigretire_cuda_device_adopt", || {
         let out = Out::new(device, "device")?;
+        if stream.is_null() {
+            return fail(SIGRETIRE_ERR_NULL, "`stream` is NULL");
+        }
         // SAFETY: forwarded caller guarantees.
         let creation =
             unsafe { crate::device::Creation::read(device_options, stream_options, config) }?;
@@ -238,6 +242,9 @@ pub unsafe extern "C" fn sigretire_cuda_stream_adopt(
 ) -> sigretire_status {
     guard("sigretire_cuda_stream_adopt", || {
         let out = Out::new(out, "out")?;
+        if stream.is_null() {
+            return fail(SIGRETIRE_ERR_NULL, "`stream` is NULL");
+        }
         // SAFETY: forwarded caller guarantee.
         let config =
             unsafe { read_optional_struct(options, "options", sigretire_stream_options::default) }?

@@ -153,8 +153,11 @@ pub unsafe extern "C" fn sigretire_stream_options_default(
 
 /// Launches the kernel the backend knows by `kernel_object` on the stream
 /// (0: the empty kernel; on the simulator, a kernel of
-/// `sigretire_sim_register_gated_kernel`; on CUDA, a registered kernel's
-/// handle): one packet with the barrier bit. Takes the stream's lock for
+/// `sigretire_sim_register_gated_kernel`; on ROCr, a code object's kernel
+/// object; on CUDA only 0: a CUDA runtime launches its own kernels on the
+/// stream it adopted, and a marker or an event after them covers them):
+/// one packet with the barrier bit. A kernel the backend cannot launch is
+/// refused (`SIGRETIRE_ERR_UNSUPPORTED`); the stream keeps working. Takes the stream's lock for
 /// the publication only; when the tracker's ring is full it waits for room
 /// outside the lock, up to the stream's `wait_timeout_ns`
 /// (`SIGRETIRE_ERR_IN_FLIGHT_LIMIT` after it). `SIGRETIRE_ERR_STREAM_FAILED`

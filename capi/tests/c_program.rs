@@ -95,6 +95,16 @@ fn compiler(var: &str, default: &str) -> Option<String> {
     }
 }
 
+/// A command running the C program `exe`, which finds the shared library
+/// through the run path it was linked with: cargo's `LD_LIBRARY_PATH` (the
+/// profile folder first, where another build of the library may lie, of
+/// other features or older) is taken out of its environment.
+fn c_program(exe: &Path) -> Command {
+    let mut command = Command::new(exe);
+    command.env_remove("LD_LIBRARY_PATH");
+    command
+}
+
 fn run(command: &mut Command) -> Output {
     command
         .output()
@@ -168,7 +178,7 @@ fn passes(source: &str, static_link: bool) {
         format!("{stem}_shared")
     };
     let exe = build(&cc, source, &name, static_link, &[]);
-    let output = run(&mut Command::new(&exe));
+    let output = run(&mut c_program(&exe));
     assert!(
         output.status.success(),
         "the C test found wrong answers:\n{}",
@@ -205,7 +215,7 @@ fn the_c_streams_example_runs() {
         return;
     };
     let exe = build(&cc, "examples/streams.c", "streams_example", false, &[]);
-    let output = run(&mut Command::new(&exe));
+    let output = run(&mut c_program(&exe));
     assert!(
         output.status.success(),
         "the streams example failed:\n{}",
@@ -227,7 +237,7 @@ fn the_c_program_fails_on_a_planted_wrong_answer() {
         false,
         &["-DPLANT_WRONG_ANSWER"],
     );
-    let output = run(&mut Command::new(&exe));
+    let output = run(&mut c_program(&exe));
     assert_eq!(
         output.status.code(),
         Some(1),
@@ -329,7 +339,7 @@ fn the_readme_c_example_compiles_and_runs() {
             "README example {i} does not compile:\n{program}\n{}",
             text(&output)
         );
-        let output = run(&mut Command::new(&exe));
+        let output = run(&mut c_program(&exe));
         assert!(
             output.status.success(),
             "README example {i} failed:\n{}",

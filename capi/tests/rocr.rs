@@ -410,6 +410,18 @@ fn streams_run_on_the_runtimes_own_queues() {
             SIGRETIRE_OK
         );
         assert_eq!(sigretire_device_synchronize(device), SIGRETIRE_OK);
+        // A queue error ROCr reported to the runtime, forwarded: that
+        // stream's queue takes no more work; the other stream keeps going.
+        assert_eq!(
+            sigretire_rocr_stream_report_queue_error(consumer, HSA_STATUS_ERROR_EXCEPTION),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_stream_launch(consumer, 0),
+            SIGRETIRE_ERR_QUEUE_FAILED
+        );
+        assert_eq!(sigretire_stream_launch(producer, 0), SIGRETIRE_OK);
+        assert_eq!(sigretire_stream_synchronize(producer), SIGRETIRE_OK);
         assert_eq!(sigretire_event_destroy(&mut start), SIGRETIRE_OK);
         assert_eq!(sigretire_event_destroy(&mut stop), SIGRETIRE_OK);
         assert_eq!(sigretire_stream_destroy(&mut consumer), SIGRETIRE_OK);

@@ -467,6 +467,23 @@ fn cuda_answers_a_typed_status_without_a_gpu() {
         assert_eq!(status, SIGRETIRE_ERR_UNSUPPORTED);
     }
     assert!(device.is_null());
+    // SAFETY: see the top of the file.
+    let status = unsafe {
+        sigretire_cuda_device_adopt(
+            0,
+            null_mut(),
+            None,
+            null_mut(),
+            null(),
+            null(),
+            null(),
+            &mut device,
+        )
+    };
+    assert_eq!(
+        status, SIGRETIRE_ERR_NULL,
+        "the null stream, in every build"
+    );
     let rig = Rig::new(0);
     let mut stream = null_mut();
     // SAFETY: see the top of the file: a simulator device is refused

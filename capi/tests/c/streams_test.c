@@ -290,6 +290,9 @@ static void cuda_without_a_gpu(void) {
     CHECK(status == SIGRETIRE_ERR_LOAD || status == SIGRETIRE_ERR_NO_GPU ||
           status == SIGRETIRE_ERR_UNSUPPORTED || status == SIGRETIRE_ERR_INVALID_ARGUMENT);
     CHECK(device == NULL);
+    CHECK_STATUS(sigretire_cuda_device_adopt(0, NULL, NULL, NULL, NULL, NULL, NULL, &device),
+                 SIGRETIRE_ERR_NULL);
+    CHECK(device == NULL);
 }
 
 int main(void) {
