@@ -40,6 +40,16 @@
  *    ticket is accepted only by the tracker that issued it, unchanged:
  *    anything else (another tracker's, a zeroed, altered or made-up one)
  *    answers SIGRETIRE_ERR_BAD_TICKET, never undefined behaviour.
+ *  - A wait returns its outcome: sigretire_tracker_wait and the
+ *    synchronize functions of streams, events and devices return
+ *    SIGRETIRE_OK only when the work completed, and a failure as a status
+ *    (SIGRETIRE_ERR_USE_FAILED, SIGRETIRE_ERR_STREAM_FAILED,
+ *    SIGRETIRE_ERR_TIMED_OUT, ...). A query never waits and answers in its
+ *    out-parameter (SIGRETIRE_USE_PENDING, _COMPLETE, _FAILED), returning
+ *    SIGRETIRE_OK whenever it could answer.
+ *  - Linking: the shared library's SONAME is libsigretire_capi.so.<ABI>
+ *    (SIGRETIRE_ABI_VERSION); installed with the crate's install tool,
+ *    `pkg-config --cflags --libs sigretire_capi` gives the flags.
  *
  * Thread safety
  *  - A sigretire_tracker is internally synchronised: any of its functions
@@ -54,6 +64,12 @@
  *    a release (and, for a pin, an attach) is the last call on its handle.
  *  - sigretire_sim and sigretire_rocr handles: any function, any thread,
  *    concurrently, except their destroy/close, the last call.
+ *  - sigretire_device, sigretire_stream and sigretire_event handles: any
+ *    function, any thread, concurrently, except their destroy, the last
+ *    call on that handle. A stream's lock covers submission only: a
+ *    synchronize never holds up another thread's launch. Streams and
+ *    events keep their device alive, so handles may be destroyed in any
+ *    order; no destroy waits for the GPU.
  *  - Hooks are called from any thread, possibly concurrently.
  */
 
@@ -69,6 +85,28 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/**
+ * `sigretire_device_options.flags`: after a device-wide fault
+ * (`sigretire_device_set_error`) waits return `SIGRETIRE_ERR_DEVICE_ERROR`
+ * early and streams keep taking work (HIP's `HIP_SKIP_ABORT_ON_GPU_ERROR`);
+ * without it the device refuses all further work
+ * (`SIGRETIRE_ERR_DEVICE_ABORTED`).
+ */
+#define SIGRETIRE_DEVICE_SKIP_ABORT_ON_ERROR 1
+
+/**
+ * `sigretire_event_record` flags: no timestamps (`hipEventDisableTiming`):
+ * an elapsed time of it answers `SIGRETIRE_ERR_NOT_TIMED`, and recording
+ * it harvests none.
+ */
+#define SIGRETIRE_EVENT_DISABLE_TIMING 1
+
+/**
+ * `sigretire_event_record` flags: its synchronize sleeps until the GPU
+ * wakes it, whatever its stream's wait policy (`hipEventBlockingSync`).
+ */
+#define SIGRETIRE_EVENT_BLOCKING_SYNC 2
 
 /**
  * `sigretire_rocr_adopt_options.flags`: enable profiling on the queue
@@ -125,6 +163,20 @@
 #define SIGRETIRE_SIM_MAX_QUEUES 16
 
 /**
+ * `sigretire_stream_options.flags`: the stream's hardware queue writes no
+ * timestamps for it: its events are untimed (`SIGRETIRE_ERR_NOT_TIMED` for
+ * an elapsed time).
+ */
+#define SIGRETIRE_STREAM_UNPROFILED 1
+
+/**
+ * `sigretire_stream_options.flags`: the stream's waits (synchronize, its
+ * events' synchronize) sleep until the GPU wakes them rather than spin
+ * (the blocking wait policy, `sigretire_wait_policy_blocking`).
+ */
+#define SIGRETIRE_STREAM_BLOCKING_WAITS 2
+
+/**
  * The version of this ABI (the header's): a program checks at start-up
  * that `sigretire_abi_version()` (the library's) equals it, and refuses to
  * run with another. It is raised by any incompatible change: a function
@@ -139,9 +191,13 @@
  * is gone (no ledger of tickets is kept), and so are `kind` with
  * `sigretire_tracker_kind` (the library builds the retiring tracker: the
  * baseline is the benchmarks' comparison, no runtime's choice) and
- * `generation_bits` (generations count in 32 bits).
+ * `generation_bits` (generations count in 32 bits). Version 4:
+ * `sigretire_tracker_wait` returns `SIGRETIRE_ERR_USE_FAILED` for a use
+ * that failed (it returned `SIGRETIRE_OK`, the failure in `*status` only),
+ * as the queue layer's waits report failures; the shared library's SONAME
+ * carries this version (`libsigretire_capi.so.4`).
  */
-#define SIGRETIRE_ABI_VERSION 3
+#define SIGRETIRE_ABI_VERSION 4
 
 /**
  * `sigretire_ticket.flags`: the use's timestamps are harvested.
@@ -250,7 +306,8 @@ enum sigretire_status
     SIGRETIRE_ERR_OUT_OF_SIGNALS = 10,
     /**
      * The use failed (its queue reported an error, or its submission
-     * failed): nothing can wait on it.
+     * failed): nothing can wait on it (`sigretire_tracker_wait` answers
+     * this for a use that failed).
      */
     SIGRETIRE_ERR_USE_FAILED = 11,
     /**
@@ -314,6 +371,63 @@ enum sigretire_status
      * Nothing was read or written past the field.
      */
     SIGRETIRE_ERR_STRUCT_SIZE = 23,
+    /**
+     * The stream failed: its work failed on the GPU (a queue error), now
+     * or before. It is failed for good: its unfinished work will not
+     * complete, its events answer the failure, and it takes no more work.
+     * Destroy it and create another; the device and its other streams keep
+     * working. (A cross-stream wait answers it for a failed producer too:
+     * the last error names the failed stream's id.)
+     */
+    SIGRETIRE_ERR_STREAM_FAILED = 24,
+    /**
+     * The device is in its error state (a device-wide fault) and was
+     * created with `SIGRETIRE_DEVICE_SKIP_ABORT_ON_ERROR`: the wait
+     * returned early without completion (the GPU may still run the work).
+     * The state is for good: recreate the device to run more work.
+     */
+    SIGRETIRE_ERR_DEVICE_ERROR = 25,
+    /**
+     * The device is in its error state (a device-wide fault) and aborts on
+     * GPU errors: it takes no more work and its waits return at once.
+     * Recreate the device.
+     */
+    SIGRETIRE_ERR_DEVICE_ABORTED = 26,
+    /**
+     * The stream's tracker has as many uses in flight as it may
+     * (`initial_size` x `growth_limit` of its `sigretire_config`), and the
+     * use whose completion frees room did not complete within the
+     * stream's `wait_timeout_ns`: nothing was submitted. Release work
+     * that waits (a gated kernel), synchronize, or raise `growth_limit`
+     * or `wait_timeout_ns`.
+     */
+    SIGRETIRE_ERR_IN_FLIGHT_LIMIT = 27,
+    /**
+     * The event carries no timestamps: it was recorded with
+     * `SIGRETIRE_EVENT_DISABLE_TIMING`, or on a stream created with
+     * `SIGRETIRE_STREAM_UNPROFILED`.
+     */
+    SIGRETIRE_ERR_NOT_TIMED = 28,
+    /**
+     * The event has not completed yet: synchronize it first.
+     */
+    SIGRETIRE_ERR_NOT_READY = 29,
+    /**
+     * The events were recorded on two devices, whose clocks are
+     * unrelated: there is no elapsed time between them.
+     */
+    SIGRETIRE_ERR_DIFFERENT_DEVICES = 30,
+    /**
+     * The stop event completed before the start event: the elapsed time
+     * would be negative. Swap the events.
+     */
+    SIGRETIRE_ERR_STOP_BEFORE_START = 31,
+    /**
+     * The producer's signals live in memory the waiting stream cannot
+     * read (another simulator, ROCr runtime or CUDA context): nothing was
+     * published.
+     */
+    SIGRETIRE_ERR_FOREIGN_SIGNAL_MEMORY = 32,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -544,6 +658,32 @@ typedef uint32_t sigretire_condition;
 #endif // __cplusplus
 
 /**
+ * A GPU device of the queue layer (opaque): its error state, its
+ * completion thread, its default stream (HIP's null stream) and the
+ * streams created on it. Made by `sigretire_sim_device_create`,
+ * `sigretire_rocr_device_adopt` or `sigretire_cuda_device_adopt`;
+ * destroyed by `sigretire_device_destroy`. Its streams and events keep it
+ * alive: destroy the handles in any order.
+ *
+ * Thread safety: every function on it may be called from any thread,
+ * concurrently, except `sigretire_device_destroy` (the last call on this
+ * handle; streams and events made from it stay usable).
+ */
+typedef struct sigretire_device sigretire_device;
+
+/**
+ * A recorded event (opaque): the point after everything submitted to its
+ * stream before `sigretire_event_record`. Destroyed by
+ * `sigretire_event_destroy`. It keeps its stream's parts and its device
+ * alive, so it stays usable after their handles are destroyed.
+ *
+ * Thread safety: every function on it may be called from any thread,
+ * concurrently, except `sigretire_event_destroy` (the last call on this
+ * handle).
+ */
+typedef struct sigretire_event sigretire_event;
+
+/**
  * A counted reference to one use's signal (opaque): while it lives the
  * signal is not re-armed (the tracker parks it and hands out a spare), so
  * its status and timestamps stay answerable from any thread. Made by
@@ -590,6 +730,23 @@ typedef struct sigretire_rocr sigretire_rocr;
  * concurrently, except `sigretire_sim_destroy` (the last call).
  */
 typedef struct sigretire_sim sigretire_sim;
+
+/**
+ * A stream (opaque): the queue layer's host queue on one hardware queue,
+ * in order (every packet a barrier), whose lock covers submission only,
+ * so a synchronize on one thread never blocks another thread's launch.
+ * Made by `sigretire_device_default_stream`,
+ * `sigretire_device_stream_create` or an adopt function; destroyed by
+ * `sigretire_stream_destroy`, which never waits for the GPU. It keeps its
+ * device alive. A stream whose work failed on the GPU is failed for good
+ * (`SIGRETIRE_ERR_STREAM_FAILED`): destroy it and make another; the device
+ * and its other streams keep working.
+ *
+ * Thread safety: every function on it may be called from any thread,
+ * concurrently, except `sigretire_stream_destroy` (the last call on this
+ * handle; its events stay usable).
+ */
+typedef struct sigretire_stream sigretire_stream;
 
 /**
  * A completion-signal tracker for one hardware queue (opaque). Made by
@@ -691,6 +848,75 @@ typedef struct sigretire_wait_policy {
      */
     uint64_t device_spin_ns;
 } sigretire_wait_policy;
+
+/**
+ * Called once the library no longer uses an object the runtime handed it
+ * (an adopted `hsa_queue_t` or `CUstream`), with that object and the
+ * `user` pointer given with it: the runtime may destroy the object from
+ * then on, not before. It runs on whichever thread lets go of the object
+ * last (possibly a thread of the library's own, after every handle was
+ * destroyed), and must not call back into the library.
+ */
+typedef void (*sigretire_release_callback)(void *object, void *user);
+
+/**
+ * How a device reacts to a device-wide fault.
+ */
+typedef struct sigretire_device_options {
+    /**
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise): `sigretire_device_options_default` needs it too.
+     */
+    uint32_t size;
+    /**
+     * `SIGRETIRE_DEVICE_*` flag bits (default 0).
+     */
+    uint32_t flags;
+} sigretire_device_options;
+
+/**
+ * How a stream waits and whether it is timed.
+ */
+typedef struct sigretire_stream_options {
+    /**
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise): `sigretire_stream_options_default` needs it too.
+     */
+    uint32_t size;
+    /**
+     * `SIGRETIRE_STREAM_*` flag bits (default 0: profiled, spinning waits).
+     */
+    uint32_t flags;
+    /**
+     * The longest any wait of the stream takes (a synchronize without a
+     * deadline, a launch waiting for room), in nanoseconds, before it
+     * answers `SIGRETIRE_ERR_TIMED_OUT` (or `SIGRETIRE_ERR_IN_FLIGHT_LIMIT`
+     * for room); 0 (the default) waits as long as the GPU takes, as HIP
+     * does.
+     */
+    uint64_t wait_timeout_ns;
+} sigretire_stream_options;
+
+/**
+ * How a tracker takes over the runtime's queue.
+ */
+typedef struct sigretire_rocr_adopt_options {
+    /**
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise): `sigretire_rocr_adopt_options_default` needs it too.
+     */
+    uint32_t size;
+    /**
+     * `SIGRETIRE_ROCR_*` bits (default: profiling).
+     */
+    uint32_t flags;
+    /**
+     * How long destroying the tracker waits for the packets it published
+     * to finish, nanoseconds (default 1 s; the queue itself is never
+     * destroyed: it stays the runtime's).
+     */
+    uint64_t drain_timeout_ns;
+} sigretire_rocr_adopt_options;
 
 /**
  * A use's start and end timestamps, in ticks of the tracker's clock
@@ -818,27 +1044,6 @@ typedef struct sigretire_hooks {
      */
     uint32_t (*ring_placement)(void *queue_user);
 } sigretire_hooks;
-
-/**
- * How a tracker takes over the runtime's queue.
- */
-typedef struct sigretire_rocr_adopt_options {
-    /**
-     * `sizeof` this struct, set by the caller before every call that
-     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise): `sigretire_rocr_adopt_options_default` needs it too.
-     */
-    uint32_t size;
-    /**
-     * `SIGRETIRE_ROCR_*` bits (default: profiling).
-     */
-    uint32_t flags;
-    /**
-     * How long destroying the tracker waits for the packets it published
-     * to finish, nanoseconds (default 1 s; the queue itself is never
-     * destroyed: it stays the runtime's).
-     */
-    uint64_t drain_timeout_ns;
-} sigretire_rocr_adopt_options;
 
 /**
  * How `sigretire_sim_create` builds a simulated GPU: one agent with
@@ -1226,7 +1431,7 @@ typedef struct sigretire_census {
 /**
  * Every status, in value order.
  */
-#define sigretire_status_ALL { SIGRETIRE_OK, SIGRETIRE_ERR_NULL, SIGRETIRE_ERR_INVALID_ARGUMENT, SIGRETIRE_ERR_BAD_HANDLE, SIGRETIRE_ERR_BAD_TICKET, SIGRETIRE_ERR_INVALID_CONFIG, SIGRETIRE_ERR_BACKPRESSURE, SIGRETIRE_ERR_TIMED_OUT, SIGRETIRE_ERR_INDEX_ORDER, SIGRETIRE_ERR_SIGNALS_HELD, SIGRETIRE_ERR_OUT_OF_SIGNALS, SIGRETIRE_ERR_USE_FAILED, SIGRETIRE_ERR_INVALID_STATE, SIGRETIRE_ERR_EXPIRED, SIGRETIRE_ERR_UNSUPPORTED, SIGRETIRE_ERR_WRONG_BACKEND, SIGRETIRE_ERR_QUEUE_FULL, SIGRETIRE_ERR_QUEUE_FAILED, SIGRETIRE_ERR_LOAD, SIGRETIRE_ERR_NO_GPU, SIGRETIRE_ERR_BACKEND, SIGRETIRE_ERR_BUFFER_TOO_SMALL, SIGRETIRE_ERR_PANIC, SIGRETIRE_ERR_STRUCT_SIZE, }
+#define sigretire_status_ALL { SIGRETIRE_OK, SIGRETIRE_ERR_NULL, SIGRETIRE_ERR_INVALID_ARGUMENT, SIGRETIRE_ERR_BAD_HANDLE, SIGRETIRE_ERR_BAD_TICKET, SIGRETIRE_ERR_INVALID_CONFIG, SIGRETIRE_ERR_BACKPRESSURE, SIGRETIRE_ERR_TIMED_OUT, SIGRETIRE_ERR_INDEX_ORDER, SIGRETIRE_ERR_SIGNALS_HELD, SIGRETIRE_ERR_OUT_OF_SIGNALS, SIGRETIRE_ERR_USE_FAILED, SIGRETIRE_ERR_INVALID_STATE, SIGRETIRE_ERR_EXPIRED, SIGRETIRE_ERR_UNSUPPORTED, SIGRETIRE_ERR_WRONG_BACKEND, SIGRETIRE_ERR_QUEUE_FULL, SIGRETIRE_ERR_QUEUE_FAILED, SIGRETIRE_ERR_LOAD, SIGRETIRE_ERR_NO_GPU, SIGRETIRE_ERR_BACKEND, SIGRETIRE_ERR_BUFFER_TOO_SMALL, SIGRETIRE_ERR_PANIC, SIGRETIRE_ERR_STRUCT_SIZE, SIGRETIRE_ERR_STREAM_FAILED, SIGRETIRE_ERR_DEVICE_ERROR, SIGRETIRE_ERR_DEVICE_ABORTED, SIGRETIRE_ERR_IN_FLIGHT_LIMIT, SIGRETIRE_ERR_NOT_TIMED, SIGRETIRE_ERR_NOT_READY, SIGRETIRE_ERR_DIFFERENT_DEVICES, SIGRETIRE_ERR_STOP_BEFORE_START, SIGRETIRE_ERR_FOREIGN_SIGNAL_MEMORY, }
 
 
 
@@ -1236,8 +1441,10 @@ extern "C" {
 
 /**
  * The ABI version of the library actually loaded: check at start-up that
- * it equals `SIGRETIRE_ABI_VERSION`, the header's (the shared library's
- * file name carries no version).
+ * it equals `SIGRETIRE_ABI_VERSION`, the header's. (On ELF systems the
+ * shared library's SONAME carries it too, `libsigretire_capi.so.4`, so the
+ * dynamic loader already refuses a library of another version; a static
+ * link or a `dlopen` by another name has only this check.)
  *
  * Thread safety: any thread.
  *
@@ -1322,6 +1529,360 @@ sigretire_status sigretire_wait_policy_spin(struct sigretire_wait_policy *policy
  * `policy` points to a writable `sigretire_wait_policy`.
  */
 sigretire_status sigretire_wait_policy_blocking(struct sigretire_wait_policy *policy);
+
+/**
+ * Creates a device on CUDA device `ordinal` (its primary context, the one
+ * the CUDA runtime uses) whose default stream runs on `stream`, a
+ * `CUstream` the runtime created on that context and keeps owning: the
+ * runtime keeps launching its own work on it, and a marker
+ * (`sigretire_stream_marker`) or an event recorded after that work
+ * completes after it. The library never destroys the stream: it calls
+ * `release(stream, user)` once it no longer uses it (`release` may be
+ * NULL: then the stream must stay live for as long as the library is
+ * loaded). Every stream of the device takes its signals from one pinned
+ * allocation of the context. `device_options`, `stream_options` and
+ * `config` may be NULL: the defaults.
+ *
+ * A NULL `stream` (the null stream): `SIGRETIRE_ERR_NULL`, in every
+ * build. Without `libcuda`: `SIGRETIRE_ERR_LOAD`; without that device:
+ * `SIGRETIRE_ERR_NO_GPU`; the legacy or per-thread default stream
+ * (`CU_STREAM_LEGACY`, `CU_STREAM_PER_THREAD`), or a stream of another
+ * context: `SIGRETIRE_ERR_INVALID_ARGUMENT`; a library built without the
+ * `cuda` feature: `SIGRETIRE_ERR_UNSUPPORTED`. Never a crash.
+ *
+ * Thread safety: any thread.
+ *
+ * # Safety
+ * `stream` is a live `CUstream` of device `ordinal`'s primary context, not
+ * destroyed before `release` is called (see above), and never captured
+ * into a graph while the device uses it; the option pointers are NULL or
+ * readable; `device` points to a writable handle variable.
+ */
+sigretire_status sigretire_cuda_device_adopt(uint32_t ordinal,
+                                             void *stream,
+                                             sigretire_release_callback release,
+                                             void *user,
+                                             const struct sigretire_device_options *device_options,
+                                             const struct sigretire_stream_options *stream_options,
+                                             const struct sigretire_config *config,
+                                             struct sigretire_device **device);
+
+/**
+ * Creates a stream of a CUDA device over another `CUstream` of the
+ * runtime's, on the device's context (`release` and `user` as for
+ * `sigretire_cuda_device_adopt`; `options` may be NULL: the defaults).
+ * `SIGRETIRE_ERR_WRONG_BACKEND` for a device of another backend.
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `device` is a live device; `stream` as for `sigretire_cuda_device_adopt`;
+ * `options` is NULL or readable; `out` points to a writable handle
+ * variable.
+ */
+sigretire_status sigretire_cuda_stream_adopt(const struct sigretire_device *device,
+                                             void *stream,
+                                             sigretire_release_callback release,
+                                             void *user,
+                                             const struct sigretire_stream_options *options,
+                                             struct sigretire_stream **out);
+
+/**
+ * The default device options: no flags (a device-wide fault aborts).
+ *
+ * Thread safety: any thread.
+ *
+ * # Safety
+ * `options` points to a writable `sigretire_device_options`.
+ */
+sigretire_status sigretire_device_options_default(struct sigretire_device_options *options);
+
+/**
+ * Creates a device on simulator `sim`: its default stream and every
+ * stream `sigretire_device_stream_create` makes run on new hardware queues
+ * of that simulator (profiled, 4096 packets; not the numbered queues of
+ * `sigretire_sim_options`), so cross-stream waits resolve on its packet
+ * processor. A stepped simulator runs only when
+ * `sigretire_sim_run_until_idle` says so: a synchronize there blocks until
+ * another thread runs it (use a threaded simulator,
+ * `SIGRETIRE_SIM_THREADED`, for blocking calls). `device_options`,
+ * `stream_options` (the default stream's) and `config` (every stream's
+ * tracker) may be NULL: the defaults. The simulator handle may be
+ * destroyed before the device: the device keeps what it needs of it.
+ *
+ * Thread safety: any thread.
+ *
+ * # Safety
+ * `sim` is a live simulator; the options and `config` are NULL or
+ * readable; `device` points to a writable handle variable.
+ */
+sigretire_status sigretire_sim_device_create(const struct sigretire_sim *sim,
+                                             const struct sigretire_device_options *device_options,
+                                             const struct sigretire_stream_options *stream_options,
+                                             const struct sigretire_config *config,
+                                             struct sigretire_device **device);
+
+/**
+ * Creates a device on ROCr GPU `gpu` whose default stream runs on `queue`,
+ * an `hsa_queue_t *` the runtime made on that GPU and keeps owning (as
+ * `sigretire_rocr_tracker_adopt` takes one: `options` may be NULL, the
+ * defaults). The library never destroys the queue: it calls
+ * `release(queue, user)` once it no longer uses it (after draining what
+ * it published, up to `drain_timeout_ns`), possibly after every handle is
+ * destroyed; the runtime destroys the queue then. `release` may be NULL:
+ * then the queue must stay live for as long as the library is loaded.
+ * Every stream of the device takes its signals from one pool of that
+ * GPU. More streams: `sigretire_rocr_stream_adopt`, each over another
+ * queue of the runtime's. ROCr reports a queue's errors to the runtime's
+ * callback: forward them with `sigretire_rocr_stream_report_queue_error`.
+ * `device_options`, `stream_options` and `config` may be NULL: the
+ * defaults.
+ *
+ * Thread safety: any thread.
+ *
+ * # Safety
+ * `rocr` is a live ROCr handle of the library the runtime loaded; `queue`
+ * is a live queue of GPU `gpu` made by that runtime, not destroyed before
+ * `release` is called (see above); every slot a producer reserves on it
+ * is published. The option pointers are NULL or readable; `device` points
+ * to a writable handle variable.
+ */
+sigretire_status sigretire_rocr_device_adopt(const struct sigretire_rocr *rocr,
+                                             size_t gpu,
+                                             void *queue,
+                                             sigretire_release_callback release,
+                                             void *user,
+                                             const struct sigretire_rocr_adopt_options *options,
+                                             const struct sigretire_device_options *device_options,
+                                             const struct sigretire_stream_options *stream_options,
+                                             const struct sigretire_config *config,
+                                             struct sigretire_device **device);
+
+/**
+ * A new handle of the device's default stream (HIP's null stream), which
+ * lives as long as the device; destroy the handle with
+ * `sigretire_stream_destroy` (the stream itself goes with the device).
+ * Each call makes another handle of the same stream.
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `device` is a live device; `stream` points to a writable handle
+ * variable.
+ */
+sigretire_status sigretire_device_default_stream(const struct sigretire_device *device,
+                                                 struct sigretire_stream **stream);
+
+/**
+ * Creates a stream on a new hardware queue the library makes: a new
+ * queue of the simulator, or a CUDA stream of the library's own (never the
+ * runtime's). ROCr's queues are the runtime's: there this answers
+ * `SIGRETIRE_ERR_UNSUPPORTED` (adopt one with `sigretire_rocr_stream_adopt`).
+ * `options` may be NULL: the defaults.
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `device` is a live device; `options` is NULL or readable; `stream`
+ * points to a writable handle variable.
+ */
+sigretire_status sigretire_device_stream_create(const struct sigretire_device *device,
+                                                const struct sigretire_stream_options *options,
+                                                struct sigretire_stream **stream);
+
+/**
+ * Creates a stream of a ROCr device over another `hsa_queue_t *` of the
+ * runtime's on the device's GPU (`release` and `user` as for
+ * `sigretire_rocr_device_adopt`; `options` as for
+ * `sigretire_rocr_tracker_adopt`; `options` and `stream_options` may be
+ * NULL: the defaults). `SIGRETIRE_ERR_WRONG_BACKEND` for a device of
+ * another backend.
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `device` is a live ROCr device; `queue` as for
+ * `sigretire_rocr_device_adopt`; the option pointers are NULL or
+ * readable; `stream` points to a writable handle variable.
+ */
+sigretire_status sigretire_rocr_stream_adopt(const struct sigretire_device *device,
+                                             void *queue,
+                                             sigretire_release_callback release,
+                                             void *user,
+                                             const struct sigretire_rocr_adopt_options *options,
+                                             const struct sigretire_stream_options *stream_options,
+                                             struct sigretire_stream **stream);
+
+/**
+ * Waits until everything submitted so far to every live stream of the
+ * device completed (`hipDeviceSynchronize`): each stream in turn, each
+ * bounded by its own `wait_timeout_ns`. Returns the first stream's failure
+ * (`SIGRETIRE_ERR_STREAM_FAILED`, ...) and stops there.
+ *
+ * Thread safety: any thread, concurrently; takes no stream's lock while
+ * it waits for the GPU.
+ *
+ * # Safety
+ * `device` is a live device.
+ */
+sigretire_status sigretire_device_synchronize(const struct sigretire_device *device);
+
+/**
+ * As `sigretire_device_synchronize`, but gives up once `timeout_ns`
+ * nanoseconds have passed since the call: `SIGRETIRE_ERR_TIMED_OUT` (the
+ * work has not all completed, and may still; nothing was reported
+ * complete). A zero timeout looks once.
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `device` is a live device.
+ */
+sigretire_status sigretire_device_synchronize_timeout(const struct sigretire_device *device,
+                                                      uint64_t timeout_ns);
+
+/**
+ * Puts the device in its error state, as a device-wide fault (a lost
+ * device) would, with `reason` (a NUL-terminated string, or NULL) as the
+ * cause the errors name. The state is for good: waits on every stream
+ * then return early (`SIGRETIRE_ERR_DEVICE_ERROR` with
+ * `SIGRETIRE_DEVICE_SKIP_ABORT_ON_ERROR`, else
+ * `SIGRETIRE_ERR_DEVICE_ABORTED`, and an aborting device takes no more
+ * work). A failure of one stream's work does not call for this: it fails
+ * that stream alone.
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `device` is a live device; `reason` is NULL or a NUL-terminated string.
+ */
+sigretire_status sigretire_device_set_error(const struct sigretire_device *device,
+                                            const char *reason);
+
+/**
+ * Destroys the device handle and sets `*device` to NULL (a NULL `*device`
+ * is a no-op). Never waits for the GPU. The device itself lives on while a
+ * stream or event handle of it does, and goes with the last of them.
+ *
+ * Thread safety: the last call on this handle.
+ *
+ * # Safety
+ * `device` points to a variable holding NULL or a live device handle.
+ */
+sigretire_status sigretire_device_destroy(struct sigretire_device **device);
+
+/**
+ * Forwards an error ROCr reported for the `hsa_queue_t` under a ROCr
+ * stream to the library (`status`, an `hsa_status_t`, from the runtime's
+ * `hsa_queue_create` callback): from then on the queue is failed
+ * (reserving and publishing fail), and the stream fails as soon as a
+ * wait, a query or an event sees its work failed
+ * (`SIGRETIRE_ERR_STREAM_FAILED`). `SIGRETIRE_ERR_WRONG_BACKEND` for a
+ * stream of another backend.
+ *
+ * Thread safety: any thread (takes the stream's lock briefly); safe to
+ * call from the runtime's queue-error callback.
+ *
+ * # Safety
+ * `stream` is a live stream.
+ */
+sigretire_status sigretire_rocr_stream_report_queue_error(const struct sigretire_stream *stream,
+                                                          uint32_t status);
+
+/**
+ * Records an event on `stream`: a marker after everything submitted so
+ * far (or, right after a launch on a stream that runs only what it
+ * publishes, that launch's own completion). `flags`: 0 (timed where the
+ * stream profiles, spinning synchronize) or `SIGRETIRE_EVENT_*` bits.
+ * Errors as for `sigretire_stream_launch`
+ * (`SIGRETIRE_ERR_STREAM_FAILED` on a failed stream: nothing recorded).
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `stream` is a live stream; `event` points to a writable handle
+ * variable.
+ */
+sigretire_status sigretire_event_record(const struct sigretire_stream *stream,
+                                        uint32_t flags,
+                                        struct sigretire_event **event);
+
+/**
+ * The event's status (`hipEventQuery`) in `*status`:
+ * `SIGRETIRE_USE_PENDING`, `_COMPLETE`, or `_FAILED` when its stream's
+ * work failed (the stream is then failed too). No lock; no memory read
+ * once the tracker knows, else one load of the event's signal. Never
+ * waits. Returns `SIGRETIRE_OK` whenever it answers.
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `event` is a live event; `status` points to a writable
+ * `sigretire_use_status`.
+ */
+sigretire_status sigretire_event_query(const struct sigretire_event *event,
+                                       sigretire_use_status *status);
+
+/**
+ * Waits for the event (`hipEventSynchronize`) without its stream's lock,
+ * for at most its stream's `wait_timeout_ns` (none by default).
+ * `SIGRETIRE_OK` once the event's work completed;
+ * `SIGRETIRE_ERR_STREAM_FAILED` if it failed; `SIGRETIRE_ERR_TIMED_OUT`
+ * past the stream's timeout; `SIGRETIRE_ERR_DEVICE_ERROR` or `_ABORTED` on
+ * a device in its error state.
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `event` is a live event.
+ */
+sigretire_status sigretire_event_synchronize(const struct sigretire_event *event);
+
+/**
+ * As `sigretire_event_synchronize`, but gives up after `timeout_ns`
+ * nanoseconds (in place of its stream's `wait_timeout_ns`):
+ * `SIGRETIRE_ERR_TIMED_OUT`, the event not completed yet (it may still).
+ * A zero timeout looks once.
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `event` is a live event.
+ */
+sigretire_status sigretire_event_synchronize_timeout(const struct sigretire_event *event,
+                                                     uint64_t timeout_ns);
+
+/**
+ * GPU time from event `start` to event `stop` (`hipEventElapsedTime`), in
+ * nanoseconds, from their completion timestamps (read from host memory:
+ * no PCIe read). Both must be timed and complete: `SIGRETIRE_ERR_NOT_TIMED`,
+ * `SIGRETIRE_ERR_NOT_READY` (synchronize them first),
+ * `SIGRETIRE_ERR_STREAM_FAILED` otherwise; `SIGRETIRE_ERR_STOP_BEFORE_START`
+ * when `stop` completed first (swap them);
+ * `SIGRETIRE_ERR_DIFFERENT_DEVICES` for events of two devices,
+ * `SIGRETIRE_ERR_WRONG_BACKEND` for two backends. An event to itself is 0.
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `start` and `stop` are live events; `elapsed_ns` points to a writable
+ * `uint64_t`.
+ */
+sigretire_status sigretire_event_elapsed_ns(const struct sigretire_event *start,
+                                            const struct sigretire_event *stop,
+                                            uint64_t *elapsed_ns);
+
+/**
+ * Destroys the event handle and sets `*event` to NULL (a NULL `*event` is
+ * a no-op). A stream waiting for it on the GPU keeps waiting correctly
+ * (the wait holds the event's signal itself).
+ *
+ * Thread safety: the last call on this handle.
+ *
+ * # Safety
+ * `event` points to a variable holding NULL or a live event handle.
+ */
+sigretire_status sigretire_event_destroy(struct sigretire_event **event);
 
 /**
  * The held use's status, loading its signal at most once.
@@ -1746,6 +2307,218 @@ sigretire_status sigretire_sim_packet_completed(const struct sigretire_sim *sim,
 sigretire_status sigretire_sim_violations(const struct sigretire_sim *sim, uint64_t *count);
 
 /**
+ * Registers a gated kernel on the simulator: a kernel that cannot complete
+ * before its gate is opened (`sigretire_sim_open_gate`), in stepped and
+ * threaded mode alike (it spins on the simulated GPU). `*kernel_object`
+ * is its handle for `sigretire_stream_launch` (or a dispatch's kernel
+ * object); every launch of it waits for the same gate, which stays open
+ * once opened.
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `sim` is a live simulator; `kernel_object` points to a writable
+ * `uint64_t`.
+ */
+sigretire_status sigretire_sim_register_gated_kernel(const struct sigretire_sim *sim,
+                                                     uint64_t *kernel_object);
+
+/**
+ * Opens the gate of gated kernel `kernel_object`: its launches may
+ * complete from now on (in stepped mode, at the next
+ * `sigretire_sim_run_until_idle`). `SIGRETIRE_ERR_INVALID_ARGUMENT` for a
+ * kernel `sigretire_sim_register_gated_kernel` did not register on this
+ * simulator.
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `sim` is a live simulator.
+ */
+sigretire_status sigretire_sim_open_gate(const struct sigretire_sim *sim, uint64_t kernel_object);
+
+/**
+ * Fails the simulated hardware queue under `stream`, as a queue error
+ * would: its published, incomplete work fails, and the stream fails as
+ * soon as a wait, a query or an event sees it
+ * (`SIGRETIRE_ERR_STREAM_FAILED`). The device and its other streams keep
+ * working. `SIGRETIRE_ERR_WRONG_BACKEND` for a stream not on the
+ * simulator.
+ *
+ * Thread safety: any thread, concurrently (takes the stream's lock
+ * briefly).
+ *
+ * # Safety
+ * `stream` is a live stream.
+ */
+sigretire_status sigretire_sim_fail_stream(const struct sigretire_stream *stream);
+
+/**
+ * The default stream options: profiled, spinning waits, no wait timeout.
+ *
+ * Thread safety: any thread.
+ *
+ * # Safety
+ * `options` points to a writable `sigretire_stream_options`.
+ */
+sigretire_status sigretire_stream_options_default(struct sigretire_stream_options *options);
+
+/**
+ * Launches the kernel the backend knows by `kernel_object` on the stream
+ * (on the simulator, a kernel of `sigretire_sim_register_gated_kernel`;
+ * on ROCr, a code object's kernel object; on CUDA none: a CUDA runtime
+ * launches its own kernels on the stream it adopted, and a marker or an
+ * event after them covers them): one packet with the barrier bit. 0 names
+ * no kernel (`SIGRETIRE_ERR_INVALID_ARGUMENT`, as HIP refuses a null
+ * function): the empty packet is `sigretire_stream_launch_empty`. A kernel
+ * the backend cannot launch is refused (`SIGRETIRE_ERR_UNSUPPORTED`); the
+ * stream keeps working. Takes the stream's lock for
+ * the publication only; when the tracker's ring is full it waits for room
+ * outside the lock, up to the stream's `wait_timeout_ns`
+ * (`SIGRETIRE_ERR_IN_FLIGHT_LIMIT` after it). `SIGRETIRE_ERR_STREAM_FAILED`
+ * once the stream failed: nothing was submitted.
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `stream` is a live stream.
+ */
+sigretire_status sigretire_stream_launch(const struct sigretire_stream *stream,
+                                         uint64_t kernel_object);
+
+/**
+ * Launches the empty kernel on the stream: a packet that does nothing but
+ * complete (on CUDA, the library's own empty kernel). Errors as for
+ * `sigretire_stream_launch`.
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `stream` is a live stream.
+ */
+sigretire_status sigretire_stream_launch_empty(const struct sigretire_stream *stream);
+
+/**
+ * Submits a marker: no work, only a completion point after everything
+ * submitted so far (a barrier packet on AQL queues; on CUDA the stream
+ * memory operations alone, so it also covers work the runtime enqueued on
+ * an adopted stream itself before this call). Errors as for
+ * `sigretire_stream_launch`.
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `stream` is a live stream.
+ */
+sigretire_status sigretire_stream_marker(const struct sigretire_stream *stream);
+
+/**
+ * Whether everything submitted to the stream so far completed
+ * (`hipStreamQuery`), in `*status`: `SIGRETIRE_USE_PENDING`,
+ * `SIGRETIRE_USE_COMPLETE`, or `SIGRETIRE_USE_FAILED` for a failed stream.
+ * Never waits for the GPU: proven with at most one load, taking the
+ * stream's lock briefly; a stream too busy to publish the marker a query
+ * may need answers pending. Returns `SIGRETIRE_OK` whenever it answers;
+ * a device in its error state answers `SIGRETIRE_ERR_DEVICE_ERROR` or
+ * `_ABORTED`.
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `stream` is a live stream; `status` points to a writable
+ * `sigretire_use_status`.
+ */
+sigretire_status sigretire_stream_query(const struct sigretire_stream *stream,
+                                        sigretire_use_status *status);
+
+/**
+ * Waits until everything submitted to the stream so far completed
+ * (`hipStreamSynchronize`), for at most the stream's `wait_timeout_ns`
+ * (none by default), never holding the stream's lock while it waits for
+ * the GPU. `SIGRETIRE_ERR_STREAM_FAILED` if the stream's work failed (now
+ * or before), `SIGRETIRE_ERR_TIMED_OUT` past the stream's timeout,
+ * `SIGRETIRE_ERR_DEVICE_ERROR` or `_ABORTED` on a device in its error
+ * state.
+ *
+ * Thread safety: any thread, concurrently (other threads keep launching).
+ *
+ * # Safety
+ * `stream` is a live stream.
+ */
+sigretire_status sigretire_stream_synchronize(const struct sigretire_stream *stream);
+
+/**
+ * As `sigretire_stream_synchronize`, but gives up after `timeout_ns`
+ * nanoseconds (in place of the stream's `wait_timeout_ns`):
+ * `SIGRETIRE_ERR_TIMED_OUT`, the work not completed yet (it may still;
+ * nothing was reported complete). A zero timeout looks once.
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `stream` is a live stream.
+ */
+sigretire_status sigretire_stream_synchronize_timeout(const struct sigretire_stream *stream,
+                                                      uint64_t timeout_ns);
+
+/**
+ * Makes the stream wait, on the GPU, for `event` (recorded on any stream
+ * of the same backend whose signals this stream can read: any stream of
+ * the same device, simulator, ROCr runtime or CUDA context):
+ * `hipStreamWaitEvent`. Work launched on the stream after this runs after
+ * the event's work. Publishes nothing when the event is already known
+ * complete. `SIGRETIRE_ERR_STREAM_FAILED` (nothing published, this stream
+ * not failed by the refusal) when the event's stream failed;
+ * `SIGRETIRE_ERR_WRONG_BACKEND` for an event of another backend;
+ * `SIGRETIRE_ERR_FOREIGN_SIGNAL_MEMORY` for one whose signals this
+ * stream cannot read.
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `stream` is a live stream, `event` a live event.
+ */
+sigretire_status sigretire_stream_wait_event(const struct sigretire_stream *stream,
+                                             const struct sigretire_event *event);
+
+/**
+ * Whether the stream failed (its work failed on the GPU, seen by a wait,
+ * a query or an event): a failed stream stays failed and takes no more
+ * work. Never waits.
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `stream` is a live stream; `failed` points to a writable `bool`.
+ */
+sigretire_status sigretire_stream_has_failed(const struct sigretire_stream *stream, bool *failed);
+
+/**
+ * The stream's id, unique in the process (the id failure messages name);
+ * every handle of one stream answers the same.
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `stream` is a live stream; `id` points to a writable `uint64_t`.
+ */
+sigretire_status sigretire_stream_id(const struct sigretire_stream *stream, uint64_t *id);
+
+/**
+ * Destroys the stream handle and sets `*stream` to NULL (a NULL `*stream`
+ * is a no-op). Never waits for the GPU: work in flight runs on, and the
+ * stream's events stay usable (each keeps what it needs of the stream).
+ * The stream itself goes once no handle and no event of it is left (the
+ * default stream lives as long as its device).
+ *
+ * Thread safety: the last call on this handle.
+ *
+ * # Safety
+ * `stream` points to a variable holding NULL or a live stream handle.
+ */
+sigretire_status sigretire_stream_destroy(struct sigretire_stream **stream);
+
+/**
  * Destroys a tracker: its uses are forgotten (packets still in flight
  * complete on the GPU as usual; the tracker's signal memory is kept until
  * the last hold or pin of it is released). Sets `*tracker` to NULL. A NULL
@@ -1914,11 +2687,16 @@ sigretire_status sigretire_tracker_known_status(struct sigretire_tracker *tracke
                                                 sigretire_use_status *status);
 
 /**
- * Waits until the use completes or fails, or `timeout_ns` nanoseconds pass
- * (`SIGRETIRE_ERR_TIMED_OUT`, with `*status` set to
- * `SIGRETIRE_USE_PENDING`). `policy` may be NULL (spin, then yield, then
- * sleep: `sigretire_wait_policy_spin`). Never reports a completion that
- * did not happen. Seeing the signal at 0 is recorded, so the tracker later
+ * Waits until the use completes or fails, or `timeout_ns` nanoseconds pass.
+ * The return value says how the wait ended, as every waiting function of
+ * this library says it (`sigretire_stream_synchronize`,
+ * `sigretire_event_synchronize`): `SIGRETIRE_OK` when the use completed;
+ * `SIGRETIRE_ERR_USE_FAILED` when it failed; `SIGRETIRE_ERR_TIMED_OUT`
+ * when the time ran out first. `*status` is written in all three cases
+ * (`SIGRETIRE_USE_COMPLETE`, `_FAILED`, `_PENDING`), so a caller may read
+ * either. `policy` may be NULL (spin, then yield, then sleep:
+ * `sigretire_wait_policy_spin`). Never reports a completion that did not
+ * happen. Seeing the signal at 0 is recorded, so the tracker later
  * retires the use without a load of its own.
  *
  * Thread safety: takes no tracker lock, so other threads keep submitting

@@ -20,7 +20,13 @@
 //!   a timeout and a policy, hold, pin and attach, probe, poll, reclaim,
 //!   timestamps, queue changes, drains, queue and submission failures,
 //!   stats and census;
-//! - holds (`sigretire_hold_*`) and pins (`sigretire_pin_*`).
+//! - holds (`sigretire_hold_*`) and pins (`sigretire_pin_*`);
+//! - the queue layer (HIP-like streams over the tracker): devices
+//!   (`sigretire_device_*`, made on the simulator, on ROCr over a runtime's
+//!   `hsa_queue_t`, or on CUDA over a runtime's `CUstream`), streams
+//!   (`sigretire_stream_*`: launch, marker, query, synchronize, waits for
+//!   events of other streams) and events (`sigretire_event_*`: record with
+//!   flags, query, synchronize, elapsed time).
 //!
 //! Conventions every function keeps: it returns a `sigretire_status`;
 //! results go to out-parameters; every pointer is checked for NULL (and
@@ -32,17 +38,27 @@
 
 #![allow(non_camel_case_types)]
 
+mod cuda;
+mod device;
 mod engine;
+mod event;
 mod handles;
 mod hooks;
+mod layer;
 mod orphans;
 mod registry;
+mod release;
 mod rocr;
+mod rocr_queue;
 mod sim;
 mod status;
+mod stream;
 mod tracker;
 mod types;
 
+pub use cuda::*;
+pub use device::*;
+pub use event::*;
 pub use handles::{
     sigretire_hold, sigretire_hold_clone, sigretire_hold_known_status, sigretire_hold_release,
     sigretire_hold_signal, sigretire_hold_status, sigretire_hold_timestamps, sigretire_pin,
@@ -51,9 +67,11 @@ pub use handles::{
 pub use hooks::{
     sigretire_hooks, sigretire_hooks_note_queue_change, sigretire_hooks_tracker_create,
 };
+pub use release::sigretire_release_callback;
 pub use rocr::*;
 pub use sim::*;
 pub use status::sigretire_status::{self, *};
+pub use stream::*;
 pub use tracker::{
     sigretire_tracker, sigretire_tracker_acquire, sigretire_tracker_attach,
     sigretire_tracker_census, sigretire_tracker_destroy, sigretire_tracker_fail_queue,
@@ -70,8 +88,10 @@ use status::{Out, StructOut, fail, guard};
 use std::ffi::c_char;
 
 /// The ABI version of the library actually loaded: check at start-up that
-/// it equals `SIGRETIRE_ABI_VERSION`, the header's (the shared library's
-/// file name carries no version).
+/// it equals `SIGRETIRE_ABI_VERSION`, the header's. (On ELF systems the
+/// shared library's SONAME carries it too, `libsigretire_capi.so.4`, so the
+/// dynamic loader already refuses a library of another version; a static
+/// link or a `dlopen` by another name has only this check.)
 ///
 /// Thread safety: any thread.
 ///
@@ -244,3 +264,15 @@ pub unsafe extern "C" fn sigretire_wait_policy_blocking(
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_sonames_version_is_the_abi_version() {
+        assert_eq!(
+            env!("SIGRETIRE_SONAME_ABI"),
+            crate::SIGRETIRE_ABI_VERSION.to_string(),
+            "build.rs's ABI (the SONAME) and SIGRETIRE_ABI_VERSION must be raised together"
+        );
+    }
+}

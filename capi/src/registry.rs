@@ -1,5 +1,5 @@
 //! The table of live handles. Every handle the library hands out (tracker,
-//! hold, pin, simulator, ROCr) is entered here under its kind when it is
+//! hold, pin, simulator, ROCr, device, stream, event) is entered here under its kind when it is
 //! made and removed when it is destroyed or released, and every call looks
 //! a handle up here before it touches a byte of it. So a pointer that is
 //! not a live handle of the kind a function takes (a destroyed or released
@@ -26,6 +26,9 @@ pub(crate) enum Kind {
     Pin,
     Sim,
     Rocr,
+    Device,
+    Stream,
+    Event,
 }
 
 impl Kind {
@@ -37,6 +40,9 @@ impl Kind {
             Kind::Pin => "sigretire_pin",
             Kind::Sim => "sigretire_sim",
             Kind::Rocr => "sigretire_rocr",
+            Kind::Device => "sigretire_device",
+            Kind::Stream => "sigretire_stream",
+            Kind::Event => "sigretire_event",
         }
     }
 }

@@ -28,7 +28,7 @@ impl CQueue for AqlQueue {
 }
 
 /// A ROCr error as a status.
-fn rocr_failure<T>(error: Error) -> Outcome<T> {
+pub(crate) fn rocr_failure<T>(error: Error) -> Outcome<T> {
     let status = match &error {
         Error::Load(_) => SIGRETIRE_ERR_LOAD,
         Error::InitFailed(_) | Error::NoGpu | Error::NoSuchGpu { .. } => SIGRETIRE_ERR_NO_GPU,
@@ -51,12 +51,32 @@ pub struct sigretire_rocr {
     runtime: Arc<Runtime>,
 }
 
+impl sigretire_rocr {
+    /// The loaded, initialised ROCr.
+    pub(crate) fn runtime(&self) -> &Arc<Runtime> {
+        &self.runtime
+    }
+}
+
+/// The adopt options at `options` (NULL: the defaults), checked.
+///
+/// # Safety
+/// `options` is NULL or points to a readable `sigretire_rocr_adopt_options`
+/// whose size field the caller set.
+pub(crate) unsafe fn read_adopt_options(
+    options: *const sigretire_rocr_adopt_options,
+) -> Outcome<AdoptOptions> {
+    // SAFETY: forwarded caller guarantee.
+    unsafe { read_optional_struct(options, "options", sigretire_rocr_adopt_options::default) }?
+        .to_rust()
+}
+
 /// The runtime behind `ptr`, checked.
 ///
 /// # Safety
 /// A `sigretire_rocr` handle in the table of live handles is a live ROCr
 /// handle, not closed while the call runs (the caller's contract).
-unsafe fn rocr_ref<'a>(ptr: *const sigretire_rocr) -> Outcome<&'a sigretire_rocr> {
+pub(crate) unsafe fn rocr_ref<'a>(ptr: *const sigretire_rocr) -> Outcome<&'a sigretire_rocr> {
     registry::check(ptr, Kind::Rocr, "rocr")?;
     // SAFETY: a live handle (the table says so; nothing of `ptr` was read
     // before it did), not destroyed while this call runs (contract).
@@ -281,7 +301,7 @@ pub unsafe extern "C" fn sigretire_rocr_tracker_adopt(
         // SAFETY: as above.
         let rocr = unsafe { rocr_ref(rocr) }?;
         let device = rocr.runtime.device(gpu).or_else(rocr_failure)?;
-        let queue = adopt(&device, queue, options)?;
+        let queue = rocr_adopt(&device, queue, options)?;
         let pool = Arc::new(SignalPool::new(&device));
         give(out, build(pool, queue, settings, Backend::Rocr)?);
         Ok(())
@@ -289,9 +309,14 @@ pub unsafe extern "C" fn sigretire_rocr_tracker_adopt(
 }
 
 /// `AqlQueue::adopt` with the caller's word for the queue.
-fn adopt(device: &Agent, queue: *mut c_void, options: AdoptOptions) -> Outcome<AqlQueue> {
-    // SAFETY: the C caller's contract (sigretire_rocr_tracker_adopt's and
-    // sigretire_rocr_note_queue_change's `# Safety`): a live queue of this
+pub(crate) fn rocr_adopt(
+    device: &Agent,
+    queue: *mut c_void,
+    options: AdoptOptions,
+) -> Outcome<AqlQueue> {
+    // SAFETY: the C caller's contract (the `# Safety` of every function that
+    // adopts a queue: sigretire_rocr_tracker_adopt, _note_queue_change,
+    // sigretire_rocr_device_adopt, sigretire_rocr_stream_adopt): a live queue of this
     // device's agent, made by this runtime, kept live while the tracker
     // and its handles live, every reserved slot published.
     unsafe { AqlQueue::adopt(device, queue.cast(), options) }.or_else(rocr_failure)
@@ -335,7 +360,7 @@ pub unsafe extern "C" fn sigretire_rocr_note_queue_change(
         let Some(device) = device else {
             return fail(SIGRETIRE_ERR_WRONG_BACKEND, "not a ROCr tracker");
         };
-        let queue = adopt(&device, queue, options)?;
+        let queue = rocr_adopt(&device, queue, options)?;
         tracker.with_core(|core| core.note_queue_change(Box::new(queue)))
     })
 }

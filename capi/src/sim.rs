@@ -11,14 +11,15 @@ use crate::tracker::{
 use crate::types::*;
 use ::sigretire_sim::backend::{STEPPED_QUEUE_SIZE, SimMemory};
 use ::sigretire_sim::{
-    CostProfile, MAX_QUEUE_SIZE, Mode, Placement as SimPlacement, Queue, Sim, SimConfig,
-    SimQueueConfig,
+    CostProfile, HostFlag, Kernel, MAX_QUEUE_SIZE, Mode, Placement as SimPlacement, Queue, Sim,
+    SimConfig, SimQueueConfig,
 };
 use ::sigretire_tracker::{
     CreateError, Tracker, Work,
     backend::{HardwareQueue, Publication},
 };
 use hsa_sys::PacketWords;
+use parking_lot::Mutex;
 use std::sync::Arc;
 
 impl CQueue for Queue {
@@ -104,6 +105,9 @@ caller_filled!(sigretire_sim_options);
 pub struct sigretire_sim {
     sim: Sim,
     queues: Vec<Queue>,
+    /// The gated kernels' objects and gates
+    /// (`sigretire_sim_register_gated_kernel`).
+    gates: Mutex<Vec<(u64, HostFlag)>>,
 }
 
 /// The simulator behind `ptr`, checked.
@@ -111,7 +115,7 @@ pub struct sigretire_sim {
 /// # Safety
 /// A `sigretire_sim` handle in the table of live handles is a live
 /// simulator, not destroyed while the call runs (the caller's contract).
-unsafe fn sim_ref<'a>(ptr: *const sigretire_sim) -> Outcome<&'a sigretire_sim> {
+pub(crate) unsafe fn sim_ref<'a>(ptr: *const sigretire_sim) -> Outcome<&'a sigretire_sim> {
     registry::check(ptr, Kind::Sim, "sim")?;
     // SAFETY: a live handle (the table says so; nothing of `ptr` was read
     // before it did), not destroyed while this call runs (contract).
@@ -119,6 +123,11 @@ unsafe fn sim_ref<'a>(ptr: *const sigretire_sim) -> Outcome<&'a sigretire_sim> {
 }
 
 impl sigretire_sim {
+    /// The simulator.
+    pub(crate) fn simulator(&self) -> &Sim {
+        &self.sim
+    }
+
     fn queue(&self, queue: u32) -> Outcome<&Queue> {
         match self.queues.get(queue as usize) {
             Some(q) => Ok(q),
@@ -236,6 +245,7 @@ pub unsafe extern "C" fn sigretire_sim_create(
         let handle = Box::into_raw(Box::new(sigretire_sim {
             sim: simulator,
             queues,
+            gates: Mutex::new(Vec::new()),
         }));
         registry::register(handle, Kind::Sim);
         out.write(handle);
@@ -534,5 +544,104 @@ pub unsafe extern "C" fn sigretire_sim_violations(
         let sim = unsafe { sim_ref(sim) }?;
         out.write(sim.sim.violations().len() as u64);
         Ok(())
+    })
+}
+
+/// Registers a gated kernel on the simulator: a kernel that cannot complete
+/// before its gate is opened (`sigretire_sim_open_gate`), in stepped and
+/// threaded mode alike (it spins on the simulated GPU). `*kernel_object`
+/// is its handle for `sigretire_stream_launch` (or a dispatch's kernel
+/// object); every launch of it waits for the same gate, which stays open
+/// once opened.
+///
+/// Thread safety: any thread, concurrently.
+///
+/// # Safety
+/// `sim` is a live simulator; `kernel_object` points to a writable
+/// `uint64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigretire_sim_register_gated_kernel(
+    sim: *const sigretire_sim,
+    kernel_object: *mut u64,
+) -> sigretire_status {
+    guard("sigretire_sim_register_gated_kernel", || {
+        let out = Out::new(kernel_object, "kernel_object")?;
+        // SAFETY: forwarded caller guarantee.
+        let sim = unsafe { sim_ref(sim) }?;
+        let gate = HostFlag::new();
+        let object = sim.sim.register_kernel(Kernel::SpinUntil(gate.clone()));
+        sim.gates.lock().push((object, gate));
+        out.write(object);
+        Ok(())
+    })
+}
+
+/// Opens the gate of gated kernel `kernel_object`: its launches may
+/// complete from now on (in stepped mode, at the next
+/// `sigretire_sim_run_until_idle`). `SIGRETIRE_ERR_INVALID_ARGUMENT` for a
+/// kernel `sigretire_sim_register_gated_kernel` did not register on this
+/// simulator.
+///
+/// Thread safety: any thread, concurrently.
+///
+/// # Safety
+/// `sim` is a live simulator.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigretire_sim_open_gate(
+    sim: *const sigretire_sim,
+    kernel_object: u64,
+) -> sigretire_status {
+    guard("sigretire_sim_open_gate", || {
+        // SAFETY: forwarded caller guarantee.
+        let sim = unsafe { sim_ref(sim) }?;
+        let gates = sim.gates.lock();
+        match gates.iter().find(|(object, _)| *object == kernel_object) {
+            Some((_, gate)) => {
+                gate.set();
+                Ok(())
+            }
+            None => fail(
+                SIGRETIRE_ERR_INVALID_ARGUMENT,
+                format!(
+                    "kernel {kernel_object} is no gated kernel of this simulator \
+                     (sigretire_sim_register_gated_kernel makes them)"
+                ),
+            ),
+        }
+    })
+}
+
+/// Fails the simulated hardware queue under `stream`, as a queue error
+/// would: its published, incomplete work fails, and the stream fails as
+/// soon as a wait, a query or an event sees it
+/// (`SIGRETIRE_ERR_STREAM_FAILED`). The device and its other streams keep
+/// working. `SIGRETIRE_ERR_WRONG_BACKEND` for a stream not on the
+/// simulator.
+///
+/// Thread safety: any thread, concurrently (takes the stream's lock
+/// briefly).
+///
+/// # Safety
+/// `stream` is a live stream.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigretire_sim_fail_stream(
+    stream: *const crate::stream::sigretire_stream,
+) -> sigretire_status {
+    guard("sigretire_sim_fail_stream", || {
+        // SAFETY: forwarded caller guarantee.
+        let stream = unsafe { crate::stream::stream_ref(stream) }?;
+        match &stream.queue {
+            crate::layer::AnyStream::Sim(queue) => {
+                queue.with_tracker(|tracker| tracker.queue().fail());
+                Ok(())
+            }
+            other => fail(
+                SIGRETIRE_ERR_WRONG_BACKEND,
+                format!(
+                    "sigretire_sim_fail_stream fails simulated queues; this stream runs on {}",
+                    crate::layer::stream_backend(other)
+                ),
+            ),
+        }
     })
 }

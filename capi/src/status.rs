@@ -48,7 +48,8 @@ pub enum sigretire_status {
     /// The backend could not allocate signals.
     SIGRETIRE_ERR_OUT_OF_SIGNALS = 10,
     /// The use failed (its queue reported an error, or its submission
-    /// failed): nothing can wait on it.
+    /// failed): nothing can wait on it (`sigretire_tracker_wait` answers
+    /// this for a use that failed).
     SIGRETIRE_ERR_USE_FAILED = 11,
     /// The use is not in a state the operation applies to (failing the
     /// submission of a use already done, publishing a use retired long ago
@@ -87,13 +88,52 @@ pub enum sigretire_status {
     /// (compare `sigretire_abi_version()` with `SIGRETIRE_ABI_VERSION`).
     /// Nothing was read or written past the field.
     SIGRETIRE_ERR_STRUCT_SIZE = 23,
+    /// The stream failed: its work failed on the GPU (a queue error), now
+    /// or before. It is failed for good: its unfinished work will not
+    /// complete, its events answer the failure, and it takes no more work.
+    /// Destroy it and create another; the device and its other streams keep
+    /// working. (A cross-stream wait answers it for a failed producer too:
+    /// the last error names the failed stream's id.)
+    SIGRETIRE_ERR_STREAM_FAILED = 24,
+    /// The device is in its error state (a device-wide fault) and was
+    /// created with `SIGRETIRE_DEVICE_SKIP_ABORT_ON_ERROR`: the wait
+    /// returned early without completion (the GPU may still run the work).
+    /// The state is for good: recreate the device to run more work.
+    SIGRETIRE_ERR_DEVICE_ERROR = 25,
+    /// The device is in its error state (a device-wide fault) and aborts on
+    /// GPU errors: it takes no more work and its waits return at once.
+    /// Recreate the device.
+    SIGRETIRE_ERR_DEVICE_ABORTED = 26,
+    /// The stream's tracker has as many uses in flight as it may
+    /// (`initial_size` x `growth_limit` of its `sigretire_config`), and the
+    /// use whose completion frees room did not complete within the
+    /// stream's `wait_timeout_ns`: nothing was submitted. Release work
+    /// that waits (a gated kernel), synchronize, or raise `growth_limit`
+    /// or `wait_timeout_ns`.
+    SIGRETIRE_ERR_IN_FLIGHT_LIMIT = 27,
+    /// The event carries no timestamps: it was recorded with
+    /// `SIGRETIRE_EVENT_DISABLE_TIMING`, or on a stream created with
+    /// `SIGRETIRE_STREAM_UNPROFILED`.
+    SIGRETIRE_ERR_NOT_TIMED = 28,
+    /// The event has not completed yet: synchronize it first.
+    SIGRETIRE_ERR_NOT_READY = 29,
+    /// The events were recorded on two devices, whose clocks are
+    /// unrelated: there is no elapsed time between them.
+    SIGRETIRE_ERR_DIFFERENT_DEVICES = 30,
+    /// The stop event completed before the start event: the elapsed time
+    /// would be negative. Swap the events.
+    SIGRETIRE_ERR_STOP_BEFORE_START = 31,
+    /// The producer's signals live in memory the waiting stream cannot
+    /// read (another simulator, ROCr runtime or CUDA context): nothing was
+    /// published.
+    SIGRETIRE_ERR_FOREIGN_SIGNAL_MEMORY = 32,
 }
 
 pub use sigretire_status::*;
 
 impl sigretire_status {
     /// Every status, in value order.
-    pub const ALL: [sigretire_status; 24] = [
+    pub const ALL: [sigretire_status; 33] = [
         SIGRETIRE_OK,
         SIGRETIRE_ERR_NULL,
         SIGRETIRE_ERR_INVALID_ARGUMENT,
@@ -118,6 +158,15 @@ impl sigretire_status {
         SIGRETIRE_ERR_BUFFER_TOO_SMALL,
         SIGRETIRE_ERR_PANIC,
         SIGRETIRE_ERR_STRUCT_SIZE,
+        SIGRETIRE_ERR_STREAM_FAILED,
+        SIGRETIRE_ERR_DEVICE_ERROR,
+        SIGRETIRE_ERR_DEVICE_ABORTED,
+        SIGRETIRE_ERR_IN_FLIGHT_LIMIT,
+        SIGRETIRE_ERR_NOT_TIMED,
+        SIGRETIRE_ERR_NOT_READY,
+        SIGRETIRE_ERR_DIFFERENT_DEVICES,
+        SIGRETIRE_ERR_STOP_BEFORE_START,
+        SIGRETIRE_ERR_FOREIGN_SIGNAL_MEMORY,
     ];
 
     /// The status of value `value`, if there is one.
@@ -154,6 +203,15 @@ impl sigretire_status {
             SIGRETIRE_ERR_BUFFER_TOO_SMALL => c"SIGRETIRE_ERR_BUFFER_TOO_SMALL",
             SIGRETIRE_ERR_PANIC => c"SIGRETIRE_ERR_PANIC",
             SIGRETIRE_ERR_STRUCT_SIZE => c"SIGRETIRE_ERR_STRUCT_SIZE",
+            SIGRETIRE_ERR_STREAM_FAILED => c"SIGRETIRE_ERR_STREAM_FAILED",
+            SIGRETIRE_ERR_DEVICE_ERROR => c"SIGRETIRE_ERR_DEVICE_ERROR",
+            SIGRETIRE_ERR_DEVICE_ABORTED => c"SIGRETIRE_ERR_DEVICE_ABORTED",
+            SIGRETIRE_ERR_IN_FLIGHT_LIMIT => c"SIGRETIRE_ERR_IN_FLIGHT_LIMIT",
+            SIGRETIRE_ERR_NOT_TIMED => c"SIGRETIRE_ERR_NOT_TIMED",
+            SIGRETIRE_ERR_NOT_READY => c"SIGRETIRE_ERR_NOT_READY",
+            SIGRETIRE_ERR_DIFFERENT_DEVICES => c"SIGRETIRE_ERR_DIFFERENT_DEVICES",
+            SIGRETIRE_ERR_STOP_BEFORE_START => c"SIGRETIRE_ERR_STOP_BEFORE_START",
+            SIGRETIRE_ERR_FOREIGN_SIGNAL_MEMORY => c"SIGRETIRE_ERR_FOREIGN_SIGNAL_MEMORY",
         }
     }
 }
@@ -437,7 +495,7 @@ mod tests {
             assert!(status.name().to_str().unwrap().starts_with("SIGRETIRE_"));
         }
         assert_eq!(sigretire_status::from_value(-1), None);
-        assert_eq!(sigretire_status::from_value(24), None);
+        assert_eq!(sigretire_status::from_value(33), None);
     }
 
     #[test]

@@ -599,11 +599,16 @@ pub unsafe extern "C" fn sigretire_tracker_known_status(
     })
 }
 
-/// Waits until the use completes or fails, or `timeout_ns` nanoseconds pass
-/// (`SIGRETIRE_ERR_TIMED_OUT`, with `*status` set to
-/// `SIGRETIRE_USE_PENDING`). `policy` may be NULL (spin, then yield, then
-/// sleep: `sigretire_wait_policy_spin`). Never reports a completion that
-/// did not happen. Seeing the signal at 0 is recorded, so the tracker later
+/// Waits until the use completes or fails, or `timeout_ns` nanoseconds pass.
+/// The return value says how the wait ended, as every waiting function of
+/// this library says it (`sigretire_stream_synchronize`,
+/// `sigretire_event_synchronize`): `SIGRETIRE_OK` when the use completed;
+/// `SIGRETIRE_ERR_USE_FAILED` when it failed; `SIGRETIRE_ERR_TIMED_OUT`
+/// when the time ran out first. `*status` is written in all three cases
+/// (`SIGRETIRE_USE_COMPLETE`, `_FAILED`, `_PENDING`), so a caller may read
+/// either. `policy` may be NULL (spin, then yield, then sleep:
+/// `sigretire_wait_policy_spin`). Never reports a completion that did not
+/// happen. Seeing the signal at 0 is recorded, so the tracker later
 /// retires the use without a load of its own.
 ///
 /// Thread safety: takes no tracker lock, so other threads keep submitting
@@ -647,6 +652,13 @@ pub unsafe extern "C" fn sigretire_tracker_wait(
             Err(WaitError::Foreign(foreign)) => bad_ticket(foreign)?,
         };
         out.write(sigretire_use_status::from_rust(status));
+        if status == Status::Failed {
+            return fail(
+                SIGRETIRE_ERR_USE_FAILED,
+                "the use failed (its queue reported an error, or its submission failed): its \
+                 work will not complete",
+            );
+        }
         Ok(())
     })
 }

@@ -29,8 +29,12 @@ use std::time::Duration;
 /// is gone (no ledger of tickets is kept), and so are `kind` with
 /// `sigretire_tracker_kind` (the library builds the retiring tracker: the
 /// baseline is the benchmarks' comparison, no runtime's choice) and
-/// `generation_bits` (generations count in 32 bits).
-pub const SIGRETIRE_ABI_VERSION: u32 = 3;
+/// `generation_bits` (generations count in 32 bits). Version 4:
+/// `sigretire_tracker_wait` returns `SIGRETIRE_ERR_USE_FAILED` for a use
+/// that failed (it returned `SIGRETIRE_OK`, the failure in `*status` only),
+/// as the queue layer's waits report failures; the shared library's SONAME
+/// carries this version (`libsigretire_capi.so.4`).
+pub const SIGRETIRE_ABI_VERSION: u32 = 4;
 
 /// The name of one use of a signal (one packet, or one submission of
 /// several operations): the tracker's own [`Ticket`], named as C names it

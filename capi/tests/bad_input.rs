@@ -2078,3 +2078,250 @@ fn a_struct_declared_smaller_is_not_read_past_its_size() {
         );
     }
 }
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "the queue layer's completion thread ends after the test's last handle goes, which \
+              Miri reports as a thread left running; tests/streams.rs runs the same calls"
+)]
+fn queue_layer_functions_refuse_null_pointers_and_bad_handles() {
+    let rig = Rig::new(1);
+    let (mut device, mut stream, mut event) = (null_mut(), null_mut(), null_mut());
+    let mut status = SIGRETIRE_USE_UNKNOWN;
+    let (mut word, mut failed) = (0u64, false);
+    let null_refused = SIGRETIRE_ERR_NULL;
+    let bad = SIGRETIRE_ERR_BAD_HANDLE;
+    let queue: *mut c_void = (&raw mut word).cast();
+    // SAFETY: C ABI calls whose pointers are NULL (under test), locals,
+    // or live handles of this test; the library checks each before use,
+    // and refuses a pointer that is not a live handle without reading it.
+    unsafe {
+        expect_each!(
+            null_refused,
+            "sigretire_sim_device_create",
+            sigretire_sim_device_create(rig.sim, null(), null(), null(), null_mut()),
+            sigretire_sim_device_create(null(), null(), null(), null(), &mut device),
+        );
+        assert_eq!(
+            sigretire_sim_device_create(rig.sim, null(), null(), null(), &mut device),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_device_default_stream(device, &mut stream),
+            SIGRETIRE_OK
+        );
+        assert_eq!(sigretire_event_record(stream, 0, &mut event), SIGRETIRE_OK);
+        // Handles of another kind, and a word that is no handle at all.
+        let fake_device: *const sigretire_device = (&raw const word).cast();
+        expect_each!(
+            bad,
+            "sigretire_sim_device_create",
+            sigretire_sim_device_create(device.cast(), null(), null(), null(), &mut device),
+        );
+        let before = device;
+        expect(
+            sigretire_device_stream_create(fake_device, null(), &mut stream),
+            bad,
+            "sigretire_device_stream_create",
+        );
+        assert_eq!(device, before, "nothing written by a failed call");
+        expect_each!(
+            null_refused,
+            "sigretire_device_default_stream",
+            sigretire_device_default_stream(device, null_mut()),
+            sigretire_device_default_stream(null(), &mut stream),
+        );
+        expect(
+            sigretire_device_synchronize(stream.cast()),
+            bad,
+            "sigretire_device_synchronize",
+        );
+        expect(
+            sigretire_device_synchronize_timeout(event.cast(), 0),
+            bad,
+            "sigretire_device_synchronize_timeout",
+        );
+        expect(
+            sigretire_device_set_error(fake_device, null()),
+            bad,
+            "sigretire_device_set_error",
+        );
+        expect(
+            sigretire_rocr_stream_adopt(
+                device,
+                null_mut(),
+                None,
+                null_mut(),
+                null(),
+                null(),
+                &mut stream,
+            ),
+            null_refused,
+            "sigretire_rocr_stream_adopt",
+        );
+        expect(
+            sigretire_rocr_stream_adopt(
+                device,
+                queue,
+                None,
+                null_mut(),
+                null(),
+                null(),
+                &mut stream,
+            ),
+            SIGRETIRE_ERR_WRONG_BACKEND,
+            "sigretire_rocr_stream_adopt",
+        );
+        expect(
+            sigretire_rocr_device_adopt(
+                null(),
+                0,
+                queue,
+                None,
+                null_mut(),
+                null(),
+                null(),
+                null(),
+                null(),
+                &mut device,
+            ),
+            null_refused,
+            "sigretire_rocr_device_adopt",
+        );
+        expect_each!(
+            bad,
+            "sigretire_stream_launch",
+            sigretire_stream_launch(device.cast(), 0),
+            sigretire_stream_launch(event.cast(), 0),
+        );
+        expect(
+            sigretire_stream_marker(null()),
+            null_refused,
+            "sigretire_stream_marker",
+        );
+        expect_each!(
+            null_refused,
+            "sigretire_stream_query",
+            sigretire_stream_query(stream, null_mut()),
+            sigretire_stream_query(null(), &mut status),
+        );
+        expect(
+            sigretire_stream_synchronize(event.cast()),
+            bad,
+            "sigretire_stream_synchronize",
+        );
+        expect(
+            sigretire_stream_synchronize_timeout(device.cast(), 0),
+            bad,
+            "sigretire_stream_synchronize_timeout",
+        );
+        expect_each!(
+            bad,
+            "sigretire_stream_wait_event",
+            sigretire_stream_wait_event(stream, stream.cast()),
+            sigretire_stream_wait_event(event.cast(), event),
+        );
+        expect(
+            sigretire_stream_has_failed(stream, null_mut()),
+            null_refused,
+            "sigretire_stream_has_failed",
+        );
+        expect(
+            sigretire_stream_id(device.cast(), &mut word),
+            bad,
+            "sigretire_stream_id",
+        );
+        expect_each!(
+            null_refused,
+            "sigretire_event_record",
+            sigretire_event_record(stream, 0, null_mut()),
+            sigretire_event_record(null(), 0, &mut event),
+        );
+        expect(
+            sigretire_event_query(stream.cast(), &mut status),
+            bad,
+            "sigretire_event_query",
+        );
+        expect(
+            sigretire_event_synchronize(device.cast()),
+            bad,
+            "sigretire_event_synchronize",
+        );
+        expect(
+            sigretire_event_synchronize_timeout(null(), 0),
+            null_refused,
+            "sigretire_event_synchronize_timeout",
+        );
+        expect_each!(
+            null_refused,
+            "sigretire_event_elapsed_ns",
+            sigretire_event_elapsed_ns(event, event, null_mut()),
+            sigretire_event_elapsed_ns(event, null(), &mut word),
+        );
+        expect(
+            sigretire_sim_fail_stream(event.cast()),
+            bad,
+            "sigretire_sim_fail_stream",
+        );
+        expect_each!(
+            null_refused,
+            "sigretire_sim_register_gated_kernel",
+            sigretire_sim_register_gated_kernel(rig.sim, null_mut()),
+            sigretire_sim_register_gated_kernel(null(), &mut word),
+        );
+        expect(
+            sigretire_sim_open_gate(rig.sim, 12345),
+            SIGRETIRE_ERR_INVALID_ARGUMENT,
+            "sigretire_sim_open_gate",
+        );
+        expect_each!(
+            null_refused,
+            "sigretire_device_options_default",
+            sigretire_device_options_default(null_mut()),
+        );
+        expect_each!(
+            null_refused,
+            "sigretire_stream_options_default",
+            sigretire_stream_options_default(null_mut()),
+        );
+        // Destroying: NULL variables, a stale handle, handles of another kind.
+        let mut wrong_kind: *mut sigretire_event = stream.cast();
+        expect(
+            sigretire_event_destroy(&mut wrong_kind),
+            bad,
+            "sigretire_event_destroy",
+        );
+        expect(
+            sigretire_event_destroy(null_mut()),
+            null_refused,
+            "sigretire_event_destroy",
+        );
+        expect(
+            sigretire_stream_destroy(null_mut()),
+            null_refused,
+            "sigretire_stream_destroy",
+        );
+        expect(
+            sigretire_device_destroy(null_mut()),
+            null_refused,
+            "sigretire_device_destroy",
+        );
+        let mut stale = device;
+        assert_eq!(sigretire_device_destroy(&mut device), SIGRETIRE_OK);
+        expect(
+            sigretire_device_destroy(&mut stale),
+            bad,
+            "sigretire_device_destroy",
+        );
+        // The stream and the event still work, their device gone.
+        assert_eq!(sigretire_stream_query(stream, &mut status), SIGRETIRE_OK);
+        assert_eq!(
+            sigretire_stream_has_failed(stream, &mut failed),
+            SIGRETIRE_OK
+        );
+        assert!(!failed, "no failed call failed the stream");
+        assert_eq!(sigretire_event_destroy(&mut event), SIGRETIRE_OK);
+        assert_eq!(sigretire_stream_destroy(&mut stream), SIGRETIRE_OK);
+    }
+}

@@ -1,8 +1,11 @@
-//! The C test program (`tests/c/sigretire_test.c`), compiled with the
+//! The C test programs (`tests/c/sigretire_test.c`, the tracker's, and
+//! `tests/c/streams_test.c`, the streams' and events'), compiled with the
 //! system's C compiler against `include/sigretire.h` and the libraries
 //! cargo built for this test (the cdylib and the staticlib, beside the test
-//! executable), then run: it must pass linked either way, and fail with a
-//! planted wrong answer. The header must also compile as C++.
+//! executable), then run: they must pass linked either way, and the
+//! tracker's must fail with a planted wrong answer. The streams example
+//! (`examples/streams.c`) must run to success. The header must also compile
+//! as C++.
 //!
 //! Without a C (or C++) compiler the tests say so and skip, unless `CI` or
 //! `SIGRETIRE_REQUIRE_CC` is set: then a missing compiler is a failure.
@@ -31,6 +34,29 @@ fn library_dir() -> PathBuf {
         shared_library_name(),
         deps.display()
     );
+}
+
+/// The shared library's SONAME (`libsigretire_capi.so.<ABI>`), which a
+/// program linked against it asks the loader for: cargo writes the library
+/// under its link name only, so the SONAME is made a link to it, beside it,
+/// as an installation does (`examples/install.rs`).
+fn link_soname(libs: &Path) {
+    if !cfg!(target_os = "linux") {
+        return;
+    }
+    let soname = libs.join(format!(
+        "libsigretire_capi.so.{}",
+        sigretire_capi::SIGRETIRE_ABI_VERSION
+    ));
+    if soname.exists() {
+        return;
+    }
+    #[cfg(unix)]
+    match std::os::unix::fs::symlink(shared_library_name(), &soname) {
+        // Another test of this run made it meanwhile.
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+        outcome => outcome.unwrap_or_else(|e| panic!("cannot link {}: {e}", soname.display())),
+    }
 }
 
 fn shared_library_name() -> &'static str {
@@ -69,6 +95,16 @@ fn compiler(var: &str, default: &str) -> Option<String> {
     }
 }
 
+/// A command running the C program `exe`, which finds the shared library
+/// through the run path it was linked with: cargo's `LD_LIBRARY_PATH` (the
+/// profile folder first, where another build of the library may lie, of
+/// other features or older) is taken out of its environment.
+fn c_program(exe: &Path) -> Command {
+    let mut command = Command::new(exe);
+    command.env_remove("LD_LIBRARY_PATH");
+    command
+}
+
 fn run(command: &mut Command) -> Output {
     command
         .output()
@@ -83,9 +119,15 @@ fn text(output: &Output) -> String {
     )
 }
 
-/// Compiles the C test linked against the shared (`static_link` false) or
-/// static library, with `defines`, into `name`; returns the executable.
-fn build(cc: &str, name: &str, static_link: bool, defines: &[&str]) -> PathBuf {
+/// The tracker's C test.
+const TRACKER_TEST: &str = "tests/c/sigretire_test.c";
+/// The streams' and events' C test.
+const STREAMS_TEST: &str = "tests/c/streams_test.c";
+
+/// Compiles `source` (relative to the crate) linked against the shared
+/// (`static_link` false) or static library, with `defines`, into `name`;
+/// returns the executable.
+fn build(cc: &str, source: &str, name: &str, static_link: bool, defines: &[&str]) -> PathBuf {
     let dir = crate_dir();
     let libs = library_dir();
     let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
@@ -102,7 +144,7 @@ fn build(cc: &str, name: &str, static_link: bool, defines: &[&str]) -> PathBuf {
         .args(defines)
         .arg("-I")
         .arg(dir.join("include"))
-        .arg(dir.join("tests/c/sigretire_test.c"))
+        .arg(dir.join(source))
         .arg("-o")
         .arg(&exe);
     if static_link {
@@ -111,6 +153,7 @@ fn build(cc: &str, name: &str, static_link: bool, defines: &[&str]) -> PathBuf {
             .arg(libs.join("libsigretire_capi.a"))
             .args(["-lpthread", "-ldl", "-lm"]);
     } else {
+        link_soname(&libs);
         command
             .arg(libs.join(shared_library_name()))
             .arg(format!("-Wl,-rpath,{}", libs.display()));
@@ -118,23 +161,24 @@ fn build(cc: &str, name: &str, static_link: bool, defines: &[&str]) -> PathBuf {
     let output = run(&mut command);
     assert!(
         output.status.success(),
-        "compiling the C test failed: {command:?}\n{}",
+        "compiling {source} failed: {command:?}\n{}",
         text(&output)
     );
     exe
 }
 
-fn passes(static_link: bool) {
+fn passes(source: &str, static_link: bool) {
     let Some(cc) = compiler("CC", "cc") else {
         return;
     };
+    let stem = Path::new(source).file_stem().unwrap().to_string_lossy();
     let name = if static_link {
-        "sigretire_test_static"
+        format!("{stem}_static")
     } else {
-        "sigretire_test_shared"
+        format!("{stem}_shared")
     };
-    let exe = build(&cc, name, static_link, &[]);
-    let output = run(&mut Command::new(&exe));
+    let exe = build(&cc, source, &name, static_link, &[]);
+    let output = run(&mut c_program(&exe));
     assert!(
         output.status.success(),
         "the C test found wrong answers:\n{}",
@@ -147,12 +191,38 @@ fn passes(static_link: bool) {
 
 #[test]
 fn the_c_program_passes_against_the_shared_library() {
-    passes(false);
+    passes(TRACKER_TEST, false);
 }
 
 #[test]
 fn the_c_program_passes_against_the_static_library() {
-    passes(true);
+    passes(TRACKER_TEST, true);
+}
+
+#[test]
+fn the_c_streams_test_passes_against_the_shared_library() {
+    passes(STREAMS_TEST, false);
+}
+
+#[test]
+fn the_c_streams_test_passes_against_the_static_library() {
+    passes(STREAMS_TEST, true);
+}
+
+#[test]
+fn the_c_streams_example_runs() {
+    let Some(cc) = compiler("CC", "cc") else {
+        return;
+    };
+    let exe = build(&cc, "examples/streams.c", "streams_example", false, &[]);
+    let output = run(&mut c_program(&exe));
+    assert!(
+        output.status.success(),
+        "the streams example failed:\n{}",
+        text(&output)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("streams example: ok"), "{}", text(&output));
 }
 
 #[test]
@@ -162,11 +232,12 @@ fn the_c_program_fails_on_a_planted_wrong_answer() {
     };
     let exe = build(
         &cc,
+        TRACKER_TEST,
         "sigretire_test_planted",
         false,
         &["-DPLANT_WRONG_ANSWER"],
     );
-    let output = run(&mut Command::new(&exe));
+    let output = run(&mut c_program(&exe));
     assert_eq!(
         output.status.code(),
         Some(1),
@@ -246,6 +317,7 @@ fn the_readme_c_example_compiles_and_runs() {
     }
     assert!(!programs.is_empty(), "capi/README.md has a C program");
     let libs = library_dir();
+    link_soname(&libs);
     for (i, program) in programs.iter().enumerate() {
         let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
         let source = tmp.join(format!("readme_example_{i}.c"));
@@ -267,7 +339,7 @@ fn the_readme_c_example_compiles_and_runs() {
             "README example {i} does not compile:\n{program}\n{}",
             text(&output)
         );
-        let output = run(&mut Command::new(&exe));
+        let output = run(&mut c_program(&exe));
         assert!(
             output.status.success(),
             "README example {i} failed:\n{}",

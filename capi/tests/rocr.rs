@@ -321,3 +321,126 @@ fn debian_rocr_without_a_gpu_answers_no_gpu() {
     let message = unsafe { std::ffi::CStr::from_ptr(buffer.as_ptr()) }.to_string_lossy();
     assert!(message.contains("hsa_init failed"), "{message}");
 }
+
+/// Counts the runtime's queues the library handed back (`user` is an
+/// `AtomicU64`).
+unsafe extern "C" fn count_release(_queue: *mut std::ffi::c_void, user: *mut std::ffi::c_void) {
+    // SAFETY: `user` is the test's live counter (it waits for the count
+    // before the counter goes).
+    let released = unsafe { &*user.cast::<AtomicU64>() };
+    released.fetch_add(1, Ordering::AcqRel);
+}
+
+/// The queue layer on ROCr through the C ABI: a device over one of the
+/// runtime's queues, a second stream over another, a cross-stream wait, an
+/// elapsed time and synchronize, on the stand-in's threaded simulator; the
+/// queues handed back through the release callback before the runtime
+/// destroys them.
+#[test]
+fn streams_run_on_the_runtimes_own_queues() {
+    let released = AtomicU64::new(0);
+    let user: *mut std::ffi::c_void = (&raw const released).cast_mut().cast();
+    let standin = Standin::new(Machine::default()).unwrap();
+    let (first, second) = (
+        RuntimeQueue::create(&standin),
+        RuntimeQueue::create(&standin),
+    );
+    let mut rocr = open(&standin);
+    let config = device_config();
+    let (mut device, mut producer, mut consumer) = (null_mut(), null_mut(), null_mut());
+    let (mut start, mut stop) = (null_mut(), null_mut());
+    let mut elapsed = 0;
+    // SAFETY: a C ABI call with locals, live handles of this test, or NULL
+    // where the call allows it; the runtime's queues outlive every handle.
+    unsafe {
+        assert_eq!(
+            sigretire_rocr_device_adopt(
+                rocr,
+                0,
+                first.raw.cast(),
+                Some(count_release),
+                user,
+                null(),
+                null(),
+                null(),
+                &config,
+                &mut device
+            ),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_device_default_stream(device, &mut producer),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_rocr_stream_adopt(
+                device,
+                second.raw.cast(),
+                Some(count_release),
+                user,
+                null(),
+                null(),
+                &mut consumer
+            ),
+            SIGRETIRE_OK
+        );
+        // ROCr's queues are the runtime's: the library makes none.
+        let mut none = null_mut();
+        assert_eq!(
+            sigretire_device_stream_create(device, null(), &mut none),
+            SIGRETIRE_ERR_UNSUPPORTED
+        );
+        assert_eq!(
+            sigretire_event_record(producer, 0, &mut start),
+            SIGRETIRE_OK
+        );
+        assert_eq!(sigretire_stream_launch_empty(producer), SIGRETIRE_OK);
+        assert_eq!(sigretire_event_record(producer, 0, &mut stop), SIGRETIRE_OK);
+        assert_eq!(sigretire_stream_wait_event(consumer, stop), SIGRETIRE_OK);
+        assert_eq!(sigretire_stream_launch_empty(consumer), SIGRETIRE_OK);
+        assert_eq!(
+            sigretire_stream_synchronize_timeout(consumer, 10_000_000_000),
+            SIGRETIRE_OK
+        );
+        let mut status = SIGRETIRE_USE_UNKNOWN;
+        assert_eq!(sigretire_event_query(stop, &mut status), SIGRETIRE_OK);
+        assert_eq!(status, SIGRETIRE_USE_COMPLETE);
+        assert_eq!(
+            sigretire_event_elapsed_ns(start, stop, &mut elapsed),
+            SIGRETIRE_OK
+        );
+        assert_eq!(sigretire_device_synchronize(device), SIGRETIRE_OK);
+        // A queue error ROCr reported to the runtime, forwarded: that
+        // stream's queue takes no more work; the other stream keeps going.
+        assert_eq!(
+            sigretire_rocr_stream_report_queue_error(consumer, HSA_STATUS_ERROR_EXCEPTION),
+            SIGRETIRE_OK
+        );
+        assert_eq!(
+            sigretire_stream_launch_empty(consumer),
+            SIGRETIRE_ERR_QUEUE_FAILED
+        );
+        assert_eq!(sigretire_stream_launch_empty(producer), SIGRETIRE_OK);
+        assert_eq!(sigretire_stream_synchronize(producer), SIGRETIRE_OK);
+        assert_eq!(sigretire_event_destroy(&mut start), SIGRETIRE_OK);
+        assert_eq!(sigretire_event_destroy(&mut stop), SIGRETIRE_OK);
+        assert_eq!(sigretire_stream_destroy(&mut consumer), SIGRETIRE_OK);
+        assert_eq!(sigretire_stream_destroy(&mut producer), SIGRETIRE_OK);
+        assert_eq!(sigretire_device_destroy(&mut device), SIGRETIRE_OK);
+        assert_eq!(sigretire_rocr_close(&mut rocr), SIGRETIRE_OK);
+    }
+    // The library lets go of the queues once its last user is done (here
+    // at once, or on its teardown thread soon after): only then may the
+    // runtime destroy them.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while released.load(Ordering::Acquire) < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the queues were never handed back"
+        );
+        std::thread::yield_now();
+    }
+    assert_eq!(released.load(Ordering::Acquire), 2, "each queue once");
+    second.destroy();
+    first.destroy();
+}

@@ -1117,3 +1117,28 @@ fn a_destroyed_consumer_tracker_keeps_its_pins_until_its_packets_ran() {
     );
     assert_eq!(pair.violations(), 0);
 }
+
+#[test]
+fn a_wait_for_a_failed_use_returns_use_failed() {
+    let rig = Rig::new(options(), config());
+    let doomed = rig.submit(
+        SIGRETIRE_REQUEST_BARRIER,
+        sigretire_work_kind::SIGRETIRE_WORK_KERNEL,
+    );
+    let mut status = SIGRETIRE_USE_UNKNOWN;
+    // SAFETY: as above.
+    let waited = unsafe {
+        assert_eq!(sigretire_sim_fail_queue(rig.sim, 0), SIGRETIRE_OK);
+        sigretire_tracker_wait(
+            rig.tracker,
+            &doomed.ticket,
+            1_000_000_000,
+            null(),
+            &mut status,
+        )
+    };
+    // The return value says how the wait ended, as the streams' waits do;
+    // the out-parameter says it too.
+    assert_eq!(waited, SIGRETIRE_ERR_USE_FAILED);
+    assert_eq!(status, SIGRETIRE_USE_FAILED);
+}
