@@ -6,6 +6,7 @@ use crate::cpu_wait;
 use crate::cpu_wait::{UseWait, WaitSettings, Wakes, look};
 use crate::device_state::DeviceState;
 use crate::error::WaitError;
+use crate::future::WatchLink;
 use crate::status::CommandStatus;
 use crate::sync::Arc;
 use sigretire_tracker::{Status, Ticket, Waiter, backend::SignalMemory};
@@ -47,6 +48,9 @@ pub struct Command<M: SignalMemory> {
     /// Its queue, where the policy sleeps: a sleeping wait has the GPU
     /// complete one of the queue's wake signals.
     wakes: Option<QueueLink<M>>,
+    /// Its queue's watch list (futures, callbacks, releases: `future`),
+    /// without keeping the queue alive.
+    watch: Option<WatchLink>,
 }
 
 /// A command's link to its queue's wake signals: a std `Arc` of the
@@ -92,6 +96,7 @@ impl<M: SignalMemory> Command<M> {
         settings: WaitSettings,
         states: Arc<StatePool>,
         wakes: Option<QueueLink<M>>,
+        watch: Option<WatchLink>,
     ) -> Self {
         Self {
             state: entry.state.take(),
@@ -102,7 +107,23 @@ impl<M: SignalMemory> Command<M> {
             settings,
             states,
             wakes,
+            watch,
         }
+    }
+
+    /// Its queue's watch list, if the queue is still there.
+    pub(crate) fn watch_link(&self) -> Option<&WatchLink> {
+        self.watch.as_ref()
+    }
+
+    /// Its queue's id.
+    pub(crate) fn queue_id(&self) -> u64 {
+        self.queue
+    }
+
+    /// What its batch's completion settled (host memory, no load).
+    pub(crate) fn settled_status(&self) -> CommandStatus {
+        self.settled()
     }
 }
 

@@ -261,6 +261,11 @@ impl<T: QueueTracker> Event<T> {
         self.inner.timed
     }
 
+    /// Its queue's completion, and the event's position on it.
+    pub(crate) fn position(&self) -> (&Arc<Completion<T>>, u64, Ticket) {
+        (&self.inner.completion, self.inner.seq, self.inner.ticket)
+    }
+
     /// The submission of the queue it was recorded on.
     pub(crate) fn submission(&self) -> &Arc<Submission<T>> {
         self.inner.completion.submission()

@@ -72,6 +72,7 @@
 extern crate sigretire_tracker as _;
 
 mod batch;
+mod callback;
 mod command;
 mod completion;
 mod completion_thread;
@@ -83,6 +84,7 @@ mod device_state;
 mod error;
 mod event;
 mod frontier;
+mod future;
 mod marker;
 mod move_queue;
 mod progress;
@@ -90,6 +92,7 @@ mod publish;
 mod query;
 mod queue;
 mod recycle;
+mod release;
 #[cfg(feature = "sim")]
 pub mod sim;
 mod stats;
@@ -98,7 +101,9 @@ mod submission;
 mod sync;
 mod synchronize;
 mod wake;
+mod watch;
 
+pub use callback::CallbackStats;
 pub use command::Command;
 pub use config::{BatchLimits, DeviceConfig, MAX_WAKE_SIGNALS, QueueConfig};
 pub use cross_wait::{CrossWait, MAX_DEPENDENCIES_PER_PACKET};
@@ -108,6 +113,7 @@ pub use error::{
     WaitError, WaitEventError,
 };
 pub use event::{Event, EventFlags};
+pub use future::{SyncFuture, WaitFuture};
 pub use publish::QueueTracker;
 pub use queue::HostQueue;
 /// The tracker crate the queue layer runs on, whole.

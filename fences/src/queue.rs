@@ -158,7 +158,7 @@ impl<T: QueueTracker> HostQueue<T> {
         &self.parts.submission
     }
 
-    fn completion(&self) -> &Arc<Completion<T>> {
+    pub(crate) fn completion(&self) -> &Arc<Completion<T>> {
         &self.parts.completion
     }
 

@@ -25,6 +25,7 @@
 //! (`QueueFailed`, naming it). The device's error state is not touched:
 //! the device and its other queues keep working.
 
+use crate::future::WatchLink;
 use crate::batch::{Batch, Entry, Handoff, StatePool};
 use crate::command::{Command, link};
 use crate::config::QueueConfig;
@@ -112,6 +113,9 @@ pub(crate) struct Submission<T: QueueTracker> {
     states: Arc<StatePool>,
     buffers: Pool<Vec<Entry>>,
     closed_lists: Pool<Vec<Handoff<T::Memory>>>,
+    /// Its commands' link to the queue's watch list (`future`), set by the
+    /// queue's first publication.
+    watch_link: std::sync::OnceLock<WatchLink>,
 }
 
 impl<T: QueueTracker> Submission<T> {
@@ -153,7 +157,13 @@ impl<T: QueueTracker> Submission<T> {
             states,
             buffers: Pool::default(),
             closed_lists: Pool::default(),
+            watch_link: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Its commands' link to the queue's watch list.
+    pub(crate) fn watch_link(&self) -> &std::sync::OnceLock<WatchLink> {
+        &self.watch_link
     }
 
     pub(crate) fn id(&self) -> u64 {
@@ -231,6 +241,7 @@ impl<T: QueueTracker> Submission<T> {
             settings,
             this.states.clone(),
             wakes,
+            this.watch_link.get().cloned(),
         )
     }
 
