@@ -262,6 +262,7 @@ impl<T: QueueTracker> Event<T> {
     }
 
     /// Its queue's completion, and the event's position on it.
+    #[cfg_attr(sigretire_loom, allow(dead_code))]
     pub(crate) fn position(&self) -> (&Arc<Completion<T>>, u64, Ticket) {
         (&self.inner.completion, self.inner.seq, self.inner.ticket)
     }

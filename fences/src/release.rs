@@ -22,12 +22,16 @@
 //! - they are dropped in queue order by the thread that completed the
 //!   batch (usually the completion thread), after its locks are let go: a
 //!   value's `Drop` should be short (return a block to a free list) and
-//!   must not wait on its own queue.
+//!   must neither release values on nor wait on its own queue.
 //!
 //! A failed batch frees its values too (nothing at or before a failed fence
 //! still runs). A batch released by the device error state does not (the
 //! GPU may still read them): they are kept until the queue is torn down.
 //! Values still held when the queue is torn down are dropped then.
+
+// Under loom only the watch list is built: the queue-facing half needs
+// weak references, which the modelled `Arc` lacks.
+#![cfg_attr(sigretire_loom, allow(unused_imports, dead_code))]
 
 use crate::command::Command;
 use crate::publish::QueueTracker;

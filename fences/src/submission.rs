@@ -162,6 +162,7 @@ impl<T: QueueTracker> Submission<T> {
     }
 
     /// Its commands' link to the queue's watch list.
+    #[cfg_attr(sigretire_loom, allow(dead_code))]
     pub(crate) fn watch_link(&self) -> &std::sync::OnceLock<WatchLink> {
         &self.watch_link
     }

@@ -32,8 +32,9 @@
 //! device's callback thread (`callback`) under the list's lock, so two
 //! firings on two threads post them in queue order; released values are
 //! dropped after the list's lock is let go, under a second lock that keeps
-//! two firings' drops in queue order (a value's `Drop` may register new
-//! watches, but must not wait on its own queue). Wakers are woken last,
+//! two firings' drops in queue order (a value's `Drop` may register
+//! futures and callbacks, but must neither release values on nor wait on
+//! its own queue). Wakers are woken last,
 //! with no lock held: a task woken for a position finds every value up to
 //! it already released.
 
@@ -155,6 +156,7 @@ impl Watchers {
     }
 
     /// The device's callback thread.
+    #[cfg_attr(sigretire_loom, allow(dead_code))]
     pub(crate) fn callbacks(&self) -> &Arc<CallbackRunner> {
         &self.callbacks
     }
@@ -178,8 +180,9 @@ impl Watchers {
     }
 
     /// A callback for position `seq`: posted to the callback thread at once
-    /// (with `known`, else what the list settled) if that position is done,
-    /// else kept for the firing.
+    /// (with `known`, else what the list settled) if that position is done
+    /// and no older position's callback waits, else kept for the firing of
+    /// its batch (which the caller makes sure is on its way).
     pub(crate) fn call(
         &self,
         seq: u64,
@@ -189,7 +192,17 @@ impl Watchers {
         status: impl Fn(&Ticket) -> Status,
     ) {
         let mut list = self.list.lock();
-        match known.or_else(|| list.settled(seq, &ticket, &status)) {
+        // An older position's callback still waiting runs first: this one
+        // waits behind it, for its own batch's firing.
+        let older_waits = list
+            .waits
+            .first_key_value()
+            .is_some_and(|(&(oldest, _), _)| oldest < seq);
+        let outcome = match older_waits {
+            true => None,
+            false => known.or_else(|| list.settled(seq, &ticket, &status)),
+        };
+        match outcome {
             // Posted under the list's lock: after every callback the list
             // posted before, in queue order.
             Some(outcome) => self.callbacks.post(callback, outcome),
@@ -202,11 +215,20 @@ impl Watchers {
     /// A value to drop once position `seq` retired: dropped now (on this
     /// thread) if the list or `known_done` (host knowledge, no memory read)
     /// says it did.
+    ///
+    /// In queue order still: a value is dropped at once only if no older one
+    /// is held (else it waits behind it, for the firing that is about to
+    /// free that one, or a later one), and under the drop lock, after every
+    /// value a firing took before it.
     pub(crate) fn release(&self, seq: u64, known_done: bool, value: Value) {
         let mut list = self.list.lock();
-        if known_done || seq <= list.completed_through || seq <= list.failed_through {
+        let done = known_done || seq <= list.completed_through || seq <= list.failed_through;
+        let older_held = list.releases.front().is_some_and(|&(oldest, _)| oldest < seq);
+        if done && !older_held {
+            let dropping = self.dropping.lock();
             drop(list);
             drop(value);
+            drop(dropping);
             return;
         }
         let at = match list.releases.back() {
