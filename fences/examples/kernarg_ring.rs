@@ -91,7 +91,8 @@ fn run(proven: bool) -> Result<Outcome, sigretire_queue::Error> {
             let block = Ring::block_of(dispatch.kernarg_address);
             let launched_with = u64::from(dispatch.grid[0]);
             if seen.blocks[block].load(Ordering::Acquire) != launched_with {
-                seen.rewritten_under_a_kernel.fetch_add(1, Ordering::Relaxed);
+                seen.rewritten_under_a_kernel
+                    .fetch_add(1, Ordering::Relaxed);
             }
         })
         .runs_for(Duration::from_micros(5)),

@@ -6,9 +6,9 @@ use crate::cpu_wait;
 use crate::cpu_wait::{UseWait, WaitSettings, Wakes, look};
 use crate::device_state::DeviceState;
 use crate::error::WaitError;
-use crate::future::WatchLink;
 use crate::status::CommandStatus;
 use crate::sync::Arc;
+use crate::watch::WatchLink;
 use sigretire_tracker::{Status, Ticket, Waiter, backend::SignalMemory};
 use std::time::Duration;
 
@@ -96,7 +96,6 @@ impl<M: SignalMemory> Command<M> {
         settings: WaitSettings,
         states: Arc<StatePool>,
         wakes: Option<QueueLink<M>>,
-        watch: Option<WatchLink>,
     ) -> Self {
         Self {
             state: entry.state.take(),
@@ -107,8 +106,14 @@ impl<M: SignalMemory> Command<M> {
             settings,
             states,
             wakes,
-            watch,
+            watch: None,
         }
+    }
+
+    /// The handle, linked to its queue's watch list.
+    pub(crate) fn watching(mut self, watch: Option<WatchLink>) -> Self {
+        self.watch = watch;
+        self
     }
 
     /// Its queue's watch list, if the queue is still there.

@@ -105,7 +105,7 @@ impl<T: QueueTracker> Completion<T> {
         #[cfg(not(sigretire_loom))]
         this.submission
             .watch_link()
-            .get_or_init(|| crate::future::weak(this));
+            .get_or_init(|| crate::watch::weak(this));
         this.submission
             .publish_with(step, |closed| Completion::dispatch(this, closed))
     }

@@ -47,60 +47,11 @@ use crate::publish::{Packet, QueueTracker, Step};
 use crate::queue::HostQueue;
 use crate::status::CommandStatus;
 use crate::sync::Arc;
-use crate::watch::{Slot, Watchers};
+use crate::watch::{Position, QueueWatch, Slot, Watchers};
 use sigretire_tracker::{Purpose, Status, Ticket, Work};
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::task::{Context, Poll};
-
-/// A queue position: a command's number on its queue and its use.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Position {
-    pub(crate) seq: u64,
-    pub(crate) ticket: Ticket,
-}
-
-/// What a future, a callback or a release needs of its queue, with the
-/// queue's tracker type erased: its watch list, its uses' status, and the
-/// flush that hands the open batch through a position to the completion
-/// machinery.
-pub(crate) trait QueueWatch: Send + Sync {
-    fn watchers(&self) -> &Watchers;
-
-    /// The use's status: one load at most, none once the tracker knows.
-    fn status(&self, ticket: &Ticket) -> Status;
-
-    /// The use's status from host memory only (no load).
-    fn known(&self, ticket: &Ticket) -> Option<Status>;
-
-    /// Makes sure every command up to `seq` left the open batch, so its
-    /// batch is completed (by the completion thread, or here if its fence
-    /// is already known done). Takes the execution lock briefly, only if
-    /// `seq` is still in the open batch.
-    fn flush_through(self: std::sync::Arc<Self>, seq: u64);
-
-    /// A wait's result for `outcome`, as the blocking calls answer it.
-    fn result(&self, outcome: CommandStatus, ticket: &Ticket) -> Result<(), WaitError>;
-}
-
-/// A link to a queue's watch list from a handle that does not keep the
-/// queue alive (a command's).
-pub(crate) type WatchLink = std::sync::Weak<dyn QueueWatch>;
-
-/// The strong link to `completion`'s watch list.
-#[cfg(not(sigretire_loom))]
-pub(crate) fn strong<T: QueueTracker>(
-    completion: &Arc<Completion<T>>,
-) -> std::sync::Arc<dyn QueueWatch> {
-    completion.clone()
-}
-
-/// The weak link to `completion`'s watch list, for its commands.
-#[cfg(not(sigretire_loom))]
-pub(crate) fn weak<T: QueueTracker>(completion: &Arc<Completion<T>>) -> WatchLink {
-    let weak: std::sync::Weak<Completion<T>> = Arc::downgrade(completion);
-    weak
-}
 
 impl<T: QueueTracker> QueueWatch for Completion<T> {
     fn watchers(&self) -> &Watchers {
@@ -265,7 +216,11 @@ impl Future for WaitFuture {
         let this = &mut *self;
         let outcome = match &this.state {
             State::Ready(result) => {
-                return Poll::Ready(result.clone().expect("a WaitFuture polled after it returned"));
+                return Poll::Ready(
+                    result
+                        .clone()
+                        .expect("a WaitFuture polled after it returned"),
+                );
             }
             State::Idle { queue, position } => {
                 let (queue, position) = (queue.clone(), *position);
@@ -327,7 +282,10 @@ impl Future for WaitFuture {
 impl Drop for WaitFuture {
     fn drop(&mut self) {
         if let State::Watching {
-            queue, position, key, ..
+            queue,
+            position,
+            key,
+            ..
         } = &self.state
         {
             // Settled or not: the key is gone from the list once fired.
@@ -449,7 +407,7 @@ impl<T: QueueTracker> Event<T> {
     /// ```
     pub fn wait_async(&self) -> WaitFuture {
         let (completion, seq, ticket) = self.position();
-        WaitFuture::new(strong(completion), Position { seq, ticket })
+        WaitFuture::new(completion.clone(), Position { seq, ticket })
     }
 }
 
@@ -488,7 +446,7 @@ impl<T: QueueTracker> HostQueue<T> {
         let completion = self.completion();
         let inner = match sync_position(completion) {
             Ok(None) => Ok(WaitFuture::ready(Ok(()))),
-            Ok(Some(position)) => Ok(WaitFuture::new(strong(completion), position)),
+            Ok(Some(position)) => Ok(WaitFuture::new(completion.clone(), position)),
             Err(error) => Err(Some(error)),
         };
         SyncFuture { inner }

@@ -20,12 +20,22 @@
 //!   which never tears down a signal or a queue on its own thread.
 //! - [`Device`]: the device error state, with CLR's "do not abort" option:
 //!   waits return early without completion and nobody hangs.
+//! - Beyond waiting, three consumers of the same completion, served by the
+//!   machinery above with no thread of their own (a per-queue watch list
+//!   fired as each batch is completed): futures
+//!   ([`Command::wait_async`], [`Event::wait_async`],
+//!   [`HostQueue::synchronize_async`], `.await` on `&Command` / `&Event`)
+//!   on any executor; callbacks ([`Command::on_complete`] and friends) run
+//!   on a callback thread, never in the GPU stream; and deferred release
+//!   ([`Command::release_after`], [`HostQueue::release_after_all`]): a
+//!   value dropped once its batch's proof retired it, with no memory read
+//!   per value.
 //!
 //! It is generic over any [`Tracker`] whose queue is a [`HardwareQueue`]
 //! ([`QueueTracker`]). Everything its API names is re-exported here: the
 //! tracker's types at the crate root and the whole tracker crate as
-//! [`tracker`]; with the `sim` feature, [`sim`] builds devices on the
-//! simulator and re-exports it. One dependency is enough:
+//! [`tracker`]; with the `sim` feature, the `sim` module builds devices
+//! on the simulator and re-exports it. One dependency is enough:
 //!
 //! ```toml
 //! [dependencies]
@@ -36,7 +46,10 @@
 //!
 //! ```
 #![cfg_attr(feature = "sim", doc = include_str!("../examples/first_look/body.rs"))]
-#![cfg_attr(not(feature = "sim"), doc = "// (the example needs the `sim` feature)")]
+#![cfg_attr(
+    not(feature = "sim"),
+    doc = "// (the example needs the `sim` feature)\nfn main() {}"
+)]
 //! ```
 //!
 //! # The concurrency protocol (for model checkers)
@@ -87,6 +100,7 @@ mod frontier;
 mod future;
 mod marker;
 mod move_queue;
+mod notify;
 mod progress;
 mod publish;
 mod query;

@@ -77,9 +77,7 @@ impl<M: SignalMemory> Command<M> {
                         queue.known(&self.ticket()),
                         Some(Status::Complete | Status::Failed)
                     );
-                queue
-                    .watchers()
-                    .release(self.seq(), known, Box::new(value));
+                queue.watchers().release(self.seq(), known, Box::new(value));
             }
             // The queue is gone: its last batch completed, so the command
             // is settled, unless the queue was torn down without seeing it
@@ -118,9 +116,7 @@ impl<T: QueueTracker> HostQueue<T> {
         let progress = completion.submission().progress();
         let seq = progress.submitted();
         let known = seq == 0 || progress.synced_through() >= seq;
-        completion
-            .watchers()
-            .release(seq, known, Box::new(value));
+        completion.watchers().release(seq, known, Box::new(value));
     }
 
     /// How many released values the queue still holds (their work not yet

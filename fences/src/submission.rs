@@ -25,7 +25,6 @@
 //! (`QueueFailed`, naming it). The device's error state is not touched:
 //! the device and its other queues keep working.
 
-use crate::future::WatchLink;
 use crate::batch::{Batch, Entry, Handoff, StatePool};
 use crate::command::{Command, link};
 use crate::config::QueueConfig;
@@ -41,6 +40,7 @@ use crate::stats::{Counters, bump};
 use crate::status::CommandStatus;
 use crate::sync::{Arc, AtomicBool, Mutex, MutexGuard, Ordering, identity};
 use crate::wake::{Armed, WakePool};
+use crate::watch::WatchLink;
 use sigretire_tracker::{Placement, Ticket, WaitPolicy, Waiter, Work, wait::Wait};
 use std::time::Duration;
 
@@ -242,8 +242,8 @@ impl<T: QueueTracker> Submission<T> {
             settings,
             this.states.clone(),
             wakes,
-            this.watch_link.get().cloned(),
         )
+        .watching(this.watch_link.get().cloned())
     }
 
     /// Takes the execution lock (counted).

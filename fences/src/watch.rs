@@ -39,6 +39,7 @@
 //! it already released.
 
 use crate::callback::{Callback, CallbackRunner};
+use crate::error::WaitError;
 use crate::status::CommandStatus;
 use crate::sync::{Arc, Mutex};
 use sigretire_tracker::{Status, Ticket};
@@ -47,6 +48,48 @@ use std::task::Waker;
 
 /// A value handed to a queue to drop once a position retired.
 pub(crate) type Value = Box<dyn Send + 'static>;
+
+/// A queue position: a command's number on its queue and its use.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Position {
+    pub(crate) seq: u64,
+    pub(crate) ticket: Ticket,
+}
+
+/// What a future, a callback or a release needs of its queue, with the
+/// queue's tracker type erased: its watch list, its uses' status, and the
+/// flush that hands the open batch through a position to the completion
+/// machinery. The queue's `Completion` is the one implementation.
+pub(crate) trait QueueWatch: Send + Sync {
+    fn watchers(&self) -> &Watchers;
+
+    /// The use's status: one load at most, none once the tracker knows.
+    fn status(&self, ticket: &Ticket) -> Status;
+
+    /// The use's status from host memory only (no load).
+    fn known(&self, ticket: &Ticket) -> Option<Status>;
+
+    /// Makes sure every command up to `seq` left the open batch, so its
+    /// batch is completed (by the completion thread, or here if its fence
+    /// is already known done). Takes the execution lock briefly, only if
+    /// `seq` is still in the open batch.
+    fn flush_through(self: std::sync::Arc<Self>, seq: u64);
+
+    /// A wait's result for `outcome`, as the blocking calls answer it.
+    fn result(&self, outcome: CommandStatus, ticket: &Ticket) -> Result<(), WaitError>;
+}
+
+/// A link to a queue's watch list from a handle that does not keep the
+/// queue alive (a command's).
+pub(crate) type WatchLink = std::sync::Weak<dyn QueueWatch>;
+
+/// The weak link to a queue's watch list, for its commands. (Not under
+/// loom: the modelled `Arc` has no weak references.)
+#[cfg(not(sigretire_loom))]
+pub(crate) fn weak<Q: QueueWatch + 'static>(queue: &Arc<Q>) -> WatchLink {
+    let weak: std::sync::Weak<Q> = Arc::downgrade(queue);
+    weak
+}
 
 /// Where a future learns its outcome: set once by the firing, read by the
 /// future's polls. One lock: the firing sets the outcome and takes the
@@ -223,7 +266,10 @@ impl Watchers {
     pub(crate) fn release(&self, seq: u64, known_done: bool, value: Value) {
         let mut list = self.list.lock();
         let done = known_done || seq <= list.completed_through || seq <= list.failed_through;
-        let older_held = list.releases.front().is_some_and(|&(oldest, _)| oldest < seq);
+        let older_held = list
+            .releases
+            .front()
+            .is_some_and(|&(oldest, _)| oldest < seq);
         if done && !older_held {
             let dropping = self.dropping.lock();
             drop(list);
@@ -279,9 +325,11 @@ impl Watchers {
                 false
             }
         };
-        let no_waits = list.waits.first_key_value().is_none_or(|((s, _), _)| *s > last_seq);
-        let no_values = !release_values
-            || list.releases.front().is_none_or(|(s, _)| *s > last_seq);
+        let no_waits = list
+            .waits
+            .first_key_value()
+            .is_none_or(|((s, _), _)| *s > last_seq);
+        let no_values = !release_values || list.releases.front().is_none_or(|(s, _)| *s > last_seq);
         if no_waits && no_values {
             return None;
         }
@@ -309,7 +357,9 @@ impl Watchers {
         }
         if release_values {
             while list.releases.front().is_some_and(|(s, _)| *s <= last_seq) {
-                fired.values.extend(list.releases.pop_front().map(|(_, v)| v));
+                fired
+                    .values
+                    .extend(list.releases.pop_front().map(|(_, v)| v));
             }
         }
         // Taken before the list is let go: a later firing drops after this one.
@@ -386,7 +436,9 @@ impl Drop for Watchers {
         let mut list = self.list.lock();
         for (_, watch) in core::mem::take(&mut list.waits) {
             match watch {
-                Watch::Call { callback, .. } => self.callbacks.post(callback, CommandStatus::Pending),
+                Watch::Call { callback, .. } => {
+                    self.callbacks.post(callback, CommandStatus::Pending)
+                }
                 Watch::Wake { slot, .. } => {
                     if let Some(waker) = slot.settle(CommandStatus::Pending) {
                         waker.wake();
@@ -439,7 +491,9 @@ mod loom_model {
             let firing = {
                 let watchers = watchers.clone();
                 loom::thread::spawn(move || {
-                    if let Some(fired) = watchers.fire(1, CommandStatus::Complete, |_| Status::Pending) {
+                    if let Some(fired) =
+                        watchers.fire(1, CommandStatus::Complete, |_| Status::Pending)
+                    {
                         fired.finish();
                     }
                 })
@@ -463,11 +517,78 @@ mod loom_model {
             match outcome {
                 Some(outcome) => assert_eq!(outcome, CommandStatus::Complete),
                 None => {
-                    assert!(flag.0.load(Ordering::Acquire), "a pending future was never woken");
+                    assert!(
+                        flag.0.load(Ordering::Acquire),
+                        "a pending future was never woken"
+                    );
                     assert_eq!(slot.poll(&waker), Some(CommandStatus::Complete));
                 }
             }
             assert_eq!(watchers.pending(), (0, 0), "a cancelled watch was left");
+        });
+    }
+}
+
+/// The callback queue, modelled: two firings of one queue on two threads
+/// post their callbacks while the callback thread runs them; every
+/// callback runs exactly once, in queue order, and the runner's drop
+/// leaves none behind (`RUSTFLAGS="--cfg sigretire_loom" cargo test -p
+/// sigretire-queue --release --lib loom`). It lives with the list, which
+/// posts to the queue.
+#[cfg(all(test, sigretire_loom))]
+mod loom_callbacks {
+    use super::*;
+    use crate::callback::CallbackRunner;
+    use crate::sync::Mutex;
+
+    fn ticket(seq: u64) -> Ticket {
+        Ticket {
+            tracker: 1,
+            seq,
+            slot: 0,
+            generation: 0,
+            flags: 0,
+        }
+    }
+
+    #[test]
+    fn callbacks_run_once_each_in_queue_order() {
+        loom::model(|| {
+            let ran = Arc::new(Mutex::new(Vec::new()));
+            let runner = Arc::new(CallbackRunner::new());
+            let watchers = Arc::new(Watchers::new(runner.clone()));
+            for seq in 1..=2 {
+                let ran = ran.clone();
+                watchers.call(
+                    seq,
+                    ticket(seq),
+                    None,
+                    Box::new(move |outcome| ran.lock().push((seq, outcome))),
+                    |_| Status::Pending,
+                );
+            }
+            let firings: Vec<_> = [1, 2]
+                .into_iter()
+                .map(|last| {
+                    let watchers = watchers.clone();
+                    loom::thread::spawn(move || {
+                        if let Some(fired) =
+                            watchers.fire(last, CommandStatus::Complete, |_| Status::Pending)
+                        {
+                            fired.finish();
+                        }
+                    })
+                })
+                .collect();
+            for firing in firings {
+                firing.join().unwrap();
+            }
+            drop(watchers);
+            drop(crate::sync::arc_into_inner(runner).expect("the last reference"));
+            assert_eq!(
+                *ran.lock(),
+                [(1, CommandStatus::Complete), (2, CommandStatus::Complete)]
+            );
         });
     }
 }

@@ -42,7 +42,9 @@ fn callbacks_run_on_the_callback_thread_in_queue_order_after_their_work() {
         commands[i].on_complete(move |status| {
             let truth = hardware.truth(index).unwrap();
             let thread = std::thread::current().name().map(str::to_owned);
-            ran.lock().unwrap().push((seq, status, truth.completed, thread));
+            ran.lock()
+                .unwrap()
+                .push((seq, status, truth.completed, thread));
         });
     }
     assert!(ran.lock().unwrap().is_empty(), "nothing completed yet");
@@ -94,7 +96,10 @@ fn a_panicking_callback_is_contained_and_reported() {
     let (_platform, device) = threaded();
     let queue = device.default_queue();
     let after = Arc::new(AtomicUsize::new(0));
-    queue.launch(0).unwrap().on_complete(|_| panic!("a callback's bug"));
+    queue
+        .launch(0)
+        .unwrap()
+        .on_complete(|_| panic!("a callback's bug"));
     let counter = after.clone();
     queue.launch(0).unwrap().on_complete(move |_| {
         counter.fetch_add(1, Ordering::SeqCst);
@@ -107,8 +112,13 @@ fn a_panicking_callback_is_contained_and_reported() {
     assert_eq!(after.load(Ordering::SeqCst), 1, "the next one still ran");
     // The queue and the callback thread keep working.
     let (done, ended) = mpsc::channel();
-    queue.on_complete(move |status| done.send(status).unwrap()).unwrap();
-    assert_eq!(ended.recv_timeout(HANDSHAKE).unwrap(), CommandStatus::Complete);
+    queue
+        .on_complete(move |status| done.send(status).unwrap())
+        .unwrap();
+    assert_eq!(
+        ended.recv_timeout(HANDSHAKE).unwrap(),
+        CommandStatus::Complete
+    );
 }
 
 #[test]
@@ -131,7 +141,10 @@ fn callbacks_receive_the_failure_of_their_queue() {
     ];
     assert_eq!(
         got,
-        [("command", CommandStatus::Failed), ("event", CommandStatus::Failed)]
+        [
+            ("command", CommandStatus::Failed),
+            ("event", CommandStatus::Failed)
+        ]
     );
     // A failed queue registers nothing more: the error says so.
     assert!(queue.on_complete(|_| unreachable!()).is_err());

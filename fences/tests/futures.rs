@@ -9,9 +9,7 @@
 mod support;
 
 use sigretire_queue::sim::{SimPlatform, SimTracker};
-use sigretire_queue::{
-    Command, DeviceConfig, Event, HostQueue, SyncError, WaitError, WaitFuture,
-};
+use sigretire_queue::{Command, DeviceConfig, Event, HostQueue, SyncError, WaitError, WaitFuture};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -39,9 +37,7 @@ fn truly_done(queue: &HostQueue<SimTracker>, index: u64) -> bool {
 /// a few events on them.
 fn workload() -> (SimPlatform, sigretire_queue::Device<SimTracker>) {
     let platform = SimPlatform::threaded(sigretire_sim::CostProfile::zero());
-    let device = platform
-        .device(DeviceConfig::default(), bounded())
-        .unwrap();
+    let device = platform.device(DeviceConfig::default(), bounded()).unwrap();
     (platform, device)
 }
 
@@ -67,7 +63,11 @@ async fn await_command(queue: HostQueue<SimTracker>, command: SimCommand, done: 
     done.fetch_add(1, Ordering::Relaxed);
 }
 
-async fn await_event(queue: HostQueue<SimTracker>, event: Event<SimTracker>, done: Arc<AtomicUsize>) {
+async fn await_event(
+    queue: HostQueue<SimTracker>,
+    event: Event<SimTracker>,
+    done: Arc<AtomicUsize>,
+) {
     (&event).await.unwrap();
     assert!(truly_done(&queue, event.aql_index()));
     done.fetch_add(1, Ordering::Relaxed);
@@ -87,10 +87,18 @@ fn thousands_of_futures_over_several_queues_on_tokio() {
         for queue in &queues {
             for i in 0..PER_QUEUE {
                 let command = queue.launch(0).unwrap();
-                tasks.push(tokio::spawn(await_command(queue.clone(), command, done.clone())));
+                tasks.push(tokio::spawn(await_command(
+                    queue.clone(),
+                    command,
+                    done.clone(),
+                )));
                 if i % 100 == 99 {
                     let event = queue.record_event().unwrap();
-                    tasks.push(tokio::spawn(await_event(queue.clone(), event, done.clone())));
+                    tasks.push(tokio::spawn(await_event(
+                        queue.clone(),
+                        event,
+                        done.clone(),
+                    )));
                 }
             }
             let sync = queue.synchronize_async();
@@ -134,7 +142,11 @@ impl<F: Future> Future for JoinAll<F> {
                 }
             }
         }
-        if pending { Poll::Pending } else { Poll::Ready(()) }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
     }
 }
 
@@ -282,14 +294,23 @@ fn a_failed_queue_fails_its_futures_as_the_blocking_wait_does() {
     );
     // The device's other queues keep working.
     let other = device.default_queue().launch(0).unwrap();
-    drive(&platform, spawn(move || pollster::block_on(other.wait_async()))).unwrap();
+    drive(
+        &platform,
+        spawn(move || pollster::block_on(other.wait_async())),
+    )
+    .unwrap();
     flag.set();
 }
 
 #[test]
 fn the_device_error_state_ends_pending_futures_with_its_error() {
     for skip_abort_on_error in [true, false] {
-        let (platform, device) = stepped_with(DeviceConfig { skip_abort_on_error }, bounded());
+        let (platform, device) = stepped_with(
+            DeviceConfig {
+                skip_abort_on_error,
+            },
+            bounded(),
+        );
         let queue = device.default_queue();
         let flag = sigretire_sim::HostFlag::new();
         let command = queue.launch(spin_kernel(&platform, &flag)).unwrap();
@@ -309,7 +330,10 @@ fn the_device_error_state_ends_pending_futures_with_its_error() {
             || flag.set(),
         );
         assert_eq!(ended, Err(expected.clone()));
-        assert!(!truly_done(queue, command.aql_index()), "never reported complete");
+        assert!(
+            !truly_done(queue, command.aql_index()),
+            "never reported complete"
+        );
         let _ = platform;
     }
 }
@@ -324,7 +348,10 @@ fn a_synchronize_future_covers_what_was_submitted_before_it_only() {
     let spinning = queue.launch(spin_kernel(&platform, &flag)).unwrap();
     drive(&platform, spawn(move || pollster::block_on(sync))).unwrap();
     assert!(truly_done(queue, first.aql_index()));
-    assert!(!truly_done(queue, spinning.aql_index()), "later work still runs");
+    assert!(
+        !truly_done(queue, spinning.aql_index()),
+        "later work still runs"
+    );
     flag.set();
     drive(&platform, spawn_synchronize(queue)).unwrap();
     // Nothing submitted: ready at once.

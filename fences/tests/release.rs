@@ -106,7 +106,11 @@ fn releasing_reads_no_signal_memory_and_a_batch_proof_frees_every_value() {
         );
         assert_eq!(queue.values_held(), VALUES as usize);
         drive(&platform, spawn_synchronize(queue)).unwrap();
-        assert_eq!(queue.values_held(), 0, "round {round}: one proof freed them all");
+        assert_eq!(
+            queue.values_held(),
+            0,
+            "round {round}: one proof freed them all"
+        );
     }
     let end = device_loads(&platform, queue);
     let released = VALUES * ROUNDS;
@@ -127,9 +131,7 @@ fn releasing_reads_no_signal_memory_and_a_batch_proof_frees_every_value() {
 #[test]
 fn values_are_dropped_in_queue_order_and_never_before_their_packet_completed() {
     let platform = device_signals(SimPlatform::threaded(sigretire_sim::CostProfile::zero()));
-    let device = platform
-        .device(DeviceConfig::default(), bounded())
-        .unwrap();
+    let device = platform.device(DeviceConfig::default(), bounded()).unwrap();
     let queues: Vec<_> = (0..3)
         .map(|_| platform.create_queue(&device, bounded()).unwrap())
         .collect();
@@ -179,12 +181,18 @@ fn a_value_of_work_already_known_done_is_dropped_at_once() {
     }
     let loads = platform.sim().counters();
     command.release_after(Flag(dropped.clone()));
-    assert!(dropped.load(Ordering::SeqCst), "dropped before the call returned");
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "dropped before the call returned"
+    );
     let since = platform.sim().counters().since(loads);
     assert_eq!(since.host.loads + since.device.loads, 0);
     dropped.store(false, Ordering::SeqCst);
     queue.release_after_all(Flag(dropped.clone()));
-    assert!(dropped.load(Ordering::SeqCst), "everything was already done");
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "everything was already done"
+    );
     assert_eq!(queue.values_held(), 0);
 }
 
@@ -204,7 +212,9 @@ fn a_failed_batch_frees_its_values_and_a_device_error_keeps_them() {
     });
     queue.with_tracker(|t| sigretire_tracker::Tracker::queue(t).fail());
     let _ = drive(&platform, spawn_synchronize(&queue));
-    wait_until("the failed batch freed its value", || queue.values_held() == 0);
+    wait_until("the failed batch freed its value", || {
+        queue.values_held() == 0
+    });
     assert_eq!(log.early.load(Ordering::SeqCst), 0);
     flag.set();
 
@@ -227,7 +237,11 @@ fn a_failed_batch_frees_its_values_and_a_device_error_keeps_them() {
     });
     device.set_error("injected");
     let _ = queue.synchronize();
-    assert_eq!(queue.values_held(), 1, "kept while the GPU may still read it");
+    assert_eq!(
+        queue.values_held(),
+        1,
+        "kept while the GPU may still read it"
+    );
     assert!(log.dropped.lock().unwrap().is_empty());
     flag.set();
 }
