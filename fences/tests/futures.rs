@@ -358,3 +358,43 @@ fn a_synchronize_future_covers_what_was_submitted_before_it_only() {
     let mut idle = queue.synchronize_async();
     assert!(matches!(poll_once(&mut idle), Poll::Ready(Ok(()))));
 }
+
+/// Awaiting reads no signal: a future looks at host knowledge only, and
+/// the batch's one proof settles every future on it (device-memory
+/// signals, where each host load is a PCIe read).
+#[test]
+fn futures_read_no_signal_memory_of_their_own() {
+    use sigretire_queue::tracker::{Config, Placement};
+    let platform = SimPlatform::stepped().with_tracker_config(Config {
+        signals: Placement::Device,
+        ..Config::default()
+    });
+    let device = platform.device(DeviceConfig::default(), bounded()).unwrap();
+    let queue = device.default_queue();
+    let commands: Vec<_> = (0..1000).map(|_| queue.launch(0).unwrap()).collect();
+    platform.sim().run_until_idle(); // done, but nobody knows yet
+    let before = platform.sim().counters();
+    let mut futures: Vec<_> = commands.iter().map(|c| c.wait_async()).collect();
+    let mut ready_at_once = 0;
+    futures.retain_mut(|f| match poll_once(f) {
+        Poll::Ready(result) => {
+            result.unwrap();
+            ready_at_once += 1;
+            false
+        }
+        Poll::Pending => true,
+    });
+    let results = drive(
+        &platform,
+        spawn(move || {
+            futures
+                .into_iter()
+                .map(pollster::block_on)
+                .collect::<Vec<_>>()
+        }),
+    );
+    assert!(results.iter().all(Result::is_ok));
+    let loads = platform.sim().counters().since(before).device.loads;
+    println!("1000 futures ({ready_at_once} ready at the first poll): {loads} device-memory loads");
+    assert!(loads <= 16, "{loads} device loads for 1000 futures");
+}
