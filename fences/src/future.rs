@@ -31,6 +31,13 @@
 //! `QueueFailed`, the device error state's `DeviceError` or `Aborted`
 //! (the completion thread releases every batch it holds when the device
 //! enters the error state, which fires their watches).
+//!
+//! # Limits
+//!
+//! A waker is woken on the thread that completed the batch; like any
+//! waker it must not poll the task inline. If the completion thread cannot
+//! start (the OS refuses a thread), a batch handed to it is abandoned as
+//! any closed batch is, and its futures stay pending.
 
 // Under loom only the watch list is built: the queue-facing half needs
 // weak references, which the modelled `Arc` lacks.

@@ -22,7 +22,8 @@
 //! - they are dropped in queue order by the thread that completed the
 //!   batch (usually the completion thread), after its locks are let go: a
 //!   value's `Drop` should be short (return a block to a free list) and
-//!   must neither release values on nor wait on its own queue.
+//!   must not use its own queue (release, submit, wait): it may run where
+//!   that queue's batch is being completed.
 //!
 //! A failed batch frees its values too (nothing at or before a failed fence
 //! still runs). A batch released by the device error state does not (the

@@ -32,9 +32,8 @@
 //! device's callback thread (`callback`) under the list's lock, so two
 //! firings on two threads post them in queue order; released values are
 //! dropped after the list's lock is let go, under a second lock that keeps
-//! two firings' drops in queue order (a value's `Drop` may register
-//! futures and callbacks, but must neither release values on nor wait on
-//! its own queue). Wakers are woken last,
+//! two firings' drops in queue order (a value's `Drop` must not use its
+//! own queue: it runs where that queue's batch is being completed). Wakers are woken last,
 //! with no lock held: a task woken for a position finds every value up to
 //! it already released.
 
@@ -590,5 +589,82 @@ mod loom_callbacks {
                 [(1, CommandStatus::Complete), (2, CommandStatus::Complete)]
             );
         });
+    }
+}
+
+#[cfg(all(test, not(sigretire_loom)))]
+mod tests {
+    use super::*;
+
+    fn ticket(seq: u64) -> Ticket {
+        Ticket {
+            tracker: 1,
+            seq,
+            slot: 0,
+            generation: 0,
+            flags: 0,
+        }
+    }
+
+    /// A queue torn down with callbacks still waiting (its work never seen
+    /// done) cancels them: each runs once, with `Pending`, on the callback
+    /// thread; its held values are dropped.
+    #[test]
+    fn a_torn_down_list_cancels_its_callbacks_once_and_drops_its_values() {
+        let runner = Arc::new(CallbackRunner::new());
+        let watchers = Watchers::new(runner.clone());
+        let (sent, got) = std::sync::mpsc::channel();
+        for seq in 1..=3 {
+            let sent = sent.clone();
+            watchers.call(
+                seq,
+                ticket(seq),
+                None,
+                Box::new(move |status| sent.send((seq, status)).unwrap()),
+                |_| Status::Pending,
+            );
+        }
+        let dropped = std::sync::Arc::new(());
+        watchers.release(1, false, Box::new(dropped.clone()));
+        assert_eq!(watchers.pending(), (3, 1));
+        drop(watchers);
+        assert_eq!(std::sync::Arc::strong_count(&dropped), 1, "dropped");
+        let runs: Vec<_> = (0..3)
+            .map(|_| {
+                got.recv_timeout(std::time::Duration::from_secs(10))
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(
+            runs,
+            [1, 2, 3].map(|seq| (seq, CommandStatus::Pending)).to_vec()
+        );
+        drop(runner);
+        assert!(got.try_recv().is_err(), "nothing ran twice");
+    }
+
+    /// A value registered after its position settled, while an older value
+    /// still waits, waits behind it: values go in queue order.
+    #[test]
+    fn a_value_known_done_waits_behind_an_older_one() {
+        let watchers = Watchers::new(Arc::new(CallbackRunner::new()));
+        let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        struct Logged(u64, std::sync::Arc<std::sync::Mutex<Vec<u64>>>);
+        impl Drop for Logged {
+            fn drop(&mut self) {
+                self.1.lock().unwrap().push(self.0);
+            }
+        }
+        watchers.release(1, false, Box::new(Logged(1, order.clone())));
+        watchers.release(2, true, Box::new(Logged(2, order.clone())));
+        assert!(order.lock().unwrap().is_empty(), "2 waits behind 1");
+        watchers
+            .fire(2, CommandStatus::Complete, |_| Status::Pending)
+            .unwrap()
+            .finish();
+        assert_eq!(*order.lock().unwrap(), [1, 2]);
+        // Now nothing older waits: a value known done goes at once.
+        watchers.release(3, true, Box::new(Logged(3, order.clone())));
+        assert_eq!(*order.lock().unwrap(), [1, 2, 3]);
     }
 }
