@@ -8,6 +8,7 @@ use crate::device_state::DeviceState;
 use crate::error::WaitError;
 use crate::status::CommandStatus;
 use crate::sync::Arc;
+use crate::watch::WatchLink;
 use sigretire_tracker::{Status, Ticket, Waiter, backend::SignalMemory};
 use std::time::Duration;
 
@@ -47,6 +48,9 @@ pub struct Command<M: SignalMemory> {
     /// Its queue, where the policy sleeps: a sleeping wait has the GPU
     /// complete one of the queue's wake signals.
     wakes: Option<QueueLink<M>>,
+    /// Its queue's watch list (futures, callbacks, releases: `future`),
+    /// without keeping the queue alive.
+    watch: Option<WatchLink>,
 }
 
 /// A command's link to its queue's wake signals: a std `Arc` of the
@@ -102,7 +106,29 @@ impl<M: SignalMemory> Command<M> {
             settings,
             states,
             wakes,
+            watch: None,
         }
+    }
+
+    /// The handle, linked to its queue's watch list.
+    pub(crate) fn watching(mut self, watch: Option<WatchLink>) -> Self {
+        self.watch = watch;
+        self
+    }
+
+    /// Its queue's watch list, if the queue is still there.
+    pub(crate) fn watch_link(&self) -> Option<&WatchLink> {
+        self.watch.as_ref()
+    }
+
+    /// Its queue's id.
+    pub(crate) fn queue_id(&self) -> u64 {
+        self.queue
+    }
+
+    /// What its batch's completion settled (host memory, no load).
+    pub(crate) fn settled_status(&self) -> CommandStatus {
+        self.settled()
     }
 }
 

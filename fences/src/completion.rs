@@ -13,6 +13,7 @@
 //! completed (`Submission::retire_soon`).
 
 use crate::batch::{Batch, Handoff};
+use crate::callback::CallbackRunner;
 use crate::completion_thread::{CompletionThread, Job, JobCount, let_go, run_inline};
 use crate::device_state::DeviceState;
 use crate::error::{Fault, WaitError};
@@ -24,6 +25,7 @@ use crate::status::CommandStatus;
 use crate::submission::{Held, Submission, held_by_this_thread};
 use crate::sync::Arc;
 use crate::wake::Armed;
+use crate::watch::Watchers;
 use sigretire_tracker::{
     Purpose, SignalRef, Status, Work, backend::SignalMemory, wait::WakeSource,
 };
@@ -35,6 +37,8 @@ use std::time::Duration;
 pub(crate) struct DeviceShared<T: QueueTracker> {
     state: Arc<DeviceState>,
     thread: CompletionThread<BatchJob<T>>,
+    /// The thread the queues' callbacks run on (`callback`).
+    callbacks: Arc<CallbackRunner>,
 }
 
 impl<T: QueueTracker> DeviceShared<T> {
@@ -42,11 +46,17 @@ impl<T: QueueTracker> DeviceShared<T> {
         Self {
             thread: CompletionThread::new(state.clone()),
             state,
+            callbacks: Arc::new(CallbackRunner::new()),
         }
     }
 
     pub(crate) fn state(&self) -> &Arc<DeviceState> {
         &self.state
+    }
+
+    /// The thread the device's callbacks run on.
+    pub(crate) fn callbacks(&self) -> &Arc<CallbackRunner> {
+        &self.callbacks
     }
 }
 
@@ -58,16 +68,25 @@ pub(crate) struct Completion<T: QueueTracker> {
     job_boxes: Pool<Box<BatchJob<T>>>,
     /// The queue's jobs on the completion thread.
     jobs: JobCount,
+    /// What waits on the queue's positions without a thread (futures,
+    /// callbacks, values to release: `watch`), fired by [`Completion::finish`].
+    watchers: Watchers,
 }
 
 impl<T: QueueTracker> Completion<T> {
     pub(crate) fn new(submission: Arc<Submission<T>>, device: Arc<DeviceShared<T>>) -> Self {
         Self {
+            watchers: Watchers::new(device.callbacks.clone()),
             submission,
             device,
             job_boxes: Pool::default(),
             jobs: JobCount::default(),
         }
+    }
+
+    /// The queue's watch list.
+    pub(crate) fn watchers(&self) -> &Watchers {
+        &self.watchers
     }
 
     /// The submission whose batches these are.
@@ -87,6 +106,11 @@ impl<T: QueueTracker> Completion<T> {
         this: &Arc<Self>,
         step: impl FnMut(&mut Held<'_, T>) -> Result<Step<R>, Fault>,
     ) -> Result<R, Fault> {
+        // The queue's commands reach its watch list through this link.
+        #[cfg(not(sigretire_loom))]
+        this.submission
+            .watch_link()
+            .get_or_init(|| crate::watch::weak(this));
         this.submission
             .publish_with(step, |closed| Completion::dispatch(this, closed))
     }
@@ -211,7 +235,15 @@ impl<T: QueueTracker> Completion<T> {
             }
         }
         bump(&stats.batches_completed);
+        // What waits on these positions without a thread: settled by the
+        // batch's own proof (no load unless it failed).
+        let fired = self.watchers.fire(last_seq, outcome, |ticket| {
+            waiter.status(ticket).unwrap_or(Status::Pending)
+        });
         submission.recycle(batch);
+        if let Some(fired) = fired {
+            fired.finish();
+        }
     }
 }
 

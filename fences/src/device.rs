@@ -134,6 +134,11 @@ impl<T: QueueTracker> Device<T> {
         self.shared.state()
     }
 
+    /// The thread its queues' callbacks run on.
+    pub(crate) fn callbacks(&self) -> &Arc<crate::callback::CallbackRunner> {
+        self.shared.callbacks()
+    }
+
     /// The device's default queue (HIP's null stream): it lives as long as
     /// the device.
     ///

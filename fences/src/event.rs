@@ -34,6 +34,7 @@
 //! until the batch limit. Once that is done, synchronizing the event again
 //! takes no lock at all.
 
+use crate::callback::CallbackRunner;
 use crate::completion::Completion;
 use crate::cpu_wait::{Wakes, look};
 use crate::device::Device;
@@ -109,7 +110,7 @@ pub struct Event<T: QueueTracker> {
 enum State<T: QueueTracker> {
     /// Created ([`Event::new`]) and not recorded yet: the device whose
     /// queues may record it.
-    Created(Arc<DeviceState>),
+    Created(Arc<DeviceState>, Arc<CallbackRunner>),
     /// Its newest recording.
     Recorded(Recording<T>),
 }
@@ -121,7 +122,7 @@ enum State<T: QueueTracker> {
 impl<T: QueueTracker> Clone for Event<T> {
     fn clone(&self) -> Self {
         let state = match &self.state {
-            State::Created(device) => State::Created(device.clone()),
+            State::Created(device, callbacks) => State::Created(device.clone(), callbacks.clone()),
             State::Recorded(r) => State::Recorded(Recording {
                 completion: r.completion.clone(),
                 seq: r.seq,
@@ -268,7 +269,7 @@ impl<T: QueueTracker> Event<T> {
     pub fn new(device: &Device<T>, flags: EventFlags) -> Self {
         Self {
             flags,
-            state: State::Created(device.state().clone()),
+            state: State::Created(device.state().clone(), device.callbacks().clone()),
         }
     }
 
@@ -306,7 +307,7 @@ impl<T: QueueTracker> Event<T> {
     /// every queue it is recorded on belongs to.
     pub(crate) fn device(&self) -> &Arc<DeviceState> {
         match &self.state {
-            State::Created(device) => device,
+            State::Created(device, _) => device,
             State::Recorded(recording) => recording.submission().device(),
         }
     }
@@ -314,7 +315,7 @@ impl<T: QueueTracker> Event<T> {
     /// Its newest recording, if it was recorded.
     fn recording(&self) -> Option<&Recording<T>> {
         match &self.state {
-            State::Created(_) => None,
+            State::Created(..) => None,
             State::Recorded(recording) => Some(recording),
         }
     }
@@ -424,6 +425,23 @@ impl<T: QueueTracker> Event<T> {
     /// layer's own callers ask after [`known_status`](Self::known_status)).
     pub(crate) fn submission(&self) -> Option<&Arc<Submission<T>>> {
         Some(self.recording()?.submission())
+    }
+
+    /// Its recording's queue's completion, and the recording's position on
+    /// it; `None` for an event never recorded.
+    #[cfg_attr(sigretire_loom, allow(dead_code))]
+    pub(crate) fn position(&self) -> Option<(&Arc<Completion<T>>, u64, Ticket)> {
+        let recording = self.recording()?;
+        Some((&recording.completion, recording.seq, recording.ticket))
+    }
+
+    /// The thread callbacks of the event's device run on.
+    #[cfg_attr(sigretire_loom, allow(dead_code))]
+    pub(crate) fn callbacks(&self) -> &Arc<CallbackRunner> {
+        match &self.state {
+            State::Created(_, callbacks) => callbacks,
+            State::Recorded(recording) => recording.completion.watchers().callbacks(),
+        }
     }
 
     /// What is known without reading signal memory (complete for an event

@@ -72,6 +72,16 @@
 //!   which never tears down a signal or a queue on its own thread.
 //! - [`Device`]: the device error state, with a "do not abort" option:
 //!   waits return early without completion and nobody hangs.
+//! - Beyond waiting, three consumers of the same completion, served by the
+//!   machinery above with no thread of their own (a per-queue watch list
+//!   fired as each batch is completed): futures
+//!   ([`Command::wait_async`], [`Event::wait_async`],
+//!   [`HostQueue::synchronize_async`], `.await` on `&Command` / `&Event`)
+//!   on any executor; callbacks ([`Command::on_complete`] and friends) run
+//!   on a callback thread, never in the GPU stream; and deferred release
+//!   ([`Command::release_after`], [`HostQueue::release_after_all`]): a
+//!   value dropped once its batch's proof retired it, with no memory read
+//!   per value.
 //!
 //! It is generic over any [`Tracker`] whose queue is a [`HardwareQueue`]
 //! ([`QueueTracker`]). Each backend names the types for its tracker, so a
@@ -149,6 +159,7 @@
 extern crate sigretire_tracker as _;
 
 mod batch;
+mod callback;
 mod command;
 mod completion;
 mod completion_thread;
@@ -160,13 +171,16 @@ mod device_state;
 mod error;
 mod event;
 mod frontier;
+mod future;
 mod marker;
 mod move_queue;
+mod notify;
 mod progress;
 mod publish;
 mod query;
 mod queue;
 mod recycle;
+mod release;
 #[cfg(feature = "sim")]
 pub mod sim;
 mod stats;
@@ -175,7 +189,9 @@ mod submission;
 mod sync;
 mod synchronize;
 mod wake;
+mod watch;
 
+pub use callback::CallbackStats;
 pub use command::Command;
 pub use config::{BatchLimits, DeviceConfig, MAX_WAKE_SIGNALS, QueueConfig};
 pub use cross_wait::{CrossWait, MAX_DEPENDENCIES_PER_PACKET};
@@ -185,6 +201,7 @@ pub use error::{
     TimestampsError, WaitError, WaitEventError,
 };
 pub use event::{Event, EventFlags};
+pub use future::{SyncFuture, WaitFuture};
 pub use publish::QueueTracker;
 pub use queue::HostQueue;
 /// The tracker crate the queue layer runs on, whole.

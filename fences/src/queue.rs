@@ -160,7 +160,7 @@ impl<T: QueueTracker> HostQueue<T> {
         &self.parts.submission
     }
 
-    fn completion(&self) -> &Arc<Completion<T>> {
+    pub(crate) fn completion(&self) -> &Arc<Completion<T>> {
         &self.parts.completion
     }
 
@@ -256,7 +256,7 @@ impl<T: QueueTracker> HostQueue<T> {
     /// let copy = platform.sim().register_kernel(sigretire_queue::sim::Kernel::Duration(std::time::Duration::from_micros(50)));
     /// let command = device.default_queue().launch(copy)?;
     /// assert_eq!(command.seq(), 1);
-    /// assert_eq!(device.default_queue().launch_empty().unwrap_err(), SubmitError::NullKernel);
+    /// assert_eq!(device.default_queue().launch(0).unwrap_err(), SubmitError::NullKernel);
     /// # Ok::<(), sigretire_queue::Error>(())
     /// ```
     pub fn launch(&self, kernel_object: u64) -> Result<Command<T::Memory>, SubmitError> {

@@ -68,7 +68,7 @@ pub type SimTracker = RetiringTracker<SimMemory, sigretire_sim::Queue>;
 /// let shared = event.clone(); // events and queues are cheap handles
 /// platform.run_while(|| shared.synchronize())?;
 /// assert_eq!(command.status(), sigretire_queue::CommandStatus::Complete);
-/// assert_eq!(event.query(), sigretire_queue::Status::Complete);
+/// assert_eq!(event.query(), sigretire_queue::tracker::Status::Complete);
 /// // The aliases are the generic types: code written for either takes both.
 /// fn first_queue(device: &sigretire_queue::Device<SimTracker>) -> u64 {
 ///     device.default_queue().id()

@@ -40,6 +40,7 @@ use crate::stats::{Counters, bump};
 use crate::status::CommandStatus;
 use crate::sync::{Arc, AtomicBool, Mutex, MutexGuard, Ordering, identity};
 use crate::wake::{Armed, WakePool};
+use crate::watch::WatchLink;
 use sigretire_tracker::{Placement, Ticket, WaitPolicy, Waiter, Work, wait::Wait};
 use std::time::Duration;
 
@@ -112,6 +113,9 @@ pub(crate) struct Submission<T: QueueTracker> {
     states: Arc<StatePool>,
     buffers: Pool<Vec<Entry>>,
     closed_lists: Pool<Vec<Handoff<T::Memory>>>,
+    /// Its commands' link to the queue's watch list (`future`), set by the
+    /// queue's first publication.
+    watch_link: std::sync::OnceLock<WatchLink>,
 }
 
 impl<T: QueueTracker> Submission<T> {
@@ -153,7 +157,14 @@ impl<T: QueueTracker> Submission<T> {
             states,
             buffers: Pool::default(),
             closed_lists: Pool::default(),
+            watch_link: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Its commands' link to the queue's watch list.
+    #[cfg_attr(sigretire_loom, allow(dead_code))]
+    pub(crate) fn watch_link(&self) -> &std::sync::OnceLock<WatchLink> {
+        &self.watch_link
     }
 
     pub(crate) fn id(&self) -> u64 {
@@ -232,6 +243,7 @@ impl<T: QueueTracker> Submission<T> {
             this.states.clone(),
             wakes,
         )
+        .watching(this.watch_link.get().cloned())
     }
 
     /// Takes the execution lock (counted).

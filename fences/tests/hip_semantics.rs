@@ -503,7 +503,7 @@ fn a_launch_of_kernel_object_zero_is_refused_and_the_empty_packet_is_its_own_cal
     let (platform, device) = stepped();
     let queue = device.default_queue();
     assert_eq!(
-        queue.launch_empty().unwrap_err(),
+        queue.launch(0).unwrap_err(),
         sigretire_queue::SubmitError::NullKernel
     );
     assert_eq!(queue.stats().commands, 0, "nothing published");

@@ -35,7 +35,7 @@ const ALLOWED: &[(&str, &[&str], &str)] = &[];
 /// The queue layer's modules by layer, lowest first. A module names only
 /// modules of lower layers, so no cycle of imports can form there, and the
 /// coordinator, `queue`, sits above every component: only what builds on
-/// it (`device`, `sim`) names it. A new module of the queue layer takes its
+/// it (`device`, the futures, release and callback APIs, `sim`) names it. A new module of the queue layer takes its
 /// place here (the check fails on one with none).
 const QUEUE_LAYERS: &[&[&str]] = &[
     // The loom switch; the one outcome type; the errors.
@@ -45,11 +45,20 @@ const QUEUE_LAYERS: &[&[&str]] = &[
     // The device error state.
     &["device_state"],
     // The lock-free command numbers, the wake signals, a synchronize's
-    // marker, the device's completion thread (generic over its jobs).
-    &["progress", "wake", "marker", "completion_thread"],
+    // marker, the device's completion thread (generic over its jobs), the
+    // device's callback thread.
+    &[
+        "progress",
+        "wake",
+        "marker",
+        "completion_thread",
+        "callback",
+    ],
     // What the queue knows of its hardware queue (every shortcut's rule);
-    // batches and their hand-offs; a CPU wait on the tracker's engine.
-    &["frontier", "batch", "cpu_wait"],
+    // batches and their hand-offs; a CPU wait on the tracker's engine; what
+    // waits on a queue's positions without a thread (futures' slots,
+    // callbacks, values to release).
+    &["frontier", "batch", "cpu_wait", "watch"],
     // A command's handle; packet publication.
     &["command", "publish"],
     // The execution lock and what it protects.
@@ -61,8 +70,11 @@ const QUEUE_LAYERS: &[&[&str]] = &[
     &["cross_wait"],
     // The coordinator.
     &["queue"],
-    // What builds on it.
-    &["device"],
+    // What builds on it: the device; the futures and deferred release
+    // (methods on the coordinator's and the operations' handles, over
+    // `completion` and `watch`); the callbacks' API.
+    &["device", "future", "release"],
+    &["notify"],
     &["sim"],
 ];
 
@@ -667,7 +679,10 @@ fn the_queue_layer_names_only_lower_layers_and_no_component_names_its_coordinato
         .filter(|(_, named)| named.contains("queue"))
         .map(|(module, _)| module)
         .collect();
-    assert_eq!(naming_the_coordinator, ["device", "sim"]);
+    assert_eq!(
+        naming_the_coordinator,
+        ["device", "future", "notify", "release", "sim"]
+    );
 }
 
 /// The layering check fails a module that names its own layer or a higher
