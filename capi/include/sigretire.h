@@ -96,6 +96,20 @@
 #define SIGRETIRE_DEVICE_SKIP_ABORT_ON_ERROR 1
 
 /**
+ * `sigretire_stream_options.flags`: the stream's hardware queue writes no
+ * timestamps for it: its events are untimed (`SIGRETIRE_ERR_NOT_TIMED` for
+ * an elapsed time).
+ */
+#define SIGRETIRE_STREAM_UNPROFILED 1
+
+/**
+ * `sigretire_stream_options.flags`: the stream's waits (synchronize, its
+ * events' synchronize) sleep until the GPU wakes them rather than spin
+ * (the blocking wait policy, `sigretire_wait_policy_blocking`).
+ */
+#define SIGRETIRE_STREAM_BLOCKING_WAITS 2
+
+/**
  * `sigretire_event_record` flags: no timestamps (`hipEventDisableTiming`):
  * an elapsed time of it answers `SIGRETIRE_ERR_NOT_TIMED`, and recording
  * it harvests none.
@@ -161,20 +175,6 @@
  * The most queues one simulator handle makes.
  */
 #define SIGRETIRE_SIM_MAX_QUEUES 16
-
-/**
- * `sigretire_stream_options.flags`: the stream's hardware queue writes no
- * timestamps for it: its events are untimed (`SIGRETIRE_ERR_NOT_TIMED` for
- * an elapsed time).
- */
-#define SIGRETIRE_STREAM_UNPROFILED 1
-
-/**
- * `sigretire_stream_options.flags`: the stream's waits (synchronize, its
- * events' synchronize) sleep until the GPU wakes them rather than spin
- * (the blocking wait policy, `sigretire_wait_policy_blocking`).
- */
-#define SIGRETIRE_STREAM_BLOCKING_WAITS 2
 
 /**
  * The version of this ABI (the header's): a program checks at start-up

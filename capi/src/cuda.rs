@@ -9,18 +9,18 @@
 //! functions, which answer `SIGRETIRE_ERR_UNSUPPORTED`, so that one header
 //! serves every build.
 
-use crate::device::sigretire_device_options;
+use crate::objects::sigretire_device_options;
+use crate::objects::sigretire_stream_options;
 use crate::release::sigretire_release_callback;
 use crate::status::*;
-use crate::stream::sigretire_stream_options;
 use crate::types::*;
 use std::ffi::c_void;
 
 #[cfg(feature = "cuda-no-version")]
 mod enabled {
     use super::*;
-    use crate::device::{Creation, DeviceParts, sigretire_device};
     use crate::layer::{AnyDevice, AnyStream, Platform, layer_failure};
+    use crate::objects::{Creation, DeviceParts, sigretire_device};
     use crate::release::Release;
     use crate::tracker::created_failure;
     use ::sigretire_cuda::{CudaContext, CudaMemory, CudaQueue, Error};
@@ -195,7 +195,7 @@ pub unsafe extern "C" fn sigretire_cuda_device_adopt(
     device_options: *const sigretire_device_options,
     stream_options: *const sigretire_stream_options,
     config: *const sigretire_config,
-    device: *mut *mut crate::device::sigretire_device,
+    device: *mut *mut crate::objects::sigretire_device,
 ) -> sigretire_status {
     guard("sigretire_cuda_device_adopt", || {
         let out = Out::new(device, "device")?;
@@ -204,7 +204,7 @@ pub unsafe extern "C" fn sigretire_cuda_device_adopt(
         }
         // SAFETY: forwarded caller guarantees.
         let creation =
-            unsafe { crate::device::Creation::read(device_options, stream_options, config) }?;
+            unsafe { crate::objects::Creation::read(device_options, stream_options, config) }?;
         #[cfg(feature = "cuda-no-version")]
         {
             out.write(enabled::device_adopt(
@@ -233,12 +233,12 @@ pub unsafe extern "C" fn sigretire_cuda_device_adopt(
 /// variable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sigretire_cuda_stream_adopt(
-    device: *const crate::device::sigretire_device,
+    device: *const crate::objects::sigretire_device,
     stream: *mut c_void,
     release: sigretire_release_callback,
     user: *mut c_void,
     options: *const sigretire_stream_options,
-    out: *mut *mut crate::stream::sigretire_stream,
+    out: *mut *mut crate::objects::sigretire_stream,
 ) -> sigretire_status {
     guard("sigretire_cuda_stream_adopt", || {
         let out = Out::new(out, "out")?;
@@ -250,11 +250,11 @@ pub unsafe extern "C" fn sigretire_cuda_stream_adopt(
             unsafe { read_optional_struct(options, "options", sigretire_stream_options::default) }?
                 .to_rust()?;
         // SAFETY: as above.
-        let device = unsafe { crate::device::device_ref(device) }?;
+        let device = unsafe { crate::objects::device_ref(device) }?;
         #[cfg(feature = "cuda-no-version")]
         {
             let made = enabled::stream_adopt(&device.parts, stream, release, user, config)?;
-            out.write(crate::stream::sigretire_stream::into_raw(
+            out.write(crate::objects::sigretire_stream::into_raw(
                 device.parts.clone(),
                 made,
             ));

@@ -10,151 +10,24 @@
 //! streams never wait for the GPU when dropped).
 
 use crate::layer::{AnyDevice, AnyStream, Platform, each, layer_failure};
+use crate::objects::{
+    Creation, DeviceParts, device_ref, sigretire_device, sigretire_device_options,
+    sigretire_stream, sigretire_stream_options,
+};
 use crate::registry::{self, Kind};
 use crate::release::sigretire_release_callback;
 use crate::rocr::{rocr_adopt, rocr_failure, rocr_ref, sigretire_rocr_adopt_options};
 use crate::rocr_queue::KeptQueue;
 use crate::sim::sim_ref;
 use crate::status::*;
-use crate::stream::{sigretire_stream, sigretire_stream_options};
 use crate::types::*;
+use ::sigretire_queue::Device;
 use ::sigretire_queue::sim::SimPlatform;
-use ::sigretire_queue::{Device, DeviceConfig, QueueConfig};
 use ::sigretire_tracker::RetiringTracker;
 use sigretire_hsa::SignalPool;
 use std::ffi::{CStr, c_char, c_void};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// `sigretire_device_options.flags`: after a device-wide fault
-/// (`sigretire_device_set_error`) waits return `SIGRETIRE_ERR_DEVICE_ERROR`
-/// early and streams keep taking work (HIP's `HIP_SKIP_ABORT_ON_GPU_ERROR`);
-/// without it the device refuses all further work
-/// (`SIGRETIRE_ERR_DEVICE_ABORTED`).
-pub const SIGRETIRE_DEVICE_SKIP_ABORT_ON_ERROR: u32 = 1;
-
-/// How a device reacts to a device-wide fault.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct sigretire_device_options {
-    /// `sizeof` this struct, set by the caller before every call that
-    /// takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise): `sigretire_device_options_default` needs it too.
-    pub size: u32,
-    /// `SIGRETIRE_DEVICE_*` flag bits (default 0).
-    pub flags: u32,
-}
-
-impl Default for sigretire_device_options {
-    fn default() -> Self {
-        Self {
-            size: size_of::<Self>() as u32,
-            flags: 0,
-        }
-    }
-}
-
-sized_structs!(sigretire_device_options);
-caller_filled!(sigretire_device_options);
-
-impl sigretire_device_options {
-    fn to_rust(self) -> Outcome<DeviceConfig> {
-        if self.flags & !SIGRETIRE_DEVICE_SKIP_ABORT_ON_ERROR != 0 {
-            return fail(
-                SIGRETIRE_ERR_INVALID_ARGUMENT,
-                format!("device flags {:#x} has unknown bits", self.flags),
-            );
-        }
-        Ok(DeviceConfig {
-            skip_abort_on_error: self.flags & SIGRETIRE_DEVICE_SKIP_ABORT_ON_ERROR != 0,
-        })
-    }
-}
-
-/// The device options, the default stream's options and the tracker
-/// configuration a create function was given (each may be NULL: the
-/// defaults), read and checked.
-pub(crate) struct Creation {
-    pub(crate) device: DeviceConfig,
-    pub(crate) stream: QueueConfig,
-    pub(crate) config: ::sigretire_tracker::Config,
-}
-
-impl Creation {
-    /// Reads the three optional structs.
-    ///
-    /// # Safety
-    /// Each pointer is NULL or points to a readable struct of its type
-    /// whose size field the caller set.
-    pub(crate) unsafe fn read(
-        device: *const sigretire_device_options,
-        stream: *const sigretire_stream_options,
-        config: *const sigretire_config,
-    ) -> Outcome<Self> {
-        // SAFETY: forwarded caller guarantee.
-        let device = unsafe {
-            read_optional_struct(device, "device_options", sigretire_device_options::default)
-        }?
-        .to_rust()?;
-        // SAFETY: as above.
-        let stream = unsafe {
-            read_optional_struct(stream, "stream_options", sigretire_stream_options::default)
-        }?
-        .to_rust()?;
-        // SAFETY: as above.
-        let config =
-            unsafe { read_optional_struct(config, "config", sigretire_config::default_values) }?
-                .to_rust()?
-                .config;
-        Ok(Self {
-            device,
-            stream,
-            config,
-        })
-    }
-}
-
-/// A device and what its new streams' trackers are made from.
-pub(crate) struct DeviceParts {
-    pub(crate) platform: Platform,
-    pub(crate) device: AnyDevice,
-}
-
-/// A GPU device of the queue layer (opaque): its error state, its
-/// completion thread, its default stream (HIP's null stream) and the
-/// streams created on it. Made by `sigretire_sim_device_create`,
-/// `sigretire_rocr_device_adopt` or `sigretire_cuda_device_adopt`;
-/// destroyed by `sigretire_device_destroy`. Its streams and events keep it
-/// alive: destroy the handles in any order.
-///
-/// Thread safety: every function on it may be called from any thread,
-/// concurrently, except `sigretire_device_destroy` (the last call on this
-/// handle; streams and events made from it stay usable).
-pub struct sigretire_device {
-    pub(crate) parts: Arc<DeviceParts>,
-}
-
-impl sigretire_device {
-    /// A new handle of `parts`, entered in the table of live handles.
-    pub(crate) fn into_raw(parts: DeviceParts) -> *mut sigretire_device {
-        let ptr = Box::into_raw(Box::new(sigretire_device {
-            parts: Arc::new(parts),
-        }));
-        registry::register(ptr, Kind::Device);
-        ptr
-    }
-}
-
-/// The device behind `ptr`, checked.
-///
-/// # Safety
-/// A `sigretire_device` handle in the table of live handles is a live
-/// device, not destroyed while the call runs (the caller's contract).
-pub(crate) unsafe fn device_ref<'a>(ptr: *const sigretire_device) -> Outcome<&'a sigretire_device> {
-    registry::check(ptr, Kind::Device, "device")?;
-    // SAFETY: a live handle (the table says so; nothing of `ptr` was read
-    // before it did), not destroyed while this call runs (contract).
-    Ok(unsafe { &*ptr })
-}
 
 /// The default device options: no flags (a device-wide fault aborts).
 ///
@@ -569,7 +442,7 @@ pub unsafe extern "C" fn sigretire_rocr_stream_report_queue_error(
 ) -> sigretire_status {
     guard("sigretire_rocr_stream_report_queue_error", || {
         // SAFETY: forwarded caller guarantee.
-        let stream = unsafe { crate::stream::stream_ref(stream) }?;
+        let stream = unsafe { crate::objects::stream_ref(stream) }?;
         match &stream.queue {
             AnyStream::Rocr(queue) => {
                 queue.with_tracker(|tracker| {

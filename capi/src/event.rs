@@ -8,51 +8,16 @@
 //! point from being re-armed, so its status and timestamps stay readable
 //! for as long as the handle lives: destroy events once done with them.
 
-use crate::device::DeviceParts;
 use crate::layer::{AnyEvent, each, event_backend, layer_failure, mixed_backends};
+use crate::objects::{
+    EVENT_FLAGS, SIGRETIRE_EVENT_BLOCKING_SYNC, SIGRETIRE_EVENT_DISABLE_TIMING, event_ref,
+    sigretire_event, stream_ref,
+};
 use crate::registry::{self, Kind};
 use crate::status::*;
-use crate::stream::stream_ref;
 use crate::types::*;
 use ::sigretire_queue::EventFlags;
-use std::sync::Arc;
 use std::time::Duration;
-
-/// `sigretire_event_record` flags: no timestamps (`hipEventDisableTiming`):
-/// an elapsed time of it answers `SIGRETIRE_ERR_NOT_TIMED`, and recording
-/// it harvests none.
-pub const SIGRETIRE_EVENT_DISABLE_TIMING: u32 = 1;
-/// `sigretire_event_record` flags: its synchronize sleeps until the GPU
-/// wakes it, whatever its stream's wait policy (`hipEventBlockingSync`).
-pub const SIGRETIRE_EVENT_BLOCKING_SYNC: u32 = 2;
-const EVENT_FLAGS: u32 = SIGRETIRE_EVENT_DISABLE_TIMING | SIGRETIRE_EVENT_BLOCKING_SYNC;
-
-/// A recorded event (opaque): the point after everything submitted to its
-/// stream before `sigretire_event_record`. Destroyed by
-/// `sigretire_event_destroy`. It keeps its stream's parts and its device
-/// alive, so it stays usable after their handles are destroyed.
-///
-/// Thread safety: every function on it may be called from any thread,
-/// concurrently, except `sigretire_event_destroy` (the last call on this
-/// handle).
-pub struct sigretire_event {
-    /// Keeps the device alive (events of a destroyed device's streams
-    /// still answer).
-    _device: Arc<DeviceParts>,
-    pub(crate) event: AnyEvent,
-}
-
-/// The event behind `ptr`, checked.
-///
-/// # Safety
-/// A `sigretire_event` handle in the table of live handles is a live
-/// event, not destroyed while the call runs (the caller's contract).
-pub(crate) unsafe fn event_ref<'a>(ptr: *const sigretire_event) -> Outcome<&'a sigretire_event> {
-    registry::check(ptr, Kind::Event, "event")?;
-    // SAFETY: a live handle (the table says so; nothing of `ptr` was read
-    // before it did), not destroyed while this call runs (contract).
-    Ok(unsafe { &*ptr })
-}
 
 /// Records an event on `stream`: a marker after everything submitted so
 /// far (or, right after a launch on a stream that runs only what it
@@ -68,7 +33,7 @@ pub(crate) unsafe fn event_ref<'a>(ptr: *const sigretire_event) -> Outcome<&'a s
 /// variable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sigretire_event_record(
-    stream: *const crate::stream::sigretire_stream,
+    stream: *const crate::objects::sigretire_stream,
     flags: u32,
     event: *mut *mut sigretire_event,
 ) -> sigretire_status {

@@ -45,6 +45,7 @@ mod event;
 mod handles;
 mod hooks;
 mod layer;
+mod objects;
 mod orphans;
 mod registry;
 mod release;
@@ -67,6 +68,7 @@ pub use handles::{
 pub use hooks::{
     sigretire_hooks, sigretire_hooks_note_queue_change, sigretire_hooks_tracker_create,
 };
+pub use objects::*;
 pub use release::sigretire_release_callback;
 pub use rocr::*;
 pub use sim::*;

@@ -625,11 +625,11 @@ pub unsafe extern "C" fn sigretire_sim_open_gate(
 /// `stream` is a live stream.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sigretire_sim_fail_stream(
-    stream: *const crate::stream::sigretire_stream,
+    stream: *const crate::objects::sigretire_stream,
 ) -> sigretire_status {
     guard("sigretire_sim_fail_stream", || {
         // SAFETY: forwarded caller guarantee.
-        let stream = unsafe { crate::stream::stream_ref(stream) }?;
+        let stream = unsafe { crate::objects::stream_ref(stream) }?;
         match &stream.queue {
             crate::layer::AnyStream::Sim(queue) => {
                 queue.with_tracker(|tracker| tracker.queue().fail());

@@ -10,129 +10,16 @@
 //! `_COMPLETE`, `_FAILED`), returning `SIGRETIRE_OK` whenever it could
 //! answer.
 
-use crate::device::DeviceParts;
-use crate::event::event_ref;
 use crate::layer::{
     AnyEvent, AnyStream, each, event_backend, layer_failure, mixed_backends, stream_backend,
 };
+use crate::objects::{event_ref, sigretire_stream, sigretire_stream_options, stream_ref};
 use crate::registry::{self, Kind};
 use crate::status::*;
 use crate::types::*;
-use ::sigretire_queue::{QueueConfig, SyncError};
-use ::sigretire_tracker::{Status, WaitPolicy, Work};
-use std::sync::Arc;
+use ::sigretire_queue::SyncError;
+use ::sigretire_tracker::{Status, Work};
 use std::time::Duration;
-
-/// `sigretire_stream_options.flags`: the stream's hardware queue writes no
-/// timestamps for it: its events are untimed (`SIGRETIRE_ERR_NOT_TIMED` for
-/// an elapsed time).
-pub const SIGRETIRE_STREAM_UNPROFILED: u32 = 1;
-/// `sigretire_stream_options.flags`: the stream's waits (synchronize, its
-/// events' synchronize) sleep until the GPU wakes them rather than spin
-/// (the blocking wait policy, `sigretire_wait_policy_blocking`).
-pub const SIGRETIRE_STREAM_BLOCKING_WAITS: u32 = 2;
-const STREAM_FLAGS: u32 = SIGRETIRE_STREAM_UNPROFILED | SIGRETIRE_STREAM_BLOCKING_WAITS;
-
-/// How a stream waits and whether it is timed.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct sigretire_stream_options {
-    /// `sizeof` this struct, set by the caller before every call that
-    /// takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise): `sigretire_stream_options_default` needs it too.
-    pub size: u32,
-    /// `SIGRETIRE_STREAM_*` flag bits (default 0: profiled, spinning waits).
-    pub flags: u32,
-    /// The longest any wait of the stream takes (a synchronize without a
-    /// deadline, a launch waiting for room), in nanoseconds, before it
-    /// answers `SIGRETIRE_ERR_TIMED_OUT` (or `SIGRETIRE_ERR_IN_FLIGHT_LIMIT`
-    /// for room); 0 (the default) waits as long as the GPU takes, as HIP
-    /// does.
-    pub wait_timeout_ns: u64,
-}
-
-impl Default for sigretire_stream_options {
-    fn default() -> Self {
-        Self {
-            size: size_of::<Self>() as u32,
-            flags: 0,
-            wait_timeout_ns: 0,
-        }
-    }
-}
-
-sized_structs!(sigretire_stream_options);
-caller_filled!(sigretire_stream_options);
-
-impl sigretire_stream_options {
-    /// The queue layer's configuration, checked.
-    pub(crate) fn to_rust(self) -> Outcome<QueueConfig> {
-        if self.flags & !STREAM_FLAGS != 0 {
-            return fail(
-                SIGRETIRE_ERR_INVALID_ARGUMENT,
-                format!("stream flags {:#x} has unknown bits", self.flags),
-            );
-        }
-        let config = QueueConfig {
-            profiling: self.flags & SIGRETIRE_STREAM_UNPROFILED == 0,
-            wait_policy: if self.flags & SIGRETIRE_STREAM_BLOCKING_WAITS != 0 {
-                WaitPolicy::blocking()
-            } else {
-                WaitPolicy::spin()
-            },
-            wait_timeout: (self.wait_timeout_ns != 0).then(|| nanos(self.wait_timeout_ns)),
-            ..QueueConfig::default()
-        };
-        match config.validate() {
-            Ok(()) => Ok(config),
-            Err(invalid) => fail(SIGRETIRE_ERR_INVALID_CONFIG, invalid.to_string()),
-        }
-    }
-}
-
-/// A stream (opaque): the queue layer's host queue on one hardware queue,
-/// in order (every packet a barrier), whose lock covers submission only,
-/// so a synchronize on one thread never blocks another thread's launch.
-/// Made by `sigretire_device_default_stream`,
-/// `sigretire_device_stream_create` or an adopt function; destroyed by
-/// `sigretire_stream_destroy`, which never waits for the GPU. It keeps its
-/// device alive. A stream whose work failed on the GPU is failed for good
-/// (`SIGRETIRE_ERR_STREAM_FAILED`): destroy it and make another; the device
-/// and its other streams keep working.
-///
-/// Thread safety: every function on it may be called from any thread,
-/// concurrently, except `sigretire_stream_destroy` (the last call on this
-/// handle; its events stay usable).
-pub struct sigretire_stream {
-    /// Keeps the device (its completion thread, its error state) alive.
-    device: Arc<DeviceParts>,
-    pub(crate) queue: AnyStream,
-}
-
-impl sigretire_stream {
-    /// A new handle of `queue`, entered in the table of live handles.
-    pub(crate) fn into_raw(device: Arc<DeviceParts>, queue: AnyStream) -> *mut sigretire_stream {
-        let ptr = Box::into_raw(Box::new(sigretire_stream { device, queue }));
-        registry::register(ptr, Kind::Stream);
-        ptr
-    }
-
-    /// The device the stream belongs to.
-    pub(crate) fn device(&self) -> &Arc<DeviceParts> {
-        &self.device
-    }
-}
-
-/// The stream behind `ptr`, checked.
-///
-/// # Safety
-/// A `sigretire_stream` handle in the table of live handles is a live
-/// stream, not destroyed while the call runs (the caller's contract).
-pub(crate) unsafe fn stream_ref<'a>(ptr: *const sigretire_stream) -> Outcome<&'a sigretire_stream> {
-    registry::check(ptr, Kind::Stream, "stream")?;
-    // SAFETY: a live handle (the table says so; nothing of `ptr` was read
-    // before it did), not destroyed while this call runs (contract).
-    Ok(unsafe { &*ptr })
-}
 
 /// The default stream options: profiled, spinning waits, no wait timeout.
 ///
@@ -319,7 +206,7 @@ pub unsafe extern "C" fn sigretire_stream_synchronize_timeout(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sigretire_stream_wait_event(
     stream: *const sigretire_stream,
-    event: *const crate::event::sigretire_event,
+    event: *const crate::objects::sigretire_event,
 ) -> sigretire_status {
     guard("sigretire_stream_wait_event", || {
         // SAFETY: forwarded caller guarantees.

@@ -20,6 +20,7 @@ use crate::config::{DeviceConfig, QueueConfig};
 use crate::device_state::DeviceState;
 use crate::error::InvalidConfig;
 use crate::error::SyncError;
+use crate::event::{Event, EventFlags};
 use crate::publish::QueueTracker;
 use crate::queue::{HostQueue, WeakQueue};
 use crate::sync::{Arc, Ordering};
@@ -335,5 +336,34 @@ impl<T: QueueTracker> core::fmt::Debug for Device<T> {
             .field("error", &self.error())
             .field("default_queue", &self.default_queue.id())
             .finish()
+    }
+}
+
+// An event is made on a device: its constructor lives with the device, the
+// layer above events.
+impl<T: QueueTracker> Event<T> {
+    /// An event of `device`, never recorded (`hipEventCreateWithFlags`):
+    /// record it on any queue of the device with
+    /// [`HostQueue::record`](crate::HostQueue::record), as often as you
+    /// like. Until then it is complete: [`query`](Event::query) answers
+    /// [`Status::Complete`](crate::tracker::Status::Complete) and [`synchronize`](Event::synchronize) returns
+    /// at once (as CUDA's `cudaEventQuery` does), a wait on it
+    /// ([`HostQueue::wait_event`](crate::HostQueue::wait_event)) publishes
+    /// nothing, and an elapsed time refuses it
+    /// ([`ElapsedError::NotRecorded`]). Takes one reference on the device,
+    /// no allocation, no lock.
+    ///
+    /// ```
+    /// use sigretire_queue::{ElapsedError, Event, EventFlags};
+    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
+    /// # let device = platform.device(Default::default(), Default::default())?;
+    /// let event = Event::new(&device, EventFlags::DISABLE_TIMING);
+    /// event.synchronize()?; // returns at once
+    /// assert_eq!(event.flags(), EventFlags::DISABLE_TIMING);
+    /// assert_eq!(event.elapsed_to(&event), Err(ElapsedError::NotRecorded));
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn new(device: &Device<T>, flags: EventFlags) -> Self {
+        Event::created(device.state().clone(), device.callbacks().clone(), flags)
     }
 }

@@ -37,7 +37,6 @@
 use crate::callback::CallbackRunner;
 use crate::completion::Completion;
 use crate::cpu_wait::{Wakes, look};
-use crate::device::Device;
 use crate::device_state::DeviceState;
 use crate::error::{ElapsedError, Fault, TimestampsError, WaitError};
 use crate::publish::{Packet, QueueTracker, Step};
@@ -245,31 +244,17 @@ pub(crate) fn record<T: QueueTracker>(
 }
 
 impl<T: QueueTracker> Event<T> {
-    /// An event of `device`, never recorded (`hipEventCreateWithFlags`):
-    /// record it on any queue of the device with
-    /// [`HostQueue::record`](crate::HostQueue::record), as often as you
-    /// like. Until then it is complete: [`query`](Self::query) answers
-    /// [`Status::Complete`] and [`synchronize`](Self::synchronize) returns
-    /// at once (as CUDA's `cudaEventQuery` does), a wait on it
-    /// ([`HostQueue::wait_event`](crate::HostQueue::wait_event)) publishes
-    /// nothing, and an elapsed time refuses it
-    /// ([`ElapsedError::NotRecorded`]). Takes one reference on the device,
-    /// no allocation, no lock.
-    ///
-    /// ```
-    /// use sigretire_queue::{ElapsedError, Event, EventFlags};
-    /// # let platform = sigretire_queue::sim::SimPlatform::stepped();
-    /// # let device = platform.device(Default::default(), Default::default())?;
-    /// let event = Event::new(&device, EventFlags::DISABLE_TIMING);
-    /// event.synchronize()?; // returns at once
-    /// assert_eq!(event.flags(), EventFlags::DISABLE_TIMING);
-    /// assert_eq!(event.elapsed_to(&event), Err(ElapsedError::NotRecorded));
-    /// # Ok::<(), sigretire_queue::Error>(())
-    /// ```
-    pub fn new(device: &Device<T>, flags: EventFlags) -> Self {
+    /// An event of the device whose state and callback thread these are,
+    /// never recorded ([`Event::new`], which the device's module defines:
+    /// this module sits below the device's).
+    pub(crate) fn created(
+        device: Arc<DeviceState>,
+        callbacks: Arc<CallbackRunner>,
+        flags: EventFlags,
+    ) -> Self {
         Self {
             flags,
-            state: State::Created(device.state().clone(), device.callbacks().clone()),
+            state: State::Created(device, callbacks),
         }
     }
 

@@ -413,7 +413,10 @@ fn a_never_recorded_event_is_ready_at_once_and_calls_back_complete() {
     let event = Event::new(&device, sigretire_queue::EventFlags::default());
     let mut future = std::pin::pin!(event.wait_async());
     let mut context = Context::from_waker(Waker::noop());
-    assert!(matches!(future.as_mut().poll(&mut context), Poll::Ready(Ok(()))));
+    assert!(matches!(
+        future.as_mut().poll(&mut context),
+        Poll::Ready(Ok(()))
+    ));
 
     let (sender, receiver) = std::sync::mpsc::channel();
     event.on_complete(move |status| {
