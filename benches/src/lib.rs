@@ -7,6 +7,9 @@
 //! - [`report`]: the table and the JSON.
 //! - [`seed_table`]: the CLR change's MI300X tables beside the simulator's
 //!   predictions (`sigbench --seed-table`).
+//! - [`waits`]: how late a wait returns after its kernel's end, and the
+//!   CPU it burns, for our spin, blocking and hybrid waits and CUDA's own
+//!   (`sigbench --waits`).
 //! - [`workload`]: the per-use workload of the criterion benches and of
 //!   `benches/instructions.sh`.
 //! - [`affinity`]: the simulated GPU's thread kept off the host thread's
@@ -23,4 +26,5 @@ pub mod platform;
 pub mod platforms;
 pub mod report;
 pub mod seed_table;
+pub mod waits;
 pub mod workload;

@@ -1,17 +1,18 @@
-//! The hybrid wait (`WaitPolicy::hybrid`) through the queue layer, on a
-//! threaded machine whose kernels take a known time: it never answers
+//! The hybrid wait (`WaitPolicy::hybrid`), the tracker's own and through
+//! the queue layer, on a threaded machine whose kernels take a known time: it never answers
 //! before the work is done (the ground truth says the event's packet
 //! completed), never misses a completion (every wait ends well before its
 //! timeout), learns the queue's kernel length so that its waits need no
 //! wake from the hardware, and a wrong guess costs a recheck (a guess far
 //! too long) or a blocking wait's wake (far too short), never the guess.
 
-use crate::support::{Backend, Machine, Platform, bounded, on_every_backend};
+use crate::support::{Backend, Machine, Platform, Retiring, Rig, bounded, on_every_backend};
 use sigretire_queue::{HostQueue, QueueConfig, QueueTracker};
-use sigretire_tracker::{Status, WaitPolicy};
+use sigretire_tracker::{Config, Request, Status, Tracker, WaitPolicy, Work};
 use std::time::{Duration, Instant};
 
 on_every_backend! {
+    the_trackers_own_hybrid_wait_learns_the_kernel_length_and_is_never_early,
     a_hybrid_synchronize_learns_the_queues_kernels_and_needs_no_wake,
     a_wrong_guess_costs_a_recheck_or_a_wake_never_the_guess,
 }
@@ -102,4 +103,44 @@ fn a_wrong_guess_costs_a_recheck_or_a_wake_never_the_guess<B: Backend>() {
     let took = launch_and_wait(&platform, queue, &hw, long_kernel, long);
     assert!(took < long + Duration::from_millis(5), "{took:?}");
     assert_eq!(queue.stats().sleeping_waits - woken_before, 1);
+}
+
+fn the_trackers_own_hybrid_wait_learns_the_kernel_length_and_is_never_early<B: Backend>() {
+    // The tracker's `Waiter` publishes nothing, so it has no wake: past a
+    // wrong guess it sleep-polls. Its history is the tracker's.
+    let mut rig = Rig::<B, Retiring<B>>::retiring_on(Config::default(), Machine::threaded());
+    let length = Duration::from_millis(2);
+    let kernel = rig.gpu.timed_kernel(length);
+    let waiter = rig.tracker.waiter();
+    let mut took = Vec::new();
+    for _ in 0..12 {
+        let started = Instant::now();
+        let request = Request::packet(rig.write_index()).barrier(true);
+        let issued = rig.submit_work(request, Work::Kernel(kernel)).unwrap();
+        let status = waiter.wait(
+            &issued.ticket,
+            Duration::from_secs(10),
+            WaitPolicy::hybrid(),
+        );
+        took.push(started.elapsed());
+        assert_eq!(status, Ok(Status::Complete));
+        let truth = rig.gpu.truth(&rig.queue, issued.index).unwrap();
+        assert!(truth.completed, "answered before the work completed");
+        rig.check();
+    }
+    assert!(took.iter().all(|&t| t >= length), "{took:?}");
+    // Learned: the guess is the kernel's length as a wait sees it (its
+    // launch and completion costs on top), not tenfold off.
+    let guess = waiter.history().guess().expect("learned");
+    assert!(
+        guess >= length && guess < length + Duration::from_millis(1),
+        "{guess:?}"
+    );
+    let mut steady = took[4..].to_vec();
+    steady.sort_unstable();
+    assert!(
+        steady[steady.len() / 2] < length + Duration::from_millis(1),
+        "{took:?}"
+    );
+    rig.assert_no_violations();
 }

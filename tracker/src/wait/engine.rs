@@ -107,14 +107,15 @@ impl Hybrid {
     /// 20 us past it (plus 1/32), look every 100 us while dozing (about
     /// the wake-up latency of a sleeping wait woken by an interrupt: 108 us
     /// for CUDA's blocking-sync event after a 1 ms kernel on an H200, so a
-    /// far-too-long guess costs no more), no doze for a guess under 30 us.
+    /// far-too-long guess costs no more), no doze for a guess under 50 us
+    /// (about two wake-ups of a sleeping thread).
     pub const fn new() -> Self {
         Self {
             expected: None,
             early: Duration::from_micros(5),
             late: Duration::from_micros(20),
             recheck: Duration::from_micros(100),
-            min_guess: Duration::from_micros(30),
+            min_guess: Duration::from_micros(50),
         }
     }
 
@@ -437,15 +438,16 @@ pub struct Wait {
     guess: Option<Duration>,
     /// What the waiter's dozes overrun, as its history measured.
     oversleep: Duration,
-    /// Time waited at the last look that did not answer.
+    /// Time waited just before the last look that did not answer.
     last_miss: Option<Duration>,
-    /// Time waited at the look that answered.
+    /// Time waited just after the look that answered.
     answered: Option<Duration>,
-    /// How much the last doze to the wake overran.
+    /// How much the last doze overran.
     overran: Option<Duration>,
-    /// Whether the next doze is the one that ends at the wake (so it needs
-    /// a fine timer slack; a recheck does not).
-    doze_to_wake: bool,
+    /// Whether the wait runs in [`until_woken`](Self::until_woken), which
+    /// gives the thread its timer slack back as it ends (else each doze
+    /// does).
+    running: bool,
 }
 
 impl Wait {
@@ -466,7 +468,7 @@ impl Wait {
             last_miss: None,
             answered: None,
             overran: None,
-            doze_to_wake: false,
+            running: false,
         }
     }
 
@@ -597,7 +599,6 @@ impl Wait {
             if let Some(timeout) = self.timeout {
                 doze = doze.min(timeout.saturating_sub(waited));
             }
-            self.doze_to_wake = doze == wake - waited;
             return Pause::Doze(doze);
         }
         let spin = self.spin_end();
@@ -637,16 +638,14 @@ impl Wait {
                 self.counts.sleeps += 1;
                 nap(sleep);
             }
-            Pause::Doze(time) if self.doze_to_wake => {
+            Pause::Doze(time) => {
                 self.counts.dozes += 1;
                 let before = self.elapsed();
                 doze::doze(time);
                 self.overran = Some(self.elapsed().saturating_sub(before + time));
-            }
-            Pause::Doze(time) => {
-                // A recheck: no need to be on time, nor to pay for it.
-                self.counts.dozes += 1;
-                crate::sync::sleep(time);
+                if !self.running {
+                    doze::restore();
+                }
             }
         }
     }
@@ -680,6 +679,27 @@ impl Wait {
     /// is dropped before this returns.
     pub fn until_woken<T, E, W: WakeSource>(
         &mut self,
+        look: impl FnMut() -> Option<T>,
+        stop: impl FnMut() -> Option<E>,
+        arm: impl FnOnce() -> Option<W>,
+    ) -> Result<T, WaitStop<E>> {
+        /// Gives the thread its timer slack back however the wait ends.
+        struct Running;
+        impl Drop for Running {
+            fn drop(&mut self) {
+                doze::restore();
+            }
+        }
+        let _slack = self.policy.hybrid.map(|_| Running);
+        self.running = true;
+        let ended = self.run_woken(look, stop, arm);
+        self.running = false;
+        ended
+    }
+
+    /// The loop of [`until_woken`](Self::until_woken).
+    fn run_woken<T, E, W: WakeSource>(
+        &mut self,
         mut look: impl FnMut() -> Option<T>,
         mut stop: impl FnMut() -> Option<E>,
         arm: impl FnOnce() -> Option<W>,
@@ -688,24 +708,24 @@ impl Wait {
         let mut wake: Option<W> = None;
         loop {
             self.counts.looks += 1;
+            // Read before the look: the work was pending at least until
+            // then if the look does not answer (the lower end of the
+            // completion's bracket), and done by the reading after it if
+            // it does.
+            let looking = self.elapsed();
             if let Some(answer) = look() {
                 if self.last_miss.is_some() {
                     self.answered = Some(self.elapsed());
                 }
                 return Ok(answer);
             }
+            self.last_miss = Some(looking);
             // Pause until the next look is due.
-            let mut missed = true;
             loop {
                 if let Some(reason) = stop() {
                     return Err(WaitStop::Halted(reason));
                 }
                 let waited = self.elapsed();
-                if missed {
-                    // The look just made did not answer: pending then.
-                    self.last_miss = Some(waited);
-                    missed = false;
-                }
                 if let Some(timeout) = self.timeout
                     && waited >= timeout
                 {

@@ -11,8 +11,8 @@
 //!
 //! | word | 0 | otherwise |
 //! |---|---|---|
-//! | `typical` | no sample yet: no guess, the wait runs as `blocking` | nanoseconds from a wait's start to its work's completion, averaged (weight 1/2 per sample) |
-//! | `oversleep` | no doze measured yet: the policy's `early` margin alone | nanoseconds a doze overran its time, averaged (weight 1/8), capped at 200 us per sample |
+//! | `typical` | no sample yet: no guess, the wait runs as `blocking` | nanoseconds from a wait's start to its work's completion, averaged (weight 1/2 per narrow sample, 1/4 per wide one) |
+//! | `oversleep` | no doze measured yet: the policy's `early` margin alone | nanoseconds a doze overran its time: an upper envelope (a larger overrun moves it halfway, a smaller one by 1/16), capped at 200 us per sample |
 //!
 //! What a wait knows of its completion is a bracket: the work was pending
 //! at its last unanswered look and done at the answering one. A wait that
@@ -24,8 +24,9 @@
 //! answer came a wake-up's latency after the work's end, so the sample is
 //! the answer itself. A guess that errs long costs a recheck's lateness
 //! for a wait or two while narrow samples bring it down; one that errs
-//! short costs a wake each time, so the rule leans long. Each sample
-//! moves the guess halfway. A wait answered at its first look says
+//! short costs a wake each time, so the rule leans long. A narrow sample
+//! moves the guess halfway, a wide one (or one from a thread preempted
+//! mid-spin, which looks the same) a quarter. A wait answered at its first look says
 //! nothing about the work (it may have ended long before) and teaches
 //! nothing.
 
@@ -113,20 +114,33 @@ impl WaitHistory {
         Duration::from_nanos(self.oversleep.load(Ordering::Relaxed))
     }
 
-    /// Adds one wait's length, start to completion: the guess moves
-    /// halfway to it.
+    /// Adds one wait's length, start to completion, known to within a
+    /// spin or a recheck: the guess moves halfway to it.
     pub fn record(&self, lasted: Duration) {
-        let old = self.typical.load(Ordering::Relaxed);
-        self.typical
-            .store(average(old, nanos(lasted), 1), Ordering::Relaxed);
+        self.record_weighted(lasted, 1);
     }
 
-    /// Adds one doze's overrun.
+    /// Adds a rough length (a wide bracket's answer): the guess moves a
+    /// quarter of the way (the first sets it).
+    pub fn record_rough(&self, lasted: Duration) {
+        self.record_weighted(lasted, 2);
+    }
+
+    fn record_weighted(&self, lasted: Duration, shift: u32) {
+        let old = self.typical.load(Ordering::Relaxed);
+        self.typical
+            .store(average(old, nanos(lasted), shift), Ordering::Relaxed);
+    }
+
+    /// Adds one doze's overrun. The margin follows the larger overruns
+    /// (halfway up at once, down by 1/16): a doze that wakes late costs a
+    /// wait its latency, one that wakes early only a little more spin.
     pub fn record_oversleep(&self, overran: Duration) {
         let old = self.oversleep.load(Ordering::Relaxed);
         let sample = nanos(overran.min(OVERSLEEP_CAP));
+        let shift = if sample > old { 1 } else { 4 };
         self.oversleep
-            .store(average(old, sample, 3), Ordering::Relaxed);
+            .store(average(old, sample, shift), Ordering::Relaxed);
     }
 
     /// Learns from a finished hybrid wait (any other teaches nothing):
@@ -136,12 +150,11 @@ impl WaitHistory {
             return;
         }
         if let Some((missed, answered)) = wait.bracket() {
-            let lasted = if answered - missed <= NARROW {
-                missed + (answered - missed) / 2
+            if answered - missed <= NARROW {
+                self.record(missed + (answered - missed) / 2);
             } else {
-                answered
-            };
-            self.record(lasted);
+                self.record_rough(answered);
+            }
         }
         if let Some(overran) = wait.oversleep_seen() {
             self.record_oversleep(overran);
