@@ -28,6 +28,7 @@ seed_bars_summary = "The seed table's bars: " + "; ".join(
 s = json.load(open(os.path.join(here, 'sigbench-sim.json')))
 x = json.load(open(os.path.join(here, 'extra.json')))
 waits_sim = open(os.path.join(here, 'waits-sim.md')).read()
+scaling_sim = open(os.path.join(here, 'wait-scaling-sim.md')).read()
 
 def cpu_cells(r):
     """The waiting thread's cost: CPU us per call, whether it slept (the
@@ -459,6 +460,29 @@ is woken at once by the simulated interrupt, with none of the 100 us a
 real one takes. One run (`benches/results/waits-sim.md`):
 
 {waits_sim}
+The H200's figures: to come.
+
+### Waiting beside submission, and many queues: `sigbench --wait-scaling`
+
+```sh
+cargo run --release -p sigbench -- --wait-scaling --json scaling.json   # CUDA if present, else the simulator
+```
+
+One thread submits in bursts of 64 (launch + event record, and launch
+alone; a synchronize between bursts, untimed) for 200 ms per cell
+(`--cell-ms`) while K = 0, 1, 4, 16 other threads, each on its own queue,
+loop on a 1 ms kernel, an event and its synchronize: ours spinning and
+hybrid, and on CUDA its own (`cuLaunchKernel` + `cuEventRecord` while the
+waiters loop on `cuEventSynchronize` or poll `cuEventQuery`). Then 1, 8
+and 64 queues of one device, one thread each, looping launch + record +
+synchronize: the cost per operation (a thread's time over its
+operations), ours spinning and blocking and CUDA's with a default event.
+Each row's "x first" is its cost over the same series' at K = 0 (or one
+queue). About 3 s on the simulator, 8 s on a GPU. On this project's 2-core
+machine the figures say little (sixteen waiters and the simulated GPU
+share two cores); one run (`benches/results/wait-scaling-sim.md`):
+
+{scaling_sim}
 The H200's figures: to come.
 
 ## The sync-contention example (docs/design.md section 4)

@@ -9,6 +9,8 @@
 //! cargo run --release -p sigbench -- --seed-table [--iterations N] [--warmup N] [--rounds N]
 //! cargo run --release -p sigbench -- --waits [--backend auto|sim|cuda] [--wait-samples N]
 //!     [--json FILE] [--markdown]
+//! cargo run --release -p sigbench -- --wait-scaling [--backend auto|sim|cuda] [--cell-ms N]
+//!     [--json FILE] [--markdown]
 //! ```
 
 use sigretire_bench::measure::{self, Api, LONG_WORK, Row, Steady};
@@ -16,7 +18,7 @@ use sigretire_bench::platform::{Platform, Skipped};
 use sigretire_bench::platforms::{cuda::CudaBench, rocr::RocrBench, sim::SimBench};
 use sigretire_bench::report::{Report, SteadyState};
 use sigretire_bench::seed_table;
-use sigretire_bench::waits;
+use sigretire_bench::{scaling, waits};
 use sigretire_tracker::{Config, Placement};
 use std::time::{Duration, Instant};
 
@@ -26,7 +28,8 @@ static ALLOCATOR: sigretire_bench::alloc::Counting = sigretire_bench::alloc::Cou
 const USAGE: &str = "usage: sigbench [--backend auto|sim|rocr|cuda] [--iterations N] \
                      [--long-iterations N] [--warmup N] [--steady-uses N] [--json FILE] [--markdown]
        sigbench --seed-table [--iterations N] [--warmup N] [--rounds N]
-       sigbench --waits [--backend auto|sim|cuda] [--wait-samples N] [--json FILE] [--markdown]";
+       sigbench --waits [--backend auto|sim|cuda] [--wait-samples N] [--json FILE] [--markdown]
+       sigbench --wait-scaling [--backend auto|sim|cuda] [--cell-ms N] [--json FILE] [--markdown]";
 
 const HELP: &str = "\
 Event and synchronize latency of the retiring tracker and the baseline (and,
@@ -59,7 +62,13 @@ then the steady-state counters.
                        (trained on 1 ms kernels, a 20 us or a 10 ms one).
                        Backends: cuda, else the simulator
   --wait-samples N     waits: timed waits per cell (default 200; a quarter
-                       for 10 ms kernels, a tenth for wrong guesses)";
+                       for 10 ms kernels, a tenth for wrong guesses)
+  --wait-scaling       instead: one thread's submissions per second (launch
+                       + record, launch alone) while K = 0, 1, 4, 16 threads
+                       wait, ours and on CUDA its own event loops; then 1, 8
+                       and 64 queues, one thread each, launch + record +
+                       synchronize: the cost per operation
+  --cell-ms N          wait scaling: milliseconds per cell (default 200)";
 
 /// Untimed calls before the `*_long` rows' timed ones, at most.
 const LONG_WARMUP: usize = 20;
@@ -76,6 +85,8 @@ struct Options {
     rounds: usize,
     waits: bool,
     wait_samples: usize,
+    wait_scaling: bool,
+    cell_ms: usize,
 }
 
 fn parse() -> Result<Options, String> {
@@ -91,6 +102,8 @@ fn parse() -> Result<Options, String> {
         rounds: seed_table::Plan::default().rounds,
         waits: false,
         wait_samples: 200,
+        wait_scaling: false,
+        cell_ms: 200,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -118,6 +131,8 @@ fn parse() -> Result<Options, String> {
             "--rounds" => o.rounds = positive(value()?)?,
             "--waits" => o.waits = true,
             "--wait-samples" => o.wait_samples = positive(value()?)?,
+            "--wait-scaling" => o.wait_scaling = true,
+            "--cell-ms" => o.cell_ms = positive(value()?)?,
             "-h" | "--help" => {
                 println!("{USAGE}\n\n{HELP}");
                 std::process::exit(0);
@@ -164,7 +179,7 @@ fn main() {
         }
         return;
     }
-    if options.waits {
+    if options.waits || options.wait_scaling {
         waits(&options);
         return;
     }
@@ -228,8 +243,8 @@ fn main() {
     }
 }
 
-/// `--waits`: the wait table on CUDA, else the simulator (ROCr has no
-/// kernel of a chosen length here: no code object).
+/// `--waits` and `--wait-scaling`: on CUDA, else the simulator (ROCr has
+/// no kernel of a chosen length here: no code object).
 fn waits(options: &Options) {
     let want = |name: &str| options.backend == "auto" || options.backend == name;
     let result = 'chosen: {
@@ -265,12 +280,24 @@ fn waits(options: &Options) {
     }
 }
 
-fn report_waits<L: waits::WaitLab>(lab: &L, options: &Options, why: String) -> Result<(), String> {
-    eprintln!("sigbench --waits: {} ({why})", lab.backend());
-    let report = waits::measure(lab, options.wait_samples)?;
-    print!("{}", report.table(options.markdown));
+fn report_waits<L: waits::WaitLab + scaling::ScalingLab>(
+    lab: &L,
+    options: &Options,
+    why: String,
+) -> Result<(), String> {
+    eprintln!("sigbench: {} ({why})", lab.backend());
+    let json = if options.wait_scaling {
+        let cell = Duration::from_millis(options.cell_ms as u64);
+        let report = scaling::measure(lab, cell)?;
+        print!("{}", report.table(options.markdown));
+        serde_json::to_string_pretty(&report)
+    } else {
+        let report = waits::measure(lab, options.wait_samples)?;
+        print!("{}", report.table(options.markdown));
+        serde_json::to_string_pretty(&report)
+    };
     if let Some(path) = &options.json {
-        let json = serde_json::to_string_pretty(&report).expect("the report serializes");
+        let json = json.expect("the report serializes");
         std::fs::write(path, json + "\n").map_err(|e| format!("cannot write {path}: {e}"))?;
         eprintln!("wrote {path}");
     }

@@ -167,6 +167,68 @@ impl crate::waits::WaitLab for CudaBench {
     }
 }
 
+impl crate::scaling::ScalingLab for CudaBench {
+    fn native_scaling(&self) -> Option<&(dyn crate::scaling::NativeScaling + Sync)> {
+        Some(self)
+    }
+}
+
+impl crate::scaling::NativeScaling for CudaBench {
+    fn submit_burst(&self, record: bool) -> Result<Duration, String> {
+        let event = self.event(false)?;
+        let started = Instant::now();
+        for _ in 0..crate::scaling::BURST {
+            self.queue.launch_empty().map_err(driver)?;
+            if record {
+                event.record(&self.queue).map_err(driver)?;
+            }
+        }
+        let took = started.elapsed();
+        self.queue.synchronize().map_err(driver)?;
+        Ok(took)
+    }
+
+    fn waiter_loop(
+        &self,
+        kernel: u64,
+        query: bool,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> Result<u64, String> {
+        let queue = self.context.create_queue().map_err(driver)?;
+        let event = self.event(false)?;
+        let mut waits = 0;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let index = queue.reserve().map_err(|e| e.to_string())?;
+            queue
+                .publish(Publication::unsignalled(index, true), Work::Kernel(kernel))
+                .map_err(|e| e.to_string())?;
+            event.record(&queue).map_err(driver)?;
+            if query {
+                while !event.is_complete().map_err(driver)? {
+                    std::hint::spin_loop();
+                }
+            } else {
+                event.synchronize().map_err(driver)?;
+            }
+            waits += 1;
+        }
+        Ok(waits)
+    }
+
+    fn sync_loop(&self, stop: &std::sync::atomic::AtomicBool) -> Result<u64, String> {
+        let queue = self.context.create_queue().map_err(driver)?;
+        let mut ops = 0;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let event = self.event(false)?;
+            queue.launch_empty().map_err(driver)?;
+            event.record(&queue).map_err(driver)?;
+            event.synchronize().map_err(driver)?;
+            ops += 1;
+        }
+        Ok(ops)
+    }
+}
+
 fn host_signals(config: Config) -> Config {
     // Pinned host memory is the only kind this backend has.
     Config {

@@ -165,3 +165,5 @@ impl crate::waits::WaitLab for SimBench {
         Ok(self.sim.profile().gpu_tick * ticks)
     }
 }
+
+impl crate::scaling::ScalingLab for SimBench {}
