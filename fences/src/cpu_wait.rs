@@ -191,7 +191,7 @@ impl<M: SignalMemory> UseWait<'_, M> {
             wakes.released();
         }
         if ended.is_ok() {
-            history.learn(&wait);
+            wait.teach(history);
         }
         match ended {
             Ok(Ok(status)) => Ok(Ok(CommandStatus::from(status))),

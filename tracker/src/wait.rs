@@ -163,7 +163,7 @@ pub(crate) fn wait_for_use<M: SignalMemory>(
             || None::<core::convert::Infallible>,
         )
         .map_err(|_| TimedOut(timeout))?;
-    shared.wait_history.learn(&wait);
+    wait.teach(&shared.wait_history);
     Ok(status)
 }
 

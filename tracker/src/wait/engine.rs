@@ -37,9 +37,8 @@ use crate::sync::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 mod doze;
-mod history;
 
-pub use history::WaitHistory;
+pub use crate::wait_history::WaitHistory;
 
 /// How a CPU wait spends its time.
 ///
@@ -475,7 +474,7 @@ impl Wait {
     /// The wait guesses from `history` how long it lasts (where the policy
     /// is hybrid and has no guess of its own), and wakes from its dozes
     /// early by what the history's dozes overran. Feed the history back
-    /// once the wait ended ([`WaitHistory::learn`]).
+    /// once the wait ended ([`Wait::teach`]).
     #[must_use]
     pub fn learning(mut self, history: &WaitHistory) -> Self {
         if self.policy.hybrid.is_some() {
@@ -531,6 +530,15 @@ impl Wait {
     /// How much the wait's last doze overran its time (`None`: no doze).
     pub fn oversleep_seen(&self) -> Option<Duration> {
         self.overran
+    }
+
+    /// Feeds `history` what this wait learned, if it is a hybrid one (any
+    /// other teaches nothing): when it saw its work complete
+    /// ([`bracket`](Self::bracket)), and how late its last doze woke.
+    pub fn teach(&self, history: &WaitHistory) {
+        if self.policy.hybrid.is_some() {
+            history.learn(self.bracket(), self.overran);
+        }
     }
 
     /// The wait's looks read a signal in `placement`: it spins for the

@@ -411,7 +411,7 @@ fn late_by(
             )
             .unwrap();
             let late = started.elapsed() - done_at;
-            history.learn(&wait);
+            wait.teach(history);
             (late, thread_cpu() - cpu)
         })
         .collect()

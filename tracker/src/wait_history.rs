@@ -19,7 +19,7 @@
 //! spun through the completion knows it within a spin, one that dozed or
 //! sleep-polled past it within a recheck or a back-off sleep: a narrow
 //! bracket (200 us at most), whose middle is the sample
-//! ([`Wait::completion`](super::Wait::completion)). A wide one comes from
+//! ([`Wait::completion`](crate::wait::Wait::completion)). A wide one comes from
 //! a wait that slept on a wake (no guess yet, or a guess too short): the
 //! answer came a wake-up's latency after the work's end, so the sample is
 //! the answer itself. A guess that errs long costs a recheck's lateness
@@ -30,7 +30,6 @@
 //! nothing about the work (it may have ended long before) and teaches
 //! nothing.
 
-use super::Wait;
 use crate::sync::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -143,20 +142,19 @@ impl WaitHistory {
             .store(average(old, sample, shift), Ordering::Relaxed);
     }
 
-    /// Learns from a finished hybrid wait (any other teaches nothing):
-    /// when it saw its work complete, and how late its dozes woke.
-    pub fn learn(&self, wait: &Wait) {
-        if wait.policy().hybrid.is_none() {
-            return;
-        }
-        if let Some((missed, answered)) = wait.bracket() {
+    /// Learns from a finished wait: `bracket`, when it last saw its work
+    /// pending and when it saw it done (from its start), and how much its
+    /// last doze overran ([`Wait::teach`](crate::wait::Wait::teach) passes
+    /// a hybrid wait's).
+    pub fn learn(&self, bracket: Option<(Duration, Duration)>, overran: Option<Duration>) {
+        if let Some((missed, answered)) = bracket {
             if answered - missed <= NARROW {
                 self.record(missed + (answered - missed) / 2);
             } else {
                 self.record_rough(answered);
             }
         }
-        if let Some(overran) = wait.oversleep_seen() {
+        if let Some(overran) = overran {
             self.record_oversleep(overran);
         }
     }
