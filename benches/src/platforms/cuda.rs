@@ -217,9 +217,10 @@ impl crate::scaling::NativeScaling for CudaBench {
 
     fn sync_loop(&self, stop: &std::sync::atomic::AtomicBool) -> Result<u64, String> {
         let queue = self.context.create_queue().map_err(driver)?;
+        // One event, re-recorded, as a runtime keeps its events.
+        let event = self.event(false)?;
         let mut ops = 0;
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-            let event = self.event(false)?;
             queue.launch_empty().map_err(driver)?;
             event.record(&queue).map_err(driver)?;
             event.synchronize().map_err(driver)?;
