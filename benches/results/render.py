@@ -460,6 +460,17 @@ is woken at once by the simulated interrupt, with none of the 100 us a
 real one takes. One run (`benches/results/waits-sim.md`):
 
 {waits_sim}
+Three more runs on this machine, late p50 / CPU per wait in us (spin,
+blocking, hybrid): 100 us kernel 4-9 / 123-138, 15 / 16-19, 27-40 / 45-51;
+1 ms 62-64 / 615-682 (the spin policy yields after 50 us), 16 / 19-24,
+5-24 / 125-173; 10 ms 183-399 / 1054-1174, 23-34 / 159-206, 26-43 /
+1381-1490; far shorter than guessed (20 us) 4-6, 15-28, 93-104 (a
+recheck, plus the doze's overrun); far longer (10 ms) 317-445, 26-41,
+29-63. Here the hybrid's CPU is mostly its rechecks (one every 100 us,
+each a sleep costing this VM's thread 12-17 us); the simulator's sleeping
+wait pays no interrupt latency, so it is faster here than the hybrid's
+recheck on a wrong guess, which on real hardware it is not.
+
 The H200's figures: to come.
 
 ### Waiting beside submission, and many queues: `sigbench --wait-scaling`
