@@ -27,6 +27,8 @@ seed_bars_summary = "The seed table's bars: " + "; ".join(
     b.split(':', 1)[0] + ": " + b.split(':', 1)[1].strip().replace("; every", ", every") for b in _bars) + "."
 s = json.load(open(os.path.join(here, 'sigbench-sim.json')))
 x = json.load(open(os.path.join(here, 'extra.json')))
+waits_sim = open(os.path.join(here, 'waits-sim.md')).read()
+scaling_sim = open(os.path.join(here, 'wait-scaling-sim.md')).read()
 
 def cpu_cells(r):
     """The waiting thread's cost: CPU us per call, whether it slept (the
@@ -417,6 +419,82 @@ above; the latest quick run on this machine (criterion's time per burst of
 | batch of completed fences | one probe | one reclaim walk |
 |---:|---:|---:|
 {crit_batch}
+
+## Waits at the floor: `sigbench --waits`
+
+```sh
+cargo run --release -p sigbench -- --waits --json waits.json             # CUDA if present, else the simulator
+cargo run --release -p sigbench -- --waits --backend sim --markdown
+```
+
+How late a wait returns after its kernel's end, and what the waiting
+thread burns meanwhile, for kernels of 20 us, 100 us, 1 ms and 10 ms: the
+queue layer's launch, event record and event synchronize under our three
+policies (`WaitPolicy::spin`, `WaitPolicy::blocking`, today's sleeping
+wait, and `WaitPolicy::hybrid`, which dozes until shortly before the
+queue's usual completion time, learned from its recent waits, then spins),
+and on an NVIDIA GPU CUDA's own `cuEventSynchronize` on a default
+(spinning) and on a blocking-sync event after the same kernel. 200 timed
+waits per cell after 10 untimed (`--wait-samples`; 50 for 10 ms kernels).
+Then the wrong guess: each of 20 samples follows 8 waits on 1 ms kernels,
+then times one far shorter (20 us) or far longer (10 ms) kernel.
+
+- **late**: on the simulator, its GPU clock when the wait returned less
+  the kernel's own end stamp (ground truth, 10 ns ticks); on a GPU, the
+  wait's return less the moment an observer thread, spinning on a pinned
+  word that a one-thread kernel launched right after the work writes, saw
+  the word change (the end as the host first can see it; that kernel's own
+  few microseconds are in every row alike). p50 and p99, and the excess
+  over our spin's p50.
+- **CPU**: the waiting thread's own time per wait
+  (`CLOCK_THREAD_CPUTIME_ID` around the wait), its share of the wait's
+  wall time, and its ratio to CUDA's blocking-sync event's (without CUDA,
+  to our blocking wait's).
+
+About 5 s on the simulator, about 15 s on a GPU. On this project's shared
+2-core VM, run to run, the figures swing widely: a sleep there costs its
+thread 12-17 us of CPU and overruns by about 18 us even with a 1 us timer
+slack (70 us with the default 50 us), and the simulated GPU's thread
+competes with the waiter for the two cores; the simulator's sleeping wait
+is woken at once by the simulated interrupt, with none of the 100 us a
+real one takes. One run (`benches/results/waits-sim.md`):
+
+{waits_sim}
+Three more runs on this machine, late p50 / CPU per wait in us (spin,
+blocking, hybrid): 100 us kernel 4-9 / 123-138, 15 / 16-19, 27-40 / 45-51;
+1 ms 62-64 / 615-682 (the spin policy yields after 50 us), 16 / 19-24,
+5-24 / 125-173; 10 ms 183-399 / 1054-1174, 23-34 / 159-206, 26-43 /
+1381-1490; far shorter than guessed (20 us) 4-6, 15-28, 93-104 (a
+recheck, plus the doze's overrun); far longer (10 ms) 317-445, 26-41,
+29-63. Here the hybrid's CPU is mostly its rechecks (one every 100 us,
+each a sleep costing this VM's thread 12-17 us); the simulator's sleeping
+wait pays no interrupt latency, so it is faster here than the hybrid's
+recheck on a wrong guess, which on real hardware it is not.
+
+The H200's figures: to come.
+
+### Waiting beside submission, and many queues: `sigbench --wait-scaling`
+
+```sh
+cargo run --release -p sigbench -- --wait-scaling --json scaling.json   # CUDA if present, else the simulator
+```
+
+One thread submits in bursts of 64 (launch + event record, and launch
+alone; a synchronize between bursts, untimed) for 200 ms per cell
+(`--cell-ms`) while K = 0, 1, 4, 16 other threads, each on its own queue,
+loop on a 1 ms kernel, an event and its synchronize: ours spinning and
+hybrid, and on CUDA its own (`cuLaunchKernel` + `cuEventRecord` while the
+waiters loop on `cuEventSynchronize` or poll `cuEventQuery`). Then 1, 8
+and 64 queues of one device, one thread each, looping launch + record +
+synchronize: the cost per operation (a thread's time over its
+operations), ours spinning and blocking and CUDA's with a default event.
+Each row's "x first" is its cost over the same series' at K = 0 (or one
+queue). About 3 s on the simulator, 8 s on a GPU. On this project's 2-core
+machine the figures say little (sixteen waiters and the simulated GPU
+share two cores); one run (`benches/results/wait-scaling-sim.md`):
+
+{scaling_sim}
+The H200's figures: to come.
 
 ## The sync-contention example (docs/design.md section 4)
 

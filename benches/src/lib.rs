@@ -7,6 +7,11 @@
 //! - [`report`]: the table and the JSON.
 //! - [`seed_table`]: the CLR change's MI300X tables beside the simulator's
 //!   predictions (`sigbench --seed-table`).
+//! - [`waits`]: how late a wait returns after its kernel's end, and the
+//!   CPU it burns, for our spin, blocking and hybrid waits and CUDA's own
+//!   (`sigbench --waits`).
+//! - [`scaling`]: one thread's submissions while others wait, and the
+//!   cost per operation from 1 to 64 queues (`sigbench --wait-scaling`).
 //! - [`workload`]: the per-use workload of the criterion benches and of
 //!   `benches/instructions.sh`.
 //! - [`affinity`]: the simulated GPU's thread kept off the host thread's
@@ -22,5 +27,7 @@ pub mod measure;
 pub mod platform;
 pub mod platforms;
 pub mod report;
+pub mod scaling;
 pub mod seed_table;
+pub mod waits;
 pub mod workload;

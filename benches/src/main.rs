@@ -7,6 +7,10 @@
 //! cargo run --release -p sigbench -- [--backend auto|sim|rocr|cuda] [--iterations N]
 //!     [--long-iterations N] [--warmup N] [--steady-uses N] [--json FILE] [--markdown]
 //! cargo run --release -p sigbench -- --seed-table [--iterations N] [--warmup N] [--rounds N]
+//! cargo run --release -p sigbench -- --waits [--backend auto|sim|cuda] [--wait-samples N]
+//!     [--json FILE] [--markdown]
+//! cargo run --release -p sigbench -- --wait-scaling [--backend auto|sim|cuda] [--cell-ms N]
+//!     [--json FILE] [--markdown]
 //! ```
 
 use sigretire_bench::measure::{self, Api, LONG_WORK, Row, Steady};
@@ -14,6 +18,7 @@ use sigretire_bench::platform::{Platform, Skipped};
 use sigretire_bench::platforms::{cuda::CudaBench, rocr::RocrBench, sim::SimBench};
 use sigretire_bench::report::{Report, SteadyState};
 use sigretire_bench::seed_table;
+use sigretire_bench::{scaling, waits};
 use sigretire_tracker::{Config, Placement};
 use std::time::{Duration, Instant};
 
@@ -22,7 +27,9 @@ static ALLOCATOR: sigretire_bench::alloc::Counting = sigretire_bench::alloc::Cou
 
 const USAGE: &str = "usage: sigbench [--backend auto|sim|rocr|cuda] [--iterations N] \
                      [--long-iterations N] [--warmup N] [--steady-uses N] [--json FILE] [--markdown]
-       sigbench --seed-table [--iterations N] [--warmup N] [--rounds N]";
+       sigbench --seed-table [--iterations N] [--warmup N] [--rounds N]
+       sigbench --waits [--backend auto|sim|cuda] [--wait-samples N] [--json FILE] [--markdown]
+       sigbench --wait-scaling [--backend auto|sim|cuda] [--cell-ms N] [--json FILE] [--markdown]";
 
 const HELP: &str = "\
 Event and synchronize latency of the retiring tracker and the baseline (and,
@@ -46,7 +53,22 @@ then the steady-state counters.
                        signals, CLR's retiring behaviour and ours with device
                        signals), with each prediction's error, as Markdown
   --rounds N           seed table: measure every cell N times, round after
-                       round, and take each cell's median (default 3)";
+                       round, and take each cell's median (default 3)
+  --waits              instead: how late a wait returns after its kernel's
+                       end (p50, p99) and the CPU it burns, for kernels of
+                       20 us, 100 us, 1 ms and 10 ms: our spin, blocking and
+                       hybrid waits, and on CUDA its spinning and
+                       blocking-sync cuEventSynchronize; then wrong guesses
+                       (trained on 1 ms kernels, a 20 us or a 10 ms one).
+                       Backends: cuda, else the simulator
+  --wait-samples N     waits: timed waits per cell (default 200; a quarter
+                       for 10 ms kernels, a tenth for wrong guesses)
+  --wait-scaling       instead: one thread's submissions per second (launch
+                       + record, launch alone) while K = 0, 1, 4, 16 threads
+                       wait, ours and on CUDA its own event loops; then 1, 8
+                       and 64 queues, one thread each, launch + record +
+                       synchronize: the cost per operation
+  --cell-ms N          wait scaling: milliseconds per cell (default 200)";
 
 /// Untimed calls before the `*_long` rows' timed ones, at most.
 const LONG_WARMUP: usize = 20;
@@ -61,6 +83,10 @@ struct Options {
     markdown: bool,
     seed_table: bool,
     rounds: usize,
+    waits: bool,
+    wait_samples: usize,
+    wait_scaling: bool,
+    cell_ms: usize,
 }
 
 fn parse() -> Result<Options, String> {
@@ -74,6 +100,10 @@ fn parse() -> Result<Options, String> {
         markdown: false,
         seed_table: false,
         rounds: seed_table::Plan::default().rounds,
+        waits: false,
+        wait_samples: 200,
+        wait_scaling: false,
+        cell_ms: 200,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -99,6 +129,10 @@ fn parse() -> Result<Options, String> {
             "--markdown" => o.markdown = true,
             "--seed-table" => o.seed_table = true,
             "--rounds" => o.rounds = positive(value()?)?,
+            "--waits" => o.waits = true,
+            "--wait-samples" => o.wait_samples = positive(value()?)?,
+            "--wait-scaling" => o.wait_scaling = true,
+            "--cell-ms" => o.cell_ms = positive(value()?)?,
             "-h" | "--help" => {
                 println!("{USAGE}\n\n{HELP}");
                 std::process::exit(0);
@@ -143,6 +177,10 @@ fn main() {
                 std::process::exit(1);
             }
         }
+        return;
+    }
+    if options.waits || options.wait_scaling {
+        waits(&options);
         return;
     }
     let mut skipped: Vec<Skipped> = Vec::new();
@@ -203,6 +241,67 @@ fn main() {
             std::process::exit(1);
         }
     }
+}
+
+/// `--waits` and `--wait-scaling`: on CUDA, else the simulator (ROCr has
+/// no kernel of a chosen length here: no code object).
+fn waits(options: &Options) {
+    let want = |name: &str| options.backend == "auto" || options.backend == name;
+    let result = 'chosen: {
+        let mut skipped = Vec::new();
+        if want("cuda") {
+            match CudaBench::open() {
+                Ok(p) => {
+                    break 'chosen report_waits(
+                        &p,
+                        options,
+                        reason("an NVIDIA GPU through CUDA", &skipped),
+                    );
+                }
+                Err(s) => skipped.push(s),
+            }
+        }
+        if want("sim") {
+            let why = reason("the simulator with the MI300X-like profile", &skipped);
+            break 'chosen report_waits(&SimBench::new(), options, why);
+        }
+        Err(format!(
+            "--waits runs on cuda or sim; not available: {}",
+            skipped
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        ))
+    };
+    if let Err(e) = result {
+        eprintln!("sigbench: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn report_waits<L: waits::WaitLab + scaling::ScalingLab>(
+    lab: &L,
+    options: &Options,
+    why: String,
+) -> Result<(), String> {
+    eprintln!("sigbench: {} ({why})", lab.backend());
+    let json = if options.wait_scaling {
+        let cell = Duration::from_millis(options.cell_ms as u64);
+        let report = scaling::measure(lab, cell)?;
+        print!("{}", report.table(options.markdown));
+        serde_json::to_string_pretty(&report)
+    } else {
+        let report = waits::measure(lab, options.wait_samples)?;
+        print!("{}", report.table(options.markdown));
+        serde_json::to_string_pretty(&report)
+    };
+    if let Some(path) = &options.json {
+        let json = json.expect("the report serializes");
+        std::fs::write(path, json + "\n").map_err(|e| format!("cannot write {path}: {e}"))?;
+        eprintln!("wrote {path}");
+    }
+    Ok(())
 }
 
 fn reason(chosen: &str, skipped: &[Skipped]) -> String {

@@ -60,6 +60,7 @@ const IDLE: WaitPolicy = WaitPolicy {
     yield_for: Duration::ZERO,
     max_sleep: Duration::from_micros(200),
     interrupt: true,
+    hybrid: None,
 };
 /// The idle back-off's first sleep.
 const FIRST_IDLE_SLEEP: Duration = Duration::from_micros(5);
@@ -81,6 +82,7 @@ const INLINE: WaitPolicy = WaitPolicy {
     yield_for: Duration::ZERO,
     max_sleep: Duration::from_micros(50),
     interrupt: false,
+    hybrid: None,
 };
 
 /// Work the completion thread finishes once its signal says so.

@@ -148,9 +148,13 @@ impl<M: SignalMemory> UseWait<'_, M> {
         wakes: Option<&dyn Wakes<M>>,
     ) -> Result<Ended, sigretire_tracker::Error> {
         let policy = self.settings.policy;
+        // A hybrid policy guesses from, and teaches, the tracker's history
+        // (one per hardware queue); any other ignores it.
+        let history = self.waiter.history();
         let mut wait = Wait::new(policy)
             .timeout(self.settings.timeout)
-            .slice(self.settings.slice);
+            .slice(self.settings.slice)
+            .learning(history);
         // No lookup where the spin is the same everywhere (`WaitPolicy::spin()`).
         if policy.spin != policy.device_spin {
             wait = wait.at(self.waiter.placement(ticket)?);
@@ -185,6 +189,9 @@ impl<M: SignalMemory> UseWait<'_, M> {
             && let Some(wakes) = wakes
         {
             wakes.released();
+        }
+        if ended.is_ok() {
+            wait.teach(history);
         }
         match ended {
             Ok(Ok(status)) => Ok(Ok(CommandStatus::from(status))),

@@ -30,6 +30,7 @@ const SLEEP_AT_ONCE: WaitPolicy = WaitPolicy {
     yield_for: Duration::ZERO,
     max_sleep: Duration::from_millis(1),
     interrupt: true,
+    hybrid: None,
 };
 
 impl Marker {

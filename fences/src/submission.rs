@@ -57,6 +57,7 @@ const RING_FULL: WaitPolicy = WaitPolicy {
     yield_for: Duration::ZERO,
     max_sleep: Duration::from_millis(1),
     interrupt: false,
+    hybrid: None,
 };
 
 /// The command an event completes with: its own marker, or the newest

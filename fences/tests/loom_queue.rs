@@ -304,6 +304,7 @@ fn device(
             yield_for: Duration::ZERO,
             max_sleep: Duration::ZERO,
             interrupt: false,
+            hybrid: None,
         },
         error_check_interval: Duration::from_secs(3600),
         ..config

@@ -29,6 +29,7 @@ const POLL: WaitPolicy = WaitPolicy {
     yield_for: Duration::from_micros(20),
     max_sleep: Duration::from_micros(200),
     interrupt: false,
+    hybrid: None,
 };
 
 /// Polls `load` until its value differs from `observed` or `timeout` passes;

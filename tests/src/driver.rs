@@ -178,6 +178,7 @@ const QUICK_WAIT: WaitPolicy = WaitPolicy {
     yield_for: Duration::ZERO,
     max_sleep: Duration::from_micros(5),
     interrupt: false,
+    hybrid: None,
 };
 
 struct Stream<T> {

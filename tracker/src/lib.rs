@@ -176,6 +176,7 @@ mod sync;
 mod test_gpu;
 mod ticket;
 pub mod wait;
+mod wait_history;
 
 pub use backend::{Placement, TimestampClock, Timestamps, Work};
 pub use config::Config;

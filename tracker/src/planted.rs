@@ -84,13 +84,16 @@ pub enum Bug {
     /// though its sleeper may not have read it yet, so another wait lends
     /// it again and the sleeper misses its wake.
     WakeSignalLentUnderItsSleeper,
+    /// A hybrid wait dozes until its guess itself rather than shortly
+    /// before, so a right guess is answered a doze's overrun late.
+    HybridWakesTooLate,
 }
 
 pub use switch::{active, current, plant};
 
 impl Bug {
     /// Every bug, in report order.
-    pub const ALL: [Bug; 21] = [
+    pub const ALL: [Bug; 22] = [
         Bug::RearmHeldSignal,
         Bug::TrustReadIndex,
         Bug::SkipStoreFence,
@@ -112,6 +115,7 @@ impl Bug {
         Bug::QueueMoveOwesNothing,
         Bug::QueueFailsTheCurrentQueue,
         Bug::WakeSignalLentUnderItsSleeper,
+        Bug::HybridWakesTooLate,
     ];
 
     /// Whether the bug lives in the baseline tracker (else the retiring one).
@@ -163,6 +167,7 @@ impl Bug {
             Bug::QueueMoveOwesNothing => "queue-move-owes-nothing",
             Bug::QueueFailsTheCurrentQueue => "queue-fails-the-current-queue",
             Bug::WakeSignalLentUnderItsSleeper => "wake-signal-lent-under-its-sleeper",
+            Bug::HybridWakesTooLate => "hybrid-wakes-too-late",
         }
     }
 

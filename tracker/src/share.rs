@@ -304,6 +304,8 @@ pub struct Shared<M: SignalMemory> {
     /// remembered: a failed use's signal may never say so itself.
     remembers_completions: bool,
     pub(crate) counters: SharedCounters,
+    /// How long recent hybrid waits on this tracker's uses lasted.
+    pub(crate) wait_history: crate::wait_history::WaitHistory,
 }
 
 /// Tracker ids: 64-bit, so they never wrap (2^64 trackers would take
@@ -325,6 +327,7 @@ impl<M: SignalMemory> Shared<M> {
             failures: Failures::new(),
             remembers_completions,
             counters: SharedCounters::default(),
+            wait_history: crate::wait_history::WaitHistory::new(),
         }
     }
 

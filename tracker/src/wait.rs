@@ -12,7 +12,8 @@
 //! their own with the same policy (the queue layer's markers and wake
 //! signals): [`Wait`] runs one wait, [`WakeSource`] and [`NoWake`] are what
 //! wakes a sleeping one, [`WaitGauge`] and [`WaitCounts`] count what waits
-//! cost, [`Pause`] and [`WaitStop`] say how a wait paused and ended.
+//! cost, [`Pause`] and [`WaitStop`] say how a wait paused and ended,
+//! [`Hybrid`] and [`WaitHistory`] are how a hybrid wait guesses.
 
 use crate::backend::SignalMemory;
 use crate::error::{ForeignTicket, TimedOut, WaitError};
@@ -23,7 +24,10 @@ use std::time::Duration;
 
 mod engine;
 
-pub use engine::{NoWake, Pause, Wait, WaitCounts, WaitGauge, WaitPolicy, WaitStop, WakeSource};
+pub use engine::{
+    Hybrid, NoWake, Pause, Wait, WaitCounts, WaitGauge, WaitHistory, WaitPolicy, WaitStop,
+    WakeSource,
+};
 
 /// Waits for, and asks about, a tracker's uses from any thread, with no lock.
 ///
@@ -82,6 +86,13 @@ impl<M: SignalMemory> Waiter<M> {
     /// ```
     pub fn memory(&self) -> &M {
         &self.shared.memory
+    }
+
+    /// How long the tracker's recent hybrid waits lasted
+    /// ([`WaitPolicy::hybrid`]): one history per tracker, so per hardware
+    /// queue, which its waits and the queue layer's learn from and feed.
+    pub fn history(&self) -> &WaitHistory {
+        &self.shared.wait_history
     }
 
     fn cell(&self, ticket: &Ticket) -> Result<&Cell<M::Signal>, ForeignTicket> {
@@ -144,14 +155,18 @@ pub(crate) fn wait_for_use<M: SignalMemory>(
     timeout: Duration,
     policy: WaitPolicy,
 ) -> Result<Status, TimedOut> {
-    Wait::new(policy)
+    let mut wait = Wait::new(policy)
         .at(cell.placement)
         .timeout(Some(timeout))
+        .learning(&shared.wait_history);
+    let status = wait
         .until(
             || Some(shared.poll(seq, cell)).filter(|status| status.is_done()),
             || None::<core::convert::Infallible>,
         )
-        .map_err(|_| TimedOut(timeout))
+        .map_err(|_| TimedOut(timeout))?;
+    wait.teach(&shared.wait_history);
+    Ok(status)
 }
 
 impl<M: SignalMemory> crate::SignalRef<M> {

@@ -126,3 +126,44 @@ pub fn host_cpu() -> String {
         .unwrap_or_else(|| "an unknown CPU".into());
     format!("{model} ({cores} threads)")
 }
+
+impl crate::waits::WaitLab for SimBench {
+    /// The kernel's packet index on its hardware queue.
+    type Probe = u64;
+    /// The simulated GPU's clock, in ticks.
+    type Now = u64;
+
+    fn late_from(&self) -> &'static str {
+        "the simulated GPU's clock when the wait returned, less the kernel's own end stamp (its ground truth)"
+    }
+
+    fn launch_marked(
+        &self,
+        queue: &sigretire_queue::HostQueue<SimTracker>,
+        kernel: u64,
+    ) -> Result<u64, String> {
+        let command = queue.launch(kernel).map_err(|e| e.to_string())?;
+        Ok(command.aql_index())
+    }
+
+    fn now(&self) -> u64 {
+        self.sim.now_ticks()
+    }
+
+    fn late(
+        &self,
+        queue: &sigretire_queue::HostQueue<SimTracker>,
+        index: u64,
+        now: u64,
+    ) -> Result<Duration, String> {
+        use sigretire_tracker::Tracker as _;
+        let truth = queue
+            .with_tracker(|t| t.queue().truth(index))
+            .ok_or("the kernel's ground truth is gone")?;
+        let end = truth.end_ts.ok_or("a waited-for kernel has no end stamp")?;
+        let ticks = u32::try_from(now.saturating_sub(end)).unwrap_or(u32::MAX);
+        Ok(self.sim.profile().gpu_tick * ticks)
+    }
+}
+
+impl crate::scaling::ScalingLab for SimBench {}

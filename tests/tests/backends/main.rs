@@ -13,6 +13,7 @@ mod caller_work;
 mod cross_agent;
 mod failure;
 mod growth;
+mod hybrid_wait;
 mod queue_layer;
 mod regression;
 mod retirement;

@@ -18,6 +18,15 @@
 //! 3. otherwise **yield** between looks for `yield_for`,
 //! 4. then **sleep** between looks, doubling from 1 us up to `max_sleep`.
 //!
+//! A **hybrid** wait ([`WaitPolicy::hybrid`]) that expects to be long puts
+//! a phase before these: it **dozes** until shortly before the work is
+//! likely done, looking every `recheck`, then spins through the expected
+//! end, and only past that (the guess was wrong) goes on as above. The
+//! guess is the caller's ([`Hybrid::expected`]) or the waiter's recent
+//! waits' ([`WaitHistory`], [`Wait::learning`]); a doze sleeps with the
+//! thread's timer slack lowered ([`doze`](self::doze)), and wakes early by
+//! the margin the policy asks for plus what recent dozes overran.
+//!
 //! No pause passes the deadline, nor the wait's slice ([`Wait::slice`]), so
 //! the stop check runs at least once per slice however long the policy
 //! sleeps. A new policy is a change to this file alone: [`WaitPolicy`] says
@@ -26,6 +35,10 @@
 use crate::backend::Placement;
 use crate::sync::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+mod doze;
+
+pub use crate::wait_history::WaitHistory;
 
 /// How a CPU wait spends its time.
 ///
@@ -56,6 +69,75 @@ pub struct WaitPolicy {
     /// [`Waiter`](crate::Waiter), which publishes nothing) yields and
     /// sleep-polls as the other fields say.
     pub interrupt: bool,
+    /// Before all that, a wait expected to be long dozes until shortly
+    /// before its work is likely done and spins the last stretch
+    /// ([`WaitPolicy::hybrid`]); `None`: no doze.
+    pub hybrid: Option<Hybrid>,
+}
+
+/// How a hybrid wait guesses, dozes and falls back ([`WaitPolicy::hybrid`]).
+///
+/// With a guess `G` (from the wait's start to the work's completion), the
+/// wait dozes until `G - early - oversleep` (the overrun recent dozes
+/// measured), looking every `recheck` meanwhile; spins until
+/// `G + late + G/32`; then, the guess wrong, waits as the rest of the
+/// policy says (a wake where the waiter can arrange one, else yield and
+/// sleep-poll). A guess under `min_guess` (or none) skips the doze.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hybrid {
+    /// The caller's guess of how long the wait lasts from its start; `None`
+    /// takes the waiter's history's ([`Wait::learning`]).
+    pub expected: Option<Duration>,
+    /// Wake at least this long before the guess (a doze's overrun, which
+    /// the history measures, comes on top).
+    pub early: Duration,
+    /// Spin at most this long past the guess (plus 1/32 of it) before
+    /// falling back: what a guess that was short costs in CPU.
+    pub late: Duration,
+    /// Look at least this often while dozing: how late a wait whose work
+    /// ended far sooner than guessed can be.
+    pub recheck: Duration,
+    /// A shorter guess is not worth a doze: the wait runs as if it had none.
+    pub min_guess: Duration,
+}
+
+impl Hybrid {
+    /// Wake 5 us before the guess (plus the measured overrun), spin up to
+    /// 20 us past it (plus 1/32), look every 100 us while dozing (about
+    /// the wake-up latency of a sleeping wait woken by an interrupt: 108 us
+    /// for CUDA's blocking-sync event after a 1 ms kernel on an H200, so a
+    /// far-too-long guess costs no more), no doze for a guess under 50 us
+    /// (about two wake-ups of a sleeping thread).
+    pub const fn new() -> Self {
+        Self {
+            expected: None,
+            early: Duration::from_micros(5),
+            late: Duration::from_micros(20),
+            recheck: Duration::from_micros(100),
+            min_guess: Duration::from_micros(50),
+        }
+    }
+
+    /// When a wait with `guess` stops dozing and when it stops spinning,
+    /// waited from its start, where `oversleep` is what its dozes overrun;
+    /// `None` for no doze.
+    pub fn window(&self, guess: Duration, oversleep: Duration) -> Option<(Duration, Duration)> {
+        if guess < self.min_guess {
+            return None;
+        }
+        let mut wake = guess.saturating_sub(self.early.saturating_add(oversleep));
+        if planted!(HybridWakesTooLate) {
+            wake = guess;
+        }
+        let spin_until = guess.saturating_add(self.late).saturating_add(guess / 32);
+        Some((wake, spin_until))
+    }
+}
+
+impl Default for Hybrid {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl WaitPolicy {
@@ -68,6 +150,7 @@ impl WaitPolicy {
             yield_for: Duration::from_millis(1),
             max_sleep: Duration::from_micros(500),
             interrupt: false,
+            hybrid: None,
         }
     }
 
@@ -87,6 +170,70 @@ impl WaitPolicy {
             yield_for: Duration::from_micros(20),
             max_sleep: Duration::from_micros(200),
             interrupt: true,
+            hybrid: None,
+        }
+    }
+
+    /// A blocking wait that returns like a spin: for a wait expected to be
+    /// long, doze until shortly before the work is likely done, then spin
+    /// the last stretch; where the guess was wrong, wait as
+    /// [`blocking`](Self::blocking) does. The guess is the waiter's recent
+    /// waits' ([`WaitHistory`]: the tracker keeps one per hardware queue),
+    /// or the caller's ([`expecting`](Self::expecting)). It never burns a
+    /// core for the whole wait (it spins from shortly before the guess to
+    /// shortly after), never answers before the work is done (only a look
+    /// answers), and a guess far too long costs at most a `recheck` (100
+    /// us) of lateness, one far too short a spin of `late` (20 us) plus
+    /// 1/32 of the guess, then [`blocking`](Self::blocking)'s wait. See
+    /// [`Hybrid`].
+    ///
+    /// ```
+    /// use sigretire_tracker::{Request, Status, Tracker, WaitPolicy};
+    /// use sigretire_sim::backend as sim_backend;
+    /// use std::time::Duration;
+    ///
+    /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
+    /// let index = queue.reserve().unwrap();
+    /// let acquired = tracker.acquire(Request::packet(index).barrier(true)).unwrap();
+    /// sim_backend::submit_barrier(&queue, index, acquired.signal);
+    ///
+    /// let waiter = tracker.waiter();
+    /// let ticket = acquired.ticket;
+    /// // Expected to take about 2 ms: the thread dozes until shortly before.
+    /// let policy = WaitPolicy::hybrid().expecting(Duration::from_millis(2));
+    /// let thread = std::thread::spawn(move || waiter.wait(&ticket, Duration::from_secs(10), policy));
+    /// std::thread::sleep(Duration::from_millis(2));
+    /// queue.run_until_idle(); // the "GPU" finishes
+    /// assert_eq!(thread.join().unwrap(), Ok(Status::Complete));
+    /// ```
+    pub const fn hybrid() -> Self {
+        Self {
+            hybrid: Some(Hybrid::new()),
+            ..Self::blocking()
+        }
+    }
+
+    /// The policy, hybrid, with the caller's guess of how long its waits
+    /// last from their start (in place of the waiter's history).
+    ///
+    /// ```
+    /// use sigretire_tracker::WaitPolicy;
+    /// use std::time::Duration;
+    /// let policy = WaitPolicy::hybrid().expecting(Duration::from_millis(1));
+    /// assert_eq!(policy.hybrid.unwrap().expected, Some(Duration::from_millis(1)));
+    /// ```
+    #[must_use]
+    pub const fn expecting(self, expected: Duration) -> Self {
+        let hybrid = match self.hybrid {
+            Some(hybrid) => hybrid,
+            None => Hybrid::new(),
+        };
+        Self {
+            hybrid: Some(Hybrid {
+                expected: Some(expected),
+                ..hybrid
+            }),
+            ..self
         }
     }
 
@@ -138,8 +285,11 @@ pub enum Pause {
     Spin,
     /// Give the processor away once, then look.
     Yield,
-    /// Sleep this long, then look.
+    /// Sleep this long, then look (the back-off).
     Sleep(Duration),
+    /// Doze this long with a fine timer slack, then look: a hybrid wait
+    /// before its guess.
+    Doze(Duration),
 }
 
 /// Why a wait ended without an answer.
@@ -190,6 +340,8 @@ pub struct WaitCounts {
     pub sleeps: u64,
     /// Sleeps on a wake ([`WakeSource`]).
     pub wake_sleeps: u64,
+    /// Dozes before a hybrid wait's guess.
+    pub dozes: u64,
 }
 
 /// Waits of one kind, begun and in progress (a queue's synchronizes): a
@@ -282,6 +434,20 @@ pub struct Wait {
     /// How a back-off sleep sleeps.
     nap: fn(Duration),
     counts: WaitCounts,
+    /// The waiter's history's guess (the policy's own comes first).
+    guess: Option<Duration>,
+    /// What the waiter's dozes overrun, as its history measured.
+    oversleep: Duration,
+    /// Time waited just before the last look that did not answer.
+    last_miss: Option<Duration>,
+    /// Time waited just after the look that answered.
+    answered: Option<Duration>,
+    /// How much the last doze overran.
+    overran: Option<Duration>,
+    /// Whether the wait runs in [`until_woken`](Self::until_woken), which
+    /// gives the thread its timer slack back as it ends (else each doze
+    /// does).
+    running: bool,
 }
 
 impl Wait {
@@ -297,6 +463,82 @@ impl Wait {
             next_sleep: FIRST_SLEEP,
             nap: std::thread::sleep,
             counts: WaitCounts::default(),
+            guess: None,
+            oversleep: Duration::ZERO,
+            last_miss: None,
+            answered: None,
+            overran: None,
+            running: false,
+        }
+    }
+
+    /// The wait guesses from `history` how long it lasts (where the policy
+    /// is hybrid and has no guess of its own), and wakes from its dozes
+    /// early by what the history's dozes overran. Feed the history back
+    /// once the wait ended ([`Wait::teach`]).
+    #[must_use]
+    pub fn learning(mut self, history: &WaitHistory) -> Self {
+        if self.policy.hybrid.is_some() {
+            self.guess = history.guess();
+            self.oversleep = history.oversleep();
+        }
+        self
+    }
+
+    /// The wait's policy.
+    pub fn policy(&self) -> &WaitPolicy {
+        &self.policy
+    }
+
+    /// The guess a hybrid wait dozes by: the policy's, else its history's.
+    pub fn guess(&self) -> Option<Duration> {
+        let hybrid = self.policy.hybrid?;
+        hybrid.expected.or(self.guess)
+    }
+
+    /// When the wait stops dozing and stops spinning, waited from its
+    /// start (`None`: no doze, as for a policy that is not hybrid or a
+    /// guess too short to doze).
+    pub fn window(&self) -> Option<(Duration, Duration)> {
+        let hybrid = self.policy.hybrid?;
+        hybrid.window(self.guess()?, self.oversleep)
+    }
+
+    /// The end of the wait's spin: the policy's spin, or a hybrid wait's
+    /// spin past its guess.
+    fn spin_end(&self) -> Duration {
+        match self.window() {
+            Some((_, spin_until)) => spin_until.max(self.spin),
+            None => self.spin,
+        }
+    }
+
+    /// When the wait's work completed, from the wait's start, as well as
+    /// the wait knows it: after its last unanswered look, by its answering
+    /// one. `None` for a wait not (yet) answered, or answered at its first
+    /// look (the work may have ended long before).
+    pub fn bracket(&self) -> Option<(Duration, Duration)> {
+        let answered = self.answered?;
+        Some((self.last_miss?.min(answered), answered))
+    }
+
+    /// The middle of the wait's [`bracket`](Self::bracket).
+    pub fn completion(&self) -> Option<Duration> {
+        let (missed, answered) = self.bracket()?;
+        Some(missed + (answered - missed) / 2)
+    }
+
+    /// How much the wait's last doze overran its time (`None`: no doze).
+    pub fn oversleep_seen(&self) -> Option<Duration> {
+        self.overran
+    }
+
+    /// Feeds `history` what this wait learned, if it is a hybrid one (any
+    /// other teaches nothing): when it saw its work complete
+    /// ([`bracket`](Self::bracket)), and how late its last doze woke.
+    pub fn teach(&self, history: &WaitHistory) {
+        if self.policy.hybrid.is_some() {
+            history.learn(self.bracket(), self.overran);
         }
     }
 
@@ -359,9 +601,19 @@ impl Wait {
     /// spins and yields leave it be. A plain function of the time waited,
     /// so the schedule can be tested without a clock.
     pub fn next_pause(&mut self, waited: Duration) -> Pause {
-        if waited < self.spin {
+        if let (Some(hybrid), Some((wake, _))) = (self.policy.hybrid, self.window())
+            && waited < wake
+        {
+            let mut doze = (wake - waited).min(hybrid.recheck).min(self.slice);
+            if let Some(timeout) = self.timeout {
+                doze = doze.min(timeout.saturating_sub(waited));
+            }
+            return Pause::Doze(doze);
+        }
+        let spin = self.spin_end();
+        if waited < spin {
             Pause::Spin
-        } else if waited < self.spin.saturating_add(self.policy.yield_for) {
+        } else if waited < spin.saturating_add(self.policy.yield_for) {
             Pause::Yield
         } else {
             let mut sleep = self.next_sleep.min(self.slice);
@@ -395,6 +647,15 @@ impl Wait {
                 self.counts.sleeps += 1;
                 nap(sleep);
             }
+            Pause::Doze(time) => {
+                self.counts.dozes += 1;
+                let before = self.elapsed();
+                doze::doze(time);
+                self.overran = Some(self.elapsed().saturating_sub(before + time));
+                if !self.running {
+                    doze::restore();
+                }
+            }
         }
     }
 
@@ -427,6 +688,27 @@ impl Wait {
     /// is dropped before this returns.
     pub fn until_woken<T, E, W: WakeSource>(
         &mut self,
+        look: impl FnMut() -> Option<T>,
+        stop: impl FnMut() -> Option<E>,
+        arm: impl FnOnce() -> Option<W>,
+    ) -> Result<T, WaitStop<E>> {
+        /// Gives the thread its timer slack back however the wait ends.
+        struct Running;
+        impl Drop for Running {
+            fn drop(&mut self) {
+                doze::restore();
+            }
+        }
+        let _slack = self.policy.hybrid.map(|_| Running);
+        self.running = true;
+        let ended = self.run_woken(look, stop, arm);
+        self.running = false;
+        ended
+    }
+
+    /// The loop of [`until_woken`](Self::until_woken).
+    fn run_woken<T, E, W: WakeSource>(
+        &mut self,
         mut look: impl FnMut() -> Option<T>,
         mut stop: impl FnMut() -> Option<E>,
         arm: impl FnOnce() -> Option<W>,
@@ -435,9 +717,18 @@ impl Wait {
         let mut wake: Option<W> = None;
         loop {
             self.counts.looks += 1;
+            // Read before the look: the work was pending at least until
+            // then if the look does not answer (the lower end of the
+            // completion's bracket), and done by the reading after it if
+            // it does.
+            let looking = self.elapsed();
             if let Some(answer) = look() {
+                if self.last_miss.is_some() {
+                    self.answered = Some(self.elapsed());
+                }
                 return Ok(answer);
             }
+            self.last_miss = Some(looking);
             // Pause until the next look is due.
             loop {
                 if let Some(reason) = stop() {
@@ -449,7 +740,7 @@ impl Wait {
                 {
                     return Err(WaitStop::TimedOut(timeout));
                 }
-                if waited >= self.spin
+                if waited >= self.spin_end()
                     && let Some(arm) = arm.take()
                 {
                     wake = arm();

@@ -18,6 +18,7 @@ fn policy() -> WaitPolicy {
         yield_for: us(20),
         max_sleep: us(8),
         interrupt: false,
+        hybrid: None,
     }
 }
 

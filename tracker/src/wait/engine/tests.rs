@@ -15,6 +15,7 @@ fn policy() -> WaitPolicy {
         yield_for: us(20),
         max_sleep: us(8),
         interrupt: false,
+        hybrid: None,
     }
 }
 
@@ -250,4 +251,234 @@ fn a_gauge_counts_a_wait_in_progress_until_it_ends() {
     }));
     assert!(unwound.is_err());
     assert_eq!((gauge.in_progress(), gauge.begun()), (0, 2));
+}
+
+// The hybrid wait.
+
+/// A hybrid wait guessing `guess`, with `oversleep` measured.
+fn hybrid(guess: Duration, oversleep: Duration) -> Wait {
+    let history = WaitHistory::new();
+    history.record(guess);
+    if !oversleep.is_zero() {
+        history.record_oversleep(oversleep);
+    }
+    Wait::new(WaitPolicy::hybrid())
+        .timeout(Some(LONG))
+        .learning(&history)
+}
+
+#[test]
+fn a_hybrid_wait_dozes_until_shortly_before_its_guess_then_spins_through_it() {
+    // Guess 1 ms: doze (looking every 100 us) until 995 us, spin until
+    // 1000 + 20 + 1000/32 us, then wait as blocking does.
+    let mut wait = hybrid(us(1000), Duration::ZERO);
+    assert_eq!(
+        wait.window(),
+        Some((us(995), Duration::from_nanos(1_051_250)))
+    );
+    assert_eq!(wait.next_pause(us(0)), Pause::Doze(us(100)));
+    assert_eq!(wait.next_pause(us(950)), Pause::Doze(us(45)));
+    assert_eq!(wait.next_pause(us(994)), Pause::Doze(us(1)));
+    assert_eq!(
+        wait.next_pause(us(995)),
+        Pause::Spin,
+        "awake before the guess"
+    );
+    assert_eq!(wait.next_pause(us(1051)), Pause::Spin);
+    assert_eq!(wait.next_pause(us(1052)), Pause::Yield);
+    assert_eq!(wait.next_pause(us(1072)), Pause::Sleep(us(1)));
+}
+
+#[test]
+fn a_hybrid_wait_wakes_earlier_by_what_its_dozes_overran() {
+    let mut wait = hybrid(us(1000), us(40));
+    assert_eq!(wait.next_pause(us(954)), Pause::Doze(us(1)));
+    assert_eq!(wait.next_pause(us(955)), Pause::Spin);
+}
+
+#[test]
+fn a_doze_never_passes_the_deadline_nor_the_slice() {
+    let mut wait = hybrid(us(10_000), Duration::ZERO)
+        .timeout(Some(us(1000)))
+        .slice(us(30));
+    assert_eq!(wait.next_pause(us(0)), Pause::Doze(us(30)));
+    assert_eq!(wait.next_pause(us(990)), Pause::Doze(us(10)));
+}
+
+#[test]
+fn without_a_guess_worth_a_doze_a_hybrid_wait_is_a_blocking_one() {
+    let blocking: Vec<Pause> = {
+        let mut wait = schedule(WaitPolicy::blocking());
+        [0, 9, 10, 29, 30, 40]
+            .map(|t| wait.next_pause(us(t)))
+            .to_vec()
+    };
+    for guess in [None, Some(us(29))] {
+        let history = WaitHistory::new();
+        if let Some(guess) = guess {
+            history.record(guess);
+        }
+        let mut wait = schedule(WaitPolicy::hybrid()).learning(&history);
+        assert_eq!(wait.window(), None, "{guess:?}");
+        let hybrid = [0, 9, 10, 29, 30, 40].map(|t| wait.next_pause(us(t)));
+        assert_eq!(hybrid.to_vec(), blocking, "{guess:?}");
+    }
+}
+
+#[test]
+fn the_callers_guess_comes_before_the_historys() {
+    let history = WaitHistory::new();
+    history.record(us(5000));
+    let wait = Wait::new(WaitPolicy::hybrid().expecting(us(200))).learning(&history);
+    assert_eq!(wait.guess(), Some(us(200)));
+    // A policy that is not hybrid takes no guess from a history.
+    let blocking = Wait::new(WaitPolicy::blocking()).learning(&history);
+    assert_eq!((blocking.guess(), blocking.window()), (None, None));
+}
+
+#[test]
+fn the_history_settles_on_a_steady_length_and_moves_halfway_on_a_wrong_guess() {
+    let history = WaitHistory::new();
+    for _ in 0..8 {
+        history.record(us(1000));
+    }
+    assert_eq!(history.guess(), Some(us(1000)));
+    history.record(us(20)); // one short kernel
+    assert_eq!(history.guess(), Some(us(510)));
+    for _ in 0..8 {
+        history.record(us(1000));
+    }
+    let back = history.guess().unwrap();
+    assert!(back > us(997) && back <= us(1000), "{back:?}");
+    // The overrun's envelope goes up halfway at once, down by a
+    // sixteenth, and one preemption of seconds counts for 200 us at most.
+    history.record_oversleep(us(16));
+    history.record_oversleep(Duration::from_secs(2));
+    assert_eq!(history.oversleep(), us(108));
+    history.record_oversleep(us(12));
+    assert_eq!(history.oversleep(), us(102));
+}
+
+#[test]
+fn a_wait_knows_its_completion_between_its_last_miss_and_its_answer() {
+    let done_at = Duration::from_millis(2);
+    let mut wait = Wait::new(WaitPolicy::spin().with_spin(Duration::from_secs(1)));
+    // The work's clock starts after the wait's, by at most `skew`.
+    let started = Instant::now();
+    let skew = wait.elapsed();
+    wait.until(
+        || (started.elapsed() >= done_at).then_some(()),
+        || None::<()>,
+    )
+    .unwrap();
+    // The work was pending just before the last look that missed, and
+    // done just after the one that answered, however the thread was
+    // scheduled.
+    let (missed, answered) = wait.bracket().expect("answered after a miss");
+    assert!(
+        missed < done_at + skew && done_at <= answered,
+        "{missed:?} {answered:?}"
+    );
+    let completion = wait.completion().unwrap();
+    assert!(missed <= completion && completion <= answered);
+    // Answered at the first look: no completion to learn from.
+    let mut at_once = Wait::new(WaitPolicy::hybrid());
+    at_once.until(|| Some(()), || None::<()>).unwrap();
+    assert_eq!(at_once.completion(), None);
+}
+
+/// Runs hybrid waits on work that completes `done_at` after each wait's
+/// start (a look answers once that much time passed), learning from
+/// `history`; answers each wait's lateness (its return after `done_at`)
+/// and the thread CPU time it spent.
+#[cfg(target_os = "linux")]
+fn late_by(
+    policy: WaitPolicy,
+    history: &WaitHistory,
+    done_at: Duration,
+    waits: usize,
+) -> Vec<(Duration, Duration)> {
+    (0..waits)
+        .map(|_| {
+            let cpu = thread_cpu();
+            let started = Instant::now();
+            let mut wait = Wait::new(policy)
+                .timeout(Some(Duration::from_secs(5)))
+                .learning(history);
+            wait.until(
+                || (started.elapsed() >= done_at).then_some(()),
+                || None::<()>,
+            )
+            .unwrap();
+            let late = started.elapsed() - done_at;
+            wait.teach(history);
+            (late, thread_cpu() - cpu)
+        })
+        .collect()
+}
+
+#[cfg(target_os = "linux")]
+fn thread_cpu() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid, writable timespec that outlives the call.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    assert_eq!(status, 0);
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}
+
+#[cfg(target_os = "linux")]
+fn median(mut durations: Vec<Duration>) -> Duration {
+    durations.sort_unstable();
+    durations[durations.len() / 2]
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_right_guess_returns_like_a_spin_and_burns_a_fraction_of_the_wait() {
+    // 4 ms of work, the guess learned from the first waits: the median
+    // wait returns well within a blocking sleep-poll's 200 us of the
+    // work's end (within a few microseconds on a quiet machine; tens on
+    // this project's shared 2-core one; a doze past the guess by a tenth
+    // would be 400 us late), burning under a quarter of the wait's time (a
+    // spin burns all of it).
+    let history = WaitHistory::new();
+    let done_at = Duration::from_millis(4);
+    let runs = late_by(WaitPolicy::hybrid(), &history, done_at, 16);
+    let steady = &runs[6..];
+    let late = median(steady.iter().map(|r| r.0).collect());
+    let cpu = median(steady.iter().map(|r| r.1).collect());
+    assert!(late < us(150), "late by {late:?}: {runs:?}");
+    assert!(cpu < done_at / 4, "{cpu:?} of CPU per wait: {runs:?}");
+    let guess = history.guess().unwrap();
+    assert!(guess > us(3900) && guess < us(5000), "{guess:?}");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_wrong_guess_costs_a_recheck_or_a_blocking_wait_not_the_guess() {
+    // Guessed 20 ms, done after 1 ms: found at a recheck, not at 20 ms.
+    let history = WaitHistory::new();
+    let runs = late_by(
+        WaitPolicy::hybrid().expecting(Duration::from_millis(20)),
+        &history,
+        Duration::from_millis(1),
+        5,
+    );
+    let late = median(runs.iter().map(|r| r.0).collect());
+    assert!(late < us(1000), "late by {late:?}: {runs:?}");
+    // Guessed 200 us, done after 5 ms: a blocking wait's sleep-poll finds
+    // it (sleeps of 200 us at most), and the spin past the guess is short.
+    let runs = late_by(
+        WaitPolicy::hybrid().expecting(us(200)),
+        &history,
+        Duration::from_millis(5),
+        5,
+    );
+    let late = median(runs.iter().map(|r| r.0).collect());
+    let cpu = median(runs.iter().map(|r| r.1).collect());
+    assert!(late < us(1000), "late by {late:?}: {runs:?}");
+    assert!(cpu < Duration::from_millis(2), "{cpu:?}: {runs:?}");
 }

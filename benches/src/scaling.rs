@@ -1,0 +1,465 @@
+//! `sigbench --wait-scaling`: whether waiting slows anyone else, and
+//! whether many queues cost more per operation than one.
+//!
+//! - **Submission while K threads wait**: one thread submits in bursts of
+//!   64 (launch + event record, and launch alone; a synchronize between
+//!   bursts, not timed) for a fixed time, while K = 0, 1, 4, 16 other
+//!   threads, each on its own queue, wait in a loop (a 1 ms kernel, an
+//!   event, its synchronize). Ours: our submitter, our waiters spinning
+//!   ([`WaitPolicy::spin`]) or hybrid ([`WaitPolicy::hybrid`]); on an
+//!   NVIDIA GPU also CUDA's: `cuLaunchKernel` + `cuEventRecord` while the
+//!   waiters loop on `cuEventSynchronize` (a spinning event) or poll
+//!   `cuEventQuery`. Submissions per second, and the ratio to K = 0.
+//! - **Many queues**: 1, 8 and 64 queues of one device, one thread each,
+//!   looping launch (empty work) + event record + event synchronize for a
+//!   fixed time: the mean cost per operation (a thread's time over its
+//!   operations), and the ratio to one queue. Ours spinning and blocking,
+//!   and CUDA's with a default event.
+//!
+//! On the project's 2-core machine the simulator's figures say little
+//! (sixteen waiters and the simulated GPU share two cores); they show the
+//! mode runs.
+
+use crate::platform::Platform;
+use serde::Serialize;
+use sigretire_queue::{Device, DeviceConfig, HostQueue, QueueConfig};
+use sigretire_tracker::WaitPolicy;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// The waiter counts of the submission table.
+pub const WAITERS: [usize; 4] = [0, 1, 4, 16];
+/// The queue counts of the many-queues table.
+pub const QUEUES: [usize; 3] = [1, 8, 64];
+/// Submissions per timed burst.
+pub const BURST: usize = 64;
+/// How long the waiters' kernels run.
+pub const WAITER_KERNEL: Duration = Duration::from_millis(1);
+
+/// A backend's own calls for the scaling tables, where it has them.
+pub trait NativeScaling {
+    /// Submits `BURST` empty launches (each followed by an event record
+    /// when `record`) and answers how long the submissions took (the
+    /// drain after them not counted).
+    fn submit_burst(&self, record: bool) -> Result<Duration, String>;
+    /// Waits in a loop on a stream of its own until `stop`: `kernel`, an
+    /// event, then `cuEventSynchronize` (or, `query`, `cuEventQuery` until
+    /// it answers done).
+    fn waiter_loop(&self, kernel: u64, query: bool, stop: &AtomicBool) -> Result<u64, String>;
+    /// On a stream of its own, launch + event record + event synchronize
+    /// until `stop`; answers the operations done.
+    fn sync_loop(&self, stop: &AtomicBool) -> Result<u64, String>;
+}
+
+/// A backend the scaling tables run on.
+pub trait ScalingLab: Platform + Sync {
+    /// CUDA's own calls, or `None`.
+    fn native_scaling(&self) -> Option<&(dyn NativeScaling + Sync)> {
+        None
+    }
+}
+
+/// One cell.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScalingRow {
+    /// `submit_with_waiters` or `queues`.
+    pub table: &'static str,
+    /// Who submits and waits (`ours spin`, `cuda query`, ...).
+    pub who: String,
+    /// What is submitted (`launch+record`, `launch`; `launch+record+sync`).
+    pub op: &'static str,
+    /// K waiters, or the number of queues.
+    pub n: usize,
+    /// Operations per second of the submitting thread (the submission
+    /// table), or of all threads together (the queues table).
+    pub ops_per_s: f64,
+    /// Mean microseconds per operation of one thread.
+    pub us_per_op: f64,
+    /// `us_per_op` over the same row's at K = 0 (or one queue).
+    pub ratio_to_first: f64,
+}
+
+/// Everything `--wait-scaling` measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScalingReport {
+    /// `sim` or `cuda`.
+    pub backend: &'static str,
+    /// The machine, in words.
+    pub machine: String,
+    /// How long each cell ran, milliseconds.
+    pub cell_ms: f64,
+    /// Every cell.
+    pub rows: Vec<ScalingRow>,
+    /// How long the run took, seconds.
+    pub seconds: f64,
+}
+
+fn fail(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+fn queue_config(policy: WaitPolicy) -> QueueConfig {
+    QueueConfig {
+        wait_policy: policy,
+        wait_timeout: Some(Duration::from_secs(30)),
+        ..QueueConfig::default()
+    }
+}
+
+fn device<L: ScalingLab>(lab: &L, policy: WaitPolicy) -> Result<Device<L::Retiring>, String> {
+    let placement = *lab
+        .placements()
+        .last()
+        .expect("a backend offers a placement");
+    let tracker = lab.retiring(sigretire_tracker::Config {
+        signals: placement,
+        ..sigretire_tracker::Config::default()
+    })?;
+    Device::new(DeviceConfig::default(), tracker, queue_config(policy)).map_err(fail)
+}
+
+/// Our submitter's bursts for `cell`: the submissions' time and count.
+fn our_submitter<T: sigretire_queue::QueueTracker>(
+    queue: &HostQueue<T>,
+    record: bool,
+    cell: Duration,
+) -> Result<(Duration, u64), String> {
+    let started = Instant::now();
+    let (mut spent, mut ops) = (Duration::ZERO, 0u64);
+    while started.elapsed() < cell {
+        let burst = Instant::now();
+        for _ in 0..BURST {
+            queue.launch(0).map_err(fail)?;
+            if record {
+                drop(queue.record_event().map_err(fail)?);
+            }
+        }
+        spent += burst.elapsed();
+        ops += BURST as u64;
+        queue.synchronize().map_err(fail)?;
+    }
+    Ok((spent, ops))
+}
+
+/// One of our waiters: its own queue, a kernel, an event, its synchronize,
+/// until `stop`.
+fn our_waiter<T: sigretire_queue::QueueTracker>(
+    queue: &HostQueue<T>,
+    kernel: u64,
+    stop: &AtomicBool,
+) -> Result<u64, String> {
+    let mut waits = 0;
+    while !stop.load(Ordering::Relaxed) {
+        queue.launch(kernel).map_err(fail)?;
+        queue
+            .record_event()
+            .map_err(fail)?
+            .synchronize()
+            .map_err(fail)?;
+        waits += 1;
+    }
+    Ok(waits)
+}
+
+fn row(
+    table: &'static str,
+    who: &str,
+    op: &'static str,
+    n: usize,
+    ops: f64,
+    us: f64,
+) -> ScalingRow {
+    ScalingRow {
+        table,
+        who: who.to_string(),
+        op,
+        n,
+        ops_per_s: ops,
+        us_per_op: us,
+        ratio_to_first: 1.0,
+    }
+}
+
+/// Runs both tables on `lab`, each cell for `cell`.
+pub fn measure<L: ScalingLab>(lab: &L, cell: Duration) -> Result<ScalingReport, String> {
+    let started = Instant::now();
+    let kernel = lab.long_kernel(WAITER_KERNEL)?;
+    let mut rows = Vec::new();
+    let progress = |what: String| {
+        eprintln!(
+            "[scaling] {what} ({:.1} s)",
+            started.elapsed().as_secs_f64()
+        );
+    };
+    // Submission while K threads wait.
+    for (who, policy) in [
+        ("ours spin", WaitPolicy::spin()),
+        ("ours hybrid", WaitPolicy::hybrid()),
+    ] {
+        for record in [true, false] {
+            let op = if record { "launch+record" } else { "launch" };
+            for k in WAITERS {
+                progress(format!("{who}: {op} with {k} waiting"));
+                let submitter = device(lab, WaitPolicy::spin())?;
+                let waiters = (0..k)
+                    .map(|_| device(lab, policy))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let stop = AtomicBool::new(false);
+                let (spent, ops) = std::thread::scope(|s| {
+                    let handles: Vec<_> = waiters
+                        .iter()
+                        .map(|d| {
+                            let (queue, stop) = (d.default_queue(), &stop);
+                            s.spawn(move || our_waiter(queue, kernel, stop))
+                        })
+                        .collect();
+                    let submitted = our_submitter(submitter.default_queue(), record, cell);
+                    stop.store(true, Ordering::Relaxed);
+                    for h in handles {
+                        h.join().map_err(|_| "a waiter panicked")??;
+                    }
+                    submitted
+                })?;
+                let us = spent.as_secs_f64() * 1e6 / ops.max(1) as f64;
+                rows.push(row("submit_with_waiters", who, op, k, 1e6 / us, us));
+            }
+        }
+    }
+    if let Some(native) = lab.native_scaling() {
+        for (who, query) in [("cuda sync", false), ("cuda query", true)] {
+            for record in [true, false] {
+                let op = if record { "launch+record" } else { "launch" };
+                for k in WAITERS {
+                    progress(format!("{who}: {op} with {k} waiting"));
+                    let stop = AtomicBool::new(false);
+                    let (spent, ops) = std::thread::scope(|s| {
+                        let handles: Vec<_> = (0..k)
+                            .map(|_| {
+                                let stop = &stop;
+                                s.spawn(move || native.waiter_loop(kernel, query, stop))
+                            })
+                            .collect();
+                        let mut result = Ok((Duration::ZERO, 0u64));
+                        let begun = Instant::now();
+                        while begun.elapsed() < cell {
+                            match native.submit_burst(record) {
+                                Ok(took) => {
+                                    if let Ok((spent, ops)) = &mut result {
+                                        *spent += took;
+                                        *ops += BURST as u64;
+                                    }
+                                }
+                                Err(e) => {
+                                    result = Err(e);
+                                    break;
+                                }
+                            }
+                        }
+                        stop.store(true, Ordering::Relaxed);
+                        for h in handles {
+                            h.join().map_err(|_| "a waiter panicked")??;
+                        }
+                        result
+                    })?;
+                    let us = spent.as_secs_f64() * 1e6 / ops.max(1) as f64;
+                    rows.push(row("submit_with_waiters", who, op, k, 1e6 / us, us));
+                }
+            }
+        }
+    }
+    // Many queues, one thread each.
+    for (who, policy) in [
+        ("ours spin", WaitPolicy::spin()),
+        ("ours blocking", WaitPolicy::blocking()),
+    ] {
+        for n in QUEUES {
+            progress(format!("{who}: {n} queues"));
+            let device = device(lab, policy)?;
+            let mut queues = Vec::with_capacity(n);
+            for _ in 1..n {
+                let placement = *lab.placements().last().expect("a placement");
+                let tracker = lab.retiring(sigretire_tracker::Config {
+                    signals: placement,
+                    ..sigretire_tracker::Config::default()
+                })?;
+                queues.push(
+                    device
+                        .create_queue(tracker, queue_config(policy))
+                        .map_err(fail)?,
+                );
+            }
+            let all: Vec<&HostQueue<L::Retiring>> = std::iter::once(device.default_queue())
+                .chain(queues.iter())
+                .collect();
+            let stop = AtomicBool::new(false);
+            let begun = Instant::now();
+            let ops = std::thread::scope(|s| {
+                let handles: Vec<_> = all
+                    .iter()
+                    .map(|&queue| {
+                        let stop = &stop;
+                        s.spawn(move || -> Result<u64, String> {
+                            let mut ops = 0;
+                            while !stop.load(Ordering::Relaxed) {
+                                queue.launch(0).map_err(fail)?;
+                                queue
+                                    .record_event()
+                                    .map_err(fail)?
+                                    .synchronize()
+                                    .map_err(fail)?;
+                                ops += 1;
+                            }
+                            Ok(ops)
+                        })
+                    })
+                    .collect();
+                std::thread::sleep(cell);
+                stop.store(true, Ordering::Relaxed);
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join()
+                            .map_err(|_| "a queue thread panicked".to_string())?
+                    })
+                    .collect::<Result<Vec<u64>, String>>()
+            })?;
+            rows.push(queues_row(who, n, &ops, begun.elapsed()));
+        }
+    }
+    if let Some(native) = lab.native_scaling() {
+        for n in QUEUES {
+            progress(format!("cuda: {n} streams"));
+            let stop = AtomicBool::new(false);
+            let begun = Instant::now();
+            let ops = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..n)
+                    .map(|_| {
+                        let stop = &stop;
+                        s.spawn(move || native.sync_loop(stop))
+                    })
+                    .collect();
+                std::thread::sleep(cell);
+                stop.store(true, Ordering::Relaxed);
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join()
+                            .map_err(|_| "a stream thread panicked".to_string())?
+                    })
+                    .collect::<Result<Vec<u64>, String>>()
+            })?;
+            rows.push(queues_row("cuda default event", n, &ops, begun.elapsed()));
+        }
+    }
+    // Ratios to each series' first cell.
+    let firsts: Vec<(String, &'static str, &'static str, f64)> = rows
+        .iter()
+        .filter(|r| r.n == WAITERS[0] || (r.table == "queues" && r.n == QUEUES[0]))
+        .map(|r| (r.who.clone(), r.op, r.table, r.us_per_op))
+        .collect();
+    for r in &mut rows {
+        if let Some((.., first)) = firsts
+            .iter()
+            .find(|(who, op, table, _)| *who == r.who && *op == r.op && *table == r.table)
+        {
+            r.ratio_to_first = r.us_per_op / first;
+        }
+    }
+    Ok(ScalingReport {
+        backend: lab.backend(),
+        machine: lab.machine(),
+        cell_ms: cell.as_secs_f64() * 1e3,
+        rows,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+fn queues_row(who: &str, n: usize, ops: &[u64], took: Duration) -> ScalingRow {
+    let total: u64 = ops.iter().sum();
+    let seconds = took.as_secs_f64();
+    // A thread's time over its operations, averaged over the threads.
+    let us = ops
+        .iter()
+        .map(|&o| seconds * 1e6 / o.max(1) as f64)
+        .sum::<f64>()
+        / ops.len().max(1) as f64;
+    row(
+        "queues",
+        who,
+        "launch+record+sync",
+        n,
+        total as f64 / seconds,
+        us,
+    )
+}
+
+impl ScalingReport {
+    /// The two tables.
+    pub fn table(&self, markdown: bool) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "backend: {}", self.backend);
+        let _ = writeln!(out, "machine: {}", self.machine);
+        for (table, title, n) in [
+            (
+                "submit_with_waiters",
+                "one submitting thread while K threads wait",
+                "K",
+            ),
+            ("queues", "N queues, one thread each", "N"),
+        ] {
+            let _ = writeln!(out, "\n{title} ({:.0} ms per cell)", self.cell_ms);
+            let header = ["who", "op", n, "ops/s", "us/op", "x first"];
+            let lines: Vec<[String; 6]> = self
+                .rows
+                .iter()
+                .filter(|r| r.table == table)
+                .map(|r| {
+                    [
+                        r.who.clone(),
+                        r.op.to_string(),
+                        r.n.to_string(),
+                        format!("{:.0}", r.ops_per_s),
+                        format!("{:.3}", r.us_per_op),
+                        format!("{:.2}", r.ratio_to_first),
+                    ]
+                })
+                .collect();
+            if markdown {
+                let _ = writeln!(out, "| {} |", header.join(" | "));
+                let _ = writeln!(out, "|---|---|---:|---:|---:|---:|");
+                for l in &lines {
+                    let _ = writeln!(out, "| {} |", l.join(" | "));
+                }
+            } else {
+                let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+                for l in &lines {
+                    for (w, c) in widths.iter_mut().zip(l) {
+                        *w = (*w).max(c.len());
+                    }
+                }
+                let fmt = |cells: Vec<&str>| {
+                    cells
+                        .iter()
+                        .zip(&widths)
+                        .enumerate()
+                        .map(|(i, (c, w))| {
+                            if i < 2 {
+                                format!("{c:<w$}")
+                            } else {
+                                format!("{c:>w$}")
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                        .join("  ")
+                };
+                let _ = writeln!(out, "{}", fmt(header.to_vec()));
+                for l in &lines {
+                    let _ = writeln!(out, "{}", fmt(l.iter().map(String::as_str).collect()));
+                }
+            }
+        }
+        let _ = writeln!(out, "({:.1} s)", self.seconds);
+        out
+    }
+}
