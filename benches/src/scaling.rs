@@ -130,7 +130,7 @@ fn our_submitter<T: sigretire_queue::QueueTracker>(
     while started.elapsed() < cell {
         let burst = Instant::now();
         for _ in 0..BURST {
-            queue.launch(0).map_err(fail)?;
+            queue.launch_empty().map_err(fail)?;
             if record {
                 drop(queue.record_event().map_err(fail)?);
             }
@@ -302,7 +302,7 @@ pub fn measure<L: ScalingLab>(lab: &L, cell: Duration) -> Result<ScalingReport, 
                         s.spawn(move || -> Result<u64, String> {
                             let mut ops = 0;
                             while !stop.load(Ordering::Relaxed) {
-                                queue.launch(0).map_err(fail)?;
+                                queue.launch_empty().map_err(fail)?;
                                 queue
                                     .record_event()
                                     .map_err(fail)?

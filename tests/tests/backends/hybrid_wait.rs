@@ -41,7 +41,10 @@ fn launch_and_wait<B: Backend, T: QueueTracker>(
     let took = started.elapsed();
     // Never early: the machine ran the event's packet, and the kernel's
     // time passed.
-    let truth = platform.gpu.truth(hw, event.aql_index()).unwrap();
+    let truth = platform
+        .gpu
+        .truth(hw, event.aql_index().expect("recorded"))
+        .unwrap();
     assert!(truth.completed, "answered before the work completed");
     assert!(
         took >= length,
