@@ -350,7 +350,7 @@ impl<T: QueueTracker> Event<T> {
     /// at once (as CUDA's `cudaEventQuery` does), a wait on it
     /// ([`HostQueue::wait_event`](crate::HostQueue::wait_event)) publishes
     /// nothing, and an elapsed time refuses it
-    /// ([`ElapsedError::NotRecorded`]). Takes one reference on the device,
+    /// ([`ElapsedError::NotRecorded`](crate::ElapsedError::NotRecorded)). Takes one reference on the device,
     /// no allocation, no lock.
     ///
     /// ```
