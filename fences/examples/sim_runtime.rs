@@ -23,7 +23,7 @@ use sigretire_queue::sim::{
     Compute, CostProfile, HostFlag, Kernel, KernelDispatch, Sim, SimConfig, SimTracker,
 };
 use sigretire_queue::tracker::{Config, RetiringTracker, Status, Work, backend::Dispatch};
-use sigretire_queue::{CommandStatus, Device, DeviceConfig, QueueConfig};
+use sigretire_queue::{CommandStatus, Device, DeviceConfig, QueueConfig, sim};
 use std::collections::HashMap;
 use std::error::Error;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -239,13 +239,15 @@ fn main() -> Result<(), Box<dyn Error>> {
     // 2. Queues on hardware queues of our own. A device needs a default
     // queue (HIP's null stream); this example does not use it.
     let (default_tracker, _) = hardware_queue(&sim)?;
-    let device = Device::new(
+    // The simulator's handles are `sim::Device`, `sim::HostQueue`,
+    // `sim::Event` and `sim::Command`: no generic parameter to write.
+    let device: sim::Device = Device::new(
         DeviceConfig::default(),
         default_tracker,
         QueueConfig::default(),
     )?;
     let (tracker, producer_hw) = hardware_queue(&sim)?;
-    let producer = device.create_queue(tracker, QueueConfig::default())?;
+    let producer: sim::HostQueue = device.create_queue(tracker, QueueConfig::default())?;
     let (tracker, consumer_hw) = hardware_queue(&sim)?;
     let consumer = device.create_queue(tracker, QueueConfig::default())?;
     assert_ne!(producer_hw.id(), consumer_hw.id());
@@ -263,7 +265,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     // seen for sure; a runtime needs no such gate, its GPU just runs.
     let go = HostFlag::new();
     let gate = producer.launch(sim.register_kernel(Kernel::SpinUntil(go.clone())))?;
-    let start = producer.record_event()?;
+    let start: sim::Event = producer.record_event()?;
     let saxpy_command = producer.submit(Work::Dispatch(saxpy_dispatch))?;
     let stop = producer.record_event()?;
     assert!(
