@@ -438,6 +438,42 @@ typedef int32_t sigretire_status;
 #endif // __cplusplus
 
 /**
+ * How the work a completion callback waited for ended.
+ */
+enum sigretire_completion
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+    /**
+     * The work completed.
+     */
+    SIGRETIRE_COMPLETION_COMPLETE = 1,
+    /**
+     * The work failed (its stream failed: a queue error); it never
+     * completes.
+     */
+    SIGRETIRE_COMPLETION_FAILED = 2,
+    /**
+     * The device entered its error state before the work was seen
+     * complete (`sigretire_device_set_error`): the GPU may still run it.
+     */
+    SIGRETIRE_COMPLETION_DEVICE_ERROR = 3,
+    /**
+     * The stream was torn down before its work was ever seen done:
+     * nothing is known of the work.
+     */
+    SIGRETIRE_COMPLETION_CANCELLED = 4,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum sigretire_completion sigretire_completion;
+#else
+typedef uint32_t sigretire_completion;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * What is known about a use.
  */
 enum sigretire_use_status
@@ -848,6 +884,56 @@ typedef struct sigretire_wait_policy {
      */
     uint64_t device_spin_ns;
 } sigretire_wait_policy;
+
+/**
+ * Called once, with how the work ended and the `user` pointer given with
+ * it (untouched), on the device's callback thread: never on the thread
+ * that registered it, one that waits, or inside the GPU stream (nothing
+ * is enqueued on the GPU for it). Callbacks of one device run one at a
+ * time, those of one stream in the order of their stream positions.
+ *
+ * It may call the library (launch, query, record, destroy handles; a
+ * destroy of a device's last handle there does not wait for this
+ * thread), but should be short and must not wait for another callback
+ * of the same device (they run after it returns). It must return
+ * normally: no `longjmp` out of it, no C++ exception through it (the
+ * library cannot unwind it; the process may abort).
+ */
+typedef void (*sigretire_completion_callback)(sigretire_completion outcome, void *user);
+
+/**
+ * Called once, with the `user` pointer given with it (untouched), when
+ * the work it was released after has retired
+ * (`sigretire_stream_release_after`): the runtime may reuse or free what
+ * that work read (kernel arguments, a staging block) from then on. It
+ * runs on whichever thread proved the retirement (usually the device's
+ * completion thread; the registering thread when already proven, before
+ * the registration returns), so it must be short (return a block to a
+ * free list), must not call the library on the stream it was released on
+ * (it may run where that stream's work is being completed), and must
+ * return normally (no `longjmp`, no C++ exception).
+ */
+typedef void (*sigretire_retired_callback)(void *user);
+
+/**
+ * What a device's completion callbacks did so far
+ * (`sigretire_device_callback_stats`).
+ */
+typedef struct sigretire_callback_stats {
+    /**
+     * `sizeof` this struct, set by the caller before every call that
+     * takes it (`SIGRETIRE_ERR_STRUCT_SIZE` otherwise).
+     */
+    uint32_t size;
+    /**
+     * Callbacks that ran.
+     */
+    uint64_t run;
+    /**
+     * Of those, callbacks that ran with `SIGRETIRE_COMPLETION_CANCELLED`.
+     */
+    uint64_t cancelled;
+} sigretire_callback_stats;
 
 /**
  * Called once the library no longer uses an object the runtime handed it
@@ -1529,6 +1615,125 @@ sigretire_status sigretire_wait_policy_spin(struct sigretire_wait_policy *policy
  * `policy` points to a writable `sigretire_wait_policy`.
  */
 sigretire_status sigretire_wait_policy_blocking(struct sigretire_wait_policy *policy);
+
+/**
+ * Runs `callback(outcome, user)` once everything submitted to `stream`
+ * so far completed or failed (the position `sigretire_stream_synchronize`
+ * would wait for): on the device's callback thread, after the callbacks
+ * of earlier positions of the stream (see
+ * `sigretire_completion_callback`); at once, on that thread, when that
+ * work is already known done. Registering never waits and enqueues
+ * nothing on the GPU (it may publish a marker, as a query does, when the
+ * newest work has no completion point of its own).
+ *
+ * Teardown: destroying the stream's and the device's handles drops no
+ * callback: they run as the work completes (the library keeps the stream
+ * while its work is in flight). Work that never completes keeps its
+ * callbacks waiting; a device put in its error state
+ * (`sigretire_device_set_error`) runs them with
+ * `SIGRETIRE_COMPLETION_DEVICE_ERROR`. A stream torn down without its
+ * work ever seen done runs them with `SIGRETIRE_COMPLETION_CANCELLED`.
+ *
+ * ```c
+ * static void done(sigretire_completion outcome, void *user) {
+ *     notify_runtime(user, outcome == SIGRETIRE_COMPLETION_COMPLETE);
+ * }
+ *
+ * sigretire_stream_launch(stream, kernel);
+ * sigretire_stream_on_complete(stream, done, request);
+ * ```
+ *
+ * `SIGRETIRE_ERR_NULL` for a NULL `callback`;
+ * `SIGRETIRE_ERR_STREAM_FAILED` for a stream already failed,
+ * `SIGRETIRE_ERR_DEVICE_ABORTED` on an aborting device: nothing is
+ * registered and `callback` is never called.
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `stream` is a live stream; `callback` keeps the contract of
+ * `sigretire_completion_callback`; `user` is anything the callback
+ * accepts (the library never reads it) and stays valid until it is
+ * called.
+ */
+sigretire_status sigretire_stream_on_complete(const struct sigretire_stream *stream,
+                                              sigretire_completion_callback callback,
+                                              void *user);
+
+/**
+ * Runs `callback(outcome, user)` once the event's work completed or
+ * failed, as `sigretire_stream_on_complete` does for a stream (its
+ * stream's order, the device's callback thread, the same teardown). An
+ * event of a stream that already failed runs it with
+ * `SIGRETIRE_COMPLETION_FAILED`. The event handle may be destroyed
+ * before it runs.
+ *
+ * `SIGRETIRE_ERR_NULL` for a NULL `callback`: nothing is registered.
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `event` is a live event; `callback` and `user` as for
+ * `sigretire_stream_on_complete`.
+ */
+sigretire_status sigretire_event_on_complete(const struct sigretire_event *event,
+                                             sigretire_completion_callback callback,
+                                             void *user);
+
+/**
+ * Deferred release: calls `callback(user)` once everything submitted to
+ * `stream` so far is proven retired, so a runtime frees or reuses what
+ * that work reads (kernel arguments, staging blocks) by the library's
+ * retirement proof instead of an event per block. At once, on this
+ * thread, before returning, when nothing was submitted or everything is
+ * already known done.
+ *
+ * It costs no signal read: registering reads host memory only, and the
+ * proof that retires a batch of the stream (one load of its fence, or
+ * none) calls every release waiting on it, in the order they were
+ * registered. A release never closes a batch by itself: it is called once
+ * the batch completes (its size limit, a synchronize, an event
+ * synchronize, or a completion callback on a later position), so a
+ * runtime that only releases should synchronize or register a callback
+ * now and then. Failed work releases too (nothing of it still runs).
+ * Releases of work the device error state released are kept until the
+ * stream is torn down; any still held then are called at teardown (the
+ * library lets go of them; nothing proves the GPU is done).
+ *
+ * ```c
+ * static void free_block(void *block) { staging_free(block); }
+ *
+ * memcpy(block, arguments, size);
+ * sigretire_stream_launch(stream, kernel);        // reads `block`
+ * sigretire_stream_release_after(stream, free_block, block);
+ * ```
+ *
+ * `SIGRETIRE_ERR_NULL` for a NULL `callback`: nothing is registered.
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `stream` is a live stream; `callback` keeps the contract of
+ * `sigretire_retired_callback`; `user` is anything the callback accepts
+ * (the library never reads it) and stays valid until it is called.
+ */
+sigretire_status sigretire_stream_release_after(const struct sigretire_stream *stream,
+                                                sigretire_retired_callback callback,
+                                                void *user);
+
+/**
+ * What the device's completion callbacks did so far: how many ran and
+ * how many of those were cancelled (the counts of every stream of the
+ * device). Never waits.
+ *
+ * Thread safety: any thread, concurrently.
+ *
+ * # Safety
+ * `device` is a live device; `stats` points to a writable
+ * `sigretire_callback_stats` whose `size` is set.
+ */
+sigretire_status sigretire_device_callback_stats(const struct sigretire_device *device,
+                                                 struct sigretire_callback_stats *stats);
 
 /**
  * Creates a device on CUDA device `ordinal` (its primary context, the one

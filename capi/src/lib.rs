@@ -26,7 +26,11 @@
 //!   `hsa_queue_t`, or on CUDA over a runtime's `CUstream`), streams
 //!   (`sigretire_stream_*`: launch, marker, query, synchronize, waits for
 //!   events of other streams) and events (`sigretire_event_*`: record with
-//!   flags, query, synchronize, elapsed time).
+//!   flags, query, synchronize, elapsed time);
+//! - completion callbacks and deferred release (`sigretire_stream_on_complete`,
+//!   `sigretire_event_on_complete`, `sigretire_stream_release_after`,
+//!   `sigretire_device_callback_stats`): C functions run on the device's
+//!   callback thread once work completed or failed, or once it retired.
 //!
 //! Conventions every function keeps: it returns a `sigretire_status`;
 //! results go to out-parameters; every pointer is checked for NULL (and
@@ -38,6 +42,7 @@
 
 #![allow(non_camel_case_types)]
 
+mod callbacks;
 mod cuda;
 mod device;
 mod engine;
@@ -57,6 +62,7 @@ mod stream;
 mod tracker;
 mod types;
 
+pub use callbacks::*;
 pub use cuda::*;
 pub use device::*;
 pub use event::*;

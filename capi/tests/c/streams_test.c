@@ -6,14 +6,21 @@
  * status while the device's other stream keeps working, a device-wide
  * fault stops the device, handles may be destroyed in any order, and a
  * destroyed or wrong handle is refused with a status, never a crash. The
- * CUDA functions answer a typed status on a machine without a GPU. It
- * exits 1 on any wrong answer.
+ * CUDA functions answer a typed status on a machine without a GPU. A
+ * completion callback runs on the device's callback thread once the GPU
+ * ran the work, and a release once the work retired. It exits 1 on any
+ * wrong answer.
  */
+
+#define _POSIX_C_SOURCE 200809L
 
 #include "sigretire.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static int checks;
 static int wrong;
@@ -86,6 +93,73 @@ static void pending_until_the_gpu_runs(void) {
     CHECK_OK(sigretire_stream_destroy(&stream));
     CHECK_OK(sigretire_device_destroy(&device));
     CHECK_OK(sigretire_sim_destroy(&sim));
+}
+
+/* What a completion callback saw. */
+struct seen {
+    atomic_int calls;
+    atomic_int outcome;
+    pthread_t thread;  /* written before `calls`, read after it */
+};
+
+static void on_complete(sigretire_completion outcome, void *user) {
+    struct seen *seen = user;
+    seen->thread = pthread_self();
+    atomic_store(&seen->outcome, (int)outcome);
+    atomic_fetch_add(&seen->calls, 1);
+}
+
+static void on_retired(void *user) {
+    atomic_fetch_add((atomic_int *)user, 1);
+}
+
+/* Waits up to 10 s for `*count` to reach `at_least`. */
+static int wait_for(atomic_int *count, int at_least) {
+    struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000000};
+    for (int i = 0; i < 10000 && atomic_load(count) < at_least; i++) {
+        nanosleep(&ms, NULL);
+    }
+    return atomic_load(count) >= at_least;
+}
+
+/* A completion callback runs on the device's callback thread once the
+ * stepped GPU ran the work; a release runs once, after the work retired. */
+static void callbacks_and_releases(void) {
+    sigretire_sim *sim = NULL;
+    sigretire_device *device = NULL;
+    sigretire_stream *stream = NULL;
+    uint64_t gated = 0;
+    struct seen seen;
+    atomic_int released;
+    struct sigretire_callback_stats stats = {.size = sizeof stats};
+    atomic_init(&seen.calls, 0);
+    atomic_init(&seen.outcome, 0);
+    atomic_init(&released, 0);
+    sim_and_device(0, &sim, &device);
+    CHECK_OK(sigretire_device_default_stream(device, &stream));
+    CHECK_OK(sigretire_sim_register_gated_kernel(sim, &gated));
+    CHECK_OK(sigretire_stream_launch(stream, gated));
+    CHECK_OK(sigretire_stream_on_complete(stream, on_complete, &seen));
+    CHECK_OK(sigretire_stream_release_after(stream, on_retired, &released));
+    CHECK_STATUS(sigretire_stream_on_complete(stream, NULL, &seen), SIGRETIRE_ERR_NULL);
+    CHECK_STATUS(sigretire_stream_release_after(stream, NULL, &released), SIGRETIRE_ERR_NULL);
+    CHECK_OK(sigretire_sim_run_until_idle(sim)); /* the gate is shut: nothing ran */
+    nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 50000000}, NULL);
+    CHECK(atomic_load(&seen.calls) == 0);
+    CHECK(atomic_load(&released) == 0);
+    CHECK_OK(sigretire_sim_open_gate(sim, gated));
+    CHECK_OK(sigretire_sim_run_until_idle(sim));
+    CHECK(wait_for(&seen.calls, 1));
+    CHECK(atomic_load(&seen.outcome) == SIGRETIRE_COMPLETION_COMPLETE);
+    CHECK(!pthread_equal(seen.thread, pthread_self()));
+    CHECK_OK(sigretire_stream_synchronize(stream)); /* the retirement proof */
+    CHECK(wait_for(&released, 1));
+    CHECK_OK(sigretire_device_callback_stats(device, &stats));
+    CHECK(stats.run == 1 && stats.cancelled == 0);
+    CHECK_OK(sigretire_stream_destroy(&stream));
+    CHECK_OK(sigretire_device_destroy(&device));
+    CHECK_OK(sigretire_sim_destroy(&sim));
+    CHECK(atomic_load(&seen.calls) == 1 && atomic_load(&released) == 1); /* once each */
 }
 
 /* A stream that waits for another's event runs its later work after it. */
@@ -306,6 +380,7 @@ int main(void) {
     teardown_in_any_order();
     bad_handles_and_arguments();
     cuda_without_a_gpu();
+    callbacks_and_releases();
     if (wrong) {
         fprintf(stderr, "%d of %d checks wrong\n", wrong, checks);
         return 1;
