@@ -12,6 +12,10 @@
 //!   (`sigbench --waits`).
 //! - [`scaling`]: one thread's submissions while others wait, and the
 //!   cost per operation from 1 to 64 queues (`sigbench --wait-scaling`).
+//! - [`callbacks`]: how late a completion callback runs and what it costs
+//!   the stream's later work, and what a deferred release costs per value,
+//!   ours beside CUDA's host functions and the caching allocator's event
+//!   queries (`sigbench --callbacks`).
 //! - [`workload`]: the per-use workload of the criterion benches and of
 //!   `benches/instructions.sh`.
 //! - [`affinity`]: the simulated GPU's thread kept off the host thread's
@@ -22,6 +26,7 @@
 
 pub mod affinity;
 pub mod alloc;
+pub mod callbacks;
 pub mod cpu;
 pub mod measure;
 pub mod platform;

@@ -11,6 +11,8 @@
 //!     [--json FILE] [--markdown]
 //! cargo run --release -p sigbench -- --wait-scaling [--backend auto|sim|cuda] [--cell-ms N]
 //!     [--json FILE] [--markdown]
+//! cargo run --release -p sigbench -- --callbacks [--backend auto|sim|cuda]
+//!     [--callback-samples N] [--release-values N] [--json FILE] [--markdown]
 //! ```
 
 use sigretire_bench::measure::{self, Api, LONG_WORK, Row, Steady};
@@ -18,7 +20,7 @@ use sigretire_bench::platform::{Platform, Skipped};
 use sigretire_bench::platforms::{cuda::CudaBench, rocr::RocrBench, sim::SimBench};
 use sigretire_bench::report::{Report, SteadyState};
 use sigretire_bench::seed_table;
-use sigretire_bench::{scaling, waits};
+use sigretire_bench::{callbacks, scaling, waits};
 use sigretire_tracker::{Config, Placement};
 use std::time::{Duration, Instant};
 
@@ -29,7 +31,9 @@ const USAGE: &str = "usage: sigbench [--backend auto|sim|rocr|cuda] [--iteration
                      [--long-iterations N] [--warmup N] [--steady-uses N] [--json FILE] [--markdown]
        sigbench --seed-table [--iterations N] [--warmup N] [--rounds N]
        sigbench --waits [--backend auto|sim|cuda] [--wait-samples N] [--json FILE] [--markdown]
-       sigbench --wait-scaling [--backend auto|sim|cuda] [--cell-ms N] [--json FILE] [--markdown]";
+       sigbench --wait-scaling [--backend auto|sim|cuda] [--cell-ms N] [--json FILE] [--markdown]
+       sigbench --callbacks [--backend auto|sim|cuda] [--callback-samples N] [--release-values N]
+                [--json FILE] [--markdown]";
 
 const HELP: &str = "\
 Event and synchronize latency of the retiring tracker and the baseline (and,
@@ -68,7 +72,19 @@ then the steady-state counters.
                        wait, ours and on CUDA its own event loops; then 1, 8
                        and 64 queues, one thread each, launch + record +
                        synchronize: the cost per operation
-  --cell-ms N          wait scaling: milliseconds per cell (default 200)";
+  --cell-ms N          wait scaling: milliseconds per cell (default 200)
+  --callbacks          instead: how late a completion callback runs after its
+                       kernel's end (p50, p99) and how much later the next
+                       kernel ends when the callback holds its thread 200 us,
+                       ours (on_complete) and on CUDA cuLaunchHostFunc; then
+                       deferred release at 1, 64 and 4096 blocks in flight:
+                       host time and signal loads per released value, ours
+                       (release_after), and on CUDA the caching allocator's
+                       event per block, queried in order (host time and
+                       driver calls per value). Backends: cuda, else the
+                       simulator (signals in device memory)
+  --callback-samples N callbacks: timed callbacks per row (default 100)
+  --release-values N   callbacks: released values per cell (default 8192)";
 
 /// Untimed calls before the `*_long` rows' timed ones, at most.
 const LONG_WARMUP: usize = 20;
@@ -87,6 +103,9 @@ struct Options {
     wait_samples: usize,
     wait_scaling: bool,
     cell_ms: usize,
+    callbacks: bool,
+    callback_samples: usize,
+    release_values: usize,
 }
 
 fn parse() -> Result<Options, String> {
@@ -104,6 +123,9 @@ fn parse() -> Result<Options, String> {
         wait_samples: 200,
         wait_scaling: false,
         cell_ms: 200,
+        callbacks: false,
+        callback_samples: 100,
+        release_values: 8192,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -133,6 +155,9 @@ fn parse() -> Result<Options, String> {
             "--wait-samples" => o.wait_samples = positive(value()?)?,
             "--wait-scaling" => o.wait_scaling = true,
             "--cell-ms" => o.cell_ms = positive(value()?)?,
+            "--callbacks" => o.callbacks = true,
+            "--callback-samples" => o.callback_samples = positive(value()?)?,
+            "--release-values" => o.release_values = positive(value()?)?,
             "-h" | "--help" => {
                 println!("{USAGE}\n\n{HELP}");
                 std::process::exit(0);
@@ -179,7 +204,7 @@ fn main() {
         }
         return;
     }
-    if options.waits || options.wait_scaling {
+    if options.waits || options.wait_scaling || options.callbacks {
         waits(&options);
         return;
     }
@@ -243,7 +268,7 @@ fn main() {
     }
 }
 
-/// `--waits` and `--wait-scaling`: on CUDA, else the simulator (ROCr has
+/// `--waits`, `--wait-scaling` and `--callbacks`: on CUDA, else the simulator (ROCr has
 /// no kernel of a chosen length here: no code object).
 fn waits(options: &Options) {
     let want = |name: &str| options.backend == "auto" || options.backend == name;
@@ -266,7 +291,7 @@ fn waits(options: &Options) {
             break 'chosen report_waits(&SimBench::new(), options, why);
         }
         Err(format!(
-            "--waits runs on cuda or sim; not available: {}",
+            "--waits, --wait-scaling and --callbacks run on cuda or sim; not available: {}",
             skipped
                 .iter()
                 .map(ToString::to_string)
@@ -280,13 +305,17 @@ fn waits(options: &Options) {
     }
 }
 
-fn report_waits<L: waits::WaitLab + scaling::ScalingLab>(
+fn report_waits<L: waits::WaitLab + scaling::ScalingLab + callbacks::CallbackLab>(
     lab: &L,
     options: &Options,
     why: String,
 ) -> Result<(), String> {
     eprintln!("sigbench: {} ({why})", lab.backend());
-    let json = if options.wait_scaling {
+    let json = if options.callbacks {
+        let report = callbacks::measure(lab, options.callback_samples, options.release_values)?;
+        print!("{}", report.table(options.markdown));
+        serde_json::to_string_pretty(&report)
+    } else if options.wait_scaling {
         let cell = Duration::from_millis(options.cell_ms as u64);
         let report = scaling::measure(lab, cell)?;
         print!("{}", report.table(options.markdown));

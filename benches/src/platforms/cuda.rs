@@ -395,3 +395,255 @@ impl Native for CudaBench {
         Ok(stopped.alone())
     }
 }
+
+/// What a host function of the callback rows shares with its launcher: the
+/// time it started, set once it returns.
+struct HostCall {
+    hold: crate::callbacks::Hold,
+    started: std::sync::Mutex<Option<Instant>>,
+    done: std::sync::Condvar,
+}
+
+/// The host function: stamps its start, holds its thread for `hold`.
+extern "C" fn host_call(data: *mut core::ffi::c_void) {
+    // SAFETY: `data` is the `Arc<HostCall>` that `launch_host_call` gave
+    // up with `Arc::into_raw` for this one call; the driver runs a host
+    // function exactly once, so it is taken back exactly once.
+    let call = unsafe { Arc::from_raw(data.cast_const().cast::<HostCall>()) };
+    let now = Instant::now();
+    call.hold.hold();
+    *call.started.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+    call.done.notify_all();
+}
+
+/// Enqueues `host_call` holding `hold` on `queue`'s stream
+/// (`cuLaunchHostFunc`): the stream's later work waits for it.
+fn launch_host_call(
+    queue: &CudaQueue,
+    hold: crate::callbacks::Hold,
+) -> Result<Arc<HostCall>, String> {
+    use sigretire_cuda::cudarc::driver::sys;
+    let call = Arc::new(HostCall {
+        hold,
+        started: std::sync::Mutex::new(None),
+        done: std::sync::Condvar::new(),
+    });
+    queue.context().bind().map_err(driver)?;
+    // Work the queue did not publish.
+    queue.note_foreign_work();
+    let data = Arc::into_raw(call.clone())
+        .cast_mut()
+        .cast::<core::ffi::c_void>();
+    // SAFETY: a live stream of the bound context; `host_call` makes no CUDA
+    // call and owns `data` (one strong count) once the launch succeeded.
+    let launched = sigretire_cuda::check("cuLaunchHostFunc", unsafe {
+        sys::cuLaunchHostFunc(queue.as_raw(), Some(host_call), data)
+    });
+    if let Err(e) = launched {
+        // SAFETY: the launch failed, so the driver never runs `host_call`:
+        // the count given up above is taken back here, once.
+        drop(unsafe { Arc::from_raw(data.cast_const().cast::<HostCall>()) });
+        return Err(driver(e));
+    }
+    Ok(call)
+}
+
+/// When the host function started, once it returned (30 s at most).
+fn host_call_started(call: &HostCall) -> Result<Instant, String> {
+    let started = call.started.lock().unwrap_or_else(|p| p.into_inner());
+    let (started, _) = call
+        .done
+        .wait_timeout_while(started, Duration::from_secs(30), |s| s.is_none())
+        .unwrap_or_else(|p| p.into_inner());
+    started.ok_or_else(|| "a host function never ran".to_string())
+}
+
+/// `cuEventQuery` with no bind of its own, as a runtime queries with its
+/// context already current (`NOT_READY` is `false`).
+fn query_bound(event: &Event) -> Result<bool, String> {
+    use sigretire_cuda::cudarc::driver::sys;
+    // SAFETY: the event is alive (borrowed); the caller bound its context on
+    // this thread (were it not, the driver answers an error, nothing worse).
+    match unsafe { sys::cuEventQuery(event.as_raw()) } {
+        sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+        code => sigretire_cuda::check("cuEventQuery", code)
+            .map(|()| true)
+            .map_err(driver),
+    }
+}
+
+/// `cuEventRecord` on `queue`'s stream with no bind of its own.
+fn record_bound(event: &Event, queue: &CudaQueue) -> Result<(), String> {
+    use sigretire_cuda::cudarc::driver::sys;
+    // SAFETY: both handles are alive (borrowed) and of one context, which
+    // the caller bound on this thread (as for `query_bound`).
+    sigretire_cuda::check("cuEventRecord", unsafe {
+        sys::cuEventRecord(event.as_raw(), queue.as_raw())
+    })
+    .map_err(driver)
+}
+
+impl CudaBench {
+    fn publish_kernel(&self, kernel: u64) -> Result<(), String> {
+        let index = self.queue.reserve().map_err(|e| e.to_string())?;
+        self.queue
+            .publish(Publication::unsignalled(index, true), Work::Kernel(kernel))
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl crate::callbacks::CallbackLab for CudaBench {
+    fn late_from(&self) -> &'static str {
+        "the callback's start less the moment an observer thread saw a pinned word written by a one-thread kernel launched right after the first kernel (ours is registered on the first kernel itself, so the flag kernel's own run, a few us, favours it; the host function follows the flag kernel)"
+    }
+
+    fn gap_from(&self) -> &'static str {
+        "cuEventElapsedTime from an event recorded after the first kernel (and its flag kernel) to one after the next kernel"
+    }
+
+    fn hold(&self, hold: Duration) -> crate::callbacks::Hold {
+        crate::callbacks::Hold::Spin(hold)
+    }
+
+    fn our_callback(
+        &self,
+        queue: &sigretire_queue::HostQueue<Self::Retiring>,
+        first: u64,
+        next: u64,
+        hold: Option<crate::callbacks::Hold>,
+    ) -> Result<crate::callbacks::CallbackSample, String> {
+        use sigretire_tracker::Tracker as _;
+        let (after_first, after_next) = (self.event(false)?, self.event(false)?);
+        let observer = self.observe_end();
+        let command = queue.launch(first).map_err(|e| e.to_string())?;
+        queue
+            .with_tracker(|t| {
+                launch_flag_writer(t.queue(), &self.end_flag)?;
+                after_first.record(t.queue())
+            })
+            .map_err(driver)?;
+        let stamps =
+            hold.map(|hold| crate::callbacks::stamp_on_complete(&command, Instant::now, hold));
+        queue.launch(next).map_err(|e| e.to_string())?;
+        queue
+            .with_tracker(|t| after_next.record(t.queue()))
+            .map_err(driver)?;
+        after_next.synchronize().map_err(driver)?;
+        let late = match stamps {
+            Some(stamps) => Some(Self::late_after(
+                observer,
+                crate::callbacks::stamp(&stamps)?,
+            )?),
+            None => {
+                Self::late_after(observer, Instant::now())?;
+                None
+            }
+        };
+        let gap = after_next.elapsed_since(&after_first).map_err(driver)?;
+        Ok(crate::callbacks::CallbackSample { late, gap })
+    }
+
+    fn native_callback(
+        &self,
+        first: u64,
+        next: u64,
+        hold: Option<crate::callbacks::Hold>,
+    ) -> Option<Result<crate::callbacks::CallbackSample, String>> {
+        let sample = || -> Result<crate::callbacks::CallbackSample, String> {
+            let (after_first, after_next) = (self.event(false)?, self.event(false)?);
+            let observer = self.observe_end();
+            self.publish_kernel(first)?;
+            launch_flag_writer(&self.queue, &self.end_flag).map_err(driver)?;
+            after_first.record(&self.queue).map_err(driver)?;
+            let call = match hold {
+                Some(hold) => Some(launch_host_call(&self.queue, hold)?),
+                None => None,
+            };
+            self.publish_kernel(next)?;
+            after_next.record(&self.queue).map_err(driver)?;
+            after_next.synchronize().map_err(driver)?;
+            let late = match call {
+                Some(call) => Some(Self::late_after(observer, host_call_started(&call)?)?),
+                None => {
+                    Self::late_after(observer, Instant::now())?;
+                    None
+                }
+            };
+            let gap = after_next.elapsed_since(&after_first).map_err(driver)?;
+            Ok(crate::callbacks::CallbackSample { late, gap })
+        };
+        Some(sample())
+    }
+
+    fn native_release(
+        &self,
+        kernel: u64,
+        blocks: usize,
+        values: usize,
+    ) -> Option<Result<crate::callbacks::ReleaseSample, String>> {
+        let cell = || -> Result<crate::callbacks::ReleaseSample, String> {
+            // The allocator's pool: one event per block, reused.
+            let flags = EventFlags {
+                timing: false,
+                blocking_sync: false,
+            };
+            let pool = (0..blocks)
+                .map(|_| Event::new(&self.context, flags))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(driver)?;
+            let mut free: Vec<usize> = (0..blocks).collect();
+            let mut outstanding = std::collections::VecDeque::with_capacity(blocks);
+            let mut s = crate::callbacks::ReleaseSample::default();
+            // What an allocation does first: query the oldest outstanding
+            // blocks' events until one is not ready, freeing the ready ones.
+            let process = |outstanding: &mut std::collections::VecDeque<usize>,
+                           free: &mut Vec<usize>,
+                           s: &mut crate::callbacks::ReleaseSample|
+             -> Result<(), String> {
+                while let Some(&block) = outstanding.front() {
+                    s.driver_calls += 1;
+                    if !query_bound(&pool[block])? {
+                        break;
+                    }
+                    outstanding.pop_front();
+                    free.push(block);
+                    s.values += 1;
+                }
+                Ok(())
+            };
+            // Bound once, as a runtime's thread has its context current:
+            // the calls timed are the queries and records alone.
+            self.context.bind().map_err(driver)?;
+            let rounds = (values / blocks).max(2);
+            // Round 0 warms up, untimed and uncounted.
+            for round in 0..=rounds {
+                for _ in 0..blocks {
+                    let start = Instant::now();
+                    process(&mut outstanding, &mut free, &mut s)?;
+                    let block = free.pop().ok_or("no free block after a synchronize")?;
+                    let mut host = start.elapsed();
+                    s.windows += 1;
+                    self.publish_kernel(kernel)?;
+                    let start = Instant::now();
+                    record_bound(&pool[block], &self.queue)?;
+                    s.driver_calls += 1;
+                    outstanding.push_back(block);
+                    host += start.elapsed();
+                    s.windows += 1;
+                    s.host += host;
+                }
+                self.queue.synchronize().map_err(driver)?;
+                if round == 0 {
+                    process(&mut outstanding, &mut free, &mut s)?;
+                    s = crate::callbacks::ReleaseSample::default();
+                }
+            }
+            let start = Instant::now();
+            process(&mut outstanding, &mut free, &mut s)?;
+            s.host += start.elapsed();
+            s.windows += 1;
+            Ok(s)
+        };
+        Some(cell())
+    }
+}

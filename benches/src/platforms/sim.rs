@@ -167,3 +167,64 @@ impl crate::waits::WaitLab for SimBench {
 }
 
 impl crate::scaling::ScalingLab for SimBench {}
+
+impl SimBench {
+    /// The end stamp of packet `index` of `queue`'s hardware queue.
+    fn end_of(
+        &self,
+        queue: &sigretire_queue::HostQueue<SimTracker>,
+        index: u64,
+    ) -> Result<u64, String> {
+        use sigretire_tracker::Tracker as _;
+        queue
+            .with_tracker(|t| t.queue().truth(index))
+            .ok_or("the kernel's ground truth is gone")?
+            .end_ts
+            .ok_or_else(|| "a finished kernel has no end stamp".to_string())
+    }
+
+    fn ticks(&self, ticks: u64) -> Duration {
+        self.sim.profile().gpu_tick * u32::try_from(ticks).unwrap_or(u32::MAX)
+    }
+}
+
+impl crate::callbacks::CallbackLab for SimBench {
+    fn late_from(&self) -> &'static str {
+        "the simulated GPU's clock as the callback started, less the kernel's own end stamp"
+    }
+
+    fn gap_from(&self) -> &'static str {
+        "the next kernel's end stamp less the first kernel's (the simulator's ground truth)"
+    }
+
+    fn hold(&self, hold: Duration) -> crate::callbacks::Hold {
+        crate::callbacks::Hold::Sleep(hold)
+    }
+
+    fn our_callback(
+        &self,
+        queue: &sigretire_queue::HostQueue<SimTracker>,
+        first: u64,
+        next: u64,
+        hold: Option<crate::callbacks::Hold>,
+    ) -> Result<crate::callbacks::CallbackSample, String> {
+        let command = queue.launch(first).map_err(|e| e.to_string())?;
+        let a = command.aql_index();
+        let stamps = hold.map(|hold| {
+            let sim = self.sim.clone();
+            crate::callbacks::stamp_on_complete(&command, move || sim.now_ticks(), hold)
+        });
+        let b = queue.launch(next).map_err(|e| e.to_string())?.aql_index();
+        queue.synchronize().map_err(|e| e.to_string())?;
+        let first_end = self.end_of(queue, a)?;
+        let late = match stamps {
+            Some(stamps) => {
+                let now = crate::callbacks::stamp(&stamps)?;
+                Some(self.ticks(now.saturating_sub(first_end)))
+            }
+            None => None,
+        };
+        let gap = self.ticks(self.end_of(queue, b)?.saturating_sub(first_end));
+        Ok(crate::callbacks::CallbackSample { late, gap })
+    }
+}
