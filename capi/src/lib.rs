@@ -1,5 +1,9 @@
 //! The completion-signal tracker's C ABI, for runtimes written in C and
-//! C++ (a HIP runtime, an IREE-style HAL, an inference engine driving ROCr).
+//! C++ (a HIP runtime, an IREE-style HAL, an inference engine driving ROCr):
+//! HIP-like devices, streams and events over a runtime's own `hsa_queue_t`
+//! or `CUstream` (`sigretire_rocr_device_adopt`,
+//! `sigretire_cuda_device_adopt`), completion callbacks and deferred
+//! release, and the tracker itself; every backend also on a simulated GPU.
 //!
 //! The crate builds `libsigretire_capi.so` (cdylib) and
 //! `libsigretire_capi.a` (staticlib); `include/sigretire.h` is generated

@@ -7,24 +7,22 @@
 //!
 //! # On a GPU
 //!
-//! A runtime makes a tracker on its backend (`sigretire-cuda` on NVIDIA
-//! GPUs, `sigretire-hsa` on ROCr) and a [`Device`] over it; each further
-//! [`HostQueue`] takes a tracker of its own. On CUDA:
+//! Each backend names the queue layer's handles for its tracker and makes a
+//! device in one call (its `queue` feature): `sigretire_cuda::queue` on
+//! NVIDIA GPUs (from an ordinal, or from a cudarc stream the runtime keeps:
+//! `queue::adopt`), `sigretire_hsa::queue` on ROCr. On CUDA:
 //!
 //! ```no_run
-//! use sigretire_cuda::CudaContext;
-//! use sigretire_queue::tracker::Config;
-//! use sigretire_queue::{Device, DeviceConfig, QueueConfig, Work};
+//! use sigretire_cuda::queue::{self, DeviceConfig, QueueConfig};
 //!
-//! let context = CudaContext::new(0)?; // a typed error without a driver or a GPU
-//! let (tracker, _stream) = context.retiring_tracker(Config::default())?;
-//! let device = Device::new(DeviceConfig::default(), tracker, QueueConfig::default())?;
-//! let queue = device.default_queue();
-//! let start = queue.record_event()?;
-//! queue.submit(Work::Empty)?; // a runtime's own kernel: CudaContext::register_kernel
-//! let stop = queue.record_event()?;
+//! // A typed error without a driver or a GPU (`OpenError::is_no_gpu`).
+//! let (device, stream) = queue::open(0, DeviceConfig::default(), QueueConfig::default())?;
+//! let start: queue::Event = stream.record_event()?;
+//! stream.launch_empty()?; // a runtime's own kernel: CudaContext::register_kernel
+//! let stop = stream.record_event()?;
 //! stop.synchronize()?;
 //! println!("{:?} on the GPU", start.elapsed_to(&stop)?);
+//! device.synchronize()?; // every queue of the device
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
