@@ -11,17 +11,18 @@
 //! the thread is left as it was found. What is left of the overshoot (the scheduler's wake-up
 //! latency) the wait measures and the history keeps
 //! ([`WaitHistory`](super::WaitHistory)), and a hybrid wait wakes that
-//! much earlier. Elsewhere (no timer slack to lower, or a loom model) a
+//! much earlier. Elsewhere (no timer slack to lower, a loom model, or Miri,
+//! which cannot call `prctl`) a
 //! doze is a plain sleep.
 
 use std::time::Duration;
 
 /// The timer slack a doze sleeps with, in nanoseconds: 1 us, well under
 /// the wake-up latency it is paid next to.
-#[cfg(all(target_os = "linux", not(sigretire_loom)))]
+#[cfg(all(target_os = "linux", not(sigretire_loom), not(miri)))]
 const FINE_SLACK_NS: libc::c_ulong = 1_000;
 
-#[cfg(all(target_os = "linux", not(sigretire_loom)))]
+#[cfg(all(target_os = "linux", not(sigretire_loom), not(miri)))]
 thread_local! {
     /// The slack this thread had before a doze lowered it, until restored.
     static SAVED: core::cell::Cell<Option<libc::c_ulong>> = const { core::cell::Cell::new(None) };
@@ -30,7 +31,7 @@ thread_local! {
 /// Sleeps for `duration` with the calling thread's timer slack lowered to
 /// 1 us; the slack stays lowered for the thread's next dozes until
 /// [`restore`].
-#[cfg(all(target_os = "linux", not(sigretire_loom)))]
+#[cfg(all(target_os = "linux", not(sigretire_loom), not(miri)))]
 pub(crate) fn doze(duration: Duration) {
     if SAVED.get().is_none() {
         // SAFETY: PR_GET_TIMERSLACK takes no pointer; it answers the
@@ -49,7 +50,7 @@ pub(crate) fn doze(duration: Duration) {
 }
 
 /// Gives the calling thread back the timer slack it had before its dozes.
-#[cfg(all(target_os = "linux", not(sigretire_loom)))]
+#[cfg(all(target_os = "linux", not(sigretire_loom), not(miri)))]
 pub(crate) fn restore() {
     if let Some(slack) = SAVED.take() {
         // SAFETY: as in `doze`; the value is the one the thread had.
@@ -58,16 +59,16 @@ pub(crate) fn restore() {
 }
 
 /// Sleeps for `duration` (no timer slack to lower here).
-#[cfg(not(all(target_os = "linux", not(sigretire_loom))))]
+#[cfg(not(all(target_os = "linux", not(sigretire_loom), not(miri))))]
 pub(crate) fn doze(duration: Duration) {
     crate::sync::sleep(duration);
 }
 
 /// Nothing to give back here.
-#[cfg(not(all(target_os = "linux", not(sigretire_loom))))]
+#[cfg(not(all(target_os = "linux", not(sigretire_loom), not(miri))))]
 pub(crate) fn restore() {}
 
-#[cfg(all(test, target_os = "linux", not(sigretire_loom)))]
+#[cfg(all(test, target_os = "linux", not(sigretire_loom), not(miri)))]
 mod tests {
     use super::*;
 
