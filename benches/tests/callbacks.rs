@@ -3,16 +3,15 @@
 //! and without wake signals, then our deferred release at 1, 64 and 4096
 //! blocks in flight, every released value seen freed.
 
-use serde_json::Value;
-use std::process::Command;
+mod support;
+
+use support::{Run, sigbench};
 
 #[test]
 fn sigbench_callbacks_prints_both_tables_and_writes_every_row() {
-    let dir = std::env::temp_dir().join(format!("sigbench-callbacks-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("callbacks.json");
-    let output = Command::new(env!("CARGO_BIN_EXE_sigbench"))
-        .args([
+    let Run { stdout, json, .. } = sigbench(
+        "callbacks",
+        &[
             "--callbacks",
             "--backend",
             "sim",
@@ -20,19 +19,13 @@ fn sigbench_callbacks_prints_both_tables_and_writes_every_row() {
             "10",
             "--release-values",
             "512",
-            "--json",
-        ])
-        .arg(&path)
-        .output()
-        .expect("sigbench runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "sigbench failed:\n{stderr}");
+        ],
+    );
     assert!(
         stdout.contains("ours on_complete") && stdout.contains("ours release_after"),
         "{stdout}"
     );
-    let json: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+
     assert_eq!(json["backend"], "sim");
     assert_eq!(json["signals"], "device");
     let callbacks = json["callbacks"].as_array().expect("callbacks");
@@ -59,5 +52,4 @@ fn sigbench_callbacks_prints_both_tables_and_writes_every_row() {
         assert!(row["loads_per_value"].as_f64().unwrap() >= 0.0, "{row}");
         assert!(row["driver_calls_per_value"].is_null(), "{row}");
     }
-    std::fs::remove_dir_all(&dir).ok();
 }

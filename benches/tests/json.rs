@@ -1,8 +1,10 @@
 //! The README's main job: `sigbench` runs on a machine with no GPU (the
 //! simulator), prints its table, and writes JSON of the shape `report.rs` documents.
 
-use serde_json::Value;
+mod support;
+
 use std::process::Command;
+use support::{Run, sigbench};
 
 const APIS: [&str; 10] = [
     "event_synchronize",
@@ -19,11 +21,13 @@ const APIS: [&str; 10] = [
 
 #[test]
 fn sigbench_prints_the_table_and_writes_json_of_the_documented_shape() {
-    let dir = std::env::temp_dir().join(format!("sigbench-json-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("out.json");
-    let output = Command::new(env!("CARGO_BIN_EXE_sigbench"))
-        .args([
+    let Run {
+        stdout,
+        stderr,
+        json,
+    } = sigbench(
+        "json",
+        &[
             "--backend",
             "sim",
             "--iterations",
@@ -34,14 +38,8 @@ fn sigbench_prints_the_table_and_writes_json_of_the_documented_shape() {
             "2",
             "--steady-uses",
             "256",
-            "--json",
-        ])
-        .arg(&path)
-        .output()
-        .expect("sigbench runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "sigbench failed:\n{stderr}");
+        ],
+    );
     assert!(
         stdout.contains("event_query") && stdout.contains("steady state"),
         "{stdout}"
@@ -52,7 +50,6 @@ fn sigbench_prints_the_table_and_writes_json_of_the_documented_shape() {
         "the CPU and slept columns are shown: {stdout}"
     );
 
-    let json: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(json["backend"], "sim");
     assert!(json["machine"].as_str().is_some_and(|m| !m.is_empty()));
     let rows = json["rows"].as_array().expect("rows");
@@ -163,7 +160,6 @@ fn sigbench_prints_the_table_and_writes_json_of_the_documented_shape() {
         let row = cell("event_synchronize_blocking_long", tracker);
         assert_eq!(row["slept"], true, "{row}");
     }
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
