@@ -16,6 +16,7 @@
  */
 
 #include "sigretire.h"
+#include "check.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -29,29 +30,8 @@
 #define EXPECTED_FENCE_LOADS 1
 #endif
 
-static int checks;
-static int wrong;
-
-/* Records one check; prints the library's last error when a call failed. */
-static void check(int ok, const char *what, const char *file, int line) {
-    checks++;
-    if (!ok) {
-        char message[512];
-        size_t length = 0;
-        wrong++;
-        fprintf(stderr, "%s:%d: WRONG: %s\n", file, line, what);
-        if (sigretire_last_error(message, sizeof message, &length) == SIGRETIRE_OK && length > 1) {
-            fprintf(stderr, "    last error: %s\n", message);
-        }
-    }
-}
-
 /* Every struct passed to the library carries its size, set first. */
 #define SIZED(type) {.size = sizeof(struct type)}
-
-#define CHECK(cond) check((cond) ? 1 : 0, #cond, __FILE__, __LINE__)
-#define CHECK_OK(call) CHECK((call) == SIGRETIRE_OK)
-#define CHECK_STATUS(call, status) CHECK((call) == (status))
 
 /* HSA packet types (hsa.h), for packets this program writes itself. */
 #define PACKET_TYPE_KERNEL_DISPATCH 2
