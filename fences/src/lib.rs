@@ -214,6 +214,30 @@ pub use sigretire_tracker::{
 pub use stats::QueueStats;
 pub use status::CommandStatus;
 
+/// What a runtime names beside the queue layer's handles, but the handles
+/// themselves (which each backend names for its tracker): configs, flags,
+/// statuses, stats, errors, futures and the work a queue takes. A backend's
+/// `queue` module re-exports it whole (`sigretire_cuda::queue`,
+/// `sigretire_hsa::queue`), so a runtime needs one `use` per backend.
+///
+/// ```
+/// use sigretire_queue::prelude::*;
+/// let config = QueueConfig::default();
+/// assert!(config.validate().is_ok());
+/// assert!(EventFlags::default().timing);
+/// ```
+pub mod prelude {
+    /// What [`HostQueue::query`](crate::HostQueue::query) and
+    /// [`Event::query`](crate::Event::query) answer.
+    pub use crate::tracker::Status;
+    pub use crate::{
+        BatchLimits, CallbackStats, CommandStatus, CrossWait, DeviceConfig, DeviceStats,
+        ElapsedError, Error, EventFlags, InvalidConfig, MoveError, QueueConfig, QueueStats,
+        RecordError, SubmitError, SyncError, SyncFuture, Timestamps, TimestampsError, WaitError,
+        WaitEventError, WaitFuture, WaitPolicy, Work,
+    };
+}
+
 /// The crate README's example, run as a doctest so it cannot go stale.
 #[cfg(all(doctest, feature = "sim"))]
 #[doc = include_str!("../README.md")]

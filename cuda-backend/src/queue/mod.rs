@@ -66,14 +66,7 @@ use cudarc::driver::CudaStream;
 use sigretire_tracker::{Config, RetiringTracker, Tracker};
 use std::sync::Arc;
 
-/// What [`HostQueue::query`](sigretire_queue::HostQueue::query) and
-/// [`Event::query`](sigretire_queue::Event::query) answer.
-pub use sigretire_queue::tracker::Status;
-pub use sigretire_queue::{
-    BatchLimits, CommandStatus, CrossWait, DeviceConfig, DeviceStats, ElapsedError, Error,
-    EventFlags, InvalidConfig, MoveError, QueueConfig, QueueStats, RecordError, SubmitError,
-    SyncError, Timestamps, TimestampsError, WaitError, WaitEventError, WaitPolicy, Work,
-};
+pub use sigretire_queue::prelude::*;
 
 /// The retiring tracker on a CUDA stream, with signals in the context's
 /// pinned memory: what every queue of this module runs on.

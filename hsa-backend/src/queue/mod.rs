@@ -47,14 +47,7 @@ use crate::memory::SignalPool;
 use sigretire_tracker::{Config, CreateError, Placement, RetiringTracker, Tracker};
 use std::sync::Arc;
 
-/// What [`HostQueue::query`](sigretire_queue::HostQueue::query) and
-/// [`Event::query`](sigretire_queue::Event::query) answer.
-pub use sigretire_queue::tracker::Status;
-pub use sigretire_queue::{
-    BatchLimits, CommandStatus, CrossWait, DeviceConfig, DeviceStats, ElapsedError, Error,
-    EventFlags, InvalidConfig, MoveError, QueueConfig, QueueStats, RecordError, SubmitError,
-    SyncError, Timestamps, TimestampsError, WaitError, WaitEventError, WaitPolicy, Work,
-};
+pub use sigretire_queue::prelude::*;
 /// A kernel dispatch of the runtime's own ([`Work::Dispatch`]): its kernel
 /// object, kernel arguments, grid and workgroup.
 pub use sigretire_tracker::backend::Dispatch;
