@@ -515,8 +515,9 @@ impl Wait {
 
     /// When the wait's work completed, from the wait's start, as well as
     /// the wait knows it: after its last unanswered look, by its answering
-    /// one. `None` for a wait not (yet) answered, or answered at its first
-    /// look (the work may have ended long before).
+    /// one. `None` for a wait not (yet) answered, answered at its first
+    /// look (the work may have ended long before), or not hybrid (only a
+    /// hybrid wait reads the clock around its looks, to learn from it).
     pub fn bracket(&self) -> Option<(Duration, Duration)> {
         let answered = self.answered?;
         Some((self.last_miss?.min(answered), answered))
@@ -715,20 +716,26 @@ impl Wait {
     ) -> Result<T, WaitStop<E>> {
         let mut arm = Some(arm);
         let mut wake: Option<W> = None;
+        // Only a hybrid wait learns when its work completed (`teach`): the
+        // others read no clock around their looks, which would double a
+        // spinning look's cost for nothing.
+        let learns = self.policy.hybrid.is_some();
         loop {
             self.counts.looks += 1;
             // Read before the look: the work was pending at least until
             // then if the look does not answer (the lower end of the
             // completion's bracket), and done by the reading after it if
             // it does.
-            let looking = self.elapsed();
+            let looking = learns.then(|| self.elapsed());
             if let Some(answer) = look() {
                 if self.last_miss.is_some() {
                     self.answered = Some(self.elapsed());
                 }
                 return Ok(answer);
             }
-            self.last_miss = Some(looking);
+            if looking.is_some() {
+                self.last_miss = looking;
+            }
             // Pause until the next look is due.
             loop {
                 if let Some(reason) = stop() {

@@ -362,7 +362,8 @@ fn the_history_settles_on_a_steady_length_and_moves_halfway_on_a_wrong_guess() {
 #[test]
 fn a_wait_knows_its_completion_between_its_last_miss_and_its_answer() {
     let done_at = Duration::from_millis(2);
-    let mut wait = Wait::new(WaitPolicy::spin().with_spin(Duration::from_secs(1)));
+    // A hybrid wait (only those learn) with no guess to doze by, spinning.
+    let mut wait = Wait::new(WaitPolicy::hybrid().with_spin(Duration::from_secs(1)));
     // The work's clock starts after the wait's, by at most `skew`.
     let started = Instant::now();
     let skew = wait.elapsed();
@@ -385,6 +386,14 @@ fn a_wait_knows_its_completion_between_its_last_miss_and_its_answer() {
     let mut at_once = Wait::new(WaitPolicy::hybrid());
     at_once.until(|| Some(()), || None::<()>).unwrap();
     assert_eq!(at_once.completion(), None);
+    // A wait that does not learn reads no clock around its looks.
+    let mut spin = Wait::new(WaitPolicy::spin().with_spin(Duration::from_secs(1)));
+    spin.until(
+        || (started.elapsed() >= done_at * 2).then_some(()),
+        || None::<()>,
+    )
+    .unwrap();
+    assert_eq!(spin.bracket(), None);
 }
 
 // The real-time tests below measure wall-clock lateness and thread CPU
