@@ -208,9 +208,14 @@ impl Standin {
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
-        let load_error = |reason: String| StandinError::Load {
-            path: path.clone(),
-            reason,
+        // A copy that did not load is removed at once: a failed (or partly
+        // written) copy of a sanitizer build is tens of megabytes.
+        let load_error = |reason: String| {
+            let _ = std::fs::remove_file(&path);
+            StandinError::Load {
+                path: path.clone(),
+                reason,
+            }
         };
         std::fs::copy(&original, &path)
             .map_err(|e| load_error(format!("copying {}: {e}", original.display())))?;
