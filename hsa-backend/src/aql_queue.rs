@@ -934,10 +934,10 @@ impl HardwareQueue for AqlQueue {
 
     /// Empty work and waits become barrier-AND (or -OR) packets, kernels
     /// dispatches, a value wait AMD's barrier-value packet
-    /// ([`packet::for_work`]); then as [`AqlQueue::publish_packet`].
+    /// ([`hsa_sys::aql_packet`]); then as [`AqlQueue::publish_packet`].
     fn publish(&self, publication: Publication, work: Work<'_>) -> Result<(), QueueError> {
         QueueError::check_single(&publication)?;
-        let packet = packet::for_work(work, &publication)?;
+        let packet = hsa_sys::aql_packet(work, &publication)?;
         self.inner.publish_packet(publication.index(), packet)
     }
 

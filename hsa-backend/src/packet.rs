@@ -1,7 +1,8 @@
 //! The AQL packets the backend publishes, built as [`PacketWords`] by
-//! `hsa-sys`'s one encoder ([`hsa_sys::encode`]), which the simulator's
-//! tracker adapter uses too: this module maps the tracker's [`Work`] onto
-//! it ([`for_work`]) and keeps the backend's packet helpers.
+//! `hsa-sys`'s one encoder ([`hsa_sys::encode`]); the tracker's work is
+//! mapped onto it by [`hsa_sys::aql_packet`], the mapping the simulator's
+//! tracker adapter publishes through too. This module keeps the backend's
+//! packet helpers.
 //!
 //! Every header has system-scope acquire and release fences: the host reads
 //! completion signals and the results, so the packet processor must make
@@ -18,15 +19,8 @@
 //! }
 //! ```
 
-use hsa_sys::{
-    AqlWork, DispatchBody, EncodeError, HSA_SIGNAL_CONDITION_EQ, HSA_SIGNAL_CONDITION_GTE,
-    HSA_SIGNAL_CONDITION_LT, HSA_SIGNAL_CONDITION_NE, PacketWords, encode, hsa_signal_value_t,
-    with_header,
-};
-use sigretire_tracker::{
-    Work,
-    backend::{Condition, Publication, QueueError},
-};
+use hsa_sys::{AqlWork, PacketWords, encode, with_header};
+use sigretire_tracker::backend::Publication;
 
 /// Dependencies one barrier-AND packet holds (HSA: `dep_signal[5]`).
 ///
@@ -86,7 +80,7 @@ pub fn barrier_value(wait: BarrierValue, barrier: bool, completion: u64) -> Pack
 /// of 1) of `kernel_object`, without kernel arguments or segments: enough
 /// for markers and for the stand-in's simulated kernels. Real kernels need
 /// their code object's segment sizes and arguments: publish them as
-/// [`Work::Dispatch`].
+/// [`Work::Dispatch`](sigretire_tracker::Work::Dispatch).
 ///
 /// ```
 /// use sigretire_hsa::packet::kernel_dispatch;
@@ -99,82 +93,6 @@ pub fn barrier_value(wait: BarrierValue, barrier: bool, completion: u64) -> Pack
 /// ```
 pub fn kernel_dispatch(kernel_object: u64, barrier: bool, completion: u64) -> PacketWords {
     encode(AqlWork::Kernel(kernel_object), barrier, completion).expect("a kernel dispatch")
-}
-
-/// The packet for `work`, published as `publication` says: empty work
-/// and markers are barrier-AND packets with no dependency, waits barrier-AND
-/// or barrier-OR packets, kernels and the caller's dispatches kernel
-/// dispatch packets, a value wait AMD's barrier-value packet
-/// ([`aql_work`] names the [`AqlWork`] of each, [`hsa_sys::encode`] writes it).
-///
-/// ```
-/// use sigretire_hsa::packet::for_work;
-/// use sigretire_tracker::backend::{Dispatch, Publication};
-/// use sigretire_tracker::Work;
-/// use hsa_sys::{hsa_kernel_dispatch_packet_t, PacketHeader};
-///
-/// let work = Work::Dispatch(Dispatch::new(0xC0DE).kernarg_address(0x7000).grid([64, 1, 1]).workgroup([64, 1, 1]));
-/// let words = for_work(work, &Publication::unsignalled(3, true)).unwrap();
-/// let packet = hsa_kernel_dispatch_packet_t::from(words);
-/// assert!(PacketHeader::from_bits(packet.header).barrier);
-/// assert_eq!((packet.kernel_object, packet.grid_size_x, packet.workgroup_size_x), (0xC0DE, 64, 64));
-/// assert_eq!(packet.kernarg_address as u64, 0x7000);
-/// ```
-pub fn for_work(work: Work<'_>, publication: &Publication) -> Result<PacketWords, QueueError> {
-    encode(
-        aql_work(work)?,
-        publication.barrier(),
-        publication.completion(),
-    )
-    .map_err(|EncodeError::TooManyDependencies(count)| QueueError::too_many_dependencies(count))
-}
-
-/// What `work` is in AQL's terms: one [`AqlWork`] per kind of work, field
-/// for field (empty work and markers alike are [`AqlWork::Empty`]).
-///
-/// # Errors
-/// [`QueueError::Unsupported`] for a wait for any of no signal.
-///
-/// ```
-/// use hsa_sys::AqlWork;
-/// use sigretire_hsa::packet::aql_work;
-/// use sigretire_tracker::Work;
-/// assert_eq!(aql_work(Work::Marker).unwrap(), AqlWork::Empty);
-/// assert_eq!(aql_work(Work::Wait(&[0x40])).unwrap(), AqlWork::BarrierAnd(&[0x40]));
-/// assert!(aql_work(Work::WaitAny(&[])).is_err());
-/// ```
-pub fn aql_work(work: Work<'_>) -> Result<AqlWork<'_>, QueueError> {
-    Ok(match work {
-        Work::Empty | Work::Marker => AqlWork::Empty,
-        Work::Kernel(object) => AqlWork::Kernel(object),
-        Work::Wait(dependencies) => AqlWork::BarrierAnd(dependencies),
-        Work::WaitAny([]) => {
-            return Err(QueueError::Unsupported(
-                "a barrier-OR packet needs at least one dependency".into(),
-            ));
-        }
-        Work::WaitAny(dependencies) => AqlWork::BarrierOr(dependencies),
-        Work::Dispatch(dispatch) => AqlWork::Dispatch(DispatchBody {
-            kernel_object: dispatch.kernel_object,
-            kernarg_address: dispatch.kernarg_address,
-            grid: dispatch.grid,
-            workgroup: dispatch.workgroup,
-            dimensions: dispatch.dimensions,
-            private_segment_size: dispatch.private_segment_size,
-            group_segment_size: dispatch.group_segment_size,
-        }),
-        Work::WaitValue(wait) => AqlWork::BarrierValue(BarrierValue {
-            signal: wait.signal,
-            condition: match wait.condition {
-                Condition::Equal => HSA_SIGNAL_CONDITION_EQ,
-                Condition::NotEqual => HSA_SIGNAL_CONDITION_NE,
-                Condition::Less => HSA_SIGNAL_CONDITION_LT,
-                Condition::GreaterEqual => HSA_SIGNAL_CONDITION_GTE,
-            },
-            compare: wait.value,
-            mask: wait.mask as hsa_signal_value_t,
-        }),
-    })
 }
 
 /// A barrier-OR packet: completes once any dependency (a signal handle) is

@@ -35,7 +35,9 @@
 //!
 //! [`encode`] is the project's one encoder of packets: what a packet does
 //! ([`AqlWork`]), its barrier bit and its completion signal in, the 64
-//! bytes out, for the simulator's tracker adapter and the ROCr backend alike.
+//! bytes out, for the simulator's tracker adapter and the ROCr backend alike;
+//! with the feature `tracker`, `aql_packet` is the one mapping of the
+//! tracker's work onto it that both publish through.
 //!
 //! Names follow the C headers, so that code reads like the HSA specification.
 //!
@@ -64,6 +66,8 @@ mod packet;
 mod queue;
 mod signal;
 mod status;
+#[cfg(feature = "tracker")]
+mod work;
 
 pub use amd::*;
 pub use encode::{
@@ -78,6 +82,8 @@ pub use packet::*;
 pub use queue::*;
 pub use signal::*;
 pub use status::*;
+#[cfg(feature = "tracker")]
+pub use work::{aql_packet, aql_work};
 
 /// The crate README's examples, run as doctests so they cannot go stale.
 #[cfg(doctest)]

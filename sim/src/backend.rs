@@ -15,16 +15,10 @@
 //! ```
 
 use crate::{AgentId, Queue, Sim, SimConfig, SimQueueConfig};
-use hsa_sys::{
-    AqlWork, BarrierValue, DispatchBody, EncodeError, HSA_SIGNAL_CONDITION_EQ,
-    HSA_SIGNAL_CONDITION_GTE, HSA_SIGNAL_CONDITION_LT, HSA_SIGNAL_CONDITION_NE, PacketWords,
-    encode, hsa_signal_value_t,
-};
+use hsa_sys::{AqlWork, encode};
 use sigretire_tracker::{
     Config, CreateError, Placement, RetiringTracker, TimestampClock, Timestamps, Work,
-    backend::{
-        AllocError, Condition, HardwareQueue, Publication, QueueError, QueueView, SignalMemory,
-    },
+    backend::{AllocError, HardwareQueue, Publication, QueueError, QueueView, SignalMemory},
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -231,7 +225,7 @@ impl HardwareQueue for Queue {
     /// barrier-value packet.
     fn publish(&self, publication: Publication, work: Work<'_>) -> Result<(), QueueError> {
         QueueError::check_single(&publication)?;
-        let packet = aql_packet(publication, work)?;
+        let packet = hsa_sys::aql_packet(work, &publication)?;
         self.write(publication.index(), packet);
         self.ring_doorbell(publication.index());
         Ok(())
@@ -242,55 +236,6 @@ impl HardwareQueue for Queue {
     fn foreign_work_after(&self, newest: u64) -> bool {
         self.write_index() != newest.wrapping_add(1)
     }
-}
-
-/// The AQL packet for `work`, published as `publication` says: `hsa-sys`'s
-/// encoder ([`hsa_sys::encode`]), the one the ROCr backend uses, so both put
-/// the same packet in the ring for the same work.
-fn aql_packet(publication: Publication, work: Work<'_>) -> Result<PacketWords, QueueError> {
-    encode(
-        aql_work(work)?,
-        publication.barrier(),
-        publication.completion(),
-    )
-    .map_err(|EncodeError::TooManyDependencies(count)| QueueError::too_many_dependencies(count))
-}
-
-/// What `work` is in AQL's terms: one [`AqlWork`] per kind of work, field
-/// for field, as the ROCr backend maps it (`sigretire_hsa::packet::aql_work`;
-/// the scenarios' `packets` test holds the two to identical packets).
-fn aql_work(work: Work<'_>) -> Result<AqlWork<'_>, QueueError> {
-    Ok(match work {
-        Work::Empty | Work::Marker => AqlWork::Empty,
-        Work::Kernel(object) => AqlWork::Kernel(object),
-        Work::Wait(dependencies) => AqlWork::BarrierAnd(dependencies),
-        Work::WaitAny([]) => {
-            return Err(QueueError::Unsupported(
-                "a barrier-OR packet needs at least one dependency".into(),
-            ));
-        }
-        Work::WaitAny(dependencies) => AqlWork::BarrierOr(dependencies),
-        Work::Dispatch(dispatch) => AqlWork::Dispatch(DispatchBody {
-            kernel_object: dispatch.kernel_object,
-            kernarg_address: dispatch.kernarg_address,
-            grid: dispatch.grid,
-            workgroup: dispatch.workgroup,
-            dimensions: dispatch.dimensions,
-            private_segment_size: dispatch.private_segment_size,
-            group_segment_size: dispatch.group_segment_size,
-        }),
-        Work::WaitValue(wait) => AqlWork::BarrierValue(BarrierValue {
-            signal: wait.signal,
-            condition: match wait.condition {
-                Condition::Equal => HSA_SIGNAL_CONDITION_EQ,
-                Condition::NotEqual => HSA_SIGNAL_CONDITION_NE,
-                Condition::Less => HSA_SIGNAL_CONDITION_LT,
-                Condition::GreaterEqual => HSA_SIGNAL_CONDITION_GTE,
-            },
-            compare: wait.value,
-            mask: wait.mask as hsa_signal_value_t,
-        }),
-    })
 }
 
 /// Packets a stepped queue made by the helpers below can hold before the

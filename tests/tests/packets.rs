@@ -1,11 +1,11 @@
-//! One work, one packet: the three paths that turn the tracker's [`Work`]
-//! into AQL packets put the same 64 bytes in the ring for every kind of
+//! One work, one packet: the tracker's [`Work`] reaches an AQL ring by three
+//! paths, and all three put the same 64 bytes in the ring for every kind of
 //! work, barrier bit and completion signal, and refuse the same work:
 //!
 //! - the simulator's tracker adapter (`sigretire_sim::backend`), read back
 //!   from the packet processor's ground truth;
-//! - the ROCr backend's encoder (`sigretire_hsa::packet::for_work`), as it
-//!   would write into ROCr's ring;
+//! - the one mapping both backends publish through (`hsa_sys::aql_packet`),
+//!   as the ROCr backend would write it into ROCr's ring;
 //! - the ROCr backend publishing on its stand-in, read back from the
 //!   packet the stand-in's packet processor fetched at the doorbell.
 //!
@@ -111,7 +111,7 @@ struct Encoder;
 
 impl Path for Encoder {
     fn publish(&mut self, publication: Publication, work: Work<'_>) -> Result<PacketWords, String> {
-        sigretire_hsa::packet::for_work(work, &publication).map_err(|e| e.to_string())
+        hsa_sys::aql_packet(work, &publication).map_err(|e| e.to_string())
     }
 }
 
