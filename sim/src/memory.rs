@@ -289,7 +289,15 @@ impl Memory {
     /// A signal was written (by a packet or the host): if it has a mailbox,
     /// its sleepers wake.
     pub(crate) fn wrote(&self, signal: Signal) {
-        if self.is_interrupt(signal) {
+        self.wrote_meta(self.meta(signal));
+    }
+
+    /// [`wrote`](Self::wrote) for a signal whose parts the caller already
+    /// has: the host's stores look at its flag once, not through a second
+    /// look-up of the signal (that doubled what modelling interrupt signals
+    /// added to every store).
+    fn wrote_meta(&self, meta: &SignalMeta) {
+        if meta.interrupt.load(Ordering::Acquire) {
             self.interrupts.wrote();
         }
     }
@@ -492,7 +500,7 @@ impl Memory {
             barriers: meta.pending_barriers.load(Ordering::Acquire),
         };
         block.value.store(value, Ordering::Release);
-        self.wrote(signal);
+        self.wrote_meta(meta);
         (in_flight.completions > 0 || in_flight.barriers > 0).then_some(in_flight)
     }
 
@@ -524,7 +532,7 @@ impl Memory {
                 barriers: meta.pending_barriers.load(Ordering::Acquire),
             };
             block.value.store(value, Ordering::Release);
-            self.wrote(*signal);
+            self.wrote_meta(meta);
             if pending.completions | pending.barriers != 0 {
                 in_flight(i, pending);
             }

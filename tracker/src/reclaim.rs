@@ -115,7 +115,9 @@ impl<M: SignalMemory> Reclaimer<'_, M> {
                                 return false;
                             }
                             slot.store = number;
-                            batch.push(cell.signal);
+                            // SAFETY: the run takes at most `room` uses, one
+                            // signal each, and asked for the room above.
+                            unsafe { batch.push_within_room(cell.signal) };
                             true
                         });
                 let stats = &mut *self.prover.stats;

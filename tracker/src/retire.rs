@@ -405,10 +405,7 @@ impl<M: SignalMemory> Prover<'_, M> {
         if min_batch > 1 && read_index.wrapping_sub(self.proofs.probed_at) < min_batch {
             return false;
         }
-        let Some(passed) = self
-            .ring
-            .last_where(lo, hi, |aql| aql_before(aql, read_index))
-        else {
+        let Some(passed) = self.ring.last_before(lo, hi, read_index) else {
             return false;
         };
         let fence = self.ring.get(passed).expect("in flight").last_fence;

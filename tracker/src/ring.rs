@@ -12,6 +12,7 @@
 use crate::backend::Placement;
 use crate::share::Cell;
 use crate::sync::Arc;
+use crate::ticket::aql_before;
 
 /// One slot: its signal, and the use it serves while the use is in flight.
 pub(crate) struct Slot<S> {
@@ -222,24 +223,45 @@ impl<S> Ring<S> {
         if pos == self.slots.len() { 0 } else { pos }
     }
 
-    /// The last in-flight use, within `seqs`, whose AQL index satisfies `before`
-    /// (indices increase along the ring, so this is a binary search).
-    pub(crate) fn last_where(
-        &self,
-        mut lo: u64,
-        mut hi: u64,
-        before: impl Fn(u64) -> bool,
-    ) -> Option<u64> {
-        let start = lo;
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if before(self.slots[self.position(mid)].aql) {
-                lo = mid + 1;
+    /// The last in-flight use within `lo..hi` whose AQL index is before
+    /// `index`, if any.
+    ///
+    /// Indices never decrease along the ring (a copy-engine use repeats the
+    /// index before it), so the answer is the boundary of a run. Uses of one
+    /// packet each, published back to back, put it `index - aql(lo)` uses
+    /// after `lo`: that guess is checked first, with two looks, and only a
+    /// wrong guess (packets of several operations, foreign packets between
+    /// uses, copy-engine uses) pays a binary search, of the side it leaves.
+    /// The fence probe asks this once per probe: the search it replaces
+    /// took log2 of the uses in flight (10 looks at 1024).
+    pub(crate) fn last_before(&self, lo: u64, hi: u64, index: u64) -> Option<u64> {
+        let before = |seq: u64| aql_before(self.slots[self.position(seq)].aql, index);
+        if lo >= hi || !before(lo) {
+            return None;
+        }
+        // Everything below `low` is before `index`, nothing from `high` on.
+        let (mut low, mut high) = (lo + 1, hi);
+        let distance = index.wrapping_sub(self.slots[self.position(lo)].aql);
+        let guess = lo.saturating_add(distance - 1).min(hi - 1);
+        if guess > lo {
+            if before(guess) {
+                if guess + 1 == hi || !before(guess + 1) {
+                    return Some(guess);
+                }
+                low = guess + 2;
             } else {
-                hi = mid;
+                high = guess;
             }
         }
-        (lo > start).then(|| lo - 1)
+        while low < high {
+            let mid = low + (high - low) / 2;
+            if before(mid) {
+                low = mid + 1;
+            } else {
+                high = mid;
+            }
+        }
+        Some(low - 1)
     }
 
     pub(crate) fn take_spare(&mut self, placement: Placement) -> Option<Spare<S>> {

@@ -213,10 +213,19 @@ impl<S> RearmBatch<S> {
         self.placement = Some(placement);
     }
 
-    /// Adds a signal of the batch's placement.
-    pub(crate) fn push(&mut self, signal: S) {
+    /// Adds a signal of the batch's placement, without the check that the
+    /// batch has room (the walk's inner loop: its bound already is the
+    /// room, so the check would be paid per re-armed signal for nothing).
+    ///
+    /// # Safety
+    /// The batch has room: the caller pushes at most [`room`](Self::room)
+    /// signals after asking for it.
+    pub(crate) unsafe fn push_within_room(&mut self, signal: S) {
         debug_assert!(self.placement.is_some(), "begin the batch first");
-        self.signals.push(signal);
+        debug_assert!(!self.signals.is_full(), "pushed past the room asked for");
+        // SAFETY: the caller guarantees room, so the length stays within
+        // the capacity.
+        unsafe { self.signals.push_unchecked(signal) };
     }
 
     pub(crate) fn is_full(&self) -> bool {

@@ -209,45 +209,72 @@ fn wrapped_aql_ring() -> (Shared<HostMemory>, Ring<usize>) {
 }
 
 #[test]
-fn last_where_finds_the_last_use_before_an_index() {
+fn last_before_finds_the_last_use_before_an_index() {
     let (_shared, ring) = wrapped_aql_ring();
     let (head, tail) = (ring.head(), ring.tail());
-    let before = |read_index: u64| move |aql: u64| aql_before(aql, read_index);
     // None of the uses is before the first index.
-    assert_eq!(ring.last_where(head, tail, before(u64::MAX - 5)), None);
+    assert_eq!(ring.last_before(head, tail, u64::MAX - 5), None);
     // All are before one past the last.
-    assert_eq!(ring.last_where(head, tail, before(9)), Some(tail - 1));
+    assert_eq!(ring.last_before(head, tail, 9), Some(tail - 1));
     // Across the AQL wrap: u64::MAX - 1 (use head + 2) is the last before 0,
     // index 0 itself (use head + 3) the last before 1 and 2.
-    assert_eq!(ring.last_where(head, tail, before(0)), Some(head + 2));
-    assert_eq!(ring.last_where(head, tail, before(1)), Some(head + 3));
-    assert_eq!(ring.last_where(head, tail, before(2)), Some(head + 3));
-    assert_eq!(ring.last_where(head, tail, before(3)), Some(head + 4));
+    assert_eq!(ring.last_before(head, tail, 0), Some(head + 2));
+    assert_eq!(ring.last_before(head, tail, 1), Some(head + 3));
+    assert_eq!(ring.last_before(head, tail, 2), Some(head + 3));
+    assert_eq!(ring.last_before(head, tail, 3), Some(head + 4));
     // One-element and empty ranges.
-    assert_eq!(
-        ring.last_where(head + 4, head + 5, before(9)),
-        Some(head + 4)
-    );
-    assert_eq!(ring.last_where(head + 4, head + 5, before(0)), None);
-    assert_eq!(ring.last_where(head + 4, head + 4, before(9)), None);
+    assert_eq!(ring.last_before(head + 4, head + 5, 9), Some(head + 4));
+    assert_eq!(ring.last_before(head + 4, head + 5, 0), None);
+    assert_eq!(ring.last_before(head + 4, head + 4, 9), None);
+}
+
+/// A full ring of 16 uses whose AQL indices step by `steps` (0: a
+/// copy-engine use repeating the index before it; more than 1: a use of
+/// several packets, or foreign packets between uses), starting at `first`
+/// and wrapped around the ring's end.
+fn stepped_aql_ring(first: u64, steps: &[u64]) -> (Shared<HostMemory>, Ring<usize>) {
+    let (shared, mut ring, _) = new_ring(16, 16, 0);
+    rotate(&mut ring, 11);
+    let mut aql = first;
+    for (k, seq) in fill_up(&mut ring).into_iter().enumerate() {
+        ring.get_mut(seq).unwrap().aql = aql;
+        aql = aql.wrapping_add(steps[k % steps.len()]);
+    }
+    (shared, ring)
 }
 
 #[test]
-fn last_where_matches_a_linear_scan_over_every_range() {
-    let (_shared, ring) = wrapped_aql_ring();
-    let (head, tail) = (ring.head(), ring.tail());
-    let aqls: Vec<u64> = (head..tail).map(|seq| ring.get(seq).unwrap().aql).collect();
-    // Every index from below the first use's to past the last's.
-    for read_index in (0..20).map(|k| (u64::MAX - 7).wrapping_add(k)) {
-        let before = |aql: u64| aql_before(aql, read_index);
-        for lo in head..=tail {
-            for hi in lo..=tail {
-                let linear = (lo..hi).rfind(|&seq| before(aqls[(seq - head) as usize]));
-                assert_eq!(
-                    ring.last_where(lo, hi, before),
-                    linear,
-                    "range {lo}..{hi}, read index {read_index}"
-                );
+fn last_before_matches_a_linear_scan_over_every_range() {
+    // Back to back (the guess is right), with gaps and with repeated
+    // indices (the guess is wrong and the search finishes the job), across
+    // the AQL wrap and not.
+    let shapes: [&[u64]; 6] = [
+        &[1],
+        &[2],
+        &[1, 0, 1],
+        &[0, 3, 1],
+        &[5, 1, 1, 0],
+        &[1, 1, 7],
+    ];
+    for first in [3, u64::MAX - 9] {
+        for steps in shapes {
+            let (_shared, ring) = stepped_aql_ring(first, steps);
+            let (head, tail) = (ring.head(), ring.tail());
+            let aqls: Vec<u64> = (head..tail).map(|seq| ring.get(seq).unwrap().aql).collect();
+            let span = aqls[aqls.len() - 1].wrapping_sub(aqls[0]) + 3;
+            for k in 0..span + 3 {
+                let read_index = first.wrapping_sub(2).wrapping_add(k);
+                for lo in head..=tail {
+                    for hi in lo..=tail {
+                        let linear = (lo..hi)
+                            .rfind(|&seq| aql_before(aqls[(seq - head) as usize], read_index));
+                        assert_eq!(
+                            ring.last_before(lo, hi, read_index),
+                            linear,
+                            "steps {steps:?} from {first}, range {lo}..{hi}, read index {read_index}"
+                        );
+                    }
+                }
             }
         }
     }
