@@ -58,6 +58,9 @@ impl<M: SignalMemory> Reclaimer<'_, M> {
     /// failed submission's issued part finished. Returns the signals
     /// re-armed.
     pub(crate) fn walk(&mut self) -> usize {
+        if self.finds_nothing() {
+            return 0;
+        }
         let mut rearmed = if self.parked.cells.is_empty() {
             0
         } else {
@@ -78,6 +81,27 @@ impl<M: SignalMemory> Reclaimer<'_, M> {
                 return rearmed;
             }
         }
+    }
+
+    /// Whether a walk would retire and release nothing: no parked signal
+    /// to take back, no pin to release, and the oldest use neither proven
+    /// (what the walk's first step asks: the fast path's run and
+    /// [`settle`](Prover::settle)'s fence proof) nor known done or failed
+    /// by its cell. A full ring walks before it probes, in case something
+    /// proved room already; most times nothing did, and these few looks
+    /// are then all it costs.
+    #[inline]
+    fn finds_nothing(&self) -> bool {
+        if !self.parked.cells.is_empty() || !self.attachments.is_empty() {
+            return false;
+        }
+        let head = self.prover.ring.head();
+        let Some(oldest) = self.prover.ring.oldest() else {
+            return true;
+        };
+        self.prover.proofs.proven_run(head) == 0
+            && !self.prover.proofs.fence_proves(head, oldest)
+            && oldest.cell.phase_of(head).is_none()
     }
 
     /// One pass of the walk, from the oldest use to the first it cannot

@@ -234,6 +234,7 @@ impl<S> Ring<S> {
     /// uses, copy-engine uses) pays a binary search, of the side it leaves.
     /// The fence probe asks this once per probe: the search it replaces
     /// took log2 of the uses in flight (10 looks at 1024).
+    #[inline]
     pub(crate) fn last_before(&self, lo: u64, hi: u64, index: u64) -> Option<u64> {
         let before = |seq: u64| aql_before(self.slots[self.position(seq)].aql, index);
         if lo >= hi || !before(lo) {
