@@ -31,7 +31,7 @@ use crate::config::QueueConfig;
 use crate::cpu_wait::{UseWait, WaitSettings, Wakes, look};
 use crate::device_state::DeviceState;
 use crate::error::{Fault, WaitError};
-use crate::frontier::{Horizon, Newest};
+use crate::frontier::{Horizon, Newest, Verdict};
 use crate::marker::Marker;
 use crate::progress::Progress;
 use crate::publish::{Packet, Published, Publisher, QueueTracker, Step};
@@ -86,7 +86,9 @@ struct Exclusive<T: QueueTracker> {
 /// What threads without the lock leave for its next holder.
 #[derive(Debug)]
 struct Deferred {
-    /// The queue failed and the tracker has not been told yet.
+    /// The queue failed and the tracker has not been told yet, or its
+    /// newest command may still fail unseen on the hardware queue it runs
+    /// on now (see `Held::settle_current_queue`).
     failure_pending: AtomicBool,
     /// A use of each hardware queue seen failed, for the tracker.
     failed_uses: Mutex<Vec<Ticket>>,
@@ -511,6 +513,11 @@ impl<'a, T: QueueTracker> Held<'a, T> {
                     self.guard.publisher.tracker().fail_queue_of(&ticket);
                 }
             }
+            if !self.settle_current_queue() {
+                // Its newest command may still fail: a later holder looks
+                // again.
+                deferred.failure_pending.store(true, Ordering::Release);
+            }
         }
         if deferred.wakes_to_release.load(Ordering::Acquire)
             && deferred.wakes_to_release.swap(false, Ordering::AcqRel)
@@ -518,6 +525,40 @@ impl<'a, T: QueueTracker> Held<'a, T> {
         {
             // A packet has not run yet: a later holder looks again.
             deferred.wakes_to_release.store(true, Ordering::Release);
+        }
+    }
+
+    /// The queue failed: the hardware queue it runs on now may have failed
+    /// too, unseen. The failure named the hardware queue of the use seen
+    /// failed, and a stream that moved off it may since have failed the
+    /// new one as well (the move's order wait there waits on the old
+    /// queue's newest signal, which the failure made negative); the failed
+    /// queue takes no more work, so no command of its own would ever look
+    /// there again (the tracker's fence probing goes by the read index,
+    /// which stops at the failed packet), and its uses there, never to
+    /// run, would stay in flight with what their packets pinned (another
+    /// queue's signals among them) for as long as the queue lives. Its
+    /// newest command there, a fence, tells with one load: failed, that
+    /// hardware queue failed, and the tracker fails its pending uses too
+    /// (each settled by a load of its own signal), which the next walk
+    /// retires, letting go of their pins. Nothing is failed on a guess: a
+    /// use not seen failed may still run on a healthy queue and read what
+    /// it pinned. Nor does this walk: the processor may still be writing
+    /// the failure into the signals of packets after the one seen failed,
+    /// and a re-arm now could land under such a write. Returns `false`
+    /// while that command may still run: a later holder looks again.
+    /// (Where nothing of the layer's was published there since a move, or
+    /// its newest command was refused in part, which then says nothing of
+    /// the queue, there is nothing more to learn from it.)
+    fn settle_current_queue(&mut self) -> bool {
+        let publisher = &mut self.guard.publisher;
+        match publisher.verdict_loaded() {
+            Ok(Verdict::Running { .. }) => false,
+            Ok(Verdict::Failed(newest)) => {
+                publisher.tracker().fail_queue_of(&newest.ticket);
+                true
+            }
+            Ok(Verdict::Idle | Verdict::Done(_) | Verdict::Unknown) | Err(_) => true,
         }
     }
 

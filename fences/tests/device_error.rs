@@ -352,3 +352,82 @@ fn work_that_did_complete_is_still_reported_complete() {
     assert_eq!(queue.synchronize(), Ok(()));
     assert_eq!(command.status(), CommandStatus::Complete);
 }
+
+/// A stream records work, its hardware queue fails, and it moves to a new
+/// one (the failure not yet seen), where it waits on another queue's newest
+/// work: the move's order wait there waits on the failed queue's (now
+/// negative) signal, so the new hardware queue fails as it reaches it, and
+/// the cross-queue wait behind it never runs. Once the failure is known,
+/// the stream's uses there fail too and retire, letting go of what their
+/// packets pinned, the other queue's signal among them: whether the new
+/// queue failed before the failure was seen
+/// (`known_after_the_new_queue_failed`), or after, when the failed stream's
+/// lock is next taken. (Was: the failure named the old hardware queue
+/// only, the failed stream took no more work, and nothing looked at the
+/// new queue again: its two uses stayed in flight and the other queue kept
+/// its signal parked for as long as the failed stream lived.)
+fn a_wait_behind_a_move_off_a_failed_queue_lets_go_of_its_producer(
+    known_after_the_new_queue_failed: bool,
+) {
+    let (platform, device) = stepped();
+    let sim = platform.sim();
+    let producer = device.default_queue().clone();
+    let stream = platform.create_queue(&device, bounded()).unwrap();
+    let produced = producer.record_event().unwrap();
+    let doomed = stream.record_event().unwrap();
+    stream.with_tracker(|t| t.queue().fail());
+    let new = sim.create_queue(platform.sim_queue_config()).unwrap();
+    stream.move_to(new.clone()).unwrap();
+    let wait = stream.wait_queue(&producer).unwrap();
+    assert_eq!(wait.dependencies(), 1, "the producer's newest work, pinned");
+    assert_eq!(stream.with_tracker(|t| t.census().pins), 2);
+
+    if known_after_the_new_queue_failed {
+        sim.run_until_idle();
+        assert!(new.is_failed(), "the order wait failed the new queue");
+        assert_eq!(doomed.query(), Status::Failed);
+    } else {
+        // Known while the new queue still holds its packets: they may
+        // still run, and keep their pins.
+        assert_eq!(doomed.query(), Status::Failed);
+        assert_eq!(stream.with_tracker(|t| t.census().pins), 2);
+        sim.run_until_idle();
+        assert!(new.is_failed(), "the order wait failed the new queue");
+    }
+    assert!(stream.has_failed());
+    assert!(!producer.has_failed());
+    assert_eq!(wait.commands()[0].status(), CommandStatus::Failed);
+    assert_eq!(
+        stream.synchronize(),
+        Err(SyncError::QueueFailed { queue: stream.id() })
+    );
+
+    // Nothing on the failed queues will ever read a signal again: once
+    // the stream's tracker is walked, it holds no pin and no use in flight.
+    let census = stream.with_tracker(|t| {
+        t.poll();
+        t.census()
+    });
+    assert_eq!((census.in_flight, census.pins), (0, 0), "{census:?}");
+    // The producer, healthy, finishes its work and keeps nothing parked.
+    platform.run_while(|| producer.synchronize()).unwrap();
+    assert_eq!(produced.query(), Status::Complete);
+    drop((produced, doomed, wait));
+    let census = producer.with_tracker(|t| {
+        t.poll();
+        t.reclaim();
+        t.census()
+    });
+    assert_eq!((census.in_flight, census.parked), (0, 0), "{census:?}");
+    assert!(sim.violations().is_empty(), "{:?}", sim.violations());
+}
+
+#[test]
+fn a_wait_behind_a_move_off_a_failed_queue_lets_go_once_the_failure_is_known() {
+    a_wait_behind_a_move_off_a_failed_queue_lets_go_of_its_producer(true);
+}
+
+#[test]
+fn a_wait_behind_a_move_off_a_failed_queue_lets_go_once_its_new_queue_failed_too() {
+    a_wait_behind_a_move_off_a_failed_queue_lets_go_of_its_producer(false);
+}

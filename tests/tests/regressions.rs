@@ -1,9 +1,12 @@
 //! Regressions: tracker bugs the scenarios found, each replayed from its
-//! shortened scenario. Every invariant must hold; each test failed before
+//! shortened scenario, and the fuzz targets' crash inputs kept in
+//! `fuzz/regressions`. Every invariant must hold; each test failed before
 //! its fix (named in the test's doc comment).
 
 use sigretire_scenarios::TrackerKind;
 use sigretire_scenarios::ops::{Deadline, EngineStep, Op, PurposeChoice::*, StreamId::*};
+use sigretire_scenarios::queues::search::MAX_QUEUE_OPS;
+use sigretire_scenarios::queues::{SimGpu, queue_setups};
 use sigretire_scenarios::search::run;
 use sigretire_scenarios::setup::setups;
 
@@ -267,10 +270,17 @@ fn a_full_ring_behind_a_failed_submissions_issued_part_pushes_back() {
 }
 
 /// Every crash input kept in `fuzz/regressions` replays with every
-/// invariant holding. The first, a hang, was the simulator's: a queue that
-/// failed while running to idle did not count as progress, so a barrier on
+/// invariant holding: one of the `queue` target (its name begins with
+/// `queue-`) through the queue driver on the simulator, any other on every
+/// tracker. The first, a hang, was the simulator's: a queue that failed
+/// while running to idle did not count as progress, so a barrier on
 /// another queue waiting on its (now negative) signals was never looked at
-/// again.
+/// again. The second was the queue layer's: a stream that moved off a
+/// hardware queue about to fail had its new one fail as well (the move's
+/// order wait there waits on the old queue's signal), but the failure it
+/// was told of named the old queue alone and the failed stream never
+/// looked at the new one again, so a cross-queue wait there, never to
+/// run, kept another stream's signal parked.
 #[test]
 fn fuzz_regressions_replay_cleanly() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/regressions");
@@ -278,6 +288,27 @@ fn fuzz_regressions_replay_cleanly() {
     for entry in std::fs::read_dir(&dir).expect("fuzz/regressions exists") {
         let path = entry.unwrap().path();
         let data = std::fs::read(&path).unwrap();
+        let of_the_queue_target = path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .is_some_and(|name| name.starts_with("queue-"));
+        if of_the_queue_target {
+            let setups = queue_setups();
+            let setup = setups[usize::from(data[0]) % setups.len()];
+            let ops = sigretire_scenarios::queues::ops::decode_ops(
+                &mut arbitrary::Unstructured::new(&data[1..]),
+                MAX_QUEUE_OPS,
+            );
+            if let Err(failure) = sigretire_scenarios::queues::search::run::<SimGpu>(setup, &ops) {
+                panic!(
+                    "{}: queue layer, setup \"{}\": {failure}",
+                    path.display(),
+                    setup.name
+                );
+            }
+            replayed += 1;
+            continue;
+        }
         let setups = setups();
         let setup = setups[usize::from(data[0]) % setups.len()];
         let ops = sigretire_scenarios::ops::decode_ops(
