@@ -195,7 +195,12 @@
  * `sigretire_tracker_wait` returns `SIGRETIRE_ERR_USE_FAILED` for a use
  * that failed (it returned `SIGRETIRE_OK`, the failure in `*status` only),
  * as the queue layer's waits report failures; the shared library's SONAME
- * carries this version (`libsigretire_capi.so.4`).
+ * carries this version (`libsigretire_capi.so.4`). Added within version
+ * 4: `sigretire_wait_policy_hybrid` and the `hybrid` fields appended to
+ * `sigretire_wait_policy` (the library still takes the earlier 40-byte
+ * struct, as a policy that is not hybrid; a program using the additions
+ * needs a library that has them: an earlier one refuses the larger struct
+ * with `SIGRETIRE_ERR_STRUCT_SIZE`).
  */
 #define SIGRETIRE_ABI_VERSION 4
 
@@ -856,8 +861,15 @@ typedef struct sigretire_config {
  * sleep with a back-off doubling from 1 us. The spin depends on where the
  * use's signal lives: each poll of a device-memory signal is a read
  * across PCIe (about 1 us), so a policy may spin less there, or not at
- * all. Start from `sigretire_wait_policy_spin` or
- * `sigretire_wait_policy_blocking`.
+ * all. A hybrid policy (`hybrid` 1) first dozes until shortly before the
+ * work is likely done and spins the last stretch. Start from
+ * `sigretire_wait_policy_spin`, `sigretire_wait_policy_blocking` or
+ * `sigretire_wait_policy_hybrid`.
+ *
+ * The `hybrid` fields were appended within ABI version 4: the library
+ * also takes the struct of an earlier header of that version (`size` 40,
+ * the offset of `hybrid`), reading and writing those fields only, which
+ * is a policy that is not hybrid.
  */
 typedef struct sigretire_wait_policy {
     /**
@@ -883,6 +895,46 @@ typedef struct sigretire_wait_policy {
      * poll back to back for this long, nanoseconds.
      */
     uint64_t device_spin_ns;
+    /**
+     * 1: a hybrid wait. With a guess of how long the wait lasts from its
+     * start, it dozes (sleeps with a fine timer slack) until
+     * `hybrid_early_ns` before the guess, looking every
+     * `hybrid_recheck_ns`; spins until `hybrid_late_ns` (plus 1/32 of the
+     * guess) past it; then, the guess wrong, waits as the fields above
+     * say. Without a guess, or one under `hybrid_min_guess_ns`, it waits
+     * as the fields above say from the start. 0: not hybrid, and the
+     * `hybrid_*` fields are not read. Any other value is
+     * `SIGRETIRE_ERR_INVALID_ARGUMENT`.
+     */
+    uint32_t hybrid;
+    /**
+     * The caller's guess of how long its waits last from their start,
+     * nanoseconds; 0: the tracker's guess, learned from its recent hybrid
+     * waits (one history per tracker, so per hardware queue).
+     */
+    uint64_t hybrid_expected_ns;
+    /**
+     * Stop dozing at least this long before the guess, nanoseconds (what
+     * recent dozes overslept comes on top).
+     */
+    uint64_t hybrid_early_ns;
+    /**
+     * Spin at most this long past the guess (plus 1/32 of it) before
+     * falling back, nanoseconds: what a guess that was short costs in CPU.
+     */
+    uint64_t hybrid_late_ns;
+    /**
+     * Look at least this often while dozing, nanoseconds: how late a wait
+     * whose work ended far sooner than guessed can be. Not 0 in a hybrid
+     * policy (`SIGRETIRE_ERR_INVALID_ARGUMENT`: it would spin through its
+     * doze).
+     */
+    uint64_t hybrid_recheck_ns;
+    /**
+     * A shorter guess is not worth a doze, nanoseconds: such a wait runs
+     * as if it had none.
+     */
+    uint64_t hybrid_min_guess_ns;
 } sigretire_wait_policy;
 
 /**
@@ -1615,6 +1667,36 @@ sigretire_status sigretire_wait_policy_spin(struct sigretire_wait_policy *policy
  * `policy` points to a writable `sigretire_wait_policy`.
  */
 sigretire_status sigretire_wait_policy_blocking(struct sigretire_wait_policy *policy);
+
+/**
+ * The hybrid wait policy: a blocking wait that returns like a spin. A
+ * wait expected to be long dozes (sleeps with a fine timer slack) until
+ * shortly before the work is likely done, looking every 100 us
+ * (`hybrid_recheck_ns`), then spins from 5 us before the guess
+ * (`hybrid_early_ns`, plus what recent dozes overslept) to 20 us past it
+ * (`hybrid_late_ns`, plus 1/32 of the guess); a guess under 50 us
+ * (`hybrid_min_guess_ns`), or none yet, is no doze. Where the guess was
+ * wrong, or there is none, it waits as `sigretire_wait_policy_blocking`'s
+ * policy does (the other fields are that policy's). The guess is
+ * `expected_ns`, how long the waits last from their start in nanoseconds,
+ * or, where that is 0, the tracker's, learned from its recent hybrid
+ * waits. It never burns a core for the whole wait and never answers
+ * before the work is done: a guess far too long costs up to a recheck of
+ * lateness, one far too short a spin of `hybrid_late_ns` plus 1/32 of
+ * the guess.
+ *
+ * Thread safety: any thread.
+ *
+ * Errors: `SIGRETIRE_ERR_NULL` for a NULL `policy`;
+ * `SIGRETIRE_ERR_STRUCT_SIZE` unless `policy->size` is this header's
+ * `sizeof(struct sigretire_wait_policy)` (an earlier header's struct has
+ * no room for the hybrid fields). Nothing is written on an error.
+ *
+ * # Safety
+ * `policy` points to a writable `sigretire_wait_policy`.
+ */
+sigretire_status sigretire_wait_policy_hybrid(struct sigretire_wait_policy *policy,
+                                              uint64_t expected_ns);
 
 /**
  * Runs `callback(outcome, user)` once everything submitted to `stream`
@@ -2900,8 +2982,11 @@ sigretire_status sigretire_tracker_known_status(struct sigretire_tracker *tracke
  * when the time ran out first. `*status` is written in all three cases
  * (`SIGRETIRE_USE_COMPLETE`, `_FAILED`, `_PENDING`), so a caller may read
  * either. `policy` may be NULL (spin, then yield, then sleep:
- * `sigretire_wait_policy_spin`). Never reports a completion that did not
- * happen. Seeing the signal at 0 is recorded, so the tracker later
+ * `sigretire_wait_policy_spin`); one of an earlier header (40 bytes, no
+ * `hybrid` fields) is a policy that is not hybrid, and a `hybrid` other
+ * than 0 or 1, or a hybrid one with `hybrid_recheck_ns` 0, is
+ * `SIGRETIRE_ERR_INVALID_ARGUMENT`. Never reports a completion that did
+ * not happen. Seeing the signal at 0 is recorded, so the tracker later
  * retires the use without a load of its own.
  *
  * Thread safety: takes no tracker lock, so other threads keep submitting

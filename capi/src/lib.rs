@@ -272,6 +272,62 @@ pub unsafe extern "C" fn sigretire_wait_policy_blocking(
     })
 }
 
+/// The hybrid wait policy: a blocking wait that returns like a spin. A
+/// wait expected to be long dozes (sleeps with a fine timer slack) until
+/// shortly before the work is likely done, looking every 100 us
+/// (`hybrid_recheck_ns`), then spins from 5 us before the guess
+/// (`hybrid_early_ns`, plus what recent dozes overslept) to 20 us past it
+/// (`hybrid_late_ns`, plus 1/32 of the guess); a guess under 50 us
+/// (`hybrid_min_guess_ns`), or none yet, is no doze. Where the guess was
+/// wrong, or there is none, it waits as `sigretire_wait_policy_blocking`'s
+/// policy does (the other fields are that policy's). The guess is
+/// `expected_ns`, how long the waits last from their start in nanoseconds,
+/// or, where that is 0, the tracker's, learned from its recent hybrid
+/// waits. It never burns a core for the whole wait and never answers
+/// before the work is done: a guess far too long costs up to a recheck of
+/// lateness, one far too short a spin of `hybrid_late_ns` plus 1/32 of
+/// the guess.
+///
+/// Thread safety: any thread.
+///
+/// Errors: `SIGRETIRE_ERR_NULL` for a NULL `policy`;
+/// `SIGRETIRE_ERR_STRUCT_SIZE` unless `policy->size` is this header's
+/// `sizeof(struct sigretire_wait_policy)` (an earlier header's struct has
+/// no room for the hybrid fields). Nothing is written on an error.
+///
+/// # Safety
+/// `policy` points to a writable `sigretire_wait_policy`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigretire_wait_policy_hybrid(
+    policy: *mut sigretire_wait_policy,
+    expected_ns: u64,
+) -> sigretire_status {
+    guard("sigretire_wait_policy_hybrid", || {
+        // SAFETY: forwarded caller guarantee.
+        let out = unsafe { StructOut::new(policy, "policy") }?;
+        // An earlier layout would get the blocking policy's fields only: a
+        // policy that is not hybrid, which the caller did not ask for.
+        if out.size() != size_of::<sigretire_wait_policy>() as u32 {
+            return fail(
+                SIGRETIRE_ERR_STRUCT_SIZE,
+                format!(
+                    "`policy->size` is {}: a hybrid policy needs the whole struct \
+                     sigretire_wait_policy of this library ({} bytes), with its hybrid fields",
+                    out.size(),
+                    size_of::<sigretire_wait_policy>()
+                ),
+            );
+        }
+        let hybrid = ::sigretire_tracker::WaitPolicy::hybrid();
+        out.write(sigretire_wait_policy::from_rust(if expected_ns == 0 {
+            hybrid
+        } else {
+            hybrid.expecting(std::time::Duration::from_nanos(expected_ns))
+        }));
+        Ok(())
+    })
+}
+
 /// The crate README's examples, run as doctests so they cannot go stale.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -364,38 +364,52 @@ pub(crate) unsafe fn read_in<T: Copy>(ptr: *const T, name: &str) -> Outcome<T> {
 pub(crate) unsafe trait Sized32: Copy {
     /// The C type's name, for messages.
     const NAME: &'static str;
-    /// The sizes this library accepts. A struct's fields are only ever
-    /// appended; a later library also accepts the sizes of earlier
-    /// headers, reading and writing that prefix only. This is the first
-    /// layout of each, so the one size is the struct's.
+    /// The struct's size in this library's header.
     const SIZE: u32;
+    /// The sizes of the struct in earlier headers of this ABI version,
+    /// which the library accepts too. A struct's fields are only ever
+    /// appended, so an earlier layout is a prefix of this one: the library
+    /// reads and writes that prefix only, and a field past it reads as
+    /// zero, which an appended field must take to mean what the earlier
+    /// layout meant (`read_struct`). Each is at least 4 (the size field)
+    /// and less than `SIZE`; most structs have only their first layout.
+    const EARLIER: &'static [u32] = &[];
     /// The struct's `size` field.
     fn size_mut(&mut self) -> &mut u32;
 }
 
-/// Fails unless the size field at `ptr`, a non-null, aligned pointer to a
-/// `T` (the argument `name`), says `T`'s size.
+/// The size the size field at `ptr`, a non-null, aligned pointer to a `T`
+/// (the argument `name`), says, if it is `T`'s or an earlier layout's.
 ///
 /// # Safety
 /// `ptr` points to at least a readable `uint32_t`, initialised.
-unsafe fn check_size<T: Sized32>(ptr: *const T, name: &str) -> Outcome {
+unsafe fn check_size<T: Sized32>(ptr: *const T, name: &str) -> Outcome<u32> {
     // SAFETY: non-null and aligned (checked by the callers), and the
     // caller's contract: the first 4 bytes of a `T` are its size field.
     let size = unsafe { ptr.cast::<u32>().read() };
-    if size != T::SIZE {
+    // An earlier size past `T`'s would let a read or write run past the
+    // caller's struct or the library's: checked here, not trusted.
+    let is_earlier = T::EARLIER.contains(&size) && (4..T::SIZE).contains(&size);
+    if size != T::SIZE && !is_earlier {
+        let earlier = if T::EARLIER.is_empty() {
+            String::new()
+        } else {
+            format!(" (earlier headers': {:?})", T::EARLIER)
+        };
         return fail(
             SIGRETIRE_ERR_STRUCT_SIZE,
             format!(
-                "`{name}->size` is {size}: a struct {} of this library is {} bytes. Set `size` to \
-                 sizeof(struct {}) before the call; a header of another version than the \
-                 library's (sigretire_abi_version) has other sizes",
+                "`{name}->size` is {size}: a struct {} of this library is {} bytes{earlier}. Set \
+                 `size` to sizeof(struct {}) before the call; a header of another version than \
+                 the library's (sigretire_abi_version), or a later header of this version, has \
+                 other sizes",
                 T::NAME,
                 T::SIZE,
                 T::NAME
             ),
         );
     }
-    Ok(())
+    Ok(size)
 }
 
 /// A struct a caller fills and the library reads.
@@ -414,11 +428,31 @@ pub(crate) unsafe trait AnyBits: Sized32 {}
 pub(crate) unsafe fn read_struct<T: AnyBits>(ptr: *const T, name: &str) -> Outcome<T> {
     check_pointer(ptr, name)?;
     // SAFETY: forwarded caller guarantee.
-    unsafe { check_size(ptr, name) }?;
-    // SAFETY: checked non-null, aligned and of `T`'s size; readable and
-    // initialised by the caller's contract; any bytes are a valid `T`
-    // (`Sized32`'s contract).
-    Ok(unsafe { ptr.read() })
+    let size = unsafe { check_size(ptr, name) }?;
+    if size == T::SIZE {
+        // SAFETY: checked non-null, aligned and of `T`'s size; readable and
+        // initialised by the caller's contract; any bytes are a valid `T`
+        // (`AnyBits`' contract).
+        return Ok(unsafe { ptr.read() });
+    }
+    // An earlier layout: the caller's memory holds only its prefix, so the
+    // fields appended since read as zero (what they must take to mean the
+    // earlier layout's behaviour, `Sized32::EARLIER`).
+    // SAFETY: any bytes, zeros included, are a valid `T` (`AnyBits`).
+    let mut value: T = unsafe { std::mem::zeroed() };
+    // SAFETY: `size` is an accepted earlier size, so less than `T`'s
+    // (`check_size` checks it): the source is the `size` bytes the
+    // caller's contract makes readable and initialised, the destination a
+    // local `T`, and the two do not overlap. A byte copy is untyped, so
+    // padding is no matter.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            ptr.cast::<u8>(),
+            (&raw mut value).cast::<u8>(),
+            size as usize,
+        );
+    }
+    Ok(value)
 }
 
 /// As [`read_struct`], but NULL means `default`.
@@ -439,7 +473,12 @@ pub(crate) unsafe fn read_optional_struct<T: AnyBits>(
 
 /// A struct out-parameter: checked for null, alignment and its size field
 /// (which the caller set) before the call does anything.
-pub(crate) struct StructOut<T: Sized32>(Out<T>);
+pub(crate) struct StructOut<T: Sized32> {
+    out: Out<T>,
+    /// The size the caller's struct has: `T::SIZE`, or an earlier
+    /// layout's, of which only the prefix is written.
+    size: u32,
+}
 
 impl<T: Sized32> StructOut<T> {
     /// Checks `ptr` (the out-parameter `name`).
@@ -450,14 +489,35 @@ impl<T: Sized32> StructOut<T> {
     pub(crate) unsafe fn new(ptr: *mut T, name: &str) -> Outcome<Self> {
         let out = Out::new(ptr, name)?;
         // SAFETY: forwarded caller guarantee.
-        unsafe { check_size(ptr.cast_const(), name) }?;
-        Ok(Self(out))
+        let size = unsafe { check_size(ptr.cast_const(), name) }?;
+        Ok(Self { out, size })
     }
 
-    /// Writes the result, its size field set.
+    /// The size the caller's struct says it has.
+    pub(crate) fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// Writes the result, its size field set to the caller's size; into an
+    /// earlier layout, only the fields it has.
     pub(crate) fn write(self, mut value: T) {
-        *value.size_mut() = T::SIZE;
-        self.0.write(value);
+        *value.size_mut() = self.size;
+        if self.size == T::SIZE {
+            self.out.write(value);
+            return;
+        }
+        // SAFETY: `new` checked the pointer is non-null and aligned, and
+        // that `size` is an accepted earlier size, less than `T`'s; the
+        // caller's contract is that `size` bytes there are writable. The
+        // source is a local, so the two do not overlap; a byte copy is
+        // untyped, so `value`'s padding is no matter.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (&raw const value).cast::<u8>(),
+                self.out.0.cast::<u8>(),
+                self.size as usize,
+            );
+        }
     }
 }
 

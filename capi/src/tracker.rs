@@ -607,8 +607,11 @@ pub unsafe extern "C" fn sigretire_tracker_known_status(
 /// when the time ran out first. `*status` is written in all three cases
 /// (`SIGRETIRE_USE_COMPLETE`, `_FAILED`, `_PENDING`), so a caller may read
 /// either. `policy` may be NULL (spin, then yield, then sleep:
-/// `sigretire_wait_policy_spin`). Never reports a completion that did not
-/// happen. Seeing the signal at 0 is recorded, so the tracker later
+/// `sigretire_wait_policy_spin`); one of an earlier header (40 bytes, no
+/// `hybrid` fields) is a policy that is not hybrid, and a `hybrid` other
+/// than 0 or 1, or a hybrid one with `hybrid_recheck_ns` 0, is
+/// `SIGRETIRE_ERR_INVALID_ARGUMENT`. Never reports a completion that did
+/// not happen. Seeing the signal at 0 is recorded, so the tracker later
 /// retires the use without a load of its own.
 ///
 /// Thread safety: takes no tracker lock, so other threads keep submitting
@@ -635,14 +638,11 @@ pub unsafe extern "C" fn sigretire_tracker_wait(
             read_optional_struct(policy, "policy", || {
                 sigretire_wait_policy::from_rust(WaitPolicy::spin())
             })
-        }?;
+        }?
+        .to_rust()?;
         // SAFETY: as above.
         let tracker = unsafe { tracker_ref(tracker) }?;
-        let waited = tracker.unlocked(|| {
-            tracker
-                .waits
-                .wait(&ticket, nanos(timeout_ns), policy.to_rust())
-        });
+        let waited = tracker.unlocked(|| tracker.waits.wait(&ticket, nanos(timeout_ns), policy));
         let status = match waited {
             Ok(status) => status,
             Err(WaitError::TimedOut(timed_out)) => {

@@ -12,6 +12,7 @@ use ::sigretire_tracker::{
     Accesses, Census, Config, Placement, Purpose, Request, Stats, Status, Ticket, Timestamps,
     WaitPolicy, Work,
     backend::{Condition, Dispatch, WaitValue},
+    wait::Hybrid,
 };
 use std::time::Duration;
 
@@ -33,7 +34,12 @@ use std::time::Duration;
 /// `sigretire_tracker_wait` returns `SIGRETIRE_ERR_USE_FAILED` for a use
 /// that failed (it returned `SIGRETIRE_OK`, the failure in `*status` only),
 /// as the queue layer's waits report failures; the shared library's SONAME
-/// carries this version (`libsigretire_capi.so.4`).
+/// carries this version (`libsigretire_capi.so.4`). Added within version
+/// 4: `sigretire_wait_policy_hybrid` and the `hybrid` fields appended to
+/// `sigretire_wait_policy` (the library still takes the earlier 40-byte
+/// struct, as a policy that is not hybrid; a program using the additions
+/// needs a library that has them: an earlier one refuses the larger struct
+/// with `SIGRETIRE_ERR_STRUCT_SIZE`).
 pub const SIGRETIRE_ABI_VERSION: u32 = 4;
 
 /// The name of one use of a signal (one packet, or one submission of
@@ -339,8 +345,15 @@ pub(crate) struct Settings {
 /// sleep with a back-off doubling from 1 us. The spin depends on where the
 /// use's signal lives: each poll of a device-memory signal is a read
 /// across PCIe (about 1 us), so a policy may spin less there, or not at
-/// all. Start from `sigretire_wait_policy_spin` or
-/// `sigretire_wait_policy_blocking`.
+/// all. A hybrid policy (`hybrid` 1) first dozes until shortly before the
+/// work is likely done and spins the last stretch. Start from
+/// `sigretire_wait_policy_spin`, `sigretire_wait_policy_blocking` or
+/// `sigretire_wait_policy_hybrid`.
+///
+/// The `hybrid` fields were appended within ABI version 4: the library
+/// also takes the struct of an earlier header of that version (`size` 40,
+/// the offset of `hybrid`), reading and writing those fields only, which
+/// is a policy that is not hybrid.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct sigretire_wait_policy {
@@ -357,6 +370,54 @@ pub struct sigretire_wait_policy {
     /// In place of `spin_ns` where the use's signal is in device memory:
     /// poll back to back for this long, nanoseconds.
     pub device_spin_ns: u64,
+    /// 1: a hybrid wait. With a guess of how long the wait lasts from its
+    /// start, it dozes (sleeps with a fine timer slack) until
+    /// `hybrid_early_ns` before the guess, looking every
+    /// `hybrid_recheck_ns`; spins until `hybrid_late_ns` (plus 1/32 of the
+    /// guess) past it; then, the guess wrong, waits as the fields above
+    /// say. Without a guess, or one under `hybrid_min_guess_ns`, it waits
+    /// as the fields above say from the start. 0: not hybrid, and the
+    /// `hybrid_*` fields are not read. Any other value is
+    /// `SIGRETIRE_ERR_INVALID_ARGUMENT`.
+    pub hybrid: u32,
+    /// The caller's guess of how long its waits last from their start,
+    /// nanoseconds; 0: the tracker's guess, learned from its recent hybrid
+    /// waits (one history per tracker, so per hardware queue).
+    pub hybrid_expected_ns: u64,
+    /// Stop dozing at least this long before the guess, nanoseconds (what
+    /// recent dozes overslept comes on top).
+    pub hybrid_early_ns: u64,
+    /// Spin at most this long past the guess (plus 1/32 of it) before
+    /// falling back, nanoseconds: what a guess that was short costs in CPU.
+    pub hybrid_late_ns: u64,
+    /// Look at least this often while dozing, nanoseconds: how late a wait
+    /// whose work ended far sooner than guessed can be. Not 0 in a hybrid
+    /// policy (`SIGRETIRE_ERR_INVALID_ARGUMENT`: it would spin through its
+    /// doze).
+    pub hybrid_recheck_ns: u64,
+    /// A shorter guess is not worth a doze, nanoseconds: such a wait runs
+    /// as if it had none.
+    pub hybrid_min_guess_ns: u64,
+}
+
+/// `sigretire_wait_policy`'s size before the `hybrid` fields were
+/// appended: where they begin.
+pub(crate) const WAIT_POLICY_BEFORE_HYBRID: u32 =
+    std::mem::offset_of!(sigretire_wait_policy, hybrid) as u32;
+
+const _: () = assert!(WAIT_POLICY_BEFORE_HYBRID == 40);
+
+// SAFETY: `#[repr(C)]`, `size: u32` its first field; the earlier size is
+// the offset of the first appended field, so that layout is a prefix.
+unsafe impl crate::status::Sized32 for sigretire_wait_policy {
+    const NAME: &'static str = "sigretire_wait_policy";
+    const SIZE: u32 = size_of::<Self>() as u32;
+    // Zeros past the prefix are `hybrid` 0: the policy the earlier layout
+    // could say.
+    const EARLIER: &'static [u32] = &[WAIT_POLICY_BEFORE_HYBRID];
+    fn size_mut(&mut self) -> &mut u32 {
+        &mut self.size
+    }
 }
 
 impl Default for sigretire_wait_policy {
@@ -367,18 +428,29 @@ impl Default for sigretire_wait_policy {
 }
 
 impl sigretire_wait_policy {
+    /// The C policy of `policy`. A policy that is not hybrid still carries
+    /// the hybrid defaults' tuning, so that a caller who sets `hybrid` to 1
+    /// in a policy the library filled gets a sensible hybrid wait.
     pub(crate) fn from_rust(policy: WaitPolicy) -> Self {
         let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let hybrid = policy.hybrid.unwrap_or_default();
         Self {
             size: size_of::<Self>() as u32,
             spin_ns: ns(policy.spin),
             yield_ns: ns(policy.yield_for),
             max_sleep_ns: ns(policy.max_sleep),
             device_spin_ns: ns(policy.device_spin),
+            hybrid: u32::from(policy.hybrid.is_some()),
+            hybrid_expected_ns: hybrid.expected.map_or(0, ns),
+            hybrid_early_ns: ns(hybrid.early),
+            hybrid_late_ns: ns(hybrid.late),
+            hybrid_recheck_ns: ns(hybrid.recheck),
+            hybrid_min_guess_ns: ns(hybrid.min_guess),
         }
     }
 
-    pub(crate) fn to_rust(self) -> WaitPolicy {
+    /// The Rust policy, after checking the hybrid fields.
+    pub(crate) fn to_rust(self) -> Outcome<WaitPolicy> {
         // From the spin policy, so any field the C struct does not carry
         // keeps the spin policy's value (`interrupt`: a tracker's own waits
         // publish nothing, so they cannot arrange a GPU wake-up anyway).
@@ -387,7 +459,32 @@ impl sigretire_wait_policy {
         policy.device_spin = Duration::from_nanos(self.device_spin_ns);
         policy.yield_for = Duration::from_nanos(self.yield_ns);
         policy.max_sleep = Duration::from_nanos(self.max_sleep_ns);
-        policy
+        policy.hybrid = match self.hybrid {
+            0 => None,
+            1 if self.hybrid_recheck_ns == 0 => {
+                return fail(
+                    SIGRETIRE_ERR_INVALID_ARGUMENT,
+                    "wait policy hybrid_recheck_ns is 0: a hybrid wait looks at least that often \
+                     while it dozes, so it would spin through its doze (start from \
+                     sigretire_wait_policy_hybrid)",
+                );
+            }
+            1 => Some(Hybrid {
+                expected: (self.hybrid_expected_ns != 0)
+                    .then(|| Duration::from_nanos(self.hybrid_expected_ns)),
+                early: Duration::from_nanos(self.hybrid_early_ns),
+                late: Duration::from_nanos(self.hybrid_late_ns),
+                recheck: Duration::from_nanos(self.hybrid_recheck_ns),
+                min_guess: Duration::from_nanos(self.hybrid_min_guess_ns),
+            }),
+            other => {
+                return fail(
+                    SIGRETIRE_ERR_INVALID_ARGUMENT,
+                    format!("wait policy hybrid is {other}: 0 (not hybrid) or 1"),
+                );
+            }
+        };
+        Ok(policy)
     }
 }
 
@@ -820,7 +917,6 @@ sized_structs!(
     sigretire_request,
     sigretire_acquired,
     sigretire_config,
-    sigretire_wait_policy,
     sigretire_timestamps,
     sigretire_stats,
     sigretire_census,
@@ -853,7 +949,7 @@ mod tests {
     #[test]
     fn a_c_wait_policy_spins_as_the_rust_policy_it_came_from() {
         for policy in [WaitPolicy::spin(), WaitPolicy::blocking()] {
-            let back = sigretire_wait_policy::from_rust(policy).to_rust();
+            let back = sigretire_wait_policy::from_rust(policy).to_rust().unwrap();
             for placement in [Placement::Host, Placement::Device] {
                 assert_eq!(
                     back.spin_for(placement),
@@ -863,6 +959,93 @@ mod tests {
             }
             assert_eq!(back.yield_for, policy.yield_for);
             assert_eq!(back.max_sleep, policy.max_sleep);
+            assert_eq!(back.hybrid, None);
         }
+    }
+
+    #[test]
+    fn a_hybrid_c_wait_policy_is_the_rust_policy_it_came_from() {
+        let guessing = WaitPolicy::hybrid().expecting(Duration::from_micros(1500));
+        let tuned = WaitPolicy {
+            hybrid: Some(Hybrid {
+                expected: None,
+                early: Duration::from_micros(7),
+                late: Duration::from_micros(30),
+                recheck: Duration::from_micros(250),
+                min_guess: Duration::from_micros(80),
+            }),
+            ..WaitPolicy::hybrid()
+        };
+        for policy in [WaitPolicy::hybrid(), guessing, tuned] {
+            let c = sigretire_wait_policy::from_rust(policy);
+            assert_eq!(c.hybrid, 1);
+            let back = c.to_rust().unwrap();
+            // All but `interrupt`, which a C policy does not carry (see
+            // `to_rust`).
+            assert_eq!(
+                back,
+                WaitPolicy {
+                    interrupt: back.interrupt,
+                    ..policy
+                }
+            );
+            assert_eq!(sigretire_wait_policy::from_rust(back), c);
+        }
+        let c = sigretire_wait_policy::from_rust(guessing);
+        assert_eq!(c.hybrid_expected_ns, 1_500_000);
+        assert_eq!(
+            sigretire_wait_policy::from_rust(WaitPolicy::hybrid()).hybrid_expected_ns,
+            0,
+            "no guess: learned from the tracker's history"
+        );
+    }
+
+    #[test]
+    fn a_policy_not_hybrid_carries_the_hybrid_defaults_to_switch_on() {
+        let mut c = sigretire_wait_policy::from_rust(WaitPolicy::blocking());
+        assert_eq!(c.hybrid, 0);
+        c.hybrid = 1;
+        assert_eq!(
+            c.to_rust().unwrap(),
+            WaitPolicy {
+                interrupt: false,
+                ..WaitPolicy::hybrid()
+            }
+        );
+    }
+
+    #[test]
+    fn a_hybrid_flag_other_than_0_or_1_or_no_recheck_is_refused() {
+        let mut c = sigretire_wait_policy::from_rust(WaitPolicy::hybrid());
+        c.hybrid = 2;
+        assert_eq!(
+            c.to_rust().unwrap_err().status,
+            SIGRETIRE_ERR_INVALID_ARGUMENT
+        );
+        c.hybrid = 1;
+        c.hybrid_recheck_ns = 0;
+        assert_eq!(
+            c.to_rust().unwrap_err().status,
+            SIGRETIRE_ERR_INVALID_ARGUMENT
+        );
+        c.hybrid = 0; // not hybrid: the hybrid fields are not read
+        assert_eq!(c.to_rust().unwrap().hybrid, None);
+    }
+
+    #[test]
+    fn an_earlier_headers_wait_policy_is_read_as_a_policy_not_hybrid() {
+        // The caller's 40 bytes, followed by bytes that would say hybrid
+        // were they read.
+        let mut c = sigretire_wait_policy::from_rust(WaitPolicy::hybrid());
+        c.size = WAIT_POLICY_BEFORE_HYBRID;
+        // SAFETY: a local, aligned, initialised struct whose size field
+        // says 40, all of them readable.
+        let read = unsafe { crate::status::read_struct(&c, "policy") }.unwrap();
+        assert_eq!(read.size, WAIT_POLICY_BEFORE_HYBRID);
+        assert_eq!((read.hybrid, read.hybrid_recheck_ns), (0, 0));
+        let policy = read.to_rust().unwrap();
+        assert_eq!(policy.hybrid, None);
+        assert_eq!(policy.spin, WaitPolicy::hybrid().spin);
+        assert_eq!(policy.max_sleep, WaitPolicy::hybrid().max_sleep);
     }
 }

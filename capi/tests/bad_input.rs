@@ -229,6 +229,11 @@ fn library_functions_refuse_null_pointers() {
             SIGRETIRE_ERR_NULL,
             "sigretire_wait_policy_blocking",
         );
+        expect(
+            sigretire_wait_policy_hybrid(null_mut(), 0),
+            SIGRETIRE_ERR_NULL,
+            "sigretire_wait_policy_hybrid",
+        );
     }
 }
 
@@ -1678,9 +1683,16 @@ impl GuardedWord {
 
     /// The word: the last 8 bytes of the readable page (zeroed by mmap).
     fn word<T>(&self) -> *mut T {
+        self.tail(8)
+    }
+
+    /// The last `bytes` bytes of the readable page (zeroed by mmap), a
+    /// multiple of 8 so that they are aligned for any of the ABI's structs.
+    fn tail<T>(&self, bytes: usize) -> *mut T {
+        assert!(bytes.is_multiple_of(8) && bytes <= self.length / 2);
         self.base
             .cast::<u8>()
-            .wrapping_add(self.length / 2 - 8)
+            .wrapping_add(self.length / 2 - bytes)
             .cast()
     }
 }
@@ -1940,6 +1952,7 @@ fn a_struct_of_another_size_is_refused_before_anything_happens() {
                 "sigretire_wait_policy_",
                 sigretire_wait_policy_spin(&mut policy_out),
                 sigretire_wait_policy_blocking(&mut policy_out),
+                sigretire_wait_policy_hybrid(&mut policy_out, 0),
             );
             assert_eq!(policy_out, policy, "not written");
             let mut stamps = sigretire_timestamps {
@@ -2324,4 +2337,283 @@ fn queue_layer_functions_refuse_null_pointers_and_bad_handles() {
         assert_eq!(sigretire_event_destroy(&mut event), SIGRETIRE_OK);
         assert_eq!(sigretire_stream_destroy(&mut stream), SIGRETIRE_OK);
     }
+}
+
+// The hybrid wait policy, and the wait policy of an earlier header (40
+// bytes, before the hybrid fields were appended).
+
+/// The size of `sigretire_wait_policy` in an earlier header: where the
+/// hybrid fields begin.
+const EARLIER_WAIT_POLICY: u32 = std::mem::offset_of!(sigretire_wait_policy, hybrid) as u32;
+
+/// Nanoseconds of `d`.
+fn ns(d: std::time::Duration) -> u64 {
+    d.as_nanos() as u64
+}
+
+/// Waits for `ticket` with `policy` on another thread while this one lets
+/// 20 ms pass and then runs the simulator (the "GPU" finishes then): what
+/// the wait answered, and how long it took.
+fn wait_while_the_gpu_runs(
+    rig: &Rig,
+    ticket: sigretire_ticket,
+    policy: sigretire_wait_policy,
+) -> (sigretire_status, sigretire_use_status, std::time::Duration) {
+    struct Tracker(*mut sigretire_tracker);
+    // SAFETY: a tracker handle may be used from any thread (the C ABI's
+    // contract; sigretire_tracker_wait takes no tracker lock), and it
+    // outlives the thread (joined in the scope below).
+    unsafe impl Send for Tracker {}
+    let tracker = Tracker(rig.tracker);
+    std::thread::scope(|scope| {
+        let waiter = scope.spawn(move || {
+            let tracker = tracker;
+            let mut status = SIGRETIRE_USE_UNKNOWN;
+            let start = std::time::Instant::now();
+            // SAFETY: a live tracker handle (see `Tracker`) and locals.
+            let result = unsafe {
+                sigretire_tracker_wait(tracker.0, &ticket, 60_000_000_000, &policy, &mut status)
+            };
+            (result, status, start.elapsed())
+        });
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        rig.run();
+        waiter.join().unwrap()
+    })
+}
+
+#[test]
+fn a_hybrid_wait_policy_reaches_the_wait_and_its_fields_round_trip() {
+    use ::sigretire_tracker::wait::Hybrid;
+    let defaults = Hybrid::new();
+    let mut blocking = sigretire_wait_policy::default();
+    let mut policy = sigretire_wait_policy::default();
+    // SAFETY: locals with their sizes set.
+    unsafe {
+        assert_eq!(sigretire_wait_policy_blocking(&mut blocking), SIGRETIRE_OK);
+        assert_eq!(sigretire_wait_policy_hybrid(&mut policy, 0), SIGRETIRE_OK);
+    }
+    assert_eq!(blocking.hybrid, 0);
+    let hybrid = sigretire_wait_policy {
+        size: size_of::<sigretire_wait_policy>() as u32,
+        hybrid: 1,
+        hybrid_expected_ns: 0, // learned from the tracker's recent waits
+        hybrid_early_ns: ns(defaults.early),
+        hybrid_late_ns: ns(defaults.late),
+        hybrid_recheck_ns: ns(defaults.recheck),
+        hybrid_min_guess_ns: ns(defaults.min_guess),
+        ..blocking
+    };
+    assert_eq!(policy, hybrid, "the blocking policy, hybrid, no guess");
+    // SAFETY: a local with its size set.
+    unsafe {
+        assert_eq!(
+            sigretire_wait_policy_hybrid(&mut policy, 2_000_000),
+            SIGRETIRE_OK
+        )
+    };
+    assert_eq!(
+        policy,
+        sigretire_wait_policy {
+            hybrid_expected_ns: 2_000_000,
+            ..hybrid
+        }
+    );
+
+    // A use already complete: the first look answers.
+    let rig = Rig::new(1);
+    let ticket = rig
+        .submit(sigretire_purpose::SIGRETIRE_PURPOSE_CPU_SYNC)
+        .ticket;
+    rig.run();
+    let mut status = SIGRETIRE_USE_UNKNOWN;
+    // SAFETY: a live tracker handle and locals.
+    let result = unsafe {
+        sigretire_tracker_wait(rig.tracker, &ticket, 1_000_000_000, &policy, &mut status)
+    };
+    assert_eq!((result, status), (SIGRETIRE_OK, SIGRETIRE_USE_COMPLETE));
+
+    // The hybrid fields reach the wait: guessing 10 s and looking every
+    // 300 ms while it dozes, a wait whose work ends after 20 ms answers at
+    // its first recheck, not before (a wait that is not hybrid looks
+    // every 200 us at most by then). A lower bound only: never flaky.
+    let recheck = std::time::Duration::from_millis(300);
+    let dozing = sigretire_wait_policy {
+        hybrid_expected_ns: 10_000_000_000,
+        hybrid_recheck_ns: ns(recheck),
+        ..policy
+    };
+    let ticket = rig
+        .submit(sigretire_purpose::SIGRETIRE_PURPOSE_CPU_SYNC)
+        .ticket;
+    let (result, status, waited) = wait_while_the_gpu_runs(&rig, ticket, dozing);
+    assert_eq!((result, status), (SIGRETIRE_OK, SIGRETIRE_USE_COMPLETE));
+    assert!(
+        waited >= recheck,
+        "dozed {waited:?}, not the recheck's {recheck:?}"
+    );
+}
+
+#[test]
+fn a_wait_policy_of_an_earlier_header_is_taken_and_is_not_hybrid() {
+    assert_eq!(EARLIER_WAIT_POLICY, 40);
+    // The caller's 40 bytes, and past them bytes that would make a hybrid
+    // wait dozing 10 s at a time, were the library to read them.
+    let dozing = sigretire_wait_policy {
+        size: EARLIER_WAIT_POLICY,
+        hybrid: 1,
+        hybrid_expected_ns: 100_000_000_000,
+        hybrid_recheck_ns: 10_000_000_000,
+        ..Default::default()
+    };
+    let mut policy = dozing;
+    // SAFETY: a local whose size field says fewer bytes than it has.
+    unsafe { assert_eq!(sigretire_wait_policy_blocking(&mut policy), SIGRETIRE_OK) };
+    let mut blocking = sigretire_wait_policy::default();
+    // SAFETY: a local with its size set.
+    unsafe { assert_eq!(sigretire_wait_policy_blocking(&mut blocking), SIGRETIRE_OK) };
+    assert_eq!(
+        policy,
+        sigretire_wait_policy {
+            size: EARLIER_WAIT_POLICY,
+            spin_ns: blocking.spin_ns,
+            yield_ns: blocking.yield_ns,
+            max_sleep_ns: blocking.max_sleep_ns,
+            device_spin_ns: blocking.device_spin_ns,
+            ..dozing
+        },
+        "the earlier fields written, the size kept, nothing past them"
+    );
+
+    let rig = Rig::new(1);
+    let ticket = rig
+        .submit(sigretire_purpose::SIGRETIRE_PURPOSE_CPU_SYNC)
+        .ticket;
+    let (result, status, waited) = wait_while_the_gpu_runs(&rig, ticket, policy);
+    assert_eq!((result, status), (SIGRETIRE_OK, SIGRETIRE_USE_COMPLETE));
+    assert!(
+        waited < std::time::Duration::from_secs(5),
+        "waited {waited:?}: the fields past the earlier size were read as a hybrid policy"
+    );
+
+    // A hybrid policy needs the hybrid fields: an earlier struct is refused,
+    // and not written.
+    let mut earlier = policy;
+    // SAFETY: a local whose size field says fewer bytes than it has.
+    let answer = unsafe { sigretire_wait_policy_hybrid(&mut earlier, 0) };
+    expect(
+        answer,
+        SIGRETIRE_ERR_STRUCT_SIZE,
+        "sigretire_wait_policy_hybrid",
+    );
+    assert_eq!(earlier, policy);
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "maps memory with mmap, which Miri does not model")]
+fn a_wait_policy_of_an_earlier_header_is_not_read_or_written_past_its_size() {
+    let rig = Rig::new(1);
+    let guarded = GuardedWord::new();
+    let policy = guarded.tail::<sigretire_wait_policy>(EARLIER_WAIT_POLICY as usize);
+    let ticket = rig
+        .submit(sigretire_purpose::SIGRETIRE_PURPOSE_CPU_SYNC)
+        .ticket;
+    rig.run();
+    let mut status = SIGRETIRE_USE_UNKNOWN;
+    // SAFETY: the 40 bytes before the guard page are readable, writable
+    // and aligned; their size field says 40, so the library may touch
+    // those only (past them it faults); the rest are locals and live
+    // handles.
+    unsafe {
+        policy.cast::<u32>().write(EARLIER_WAIT_POLICY);
+        expect_each!(
+            SIGRETIRE_OK,
+            "sigretire_wait_policy_",
+            sigretire_wait_policy_spin(policy),
+            sigretire_wait_policy_blocking(policy),
+        );
+        assert_eq!(policy.cast::<u32>().read(), EARLIER_WAIT_POLICY);
+        assert_eq!(policy.cast::<u64>().add(1).read(), 10_000, "spin_ns");
+        expect(
+            sigretire_tracker_wait(rig.tracker, &ticket, 1_000_000_000, policy, &mut status),
+            SIGRETIRE_OK,
+            "sigretire_tracker_wait",
+        );
+        assert_eq!(status, SIGRETIRE_USE_COMPLETE);
+        expect(
+            sigretire_wait_policy_hybrid(policy, 0),
+            SIGRETIRE_ERR_STRUCT_SIZE,
+            "sigretire_wait_policy_hybrid",
+        );
+    }
+}
+
+#[test]
+fn a_wait_policy_with_bad_hybrid_fields_or_size_is_refused() {
+    let rig = Rig::new(1);
+    let ticket = rig
+        .submit(sigretire_purpose::SIGRETIRE_PURPOSE_CPU_SYNC)
+        .ticket;
+    rig.run();
+    let mut hybrid = sigretire_wait_policy::default();
+    // SAFETY: a local with its size set.
+    unsafe { assert_eq!(sigretire_wait_policy_hybrid(&mut hybrid, 0), SIGRETIRE_OK) };
+    let refused = [
+        (
+            sigretire_wait_policy {
+                hybrid: 2,
+                ..hybrid
+            },
+            SIGRETIRE_ERR_INVALID_ARGUMENT,
+        ),
+        (
+            sigretire_wait_policy {
+                hybrid_recheck_ns: 0,
+                ..hybrid
+            },
+            SIGRETIRE_ERR_INVALID_ARGUMENT,
+        ),
+        // Too small for even the earlier layout, or between the two.
+        (
+            sigretire_wait_policy { size: 4, ..hybrid },
+            SIGRETIRE_ERR_STRUCT_SIZE,
+        ),
+        (
+            sigretire_wait_policy {
+                size: EARLIER_WAIT_POLICY - 8,
+                ..hybrid
+            },
+            SIGRETIRE_ERR_STRUCT_SIZE,
+        ),
+        (
+            sigretire_wait_policy {
+                size: EARLIER_WAIT_POLICY + 8,
+                ..hybrid
+            },
+            SIGRETIRE_ERR_STRUCT_SIZE,
+        ),
+    ];
+    for (policy, expected) in refused {
+        let mut status = SIGRETIRE_USE_UNKNOWN;
+        // SAFETY: a live tracker handle and locals.
+        let answer =
+            unsafe { sigretire_tracker_wait(rig.tracker, &ticket, 0, &policy, &mut status) };
+        expect(answer, expected, "sigretire_tracker_wait");
+        assert_eq!(status, SIGRETIRE_USE_UNKNOWN, "{policy:?}: nothing written");
+    }
+    for size in [0, 4, EARLIER_WAIT_POLICY - 8, EARLIER_WAIT_POLICY + 8] {
+        let mut policy = sigretire_wait_policy { size, ..hybrid };
+        let before = policy;
+        // SAFETY: a local whose size field says no more bytes than it has.
+        let answer = unsafe { sigretire_wait_policy_hybrid(&mut policy, 0) };
+        expect(
+            answer,
+            SIGRETIRE_ERR_STRUCT_SIZE,
+            "sigretire_wait_policy_hybrid",
+        );
+        assert_eq!(policy, before, "not written");
+    }
+    // SAFETY: NULL, refused.
+    let answer = unsafe { sigretire_wait_policy_hybrid(null_mut(), 1000) };
+    expect(answer, SIGRETIRE_ERR_NULL, "sigretire_wait_policy_hybrid");
 }

@@ -827,10 +827,7 @@ fn threads_wait_on_a_threaded_simulator_while_another_submits() {
                 scope.spawn(move || {
                     let mut policy = sigretire_wait_policy {
                         size: size_of::<sigretire_wait_policy>() as u32,
-                        spin_ns: 0,
-                        yield_ns: 0,
-                        max_sleep_ns: 0,
-                        device_spin_ns: 0,
+                        ..Default::default()
                     };
                     // SAFETY: as above.
                     unsafe { sigretire_wait_policy_blocking(&mut policy) };

@@ -35,6 +35,12 @@ SIZE_FIRST(sigretire_sim_options);
 SIZE_FIRST(sigretire_rocr_adopt_options);
 SIZE_FIRST(sigretire_hooks);
 
+// Fields are appended within a version: the wait policy's earlier layout
+// (40 bytes, which the library still takes) is a prefix of this one.
+static_assert(offsetof(sigretire_wait_policy, hybrid) == 40 &&
+                  offsetof(sigretire_wait_policy, device_spin_ns) == 32,
+              "the hybrid fields follow the earlier wait policy");
+
 namespace {
 
 // Calls through the header's declarations, so their C++ linkage is checked

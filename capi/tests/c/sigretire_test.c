@@ -6,9 +6,10 @@
  * destroyed while its packet waits on a pinned signal, the timestamps of a
  * held use and of an unprofiled one, the wait policies, back-pressure, a
  * runtime's own packets written by hand, backend hooks implemented here in
- * C, threads waiting while another submits, and bad input. It exits 1 on
- * any wrong answer. It also runs clean under AddressSanitizer (gcc
- * -fsanitize=address, with the library built with -Zsanitizer=address).
+ * C, threads waiting (with the blocking and the hybrid policy) while
+ * another submits, and bad input. It exits 1 on any wrong answer. It
+ * also runs clean under AddressSanitizer (gcc -fsanitize=address, with
+ * the library built with -Zsanitizer=address).
  *
  * -DPLANT_WRONG_ANSWER makes it expect a wrong value (two loads for the 64
  * fences instead of one), so a build can show the program does fail when
@@ -20,6 +21,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -389,10 +391,16 @@ static void back_pressure(void) {
     CHECK_OK(sigretire_sim_destroy(&sim));
 }
 
-/* Threads wait (no tracker lock) while the main thread keeps submitting. */
+/* Threads wait (no tracker lock) while the main thread keeps submitting:
+ * some with the blocking policy, some with the hybrid one (dozing until
+ * shortly before the expected end, or the tracker's guess where none is
+ * given). */
 struct waiter_args {
     struct sigretire_tracker *tracker;
     struct sigretire_ticket ticket;
+    int hybrid;                   /* 0: the blocking policy */
+    uint64_t expected_ns;         /* the hybrid policy's guess; 0: learned */
+    sigretire_status policy_result;
     sigretire_status result;
     sigretire_use_status status;
 };
@@ -400,7 +408,11 @@ struct waiter_args {
 static void *wait_for_ticket(void *arg) {
     struct waiter_args *args = arg;
     struct sigretire_wait_policy policy = SIZED(sigretire_wait_policy);
-    sigretire_wait_policy_blocking(&policy);
+    if (args->hybrid) {
+        args->policy_result = sigretire_wait_policy_hybrid(&policy, args->expected_ns);
+    } else {
+        args->policy_result = sigretire_wait_policy_blocking(&policy);
+    }
     args->result =
         sigretire_tracker_wait(args->tracker, &args->ticket, 10000000000u, &policy, &args->status);
     return NULL;
@@ -422,6 +434,9 @@ static void waits_on_other_threads(void) {
         CHECK_OK(sigretire_tracker_submit(tracker, &request, &work, &acquired));
         args[i].tracker = tracker;
         args[i].ticket = acquired.ticket;
+        args[i].hybrid = i >= 2;                      /* threads 2 and 3 */
+        args[i].expected_ns = i == 3 ? 2000000u : 0u; /* 2 ms; learned */
+        args[i].policy_result = SIGRETIRE_ERR_PANIC;
         args[i].result = SIGRETIRE_ERR_PANIC;
         args[i].status = SIGRETIRE_USE_UNKNOWN;
         CHECK(pthread_create(&threads[i], NULL, wait_for_ticket, &args[i]) == 0);
@@ -432,6 +447,7 @@ static void waits_on_other_threads(void) {
     CHECK_OK(sigretire_sim_run_until_idle(sim));
     for (i = 0; i < 4; i++) {
         CHECK(pthread_join(threads[i], NULL) == 0);
+        CHECK(args[i].policy_result == SIGRETIRE_OK);
         CHECK(args[i].result == SIGRETIRE_OK);
         CHECK(args[i].status == SIGRETIRE_USE_COMPLETE);
     }
@@ -694,6 +710,32 @@ static void wait_policies(void) {
     CHECK(policy.spin_ns == 10000);     /* on host-memory signals */
     CHECK(policy.device_spin_ns == 0);  /* no PCIe reads back to back */
     CHECK(policy.yield_ns == 20000 && policy.max_sleep_ns == 200000);
+    CHECK(policy.hybrid == 0);
+
+    /* The blocking policy, which first dozes until shortly before the
+     * expected end (here 2 ms) and spins the last stretch. */
+    CHECK_OK(sigretire_wait_policy_hybrid(&policy, 2000000u));
+    CHECK(policy.hybrid == 1 && policy.hybrid_expected_ns == 2000000u);
+    CHECK(policy.spin_ns == 10000 && policy.device_spin_ns == 0);
+    CHECK(policy.yield_ns == 20000 && policy.max_sleep_ns == 200000);
+    CHECK(policy.hybrid_early_ns == 5000 && policy.hybrid_late_ns == 20000);
+    CHECK(policy.hybrid_recheck_ns == 100000 && policy.hybrid_min_guess_ns == 50000);
+    CHECK_OK(sigretire_wait_policy_hybrid(&policy, 0)); /* the tracker's guess */
+    CHECK(policy.hybrid == 1 && policy.hybrid_expected_ns == 0);
+    CHECK_STATUS(sigretire_wait_policy_hybrid(NULL, 0), SIGRETIRE_ERR_NULL);
+
+    /* A program built with an earlier header passes the struct as it was,
+     * 40 bytes up to `hybrid`: the library writes that much only, and a
+     * hybrid policy, which needs the fields past it, is refused. */
+    {
+        struct sigretire_wait_policy earlier = SIZED(sigretire_wait_policy);
+        earlier.size = (uint32_t)offsetof(struct sigretire_wait_policy, hybrid);
+        CHECK(earlier.size == 40);
+        earlier.hybrid = 7; /* past the earlier struct: left alone */
+        CHECK_OK(sigretire_wait_policy_blocking(&earlier));
+        CHECK(earlier.size == 40 && earlier.spin_ns == 10000 && earlier.hybrid == 7);
+        CHECK_STATUS(sigretire_wait_policy_hybrid(&earlier, 0), SIGRETIRE_ERR_STRUCT_SIZE);
+    }
 }
 
 int main(void) {
