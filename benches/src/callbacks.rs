@@ -31,10 +31,11 @@
 //! outstanding blocks' events, oldest first, until one is not ready; the
 //! figures are the time in those calls and their number per released value.
 
-use crate::platform::Platform;
+use crate::platform::{Platform, fail, preferred_device, preferred_placement};
+use crate::report::render_table;
 use serde::Serialize;
-use sigretire_queue::{Command, Device, DeviceConfig, HostQueue, QueueConfig};
-use sigretire_tracker::{Config, Tracker as _};
+use sigretire_queue::{Command, Device, HostQueue, QueueConfig};
+use sigretire_tracker::Tracker as _;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -288,29 +289,16 @@ pub struct CallbackReport {
     pub seconds: f64,
 }
 
-fn fail(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
-
-/// A device of ours on `lab`, signals in its last placement (device memory
-/// on the simulator), with `wake_signals`.
+/// A device of ours on `lab` (its preferred placement), with `wake_signals`.
 fn device<L: Platform>(lab: &L, wake_signals: usize) -> Result<Device<L::Retiring>, String> {
-    let tracker = lab.retiring(Config {
-        signals: signals(lab),
-        ..Config::default()
-    })?;
-    let config = QueueConfig {
-        wait_timeout: Some(Duration::from_secs(30)),
-        wake_signals,
-        ..QueueConfig::default()
-    };
-    Device::new(DeviceConfig::default(), tracker, config).map_err(fail)
-}
-
-fn signals<L: Platform>(lab: &L) -> sigretire_tracker::Placement {
-    *lab.placements()
-        .last()
-        .expect("a backend offers a placement")
+    preferred_device(
+        lab,
+        QueueConfig {
+            wait_timeout: Some(Duration::from_secs(30)),
+            wake_signals,
+            ..QueueConfig::default()
+        },
+    )
 }
 
 fn micros(v: &[Duration], q: f64) -> f64 {
@@ -361,7 +349,7 @@ fn our_rounds<L: Platform>(
     let queue = device.default_queue();
     let rounds = (values / blocks).max(2);
     let freed = Arc::new(AtomicU64::new(0));
-    let placement = signals(lab).index();
+    let placement = preferred_placement(lab).index();
     // A warm-up round: signals created, threads started.
     for _ in 0..blocks.min(64) {
         queue.launch(kernel).map_err(fail)?;
@@ -515,7 +503,7 @@ pub fn measure<L: CallbackLab>(
     Ok(CallbackReport {
         backend: lab.backend(),
         machine: lab.machine(),
-        signals: match signals(lab) {
+        signals: match preferred_placement(lab) {
             sigretire_tracker::Placement::Host => "host",
             sigretire_tracker::Placement::Device => "device",
         },
@@ -535,42 +523,6 @@ fn ratio(ours: f64, theirs: f64) -> String {
         format!("{:.2}", theirs / ours)
     } else {
         "-".into()
-    }
-}
-
-fn render(out: &mut String, header: &[&str], lines: &[Vec<String>], markdown: bool) {
-    if markdown {
-        let _ = writeln!(out, "| {} |", header.join(" | "));
-        let _ = writeln!(out, "|{}", "---|".repeat(header.len()));
-        for line in lines {
-            let _ = writeln!(out, "| {} |", line.join(" | "));
-        }
-        return;
-    }
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for line in lines {
-        for (w, cell) in widths.iter_mut().zip(line) {
-            *w = (*w).max(cell.len());
-        }
-    }
-    let print = |out: &mut String, cells: Vec<&str>| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(i, (c, w))| {
-                if i == 0 {
-                    format!("{c:<w$}")
-                } else {
-                    format!("{c:>w$}")
-                }
-            })
-            .collect();
-        let _ = writeln!(out, "{}", padded.join("  "));
-    };
-    print(out, header.to_vec());
-    for line in lines {
-        print(out, line.iter().map(String::as_str).collect());
     }
 }
 
@@ -610,7 +562,7 @@ impl CallbackReport {
                 ]
             })
             .collect();
-        render(
+        render_table(
             &mut out,
             &[
                 "callback",
@@ -624,6 +576,7 @@ impl CallbackReport {
                 "samples",
             ],
             &lines,
+            1,
             markdown,
         );
         let _ = writeln!(out);
@@ -656,7 +609,7 @@ impl CallbackReport {
                 ]
             })
             .collect();
-        render(
+        render_table(
             &mut out,
             &[
                 "release",
@@ -669,6 +622,7 @@ impl CallbackReport {
                 "values",
             ],
             &lines,
+            1,
             markdown,
         );
         let _ = writeln!(out, "({:.1} s)", self.seconds);

@@ -12,6 +12,7 @@
 
 use crate::alloc;
 use crate::cpu::{self, ThreadUsage};
+use crate::platform::fail;
 use serde::Serialize;
 use sigretire_queue::{Device, DeviceConfig, HostQueue, QueueConfig, QueueTracker};
 use sigretire_tracker::{Placement, Request, Stats, WaitPolicy, Work, backend::HardwareQueue};
@@ -381,10 +382,6 @@ fn timed_stats<T: QueueTracker>(queues: &[&HostQueue<T>], spent: &mut Duration) 
     let stats = stats(queues);
     *spent += start.elapsed();
     stats
-}
-
-fn fail(e: impl std::fmt::Display) -> String {
-    e.to_string()
 }
 
 /// Measures one API on a fresh device whose queues come from `make`.

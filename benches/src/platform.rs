@@ -7,7 +7,7 @@
 //! every reason, so a user knows what was tried.
 
 use crate::measure::Sample;
-use sigretire_queue::QueueTracker;
+use sigretire_queue::{Device, DeviceConfig, QueueConfig, QueueTracker};
 use sigretire_tracker::{Config, Placement};
 use std::fmt;
 use std::time::Duration;
@@ -44,6 +44,38 @@ pub trait Platform {
     fn native(&self) -> Option<&dyn Native> {
         None
     }
+}
+
+/// An error as the benchmarks report it: its text.
+pub(crate) fn fail(e: impl fmt::Display) -> String {
+    e.to_string()
+}
+
+/// The placement the queue-layer benchmarks (waits, scaling, callbacks)
+/// put signals in: the backend's last offered one, device memory wherever
+/// the backend has it.
+pub(crate) fn preferred_placement<L: Platform>(lab: &L) -> Placement {
+    *lab.placements()
+        .last()
+        .expect("a backend offers a placement")
+}
+
+/// A retiring tracker on a new hardware queue, its signals in the
+/// [`preferred_placement`].
+pub(crate) fn preferred_tracker<L: Platform>(lab: &L) -> Result<L::Retiring, String> {
+    lab.retiring(Config {
+        signals: preferred_placement(lab),
+        ..Config::default()
+    })
+}
+
+/// A device of ours on `lab`, its default queue on a
+/// [`preferred_tracker`] with `config`.
+pub(crate) fn preferred_device<L: Platform>(
+    lab: &L,
+    config: QueueConfig,
+) -> Result<Device<L::Retiring>, String> {
+    Device::new(DeviceConfig::default(), preferred_tracker(lab)?, config).map_err(fail)
 }
 
 /// A backend's own API, measured the same way as the trackers' rows (the

@@ -249,3 +249,82 @@ fn table_line(out: &mut String, cells: &[String; 15], markdown: bool) {
     }
     let _ = writeln!(out, "{line}");
 }
+
+/// A table of `lines` under `header`: Markdown (the first `left` columns
+/// left-aligned, the figures right-aligned), or padded columns for the
+/// terminal, each as wide as its widest cell, aligned the same way.
+pub(crate) fn render_table<L: AsRef<[String]>>(
+    out: &mut String,
+    header: &[&str],
+    lines: &[L],
+    left: usize,
+    markdown: bool,
+) {
+    if markdown {
+        let _ = writeln!(out, "| {} |", header.join(" | "));
+        let align: Vec<&str> = (0..header.len())
+            .map(|i| if i < left { "---" } else { "---:" })
+            .collect();
+        let _ = writeln!(out, "|{}|", align.join("|"));
+        for line in lines {
+            let _ = writeln!(out, "| {} |", line.as_ref().join(" | "));
+        }
+        return;
+    }
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for line in lines {
+        for (w, cell) in widths.iter_mut().zip(line.as_ref()) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let print = |out: &mut String, cells: &mut dyn Iterator<Item = &str>| {
+        let padded: Vec<String> = cells
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (c, w))| {
+                if i < left {
+                    format!("{c:<w$}")
+                } else {
+                    format!("{c:>w$}")
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "{}", padded.join("  "));
+    };
+    print(out, &mut header.iter().copied());
+    for line in lines {
+        print(out, &mut line.as_ref().iter().map(String::as_str));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::render_table;
+
+    fn lines() -> Vec<[String; 3]> {
+        vec![
+            ["ours".into(), "12.5".into(), "1.00".into()],
+            ["cuda default".into(), "3".into(), "0.24".into()],
+        ]
+    }
+
+    #[test]
+    fn a_terminal_table_pads_names_left_and_figures_right() {
+        let mut out = String::new();
+        render_table(&mut out, &["who", "us", "x"], &lines(), 1, false);
+        assert_eq!(
+            out,
+            "who             us     x\nours          12.5  1.00\ncuda default     3  0.24\n"
+        );
+    }
+
+    #[test]
+    fn a_markdown_table_aligns_its_figures_right() {
+        let mut out = String::new();
+        render_table(&mut out, &["who", "us", "x"], &lines(), 1, true);
+        assert_eq!(
+            out,
+            "| who | us | x |\n|---|---:|---:|\n| ours | 12.5 | 1.00 |\n| cuda default | 3 | 0.24 |\n"
+        );
+    }
+}

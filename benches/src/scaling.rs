@@ -20,9 +20,10 @@
 //! (sixteen waiters and the simulated GPU share two cores); they show the
 //! mode runs.
 
-use crate::platform::Platform;
+use crate::platform::{Platform, fail, preferred_device, preferred_tracker};
+use crate::report::render_table;
 use serde::Serialize;
-use sigretire_queue::{Device, DeviceConfig, HostQueue, QueueConfig};
+use sigretire_queue::{Device, HostQueue, QueueConfig};
 use sigretire_tracker::WaitPolicy;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -95,8 +96,30 @@ pub struct ScalingReport {
     pub seconds: f64,
 }
 
-fn fail(e: impl std::fmt::Display) -> String {
-    e.to_string()
+/// Runs `work(i, stop)` for `i` in `0..n`, each on a thread of its own,
+/// for `cell`, then raises `stop` and answers what each counted.
+fn one_thread_each<F>(n: usize, cell: Duration, work: F) -> Result<Vec<u64>, String>
+where
+    F: Fn(usize, &AtomicBool) -> Result<u64, String> + Sync,
+{
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|i| {
+                let (stop, work) = (&stop, &work);
+                s.spawn(move || work(i, stop))
+            })
+            .collect();
+        std::thread::sleep(cell);
+        stop.store(true, Ordering::Relaxed);
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| "a measuring thread panicked".to_string())?
+            })
+            .collect()
+    })
 }
 
 fn queue_config(policy: WaitPolicy) -> QueueConfig {
@@ -108,15 +131,7 @@ fn queue_config(policy: WaitPolicy) -> QueueConfig {
 }
 
 fn device<L: ScalingLab>(lab: &L, policy: WaitPolicy) -> Result<Device<L::Retiring>, String> {
-    let placement = *lab
-        .placements()
-        .last()
-        .expect("a backend offers a placement");
-    let tracker = lab.retiring(sigretire_tracker::Config {
-        signals: placement,
-        ..sigretire_tracker::Config::default()
-    })?;
-    Device::new(DeviceConfig::default(), tracker, queue_config(policy)).map_err(fail)
+    preferred_device(lab, queue_config(policy))
 }
 
 /// Our submitter's bursts for `cell`: the submissions' time and count.
@@ -278,51 +293,29 @@ pub fn measure<L: ScalingLab>(lab: &L, cell: Duration) -> Result<ScalingReport, 
             let device = device(lab, policy)?;
             let mut queues = Vec::with_capacity(n);
             for _ in 1..n {
-                let placement = *lab.placements().last().expect("a placement");
-                let tracker = lab.retiring(sigretire_tracker::Config {
-                    signals: placement,
-                    ..sigretire_tracker::Config::default()
-                })?;
                 queues.push(
                     device
-                        .create_queue(tracker, queue_config(policy))
+                        .create_queue(preferred_tracker(lab)?, queue_config(policy))
                         .map_err(fail)?,
                 );
             }
             let all: Vec<&HostQueue<L::Retiring>> = std::iter::once(device.default_queue())
                 .chain(queues.iter())
                 .collect();
-            let stop = AtomicBool::new(false);
             let begun = Instant::now();
-            let ops = std::thread::scope(|s| {
-                let handles: Vec<_> = all
-                    .iter()
-                    .map(|&queue| {
-                        let stop = &stop;
-                        s.spawn(move || -> Result<u64, String> {
-                            let mut ops = 0;
-                            while !stop.load(Ordering::Relaxed) {
-                                queue.launch_empty().map_err(fail)?;
-                                queue
-                                    .record_event()
-                                    .map_err(fail)?
-                                    .synchronize()
-                                    .map_err(fail)?;
-                                ops += 1;
-                            }
-                            Ok(ops)
-                        })
-                    })
-                    .collect();
-                std::thread::sleep(cell);
-                stop.store(true, Ordering::Relaxed);
-                handles
-                    .into_iter()
-                    .map(|h| {
-                        h.join()
-                            .map_err(|_| "a queue thread panicked".to_string())?
-                    })
-                    .collect::<Result<Vec<u64>, String>>()
+            let ops = one_thread_each(all.len(), cell, |i, stop| {
+                let queue = all[i];
+                let mut ops = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    queue.launch_empty().map_err(fail)?;
+                    queue
+                        .record_event()
+                        .map_err(fail)?
+                        .synchronize()
+                        .map_err(fail)?;
+                    ops += 1;
+                }
+                Ok(ops)
             })?;
             rows.push(queues_row(who, n, &ops, begun.elapsed()));
         }
@@ -330,25 +323,8 @@ pub fn measure<L: ScalingLab>(lab: &L, cell: Duration) -> Result<ScalingReport, 
     if let Some(native) = lab.native_scaling() {
         for n in QUEUES {
             progress(format!("cuda: {n} streams"));
-            let stop = AtomicBool::new(false);
             let begun = Instant::now();
-            let ops = std::thread::scope(|s| {
-                let handles: Vec<_> = (0..n)
-                    .map(|_| {
-                        let stop = &stop;
-                        s.spawn(move || native.sync_loop(stop))
-                    })
-                    .collect();
-                std::thread::sleep(cell);
-                stop.store(true, Ordering::Relaxed);
-                handles
-                    .into_iter()
-                    .map(|h| {
-                        h.join()
-                            .map_err(|_| "a stream thread panicked".to_string())?
-                    })
-                    .collect::<Result<Vec<u64>, String>>()
-            })?;
+            let ops = one_thread_each(n, cell, |_, stop| native.sync_loop(stop))?;
             rows.push(queues_row("cuda default event", n, &ops, begun.elapsed()));
         }
     }
@@ -425,39 +401,7 @@ impl ScalingReport {
                     ]
                 })
                 .collect();
-            if markdown {
-                let _ = writeln!(out, "| {} |", header.join(" | "));
-                let _ = writeln!(out, "|---|---|---:|---:|---:|---:|");
-                for l in &lines {
-                    let _ = writeln!(out, "| {} |", l.join(" | "));
-                }
-            } else {
-                let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-                for l in &lines {
-                    for (w, c) in widths.iter_mut().zip(l) {
-                        *w = (*w).max(c.len());
-                    }
-                }
-                let fmt = |cells: Vec<&str>| {
-                    cells
-                        .iter()
-                        .zip(&widths)
-                        .enumerate()
-                        .map(|(i, (c, w))| {
-                            if i < 2 {
-                                format!("{c:<w$}")
-                            } else {
-                                format!("{c:>w$}")
-                            }
-                        })
-                        .collect::<Vec<_>>()
-                        .join("  ")
-                };
-                let _ = writeln!(out, "{}", fmt(header.to_vec()));
-                for l in &lines {
-                    let _ = writeln!(out, "{}", fmt(l.iter().map(String::as_str).collect()));
-                }
-            }
+            render_table(&mut out, &header, &lines, 2, markdown);
         }
         let _ = writeln!(out, "({:.1} s)", self.seconds);
         out

@@ -40,7 +40,7 @@
 //! device signals, the seed's and the prediction's.
 
 use crate::affinity;
-use crate::platform::Platform;
+use crate::platform::{Platform, fail};
 use crate::platforms::sim::SimBench;
 use sigretire_baseline::BaselineTracker;
 use sigretire_queue::{Device, DeviceConfig, Event, HostQueue, QueueConfig, QueueTracker};
@@ -469,10 +469,6 @@ enum Last<'a, T: QueueTracker> {
 struct Recorded<T: QueueTracker> {
     event: Event<T>,
     signal: Option<Signal>,
-}
-
-fn fail(e: impl std::fmt::Display) -> String {
-    e.to_string()
 }
 
 impl<T: QueueTracker> Bench<T> {

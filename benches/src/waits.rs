@@ -18,9 +18,10 @@
 //! its share of the wait's wall time.
 
 use crate::measure::Timer;
-use crate::platform::Platform;
+use crate::platform::{Platform, fail, preferred_device};
+use crate::report::render_table;
 use serde::Serialize;
-use sigretire_queue::{Device, DeviceConfig, HostQueue, QueueConfig};
+use sigretire_queue::{Device, HostQueue, QueueConfig};
 use sigretire_tracker::WaitPolicy;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -182,10 +183,6 @@ pub trait WaitLab: Platform {
     }
 }
 
-fn fail(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
-
 /// One timed wait of ours: the kernel, an event after it, its synchronize.
 fn our_wait<L: WaitLab>(
     lab: &L,
@@ -206,20 +203,14 @@ fn our_wait<L: WaitLab>(
 }
 
 fn device<L: WaitLab>(lab: &L, waiter: Waiter) -> Result<Device<L::Retiring>, String> {
-    let placement = *lab
-        .placements()
-        .last()
-        .expect("a backend offers a placement");
-    let tracker = lab.retiring(sigretire_tracker::Config {
-        signals: placement,
-        ..sigretire_tracker::Config::default()
-    })?;
-    let config = QueueConfig {
-        wait_policy: waiter.policy(),
-        wait_timeout: Some(Duration::from_secs(30)),
-        ..QueueConfig::default()
-    };
-    Device::new(DeviceConfig::default(), tracker, config).map_err(fail)
+    preferred_device(
+        lab,
+        QueueConfig {
+            wait_policy: waiter.policy(),
+            wait_timeout: Some(Duration::from_secs(30)),
+            ..QueueConfig::default()
+        },
+    )
 }
 
 fn row(case: Case, kernel: Duration, waiter: Waiter, samples: &[WaitSample]) -> WaitRow {
@@ -409,39 +400,7 @@ impl WaitReport {
                 ]
             })
             .collect();
-        if markdown {
-            let _ = writeln!(out, "| {} |", header.join(" | "));
-            let _ = writeln!(out, "|{}", "---|".repeat(header.len()));
-            for line in &lines {
-                let _ = writeln!(out, "| {} |", line.join(" | "));
-            }
-        } else {
-            let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-            for line in &lines {
-                for (w, cell) in widths.iter_mut().zip(line) {
-                    *w = (*w).max(cell.len());
-                }
-            }
-            let print = |out: &mut String, cells: Vec<&str>| {
-                let padded: Vec<String> = cells
-                    .iter()
-                    .zip(&widths)
-                    .enumerate()
-                    .map(|(i, (c, w))| {
-                        if i < 3 {
-                            format!("{c:<w$}")
-                        } else {
-                            format!("{c:>w$}")
-                        }
-                    })
-                    .collect();
-                let _ = writeln!(out, "{}", padded.join("  "));
-            };
-            print(&mut out, header.to_vec());
-            for line in &lines {
-                print(&mut out, line.iter().map(String::as_str).collect());
-            }
-        }
+        render_table(&mut out, &header, &lines, 3, markdown);
         let _ = writeln!(out, "({:.1} s)", self.seconds);
         out
     }
