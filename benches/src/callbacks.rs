@@ -31,7 +31,8 @@
 //! outstanding blocks' events, oldest first, until one is not ready; the
 //! figures are the time in those calls and their number per released value.
 
-use crate::platform::{Platform, fail, preferred_device, preferred_placement};
+use crate::measure::fail;
+use crate::platform::{Platform, preferred_device, preferred_placement};
 use crate::report::render_table;
 use serde::Serialize;
 use sigretire_queue::{Command, Device, HostQueue, QueueConfig};

@@ -12,11 +12,15 @@
 
 use crate::alloc;
 use crate::cpu::{self, ThreadUsage};
-use crate::platform::fail;
 use serde::Serialize;
 use sigretire_queue::{Device, DeviceConfig, HostQueue, QueueConfig, QueueTracker};
 use sigretire_tracker::{Placement, Request, Stats, WaitPolicy, Work, backend::HardwareQueue};
 use std::time::{Duration, Instant};
+
+/// An error as the benchmarks report it: its text.
+pub(crate) fn fail(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
 
 /// An API the seed's tables time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

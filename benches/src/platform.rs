@@ -6,7 +6,7 @@
 //! either answers with a platform or says why it cannot, and sigbench prints
 //! every reason, so a user knows what was tried.
 
-use crate::measure::Sample;
+use crate::measure::{Sample, fail};
 use sigretire_queue::{Device, DeviceConfig, QueueConfig, QueueTracker};
 use sigretire_tracker::{Config, Placement};
 use std::fmt;
@@ -44,11 +44,6 @@ pub trait Platform {
     fn native(&self) -> Option<&dyn Native> {
         None
     }
-}
-
-/// An error as the benchmarks report it: its text.
-pub(crate) fn fail(e: impl fmt::Display) -> String {
-    e.to_string()
 }
 
 /// The placement the queue-layer benchmarks (waits, scaling, callbacks)

@@ -20,7 +20,8 @@
 //! (sixteen waiters and the simulated GPU share two cores); they show the
 //! mode runs.
 
-use crate::platform::{Platform, fail, preferred_device, preferred_tracker};
+use crate::measure::fail;
+use crate::platform::{Platform, preferred_device, preferred_tracker};
 use crate::report::render_table;
 use serde::Serialize;
 use sigretire_queue::{Device, HostQueue, QueueConfig};

@@ -40,7 +40,8 @@
 //! device signals, the seed's and the prediction's.
 
 use crate::affinity;
-use crate::platform::{Platform, fail};
+use crate::measure::fail;
+use crate::platform::Platform;
 use crate::platforms::sim::SimBench;
 use sigretire_baseline::BaselineTracker;
 use sigretire_queue::{Device, DeviceConfig, Event, HostQueue, QueueConfig, QueueTracker};

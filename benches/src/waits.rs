@@ -17,8 +17,8 @@
 //! waiting thread's own (`CLOCK_THREAD_CPUTIME_ID` around the wait), and
 //! its share of the wait's wall time.
 
-use crate::measure::Timer;
-use crate::platform::{Platform, fail, preferred_device};
+use crate::measure::{Timer, fail};
+use crate::platform::{Platform, preferred_device};
 use crate::report::render_table;
 use serde::Serialize;
 use sigretire_queue::{Device, HostQueue, QueueConfig};
