@@ -47,6 +47,14 @@ impl Rig {
         }
     }
 
+    /// Registers `logged` with `tag` on the stream's position now.
+    fn log_completion(&self, log: &Arc<Log>, tag: usize) {
+        // SAFETY: see the top of the file.
+        let status =
+            unsafe { sigretire_stream_on_complete(self.stream, Some(logged), user(log, tag)) };
+        assert_eq!(status, SIGRETIRE_OK);
+    }
+
     fn gated_kernel(&self) -> u64 {
         let mut kernel = 0;
         // SAFETY: see the top of the file.
@@ -144,9 +152,7 @@ fn a_stream_callback_runs_after_the_stepped_gpu_ran_the_work_on_another_thread()
     let rig = Rig::new();
     let log = Arc::new(Log::default());
     let kernel = rig.gated_kernel();
-    // SAFETY: see the top of the file.
-    let status = unsafe { sigretire_stream_on_complete(rig.stream, Some(logged), user(&log, 7)) };
-    assert_eq!(status, SIGRETIRE_OK);
+    rig.log_completion(&log, 7);
     settle();
     assert!(log.entries().is_empty(), "ran before the GPU ran the work");
     rig.run(kernel);
@@ -230,12 +236,9 @@ fn a_failed_streams_callbacks_run_with_the_failed_outcome() {
     let rig = Rig::new();
     let log = Arc::new(Log::default());
     rig.gated_kernel();
+    rig.log_completion(&log, 0);
     // SAFETY: see the top of the file.
     unsafe {
-        assert_eq!(
-            sigretire_stream_on_complete(rig.stream, Some(logged), user(&log, 0)),
-            SIGRETIRE_OK
-        );
         assert_eq!(sigretire_sim_fail_stream(rig.stream), SIGRETIRE_OK);
         assert_eq!(sigretire_sim_run_until_idle(rig.sim), SIGRETIRE_OK);
     }
@@ -267,12 +270,9 @@ fn a_destroyed_streams_callback_still_runs_as_its_work_completes() {
     let mut rig = Rig::new();
     let log = Arc::new(Log::default());
     let kernel = rig.gated_kernel();
+    rig.log_completion(&log, 0);
     // SAFETY: see the top of the file.
     unsafe {
-        assert_eq!(
-            sigretire_stream_on_complete(rig.stream, Some(logged), user(&log, 0)),
-            SIGRETIRE_OK
-        );
         assert_eq!(sigretire_stream_destroy(&mut rig.stream), SIGRETIRE_OK);
         assert_eq!(sigretire_device_destroy(&mut rig.device), SIGRETIRE_OK);
     }
@@ -289,12 +289,9 @@ fn the_device_error_state_runs_pending_callbacks_with_it() {
     let rig = Rig::new();
     let log = Arc::new(Log::default());
     rig.gated_kernel();
+    rig.log_completion(&log, 0);
     // SAFETY: see the top of the file.
     unsafe {
-        assert_eq!(
-            sigretire_stream_on_complete(rig.stream, Some(logged), user(&log, 0)),
-            SIGRETIRE_OK
-        );
         assert_eq!(sigretire_device_set_error(rig.device, null()), SIGRETIRE_OK);
     }
     let entries = log.wait_for(1);
