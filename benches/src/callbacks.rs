@@ -307,6 +307,25 @@ fn micros(v: &[Duration], q: f64) -> f64 {
     v.get(i).map_or(0.0, |d| d.as_secs_f64() * 1e6)
 }
 
+/// `run` with the callback holding its thread (`Some(hold)`) and without,
+/// alternately: `WARMUP` pairs, then `samples` pairs, answered apart.
+fn paired(
+    samples: usize,
+    hold: Hold,
+    run: impl Fn(Option<Hold>) -> Result<CallbackSample, String>,
+) -> Result<(Vec<CallbackSample>, Vec<CallbackSample>), String> {
+    for _ in 0..WARMUP {
+        run(Some(hold))?;
+        run(None)?;
+    }
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    for _ in 0..samples {
+        with.push(run(Some(hold))?);
+        without.push(run(None)?);
+    }
+    Ok((with, without))
+}
+
 fn callback_row(who: Who, with: &[CallbackSample], without: &[CallbackSample]) -> CallbackRow {
     let sorted = |samples: &[CallbackSample], f: fn(&CallbackSample) -> Option<Duration>| {
         let mut v: Vec<Duration> = samples.iter().filter_map(f).collect();
@@ -454,16 +473,9 @@ pub fn measure<L: CallbackLab>(
         progress(who.name(false));
         let device = device(lab, wake_signals)?;
         let queue = device.default_queue();
-        let ours = |hold| lab.our_callback(queue, first, next, hold);
-        for _ in 0..WARMUP {
-            ours(Some(hold))?;
-            ours(None)?;
-        }
-        let (mut with, mut without) = (Vec::new(), Vec::new());
-        for _ in 0..samples {
-            with.push(ours(Some(hold))?);
-            without.push(ours(None)?);
-        }
+        let (with, without) = paired(samples, hold, |hold| {
+            lab.our_callback(queue, first, next, hold)
+        })?;
         callbacks.push(callback_row(who, &with, &without));
     }
 
@@ -473,19 +485,10 @@ pub fn measure<L: CallbackLab>(
         .is_some()
     {
         progress("cuda cuLaunchHostFunc");
-        let native = |hold| {
+        let (with, without) = paired(samples, hold, |hold| {
             lab.native_callback(first, next, hold)
                 .expect("the backend has host functions")
-        };
-        for _ in 0..WARMUP {
-            native(Some(hold))?;
-            native(None)?;
-        }
-        let (mut with, mut without) = (Vec::new(), Vec::new());
-        for _ in 0..samples {
-            with.push(native(Some(hold))?);
-            without.push(native(None)?);
-        }
+        })?;
         callbacks.push(callback_row(Who::Cuda, &with, &without));
     }
 
