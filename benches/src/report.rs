@@ -117,12 +117,8 @@ impl Report {
             "fences/op",
             "flushes/op",
             "created",
-        ]
-        .map(String::from);
-        table_line(&mut out, &head, markdown);
-        if markdown {
-            let _ = writeln!(out, "|{}", "---|".repeat(head.len()));
-        }
+        ];
+        let mut lines = Vec::new();
         for api in Api::reported() {
             for row in self.rows.iter().filter(|r| r.api == api) {
                 let ratio = self
@@ -146,9 +142,10 @@ impl Report {
                     format!("{:.3}", row.flushes_per_op),
                     row.signals_created.to_string(),
                 ];
-                table_line(&mut out, &cells, markdown);
+                lines.push(cells);
             }
         }
+        render_table(&mut out, &head, &lines, 3, markdown);
         // A synchronize alone favours whichever side took longer to submit
         // (the GPU had a head start): show the submission plus the call too.
         let _ = writeln!(
@@ -226,28 +223,6 @@ impl Report {
         }
         out
     }
-}
-
-/// One line of the latency table: a Markdown row, or padded columns (names
-/// left-aligned, figures right-aligned) for the terminal.
-fn table_line(out: &mut String, cells: &[String; 15], markdown: bool) {
-    const WIDTHS: [usize; 15] = [31, 8, 7, 8, 8, 8, 15, 9, 5, 7, 8, 12, 9, 10, 7];
-    if markdown {
-        let _ = writeln!(out, "| {} |", cells.join(" | "));
-        return;
-    }
-    let mut line = String::new();
-    for (i, (cell, width)) in cells.iter().zip(WIDTHS).enumerate() {
-        if i > 0 {
-            line.push(' ');
-        }
-        let _ = if i < 3 {
-            write!(line, "{cell:<width$}")
-        } else {
-            write!(line, "{cell:>width$}")
-        };
-    }
-    let _ = writeln!(out, "{line}");
 }
 
 /// A table of `lines` under `header`: Markdown (the first `left` columns
