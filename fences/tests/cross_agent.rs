@@ -84,6 +84,14 @@ fn agent_one_waits_for_agent_zeros_spinning_kernel_then_runs() {
     }
     gpu0.run_while(|| consumer.synchronize()).unwrap();
     gpu0.run_while(|| producer.synchronize()).unwrap();
+    // The completion thread may still be finishing a batch whose fence the
+    // synchronize proved: it holds the fence's signal until it does (the
+    // walk parks it meanwhile), as the backends' cross-agent scenario says.
+    for queue in [consumer, producer] {
+        wait_until("the completion thread finished its batches", || {
+            queue.batches_in_completion() == 0
+        });
+    }
     let census = producer.with_tracker(|t| {
         t.poll();
         t.reclaim();
