@@ -413,6 +413,11 @@ fn a_wait_behind_a_move_off_a_failed_queue_lets_go_of_its_producer(
     platform.run_while(|| producer.synchronize()).unwrap();
     assert_eq!(produced.query(), Status::Complete);
     drop((produced, doomed, wait));
+    // The completion thread may still hold a fence's signal of a batch the
+    // synchronize proved, until it finishes that batch.
+    wait_until("the completion thread finished its batches", || {
+        producer.batches_in_completion() == 0
+    });
     let census = producer.with_tracker(|t| {
         t.poll();
         t.reclaim();
