@@ -58,6 +58,10 @@ fn callbacks_run_on_the_callback_thread_in_queue_order_after_their_work() {
         assert!(truly_completed, "run before its packet completed");
         assert_eq!(thread.as_deref(), Some("fences-callbacks"));
     }
+    // The counter moves once a callback returned, after its own report.
+    wait_until("every run is counted", || {
+        device.callback_stats().run >= 200
+    });
     assert_eq!(device.callback_stats().run, 200);
     assert!(platform.sim().violations().is_empty());
 }

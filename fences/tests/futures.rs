@@ -426,5 +426,9 @@ fn a_never_recorded_event_is_ready_at_once_and_calls_back_complete() {
     let (status, thread) = receiver.recv_timeout(Duration::from_secs(10)).unwrap();
     assert_eq!(status, sigretire_queue::CommandStatus::Complete);
     assert_eq!(thread.as_deref(), Some("fences-callbacks"));
+    // The counter moves once the callback returned, after its report.
+    wait_until("the callback's run is counted", || {
+        device.callback_stats().run >= 1
+    });
     assert_eq!(device.callback_stats().run, 1);
 }
