@@ -36,7 +36,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::mem::size_of;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// A completion signal allocated by a [`Sim`](crate::Sim): an opaque, copyable
@@ -100,12 +100,8 @@ pub(crate) struct SignalMeta {
     /// shared), and each takes its number from `store_seq` after the one
     /// before it, so the newest number is also the largest.
     last_device_store: AtomicU64,
-    /// Published, not yet completed or failed packets naming this signal as
-    /// their completion signal.
-    pub(crate) pending_completions: AtomicU32,
-    /// Published, not yet completed or failed barrier packets naming this
-    /// signal as a dependency.
-    pub(crate) pending_barriers: AtomicU32,
+    /// Who the processor still has looking at the signal: see [`References`].
+    pub(crate) references: References,
     /// The signal has an event mailbox: its writes wake sleepers
     /// (`interrupt.rs`). Set once, before the signal is handed out.
     pub(crate) interrupt: AtomicBool,
@@ -116,6 +112,45 @@ pub(crate) struct SignalMeta {
 pub(crate) struct InFlight {
     pub(crate) completions: u32,
     pub(crate) barriers: u32,
+}
+
+/// The processor's references to one signal: published, not yet completed
+/// or failed packets naming it as their completion signal (the low half)
+/// or as a barrier's dependency (the high half). One word, so a host store
+/// checks both with one load: every re-arm pays that check. Neither count
+/// can carry into the other: each is bounded by the packets a queue holds,
+/// far below 2^32.
+#[derive(Debug, Default)]
+pub(crate) struct References(AtomicU64);
+
+impl References {
+    const BARRIER: u64 = 1 << 32;
+
+    pub(crate) fn retain_completion(&self) {
+        self.0.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub(crate) fn release_completion(&self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    pub(crate) fn retain_barrier(&self) {
+        self.0.fetch_add(Self::BARRIER, Ordering::AcqRel);
+    }
+
+    pub(crate) fn release_barrier(&self) {
+        self.0.fetch_sub(Self::BARRIER, Ordering::AcqRel);
+    }
+
+    /// Both counts, or `None` when the processor has no reference.
+    #[inline]
+    pub(crate) fn in_flight(&self) -> Option<InFlight> {
+        let word = self.0.load(Ordering::Acquire);
+        (word != 0).then_some(InFlight {
+            completions: word as u32,
+            barriers: (word >> 32) as u32,
+        })
+    }
 }
 
 /// Whether the GPU can see the last host store to a signal.
@@ -153,8 +188,7 @@ impl Batch {
                 placement,
                 agent,
                 last_device_store: AtomicU64::new(0),
-                pending_completions: AtomicU32::new(0),
-                pending_barriers: AtomicU32::new(0),
+                references: References::default(),
                 interrupt: AtomicBool::new(false),
             })
             .collect();
@@ -495,13 +529,10 @@ impl Memory {
         // The processor drops its references before it writes the value, and
         // the host only overwrites a value it saw reach its final state, so a
         // correct host always reads zeros here.
-        let in_flight = InFlight {
-            completions: meta.pending_completions.load(Ordering::Acquire),
-            barriers: meta.pending_barriers.load(Ordering::Acquire),
-        };
+        let in_flight = meta.references.in_flight();
         block.value.store(value, Ordering::Release);
         self.wrote_meta(meta);
-        (in_flight.completions > 0 || in_flight.barriers > 0).then_some(in_flight)
+        in_flight
     }
 
     /// The same value stored to several signals, each counted, costed and
@@ -527,13 +558,10 @@ impl Memory {
                 device += 1;
                 meta.last_device_store.store(seq, Ordering::Release);
             }
-            let pending = InFlight {
-                completions: meta.pending_completions.load(Ordering::Acquire),
-                barriers: meta.pending_barriers.load(Ordering::Acquire),
-            };
+            let pending = meta.references.in_flight();
             block.value.store(value, Ordering::Release);
             self.wrote_meta(meta);
-            if pending.completions | pending.barriers != 0 {
+            if let Some(pending) = pending {
                 in_flight(i, pending);
             }
         }
@@ -641,6 +669,30 @@ mod tests {
                 "{bad:#x}"
             );
         }
+    }
+
+    #[test]
+    fn references_count_completions_and_barriers_apart_in_one_word() {
+        let references = References::default();
+        assert_eq!(references.in_flight(), None);
+        references.retain_completion();
+        for _ in 0..3 {
+            references.retain_barrier();
+        }
+        let both = |completions, barriers| {
+            Some(InFlight {
+                completions,
+                barriers,
+            })
+        };
+        assert_eq!(references.in_flight(), both(1, 3));
+        references.release_barrier();
+        assert_eq!(references.in_flight(), both(1, 2));
+        references.release_completion();
+        assert_eq!(references.in_flight(), both(0, 2));
+        references.release_barrier();
+        references.release_barrier();
+        assert_eq!(references.in_flight(), None);
     }
 
     #[test]

@@ -207,16 +207,10 @@ impl Packet {
     /// host stores to them are violations).
     pub(crate) fn retain_signals(&self, memory: &Memory) {
         if let Some(signal) = self.completion {
-            memory
-                .meta(signal)
-                .pending_completions
-                .fetch_add(1, Ordering::AcqRel);
+            memory.meta(signal).references.retain_completion();
         }
         for signal in self.work.dependencies().into_iter().flatten() {
-            memory
-                .meta(signal)
-                .pending_barriers
-                .fetch_add(1, Ordering::AcqRel);
+            memory.meta(signal).references.retain_barrier();
         }
     }
 
@@ -224,16 +218,10 @@ impl Packet {
     /// write that ends the packet, so a host that saw that value may store.
     pub(crate) fn release_signals(&self, memory: &Memory) {
         if let Some(signal) = self.completion {
-            memory
-                .meta(signal)
-                .pending_completions
-                .fetch_sub(1, Ordering::AcqRel);
+            memory.meta(signal).references.release_completion();
         }
         for signal in self.work.dependencies().into_iter().flatten() {
-            memory
-                .meta(signal)
-                .pending_barriers
-                .fetch_sub(1, Ordering::AcqRel);
+            memory.meta(signal).references.release_barrier();
         }
     }
 
