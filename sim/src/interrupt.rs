@@ -93,6 +93,10 @@ impl Interrupts {
     }
 
     /// An interrupt signal was written (after the value): wakes its sleepers.
+    /// Out of line: host stores check for it on every signal, and inlined,
+    /// its lock crowded their loops' registers.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn wrote(&self) {
         drop(self.mailbox.lock());
         self.wakes.fetch_add(1, Ordering::Relaxed);

@@ -469,7 +469,7 @@ impl Memory {
     /// If `signal` was allocated by another simulator.
     pub(crate) fn parts(&self, signal: Signal) -> (&amd_signal_t, &SignalMeta) {
         if signal.sim != self.sim {
-            wrong_simulator(signal, self.sim);
+            wrong_simulator(signal.block, signal.sim, self.sim);
         }
         // SAFETY: `Signal`'s fields are private and only this module makes
         // them, from the addresses of a live batch of the simulator whose id
@@ -562,7 +562,7 @@ impl Memory {
             block.value.store(value, Ordering::Release);
             self.wrote_meta(meta);
             if let Some(pending) = pending {
-                in_flight(i, pending);
+                report_in_flight(&mut in_flight, i, pending);
             }
         }
         let host = signals.len() as u64 - device;
@@ -615,16 +615,26 @@ impl Memory {
     }
 }
 
+/// Reports a store that hit a signal still in flight: a host's bug, out of
+/// the store loop's way.
+#[cold]
+#[inline(never)]
+fn report_in_flight(report: &mut impl FnMut(usize, InFlight), position: usize, pending: InFlight) {
+    report(position, pending);
+}
+
 /// A signal used with a simulator other than the one that allocated it: a
 /// caller's bug, reported where it happened.
 #[cold]
 #[inline(never)]
 #[track_caller]
-fn wrong_simulator(signal: Signal, sim: u64) -> ! {
+///
+/// Takes the signal's fields, not the signal: a `Signal` passed by value
+/// made every caller's loop copy each signal to the stack first.
+fn wrong_simulator(block: usize, owner: u64, sim: u64) -> ! {
     panic!(
-        "sim: {signal:?} was allocated by simulator {} and used with simulator {sim}; \
-         a Signal is only valid with the Sim that allocated it",
-        signal.sim,
+        "sim: Signal({block:#x} of sim {owner}) was allocated by simulator {owner} \
+         and used with simulator {sim}; a Signal is only valid with the Sim that allocated it",
     )
 }
 
