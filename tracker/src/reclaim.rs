@@ -125,25 +125,28 @@ impl<M: SignalMemory> Reclaimer<'_, M> {
                 let placement = oldest.placement;
                 batch.begin(placement);
                 let number = batch.number();
-                let taken =
-                    self.prover
-                        .ring
-                        .take_oldest_while(batch.room().min(proven), |seq, slot| {
-                            if slot.flags & (flag::COPY | flag::TIMED) != 0
-                                || slot.placement != placement
-                            {
-                                return false;
-                            }
-                            let cell: &Cell<M::Signal> = &slot.cell;
-                            if cell.holds() != 0 || !cell.complete(seq) {
-                                return false;
-                            }
-                            slot.store = number;
-                            // SAFETY: the run takes at most `room` uses, one
-                            // signal each, and asked for the room above.
-                            unsafe { batch.push_within_room(cell.signal) };
-                            true
-                        });
+                let room = batch.room();
+                let mut filler = batch.filler();
+                let taken = self
+                    .prover
+                    .ring
+                    .take_oldest_while(room.min(proven), |seq, slot| {
+                        if slot.flags & (flag::COPY | flag::TIMED) != 0
+                            || slot.placement != placement
+                        {
+                            return false;
+                        }
+                        let cell: &Cell<M::Signal> = &slot.cell;
+                        if cell.holds() != 0 || !cell.complete(seq) {
+                            return false;
+                        }
+                        slot.store = number;
+                        // SAFETY: the run takes at most `room` uses, one
+                        // signal each, and asked for the room above.
+                        unsafe { filler.push(cell.signal) };
+                        true
+                    });
+                drop(filler);
                 let stats = &mut *self.prover.stats;
                 let by_drain = self.prover.proofs.drained_among(head, taken as u64);
                 stats.retired += taken as u64;

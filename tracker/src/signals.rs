@@ -213,19 +213,21 @@ impl<S> RearmBatch<S> {
         self.placement = Some(placement);
     }
 
-    /// Adds a signal of the batch's placement, without the check that the
-    /// batch has room (the walk's inner loop: its bound already is the
-    /// room, so the check would be paid per re-armed signal for nothing).
-    ///
-    /// # Safety
-    /// The batch has room: the caller pushes at most [`room`](Self::room)
-    /// signals after asking for it.
-    pub(crate) unsafe fn push_within_room(&mut self, signal: S) {
+    /// A filler that adds signals of the batch's placement after those it
+    /// holds, without the check that the batch has room (the walk's inner
+    /// loop: its bound already is the room, so the check would be paid per
+    /// re-armed signal for nothing). The filler counts in a local and sets
+    /// the batch's length once, when dropped: written through the batch's
+    /// own length, every push reloaded and stored it, as atomics sit
+    /// between the pushes.
+    pub(crate) fn filler(&mut self) -> Filler<'_, S> {
         debug_assert!(self.placement.is_some(), "begin the batch first");
-        debug_assert!(!self.signals.is_full(), "pushed past the room asked for");
-        // SAFETY: the caller guarantees room, so the length stays within
-        // the capacity.
-        unsafe { self.signals.push_unchecked(signal) };
+        let start = self.signals.len();
+        Filler {
+            batch: self,
+            start,
+            filled: 0,
+        }
     }
 
     pub(crate) fn is_full(&self) -> bool {
@@ -241,6 +243,43 @@ impl<S> RearmBatch<S> {
     pub(crate) fn renumber(&mut self, stores_issued: u64) {
         debug_assert!(self.signals.is_empty());
         self.number = stores_issued + 1;
+    }
+}
+
+/// Adds signals to a [`RearmBatch`]: see [`RearmBatch::filler`].
+pub(crate) struct Filler<'a, S> {
+    batch: &'a mut RearmBatch<S>,
+    /// The batch's length when the filler began.
+    start: usize,
+    /// Signals written after `start`, not yet counted in the batch.
+    filled: usize,
+}
+
+impl<S> Filler<'_, S> {
+    /// Adds `signal`.
+    ///
+    /// # Safety
+    /// The batch has room: the caller pushes at most
+    /// [`room`](RearmBatch::room) signals, asked for before the filler began.
+    #[inline(always)]
+    pub(crate) unsafe fn push(&mut self, signal: S) {
+        let at = self.start + self.filled;
+        debug_assert!(at < REARM_BATCH, "pushed past the room asked for");
+        // SAFETY: the caller guarantees room, so `at` is below the batch's
+        // capacity: the write stays inside its array, into a place past its
+        // length (uninitialised, or a value already moved out), which
+        // `drop` then counts. Nothing reads or drops it before that.
+        unsafe { self.batch.signals.as_mut_ptr().add(at).write(signal) };
+        self.filled += 1;
+    }
+}
+
+impl<S> Drop for Filler<'_, S> {
+    fn drop(&mut self) {
+        // SAFETY: the places up to `start + filled` hold initialised
+        // signals (the first `start` already counted, the rest written by
+        // `push`), and `push`'s contract keeps that within the capacity.
+        unsafe { self.batch.signals.set_len(self.start + self.filled) };
     }
 }
 

@@ -100,7 +100,7 @@ fn a_batch_holds_signals_of_the_placement_it_began_with() {
 
     batch.begin(Device);
     // SAFETY: an empty batch has room.
-    unsafe { batch.push_within_room(3) };
+    unsafe { batch.filler().push(3) };
     assert_eq!(batch.placement, Some(Device));
     assert_eq!(batch.room(), REARM_BATCH - 1);
     assert_eq!(batch.signals.as_slice(), [3]);
@@ -118,11 +118,56 @@ fn a_batch_fills_at_its_size_in_order() {
         assert!(!batch.is_full(), "after {signal}");
         assert_eq!(batch.room(), REARM_BATCH - signal);
         // SAFETY: room asked for and checked just above.
-        unsafe { batch.push_within_room(signal) };
+        unsafe { batch.filler().push(signal) };
     }
     assert!(batch.is_full());
     assert_eq!(batch.room(), 0);
     assert!(batch.signals.iter().copied().eq(0..REARM_BATCH));
+}
+
+/// A filler counts its pushes in itself and hands them to the batch when
+/// dropped, after the signals the batch already held, in order; a filler
+/// that pushed nothing leaves the batch as it was.
+#[test]
+fn a_filler_appends_its_pushes_when_dropped() {
+    let mut batch = batch(1);
+    batch.begin(Host);
+    // SAFETY: an empty batch has room for 32.
+    unsafe { batch.filler().push(100) };
+    drop(batch.filler());
+    assert_eq!(batch.signals.as_slice(), [100]);
+    let room = batch.room();
+    let mut filler = batch.filler();
+    for signal in 0..room {
+        // SAFETY: at most `room` pushes, asked for before the filler began.
+        unsafe { filler.push(signal) };
+    }
+    drop(filler);
+    assert!(batch.is_full());
+    assert_eq!(batch.signals[0], 100);
+    assert!(batch.signals[1..].iter().copied().eq(0..room));
+}
+
+/// Signals that own memory are neither leaked nor dropped twice by a
+/// filler (Miri checks it).
+#[test]
+fn a_filler_hands_over_owned_signals_whole() {
+    let mut batch = RearmBatch {
+        signals: arrayvec::ArrayVec::<Box<u32>, REARM_BATCH>::new(),
+        placement: None,
+        number: 1,
+    };
+    batch.begin(Host);
+    let mut filler = batch.filler();
+    for n in 0..3 {
+        // SAFETY: an empty batch has room for 32.
+        unsafe { filler.push(Box::new(n)) };
+    }
+    drop(filler);
+    assert_eq!(
+        batch.signals.iter().map(|b| **b).collect::<Vec<_>>(),
+        [0, 1, 2]
+    );
 }
 
 /// `make_visible` on a real tracker (device signals on the test GPU, whose
