@@ -37,9 +37,12 @@ pub(crate) struct Proofs {
     bits: u32,
     /// The first sequence number of the current generation.
     generation_start: u64,
-    /// The AQL index of the current generation's newest AQL use.
-    last_aql: Option<u64>,
-    /// That use's sequence number (0: none).
+    /// The AQL index of the current generation's newest AQL use; only
+    /// meaningful while `last_aql_seq` is not 0.
+    last_aql: u64,
+    /// That use's sequence number, 0 while the generation has none (uses
+    /// are numbered from 1). The one record of whether there is one: an
+    /// `Option` index beside it made every packet store its tag as well.
     last_aql_seq: u64,
     /// The sequence number of the current generation's newest fence (0: none).
     last_fence: u64,
@@ -82,7 +85,7 @@ impl Proofs {
             generation: Generation::new(0, bits),
             bits,
             generation_start: 1,
-            last_aql: None,
+            last_aql: 0,
             last_aql_seq: 0,
             last_fence: 0,
             proven: None,
@@ -120,7 +123,7 @@ impl Proofs {
         }
         self.generation = self.generation.next(self.bits);
         self.generation_start = start;
-        self.last_aql = None;
+        self.last_aql = 0;
         self.last_aql_seq = 0;
         self.last_fence = 0;
         self.proven = None;
@@ -132,14 +135,16 @@ impl Proofs {
     /// Whether AQL index `index` may follow the current generation's newest.
     #[inline]
     pub(crate) fn in_order(&self, index: u64) -> bool {
-        match self.last_aql {
-            Some(previous) => aql_before(previous, index),
-            None => true,
-        }
+        self.last_aql_seq == 0 || aql_before(self.last_aql, index)
+    }
+
+    /// The AQL index of the current generation's newest AQL use, if any.
+    fn newest_aql(&self) -> Option<u64> {
+        (self.last_aql_seq != 0).then_some(self.last_aql)
     }
 
     pub(crate) fn check_order(&self, index: u64) -> Result<(), AcquireError> {
-        match self.last_aql {
+        match self.newest_aql() {
             Some(previous) if !aql_before(previous, index) => {
                 Err(AcquireError::AqlIndexOutOfOrder { index, previous })
             }
@@ -150,7 +155,7 @@ impl Proofs {
     /// The newest AQL index (0 before any): what a copy-engine use records so
     /// that indices stay ordered along the ring.
     pub(crate) fn last_aql(&self) -> u64 {
-        self.last_aql.unwrap_or(0)
+        self.newest_aql().unwrap_or(0)
     }
 
     pub(crate) fn last_fence(&self) -> u64 {
@@ -158,7 +163,8 @@ impl Proofs {
     }
 
     pub(crate) fn note_packet(&mut self, seq: u64, index: u64, barrier: bool) {
-        self.last_aql = Some(index);
+        debug_assert_ne!(seq, 0, "uses are numbered from 1");
+        self.last_aql = index;
         self.last_aql_seq = seq;
         if barrier {
             self.last_fence = seq;
@@ -222,7 +228,7 @@ impl Proofs {
     /// the newest AQL use's included, which proves every AQL use of the
     /// generation as a completed fence there would.
     pub(crate) fn drain(&mut self) {
-        if let Some(aql) = self.last_aql {
+        if let Some(aql) = self.newest_aql() {
             self.prove(self.last_aql_seq, aql);
             self.drained_through = self.drained_through.max(self.last_aql_seq);
         }
