@@ -218,11 +218,17 @@ impl<M: SignalMemory> Command<M> {
     /// ```
     pub fn status(&self) -> CommandStatus {
         match self.settled() {
-            CommandStatus::Pending => CommandStatus::from(
-                self.waiter
-                    .status(&self.entry.ticket)
-                    .unwrap_or(Status::Pending),
-            ),
+            CommandStatus::Pending => {
+                let status = CommandStatus::from(
+                    self.waiter
+                        .status(&self.entry.ticket)
+                        .unwrap_or(Status::Pending),
+                );
+                if status == CommandStatus::Failed {
+                    self.queue_failed();
+                }
+                status
+            }
             settled => settled,
         }
     }
@@ -297,9 +303,19 @@ impl<M: SignalMemory> Command<M> {
             wakes.release_pending();
         }
         // A handle has no queue counters to count an early return in.
-        cpu_wait::result(ended, &self.device, || WaitError::QueueFailed {
-            queue: self.queue,
-        })
+        cpu_wait::result(ended, &self.device, || self.queue_failed())
+    }
+
+    /// The command failed, seen through this handle: its queue is failed
+    /// for good and its tracker told, as a wait on the queue would have
+    /// done, so the queue refuses new work from now on rather than once
+    /// its completion thread comes to the batch. (A handle that outlived
+    /// its queue has nothing to tell.) Returns the error naming the queue.
+    fn queue_failed(&self) -> WaitError {
+        match self.watch.as_ref().and_then(std::sync::Weak::upgrade) {
+            Some(queue) => queue.report_failure(&self.entry.ticket),
+            None => WaitError::QueueFailed { queue: self.queue },
+        }
     }
 }
 

@@ -125,6 +125,10 @@ impl<T: QueueTracker> QueueWatch for Completion<T> {
             submission.report_failure(ticket)
         })
     }
+
+    fn report_failure(&self, ticket: &Ticket) -> WaitError {
+        self.submission().report_failure(ticket)
+    }
 }
 
 /// The position a synchronize issued now waits for: the newest command if

@@ -76,6 +76,11 @@ pub(crate) trait QueueWatch: Send + Sync {
 
     /// A wait's result for `outcome`, as the blocking calls answer it.
     fn result(&self, outcome: CommandStatus, ticket: &Ticket) -> Result<(), WaitError>;
+
+    /// `ticket`'s use failed, seen through a handle: the queue is failed
+    /// for good and its tracker told, as a wait on the queue would do.
+    /// Returns the error that names the queue.
+    fn report_failure(&self, ticket: &Ticket) -> WaitError;
 }
 
 /// A link to a queue's watch list from a handle that does not keep the

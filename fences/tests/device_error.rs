@@ -436,3 +436,58 @@ fn a_wait_behind_a_move_off_a_failed_queue_lets_go_once_the_failure_is_known() {
 fn a_wait_behind_a_move_off_a_failed_queue_lets_go_once_its_new_queue_failed_too() {
     a_wait_behind_a_move_off_a_failed_queue_lets_go_of_its_producer(false);
 }
+
+/// A command seen failed through its own handle (its wait, or its status)
+/// fails its queue there and then, as a wait on the queue does: the queue
+/// says so and refuses new work at once, not only once the completion
+/// thread comes to the batch. (Was: the command's wait named the queue as
+/// failed while the queue still took launches, each failing at once.)
+#[test]
+fn a_command_seen_failed_through_its_handle_fails_its_queue_at_once() {
+    for (round, through_status) in [false, true].into_iter().cycle().take(40).enumerate() {
+        let (platform, device) = stepped_with(Default::default(), bounded());
+        let failing = platform.create_queue(&device, bounded()).unwrap();
+        let flag = sigretire_sim::HostFlag::new();
+        let doomed = failing.launch(spin_kernel(&platform, &flag)).unwrap();
+        failing.with_tracker(|t| t.queue().fail());
+        let named = failing.id();
+        if through_status {
+            assert_eq!(doomed.status(), CommandStatus::Failed, "round {round}");
+        } else {
+            assert_eq!(
+                doomed.wait(),
+                Err(WaitError::QueueFailed { queue: named }),
+                "round {round}"
+            );
+        }
+        assert!(failing.has_failed(), "round {round}: the queue says so");
+        assert_eq!(
+            failing.launch_empty().unwrap_err(),
+            SubmitError::QueueFailed { queue: named },
+            "round {round}"
+        );
+        assert_eq!(
+            failing.record_event().unwrap_err(),
+            SubmitError::QueueFailed { queue: named },
+            "round {round}"
+        );
+        assert_eq!(device.error(), None, "the device is not in the error state");
+        assert!(!device.default_queue().has_failed());
+    }
+}
+
+/// A command that outlived its queue still answers its failure, naming the
+/// queue it ran on.
+#[test]
+fn a_command_that_outlived_its_failed_queue_still_answers_its_failure() {
+    let (platform, device) = stepped_with(Default::default(), bounded());
+    let failing = platform.create_queue(&device, bounded()).unwrap();
+    let flag = sigretire_sim::HostFlag::new();
+    let doomed = failing.launch(spin_kernel(&platform, &flag)).unwrap();
+    let named = failing.id();
+    failing.with_tracker(|t| t.queue().fail());
+    drop(failing);
+    assert_eq!(doomed.wait(), Err(WaitError::QueueFailed { queue: named }));
+    assert_eq!(doomed.status(), CommandStatus::Failed);
+    drop(device);
+}
