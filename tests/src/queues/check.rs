@@ -56,6 +56,11 @@ pub enum QueueCheck {
     /// drained, pins kept, queues torn down on the completion thread or
     /// leaked, objects the machine still holds.
     Leak,
+    /// A queue took new work (a launch, a submission, an event's record)
+    /// after it had told the caller it failed (a `QueueFailed` naming it,
+    /// a command or event of it `Failed`, its query `Failed`): a failed
+    /// queue is failed for good, from the first answer that says so.
+    WorkAfterFailure,
     /// An error or a panic the scenario gave the layer no reason for.
     Unexpected,
 }
@@ -74,6 +79,7 @@ impl QueueCheck {
             QueueCheck::PolicyIgnored => "policy-ignored".into(),
             QueueCheck::Machine(check) => format!("machine: {}", check.name()),
             QueueCheck::Leak => "leak".into(),
+            QueueCheck::WorkAfterFailure => "work-after-failure".into(),
             QueueCheck::Unexpected => "unexpected".into(),
         }
     }

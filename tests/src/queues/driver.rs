@@ -194,6 +194,9 @@ struct StreamSlot<G: Gpu> {
     model: StreamModel,
     /// The device's default queue: the device holds it as long as it lives.
     default: bool,
+    /// The queue told the caller it failed (see `note_told_failed`): from
+    /// then on it must refuse new work.
+    told_failed: bool,
 }
 
 struct EventSlot<G: Gpu> {
@@ -408,6 +411,7 @@ impl<G: Gpu> QueueDriver<G> {
             handle: Some(handle),
             model: StreamModel::new(device, hw, 0),
             default,
+            told_failed: false,
         });
         Ok(())
     }
@@ -493,6 +497,33 @@ impl<G: Gpu> QueueDriver<G> {
             .into_iter()
             .flatten()
             .any(|s| self.streams[s].id == queue && self.stream_failed(s))
+    }
+
+    /// The caller was told that `stream` failed: from now on it refuses
+    /// new work (checked by `check_refuses_after_failure`).
+    fn note_told_failed(&mut self, stream: usize) {
+        self.streams[stream].told_failed = true;
+    }
+
+    /// A `QueueFailed` naming `queue` reached the caller: the stream of
+    /// that id (if the scenario made it) was told failed.
+    fn note_named_failed(&mut self, queue: u64) {
+        if let Some(s) = self.streams.iter().position(|slot| slot.id == queue) {
+            self.note_told_failed(s);
+        }
+    }
+
+    /// `stream` just took new work (`what`): wrong once it told the
+    /// caller it failed.
+    fn check_refuses_after_failure(&self, stream: usize, what: &str) -> Result<(), QueueFailure> {
+        if self.streams[stream].told_failed {
+            return broke(
+                QueueCheck::WorkAfterFailure,
+                "a submission",
+                format!("stream {stream} took {what} after it told the caller it failed"),
+            );
+        }
+        Ok(())
     }
 
     /// The device's error state, as the scenario made it (a device-wide
@@ -615,6 +646,9 @@ impl<G: Gpu> QueueDriver<G> {
         failure_evidence: Option<&Required>,
     ) -> Result<(), QueueFailure> {
         self.ledger.refresh();
+        if let Error::QueueFailed { queue } = error {
+            self.note_named_failed(*queue);
+        }
         let model = &self.streams[stream].model;
         match error {
             // A cross-queue wait publishes a marker on its producer, whose
@@ -671,7 +705,8 @@ impl<G: Gpu> QueueDriver<G> {
             // Failed is the truth once anything of its work failed: what
             // follows a failure on the GPU fails with it.
             CommandStatus::Failed => {
-                self.judge_failed("command status", &required, &format!("command {command}"))?
+                self.judge_failed("command status", &required, &format!("command {command}"))?;
+                self.note_told_failed(self.commands[command].stream);
             }
             CommandStatus::DeviceError => {
                 if self.device_error(device) == Some(false) {
@@ -708,7 +743,8 @@ impl<G: Gpu> QueueDriver<G> {
                 self.judge_complete("event query", &required, &format!("event {event}"))?
             }
             Status::Failed => {
-                self.judge_failed("event query", &required, &format!("event {event}"))?
+                self.judge_failed("event query", &required, &format!("event {event}"))?;
+                self.note_told_failed(self.events[event].stream);
             }
         }
         let slot = &mut self.events[event];
@@ -907,7 +943,7 @@ impl<G: Gpu> QueueDriver<G> {
             Ok(command) => {
                 let own = vec![(hw, command.aql_index())];
                 self.push_command(CommandHandle::Own(Arc::new(command)), s, own, before);
-                Ok(())
+                self.check_refuses_after_failure(s, "a launch")
             }
             Err(error) => self.judge_call_error("launch", s, None, &error.into(), false, None),
         }
@@ -934,7 +970,7 @@ impl<G: Gpu> QueueDriver<G> {
             Ok(command) => {
                 let own = vec![(hw, command.aql_index())];
                 self.push_command(CommandHandle::Own(Arc::new(command)), s, own, before);
-                Ok(())
+                self.check_refuses_after_failure(s, "a submission")
             }
             Err(error) => {
                 if work.refused() {
@@ -980,7 +1016,7 @@ impl<G: Gpu> QueueDriver<G> {
                 let last = command.aql_index();
                 let own = (0..parts as u64).map(|k| (hw, last - k)).collect();
                 self.push_command(CommandHandle::Own(Arc::new(command)), s, own, before);
-                Ok(())
+                self.check_refuses_after_failure(s, "a submission of several")
             }
             Err(error) => {
                 if refused.is_some() {
@@ -1030,7 +1066,7 @@ impl<G: Gpu> QueueDriver<G> {
                 {
                     old.handle = None;
                 }
-                Ok(())
+                self.check_refuses_after_failure(s, "an event's record")
             }
             Err(error) => {
                 self.judge_call_error("record event", s, None, &error.into(), false, None)
@@ -1273,7 +1309,9 @@ impl<G: Gpu> QueueDriver<G> {
                 self.judge_complete("queue query", &required, &format!("stream {s}"))
             }
             Ok(Status::Failed) => {
-                self.judge_failed("queue query", &evidence, &format!("stream {s}"))
+                self.judge_failed("queue query", &evidence, &format!("stream {s}"))?;
+                self.note_told_failed(s);
+                Ok(())
             }
             Ok(Status::Pending) => Ok(()),
             // Where nothing the layer published stands for the queue, a
@@ -1697,6 +1735,9 @@ impl<G: Gpu> QueueDriver<G> {
             "{subject} of stream {} started at step {}",
             waiter.stream, waiter.started_at
         );
+        if let Err(Error::QueueFailed { queue }) = &ended.result {
+            self.note_named_failed(*queue);
+        }
         match &ended.result {
             Ok(()) => {
                 if let Some((hw, index)) = ended.incomplete_at_return {
