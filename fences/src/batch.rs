@@ -124,8 +124,19 @@ impl Batch {
     /// command still pending when the fence failed failed with it only if
     /// it ran on the fence's hardware queue: one the stream left before is
     /// settled by its own signal, and stays unsettled here.
-    pub(crate) fn complete<M: SignalMemory>(&self, outcome: CommandStatus, waiter: &Waiter<M>) {
+    ///
+    /// `first_failure` is called with the ticket of the first command of
+    /// a handle it settles failed, before that command is settled (a batch released by
+    /// a device error may hold one, and its queue is then failed as well:
+    /// before anyone can see the command failed and submit more).
+    pub(crate) fn complete<M: SignalMemory>(
+        &self,
+        outcome: CommandStatus,
+        waiter: &Waiter<M>,
+        first_failure: impl FnOnce(&Ticket),
+    ) {
         let fence_queue = self.entries.last().map(|fence| fence.hardware_queue);
+        let mut first_failure = Some(first_failure);
         for entry in &self.entries {
             let status = match outcome {
                 // Not ended: nothing to settle.
@@ -145,7 +156,15 @@ impl Batch {
                     }
                 }
             };
+            // Only a command with a handle: one failed means its hardware
+            // queue failed (a command refused in part keeps no cell, and
+            // the tracker's verdict on it says nothing of the queue).
             if let Some(state) = &entry.state {
+                if status == CommandStatus::Failed
+                    && let Some(report) = first_failure.take()
+                {
+                    report(&entry.ticket);
+                }
                 state.settle(status);
             }
         }

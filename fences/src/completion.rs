@@ -218,20 +218,26 @@ impl<T: QueueTracker> Completion<T> {
         match outcome {
             CommandStatus::Complete => {
                 submission.progress().note_synced(last_seq);
-                batch.complete(outcome, waiter);
+                batch.complete(outcome, waiter, |_| {});
                 if retire {
                     submission.retire_soon();
                 }
             }
             CommandStatus::Failed => {
                 submission.mark_failed();
-                batch.complete(outcome, waiter);
+                batch.complete(outcome, waiter, |_| {});
                 if let Some(fence) = batch.last() {
                     submission.note_queue_failed(&fence.ticket);
                 }
             }
             CommandStatus::DeviceError | CommandStatus::Pending => {
-                batch.complete(outcome, waiter);
+                // Released by a device error: a command of it that failed
+                // on its own fails its queue too, before it is settled (its
+                // handle then answers what is settled here, without asking
+                // again, and the queue must already refuse new work).
+                batch.complete(outcome, waiter, |failed| {
+                    submission.report_failure(failed);
+                });
             }
         }
         bump(&stats.batches_completed);

@@ -37,7 +37,6 @@ use crate::progress::Progress;
 use crate::publish::{Packet, Published, Publisher, QueueTracker, Step};
 use crate::recycle::{Pool, Stash};
 use crate::stats::{Counters, bump};
-use crate::status::CommandStatus;
 use crate::sync::{Arc, AtomicBool, Mutex, MutexGuard, Ordering, identity};
 use crate::wake::{Armed, WakePool};
 use crate::watch::WatchLink;
@@ -617,17 +616,19 @@ impl<'a, T: QueueTracker> Held<'a, T> {
         works: &[Work<'_>],
         ops: u32,
     ) -> Result<Step<(Entry, Option<Fault>)>, Fault> {
-        let published = match self.publish_all(works, ops)?.or_retry() {
+        let mut published = match self.publish_all(works, ops)?.or_retry() {
             Ok(published) => published,
             Err(retry) => return Ok(retry),
         };
         let refused = published.refused.is_some();
         if refused {
             // Its issued packets run: it joins the batch (so what completes
-            // the batch waits for them), failed from now on.
-            if let Some(state) = &published.entry.state {
-                state.settle(CommandStatus::Failed);
-            }
+            // the batch waits for them). No handle is made for it (the
+            // caller gets the refusal), so it keeps no status cell: its
+            // batch settles only what a handle reads, and the tracker's
+            // failed verdict on it (a refusal, not a failure of the
+            // hardware queue) must not fail the queue there.
+            published.entry.state = None;
         }
         // A refused command is no fence for its batch (its signal may be
         // known done before its issued packets are): the batch closes at a

@@ -100,6 +100,27 @@ fn query_sees_the_runtimes_work_after_the_newest_command() {
     assert!(platform.sim().violations().is_empty());
 }
 
+/// The runtime's own work failed the hardware queue after the layer's
+/// newest command completed: nothing the layer published stands for the
+/// queue, so the query publishes a marker there, which fails; from that
+/// answer on the stream is failed (it refuses new work, naming itself),
+/// as for any other answer that names its failure.
+#[test]
+fn a_query_that_finds_the_runtimes_work_failed_fails_the_stream_at_once() {
+    let (platform, device) = stepped();
+    let queue = platform.create_queue(&device, Default::default()).unwrap();
+    let (_flag, _) = finished_command_then_runtime_work(&platform, &queue);
+    hardware(&queue).fail();
+    assert_eq!(queue.query(), Ok(Status::Failed));
+    assert!(queue.has_failed(), "the stream says so");
+    assert_eq!(
+        queue.launch_empty().unwrap_err(),
+        SubmitError::QueueFailed { queue: queue.id() }
+    );
+    assert!(!device.default_queue().has_failed());
+    assert_eq!(device.error(), None);
+}
+
 #[test]
 fn a_cross_queue_wait_orders_behind_the_runtimes_work() {
     let (platform, device) = stepped();

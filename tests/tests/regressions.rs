@@ -269,6 +269,68 @@ fn a_full_ring_behind_a_failed_submissions_issued_part_pushes_back() {
     assert_every_invariant_holds(TrackerKind::Retiring, 1, &ops);
 }
 
+/// The queue layer, shortened from a scenario of the queue property test
+/// (its check `work-after-failure`): on a device in the error state with
+/// "do not abort", a batch the error released held a command that had
+/// failed on its own (its hardware queue failed). The batch settled it
+/// failed, and its handle answered so, but only a fence that failed marked
+/// the stream failed: the stream took the next launch. (Its seed, in setup
+/// "completion thread, out of order, untimed, skip abort": 0x7fbe2181a3ff788e.)
+#[test]
+fn a_command_failed_in_a_batch_a_device_error_released_fails_its_stream() {
+    use sigretire_scenarios::queues::Op::*;
+    use sigretire_scenarios::queues::ops::{KernelChoice::*, MoveTarget::*};
+    let setup = queue_setups()
+        .into_iter()
+        .find(|s| s.name == "completion thread, out of order, untimed, skip abort")
+        .expect("the setup it was found in");
+    let ops = [
+        Launch {
+            stream: 238,
+            kernel: Dispatch,
+        },
+        DeviceFault { device: 172 },
+        MoveTo {
+            stream: 186,
+            to: Fresh,
+        },
+        Record { stream: 103 },
+        Launch {
+            stream: 66,
+            kernel: Empty,
+        },
+        Launch {
+            stream: 155,
+            kernel: Timed,
+        },
+        SyncEvent { event: 193 },
+        Launch {
+            stream: 48,
+            kernel: Timed,
+        },
+        MoveTo {
+            stream: 182,
+            to: Back,
+        },
+        FailQueue { hw: 242 },
+        Query { stream: 90 },
+        Launch {
+            stream: 90,
+            kernel: Timed,
+        },
+    ];
+    // The completion thread's timing decides whether the batch is
+    // released before the launch: about one run in six showed it.
+    for run in 0..100 {
+        if let Err(failure) = sigretire_scenarios::queues::search::run::<SimGpu>(setup, &ops) {
+            panic!(
+                "queue layer, setup \"{}\", run {run}: {failure}",
+                setup.name
+            );
+        }
+    }
+}
+
 /// Every crash input kept in `fuzz/regressions` replays with every
 /// invariant holding: one of the `queue` target (its name begins with
 /// `queue-`) through the queue driver on the simulator, any other on every
