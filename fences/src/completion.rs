@@ -23,7 +23,7 @@ use crate::recycle::Pool;
 use crate::stats::{Counters, bump};
 use crate::status::CommandStatus;
 use crate::submission::{Held, Submission, held_by_this_thread};
-use crate::sync::Arc;
+use crate::sync::{Arc, arc_into_inner};
 use crate::wake::Armed;
 use crate::watch::Watchers;
 use sigretire_tracker::{
@@ -178,10 +178,20 @@ impl<T: QueueTracker> Completion<T> {
         let submission = &this.submission;
         let handoff = {
             let mut held = submission.lock();
-            if !held.may_still_run()
-                || submission.has_failed()
-                || submission.device().check_accepting().is_err()
-            {
+            if submission.has_failed() {
+                // A failed queue takes no marker. But a use of it on a
+                // hardware queue that did not fail (one it moved off) may
+                // still run and read what it pinned, or write its own
+                // signal: the completion thread keeps the queue (its
+                // tracker, its pins, its signal memory) until none may.
+                let drains = held.anything_may_run();
+                drop(held);
+                if drains {
+                    Completion::hand_over_drain(this);
+                }
+                return;
+            }
+            if !held.may_still_run() || submission.device().check_accepting().is_err() {
                 return;
             }
             let packet = Packet::new(Work::Marker, Purpose::CpuSync).hold();
@@ -202,6 +212,18 @@ impl<T: QueueTracker> Completion<T> {
             }
         };
         let _ = Completion::hand_over(this, handoff, Some(Duration::ZERO));
+    }
+
+    /// Gives the completion thread a failed queue to keep until nothing of
+    /// its tracker may still run (see [`BatchJob::draining`]). If the
+    /// thread cannot start, looks once here, as `last_handle_gone` does
+    /// for a batch.
+    fn hand_over_drain(this: &Arc<Self>) {
+        this.jobs.add();
+        let job = Box::new(BatchJob::draining(this.clone()));
+        if let Err(job) = this.device.thread.submit(job) {
+            run_inline(job, this.device.state(), Some(Duration::ZERO));
+        }
     }
 
     /// Completes a batch that left the open batch, whose fence (its command
@@ -264,6 +286,9 @@ pub(crate) struct BatchJob<T: QueueTracker> {
     /// alive until the job lets go of it (see `completion_thread`).
     queue: Option<Arc<Completion<T>>>,
     outcome: Option<CommandStatus>,
+    /// A failed queue's last job: no batch and no signal; ready once its
+    /// tracker has nothing in flight (see [`draining`](Self::draining)).
+    drains: bool,
 }
 
 impl<T: QueueTracker> BatchJob<T> {
@@ -283,8 +308,68 @@ impl<T: QueueTracker> BatchJob<T> {
             wake,
             queue: Some(queue),
             outcome: None,
+            drains: false,
         }
     }
+
+    /// The job that keeps a failed queue whose last handle is gone until
+    /// nothing of its tracker may still run: its uses on hardware queues
+    /// that did not fail complete (or fail) and retire, which lets go of
+    /// their pins; those on failed ones are failed by the tracker. No
+    /// signal to sleep on (the failed queue takes no wake packet): the
+    /// thread polls it, which only a failed queue with work still pending
+    /// elsewhere ever costs.
+    fn draining(queue: Arc<Completion<T>>) -> Self {
+        Self {
+            signal: None,
+            batch: Batch::default(),
+            last_seq: 0,
+            marker: None,
+            wake: None,
+            queue: Some(queue),
+            outcome: None,
+            drains: true,
+        }
+    }
+
+    /// Whether a draining job's tracker has nothing left that may run (or
+    /// the device is in the error state, which releases every job). Never
+    /// blocks on the queue's lock: a busy lock is looked at again later.
+    fn drained(&self, device: &DeviceState) -> bool {
+        if device.has_error() {
+            return true;
+        }
+        let Some(queue) = &self.queue else {
+            return true;
+        };
+        match queue.submission.try_lock() {
+            Some(mut held) => !held.anything_may_run(),
+            None => false,
+        }
+    }
+}
+
+/// Lets go of a finished job's queue reference, as [`let_go`] does, unless
+/// that was the queue's last reference while something of its tracker may
+/// still run: a failed queue's last marker fails at once, while its uses on
+/// a hardware queue it moved off may still wait on what they pinned (or
+/// write their own signals). Such a queue goes back to the completion
+/// thread as a draining job ([`BatchJob::draining`]), which lets go of it
+/// once nothing may run.
+fn let_go_unless_running<T: QueueTracker>(queue: Arc<Completion<T>>, device: &DeviceState) {
+    let Some(orphan) = arc_into_inner(queue) else {
+        return;
+    };
+    // The only reference: nobody else can hold the lock.
+    let running = orphan
+        .submission
+        .try_lock()
+        .is_some_and(|mut held| held.anything_may_run());
+    let queue = Arc::new(orphan);
+    if running {
+        Completion::hand_over_drain(&queue);
+    }
+    let_go((), queue, device);
 }
 
 /// The completion thread's sleep on a job's wake signal.
@@ -311,6 +396,9 @@ impl<T: QueueTracker> Job for BatchJob<T> {
     type Wake<'a> = JobWake<'a, T::Memory>;
 
     fn ready(&mut self, device: &DeviceState) -> bool {
+        if self.drains {
+            return self.drained(device);
+        }
         let status = self
             .signal
             .as_ref()
@@ -324,6 +412,11 @@ impl<T: QueueTracker> Job for BatchJob<T> {
     }
 
     fn finish(mut self: Box<Self>, device: &DeviceState) {
+        if self.drains {
+            // No batch to complete: let go of the queue (its tracker goes
+            // with its last reference, on a teardown thread).
+            return self.abandon(device);
+        }
         let outcome = self.outcome.take().unwrap_or(CommandStatus::Complete);
         let signal = self.signal.take();
         // Done with the wake signal: it may be lent again once its packet
@@ -348,7 +441,7 @@ impl<T: QueueTracker> Job for BatchJob<T> {
         // end finds everything back in place.
         queue.job_boxes.give(self);
         queue.jobs.done();
-        let_go((), queue, device);
+        let_go_unless_running(queue, device);
     }
 
     fn abandon(mut self: Box<Self>, device: &DeviceState) {
@@ -362,6 +455,9 @@ impl<T: QueueTracker> Job for BatchJob<T> {
     }
 
     fn wake(&mut self) -> Option<Self::Wake<'_>> {
+        if self.drains {
+            return None;
+        }
         let queue = self.queue.as_ref()?;
         if self.wake.is_none() {
             // A signal already known complete never gets here (the job is

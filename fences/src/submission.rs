@@ -796,6 +796,17 @@ impl<'a, T: QueueTracker> Held<'a, T> {
         !self.guard.publisher.published_work_done() || self.wakes_waiting()
     }
 
+    /// Whether anything of the tracker's may still run on any hardware
+    /// queue: a use in flight once what is known is retired (a use on a
+    /// failed hardware queue is failed, and retires, once the tracker
+    /// knows), or a wake packet not yet run. What a failed queue waits
+    /// for before its tracker may go.
+    pub(crate) fn anything_may_run(&mut self) -> bool {
+        let tracker = self.tracker();
+        tracker.poll();
+        tracker.census().in_flight > 0 || self.wakes_waiting()
+    }
+
     /// Whether a wake packet has not run yet (one load per wake signal
     /// waiting); lets go of the pins of those that ran.
     pub(crate) fn wakes_waiting(&mut self) -> bool {

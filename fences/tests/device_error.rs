@@ -491,3 +491,73 @@ fn a_command_that_outlived_its_failed_queue_still_answers_its_failure() {
     assert_eq!(doomed.status(), CommandStatus::Failed);
     drop(device);
 }
+
+/// A stream waits on another's gated work (its barrier, on the hardware
+/// queue it runs on, pins the producer's signal), moves to a new hardware
+/// queue, which fails, and its last handle goes, the failure known or
+/// not. The barrier on the old queue, which did not fail, still waits: the
+/// stream's tracker, its pin with it, must outlive the handle until that
+/// barrier ran, or the producer re-arms a signal a waiting packet names.
+/// (Was: the failed queue's tracker was torn down with its last handle, or
+/// with the failed marker that handle's drop published, and the producer
+/// re-armed the signal under the waiting barrier.)
+fn a_dropped_failed_stream_keeps_its_pins_while_its_old_queue_waits(failure_known: bool) {
+    let (platform, device) = stepped();
+    let sim = platform.sim();
+    let producer = device.default_queue().clone();
+    let flag = sigretire_sim::HostFlag::new();
+    producer.launch(spin_kernel(&platform, &flag)).unwrap();
+    let stream = platform.create_queue(&device, bounded()).unwrap();
+    let old = stream.with_tracker(|t| t.queue().clone());
+    let wait = stream.wait_queue(&producer).unwrap();
+    assert_eq!(wait.dependencies(), 1);
+    let new = sim.create_queue(platform.sim_queue_config()).unwrap();
+    stream.move_to(new.clone()).unwrap();
+    new.fail();
+    if failure_known {
+        assert!(stream.synchronize().is_err());
+        assert!(stream.has_failed());
+    }
+    drop((wait, stream));
+
+    // The producer's work completes; its signal stays pinned by the
+    // barrier, which has not run (nothing ran the old queue).
+    flag.set();
+    let producer_queue = producer.with_tracker(|t| t.queue().clone());
+    producer_queue.run_until_idle();
+    producer.synchronize().unwrap();
+    let census = producer.with_tracker(|t| {
+        t.poll();
+        t.reclaim();
+        t.census()
+    });
+    assert!(sim.violations().is_empty(), "{:?}", sim.violations());
+    assert_eq!(
+        census.parked, 1,
+        "parked under the pin, not re-armed: {census:?}"
+    );
+    assert!(!old.truth(0).unwrap().completed, "the barrier still waits");
+
+    // The barrier runs: the completion thread lets go of the stream, and
+    // the producer takes its signal back.
+    old.run_until_idle();
+    assert!(old.truth(0).unwrap().completed);
+    wait_until("the producer's signal came back", || {
+        producer.with_tracker(|t| {
+            t.poll();
+            t.reclaim();
+            t.census().parked == 0
+        })
+    });
+    assert!(sim.violations().is_empty(), "{:?}", sim.violations());
+}
+
+#[test]
+fn a_dropped_failed_stream_keeps_its_pins_while_its_old_queue_waits_failure_known() {
+    a_dropped_failed_stream_keeps_its_pins_while_its_old_queue_waits(true);
+}
+
+#[test]
+fn a_dropped_failed_stream_keeps_its_pins_while_its_old_queue_waits_failure_unknown() {
+    a_dropped_failed_stream_keeps_its_pins_while_its_old_queue_waits(false);
+}

@@ -331,6 +331,57 @@ fn a_command_failed_in_a_batch_a_device_error_released_fails_its_stream() {
     }
 }
 
+/// The queue layer, shortened from a scenario of the queue property test
+/// (seed 0x4e42393e956f6d79, setup "defaults"; the machine's check
+/// `rearm-while-in-flight`): a stream's barrier on its hardware queue
+/// pins another stream's signal; the stream moves to a new hardware queue,
+/// which fails, and its last handle goes. The marker that drop published
+/// on the failed queue failed at once, and the completion thread, letting
+/// go of the queue's last reference, tore its tracker down, pin and all,
+/// while the barrier on the old queue (which did not fail) still waited:
+/// the producer re-armed the signal under it.
+#[test]
+fn a_failed_stream_torn_down_keeps_its_pins_while_its_old_queue_waits() {
+    use sigretire_scenarios::queues::Op::*;
+    use sigretire_scenarios::queues::ops::{GpuStep::Run, MoveTarget::Join, WorkChoice::*};
+    let setup = queue_setups()
+        .into_iter()
+        .find(|s| s.name == "defaults")
+        .expect("the setup it was found in");
+    let ops = [
+        Submit {
+            stream: 192,
+            work: NoDependencies,
+        },
+        Step(Run { hw: 70 }),
+        WaitQueue {
+            stream: 193,
+            producer: 202,
+        },
+        MoveTo {
+            stream: 9,
+            to: Join(127),
+        },
+        FailQueue { hw: 86 },
+        DropQueue { stream: 161 },
+        WaitCommand { command: 126 },
+        Synchronize {
+            stream: 235,
+            threads: 2,
+        },
+    ];
+    // It failed every run before the fix; timing still varies with the
+    // completion thread.
+    for run in 0..20 {
+        if let Err(failure) = sigretire_scenarios::queues::search::run::<SimGpu>(setup, &ops) {
+            panic!(
+                "queue layer, setup \"{}\", run {run}: {failure}",
+                setup.name
+            );
+        }
+    }
+}
+
 /// Every crash input kept in `fuzz/regressions` replays with every
 /// invariant holding: one of the `queue` target (its name begins with
 /// `queue-`) through the queue driver on the simulator, any other on every
