@@ -27,7 +27,7 @@ use crate::sync::{Arc, arc_into_inner};
 use crate::wake::Armed;
 use crate::watch::Watchers;
 use sigretire_tracker::{
-    Purpose, SignalRef, Status, Work, backend::SignalMemory, wait::WakeSource,
+    Purpose, SignalRef, Status, Ticket, Work, backend::SignalMemory, wait::WakeSource,
 };
 use std::time::Duration;
 
@@ -179,15 +179,17 @@ impl<T: QueueTracker> Completion<T> {
         let handoff = {
             let mut held = submission.lock();
             if submission.has_failed() {
-                // A failed queue takes no marker. But a use of it on a
+                // A failed queue takes no marker. But a command of it on a
                 // hardware queue that did not fail (one it moved off) may
                 // still run and read what it pinned, or write its own
                 // signal: the completion thread keeps the queue (its
-                // tracker, its pins, its signal memory) until none may.
-                let drains = held.anything_may_run();
+                // tracker, its pins, its signal memory) until every such
+                // command's own signal says it ran.
+                let mut running = held.take_batch().still_running(submission.waiter());
                 drop(held);
-                if drains {
-                    Completion::hand_over_drain(this);
+                running.extend(submission.still_running_elsewhere());
+                if !running.is_empty() {
+                    Completion::hand_over_drain(this, running);
                 }
                 return;
             }
@@ -214,13 +216,13 @@ impl<T: QueueTracker> Completion<T> {
         let _ = Completion::hand_over(this, handoff, Some(Duration::ZERO));
     }
 
-    /// Gives the completion thread a failed queue to keep until nothing of
-    /// its tracker may still run (see [`BatchJob::draining`]). If the
-    /// thread cannot start, looks once here, as `last_handle_gone` does
-    /// for a batch.
-    fn hand_over_drain(this: &Arc<Self>) {
+    /// Gives the completion thread a failed queue to keep until each of
+    /// `running` (its uses that may still run) ran (see
+    /// [`BatchJob::draining`]). If the thread cannot start, looks once
+    /// here, as `last_handle_gone` does for a batch.
+    fn hand_over_drain(this: &Arc<Self>, running: Vec<Ticket>) {
         this.jobs.add();
-        let job = Box::new(BatchJob::draining(this.clone()));
+        let job = Box::new(BatchJob::draining(this.clone(), running));
         if let Err(job) = this.device.thread.submit(job) {
             run_inline(job, this.device.state(), Some(Duration::ZERO));
         }
@@ -247,6 +249,11 @@ impl<T: QueueTracker> Completion<T> {
             }
             CommandStatus::Failed => {
                 submission.mark_failed();
+                // A failed fence settles only its own hardware queue's
+                // commands: those of one the stream moved off may still
+                // run, and the queue must outlive them (a load each, only
+                // for a batch that failed).
+                submission.note_running_elsewhere(batch.still_running(waiter));
                 batch.complete(outcome, waiter, |_| {});
                 if let Some(fence) = batch.last() {
                     submission.note_queue_failed(&fence.ticket);
@@ -286,9 +293,9 @@ pub(crate) struct BatchJob<T: QueueTracker> {
     /// alive until the job lets go of it (see `completion_thread`).
     queue: Option<Arc<Completion<T>>>,
     outcome: Option<CommandStatus>,
-    /// A failed queue's last job: no batch and no signal; ready once its
-    /// tracker has nothing in flight (see [`draining`](Self::draining)).
-    drains: bool,
+    /// A failed queue's last job: no batch and no signal; ready once each
+    /// of these uses ran (see [`draining`](Self::draining)).
+    drains: Option<Vec<Ticket>>,
 }
 
 impl<T: QueueTracker> BatchJob<T> {
@@ -308,18 +315,23 @@ impl<T: QueueTracker> BatchJob<T> {
             wake,
             queue: Some(queue),
             outcome: None,
-            drains: false,
+            drains: None,
         }
     }
 
-    /// The job that keeps a failed queue whose last handle is gone until
-    /// nothing of its tracker may still run: its uses on hardware queues
-    /// that did not fail complete (or fail) and retire, which lets go of
-    /// their pins; those on failed ones are failed by the tracker. No
-    /// signal to sleep on (the failed queue takes no wake packet): the
-    /// thread polls it, which only a failed queue with work still pending
-    /// elsewhere ever costs.
-    fn draining(queue: Arc<Completion<T>>) -> Self {
+    /// The job that keeps a failed queue whose last reference is going
+    /// until each of `running`, its commands on a hardware queue that did
+    /// not fail (one it moved off), ran: they may still read what they
+    /// pinned, or write their own signals, which the queue's tracker keeps.
+    /// Each is asked its own signal (one load per look, none once known):
+    /// a failed queue's uses there are never run, so only those that may
+    /// are waited for. No signal to sleep on (the failed queue takes no
+    /// wake packet): the thread polls it, which only a failed queue with
+    /// work still pending elsewhere ever costs. Where a hardware queue
+    /// fails without writing its packets' signals, the queue is kept until
+    /// the device goes: a tracker kept, never a signal re-armed under a
+    /// packet.
+    fn draining(queue: Arc<Completion<T>>, running: Vec<Ticket>) -> Self {
         Self {
             signal: None,
             batch: Batch::default(),
@@ -328,46 +340,41 @@ impl<T: QueueTracker> BatchJob<T> {
             wake: None,
             queue: Some(queue),
             outcome: None,
-            drains: true,
+            drains: Some(running),
         }
     }
 
-    /// Whether a draining job's tracker has nothing left that may run (or
-    /// the device is in the error state, which releases every job). Never
-    /// blocks on the queue's lock: a busy lock is looked at again later.
-    fn drained(&self, device: &DeviceState) -> bool {
+    /// Whether a draining job's uses all ran (or the device is in the
+    /// error state, which releases every job).
+    fn drained(&mut self, device: &DeviceState) -> bool {
+        let (Some(queue), Some(running)) = (&self.queue, &mut self.drains) else {
+            return true;
+        };
         if device.has_error() {
             return true;
         }
-        let Some(queue) = &self.queue else {
-            return true;
-        };
-        match queue.submission.try_lock() {
-            Some(mut held) => !held.anything_may_run(),
-            None => false,
-        }
+        let waiter = queue.submission.waiter();
+        running
+            .retain(|ticket| waiter.status(ticket).unwrap_or(Status::Pending) == Status::Pending);
+        running.is_empty()
     }
 }
 
 /// Lets go of a finished job's queue reference, as [`let_go`] does, unless
-/// that was the queue's last reference while something of its tracker may
-/// still run: a failed queue's last marker fails at once, while its uses on
-/// a hardware queue it moved off may still wait on what they pinned (or
-/// write their own signals). Such a queue goes back to the completion
-/// thread as a draining job ([`BatchJob::draining`]), which lets go of it
-/// once nothing may run.
+/// that was the queue's last reference while commands a failed fence left
+/// unsettled may still run (they ran on a hardware queue the stream moved
+/// off, which did not fail with it): a failed queue's last marker fails at
+/// once, while a barrier on the old queue may still wait on what it
+/// pinned. Such a queue goes back to the completion thread as a draining
+/// job ([`BatchJob::draining`]), which lets go of it once they ran.
 fn let_go_unless_running<T: QueueTracker>(queue: Arc<Completion<T>>, device: &DeviceState) {
     let Some(orphan) = arc_into_inner(queue) else {
         return;
     };
-    // The only reference: nobody else can hold the lock.
-    let running = orphan
-        .submission
-        .try_lock()
-        .is_some_and(|mut held| held.anything_may_run());
+    let running = orphan.submission.still_running_elsewhere();
     let queue = Arc::new(orphan);
-    if running {
-        Completion::hand_over_drain(&queue);
+    if !running.is_empty() {
+        Completion::hand_over_drain(&queue, running);
     }
     let_go((), queue, device);
 }
@@ -396,7 +403,7 @@ impl<T: QueueTracker> Job for BatchJob<T> {
     type Wake<'a> = JobWake<'a, T::Memory>;
 
     fn ready(&mut self, device: &DeviceState) -> bool {
-        if self.drains {
+        if self.drains.is_some() {
             return self.drained(device);
         }
         let status = self
@@ -412,7 +419,7 @@ impl<T: QueueTracker> Job for BatchJob<T> {
     }
 
     fn finish(mut self: Box<Self>, device: &DeviceState) {
-        if self.drains {
+        if self.drains.is_some() {
             // No batch to complete: let go of the queue (its tracker goes
             // with its last reference, on a teardown thread).
             return self.abandon(device);
@@ -455,7 +462,7 @@ impl<T: QueueTracker> Job for BatchJob<T> {
     }
 
     fn wake(&mut self) -> Option<Self::Wake<'_>> {
-        if self.drains {
+        if self.drains.is_some() {
             return None;
         }
         let queue = self.queue.as_ref()?;

@@ -382,6 +382,79 @@ fn a_failed_stream_torn_down_keeps_its_pins_while_its_old_queue_waits() {
     }
 }
 
+/// The queue layer: a failed queue kept for its work elsewhere is still
+/// torn down once that work ran. Two scenarios of the queue property test
+/// that an earlier form of the fix above failed (its check `leak`: the
+/// queue was kept for uses in flight on a hardware queue that had itself
+/// failed, whose tracker was never told, so they never retired); each a
+/// move, a failed hardware queue and a command refused in part.
+#[test]
+fn a_failed_queue_kept_for_its_work_elsewhere_is_torn_down_once_it_ran() {
+    use sigretire_scenarios::queues::Op::*;
+    use sigretire_scenarios::queues::ops::{
+        KernelChoice::Dispatch, MoveTarget::Back, WorkChoice::*,
+    };
+    let scenarios: [(&str, &[sigretire_scenarios::queues::Op]); 2] = [
+        (
+            "sleeping waits without wake signals, out of order",
+            &[
+                Launch {
+                    stream: 6,
+                    kernel: Dispatch,
+                },
+                WaitQueue {
+                    stream: 67,
+                    producer: 24,
+                },
+                MoveTo {
+                    stream: 51,
+                    to: Back,
+                },
+                FailQueue { hw: 234 },
+                SubmitAll {
+                    stream: 109,
+                    parts: 2,
+                    refused_at: Some(125),
+                    gated: false,
+                },
+            ],
+        ),
+        (
+            "defaults",
+            &[
+                CreateQueue,
+                FailQueue { hw: 196 },
+                CreateQueue,
+                Submit {
+                    stream: 105,
+                    work: NoDependencies,
+                },
+                MoveTo {
+                    stream: 121,
+                    to: Back,
+                },
+                SubmitAll {
+                    stream: 209,
+                    parts: 2,
+                    refused_at: Some(81),
+                    gated: true,
+                },
+            ],
+        ),
+    ];
+    for (name, ops) in scenarios {
+        let setup = queue_setups()
+            .into_iter()
+            .find(|s| s.name == name)
+            .expect("the setup it was found in");
+        for run in 0..5 {
+            if let Err(failure) = sigretire_scenarios::queues::search::run::<SimGpu>(setup, ops) {
+                panic!("queue layer, setup \"{name}\", run {run}: {failure}");
+            }
+        }
+    }
+}
+
 /// Every crash input kept in `fuzz/regressions` replays with every
 /// invariant holding: one of the `queue` target (its name begins with
 /// `queue-`) through the queue driver on the simulator, any other on every
