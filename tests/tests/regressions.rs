@@ -455,6 +455,45 @@ fn a_failed_queue_kept_for_its_work_elsewhere_is_torn_down_once_it_ran() {
     }
 }
 
+/// The queue driver's own model, shortened from a scenario of the queue
+/// property test (seed 0xbc09d731fe481094, setup "defaults"): a wait on
+/// seven events is split over two barrier-AND packets, and the first,
+/// which names five events of healthy queues, completes while an event of
+/// the second names work of a failed queue. The driver held each packet's
+/// command to the whole wait's dependencies and called the first one's
+/// (true) completion early; only the last packet follows them all.
+#[test]
+fn the_first_packet_of_a_split_wait_completes_with_its_own_dependencies() {
+    use sigretire_scenarios::queues::Op::*;
+    use sigretire_scenarios::queues::ops::MoveTarget::Back;
+    let setup = queue_setups()
+        .into_iter()
+        .find(|s| s.name == "defaults")
+        .expect("the setup it was found in");
+    let ops = [
+        Record { stream: 148 },
+        Record { stream: 184 },
+        Record { stream: 51 },
+        Record { stream: 109 },
+        Record { stream: 78 },
+        MoveTo {
+            stream: 181,
+            to: Back,
+        },
+        Record { stream: 243 },
+        Record { stream: 199 },
+        FailQueue { hw: 122 },
+        WaitEvents {
+            stream: 72,
+            first: 245,
+            count: 7,
+        },
+    ];
+    if let Err(failure) = sigretire_scenarios::queues::search::run::<SimGpu>(setup, &ops) {
+        panic!("queue layer, setup \"{}\": {failure}", setup.name);
+    }
+}
+
 /// Every crash input kept in `fuzz/regressions` replays with every
 /// invariant holding: one of the `queue` target (its name begins with
 /// `queue-`) through the queue driver on the simulator, any other on every

@@ -242,8 +242,14 @@ struct CommandSlot<G: Gpu> {
     device: usize,
     /// Its packets.
     own: Vec<(HwId, u64)>,
-    /// Its work, its own packets included.
+    /// Its work, its own packets included: what must have completed for it
+    /// to answer complete.
     required: Required,
+    /// What may explain its failure: its work, and for an earlier packet
+    /// of a cross-queue wait split over several, the whole wait's
+    /// dependencies (which of them its own packet names is the layer's
+    /// choice).
+    evidence: Required,
     answered: Option<CommandStatus>,
 }
 
@@ -696,7 +702,8 @@ impl<G: Gpu> QueueDriver<G> {
         status: CommandStatus,
     ) -> Result<(), QueueFailure> {
         let slot = &self.commands[command];
-        let (required, device) = (slot.required.clone(), slot.device);
+        let (required, evidence, device) =
+            (slot.required.clone(), slot.evidence.clone(), slot.device);
         match status {
             CommandStatus::Pending => {}
             CommandStatus::Complete => {
@@ -705,7 +712,7 @@ impl<G: Gpu> QueueDriver<G> {
             // Failed is the truth once anything of its work failed: what
             // follows a failure on the GPU fails with it.
             CommandStatus::Failed => {
-                self.judge_failed("command status", &required, &format!("command {command}"))?;
+                self.judge_failed("command status", &evidence, &format!("command {command}"))?;
                 self.note_told_failed(self.commands[command].stream);
             }
             CommandStatus::DeviceError => {
@@ -897,10 +904,25 @@ impl<G: Gpu> QueueDriver<G> {
         handle: CommandHandle<Mem<G>>,
         stream: usize,
         own: Vec<(HwId, u64)>,
+        required: Required,
+    ) {
+        let evidence = required.clone();
+        self.push_command_explained(handle, stream, own, required, evidence);
+    }
+
+    /// [`push_command`](Self::push_command), with what may explain its
+    /// failure beyond its work.
+    fn push_command_explained(
+        &mut self,
+        handle: CommandHandle<Mem<G>>,
+        stream: usize,
+        own: Vec<(HwId, u64)>,
         mut required: Required,
+        mut evidence: Required,
     ) {
         for &(hw, index) in &own {
             required.add(hw, index..index + 1);
+            evidence.add(hw, index..index + 1);
         }
         self.commands.push(CommandSlot {
             handle: Some(handle),
@@ -908,6 +930,7 @@ impl<G: Gpu> QueueDriver<G> {
             device: self.streams[stream].model.device,
             own,
             required,
+            evidence,
             answered: None,
         });
         self.coverage.commands += 1;
@@ -1263,7 +1286,7 @@ impl<G: Gpu> QueueDriver<G> {
             stream: slot.stream,
             device: slot.device,
             required: slot.required.clone(),
-            evidence: slot.required.clone(),
+            evidence: slot.evidence.clone(),
             awaited: Some(slot.own.clone()),
             started_at: self.step,
         };
@@ -1455,14 +1478,24 @@ impl<G: Gpu> QueueDriver<G> {
                 what: what.clone(),
             });
         }
-        let mut required = before;
-        required.extend(&dependencies);
+        // Each packet carries the barrier bit, so it follows the stream's
+        // work; which dependencies an earlier packet names is the layer's
+        // choice, but the last follows them all (through the packets
+        // before it).
+        let mut all = before.clone();
+        all.extend(&dependencies);
         for (k, &packet) in packets.iter().enumerate() {
-            self.push_command(
+            let required = if k + 1 == packets.len() {
+                all.clone()
+            } else {
+                before.clone()
+            };
+            self.push_command_explained(
                 CommandHandle::InWait(wait.clone(), k),
                 s,
                 vec![packet],
-                required.clone(),
+                required,
+                all.clone(),
             );
         }
         // Everything the stream publishes from now on follows the producers.
