@@ -793,6 +793,17 @@ impl<M: SignalMemory, Q: QueueView> Tracker for BaselineTracker<M, Q> {
         stats
     }
 
+    fn any_use_running(&mut self) -> bool {
+        let (shared, stats) = (&self.shared, &mut self.stats);
+        self.slots.iter().any(|slot| {
+            let Some(last) = &slot.last_use else {
+                return false;
+            };
+            shared.known_status(last.seq, &slot.cell).is_none()
+                && load(stats, shared, &slot.cell) > 0
+        })
+    }
+
     fn census(&self) -> Census {
         let in_flight = self.slots.iter().filter(|s| s.last_use.is_some()).count();
         Census {

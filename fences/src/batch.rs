@@ -171,20 +171,6 @@ impl Batch {
     }
 }
 
-impl Batch {
-    /// The tickets of its commands whose own signals say they have not run
-    /// yet (one load each at most, none for those the tracker knows done).
-    pub(crate) fn still_running<M: SignalMemory>(&self, waiter: &Waiter<M>) -> Vec<Ticket> {
-        self.entries
-            .iter()
-            .filter(|entry| {
-                waiter.status(&entry.ticket).unwrap_or(Status::Pending) == Status::Pending
-            })
-            .map(|entry| entry.ticket)
-            .collect()
-    }
-}
-
 /// A batch that left the open batch to be completed when the fence that
 /// ends it completes: closed at its limit, a synchronize's, or the last
 /// handle's.

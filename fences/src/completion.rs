@@ -23,11 +23,11 @@ use crate::recycle::Pool;
 use crate::stats::{Counters, bump};
 use crate::status::CommandStatus;
 use crate::submission::{Held, Submission, held_by_this_thread};
-use crate::sync::{Arc, arc_into_inner};
+use crate::sync::Arc;
 use crate::wake::Armed;
 use crate::watch::Watchers;
 use sigretire_tracker::{
-    Purpose, SignalRef, Status, Ticket, Work, backend::SignalMemory, wait::WakeSource,
+    Purpose, SignalRef, Status, Work, backend::SignalMemory, wait::WakeSource,
 };
 use std::time::Duration;
 
@@ -178,28 +178,32 @@ impl<T: QueueTracker> Completion<T> {
         let submission = &this.submission;
         let handoff = {
             let mut held = submission.lock();
-            if submission.has_failed() {
-                // A failed queue takes no marker. But a command of it on a
-                // hardware queue that did not fail (one it moved off) may
-                // still run and read what it pinned, or write its own
-                // signal: the completion thread keeps the queue (its
-                // tracker, its pins, its signal memory) until every such
-                // command's own signal says it ran.
-                let mut running = held.take_batch().still_running(submission.waiter());
+            if !held.may_still_run()
+                || submission.has_failed()
+                || submission.device().check_accepting().is_err()
+            {
+                // No marker: nothing stands for the queue that may still
+                // run, or it takes no more work. But a use of it on a
+                // hardware queue it moved off (which may not have failed
+                // with it) may still run and read what it pinned: the
+                // completion thread keeps the queue until none may.
+                let running = held.anything_may_run();
                 drop(held);
-                running.extend(submission.still_running_elsewhere());
-                if !running.is_empty() {
-                    Completion::hand_over_drain(this, running);
+                if running {
+                    Completion::hand_over_drain(this);
                 }
-                return;
-            }
-            if !held.may_still_run() || submission.device().check_accepting().is_err() {
                 return;
             }
             let packet = Packet::new(Work::Marker, Purpose::CpuSync).hold();
             let Ok(Step::Done(published)) = held.publish(packet) else {
-                // No room or no signal now: a later drop of the queue's last
-                // reference ends the tracker as before.
+                // No room or no signal now (or the queue refused it): the
+                // queue's last reference ends the tracker, once nothing of
+                // it may still run.
+                let running = held.anything_may_run();
+                drop(held);
+                if running {
+                    Completion::hand_over_drain(this);
+                }
                 return;
             };
             let last_seq = published.entry.seq;
@@ -216,13 +220,12 @@ impl<T: QueueTracker> Completion<T> {
         let _ = Completion::hand_over(this, handoff, Some(Duration::ZERO));
     }
 
-    /// Gives the completion thread a failed queue to keep until each of
-    /// `running` (its uses that may still run) ran (see
-    /// [`BatchJob::draining`]). If the thread cannot start, looks once
-    /// here, as `last_handle_gone` does for a batch.
-    fn hand_over_drain(this: &Arc<Self>, running: Vec<Ticket>) {
-        this.jobs.add();
-        let job = Box::new(BatchJob::draining(this.clone(), running));
+    /// Gives the completion thread a queue to keep until nothing of it may
+    /// still run (see [`BatchJob::draining`]). If the thread cannot start,
+    /// looks once here, as `last_handle_gone` does for a batch.
+    /// Not counted among the queue's batches on their way (it holds none).
+    fn hand_over_drain(this: &Arc<Self>) {
+        let job = Box::new(BatchJob::draining(this.clone()));
         if let Err(job) = this.device.thread.submit(job) {
             run_inline(job, this.device.state(), Some(Duration::ZERO));
         }
@@ -249,11 +252,6 @@ impl<T: QueueTracker> Completion<T> {
             }
             CommandStatus::Failed => {
                 submission.mark_failed();
-                // A failed fence settles only its own hardware queue's
-                // commands: those of one the stream moved off may still
-                // run, and the queue must outlive them (a load each, only
-                // for a batch that failed).
-                submission.note_running_elsewhere(batch.still_running(waiter));
                 batch.complete(outcome, waiter, |_| {});
                 if let Some(fence) = batch.last() {
                     submission.note_queue_failed(&fence.ticket);
@@ -293,9 +291,9 @@ pub(crate) struct BatchJob<T: QueueTracker> {
     /// alive until the job lets go of it (see `completion_thread`).
     queue: Option<Arc<Completion<T>>>,
     outcome: Option<CommandStatus>,
-    /// A failed queue's last job: no batch and no signal; ready once each
-    /// of these uses ran (see [`draining`](Self::draining)).
-    drains: Option<Vec<Ticket>>,
+    /// The queue's last job, kept until nothing of it may still run: no
+    /// batch and no signal (see [`draining`](Self::draining)).
+    drains: bool,
 }
 
 impl<T: QueueTracker> BatchJob<T> {
@@ -315,23 +313,22 @@ impl<T: QueueTracker> BatchJob<T> {
             wake,
             queue: Some(queue),
             outcome: None,
-            drains: None,
+            drains: false,
         }
     }
 
-    /// The job that keeps a failed queue whose last reference is going
-    /// until each of `running`, its commands on a hardware queue that did
-    /// not fail (one it moved off), ran: they may still read what they
-    /// pinned, or write their own signals, which the queue's tracker keeps.
-    /// Each is asked its own signal (one load per look, none once known):
-    /// a failed queue's uses there are never run, so only those that may
-    /// are waited for. No signal to sleep on (the failed queue takes no
-    /// wake packet): the thread polls it, which only a failed queue with
-    /// work still pending elsewhere ever costs. Where a hardware queue
-    /// fails without writing its packets' signals, the queue is kept until
-    /// the device goes: a tracker kept, never a signal re-armed under a
-    /// packet.
-    fn draining(queue: Arc<Completion<T>>, running: Vec<Ticket>) -> Self {
+    /// The job that keeps a queue whose last reference is going while its
+    /// uses may still run: a failed queue's, on a hardware queue it moved
+    /// off (which may not have failed with it), still waiting on what they
+    /// pinned or about to write their own signals. Ready once none may
+    /// (each asked its own signal; a use on a failed hardware queue says
+    /// so with its signal where the processor writes it). No signal to
+    /// sleep on (a failed queue takes no wake packet): the thread polls
+    /// it, which only a queue let go of with work still pending elsewhere
+    /// ever costs. Where a hardware queue fails without writing its
+    /// packets' signals, the queue is kept until the device goes: a
+    /// tracker kept, never a signal re-armed under a packet.
+    fn draining(queue: Arc<Completion<T>>) -> Self {
         Self {
             signal: None,
             batch: Batch::default(),
@@ -340,43 +337,43 @@ impl<T: QueueTracker> BatchJob<T> {
             wake: None,
             queue: Some(queue),
             outcome: None,
-            drains: Some(running),
+            drains: true,
         }
     }
 
-    /// Whether a draining job's uses all ran (or the device is in the
-    /// error state, which releases every job).
-    fn drained(&mut self, device: &DeviceState) -> bool {
-        let (Some(queue), Some(running)) = (&self.queue, &mut self.drains) else {
+    /// Whether a draining job's queue has nothing left that may run (or
+    /// the device is in the error state, which releases every job). Never
+    /// blocks on the queue's lock: a busy lock is looked at again later.
+    fn drained(&self, device: &DeviceState) -> bool {
+        let Some(queue) = &self.queue else {
             return true;
         };
         if device.has_error() {
             return true;
         }
-        let waiter = queue.submission.waiter();
-        running
-            .retain(|ticket| waiter.status(ticket).unwrap_or(Status::Pending) == Status::Pending);
-        running.is_empty()
+        match queue.submission.try_lock() {
+            Some(mut held) => !held.anything_may_run(),
+            None => false,
+        }
     }
 }
 
-/// Lets go of a finished job's queue reference, as [`let_go`] does, unless
-/// that was the queue's last reference while commands a failed fence left
-/// unsettled may still run (they ran on a hardware queue the stream moved
-/// off, which did not fail with it): a failed queue's last marker fails at
-/// once, while a barrier on the old queue may still wait on what it
-/// pinned. Such a queue goes back to the completion thread as a draining
-/// job ([`BatchJob::draining`]), which lets go of it once they ran.
-fn let_go_unless_running<T: QueueTracker>(queue: Arc<Completion<T>>, device: &DeviceState) {
-    let Some(orphan) = arc_into_inner(queue) else {
-        return;
-    };
-    let running = orphan.submission.still_running_elsewhere();
-    let queue = Arc::new(orphan);
-    if !running.is_empty() {
-        Completion::hand_over_drain(&queue, running);
+/// After a batch whose fence failed: if something of the queue may still
+/// run (a barrier it published on a hardware queue it moved off, which may
+/// not have failed with it, still waiting on what it pinned), the
+/// completion thread keeps the queue as a draining job
+/// ([`BatchJob::draining`]) until nothing may, whoever lets go of it last:
+/// a failed queue's last marker fails at once, and the user's last handle
+/// may go just after. A busy lock counts as something running (the drain
+/// looks again).
+fn keep_while_running<T: QueueTracker>(queue: &Arc<Completion<T>>) {
+    let running = queue
+        .submission
+        .try_lock()
+        .is_none_or(|mut held| held.anything_may_run());
+    if running {
+        Completion::hand_over_drain(queue);
     }
-    let_go((), queue, device);
 }
 
 /// The completion thread's sleep on a job's wake signal.
@@ -403,7 +400,7 @@ impl<T: QueueTracker> Job for BatchJob<T> {
     type Wake<'a> = JobWake<'a, T::Memory>;
 
     fn ready(&mut self, device: &DeviceState) -> bool {
-        if self.drains.is_some() {
+        if self.drains {
             return self.drained(device);
         }
         let status = self
@@ -419,7 +416,7 @@ impl<T: QueueTracker> Job for BatchJob<T> {
     }
 
     fn finish(mut self: Box<Self>, device: &DeviceState) {
-        if self.drains.is_some() {
+        if self.drains {
             // No batch to complete: let go of the queue (its tracker goes
             // with its last reference, on a teardown thread).
             return self.abandon(device);
@@ -447,8 +444,11 @@ impl<T: QueueTracker> Job for BatchJob<T> {
         // the job counts as done, so whoever waits for the queue's jobs to
         // end finds everything back in place.
         queue.job_boxes.give(self);
+        if outcome == CommandStatus::Failed {
+            keep_while_running(&queue);
+        }
         queue.jobs.done();
-        let_go_unless_running(queue, device);
+        let_go((), queue, device);
     }
 
     fn abandon(mut self: Box<Self>, device: &DeviceState) {
@@ -457,12 +457,14 @@ impl<T: QueueTracker> Job for BatchJob<T> {
         let Some(queue) = self.queue.take() else {
             return;
         };
-        queue.jobs.done();
+        if !self.drains {
+            queue.jobs.done();
+        }
         let_go(signal, queue, device);
     }
 
     fn wake(&mut self) -> Option<Self::Wake<'_>> {
-        if self.drains.is_some() {
+        if self.drains {
             return None;
         }
         let queue = self.queue.as_ref()?;

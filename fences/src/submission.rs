@@ -40,7 +40,7 @@ use crate::stats::{Counters, bump};
 use crate::sync::{Arc, AtomicBool, Mutex, MutexGuard, Ordering, identity};
 use crate::wake::{Armed, WakePool};
 use crate::watch::WatchLink;
-use sigretire_tracker::{Placement, Status, Ticket, WaitPolicy, Waiter, Work, wait::Wait};
+use sigretire_tracker::{Placement, Ticket, WaitPolicy, Waiter, Work, wait::Wait};
 use std::time::Duration;
 
 /// Room an open batch's buffer has past the batch limit: the commands
@@ -104,11 +104,6 @@ pub(crate) struct Submission<T: QueueTracker> {
     deferred: Deferred,
     /// The queue failed (a use of it failed): it takes no more work.
     failed: AtomicBool,
-    /// Commands a failed fence left unsettled: they ran on a hardware
-    /// queue the stream moved off, which may not have failed, so they may
-    /// still run. Kept until the queue's last reference goes, which must
-    /// wait for them (`Completion`'s draining job).
-    running_elsewhere: Mutex<Vec<Ticket>>,
     progress: Progress,
     horizon: Arc<Horizon<T::Queue>>,
     /// Lock-free waits and queries of the tracker's uses.
@@ -156,7 +151,6 @@ impl<T: QueueTracker> Submission<T> {
                 wakes_to_release: AtomicBool::new(false),
             },
             failed: AtomicBool::new(false),
-            running_elsewhere: Mutex::new(Vec::new()),
             progress: Progress::default(),
             horizon,
             waiter,
@@ -209,24 +203,6 @@ impl<T: QueueTracker> Submission<T> {
     /// device's error state is untouched.
     pub(crate) fn mark_failed(&self) {
         self.failed.store(true, Ordering::Release);
-    }
-
-    /// Records commands a failed fence left unsettled (see
-    /// `running_elsewhere`).
-    pub(crate) fn note_running_elsewhere(&self, tickets: Vec<Ticket>) {
-        if !tickets.is_empty() {
-            self.running_elsewhere.lock().extend(tickets);
-        }
-    }
-
-    /// The commands a failed fence left unsettled whose own signals say
-    /// they have not run yet (a load each); the others are forgotten.
-    pub(crate) fn still_running_elsewhere(&self) -> Vec<Ticket> {
-        let mut running = self.running_elsewhere.lock();
-        running.retain(|ticket| {
-            self.waiter.status(ticket).unwrap_or(Status::Pending) == Status::Pending
-        });
-        running.clone()
     }
 
     pub(crate) fn progress(&self) -> &Progress {
@@ -818,6 +794,15 @@ impl<'a, T: QueueTracker> Held<'a, T> {
     /// packet still waiting.
     pub(crate) fn may_still_run(&mut self) -> bool {
         !self.guard.publisher.published_work_done() || self.wakes_waiting()
+    }
+
+    /// Whether anything of the queue's may still run, on any hardware
+    /// queue: a use in flight whose own signal says its packets have not
+    /// finished (see the tracker's `any_use_running`), or a wake packet
+    /// not yet run. What the queue's last reference waits for before its
+    /// tracker, pins and signal memory may go.
+    pub(crate) fn anything_may_run(&mut self) -> bool {
+        self.tracker().any_use_running() || self.wakes_waiting()
     }
 
     /// Whether a wake packet has not run yet (one load per wake signal

@@ -199,6 +199,9 @@ impl Tracker for Refusing {
     fn census(&self) -> sigretire_tracker::Census {
         self.inner.census()
     }
+    fn any_use_running(&mut self) -> bool {
+        self.inner.any_use_running()
+    }
 }
 
 #[test]

@@ -269,6 +269,20 @@ fn a_full_ring_behind_a_failed_submissions_issued_part_pushes_back() {
     assert_every_invariant_holds(TrackerKind::Retiring, 1, &ops);
 }
 
+/// Runs a queue-layer scenario `runs` times (the completion thread's
+/// timing varies) in the setup of that name; panics on the first failure.
+fn assert_queue_scenario_holds(name: &str, ops: &[sigretire_scenarios::queues::Op], runs: usize) {
+    let setup = queue_setups()
+        .into_iter()
+        .find(|s| s.name == name)
+        .expect("the setup it was found in");
+    for run in 0..runs {
+        if let Err(failure) = sigretire_scenarios::queues::search::run::<SimGpu>(setup, ops) {
+            panic!("queue layer, setup \"{name}\", run {run}: {failure}");
+        }
+    }
+}
+
 /// The queue layer, shortened from a scenario of the queue property test
 /// (its check `work-after-failure`): on a device in the error state with
 /// "do not abort", a batch the error released held a command that had
@@ -280,10 +294,6 @@ fn a_full_ring_behind_a_failed_submissions_issued_part_pushes_back() {
 fn a_command_failed_in_a_batch_a_device_error_released_fails_its_stream() {
     use sigretire_scenarios::queues::Op::*;
     use sigretire_scenarios::queues::ops::{KernelChoice::*, MoveTarget::*};
-    let setup = queue_setups()
-        .into_iter()
-        .find(|s| s.name == "completion thread, out of order, untimed, skip abort")
-        .expect("the setup it was found in");
     let ops = [
         Launch {
             stream: 238,
@@ -321,14 +331,11 @@ fn a_command_failed_in_a_batch_a_device_error_released_fails_its_stream() {
     ];
     // The completion thread's timing decides whether the batch is
     // released before the launch: about one run in six showed it.
-    for run in 0..100 {
-        if let Err(failure) = sigretire_scenarios::queues::search::run::<SimGpu>(setup, &ops) {
-            panic!(
-                "queue layer, setup \"{}\", run {run}: {failure}",
-                setup.name
-            );
-        }
-    }
+    assert_queue_scenario_holds(
+        "completion thread, out of order, untimed, skip abort",
+        &ops,
+        100,
+    );
 }
 
 /// The queue layer, shortened from a scenario of the queue property test
@@ -344,10 +351,6 @@ fn a_command_failed_in_a_batch_a_device_error_released_fails_its_stream() {
 fn a_failed_stream_torn_down_keeps_its_pins_while_its_old_queue_waits() {
     use sigretire_scenarios::queues::Op::*;
     use sigretire_scenarios::queues::ops::{GpuStep::Run, MoveTarget::Join, WorkChoice::*};
-    let setup = queue_setups()
-        .into_iter()
-        .find(|s| s.name == "defaults")
-        .expect("the setup it was found in");
     let ops = [
         Submit {
             stream: 192,
@@ -372,14 +375,7 @@ fn a_failed_stream_torn_down_keeps_its_pins_while_its_old_queue_waits() {
     ];
     // It failed every run before the fix; timing still varies with the
     // completion thread.
-    for run in 0..20 {
-        if let Err(failure) = sigretire_scenarios::queues::search::run::<SimGpu>(setup, &ops) {
-            panic!(
-                "queue layer, setup \"{}\", run {run}: {failure}",
-                setup.name
-            );
-        }
-    }
+    assert_queue_scenario_holds("defaults", &ops, 20);
 }
 
 /// The queue layer: a failed queue kept for its work elsewhere is still
@@ -443,15 +439,7 @@ fn a_failed_queue_kept_for_its_work_elsewhere_is_torn_down_once_it_ran() {
         ),
     ];
     for (name, ops) in scenarios {
-        let setup = queue_setups()
-            .into_iter()
-            .find(|s| s.name == name)
-            .expect("the setup it was found in");
-        for run in 0..5 {
-            if let Err(failure) = sigretire_scenarios::queues::search::run::<SimGpu>(setup, ops) {
-                panic!("queue layer, setup \"{name}\", run {run}: {failure}");
-            }
-        }
+        assert_queue_scenario_holds(name, ops, 5);
     }
 }
 
@@ -466,10 +454,6 @@ fn a_failed_queue_kept_for_its_work_elsewhere_is_torn_down_once_it_ran() {
 fn the_first_packet_of_a_split_wait_completes_with_its_own_dependencies() {
     use sigretire_scenarios::queues::Op::*;
     use sigretire_scenarios::queues::ops::MoveTarget::Back;
-    let setup = queue_setups()
-        .into_iter()
-        .find(|s| s.name == "defaults")
-        .expect("the setup it was found in");
     let ops = [
         Record { stream: 148 },
         Record { stream: 184 },
@@ -489,9 +473,7 @@ fn the_first_packet_of_a_split_wait_completes_with_its_own_dependencies() {
             count: 7,
         },
     ];
-    if let Err(failure) = sigretire_scenarios::queues::search::run::<SimGpu>(setup, &ops) {
-        panic!("queue layer, setup \"{}\": {failure}", setup.name);
-    }
+    assert_queue_scenario_holds("defaults", &ops, 1);
 }
 
 /// Every crash input kept in `fuzz/regressions` replays with every

@@ -359,4 +359,26 @@ pub trait Tracker: Send {
 
     /// Where every signal is.
     fn census(&self) -> Census;
+
+    /// Whether a use in flight may still run: one not known done whose own
+    /// signal still says its packets have not finished (one load per such
+    /// use; none once the tracker knows). What a queue layer asks before
+    /// it lets go of a tracker whose uses may still run on a hardware
+    /// queue other than its current one, pinning other trackers' signals
+    /// and writing their own: a use whose hardware queue failed and never
+    /// wrote its signal counts as running, so such a tracker is kept
+    /// rather than a signal re-armed under a packet.
+    ///
+    /// ```
+    /// use sigretire_tracker::{Request, Tracker};
+    /// use sigretire_sim::backend as sim_backend;
+    /// let (mut tracker, queue) = sim_backend::stepped_tracker(Default::default()).unwrap();
+    /// let index = queue.reserve().unwrap();
+    /// let acquired = tracker.acquire(Request::packet(index)).unwrap();
+    /// sim_backend::submit_barrier(&queue, index, acquired.signal);
+    /// assert!(tracker.any_use_running());
+    /// queue.run_until_idle();
+    /// assert!(!tracker.any_use_running());
+    /// ```
+    fn any_use_running(&mut self) -> bool;
 }

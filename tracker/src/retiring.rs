@@ -752,6 +752,22 @@ impl<M: SignalMemory, Q: QueueView> Tracker for RetiringTracker<M, Q> {
         stats
     }
 
+    fn any_use_running(&mut self) -> bool {
+        (self.ring.head()..self.ring.tail()).any(|seq| {
+            let Some(slot) = self.ring.get(seq) else {
+                return false;
+            };
+            if self
+                .proofs
+                .known(seq, &slot.cell, &self.ring, &self.signals)
+                .is_some()
+            {
+                return false;
+            }
+            self.signals.load(&slot.cell) > 0
+        })
+    }
+
     fn census(&self) -> Census {
         Census {
             in_flight: self.ring.in_flight(),
