@@ -175,49 +175,63 @@ impl<T: QueueTracker> Completion<T> {
     /// queue, its tracker, and the pins its packets wait on, until the
     /// marker completed. Nothing waits for the GPU here.
     pub(crate) fn last_handle_gone(this: &Arc<Self>) {
+        match Completion::last_marker(this) {
+            Some(handoff) => {
+                let _ = Completion::hand_over(this, handoff, Some(Duration::ZERO));
+            }
+            // No marker: nothing stands for the queue that may still run,
+            // it takes no more work, or it has no room or signal now. But
+            // a use of it on a hardware queue it moved off (which may not
+            // have failed with it) may still run and read what it pinned.
+            None => Completion::keep_while_running(this),
+        }
+    }
+
+    /// The marker after everything a queue's last handle leaves, published
+    /// with the open batch, if the queue takes one and anything may still
+    /// run.
+    fn last_marker(this: &Arc<Self>) -> Option<Handoff<T::Memory>> {
         let submission = &this.submission;
-        let handoff = {
-            let mut held = submission.lock();
-            if !held.may_still_run()
-                || submission.has_failed()
-                || submission.device().check_accepting().is_err()
-            {
-                // No marker: nothing stands for the queue that may still
-                // run, or it takes no more work. But a use of it on a
-                // hardware queue it moved off (which may not have failed
-                // with it) may still run and read what it pinned: the
-                // completion thread keeps the queue until none may.
-                let running = held.anything_may_run();
-                drop(held);
-                if running {
-                    Completion::hand_over_drain(this);
-                }
-                return;
-            }
-            let packet = Packet::new(Work::Marker, Purpose::CpuSync).hold();
-            let Ok(Step::Done(published)) = held.publish(packet) else {
-                // No room or no signal now (or the queue refused it): the
-                // queue's last reference ends the tracker, once nothing of
-                // it may still run.
-                let running = held.anything_may_run();
-                drop(held);
-                if running {
-                    Completion::hand_over_drain(this);
-                }
-                return;
-            };
-            let last_seq = published.entry.seq;
-            held.push(published.entry, false);
-            submission.progress().note_taken(last_seq);
-            Handoff {
-                batch: held.take_batch(),
-                signal: published.signal,
-                last_seq,
-                marker: None,
-                wake: None,
-            }
+        let mut held = submission.lock();
+        if !held.may_still_run()
+            || submission.has_failed()
+            || submission.device().check_accepting().is_err()
+        {
+            return None;
+        }
+        let packet = Packet::new(Work::Marker, Purpose::CpuSync).hold();
+        let Ok(Step::Done(published)) = held.publish(packet) else {
+            return None;
         };
-        let _ = Completion::hand_over(this, handoff, Some(Duration::ZERO));
+        let last_seq = published.entry.seq;
+        held.push(published.entry, false);
+        submission.progress().note_taken(last_seq);
+        Some(Handoff {
+            batch: held.take_batch(),
+            signal: published.signal,
+            last_seq,
+            marker: None,
+            wake: None,
+        })
+    }
+
+    /// Whether a use of the queue may still run (see the tracker's
+    /// `any_use_running`), or a wake packet. Never blocks on the lock: a
+    /// busy lock counts as something running (whoever asks looks again).
+    fn anything_may_run(&self) -> bool {
+        self.submission
+            .try_lock()
+            .is_none_or(|mut held| held.anything_may_run())
+    }
+
+    /// If something of the queue may still run, the completion thread
+    /// keeps the queue (its tracker, its pins, its signal memory) as a
+    /// draining job ([`BatchJob::draining`]) until nothing may, whoever
+    /// lets go of it last.
+    fn keep_while_running(this: &Arc<Self>) {
+        if this.anything_may_run() {
+            Completion::hand_over_drain(this);
+        }
     }
 
     /// Gives the completion thread a queue to keep until nothing of it may
@@ -348,31 +362,7 @@ impl<T: QueueTracker> BatchJob<T> {
         let Some(queue) = &self.queue else {
             return true;
         };
-        if device.has_error() {
-            return true;
-        }
-        match queue.submission.try_lock() {
-            Some(mut held) => !held.anything_may_run(),
-            None => false,
-        }
-    }
-}
-
-/// After a batch whose fence failed: if something of the queue may still
-/// run (a barrier it published on a hardware queue it moved off, which may
-/// not have failed with it, still waiting on what it pinned), the
-/// completion thread keeps the queue as a draining job
-/// ([`BatchJob::draining`]) until nothing may, whoever lets go of it last:
-/// a failed queue's last marker fails at once, and the user's last handle
-/// may go just after. A busy lock counts as something running (the drain
-/// looks again).
-fn keep_while_running<T: QueueTracker>(queue: &Arc<Completion<T>>) {
-    let running = queue
-        .submission
-        .try_lock()
-        .is_none_or(|mut held| held.anything_may_run());
-    if running {
-        Completion::hand_over_drain(queue);
+        device.has_error() || !queue.anything_may_run()
     }
 }
 
@@ -444,8 +434,14 @@ impl<T: QueueTracker> Job for BatchJob<T> {
         // the job counts as done, so whoever waits for the queue's jobs to
         // end finds everything back in place.
         queue.job_boxes.give(self);
+        // A failed fence says nothing of a hardware queue the stream moved
+        // off, where a barrier may still wait on what it pinned, and a
+        // failed queue's last marker fails at once, with the user's last
+        // handle going just after. (A completed fence proves the older
+        // queues' work done too: the move's order wait put it behind
+        // them. A device error releases every job by design.)
         if outcome == CommandStatus::Failed {
-            keep_while_running(&queue);
+            Completion::keep_while_running(&queue);
         }
         queue.jobs.done();
         let_go((), queue, device);
