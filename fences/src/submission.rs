@@ -375,7 +375,14 @@ impl<T: QueueTracker> Submission<T> {
     /// the tracker: told now if the lock is free, else by the next thread
     /// to take it. Never waits for the lock.
     pub(crate) fn note_queue_failed(&self, failed: &Ticket) {
-        self.deferred.failed_uses.lock().push(*failed);
+        {
+            // A handle asked again and again while the lock is busy adds
+            // its use once.
+            let mut failed_uses = self.deferred.failed_uses.lock();
+            if !failed_uses.contains(failed) {
+                failed_uses.push(*failed);
+            }
+        }
         self.deferred.failure_pending.store(true, Ordering::Release);
         // Taking and dropping the lock applies it.
         drop(self.try_lock());
