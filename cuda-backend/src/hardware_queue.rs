@@ -745,6 +745,27 @@ impl HardwareQueue for CudaQueue {
         self.is_idle().ok()
     }
 
+    /// On the queue's relay stream (`relay.rs`): a wait for `dependency`,
+    /// the write of `wake`, and the host function waking its sleepers. The
+    /// queue's own stream gets nothing. Refused (nothing enqueued) once the
+    /// queue failed or where the driver refuses the wait.
+    fn publish_wake_aside(&self, dependency: u64, wake: u64) -> Option<Result<(), QueueError>> {
+        let publisher = self.inner.publisher.lock();
+        if let Some(failure) = &publisher.failure {
+            return Some(Err(QueueError::Failed(failure.to_string())));
+        }
+        if let Err(error) = self.inner.context.bind() {
+            return Some(Err(QueueError::Failed(error.to_string())));
+        }
+        let wakes = self.inner.context.wakes();
+        Some(match publisher.relay.wake_after(dependency, wake, wakes) {
+            true => Ok(()),
+            false => Err(QueueError::Failed(
+                "the relay stream refused the wake's wait".into(),
+            )),
+        })
+    }
+
     fn foreign_work_after(&self, newest: u64) -> bool {
         self.is_adopted()
             || self.inner.reserved.load(Ordering::Acquire) != newest.wrapping_add(1)

@@ -474,3 +474,44 @@ fn the_completion_thread_sleeps_on_a_spinning_queues_batches_until_the_driver_wa
     assert!(stats.handler_sleeps >= 4, "{stats:?}");
     assert!(wakes.host_functions >= 4 && wakes.sleeps >= 4, "{wakes:?}");
 }
+
+/// Indices a callback on a 2 ms kernel made the queue reserve, with
+/// `wake_signals`: from before the callback's registration to after it ran
+/// (the test thread publishes nothing in between).
+fn indices_for_a_callback(context: &Arc<CudaContext>, wake_signals: usize) -> u64 {
+    let config = QueueConfig {
+        wake_signals,
+        ..config()
+    };
+    let device = Device::new(DeviceConfig::default(), tracker(context), config).unwrap();
+    let queue = device.default_queue();
+    let reserved = || queue.with_tracker(|t| sigretire_tracker::Tracker::queue(t).reserved());
+    let long = busy_kernel(context, Duration::from_millis(2), 1).unwrap();
+    let command = queue.launch(long.raw()).unwrap();
+    let before = reserved();
+    let (ran, has_run) = std::sync::mpsc::channel();
+    command.on_complete(move |status| ran.send(status).unwrap());
+    assert_eq!(
+        has_run.recv_timeout(WAIT).unwrap(),
+        sigretire_queue::CommandStatus::Complete
+    );
+    if wake_signals > 0 {
+        assert!(queue.stats().handler_sleeps >= 1, "{:?}", queue.stats());
+    }
+    let delta = reserved() - before;
+    queue.synchronize().unwrap();
+    delta
+}
+
+#[test]
+fn a_callbacks_wake_puts_nothing_in_the_stream() {
+    // The completion thread sleeps until the kernel ends on a wake that
+    // runs on the relay's stream: the queue's stream gets what it gets
+    // without wake signals (the batch's fence), and nothing more.
+    let Some(context) = gpu() else { return };
+    let host_functions = context.wake_stats().host_functions;
+    let with_wakes = indices_for_a_callback(&context, 5);
+    assert!(context.wake_stats().host_functions > host_functions);
+    let without = indices_for_a_callback(&context, 0);
+    assert_eq!(with_wakes, without);
+}

@@ -571,13 +571,33 @@ impl<T: QueueTracker> Publisher<T> {
             Err(error) => return Err(error.into()),
         };
         let dependency = [pin.packet_handle()];
+        let Ok(wake) = wakes.lend(memory, pin) else {
+            return Ok(None);
+        };
+        // A backend with a channel beside the queue completes the wake
+        // there, so that no later work of the queue waits behind it. Wakes
+        // there run in the order they were armed, by every queue layer on
+        // the hardware queue: one still waiting for a use that finishes
+        // later (or never, if a runtime's gate holds it) holds this one up.
+        // So the sleeper looks at its use after every sleep (a load per
+        // error-check interval, which it wakes for anyway).
+        let handle = memory.packet_handle(wake);
+        match self
+            .tracker
+            .queue()
+            .publish_wake_aside(dependency[0], handle)
+        {
+            Some(Ok(())) => return Ok(Some(wakes.armed(wake, true))),
+            Some(Err(_)) => {
+                drop(wakes.give_back(wake));
+                return Ok(None);
+            }
+            None => {}
+        }
         // Work submitted after the use runs before the wake packet, which
         // may then wake the thread late: it looks at the use between
         // sleeps as well.
         let behind = self.frontier.behind(self.tracker.queue(), ticket);
-        let Ok(wake) = wakes.lend(memory, pin) else {
-            return Ok(None);
-        };
         let index = match self.tracker.queue().reserve() {
             Ok(index) => index,
             Err(_) => {
@@ -586,7 +606,7 @@ impl<T: QueueTracker> Publisher<T> {
             }
         };
         self.frontier.note_packet(index, &self.horizon);
-        let publication = Publication::untracked(index, false, memory.packet_handle(wake));
+        let publication = Publication::untracked(index, false, handle);
         if self
             .tracker
             .queue()

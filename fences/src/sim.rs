@@ -102,6 +102,7 @@ pub struct SimPlatform {
     sim: Sim,
     tracker_config: sigretire_tracker::Config,
     sim_queue_config: sigretire_sim::SimQueueConfig,
+    wake_relay: bool,
 }
 
 /// Hardware queues of a platform hold this many packets by default (4096:
@@ -159,7 +160,27 @@ impl SimPlatform {
                 profiling: true,
                 ..sigretire_sim::SimQueueConfig::default()
             },
+            wake_relay: false,
         }
+    }
+
+    /// Hardware queues made from now on have a wake relay
+    /// ([`Queue::add_wake_relay`](sigretire_sim::Queue::add_wake_relay)):
+    /// the queue layer's wake packets run on it rather than in the queue's
+    /// ring, as a CUDA queue's run on its relay stream, so no sleeping wait
+    /// and no callback puts a packet in the queue's way.
+    ///
+    /// ```
+    /// use sigretire_queue::sim::SimPlatform;
+    /// use sigretire_queue::tracker::Tracker;
+    /// let platform = SimPlatform::stepped().with_wake_relay();
+    /// let tracker = platform.tracker()?;
+    /// assert!(tracker.queue().wake_relay().is_some());
+    /// # Ok::<(), sigretire_queue::Error>(())
+    /// ```
+    pub fn with_wake_relay(mut self) -> Self {
+        self.wake_relay = true;
+        self
     }
 
     /// Trackers made from now on use `config` (e.g. device-memory signals,
@@ -264,6 +285,13 @@ impl SimPlatform {
                 e.to_string(),
             ))
         })?;
+        if self.wake_relay {
+            queue.add_wake_relay().map_err(|e| {
+                Error::Queue(sigretire_tracker::backend::QueueError::Failed(
+                    e.to_string(),
+                ))
+            })?;
+        }
         let memory = Arc::new(SimMemory::new(self.sim.clone(), queue.agent()));
         Ok((queue, memory))
     }

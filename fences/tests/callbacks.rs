@@ -9,8 +9,8 @@
 
 mod support;
 
-use sigretire_queue::sim::SimTracker;
-use sigretire_queue::{CommandStatus, DeviceConfig, HostQueue};
+use sigretire_queue::sim::{SimPlatform, SimTracker};
+use sigretire_queue::{CommandStatus, Device, DeviceConfig, HostQueue};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -225,4 +225,75 @@ fn a_callback_on_work_already_done_runs_on_the_callback_thread() {
     let (status, ran_on) = ended.recv_timeout(HANDSHAKE).unwrap();
     assert_eq!(status, CommandStatus::Complete);
     assert_ne!(ran_on, caller, "never on the registering thread");
+}
+
+/// The packets a callback's wait put in `queue`'s own ring: those that
+/// complete an interrupt signal (a wake signal: the queue's trackers never
+/// hand one out).
+fn wakes_in_ring(platform: &SimPlatform, queue: &HostQueue<SimTracker>) -> usize {
+    let hardware = queue.with_tracker(|t| sigretire_tracker::Tracker::queue(t).clone());
+    (0..hardware.write_index())
+        .filter_map(|index| hardware.truth(index))
+        .filter(|truth| {
+            platform
+                .sim()
+                .resolve(truth.completion_signal)
+                .is_some_and(|signal| platform.sim().is_interrupt(signal))
+        })
+        .count()
+}
+
+/// A callback on work still running: the completion thread sleeps on one
+/// of the queue's wake signals until it completes. Checks that the
+/// callback ran only once its work truly had, and that later work ran.
+fn callback_on_running_work(platform: &SimPlatform, device: &Device<SimTracker>) {
+    let queue = device.default_queue();
+    let gate = sigretire_sim::HostFlag::new();
+    let command = queue.launch(spin_kernel(platform, &gate)).unwrap();
+    let (ran, has_run) = mpsc::channel();
+    let hardware = queue.with_tracker(|t| sigretire_tracker::Tracker::queue(t).clone());
+    let index = command.aql_index();
+    command.on_complete(move |status| {
+        ran.send((status, hardware.truth(index).unwrap().completed))
+            .unwrap();
+    });
+    wait_until("the completion thread sleeps", || {
+        queue.stats().handler_sleeps >= 1
+    });
+    let later: Vec<_> = (0..8).map(|_| queue.launch_empty().unwrap()).collect();
+    gate.set();
+    let (status, truly_completed) = has_run.recv_timeout(HANDSHAKE).unwrap();
+    assert_eq!(status, CommandStatus::Complete);
+    assert!(truly_completed, "a callback ran before its work completed");
+    queue.synchronize().unwrap();
+    for command in &later {
+        assert!(truly_done(queue, command.aql_index()));
+    }
+    assert!(platform.sim().violations().is_empty());
+}
+
+#[test]
+fn with_a_wake_relay_a_callback_puts_nothing_in_its_queues_ring() {
+    let platform = SimPlatform::threaded(sigretire_sim::CostProfile::zero()).with_wake_relay();
+    let device = platform.device(DeviceConfig::default(), bounded()).unwrap();
+    callback_on_running_work(&platform, &device);
+    let queue = device.default_queue();
+    let relay = queue
+        .with_tracker(|t| sigretire_tracker::Tracker::queue(t).wake_relay())
+        .expect("made with one");
+    assert!(
+        relay.write_index() >= 1,
+        "the sleep's wake ran on the relay"
+    );
+    assert_eq!(wakes_in_ring(&platform, queue), 0);
+}
+
+/// Without a relay, the same wait's wake packet sits in the queue's ring
+/// (what the test above would see if the relay were not used).
+#[test]
+fn without_a_wake_relay_a_callbacks_wake_sits_in_its_queues_ring() {
+    let platform = SimPlatform::threaded(sigretire_sim::CostProfile::zero());
+    let device = platform.device(DeviceConfig::default(), bounded()).unwrap();
+    callback_on_running_work(&platform, &device);
+    assert!(wakes_in_ring(&platform, device.default_queue()) >= 1);
 }

@@ -231,6 +231,24 @@ impl HardwareQueue for Queue {
         Ok(())
     }
 
+    /// On the queue's wake relay ([`Queue::add_wake_relay`]), if it has
+    /// one: a barrier-AND on `dependency` completing `wake`, in the relay's
+    /// ring. Refused once the relay failed (a dependency of one of its
+    /// barriers failed), so that a waiter polls rather than arming wakes
+    /// that fail at once.
+    fn publish_wake_aside(&self, dependency: u64, wake: u64) -> Option<Result<(), QueueError>> {
+        let relay = self.wake_relay()?;
+        if relay.is_failed() {
+            return Some(Err(QueueError::Failed("the wake relay failed".into())));
+        }
+        Some(HardwareQueue::reserve(&relay).and_then(|index| {
+            relay.publish(
+                Publication::untracked(index, false, wake),
+                sigretire_tracker::Work::Wait(&[dependency]),
+            )
+        }))
+    }
+
     /// From the write index: a packet of anyone else's (a test playing a
     /// runtime that writes its own packets) reserves its slot first.
     fn foreign_work_after(&self, newest: u64) -> bool {

@@ -16,6 +16,10 @@ use hsa_sys::{HSA_PACKET_TYPE_INVALID, PacketHeader, PacketWords};
 use std::fmt;
 use std::sync::Arc;
 
+/// Packets a wake relay's ring holds: more than a queue has wake signals
+/// (each has at most one packet waiting, and a queue at most 64).
+const WAKE_RELAY_SIZE: u32 = 256;
+
 /// The largest ring: 131072 packets, the `HSA_AGENT_INFO_QUEUE_MAX_SIZE` ROCr
 /// reports for MI300X.
 ///
@@ -331,14 +335,68 @@ impl Queue {
     ///
     /// Threaded mode: waits until the processor has nothing left it can do on
     /// this queue without a host action.
+    ///
+    /// A queue's wake relay ([`add_wake_relay`](Self::add_wake_relay)) runs
+    /// with it, after it.
     pub fn run_until_idle(&self) {
         let core = self.sim.core();
-        match core.mode {
-            Mode::Stepped => {
-                processor::run_until_idle(core, &self.core, &mut self.core.state.lock());
+        for queue in std::iter::once(&self.core).chain(self.core.wake_relay.get()) {
+            match core.mode {
+                Mode::Stepped => {
+                    processor::run_until_idle(core, queue, &mut queue.state.lock());
+                }
+                Mode::Threaded => threaded::wait_until_quiescent(core, queue),
             }
-            Mode::Threaded => threaded::wait_until_quiescent(core, &self.core),
         }
+    }
+
+    /// Gives the queue a wake relay: a small in-order queue of its own, on
+    /// the same agent, that runs the wake packets the queue layer asks for
+    /// beside this queue
+    /// ([`publish_wake_aside`](sigretire_tracker::backend::HardwareQueue::publish_wake_aside))
+    /// instead of in its ring, as a CUDA queue's relay stream does: none of
+    /// them then holds up this queue's later packets. Made once; a second
+    /// call does nothing. The relay is one of the simulator's queues (so
+    /// its packets are checked as every packet is) and runs with this one
+    /// in [`run_until_idle`](Self::run_until_idle).
+    ///
+    /// ```
+    /// use sigretire_sim::{Sim, SimConfig, SimQueueConfig};
+    /// use sigretire_tracker::backend::HardwareQueue;
+    /// let sim = Sim::new(SimConfig::default());
+    /// let queue = sim.create_queue(SimQueueConfig::default())?;
+    /// assert!(queue.wake_relay().is_none());
+    /// queue.add_wake_relay()?;
+    /// let relay = queue.wake_relay().expect("made");
+    /// assert_ne!(relay.id(), queue.id());
+    /// # Ok::<(), sigretire_sim::SimError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// The relay's creation's.
+    pub fn add_wake_relay(&self) -> Result<(), SimError> {
+        if self.core.wake_relay.get().is_some() {
+            return Ok(());
+        }
+        let relay = self.sim.create_queue(SimQueueConfig {
+            agent: self.core.config.agent,
+            size: WAKE_RELAY_SIZE,
+            ring: self.core.config.ring,
+            profiling: false,
+            out_of_order: false,
+            truth_history: WAKE_RELAY_SIZE as usize,
+        })?;
+        // A racing call made one too: it stays idle, as an unused queue.
+        let _ = self.core.wake_relay.set(relay.core);
+        Ok(())
+    }
+
+    /// The queue's wake relay, if it has one.
+    pub fn wake_relay(&self) -> Option<Queue> {
+        self.core.wake_relay.get().map(|core| Queue {
+            sim: self.sim.clone(),
+            core: core.clone(),
+        })
     }
 
     /// Fails the queue (a queue error): every published, incomplete packet

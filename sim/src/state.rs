@@ -155,6 +155,9 @@ pub(crate) struct QueueCore {
     /// late the processor thread gets to it.
     rings: Mutex<VecDeque<(u64, u64)>>,
     pub(crate) state: Mutex<QueueState>,
+    /// The queue beside it that runs its wake packets, if it has one
+    /// ([`Queue::add_wake_relay`](crate::Queue::add_wake_relay)).
+    pub(crate) wake_relay: std::sync::OnceLock<Arc<QueueCore>>,
 }
 
 impl QueueCore {
@@ -173,6 +176,7 @@ impl QueueCore {
             state: Mutex::new(QueueState::with_capacity(
                 config.size as usize + config.truth_history.min(4096),
             )),
+            wake_relay: std::sync::OnceLock::new(),
         }
     }
 

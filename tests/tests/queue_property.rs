@@ -22,7 +22,7 @@ mod support;
 
 use sigretire_scenarios::queues::gpu::{MachineViolation, Refused, Release, Truth};
 use sigretire_scenarios::queues::search::{QUEUE_PROPERTY_SEED, explore_all};
-use sigretire_scenarios::queues::{Gpu, QueueCoverage, SimGpu, queue_setups};
+use sigretire_scenarios::queues::{Gpu, QueueCoverage, QueueSetup, SimGpu, queue_setups};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Duration;
@@ -103,6 +103,7 @@ fn shortcuts_and_their_enemies(c: &QueueCoverage) -> Vec<&'static str> {
     need(c.early_returns, "waits returning early on a device error");
     need(c.sleeping_waits, "sleeping waits");
     need(c.handler_sleeps, "completion-thread sleeps");
+    need(c.relay_wakes, "wakes on a relay beside the queue");
     need(
         c.blocked_helpers,
         "waiters blocked while the driver went on",
@@ -177,9 +178,10 @@ impl<const ADOPTED: bool> Gpu for Rocr<ADOPTED> {
         "ROCr stand-in"
     };
 
-    fn new(out_of_order: bool) -> Self {
+    /// The stand-in is an AQL machine: no wake relay, whatever the setup.
+    fn new(setup: &QueueSetup) -> Self {
         Self(Standin::new(Machine {
-            out_of_order,
+            out_of_order: setup.out_of_order,
             ..Machine::default()
         }))
     }

@@ -117,6 +117,8 @@ pub struct QueueCoverage {
     pub completions_judged: u64,
     /// Packets completed out of order.
     pub out_of_order_completions: u64,
+    /// Wake packets run on a relay beside their queue.
+    pub relay_wakes: u64,
     /// Handles dropped (events, commands, queues, devices).
     pub drops: u64,
 }
@@ -158,6 +160,7 @@ impl QueueCoverage {
             liveness_claims,
             completions_judged,
             out_of_order_completions,
+            relay_wakes,
             drops
         );
     }
@@ -312,7 +315,7 @@ pub struct QueueDriver<G: Gpu> {
 impl<G: Gpu> QueueDriver<G> {
     /// A machine for `setup` with one device and two streams on it.
     pub fn new(setup: QueueSetup) -> Result<Self, QueueFailure> {
-        let gpu = G::new(setup.out_of_order);
+        let gpu = G::new(&setup);
         let timed_kernel = gpu.timed_kernel(Duration::from_micros(20));
         let mut driver = Self {
             setup,
@@ -1966,7 +1969,8 @@ impl<G: Gpu> QueueDriver<G> {
             self.abandon();
             return Err(at_step(failure));
         }
-        let coverage = self.reached.unwrap_or(self.coverage);
+        let mut coverage = self.reached.unwrap_or(self.coverage);
+        coverage.relay_wakes += self.gpu.relay_wakes();
         let Self {
             gpu,
             ledger,

@@ -6,6 +6,7 @@
 //! through the backends' support code).
 
 use crate::check::Check;
+use crate::queues::QueueSetup;
 use sigretire_sim::backend::SimMemory;
 use sigretire_sim::{CostProfile, HostFlag, Kernel, Mode, Queue, Sim, SimConfig, SimQueueConfig};
 use sigretire_tracker::backend::{HardwareQueue, SignalMemory};
@@ -77,9 +78,11 @@ pub trait Gpu: Clone + Send + Sync + 'static {
     /// A name for reports.
     const NAME: &'static str;
 
-    /// A new stepped machine; `out_of_order`: packets without the barrier
-    /// bit may complete in any order once launched.
-    fn new(out_of_order: bool) -> Self;
+    /// A new stepped machine for `setup`: packets without the barrier bit
+    /// may complete in any order once launched where it says
+    /// `out_of_order`, and queues have a wake relay where it says
+    /// `wake_relay` and the machine has one.
+    fn new(setup: &QueueSetup) -> Self;
     /// A new profiled hardware queue (thousands of packets: a scenario
     /// never fills it).
     fn queue(&self) -> Self::Queue;
@@ -117,6 +120,11 @@ pub trait Gpu: Clone + Send + Sync + 'static {
     fn truth(&self, queue: &Self::Queue, index: u64) -> Option<Truth>;
     /// Every violation the machine recorded so far.
     fn violations(&self) -> Vec<MachineViolation>;
+    /// Wake packets published on queues' wake relays so far (none where
+    /// the machine has no relay).
+    fn relay_wakes(&self) -> u64 {
+        0
+    }
     /// Drops the machine's last handle (every queue, pool and tracker on
     /// it already gone) and says what it still holds or saw, if anything.
     fn tear_down(self) -> Result<(), String>;
@@ -127,6 +135,10 @@ pub trait Gpu: Clone + Send + Sync + 'static {
 pub struct SimGpu {
     sim: Sim,
     queue_config: SimQueueConfig,
+    /// Every queue gets a wake relay.
+    wake_relay: bool,
+    /// The relays made, for [`Gpu::relay_wakes`].
+    relays: Arc<std::sync::Mutex<Vec<Queue>>>,
 }
 
 impl SimGpu {
@@ -142,7 +154,7 @@ impl Gpu for SimGpu {
 
     const NAME: &'static str = "simulator";
 
-    fn new(out_of_order: bool) -> Self {
+    fn new(setup: &QueueSetup) -> Self {
         Self {
             sim: Sim::new(SimConfig {
                 mode: Mode::Stepped,
@@ -152,17 +164,28 @@ impl Gpu for SimGpu {
             queue_config: SimQueueConfig {
                 size: 1 << 12,
                 profiling: true,
-                out_of_order,
+                out_of_order: setup.out_of_order,
                 truth_history: 1 << 14,
                 ..SimQueueConfig::default()
             },
+            wake_relay: setup.wake_relay,
+            relays: Arc::default(),
         }
     }
 
     fn queue(&self) -> Queue {
-        self.sim
+        let queue = self
+            .sim
             .create_queue(self.queue_config)
-            .expect("a queue of the default configuration")
+            .expect("a queue of the default configuration");
+        if self.wake_relay {
+            queue.add_wake_relay().expect("a relay of a valid queue");
+            self.relays
+                .lock()
+                .expect("not poisoned")
+                .extend(queue.wake_relay());
+        }
+        queue
     }
 
     fn memory(&self, queue: &Queue) -> Arc<SimMemory> {
@@ -241,6 +264,15 @@ impl Gpu for SimGpu {
                 text: v.to_string(),
             })
             .collect()
+    }
+
+    fn relay_wakes(&self) -> u64 {
+        self.relays
+            .lock()
+            .expect("not poisoned")
+            .iter()
+            .map(Queue::write_index)
+            .sum()
     }
 
     fn tear_down(self) -> Result<(), String> {

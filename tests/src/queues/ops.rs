@@ -463,6 +463,9 @@ pub struct QueueSetup {
     pub out_of_order: bool,
     /// The trackers' signals live in device memory.
     pub device_signals: bool,
+    /// Every hardware queue runs wake packets on a relay beside it (as a
+    /// CUDA queue does), where the machine has one: the simulator.
+    pub wake_relay: bool,
 }
 
 /// Every setup, in the order the property test cycles through them.
@@ -478,6 +481,7 @@ pub fn queue_setups() -> Vec<QueueSetup> {
             wake_signals: 5,
             out_of_order: false,
             device_signals: false,
+            wake_relay: false,
         },
         QueueSetup {
             name: "sleeping waits, small batches, skip abort",
@@ -489,6 +493,7 @@ pub fn queue_setups() -> Vec<QueueSetup> {
             wake_signals: 2,
             out_of_order: false,
             device_signals: true,
+            wake_relay: false,
         },
         QueueSetup {
             name: "completion thread, out of order, untimed, skip abort",
@@ -500,6 +505,7 @@ pub fn queue_setups() -> Vec<QueueSetup> {
             wake_signals: 5,
             out_of_order: true,
             device_signals: false,
+            wake_relay: false,
         },
         QueueSetup {
             name: "sleeping waits without wake signals, out of order",
@@ -511,6 +517,7 @@ pub fn queue_setups() -> Vec<QueueSetup> {
             wake_signals: 0,
             out_of_order: true,
             device_signals: true,
+            wake_relay: false,
         },
         QueueSetup {
             name: "sleeping waits, one wake signal, abort on error",
@@ -522,6 +529,31 @@ pub fn queue_setups() -> Vec<QueueSetup> {
             wake_signals: 1,
             out_of_order: false,
             device_signals: false,
+            wake_relay: false,
+        },
+        QueueSetup {
+            name: "sleeping waits, wake relay, small batches, skip abort",
+            skip_abort: true,
+            policy: Policy::Sleep,
+            cpu_sync_batch: 2,
+            batch_limit: 4,
+            profiling: true,
+            wake_signals: 3,
+            out_of_order: false,
+            device_signals: true,
+            wake_relay: true,
+        },
+        QueueSetup {
+            name: "completion thread, wake relay, out of order, abort on error",
+            skip_abort: false,
+            policy: Policy::Spin,
+            cpu_sync_batch: 0,
+            batch_limit: 3,
+            profiling: false,
+            wake_signals: 2,
+            out_of_order: true,
+            device_signals: false,
+            wake_relay: true,
         },
     ]
 }

@@ -540,6 +540,32 @@ pub trait HardwareQueue: QueueView + Clone + Send + Sync + 'static {
     fn idle(&self) -> Option<bool> {
         None
     }
+
+    /// Completes `wake` (a wake signal's packet handle: its value goes to
+    /// 0, and its sleepers wake) once the signal `dependency` (a packet
+    /// handle) completes, on a channel beside the queue that holds none of
+    /// its work up: nothing takes a place in the queue's order. Waits so
+    /// published complete in the order they were published, each after the
+    /// ones before it.
+    ///
+    /// `None` where the backend has no such channel (the default): a queue
+    /// layer then publishes a barrier-AND on `dependency` completing `wake`
+    /// in the queue itself, which later work runs behind. `Some(Err(_))`:
+    /// nothing was enqueued, so nothing reads `dependency` or writes `wake`.
+    /// A CUDA stream has one (a relay stream of the queue's waits for the
+    /// signal and runs the wake's host function): there, a wake in the
+    /// stream delays the next kernel by its memory operations, a few
+    /// microseconds on an H200.
+    ///
+    /// ```
+    /// use sigretire_tracker::backend::HardwareQueue;
+    /// let (_sim, queue) = sigretire_sim::backend::stepped_queue();
+    /// assert!(queue.publish_wake_aside(0, 0).is_none()); // in the queue on the simulator
+    /// ```
+    fn publish_wake_aside(&self, dependency: u64, wake: u64) -> Option<Result<(), QueueError>> {
+        let _ = (dependency, wake);
+        None
+    }
 }
 
 /// A hardware queue refused work.
