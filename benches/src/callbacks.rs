@@ -60,11 +60,27 @@ const WARMUP: usize = 5;
 /// One callback sample.
 #[derive(Clone, Copy, Debug)]
 pub struct CallbackSample {
-    /// From the first kernel's end to the callback starting (none without
-    /// a callback).
+    /// From the first kernel's end to the callback starting, or the
+    /// awaiting task or the blocked thread running again (none without
+    /// any).
     pub late: Option<Duration>,
     /// The next kernel's end less the first kernel's end.
     pub gap: Duration,
+    /// The awaiting or blocked thread's CPU time over its wait (none for a
+    /// callback, or without one).
+    pub cpu: Option<Duration>,
+}
+
+/// How the first kernel's completion is seen in a sample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Seen {
+    /// A callback that holds its thread ([`Command::on_complete`]).
+    Callback(Hold),
+    /// A task awaiting the command ([`Command::wait_async`]) on a thread
+    /// of its own that parks between polls (the smallest executor).
+    Await,
+    /// A thread blocked in [`Command::wait`], under the queue's policy.
+    Wait,
 }
 
 /// One deferred-release cell.
@@ -96,15 +112,16 @@ pub trait CallbackLab: Platform {
     /// How a callback holds its thread for `hold` here.
     fn hold(&self, hold: Duration) -> Hold;
 
-    /// `first` on `queue`, with a callback of ours holding its thread for
-    /// `hold` registered after it (`None`: no callback), then `next`;
-    /// returns once both ran and the callback started.
+    /// `first` on `queue`, its completion seen as `seen` says (a callback
+    /// of ours registered after it, a task awaiting it, a thread blocked
+    /// on it; `None`: nothing), then `next`; returns once both ran and the
+    /// completion was seen.
     fn our_callback(
         &self,
         queue: &HostQueue<Self::Retiring>,
         first: u64,
         next: u64,
-        hold: Option<Hold>,
+        seen: Option<Seen>,
     ) -> Result<CallbackSample, String>;
 
     /// The same with CUDA's `cuLaunchHostFunc` on a stream of its own, or
@@ -130,23 +147,61 @@ pub trait CallbackLab: Platform {
     }
 }
 
-/// Registers a callback of ours on `command` ([`Command::on_complete`])
-/// that sends `clock()` as it starts, then holds its thread for `hold`.
-pub fn stamp_on_complete<M, N>(
-    command: &Command<M>,
+/// Sees `command` complete as `seen` says, and sends `clock()` as whoever
+/// sees it runs: a callback of ours ([`Command::on_complete`]) as it
+/// starts, before it holds its thread; a task awaiting the command, or a
+/// thread blocked on it, as it runs again, with its CPU time over the wait.
+pub fn stamp_when_seen<M, N>(
+    command: &Arc<Command<M>>,
     clock: impl Fn() -> N + Send + 'static,
-    hold: Hold,
-) -> Receiver<N>
+    seen: Seen,
+) -> Receiver<(N, Option<Duration>)>
 where
     M: sigretire_tracker::backend::SignalMemory,
+    Command<M>: Send + Sync + 'static,
     N: Send + 'static,
 {
     let (send, stamps) = channel();
-    command.on_complete(move |_| {
-        let _ = send.send(clock());
-        hold.hold();
-    });
+    match seen {
+        Seen::Callback(hold) => command.on_complete(move |_| {
+            let _ = send.send((clock(), None));
+            hold.hold();
+        }),
+        Seen::Await | Seen::Wait => {
+            let (command, future) = (command.clone(), command.wait_async());
+            std::thread::spawn(move || {
+                let before = crate::cpu::thread_usage();
+                let _ = match seen {
+                    Seen::Await => block_on(future),
+                    _ => command.wait(),
+                };
+                let now = clock();
+                let cpu = crate::cpu::thread_usage_closing().since(&before).cpu;
+                let _ = send.send((now, Some(cpu)));
+            });
+        }
+    }
     stamps
+}
+
+/// The smallest executor: polls `future` on this thread, parking between
+/// wakes (no executor dependency, and nothing of the library's own).
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        std::thread::park();
+    }
 }
 
 /// What a callback does with its thread for [`HOLD`].
@@ -206,6 +261,10 @@ pub enum Who {
     OursNoWake,
     /// CUDA: `cuLaunchHostFunc` / the caching allocator's event queries.
     Cuda,
+    /// A task awaiting the command ([`Command::wait_async`]).
+    OursAwait,
+    /// A thread blocked in [`Command::wait`].
+    OursWait,
 }
 
 impl Who {
@@ -217,6 +276,8 @@ impl Who {
             (Who::Cuda, false) => "cuda cuLaunchHostFunc",
             (Who::Ours, true) => "ours release_after",
             (Who::Cuda, true) => "cuda event per block",
+            (Who::OursAwait, _) => "ours await (wait_async)",
+            (Who::OursWait, _) => "ours thread blocked in wait",
         }
     }
 }
@@ -238,6 +299,9 @@ pub struct CallbackRow {
     pub stall_p50_us: f64,
     /// Its 99th percentile (p99 with less p50 without).
     pub stall_p99_us: f64,
+    /// The awaiting or blocked thread's CPU per completion seen, median,
+    /// us (none for callbacks).
+    pub waiter_cpu_p50_us: Option<f64>,
     /// Timed samples with the callback.
     pub samples: usize,
 }
@@ -307,20 +371,20 @@ fn micros(v: &[Duration], q: f64) -> f64 {
     v.get(i).map_or(0.0, |d| d.as_secs_f64() * 1e6)
 }
 
-/// `run` with the callback holding its thread (`Some(hold)`) and without,
+/// `run` with the completion seen as `seen` says and without,
 /// alternately: `WARMUP` pairs, then `samples` pairs, answered apart.
-fn paired(
+fn paired<S: Copy>(
     samples: usize,
-    hold: Hold,
-    run: impl Fn(Option<Hold>) -> Result<CallbackSample, String>,
+    seen: S,
+    run: impl Fn(Option<S>) -> Result<CallbackSample, String>,
 ) -> Result<(Vec<CallbackSample>, Vec<CallbackSample>), String> {
     for _ in 0..WARMUP {
-        run(Some(hold))?;
+        run(Some(seen))?;
         run(None)?;
     }
     let (mut with, mut without) = (Vec::new(), Vec::new());
     for _ in 0..samples {
-        with.push(run(Some(hold))?);
+        with.push(run(Some(seen))?);
         without.push(run(None)?);
     }
     Ok((with, without))
@@ -335,6 +399,7 @@ fn callback_row(who: Who, with: &[CallbackSample], without: &[CallbackSample]) -
     let late = sorted(with, |s| s.late);
     let gap = sorted(with, |s| Some(s.gap));
     let base = sorted(without, |s| Some(s.gap));
+    let cpu = sorted(with, |s| s.cpu);
     CallbackRow {
         who,
         late_p50_us: micros(&late, 0.5),
@@ -343,6 +408,7 @@ fn callback_row(who: Who, with: &[CallbackSample], without: &[CallbackSample]) -
         gap_without_p50_us: micros(&base, 0.5),
         stall_p50_us: micros(&gap, 0.5) - micros(&base, 0.5),
         stall_p99_us: micros(&gap, 0.99) - micros(&base, 0.5),
+        waiter_cpu_p50_us: (!cpu.is_empty()).then(|| micros(&cpu, 0.5)),
         samples: with.len(),
     }
 }
@@ -473,8 +539,19 @@ pub fn measure<L: CallbackLab>(
         progress(who.name(false));
         let device = device(lab, wake_signals)?;
         let queue = device.default_queue();
-        let (with, without) = paired(samples, hold, |hold| {
-            lab.our_callback(queue, first, next, hold)
+        let (with, without) = paired(samples, Seen::Callback(hold), |seen| {
+            lab.our_callback(queue, first, next, seen)
+        })?;
+        callbacks.push(callback_row(who, &with, &without));
+    }
+    // The same completion awaited, and waited for by a blocked thread,
+    // with the queue's defaults.
+    for (who, seen) in [(Who::OursAwait, Seen::Await), (Who::OursWait, Seen::Wait)] {
+        progress(who.name(false));
+        let device = device(lab, QueueConfig::default().wake_signals)?;
+        let queue = device.default_queue();
+        let (with, without) = paired(samples, seen, |seen| {
+            lab.our_callback(queue, first, next, seen)
         })?;
         callbacks.push(callback_row(who, &with, &without));
     }
@@ -562,6 +639,8 @@ impl CallbackReport {
                     format!("{:.1}", r.gap_p50_us),
                     format!("{:+.1}", r.stall_p50_us),
                     format!("{:+.1}", r.stall_p99_us),
+                    r.waiter_cpu_p50_us
+                        .map_or("-".into(), |cpu| format!("{cpu:.1}")),
                     r.samples.to_string(),
                 ]
             })
@@ -577,6 +656,7 @@ impl CallbackReport {
                 "next end, with us",
                 "stall p50 us",
                 "stall p99 us",
+                "waiter CPU p50 us",
                 "samples",
             ],
             &lines,

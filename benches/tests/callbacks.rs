@@ -1,7 +1,9 @@
 //! `sigbench --callbacks` runs on a machine with no GPU (the simulator),
 //! prints both tables and writes JSON with every row: our callbacks with
-//! and without wake signals, then our deferred release at 1, 64 and 4096
-//! blocks in flight, every released value seen freed.
+//! and without wake signals, a task awaiting the same completion and a
+//! thread blocked on it (with their CPU per wait), then our deferred
+//! release at 1, 64 and 4096 blocks in flight, every released value seen
+//! freed.
 
 mod support;
 
@@ -29,13 +31,20 @@ fn sigbench_callbacks_prints_both_tables_and_writes_every_row() {
     assert_eq!(json["backend"], "sim");
     assert_eq!(json["signals"], "device");
     let callbacks = json["callbacks"].as_array().expect("callbacks");
-    assert_eq!(callbacks.len(), 2, "{callbacks:#?}");
+    let who: Vec<&str> = callbacks
+        .iter()
+        .map(|r| r["who"].as_str().unwrap())
+        .collect();
+    assert_eq!(who, ["ours", "ours_no_wake", "ours_await", "ours_wait"]);
     for row in callbacks {
         assert_eq!(row["samples"], 10, "{row}");
         let late = row["late_p50_us"].as_f64().unwrap();
         let gap = row["gap_p50_us"].as_f64().unwrap();
         // The next kernel (20 us) ends after the first one.
         assert!(late >= 0.0 && gap >= 20.0, "{row}");
+        // A waiting thread's CPU is measured; a callback's is not.
+        let waits = row["who"] == "ours_await" || row["who"] == "ours_wait";
+        assert_eq!(row["waiter_cpu_p50_us"].is_f64(), waits, "{row}");
     }
     let releases = json["releases"].as_array().expect("releases");
     let blocks: Vec<u64> = releases

@@ -510,12 +510,12 @@ impl crate::callbacks::CallbackLab for CudaBench {
         queue: &sigretire_queue::HostQueue<Self::Retiring>,
         first: u64,
         next: u64,
-        hold: Option<crate::callbacks::Hold>,
+        seen: Option<crate::callbacks::Seen>,
     ) -> Result<crate::callbacks::CallbackSample, String> {
         use sigretire_tracker::Tracker as _;
         let (after_first, after_next) = (self.event(false)?, self.event(false)?);
         let observer = self.observe_end();
-        let command = queue.launch(first).map_err(|e| e.to_string())?;
+        let command = std::sync::Arc::new(queue.launch(first).map_err(|e| e.to_string())?);
         queue
             .with_tracker(|t| {
                 launch_flag_writer(t.queue(), &self.end_flag)?;
@@ -523,24 +523,24 @@ impl crate::callbacks::CallbackLab for CudaBench {
             })
             .map_err(driver)?;
         let stamps =
-            hold.map(|hold| crate::callbacks::stamp_on_complete(&command, Instant::now, hold));
+            seen.map(|seen| crate::callbacks::stamp_when_seen(&command, Instant::now, seen));
         queue.launch(next).map_err(|e| e.to_string())?;
         queue
             .with_tracker(|t| after_next.record(t.queue()))
             .map_err(driver)?;
         after_next.synchronize().map_err(driver)?;
-        let late = match stamps {
-            Some(stamps) => Some(Self::late_after(
-                observer,
-                crate::callbacks::stamp(&stamps)?,
-            )?),
+        let (late, cpu) = match stamps {
+            Some(stamps) => {
+                let (now, cpu) = crate::callbacks::stamp(&stamps)?;
+                (Some(Self::late_after(observer, now)?), cpu)
+            }
             None => {
                 Self::late_after(observer, Instant::now())?;
-                None
+                (None, None)
             }
         };
         let gap = after_next.elapsed_since(&after_first).map_err(driver)?;
-        Ok(crate::callbacks::CallbackSample { late, gap })
+        Ok(crate::callbacks::CallbackSample { late, gap, cpu })
     }
 
     fn native_callback(
@@ -570,7 +570,11 @@ impl crate::callbacks::CallbackLab for CudaBench {
                 }
             };
             let gap = after_next.elapsed_since(&after_first).map_err(driver)?;
-            Ok(crate::callbacks::CallbackSample { late, gap })
+            Ok(crate::callbacks::CallbackSample {
+                late,
+                gap,
+                cpu: None,
+            })
         };
         Some(sample())
     }

@@ -206,25 +206,25 @@ impl crate::callbacks::CallbackLab for SimBench {
         queue: &sigretire_queue::HostQueue<SimTracker>,
         first: u64,
         next: u64,
-        hold: Option<crate::callbacks::Hold>,
+        seen: Option<crate::callbacks::Seen>,
     ) -> Result<crate::callbacks::CallbackSample, String> {
-        let command = queue.launch(first).map_err(|e| e.to_string())?;
+        let command = std::sync::Arc::new(queue.launch(first).map_err(|e| e.to_string())?);
         let a = command.aql_index();
-        let stamps = hold.map(|hold| {
+        let stamps = seen.map(|seen| {
             let sim = self.sim.clone();
-            crate::callbacks::stamp_on_complete(&command, move || sim.now_ticks(), hold)
+            crate::callbacks::stamp_when_seen(&command, move || sim.now_ticks(), seen)
         });
         let b = queue.launch(next).map_err(|e| e.to_string())?.aql_index();
         queue.synchronize().map_err(|e| e.to_string())?;
         let first_end = self.end_of(queue, a)?;
-        let late = match stamps {
+        let (late, cpu) = match stamps {
             Some(stamps) => {
-                let now = crate::callbacks::stamp(&stamps)?;
-                Some(self.ticks(now.saturating_sub(first_end)))
+                let (now, cpu) = crate::callbacks::stamp(&stamps)?;
+                (Some(self.ticks(now.saturating_sub(first_end))), cpu)
             }
-            None => None,
+            None => (None, None),
         };
         let gap = self.ticks(self.end_of(queue, b)?.saturating_sub(first_end));
-        Ok(crate::callbacks::CallbackSample { late, gap })
+        Ok(crate::callbacks::CallbackSample { late, gap, cpu })
     }
 }
