@@ -242,12 +242,13 @@ The completion thread (which completes batches closed at their size limit)
 sleeps the same way on every queue, whatever its wait policy: a wake packet
 behind each closed batch's fence, one of the queue's wake signals (five,
 made with the queue; `wake_signals: 0` spends none, and the thread then
-polls). On CUDA a wake's host function runs on a relay stream of the
-queue's, behind an event recorded where the wake packet is: in the queue's
-own stream it would hold all later work until the driver had run it
-(80-280 us of idle GPU per host function on the H200, nothing measurable
-through a relay stream: `cargo run --release --example host_function_stall
--p sigretire-queue`, `benches/results/h200-runs/host-function-stall.txt`).
+polls). On CUDA the whole wake runs on a relay stream of the queue's,
+which waits for the awaited signal itself, so nothing of it is in the
+queue's stream: there a host function would hold all later work until the
+driver had run it (80-280 us of idle GPU per host function on the H200:
+`cargo run --release --example host_function_stall -p sigbench`,
+`benches/results/h200-runs/host-function-stall.txt`), and even the wake's
+memory operations held the next kernel about 5 us.
 No table row times it: it is off every call's path.
 
 ### NVIDIA H200 (CUDA backend, measured in the same process as CUDA's own calls)

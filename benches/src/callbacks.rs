@@ -112,6 +112,16 @@ pub trait CallbackLab: Platform {
     /// How a callback holds its thread for `hold` here.
     fn hold(&self, hold: Duration) -> Hold;
 
+    /// The same backend with its queues' wakes beside them, where that is
+    /// an option (the simulator's wake relay); `None` where it is not (on
+    /// CUDA every wake already runs on the queue's relay stream).
+    fn with_wake_relay(&self) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
+    }
+
     /// `first` on `queue`, its completion seen as `seen` says (a callback
     /// of ours registered after it, a task awaiting it, a thread blocked
     /// on it; `None`: nothing), then `next`; returns once both ran and the
@@ -261,6 +271,9 @@ pub enum Who {
     OursNoWake,
     /// CUDA: `cuLaunchHostFunc` / the caching allocator's event queries.
     Cuda,
+    /// The queue layer with the backend's wakes beside its queues (the
+    /// simulator's wake relay), where that is an option.
+    OursRelay,
     /// A task awaiting the command ([`Command::wait_async`]).
     OursAwait,
     /// A thread blocked in [`Command::wait`].
@@ -276,6 +289,7 @@ impl Who {
             (Who::Cuda, false) => "cuda cuLaunchHostFunc",
             (Who::Ours, true) => "ours release_after",
             (Who::Cuda, true) => "cuda event per block",
+            (Who::OursRelay, _) => "ours on_complete, wake relay",
             (Who::OursAwait, _) => "ours await (wait_async)",
             (Who::OursWait, _) => "ours thread blocked in wait",
         }
@@ -543,6 +557,15 @@ pub fn measure<L: CallbackLab>(
             lab.our_callback(queue, first, next, seen)
         })?;
         callbacks.push(callback_row(who, &with, &without));
+    }
+    if let Some(relayed) = lab.with_wake_relay() {
+        progress(Who::OursRelay.name(false));
+        let device = device(&relayed, QueueConfig::default().wake_signals)?;
+        let queue = device.default_queue();
+        let (with, without) = paired(samples, Seen::Callback(hold), |seen| {
+            relayed.our_callback(queue, first, next, seen)
+        })?;
+        callbacks.push(callback_row(Who::OursRelay, &with, &without));
     }
     // The same completion awaited, and waited for by a blocked thread,
     // with the queue's defaults.

@@ -1,6 +1,6 @@
 //! `sigbench --callbacks` runs on a machine with no GPU (the simulator),
 //! prints both tables and writes JSON with every row: our callbacks with
-//! and without wake signals, a task awaiting the same completion and a
+//! and without wake signals and with a wake relay, a task awaiting the same completion and a
 //! thread blocked on it (with their CPU per wait), then our deferred
 //! release at 1, 64 and 4096 blocks in flight, every released value seen
 //! freed.
@@ -35,7 +35,16 @@ fn sigbench_callbacks_prints_both_tables_and_writes_every_row() {
         .iter()
         .map(|r| r["who"].as_str().unwrap())
         .collect();
-    assert_eq!(who, ["ours", "ours_no_wake", "ours_await", "ours_wait"]);
+    assert_eq!(
+        who,
+        [
+            "ours",
+            "ours_no_wake",
+            "ours_relay",
+            "ours_await",
+            "ours_wait"
+        ]
+    );
     for row in callbacks {
         assert_eq!(row["samples"], 10, "{row}");
         let late = row["late_p50_us"].as_f64().unwrap();

@@ -15,6 +15,8 @@ use std::time::Duration;
 /// The threaded simulator as a sigbench backend.
 pub struct SimBench {
     sim: Sim,
+    /// Hardware queues get a wake relay ([`SimPlatform::with_wake_relay`]).
+    wake_relay: bool,
 }
 
 impl SimBench {
@@ -28,6 +30,7 @@ impl SimBench {
                 profile: CostProfile::mi300x(),
                 ..SimConfig::default()
             }),
+            wake_relay: false,
         }
     }
 
@@ -50,9 +53,13 @@ impl SimBench {
     }
 
     fn platform(&self, config: Config) -> SimPlatform {
-        SimPlatform::new(self.sim.clone())
+        let platform = SimPlatform::new(self.sim.clone())
             .with_tracker_config(config)
-            .with_sim_queue_config(Self::queue_config())
+            .with_sim_queue_config(Self::queue_config());
+        match self.wake_relay {
+            true => platform.with_wake_relay(),
+            false => platform,
+        }
     }
 }
 
@@ -199,6 +206,13 @@ impl crate::callbacks::CallbackLab for SimBench {
 
     fn hold(&self, hold: Duration) -> crate::callbacks::Hold {
         crate::callbacks::Hold::Sleep(hold)
+    }
+
+    fn with_wake_relay(&self) -> Option<Self> {
+        Some(Self {
+            sim: self.sim.clone(),
+            wake_relay: true,
+        })
     }
 
     fn our_callback(
