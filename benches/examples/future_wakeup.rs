@@ -16,37 +16,17 @@
 //! cargo run --release -p sigbench --example future_wakeup
 //! ```
 
+use sigretire_bench::callbacks::block_on;
 use sigretire_bench::cpu;
 use sigretire_queue::sim::{Compute, CostProfile, Kernel, SimPlatform};
 use sigretire_queue::{DeviceConfig, QueueConfig};
-use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 /// Rounds per waiter.
 const ROUNDS: usize = 2000;
 /// How long each kernel runs.
 const KERNEL: Duration = Duration::from_micros(200);
-
-/// The smallest executor: polls on this thread, parks between wakes.
-fn block_on<F: Future>(future: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut future = std::pin::pin!(future);
-    loop {
-        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
-            return output;
-        }
-        std::thread::park();
-    }
-}
 
 /// The process's CPU time so far (every thread).
 fn process_cpu() -> Duration {

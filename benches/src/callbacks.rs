@@ -196,6 +196,10 @@ where
 
 /// The smallest executor: polls `future` on this thread, parking between
 /// wakes (no executor dependency, and nothing of the library's own).
+///
+/// ```
+/// assert_eq!(sigretire_bench::callbacks::block_on(async { 7 }), 7);
+/// ```
 pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
     struct Unpark(std::thread::Thread);
     impl std::task::Wake for Unpark {
