@@ -355,14 +355,17 @@ impl<T: QueueTracker> BatchJob<T> {
         }
     }
 
-    /// Whether a draining job's queue has nothing left that may run (or
-    /// the device is in the error state, which releases every job). Never
-    /// blocks on the queue's lock: a busy lock is looked at again later.
-    fn drained(&self, device: &DeviceState) -> bool {
+    /// Whether a draining job's queue has nothing left that may run, the
+    /// device's error state or not. Never blocks on the queue's lock: a
+    /// busy lock is looked at again later.
+    fn drained(&self) -> bool {
         let Some(queue) = &self.queue else {
             return true;
         };
-        device.has_error() || !queue.anything_may_run()
+        // Not the device error state: it is the library's verdict, and
+        // the GPU (kept going where errors skip the abort) may still run a
+        // barrier that reads what the queue pinned.
+        !queue.anything_may_run()
     }
 }
 
@@ -391,7 +394,7 @@ impl<T: QueueTracker> Job for BatchJob<T> {
 
     fn ready(&mut self, device: &DeviceState) -> bool {
         if self.drains {
-            return self.drained(device);
+            return self.drained();
         }
         let status = self
             .signal
@@ -437,10 +440,11 @@ impl<T: QueueTracker> Job for BatchJob<T> {
         // A failed fence says nothing of a hardware queue the stream moved
         // off, where a barrier may still wait on what it pinned, and a
         // failed queue's last marker fails at once, with the user's last
-        // handle going just after. (A completed fence proves the older
-        // queues' work done too: the move's order wait put it behind
-        // them. A device error releases every job by design.)
-        if outcome == CommandStatus::Failed {
+        // handle going just after. A batch the device error state released
+        // says nothing at all: its fence had not completed, and the GPU
+        // may go on. (A completed fence proves the older queues' work done
+        // too: the move's order wait put it behind them.)
+        if outcome != CommandStatus::Complete {
             Completion::keep_while_running(&queue);
         }
         queue.jobs.done();

@@ -535,3 +535,59 @@ fn fuzz_regressions_replay_cleanly() {
         dir.display()
     );
 }
+
+/// The queue layer, shortened from a scenario of the queue property test
+/// (the simulator's check: a signal re-armed under a GPU waiter): a stream
+/// waits on five events (barrier packets that read their signals), the
+/// device enters the error state with "do not abort", and queues go. The
+/// error state released the batches holding the waits' pins, which let
+/// the producing queue re-arm the signal while the barriers, on a GPU that
+/// goes on, still waited on it. (Its seed, in setup "completion thread,
+/// out of order, untimed, skip abort": 0x6e7c6a8f058f308f.)
+#[test]
+fn the_device_error_state_keeps_the_pins_of_barriers_that_may_still_wait() {
+    use sigretire_scenarios::queues::Op::*;
+    use sigretire_scenarios::queues::ops::{
+        GpuStep::RunAll, KernelChoice::Empty, MoveTarget::Fresh,
+    };
+    let ops = [
+        SubmitAll {
+            stream: 156,
+            parts: 4,
+            refused_at: None,
+            gated: false,
+        },
+        Step(RunAll),
+        Record { stream: 204 },
+        Launch {
+            stream: 116,
+            kernel: Empty,
+        },
+        WaitEvents {
+            stream: 255,
+            first: 3,
+            count: 5,
+        },
+        Synchronize {
+            stream: 99,
+            threads: 1,
+        },
+        DeviceFault { device: 54 },
+        DropEvent { event: 99 },
+        Launch {
+            stream: 156,
+            kernel: Empty,
+        },
+        DropQueue { stream: 223 },
+        MoveTo {
+            stream: 199,
+            to: Fresh,
+        },
+    ];
+    // About three runs in four failed before the fix.
+    assert_queue_scenario_holds(
+        "completion thread, out of order, untimed, skip abort",
+        &ops,
+        40,
+    );
+}

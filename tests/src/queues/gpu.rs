@@ -6,7 +6,7 @@
 //! through the backends' support code).
 
 use crate::check::Check;
-use crate::queues::QueueSetup;
+use crate::queues::ops::QueueSetup;
 use sigretire_sim::backend::SimMemory;
 use sigretire_sim::{CostProfile, HostFlag, Kernel, Mode, Queue, Sim, SimConfig, SimQueueConfig};
 use sigretire_tracker::backend::{HardwareQueue, SignalMemory};
