@@ -20,6 +20,7 @@
 //! (sixteen waiters and the simulated GPU share two cores); they show the
 //! mode runs.
 
+use crate::cpu::{thread_usage, thread_usage_closing};
 use crate::measure::fail;
 use crate::platform::{Platform, preferred_device, preferred_tracker};
 use crate::report::render_table;
@@ -80,6 +81,13 @@ pub struct ScalingRow {
     pub us_per_op: f64,
     /// `us_per_op` over the same row's at K = 0 (or one queue).
     pub ratio_to_first: f64,
+    /// The queues table: every thread's CPU time over every operation,
+    /// microseconds (`None` in the submission table). What the library
+    /// costs per operation, where `us_per_op` also counts the wait for a
+    /// GPU that N threads share.
+    pub cpu_us_per_op: Option<f64>,
+    /// `cpu_us_per_op` over the same row's at one queue.
+    pub cpu_ratio_to_first: Option<f64>,
 }
 
 /// Everything `--wait-scaling` measured.
@@ -99,9 +107,10 @@ pub struct ScalingReport {
 
 /// Runs `work(i, stop)` for `i` in `0..n`, each on a thread of its own,
 /// for `cell`, then raises `stop` and answers what each counted.
-fn one_thread_each<F>(n: usize, cell: Duration, work: F) -> Result<Vec<u64>, String>
+fn one_thread_each<F, R>(n: usize, cell: Duration, work: F) -> Result<Vec<R>, String>
 where
-    F: Fn(usize, &AtomicBool) -> Result<u64, String> + Sync,
+    F: Fn(usize, &AtomicBool) -> Result<R, String> + Sync,
+    R: Send,
 {
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -194,6 +203,8 @@ fn row(
         ops_per_s: ops,
         us_per_op: us,
         ratio_to_first: 1.0,
+        cpu_us_per_op: None,
+        cpu_ratio_to_first: None,
     }
 }
 
@@ -307,6 +318,7 @@ pub fn measure<L: ScalingLab>(lab: &L, cell: Duration) -> Result<ScalingReport, 
             let ops = one_thread_each(all.len(), cell, |i, stop| {
                 let queue = all[i];
                 let mut ops = 0;
+                let before = thread_usage();
                 while !stop.load(Ordering::Relaxed) {
                     queue.launch_empty().map_err(fail)?;
                     queue
@@ -316,7 +328,7 @@ pub fn measure<L: ScalingLab>(lab: &L, cell: Duration) -> Result<ScalingReport, 
                         .map_err(fail)?;
                     ops += 1;
                 }
-                Ok(ops)
+                Ok((ops, thread_usage_closing().since(&before).cpu))
             })?;
             rows.push(queues_row(who, n, &ops, begun.elapsed()));
         }
@@ -325,22 +337,30 @@ pub fn measure<L: ScalingLab>(lab: &L, cell: Duration) -> Result<ScalingReport, 
         for n in QUEUES {
             progress(format!("cuda: {n} streams"));
             let begun = Instant::now();
-            let ops = one_thread_each(n, cell, |_, stop| native.sync_loop(stop))?;
+            let ops = one_thread_each(n, cell, |_, stop| {
+                let before = thread_usage();
+                let ops = native.sync_loop(stop)?;
+                Ok((ops, thread_usage_closing().since(&before).cpu))
+            })?;
             rows.push(queues_row("cuda default event", n, &ops, begun.elapsed()));
         }
     }
     // Ratios to each series' first cell.
-    let firsts: Vec<(String, &'static str, &'static str, f64)> = rows
+    let firsts: Vec<ScalingRow> = rows
         .iter()
         .filter(|r| r.n == WAITERS[0] || (r.table == "queues" && r.n == QUEUES[0]))
-        .map(|r| (r.who.clone(), r.op, r.table, r.us_per_op))
+        .cloned()
         .collect();
     for r in &mut rows {
-        if let Some((.., first)) = firsts
+        if let Some(first) = firsts
             .iter()
-            .find(|(who, op, table, _)| *who == r.who && *op == r.op && *table == r.table)
+            .find(|f| f.who == r.who && f.op == r.op && f.table == r.table)
         {
-            r.ratio_to_first = r.us_per_op / first;
+            r.ratio_to_first = r.us_per_op / first.us_per_op;
+            r.cpu_ratio_to_first = r
+                .cpu_us_per_op
+                .zip(first.cpu_us_per_op)
+                .map(|(cpu, first)| cpu / first);
         }
     }
     Ok(ScalingReport {
@@ -352,23 +372,28 @@ pub fn measure<L: ScalingLab>(lab: &L, cell: Duration) -> Result<ScalingReport, 
     })
 }
 
-fn queues_row(who: &str, n: usize, ops: &[u64], took: Duration) -> ScalingRow {
-    let total: u64 = ops.iter().sum();
+/// A row of the queues table from each thread's operations and CPU time.
+fn queues_row(who: &str, n: usize, threads: &[(u64, Duration)], took: Duration) -> ScalingRow {
+    let total: u64 = threads.iter().map(|&(ops, _)| ops).sum();
+    let cpu: Duration = threads.iter().map(|&(_, cpu)| cpu).sum();
     let seconds = took.as_secs_f64();
     // A thread's time over its operations, averaged over the threads.
-    let us = ops
+    let us = threads
         .iter()
-        .map(|&o| seconds * 1e6 / o.max(1) as f64)
+        .map(|&(o, _)| seconds * 1e6 / o.max(1) as f64)
         .sum::<f64>()
-        / ops.len().max(1) as f64;
-    row(
-        "queues",
-        who,
-        "launch+record+sync",
-        n,
-        total as f64 / seconds,
-        us,
-    )
+        / threads.len().max(1) as f64;
+    ScalingRow {
+        cpu_us_per_op: Some(cpu.as_secs_f64() * 1e6 / total.max(1) as f64),
+        ..row(
+            "queues",
+            who,
+            "launch+record+sync",
+            n,
+            total as f64 / seconds,
+            us,
+        )
+    }
 }
 
 impl ScalingReport {
@@ -386,20 +411,31 @@ impl ScalingReport {
             ("queues", "N queues, one thread each", "N"),
         ] {
             let _ = writeln!(out, "\n{title} ({:.0} ms per cell)", self.cell_ms);
-            let header = ["who", "op", n, "ops/s", "us/op", "x first"];
-            let lines: Vec<[String; 6]> = self
+            let mut header = vec!["who", "op", n, "ops/s", "us/op", "x first"];
+            if table == "queues" {
+                header.extend(["CPU us/op", "CPU x first"]);
+            }
+            let opt = |v: Option<f64>, digits: usize| {
+                v.map_or("-".to_string(), |v| format!("{v:.digits$}"))
+            };
+            let lines: Vec<Vec<String>> = self
                 .rows
                 .iter()
                 .filter(|r| r.table == table)
                 .map(|r| {
-                    [
+                    let mut line = vec![
                         r.who.clone(),
                         r.op.to_string(),
                         r.n.to_string(),
                         format!("{:.0}", r.ops_per_s),
                         format!("{:.3}", r.us_per_op),
                         format!("{:.2}", r.ratio_to_first),
-                    ]
+                    ];
+                    if table == "queues" {
+                        line.push(opt(r.cpu_us_per_op, 3));
+                        line.push(opt(r.cpu_ratio_to_first, 2));
+                    }
+                    line
                 })
                 .collect();
             render_table(&mut out, &header, &lines, 2, markdown);
