@@ -1661,7 +1661,7 @@ impl<G: Gpu> QueueDriver<G> {
         // A wait that asks to sleep and blocks past its spin sleeps on a
         // wake signal, or counts that it polled instead. (A synchronize
         // through the completion thread waits on the thread's verdict.)
-        let sleeps = self.setup.policy == Policy::Sleep
+        let sleeps = matches!(self.setup.policy, Policy::Sleep | Policy::Hybrid)
             && matches!(kind, WaitKind::CommandWait | WaitKind::EventSync);
         if sleeps && settled == Settled::Blocked && before.is_some() {
             let begun = Instant::now();

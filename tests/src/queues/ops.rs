@@ -427,6 +427,9 @@ pub enum Policy {
     Spin,
     /// [`WaitPolicy::blocking`]: waits sleep on the queue's wake signals.
     Sleep,
+    /// [`WaitPolicy::hybrid`]: waits doze to the queue's usual completion
+    /// time (a long doze on a wake armed as it starts), then spin.
+    Hybrid,
 }
 
 impl Policy {
@@ -435,6 +438,7 @@ impl Policy {
         match self {
             Policy::Spin => WaitPolicy::spin(),
             Policy::Sleep => WaitPolicy::blocking(),
+            Policy::Hybrid => WaitPolicy::hybrid(),
         }
     }
 }
@@ -541,6 +545,18 @@ pub fn queue_setups() -> Vec<QueueSetup> {
             wake_signals: 3,
             out_of_order: false,
             device_signals: true,
+            wake_relay: true,
+        },
+        QueueSetup {
+            name: "hybrid waits, wake relay, small batches, skip abort",
+            skip_abort: true,
+            policy: Policy::Hybrid,
+            cpu_sync_batch: 2,
+            batch_limit: 4,
+            profiling: true,
+            wake_signals: 2,
+            out_of_order: false,
+            device_signals: false,
             wake_relay: true,
         },
         QueueSetup {

@@ -20,8 +20,12 @@
 //!
 //! A **hybrid** wait ([`WaitPolicy::hybrid`]) that expects to be long puts
 //! a phase before these: it **dozes** until shortly before the work is
-//! likely done, looking every `recheck`, then spins through the expected
-//! end, and only past that (the guess was wrong) goes on as above. The
+//! likely done, then spins through the expected end, and only past that
+//! (the guess was wrong) goes on as above. A doze longer than two
+//! `recheck`s sleeps on a wake armed as it starts (the GPU ends it where
+//! the work finishes first) until two `recheck`s are left, which it dozes
+//! on a timer; a shorter doze, or one with no wake to be had, looks every
+//! `recheck`. The
 //! guess is the caller's ([`Hybrid::expected`]) or the waiter's recent
 //! waits' ([`WaitHistory`], [`Wait::learning`]); a doze sleeps with the
 //! thread's timer slack lowered ([`doze`](self::doze)), and wakes early by
@@ -79,7 +83,9 @@ pub struct WaitPolicy {
 ///
 /// With a guess `G` (from the wait's start to the work's completion), the
 /// wait dozes until `G - early - oversleep` (the overrun recent dozes
-/// measured), looking every `recheck` meanwhile; spins until
+/// measured): on a wake armed as the doze starts while more than two
+/// `recheck`s are left and the waiter can arrange one, else (and for
+/// those last two) looking every `recheck`; spins until
 /// `G + late + G/32`; then, the guess wrong, waits as the rest of the
 /// policy says (a wake where the waiter can arrange one, else yield and
 /// sleep-poll). A guess under `min_guess` (or none) skips the doze.
@@ -94,8 +100,10 @@ pub struct Hybrid {
     /// Spin at most this long past the guess (plus 1/32 of it) before
     /// falling back: what a guess that was short costs in CPU.
     pub late: Duration,
-    /// Look at least this often while dozing: how late a wait whose work
-    /// ended far sooner than guessed can be.
+    /// Look at least this often while dozing without a wake: how late a
+    /// wait whose work ended far sooner than guessed can be. A doze with
+    /// more than two of these ahead sleeps on a wake until two are left,
+    /// where it can arrange one.
     pub recheck: Duration,
     /// A shorter guess is not worth a doze: the wait runs as if it had none.
     pub min_guess: Duration,
@@ -183,7 +191,8 @@ impl WaitPolicy {
     /// core for the whole wait (it spins from shortly before the guess to
     /// shortly after), never answers before the work is done (only a look
     /// answers), and a guess far too long costs at most a `recheck` (100
-    /// us) of lateness, one far too short a spin of `late` (20 us) plus
+    /// us) of lateness, or, where its doze was long enough to arm a wake,
+    /// a wake-up's; one far too short a spin of `late` (20 us) plus
     /// 1/32 of the guess, then [`blocking`](Self::blocking)'s wait. See
     /// [`Hybrid`].
     ///
@@ -660,6 +669,37 @@ impl Wait {
         }
     }
 
+    /// How long a hybrid wait `waited` into it may doze on a wake: while
+    /// more than two `recheck`s are left of its doze (to that point, a
+    /// slice at most, never past the deadline). Arming costs what one or
+    /// two timed wake-ups do (a packet, or on CUDA two driver calls on the
+    /// relay stream), and spares the rechecks of that stretch: its thread
+    /// wakes once per slice, or when the GPU finishes first (a guess far
+    /// too long then costs what a blocking wait's wake-up does). The last
+    /// two rechecks' stretch is dozed on a timer as before, so that a
+    /// guess about right is seen within a recheck or by the spin: the wait
+    /// learns from a narrow bracket, not from a wake-up's lateness.
+    fn far_doze(&self, waited: Duration) -> Option<Duration> {
+        let hybrid = self.policy.hybrid?;
+        let (wake, _) = self.window()?;
+        let far_end = wake.checked_sub(hybrid.recheck.saturating_mul(2))?;
+        let mut doze = far_end.checked_sub(waited).filter(|d| !d.is_zero())?;
+        doze = doze.min(self.slice);
+        if let Some(timeout) = self.timeout {
+            doze = doze.min(timeout.saturating_sub(waited));
+        }
+        Some(doze)
+    }
+
+    /// Dozes on `wake` for `time` at most, with the fine timer slack of a
+    /// timed doze, until the GPU wakes it or the time is up.
+    fn doze_on(&mut self, wake: &mut impl WakeSource, time: Duration) {
+        self.counts.dozes += 1;
+        self.counts.wake_sleeps += 1;
+        doze::fine_slack();
+        wake.sleep(time);
+    }
+
     /// Sleeps once on `wake`, for a slice at most and never past the
     /// deadline; whether it was woken.
     pub fn sleep_on(&mut self, wake: &mut impl WakeSource) -> bool {
@@ -747,12 +787,27 @@ impl Wait {
                 {
                     return Err(WaitStop::TimedOut(timeout));
                 }
-                if waited >= self.spin_end()
+                // A hybrid wait with a long doze ahead arms its wake as
+                // the doze starts (see `arms_for_doze`); any other wait
+                // once its spin is spent.
+                let far = self.far_doze(waited);
+                if (waited >= self.spin_end() || far.is_some())
                     && let Some(arm) = arm.take()
                 {
                     wake = arm();
                 }
-                let Some(sleeping) = wake.as_mut() else {
+                if let (Some(time), Some(sleeping)) = (far, wake.as_mut()) {
+                    // Woken or not, the look is due: the work completed,
+                    // or the doze's last stretch begins.
+                    self.doze_on(sleeping, time);
+                    break;
+                }
+                // The doze's last stretch (or all of it, without a wake)
+                // rechecks on a timer, so that the wait learns its work's
+                // length from a narrow bracket; then the spin spins. Only
+                // past the spin does a wake armed for the doze serve again.
+                let past_spin = waited >= self.spin_end();
+                let Some(sleeping) = wake.as_mut().filter(|_| past_spin) else {
                     self.pause();
                     break;
                 };

@@ -33,6 +33,14 @@ thread_local! {
 /// [`restore`].
 #[cfg(all(target_os = "linux", not(sigretire_loom), not(miri)))]
 pub(crate) fn doze(duration: Duration) {
+    fine_slack();
+    std::thread::sleep(duration);
+}
+
+/// Lowers the calling thread's timer slack to 1 us (once, until
+/// [`restore`]): for a doze on a wake, whose timed sleep is the wake's.
+#[cfg(all(target_os = "linux", not(sigretire_loom), not(miri)))]
+pub(crate) fn fine_slack() {
     if SAVED.get().is_none() {
         // SAFETY: PR_GET_TIMERSLACK takes no pointer; it answers the
         // calling thread's slack in nanoseconds (or -1 on an error).
@@ -46,7 +54,6 @@ pub(crate) fn doze(duration: Duration) {
             SAVED.set(Some(slack));
         }
     }
-    std::thread::sleep(duration);
 }
 
 /// Gives the calling thread back the timer slack it had before its dozes.
@@ -67,6 +74,10 @@ pub(crate) fn doze(duration: Duration) {
 /// Nothing to give back here.
 #[cfg(not(all(target_os = "linux", not(sigretire_loom), not(miri))))]
 pub(crate) fn restore() {}
+
+/// No timer slack to lower here.
+#[cfg(not(all(target_os = "linux", not(sigretire_loom), not(miri))))]
+pub(crate) fn fine_slack() {}
 
 #[cfg(all(test, target_os = "linux", not(sigretire_loom), not(miri)))]
 mod tests {

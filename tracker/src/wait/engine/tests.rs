@@ -498,3 +498,56 @@ fn a_wrong_guess_costs_a_recheck_or_a_blocking_wait_not_the_guess() {
     assert!(late < us(1000), "late by {late:?}: {runs:?}");
     assert!(cpu < Duration::from_millis(2), "{cpu:?}: {runs:?}");
 }
+
+#[test]
+fn a_long_doze_sleeps_on_a_wake_armed_as_it_starts_and_the_gpu_ends_it() {
+    // Guess 5 ms: more than two rechecks of doze ahead, so the wake is
+    // armed at once and the doze sleeps on it, a slice at a time, with no
+    // timed recheck; the GPU's wake (the second sleep) ends it.
+    let sleeps = Cell::new(0);
+    let armed = Cell::new(0);
+    let mut wait = hybrid(us(5000), Duration::ZERO).slice(Duration::from_millis(1));
+    let answer = wait.until_woken(
+        || (sleeps.get() >= 2).then_some(()),
+        || None::<()>,
+        || {
+            armed.set(armed.get() + 1);
+            Some(Scripted {
+                sleeps: &sleeps,
+                wake_at: 2,
+                every_sleep: false,
+            })
+        },
+    );
+    assert_eq!(answer, Ok(()));
+    assert_eq!(armed.get(), 1);
+    assert_eq!(sleeps.get(), 2);
+    assert_eq!(wait.counts().wake_sleeps, 2);
+    assert_eq!(wait.counts().dozes, 2, "every doze was on the wake");
+    assert_eq!(
+        wait.counts().looks,
+        3,
+        "one look before, one after each sleep"
+    );
+}
+
+#[test]
+fn a_short_doze_rechecks_on_a_timer_and_arms_no_wake() {
+    // Guess 150 us: its doze (to 145 us) is under two rechecks, so it
+    // dozes on a timer and needs no wake when the work is done by then.
+    let armed = Cell::new(0);
+    let mut wait = hybrid(us(150), Duration::ZERO);
+    let begun = std::time::Instant::now();
+    let answer = wait.until_woken(
+        || (begun.elapsed() >= us(100)).then_some(()),
+        || None::<()>,
+        || {
+            armed.set(armed.get() + 1);
+            None::<NoWake>
+        },
+    );
+    assert_eq!(answer, Ok(()));
+    assert_eq!(armed.get(), 0, "no wake asked for");
+    assert!(wait.counts().dozes >= 1);
+    assert_eq!(wait.counts().wake_sleeps, 0);
+}
