@@ -591,3 +591,87 @@ fn the_device_error_state_keeps_the_pins_of_barriers_that_may_still_wait() {
         40,
     );
 }
+
+/// The queue layer, shortened from a scenario of the queue property test
+/// (the simulator's check: a signal re-armed under its own packet): a
+/// stream moves back to its earlier hardware queue and that queue fails
+/// while packets of the stream's are still on their way to the processor.
+/// The failure failed every pending use of that queue, each settled by a
+/// load of its own signal; a use whose packet the processor had not yet
+/// failed still read 1, was failed, and was re-armed at once, under the
+/// packet whose failure the processor then writes. (Its seed, in setup
+/// "sleeping waits, small batches, skip abort", from base seed 31337:
+/// 0x2bc2d56cd7ad5fde; the same class as 0x79cc25d885fd41a0.)
+#[test]
+fn a_use_failed_with_its_queue_is_rearmed_only_once_its_signal_shows_the_failure() {
+    use sigretire_scenarios::queues::Op::*;
+    use sigretire_scenarios::queues::ops::{
+        GpuStep::Launch as LaunchPacket, KernelChoice::*, MoveTarget::Back,
+    };
+    let ops = [
+        Record { stream: 150 },
+        Query { stream: 69 },
+        Launch {
+            stream: 200,
+            kernel: Empty,
+        },
+        Record { stream: 18 },
+        Record { stream: 5 },
+        Record { stream: 159 },
+        Launch {
+            stream: 242,
+            kernel: Timed,
+        },
+        WaitEvents {
+            stream: 132,
+            first: 45,
+            count: 2,
+        },
+        Step(LaunchPacket { hw: 117 }),
+        WaitEvents {
+            stream: 203,
+            first: 179,
+            count: 6,
+        },
+        SubmitAll {
+            stream: 246,
+            parts: 2,
+            refused_at: None,
+            gated: false,
+        },
+        CreateQueue,
+        Launch {
+            stream: 104,
+            kernel: Gated,
+        },
+        Launch {
+            stream: 167,
+            kernel: Gated,
+        },
+        Synchronize {
+            stream: 162,
+            threads: 2,
+        },
+        WaitEvents {
+            stream: 0,
+            first: 73,
+            count: 2,
+        },
+        Record { stream: 30 },
+        DropEvent { event: 5 },
+        MoveTo {
+            stream: 252,
+            to: Back,
+        },
+        FailQueue { hw: 77 },
+        Step(LaunchPacket { hw: 28 }),
+        Synchronize {
+            stream: 216,
+            threads: 3,
+        },
+        Status { command: 59 },
+        SyncEvent { event: 63 },
+    ];
+    // 2 to 7 runs in 60 failed before the fix.
+    assert_queue_scenario_holds("sleeping waits, small batches, skip abort", &ops, 60);
+}

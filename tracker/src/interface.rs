@@ -229,7 +229,11 @@ pub trait Tracker: Send {
     /// its signal so that none that completed is reported failed. An older
     /// generation's uses ran on another hardware queue and do not fail
     /// (see [`fail_queue_of`](Self::fail_queue_of)); nor does a copy
-    /// engine's use. Returns how many failed now.
+    /// engine's use. Returns how many failed now. A use failed while its
+    /// signal still reads armed is re-armed only once the signal shows the
+    /// failure (or its completion): a processor writes the failure into
+    /// the packets published behind the one that failed, some of which it
+    /// may not have reached yet.
     fn fail_queue(&mut self) -> usize;
 
     /// The hardware queue that `ticket`'s use was published on reported an

@@ -593,9 +593,12 @@ impl<M: SignalMemory> Prover<'_, M> {
         }
         match cell.phase_of(seq) {
             Some(Some(Status::Complete)) => Some(Outcome::Complete),
-            Some(Some(Status::Failed))
-                if slot.residual == 0 || issued_part_done(self.signals, slot) =>
-            {
+            // A failed use's packet may still be processed (a processor
+            // writes the failure into the signals of packets published
+            // behind the one that failed, or fetched before the error):
+            // re-armed only once its signal shows it, so that no write of
+            // the failure lands on the next use's arming.
+            Some(Some(Status::Failed)) if issued_part_done(self.signals, slot) => {
                 Some(Outcome::Failed)
             }
             _ => None,
