@@ -788,7 +788,7 @@ impl Wait {
                     return Err(WaitStop::TimedOut(timeout));
                 }
                 // A hybrid wait with a long doze ahead arms its wake as
-                // the doze starts (see `arms_for_doze`); any other wait
+                // the doze starts (see `far_doze`); any other wait
                 // once its spin is spent.
                 let far = self.far_doze(waited);
                 if (waited >= self.spin_end() || far.is_some())
@@ -798,7 +798,7 @@ impl Wait {
                 }
                 if let (Some(time), Some(sleeping)) = (far, wake.as_mut()) {
                     // Woken or not, the look is due: the work completed,
-                    // or the doze's last stretch begins.
+                    // a slice ended, or the doze's last stretch begins.
                     self.doze_on(sleeping, time);
                     break;
                 }
