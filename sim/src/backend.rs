@@ -242,10 +242,18 @@ impl HardwareQueue for Queue {
             return Some(Err(QueueError::Failed("the wake relay failed".into())));
         }
         Some(HardwareQueue::reserve(&relay).and_then(|index| {
-            relay.publish(
+            let published = relay.publish(
                 Publication::untracked(index, false, wake),
                 sigretire_tracker::Work::Wait(&[dependency]),
-            )
+            );
+            if published.is_err() {
+                // The slot still needs a packet, or the relay stalls at it.
+                let _ = relay.publish(
+                    Publication::unsignalled(index, true),
+                    sigretire_tracker::Work::Marker,
+                );
+            }
+            published
         }))
     }
 
