@@ -352,8 +352,8 @@ impl Queue {
 
     /// Gives the queue a wake relay: a small in-order queue of its own, on
     /// the same agent, that runs the wake packets the queue layer asks for
-    /// beside this queue
-    /// ([`publish_wake_aside`](sigretire_tracker::backend::HardwareQueue::publish_wake_aside))
+    /// beside this queue (the tracker backend's
+    /// `HardwareQueue::publish_wake_aside`, with the `tracker` feature)
     /// instead of in its ring, as a CUDA queue's relay stream does: none of
     /// them then holds up this queue's later packets. Made once; a second
     /// call does nothing. The relay is one of the simulator's queues (so
@@ -362,7 +362,6 @@ impl Queue {
     ///
     /// ```
     /// use sigretire_sim::{Sim, SimConfig, SimQueueConfig};
-    /// use sigretire_tracker::backend::HardwareQueue;
     /// let sim = Sim::new(SimConfig::default());
     /// let queue = sim.create_queue(SimQueueConfig::default())?;
     /// assert!(queue.wake_relay().is_none());
