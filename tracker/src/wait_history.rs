@@ -12,14 +12,18 @@
 //! | word | 0 | otherwise |
 //! |---|---|---|
 //! | `typical` | no sample yet: no guess, the wait runs as `blocking` | nanoseconds from a wait's start to its work's completion, averaged (weight 1/2 per narrow sample, 1/4 per wide one) |
-//! | `oversleep` | no doze measured yet: the policy's `early` margin alone | nanoseconds a doze overran its time: an upper envelope (a larger overrun moves it halfway, a smaller one by 1/16), capped at 200 us per sample |
+//! | `oversleep` | no doze measured yet: the policy's `early` margin alone | nanoseconds a doze overran its time: a running median (each sample moves it towards itself by at most an eighth of it, 250 ns at least), capped at 200 us per sample |
 //!
 //! What a wait knows of its completion is a bracket: the work was pending
 //! at its last unanswered look and done at the answering one. A wait that
 //! spun through the completion knows it within a spin, one that dozed or
 //! sleep-polled past it within a recheck or a back-off sleep: a narrow
 //! bracket (200 us at most), whose middle is the sample
-//! ([`Wait::completion`](crate::wait::Wait::completion)). A wide one comes from
+//! ([`Wait::completion`](crate::wait::Wait::completion)), unless it is
+//! wider than a quarter of the guess: a short wait whose one doze overran
+//! its work brackets the completion from the wait's start, and there the
+//! sample is the guess clamped into the bracket (the guess moves only
+//! where the bracket rules it out). A wide one comes from
 //! a wait that slept on a wake (no guess yet, or a guess too short): the
 //! answer came a wake-up's latency after the work's end, so the sample is
 //! the answer itself. A guess that errs long costs a recheck's lateness
@@ -41,6 +45,10 @@ const OVERSLEEP_CAP: Duration = Duration::from_micros(200);
 /// The widest bracket whose middle is a sample (a blocking wait's longest
 /// back-off sleep, twice a doze's recheck).
 const NARROW: Duration = Duration::from_micros(200);
+
+/// The smallest step of the overrun's median (nanoseconds): a margin near
+/// zero still moves.
+const MEDIAN_STEP_NS: u64 = 250;
 
 /// A waiter's recent waits: the hybrid wait's guess and margin (see the
 /// module docs).
@@ -131,15 +139,26 @@ impl WaitHistory {
             .store(average(old, nanos(lasted), shift), Ordering::Relaxed);
     }
 
-    /// Adds one doze's overrun. The margin follows the larger overruns
-    /// (halfway up at once, down by 1/16): a doze that wakes late costs a
-    /// wait its latency, one that wakes early only a little more spin.
+    /// Adds one doze's overrun. The margin tracks the overruns' median:
+    /// it steps towards each sample by at most an eighth of itself (250 ns
+    /// at least), so one late wake-up (a preemption, an interrupt storm)
+    /// moves it by an eighth, not by its lateness. A doze aimed by the
+    /// median wakes after its work about half the time, by about the
+    /// overruns' spread (a few microseconds of latency), and otherwise
+    /// spins about as long: an upper envelope would make every wait spin
+    /// through the gap between its typical overrun and the worst recent one.
     pub fn record_oversleep(&self, overran: Duration) {
         let old = self.oversleep.load(Ordering::Relaxed);
         let sample = nanos(overran.min(OVERSLEEP_CAP));
-        let shift = if sample > old { 1 } else { 4 };
-        self.oversleep
-            .store(average(old, sample, shift), Ordering::Relaxed);
+        let step = (old / 8).max(MEDIAN_STEP_NS);
+        let moved = if old == 0 {
+            sample
+        } else if sample >= old {
+            old + (sample - old).min(step)
+        } else {
+            old - (old - sample).min(step)
+        };
+        self.oversleep.store(moved.max(1), Ordering::Relaxed);
     }
 
     /// Learns from a finished wait: `bracket`, when it last saw its work
@@ -148,10 +167,17 @@ impl WaitHistory {
     /// a hybrid wait's).
     pub fn learn(&self, bracket: Option<(Duration, Duration)>, overran: Option<Duration>) {
         if let Some((missed, answered)) = bracket {
-            if answered - missed <= NARROW {
-                self.record(missed + (answered - missed) / 2);
-            } else {
-                self.record_rough(answered);
+            let width = answered - missed;
+            match self.guess() {
+                _ if width > NARROW => self.record_rough(answered),
+                // A bracket wider than a quarter of the guess says little
+                // of where in it the work ended: a doze that overran the
+                // completion of a short wait brackets it from the wait's
+                // start, and the bracket's middle would halve the guess.
+                // The guess, clamped into the bracket, moves only where
+                // the bracket rules it out.
+                Some(guess) if width > guess / 4 => self.record(guess.clamp(missed, answered)),
+                _ => self.record(missed + width / 2),
             }
         }
         if let Some(overran) = overran {

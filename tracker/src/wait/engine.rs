@@ -29,7 +29,9 @@
 //! guess is the caller's ([`Hybrid::expected`]) or the waiter's recent
 //! waits' ([`WaitHistory`], [`Wait::learning`]); a doze sleeps with the
 //! thread's timer slack lowered ([`doze`](self::doze)), and wakes early by
-//! the margin the policy asks for plus what recent dozes overran.
+//! the margin the policy asks for plus what recent dozes overran (their
+//! median: about half the dozes end in the spin, half a little past the
+//! work).
 //!
 //! No pause passes the deadline, nor the wait's slice ([`Wait::slice`]), so
 //! the stop check runs at least once per slice however long the policy
@@ -82,8 +84,8 @@ pub struct WaitPolicy {
 /// How a hybrid wait guesses, dozes and falls back ([`WaitPolicy::hybrid`]).
 ///
 /// With a guess `G` (from the wait's start to the work's completion), the
-/// wait dozes until `G - early - oversleep` (the overrun recent dozes
-/// measured): on a wake armed as the doze starts while more than two
+/// wait dozes until `G - early - oversleep` (the median overrun of recent
+/// dozes): on a wake armed as the doze starts while more than two
 /// `recheck`s are left and the waiter can arrange one, else (and for
 /// those last two) looking every `recheck`; spins until
 /// `G + late + G/32`; then, the guess wrong, waits as the rest of the
@@ -94,8 +96,10 @@ pub struct Hybrid {
     /// The caller's guess of how long the wait lasts from its start; `None`
     /// takes the waiter's history's ([`Wait::learning`]).
     pub expected: Option<Duration>,
-    /// Wake at least this long before the guess (a doze's overrun, which
-    /// the history measures, comes on top).
+    /// Wake this long before the guess, the overruns' median (which the
+    /// history measures) on top: half the dozes then overrun into the
+    /// spin, the other half past the work, by a few microseconds either
+    /// way. A larger margin buys latency at the price of CPU spun.
     pub early: Duration,
     /// Spin at most this long past the guess (plus 1/32 of it) before
     /// falling back: what a guess that was short costs in CPU.
@@ -110,7 +114,7 @@ pub struct Hybrid {
 }
 
 impl Hybrid {
-    /// Wake 5 us before the guess (plus the measured overrun), spin up to
+    /// Wake 2 us before the guess (plus the overruns' median), spin up to
     /// 20 us past it (plus 1/32), look every 100 us while dozing (about
     /// the wake-up latency of a sleeping wait woken by an interrupt: 108 us
     /// for CUDA's blocking-sync event after a 1 ms kernel on an H200, so a
@@ -119,7 +123,7 @@ impl Hybrid {
     pub const fn new() -> Self {
         Self {
             expected: None,
-            early: Duration::from_micros(5),
+            early: Duration::from_micros(2),
             late: Duration::from_micros(20),
             recheck: Duration::from_micros(100),
             min_guess: Duration::from_micros(50),

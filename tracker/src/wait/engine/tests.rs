@@ -269,18 +269,18 @@ fn hybrid(guess: Duration, oversleep: Duration) -> Wait {
 
 #[test]
 fn a_hybrid_wait_dozes_until_shortly_before_its_guess_then_spins_through_it() {
-    // Guess 1 ms: doze (looking every 100 us) until 995 us, spin until
+    // Guess 1 ms: doze (looking every 100 us) until 998 us, spin until
     // 1000 + 20 + 1000/32 us, then wait as blocking does.
     let mut wait = hybrid(us(1000), Duration::ZERO);
     assert_eq!(
         wait.window(),
-        Some((us(995), Duration::from_nanos(1_051_250)))
+        Some((us(998), Duration::from_nanos(1_051_250)))
     );
     assert_eq!(wait.next_pause(us(0)), Pause::Doze(us(100)));
-    assert_eq!(wait.next_pause(us(950)), Pause::Doze(us(45)));
-    assert_eq!(wait.next_pause(us(994)), Pause::Doze(us(1)));
+    assert_eq!(wait.next_pause(us(950)), Pause::Doze(us(48)));
+    assert_eq!(wait.next_pause(us(997)), Pause::Doze(us(1)));
     assert_eq!(
-        wait.next_pause(us(995)),
+        wait.next_pause(us(998)),
         Pause::Spin,
         "awake before the guess"
     );
@@ -292,8 +292,8 @@ fn a_hybrid_wait_dozes_until_shortly_before_its_guess_then_spins_through_it() {
 #[test]
 fn a_hybrid_wait_wakes_earlier_by_what_its_dozes_overran() {
     let mut wait = hybrid(us(1000), us(40));
-    assert_eq!(wait.next_pause(us(954)), Pause::Doze(us(1)));
-    assert_eq!(wait.next_pause(us(955)), Pause::Spin);
+    assert_eq!(wait.next_pause(us(957)), Pause::Doze(us(1)));
+    assert_eq!(wait.next_pause(us(958)), Pause::Spin);
 }
 
 #[test]
@@ -350,13 +350,48 @@ fn the_history_settles_on_a_steady_length_and_moves_halfway_on_a_wrong_guess() {
     }
     let back = history.guess().unwrap();
     assert!(back > us(997) && back <= us(1000), "{back:?}");
-    // The overrun's envelope goes up halfway at once, down by a
-    // sixteenth, and one preemption of seconds counts for 200 us at most.
+    // The overrun's median: the first sample sets it, each later one moves
+    // it by at most an eighth of itself, so one preemption of seconds
+    // moves a 16 us margin by 2 us; a run of smaller overruns brings it
+    // down to them.
     history.record_oversleep(us(16));
     history.record_oversleep(Duration::from_secs(2));
-    assert_eq!(history.oversleep(), us(108));
-    history.record_oversleep(us(12));
-    assert_eq!(history.oversleep(), us(102));
+    assert_eq!(history.oversleep(), us(18));
+    history.record_oversleep(us(17));
+    assert_eq!(history.oversleep(), us(17));
+    for _ in 0..40 {
+        history.record_oversleep(us(3));
+    }
+    assert_eq!(history.oversleep(), us(3));
+}
+
+#[test]
+fn a_bracket_wide_against_the_guess_moves_it_only_where_it_rules_it_out() {
+    let learned = |guess: u64, bracket: (u64, u64)| {
+        let history = WaitHistory::new();
+        history.record(us(guess));
+        history.learn(Some((us(bracket.0), us(bracket.1))), None);
+        history.guess().unwrap()
+    };
+    // A 100 us wait whose one doze overran the work: the bracket runs
+    // from the wait's start; its middle (50 us) would halve the guess.
+    assert_eq!(learned(100, (0, 101)), us(100), "the guess is in it");
+    assert_eq!(
+        learned(100, (0, 90)),
+        us(95),
+        "done by 90 us: halfway there"
+    );
+    assert_eq!(
+        learned(100, (120, 130)),
+        us(112) + Duration::from_nanos(500)
+    );
+    // A 1 ms wait's last recheck brackets within a tenth of the guess: its
+    // middle is the sample, so a guess too long by less than a recheck
+    // still comes down.
+    assert_eq!(learned(1000, (898, 998)), us(974));
+    // A wide bracket (a wake's answer) moves the guess a quarter of the way
+    // to its answer.
+    assert_eq!(learned(100, (10, 500)), us(200));
 }
 
 #[test]
@@ -501,14 +536,14 @@ fn a_wrong_guess_costs_a_recheck_or_a_blocking_wait_not_the_guess() {
 
 #[test]
 fn a_long_doze_sleeps_on_a_wake_until_two_rechecks_are_left() {
-    // Guess 5 ms: the doze ends at 4995 us; until 4795 us it may sleep on
+    // Guess 5 ms: the doze ends at 4998 us; until 4798 us it may sleep on
     // a wake, a slice at most, then the last two rechecks go on a timer.
     let mut wait = hybrid(us(5000), Duration::ZERO).slice(us(1000));
     assert_eq!(wait.far_doze(us(0)), Some(us(1000)));
-    assert_eq!(wait.far_doze(us(4600)), Some(us(195)));
-    assert_eq!(wait.far_doze(us(4795)), None);
-    assert_eq!(wait.next_pause(us(4795)), Pause::Doze(us(100)));
-    assert_eq!(wait.next_pause(us(4995)), Pause::Spin);
+    assert_eq!(wait.far_doze(us(4600)), Some(us(198)));
+    assert_eq!(wait.far_doze(us(4798)), None);
+    assert_eq!(wait.next_pause(us(4798)), Pause::Doze(us(100)));
+    assert_eq!(wait.next_pause(us(4998)), Pause::Spin);
 }
 
 #[test]
@@ -545,9 +580,9 @@ fn a_long_doze_arms_its_wake_as_it_starts_and_the_gpu_ends_it() {
 
 #[test]
 fn a_short_doze_rechecks_on_a_timer_and_asks_for_no_wake() {
-    // Guess 150 us: its doze (to 145 us) is under two rechecks.
+    // Guess 150 us: its doze (to 148 us) is under two rechecks.
     let mut wait = hybrid(us(150), Duration::ZERO);
     assert_eq!(wait.far_doze(us(0)), None);
     assert_eq!(wait.next_pause(us(0)), Pause::Doze(us(100)));
-    assert_eq!(wait.next_pause(us(100)), Pause::Doze(us(45)));
+    assert_eq!(wait.next_pause(us(100)), Pause::Doze(us(48)));
 }
