@@ -20,7 +20,7 @@
 //! (sixteen waiters and the simulated GPU share two cores); they show the
 //! mode runs.
 
-use crate::cpu::{thread_usage, thread_usage_closing};
+use crate::cpu::{thread_cpu_reading_cost, thread_cpu_time, thread_usage, thread_usage_closing};
 use crate::measure::fail;
 use crate::platform::{Platform, preferred_device, preferred_tracker};
 use crate::report::render_table;
@@ -88,6 +88,13 @@ pub struct ScalingRow {
     pub cpu_us_per_op: Option<f64>,
     /// `cpu_us_per_op` over the same row's at one queue.
     pub cpu_ratio_to_first: Option<f64>,
+    /// The queues table: every thread's CPU time inside launch + event
+    /// record over every operation, microseconds (the readings' own cost
+    /// taken off): the submission's cost, apart from the synchronize's
+    /// wait for a GPU the threads share.
+    pub submit_cpu_us_per_op: Option<f64>,
+    /// `submit_cpu_us_per_op` over the same row's at one queue.
+    pub submit_cpu_ratio_to_first: Option<f64>,
 }
 
 /// Everything `--wait-scaling` measured.
@@ -205,6 +212,8 @@ fn row(
         ratio_to_first: 1.0,
         cpu_us_per_op: None,
         cpu_ratio_to_first: None,
+        submit_cpu_us_per_op: None,
+        submit_cpu_ratio_to_first: None,
     }
 }
 
@@ -296,6 +305,7 @@ pub fn measure<L: ScalingLab>(lab: &L, cell: Duration) -> Result<ScalingReport, 
         }
     }
     // Many queues, one thread each.
+    let reading = thread_cpu_reading_cost();
     for (who, policy) in [
         ("ours spin", WaitPolicy::spin()),
         ("ours blocking", WaitPolicy::blocking()),
@@ -317,18 +327,22 @@ pub fn measure<L: ScalingLab>(lab: &L, cell: Duration) -> Result<ScalingReport, 
             let begun = Instant::now();
             let ops = one_thread_each(all.len(), cell, |i, stop| {
                 let queue = all[i];
-                let mut ops = 0;
+                let (mut ops, mut submitting) = (0, Duration::ZERO);
                 let before = thread_usage();
                 while !stop.load(Ordering::Relaxed) {
+                    let submit = thread_cpu_time();
                     queue.launch_empty().map_err(fail)?;
-                    queue
-                        .record_event()
-                        .map_err(fail)?
-                        .synchronize()
-                        .map_err(fail)?;
+                    let event = queue.record_event().map_err(fail)?;
+                    submitting += thread_cpu_time().saturating_sub(submit);
+                    event.synchronize().map_err(fail)?;
                     ops += 1;
                 }
-                Ok((ops, thread_usage_closing().since(&before).cpu))
+                let cpu = thread_usage_closing().since(&before).cpu;
+                Ok(QueueThread {
+                    ops,
+                    cpu,
+                    submitting: Some(submitting.saturating_sub(reading * ops as u32)),
+                })
             })?;
             rows.push(queues_row(who, n, &ops, begun.elapsed()));
         }
@@ -340,7 +354,12 @@ pub fn measure<L: ScalingLab>(lab: &L, cell: Duration) -> Result<ScalingReport, 
             let ops = one_thread_each(n, cell, |_, stop| {
                 let before = thread_usage();
                 let ops = native.sync_loop(stop)?;
-                Ok((ops, thread_usage_closing().since(&before).cpu))
+                let cpu = thread_usage_closing().since(&before).cpu;
+                Ok(QueueThread {
+                    ops,
+                    cpu,
+                    submitting: None,
+                })
             })?;
             rows.push(queues_row("cuda default event", n, &ops, begun.elapsed()));
         }
@@ -361,6 +380,10 @@ pub fn measure<L: ScalingLab>(lab: &L, cell: Duration) -> Result<ScalingReport, 
                 .cpu_us_per_op
                 .zip(first.cpu_us_per_op)
                 .map(|(cpu, first)| cpu / first);
+            r.submit_cpu_ratio_to_first = r
+                .submit_cpu_us_per_op
+                .zip(first.submit_cpu_us_per_op)
+                .map(|(cpu, first)| cpu / first);
         }
     }
     Ok(ScalingReport {
@@ -372,19 +395,31 @@ pub fn measure<L: ScalingLab>(lab: &L, cell: Duration) -> Result<ScalingReport, 
     })
 }
 
+/// What one thread of the queues table counted.
+struct QueueThread {
+    ops: u64,
+    /// Its CPU time over the cell.
+    cpu: Duration,
+    /// Its CPU time inside launch + record (ours only).
+    submitting: Option<Duration>,
+}
+
 /// A row of the queues table from each thread's operations and CPU time.
-fn queues_row(who: &str, n: usize, threads: &[(u64, Duration)], took: Duration) -> ScalingRow {
-    let total: u64 = threads.iter().map(|&(ops, _)| ops).sum();
-    let cpu: Duration = threads.iter().map(|&(_, cpu)| cpu).sum();
+fn queues_row(who: &str, n: usize, threads: &[QueueThread], took: Duration) -> ScalingRow {
+    let total: u64 = threads.iter().map(|t| t.ops).sum();
+    let cpu: Duration = threads.iter().map(|t| t.cpu).sum();
+    let submitting: Option<Duration> = threads.iter().map(|t| t.submitting).sum();
     let seconds = took.as_secs_f64();
+    let per_op = |spent: Duration| spent.as_secs_f64() * 1e6 / total.max(1) as f64;
     // A thread's time over its operations, averaged over the threads.
     let us = threads
         .iter()
-        .map(|&(o, _)| seconds * 1e6 / o.max(1) as f64)
+        .map(|t| seconds * 1e6 / t.ops.max(1) as f64)
         .sum::<f64>()
         / threads.len().max(1) as f64;
     ScalingRow {
-        cpu_us_per_op: Some(cpu.as_secs_f64() * 1e6 / total.max(1) as f64),
+        cpu_us_per_op: Some(per_op(cpu)),
+        submit_cpu_us_per_op: submitting.map(per_op),
         ..row(
             "queues",
             who,
@@ -413,7 +448,12 @@ impl ScalingReport {
             let _ = writeln!(out, "\n{title} ({:.0} ms per cell)", self.cell_ms);
             let mut header = vec!["who", "op", n, "ops/s", "us/op", "x first"];
             if table == "queues" {
-                header.extend(["CPU us/op", "CPU x first"]);
+                header.extend([
+                    "CPU us/op",
+                    "CPU x first",
+                    "submit CPU us/op",
+                    "submit CPU x first",
+                ]);
             }
             let opt = |v: Option<f64>, digits: usize| {
                 v.map_or("-".to_string(), |v| format!("{v:.digits$}"))
@@ -434,6 +474,8 @@ impl ScalingReport {
                     if table == "queues" {
                         line.push(opt(r.cpu_us_per_op, 3));
                         line.push(opt(r.cpu_ratio_to_first, 2));
+                        line.push(opt(r.submit_cpu_us_per_op, 3));
+                        line.push(opt(r.submit_cpu_ratio_to_first, 2));
                     }
                     line
                 })
