@@ -81,10 +81,8 @@ pub fn thread_usage_closing() -> ThreadUsage {
     ThreadUsage::default()
 }
 
-/// The calling thread's CPU time so far (user and system), alone: one
-/// `clock_gettime`, for windows around single calls.
 #[cfg(target_os = "linux")]
-pub fn thread_cpu_time() -> Duration {
+fn thread_cpu_time() -> Duration {
     let mut now = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -94,25 +92,6 @@ pub fn thread_cpu_time() -> Duration {
     let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
     assert_eq!(status, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
     Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
-}
-
-/// The calling thread's CPU time so far (zero: not measured here).
-#[cfg(not(target_os = "linux"))]
-pub fn thread_cpu_time() -> Duration {
-    Duration::ZERO
-}
-
-/// What one [`thread_cpu_time`] reading costs the thread, the median of
-/// 101 back-to-back pairs: taken off each window read with it.
-pub fn thread_cpu_reading_cost() -> Duration {
-    let mut pairs: Vec<Duration> = (0..101)
-        .map(|_| {
-            let first = thread_cpu_time();
-            thread_cpu_time().saturating_sub(first)
-        })
-        .collect();
-    pairs.sort_unstable();
-    pairs[pairs.len() / 2]
 }
 
 #[cfg(target_os = "linux")]

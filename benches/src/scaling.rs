@@ -20,7 +20,7 @@
 //! (sixteen waiters and the simulated GPU share two cores); they show the
 //! mode runs.
 
-use crate::cpu::{thread_cpu_reading_cost, thread_cpu_time, thread_usage, thread_usage_closing};
+use crate::cpu::{thread_usage, thread_usage_closing};
 use crate::measure::fail;
 use crate::platform::{Platform, preferred_device, preferred_tracker};
 use crate::report::render_table;
@@ -88,13 +88,14 @@ pub struct ScalingRow {
     pub cpu_us_per_op: Option<f64>,
     /// `cpu_us_per_op` over the same row's at one queue.
     pub cpu_ratio_to_first: Option<f64>,
-    /// The queues table: every thread's CPU time inside launch + event
-    /// record over every operation, microseconds (the readings' own cost
-    /// taken off): the submission's cost, apart from the synchronize's
-    /// wait for a GPU the threads share.
-    pub submit_cpu_us_per_op: Option<f64>,
-    /// `submit_cpu_us_per_op` over the same row's at one queue.
-    pub submit_cpu_ratio_to_first: Option<f64>,
+    /// The queues table: the median time of one launch + event record,
+    /// over every thread's operations, microseconds: the submission's own
+    /// cost (its locks included), apart from the synchronize's wait for a
+    /// GPU the threads share. A median, so the rare window a preemption
+    /// lands in does not count.
+    pub submit_p50_us: Option<f64>,
+    /// `submit_p50_us` over the same row's at one queue.
+    pub submit_ratio_to_first: Option<f64>,
 }
 
 /// Everything `--wait-scaling` measured.
@@ -212,8 +213,8 @@ fn row(
         ratio_to_first: 1.0,
         cpu_us_per_op: None,
         cpu_ratio_to_first: None,
-        submit_cpu_us_per_op: None,
-        submit_cpu_ratio_to_first: None,
+        submit_p50_us: None,
+        submit_ratio_to_first: None,
     }
 }
 
@@ -305,7 +306,6 @@ pub fn measure<L: ScalingLab>(lab: &L, cell: Duration) -> Result<ScalingReport, 
         }
     }
     // Many queues, one thread each.
-    let reading = thread_cpu_reading_cost();
     for (who, policy) in [
         ("ours spin", WaitPolicy::spin()),
         ("ours blocking", WaitPolicy::blocking()),
@@ -327,22 +327,19 @@ pub fn measure<L: ScalingLab>(lab: &L, cell: Duration) -> Result<ScalingReport, 
             let begun = Instant::now();
             let ops = one_thread_each(all.len(), cell, |i, stop| {
                 let queue = all[i];
-                let (mut ops, mut submitting) = (0, Duration::ZERO);
+                let mut ops = 0;
+                let mut submits = Vec::with_capacity(1 << 14);
                 let before = thread_usage();
                 while !stop.load(Ordering::Relaxed) {
-                    let submit = thread_cpu_time();
+                    let submit = Instant::now();
                     queue.launch_empty().map_err(fail)?;
                     let event = queue.record_event().map_err(fail)?;
-                    submitting += thread_cpu_time().saturating_sub(submit);
+                    submits.push(submit.elapsed());
                     event.synchronize().map_err(fail)?;
                     ops += 1;
                 }
                 let cpu = thread_usage_closing().since(&before).cpu;
-                Ok(QueueThread {
-                    ops,
-                    cpu,
-                    submitting: Some(submitting.saturating_sub(reading * ops as u32)),
-                })
+                Ok(QueueThread { ops, cpu, submits })
             })?;
             rows.push(queues_row(who, n, &ops, begun.elapsed()));
         }
@@ -358,7 +355,7 @@ pub fn measure<L: ScalingLab>(lab: &L, cell: Duration) -> Result<ScalingReport, 
                 Ok(QueueThread {
                     ops,
                     cpu,
-                    submitting: None,
+                    submits: Vec::new(),
                 })
             })?;
             rows.push(queues_row("cuda default event", n, &ops, begun.elapsed()));
@@ -380,9 +377,9 @@ pub fn measure<L: ScalingLab>(lab: &L, cell: Duration) -> Result<ScalingReport, 
                 .cpu_us_per_op
                 .zip(first.cpu_us_per_op)
                 .map(|(cpu, first)| cpu / first);
-            r.submit_cpu_ratio_to_first = r
-                .submit_cpu_us_per_op
-                .zip(first.submit_cpu_us_per_op)
+            r.submit_ratio_to_first = r
+                .submit_p50_us
+                .zip(first.submit_p50_us)
                 .map(|(cpu, first)| cpu / first);
         }
     }
@@ -400,15 +397,22 @@ struct QueueThread {
     ops: u64,
     /// Its CPU time over the cell.
     cpu: Duration,
-    /// Its CPU time inside launch + record (ours only).
-    submitting: Option<Duration>,
+    /// Each launch + record's time (ours only).
+    submits: Vec<Duration>,
 }
 
 /// A row of the queues table from each thread's operations and CPU time.
 fn queues_row(who: &str, n: usize, threads: &[QueueThread], took: Duration) -> ScalingRow {
     let total: u64 = threads.iter().map(|t| t.ops).sum();
     let cpu: Duration = threads.iter().map(|t| t.cpu).sum();
-    let submitting: Option<Duration> = threads.iter().map(|t| t.submitting).sum();
+    let mut submits: Vec<Duration> = threads
+        .iter()
+        .flat_map(|t| t.submits.iter().copied())
+        .collect();
+    submits.sort_unstable();
+    let submit_p50 = submits
+        .get(submits.len() / 2)
+        .map(|p50| p50.as_secs_f64() * 1e6);
     let seconds = took.as_secs_f64();
     let per_op = |spent: Duration| spent.as_secs_f64() * 1e6 / total.max(1) as f64;
     // A thread's time over its operations, averaged over the threads.
@@ -419,7 +423,7 @@ fn queues_row(who: &str, n: usize, threads: &[QueueThread], took: Duration) -> S
         / threads.len().max(1) as f64;
     ScalingRow {
         cpu_us_per_op: Some(per_op(cpu)),
-        submit_cpu_us_per_op: submitting.map(per_op),
+        submit_p50_us: submit_p50,
         ..row(
             "queues",
             who,
@@ -451,8 +455,8 @@ impl ScalingReport {
                 header.extend([
                     "CPU us/op",
                     "CPU x first",
-                    "submit CPU us/op",
-                    "submit CPU x first",
+                    "submit p50 us",
+                    "submit x first",
                 ]);
             }
             let opt = |v: Option<f64>, digits: usize| {
@@ -474,8 +478,8 @@ impl ScalingReport {
                     if table == "queues" {
                         line.push(opt(r.cpu_us_per_op, 3));
                         line.push(opt(r.cpu_ratio_to_first, 2));
-                        line.push(opt(r.submit_cpu_us_per_op, 3));
-                        line.push(opt(r.submit_cpu_ratio_to_first, 2));
+                        line.push(opt(r.submit_p50_us, 3));
+                        line.push(opt(r.submit_ratio_to_first, 2));
                     }
                     line
                 })
