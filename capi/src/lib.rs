@@ -274,10 +274,12 @@ pub unsafe extern "C" fn sigretire_wait_policy_blocking(
 
 /// The hybrid wait policy: a blocking wait that returns like a spin. A
 /// wait expected to be long dozes (sleeps with a fine timer slack) until
-/// shortly before the work is likely done, looking every 100 us
-/// (`hybrid_recheck_ns`), then spins from 5 us before the guess
-/// (`hybrid_early_ns`, plus what recent dozes overslept) to 20 us past it
-/// (`hybrid_late_ns`, plus 1/32 of the guess); a guess under 50 us
+/// shortly before the work is likely done (on a wake the GPU completes
+/// while more than two rechecks are left, where the wait can arm one, then
+/// looking every 100 us, `hybrid_recheck_ns`), then spins from 2 us before
+/// the guess (`hybrid_early_ns`, plus the median of what recent dozes
+/// overslept) to 20 us past it (`hybrid_late_ns`, plus 1/32 of the
+/// guess); a guess under 50 us
 /// (`hybrid_min_guess_ns`), or none yet, is no doze. Where the guess was
 /// wrong, or there is none, it waits as `sigretire_wait_policy_blocking`'s
 /// policy does (the other fields are that policy's). The guess is

@@ -384,8 +384,8 @@ pub struct sigretire_wait_policy {
     /// nanoseconds; 0: the tracker's guess, learned from its recent hybrid
     /// waits (one history per tracker, so per hardware queue).
     pub hybrid_expected_ns: u64,
-    /// Stop dozing at least this long before the guess, nanoseconds (what
-    /// recent dozes overslept comes on top).
+    /// Stop dozing this long before the guess, nanoseconds (the median of
+    /// what recent dozes overslept comes on top).
     pub hybrid_early_ns: u64,
     /// Spin at most this long past the guess (plus 1/32 of it) before
     /// falling back, nanoseconds: what a guess that was short costs in CPU.

@@ -718,7 +718,7 @@ static void wait_policies(void) {
     CHECK(policy.hybrid == 1 && policy.hybrid_expected_ns == 2000000u);
     CHECK(policy.spin_ns == 10000 && policy.device_spin_ns == 0);
     CHECK(policy.yield_ns == 20000 && policy.max_sleep_ns == 200000);
-    CHECK(policy.hybrid_early_ns == 5000 && policy.hybrid_late_ns == 20000);
+    CHECK(policy.hybrid_early_ns == 2000 && policy.hybrid_late_ns == 20000);
     CHECK(policy.hybrid_recheck_ns == 100000 && policy.hybrid_min_guess_ns == 50000);
     CHECK_OK(sigretire_wait_policy_hybrid(&policy, 0)); /* the tracker's guess */
     CHECK(policy.hybrid == 1 && policy.hybrid_expected_ns == 0);
