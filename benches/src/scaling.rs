@@ -14,7 +14,9 @@
 //!   looping launch (empty work) + event record + event synchronize for a
 //!   fixed time: the mean cost per operation (a thread's time over its
 //!   operations), and the ratio to one queue. Ours spinning and blocking,
-//!   and CUDA's with a default event.
+//!   and CUDA's with a default event; and ours from one thread that goes
+//!   round the N queues (launch + record on each, then each event's
+//!   synchronize): the queues' state without the threads.
 //!
 //! On the project's 2-core machine the simulator's figures say little
 //! (sixteen waiters and the simulated GPU share two cores); they show the
@@ -343,6 +345,44 @@ pub fn measure<L: ScalingLab>(lab: &L, cell: Duration) -> Result<ScalingReport, 
             })?;
             rows.push(queues_row(who, n, &ops, begun.elapsed()));
         }
+    }
+    // The same queues from one thread, round robin: what N queues' state
+    // costs a submission with no other thread to share the cores with.
+    let who = "ours spin, one thread";
+    for n in QUEUES {
+        progress(format!("{who}: {n} queues"));
+        let policy = WaitPolicy::spin();
+        let device = device(lab, policy)?;
+        let mut queues = Vec::with_capacity(n);
+        for _ in 1..n {
+            queues.push(
+                device
+                    .create_queue(preferred_tracker(lab)?, queue_config(policy))
+                    .map_err(fail)?,
+            );
+        }
+        let all: Vec<&HostQueue<L::Retiring>> = std::iter::once(device.default_queue())
+            .chain(queues.iter())
+            .collect();
+        let begun = Instant::now();
+        let (mut ops, mut submits, mut events) = (0, Vec::with_capacity(1 << 14), Vec::new());
+        let before = thread_usage();
+        while begun.elapsed() < cell {
+            for queue in &all {
+                let submit = Instant::now();
+                queue.launch_empty().map_err(fail)?;
+                let event = queue.record_event().map_err(fail)?;
+                submits.push(submit.elapsed());
+                events.push(event);
+            }
+            for event in events.drain(..) {
+                event.synchronize().map_err(fail)?;
+                ops += 1;
+            }
+        }
+        let cpu = thread_usage_closing().since(&before).cpu;
+        let one = [QueueThread { ops, cpu, submits }];
+        rows.push(queues_row(who, n, &one, begun.elapsed()));
     }
     if let Some(native) = lab.native_scaling() {
         for n in QUEUES {
