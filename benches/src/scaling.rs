@@ -420,7 +420,7 @@ pub fn measure<L: ScalingLab>(lab: &L, cell: Duration) -> Result<ScalingReport, 
             r.submit_ratio_to_first = r
                 .submit_p50_us
                 .zip(first.submit_p50_us)
-                .map(|(cpu, first)| cpu / first);
+                .map(|(p50, first)| p50 / first);
         }
     }
     Ok(ScalingReport {
