@@ -45,10 +45,25 @@ fn sigbench_wait_scaling_prints_both_tables_and_writes_every_cell() {
     );
 
     let rows = json["rows"].as_array().expect("rows");
-    // Two waiter policies x two submissions x four K, then two policies x
-    // three queue counts.
-    assert_eq!(rows.len(), 2 * 2 * 4 + 2 * 3, "{rows:#?}");
+    // Two waiter policies x two submissions x four K, then two policies
+    // and the one-thread series x three queue counts.
+    assert_eq!(rows.len(), 2 * 2 * 4 + 3 * 3, "{rows:#?}");
     for row in rows {
         assert!(row["ops_per_s"].as_f64().unwrap() > 0.0, "{row}");
     }
+    // Every queues row of ours times its submissions; the first of each
+    // series is its own reference.
+    let queues: Vec<_> = rows.iter().filter(|r| r["table"] == "queues").collect();
+    assert_eq!(queues.len(), 9, "{queues:#?}");
+    for row in queues {
+        assert!(row["submit_p50_us"].as_f64().unwrap() > 0.0, "{row}");
+        if row["n"] == 1 {
+            assert_eq!(row["submit_ratio_to_first"].as_f64(), Some(1.0), "{row}");
+        }
+    }
+    let one_thread = rows
+        .iter()
+        .filter(|r| r["who"] == "ours spin, one thread")
+        .count();
+    assert_eq!(one_thread, 3);
 }
