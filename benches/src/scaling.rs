@@ -314,18 +314,8 @@ pub fn measure<L: ScalingLab>(lab: &L, cell: Duration) -> Result<ScalingReport, 
     ] {
         for n in QUEUES {
             progress(format!("{who}: {n} queues"));
-            let device = device(lab, policy)?;
-            let mut queues = Vec::with_capacity(n);
-            for _ in 1..n {
-                queues.push(
-                    device
-                        .create_queue(preferred_tracker(lab)?, queue_config(policy))
-                        .map_err(fail)?,
-                );
-            }
-            let all: Vec<&HostQueue<L::Retiring>> = std::iter::once(device.default_queue())
-                .chain(queues.iter())
-                .collect();
+            let set = QueueSet::new(lab, policy, n)?;
+            let all = set.all();
             let begun = Instant::now();
             let ops = one_thread_each(all.len(), cell, |i, stop| {
                 let queue = all[i];
@@ -333,11 +323,9 @@ pub fn measure<L: ScalingLab>(lab: &L, cell: Duration) -> Result<ScalingReport, 
                 let mut submits = Vec::with_capacity(1 << 14);
                 let before = thread_usage();
                 while !stop.load(Ordering::Relaxed) {
-                    let submit = Instant::now();
-                    queue.launch_empty().map_err(fail)?;
-                    let event = queue.record_event().map_err(fail)?;
-                    submits.push(submit.elapsed());
-                    event.synchronize().map_err(fail)?;
+                    submit_timed(queue, &mut submits)?
+                        .synchronize()
+                        .map_err(fail)?;
                     ops += 1;
                 }
                 let cpu = thread_usage_closing().since(&before).cpu;
@@ -352,28 +340,14 @@ pub fn measure<L: ScalingLab>(lab: &L, cell: Duration) -> Result<ScalingReport, 
     for n in QUEUES {
         progress(format!("{who}: {n} queues"));
         let policy = WaitPolicy::spin();
-        let device = device(lab, policy)?;
-        let mut queues = Vec::with_capacity(n);
-        for _ in 1..n {
-            queues.push(
-                device
-                    .create_queue(preferred_tracker(lab)?, queue_config(policy))
-                    .map_err(fail)?,
-            );
-        }
-        let all: Vec<&HostQueue<L::Retiring>> = std::iter::once(device.default_queue())
-            .chain(queues.iter())
-            .collect();
+        let set = QueueSet::new(lab, policy, n)?;
+        let all = set.all();
         let begun = Instant::now();
         let (mut ops, mut submits, mut events) = (0, Vec::with_capacity(1 << 14), Vec::new());
         let before = thread_usage();
         while begun.elapsed() < cell {
             for queue in &all {
-                let submit = Instant::now();
-                queue.launch_empty().map_err(fail)?;
-                let event = queue.record_event().map_err(fail)?;
-                submits.push(submit.elapsed());
-                events.push(event);
+                events.push(submit_timed(queue, &mut submits)?);
             }
             for event in events.drain(..) {
                 event.synchronize().map_err(fail)?;
@@ -430,6 +404,50 @@ pub fn measure<L: ScalingLab>(lab: &L, cell: Duration) -> Result<ScalingReport, 
         rows,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// N queues of one device: its default queue and N - 1 created ones.
+struct QueueSet<T: sigretire_queue::QueueTracker> {
+    device: Device<T>,
+    created: Vec<HostQueue<T>>,
+}
+
+impl<T: sigretire_queue::QueueTracker> QueueSet<T> {
+    fn new<L: ScalingLab<Retiring = T>>(
+        lab: &L,
+        policy: WaitPolicy,
+        n: usize,
+    ) -> Result<Self, String> {
+        let device = device(lab, policy)?;
+        let created = (1..n)
+            .map(|_| {
+                device
+                    .create_queue(preferred_tracker(lab)?, queue_config(policy))
+                    .map_err(fail)
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self { device, created })
+    }
+
+    /// Every queue, the default one first.
+    fn all(&self) -> Vec<&HostQueue<T>> {
+        std::iter::once(self.device.default_queue())
+            .chain(&self.created)
+            .collect()
+    }
+}
+
+/// Launches empty work and records an event on `queue`, and adds how long
+/// the two took to `submits`; answers the event.
+fn submit_timed<T: sigretire_queue::QueueTracker>(
+    queue: &HostQueue<T>,
+    submits: &mut Vec<Duration>,
+) -> Result<sigretire_queue::Event<T>, String> {
+    let submit = Instant::now();
+    queue.launch_empty().map_err(fail)?;
+    let event = queue.record_event().map_err(fail)?;
+    submits.push(submit.elapsed());
+    Ok(event)
 }
 
 /// What one thread of the queues table counted.
